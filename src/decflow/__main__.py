@@ -1,0 +1,3 @@
+from decflow.cli import main
+
+main()
