@@ -8,15 +8,16 @@ order and picks the argmax; backends never do that themselves.
 Two ways to answer:
 - `predict(request)` (async): one request; used by remote backends through the engine's
   bounded-concurrency loop.
-- `predict_batch(requests)` (sync): in-process backends (mock, Python callables) decide a
-  whole shard at once; the engine prefers it when `supports_batch` is true.
+- `decide_batch(batch)` (sync): in-process backends (the mock) decide a whole shard in one
+  vectorized call and answer directly in canonical label order; the engine prefers it when
+  `supports_batch` is true.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 DecisionType = Literal["choice", "noul", "score"]
@@ -84,14 +85,29 @@ class InvalidResponse(BackendError):
     kind = "invalid_response"
 
 
-@dataclass(slots=True)
-class BatchOutcome:
-    """One entry per request of a batch: a prediction or the per-case error."""
+@dataclass(frozen=True, slots=True)
+class RequestBatch:
+    """A shard of requests for `decide_batch`.
 
-    prediction: Prediction | None = None
-    error: BackendError | None = None
-    latency_ms: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    `label_orders[i, j]` is the contract label index shown at position j of request i;
+    `shown_labels[i]` are the labels as shown (same order).
+    """
+
+    request_ids: Sequence[str]
+    inputs: Sequence[str | dict[str, Any]]
+    shown_labels: Sequence[Sequence[str]]
+    label_orders: Any  # numpy int array, n x L
+
+
+@dataclass(slots=True)
+class BatchAnswer:
+    """Canonical-order probabilities (n x L); rows with an error kind are ignored."""
+
+    probabilities: Any  # numpy float64 array, n x L
+    error_kinds: list[str | None]
+    error_messages: list[str | None]
+    model: str | None = None
+    model_version: str | None = None
 
 
 class Backend(ABC):
@@ -108,7 +124,7 @@ class Backend(ABC):
     async def predict(self, request: DecisionRequest) -> Prediction:
         """Decide one request (remote backends)."""
 
-    def predict_batch(self, requests: Sequence[DecisionRequest]) -> list[BatchOutcome]:
+    def decide_batch(self, batch: RequestBatch) -> BatchAnswer:
         """Decide a shard in one call (in-process backends set `supports_batch = True`)."""
         raise NotImplementedError
 
