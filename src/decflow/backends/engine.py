@@ -1,0 +1,310 @@
+"""The shared call engine: every backend answer goes through here.
+
+It validates answers (validation, never repair), maps shown labels back to contract labels,
+reorders to canonical order, picks the argmax (ties to the first label) and turns failures
+into typed per-request error rows. In-process backends decide a shard in one vectorized
+call; remote backends run under a semaphore of `max_concurrency`, and finished results are
+handed out in chunks so an interrupted run loses at most the requests in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from decflow.backends.base import (
+    Backend,
+    BackendError,
+    DecisionRequest,
+    DecisionSpec,
+    InvalidResponse,
+    Prediction,
+    RequestBatch,
+)
+from decflow.data.golden import case_input
+
+RESULTS_SCHEMA = {
+    "request_id": pl.String,
+    "probabilities": pl.List(pl.Float64),
+    "selected": pl.String,
+    "confidence": pl.Float64,
+    "latency_ms": pl.Float64,
+    "error_kind": pl.String,
+    "error_message": pl.String,
+    "model": pl.String,
+    "model_version": pl.String,
+    "metadata_json": pl.String,
+}
+
+SECRET_KEYS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "authorization",
+        "access_token",
+        "refresh_token",
+        "token",
+        "password",
+        "secret",
+        "client_secret",
+        "cookie",
+        "set_cookie",
+    }
+)
+
+
+def redact(value: Any) -> Any:
+    """Replace values under secret-like keys (case-insensitive, `-` read as `_`), recursively."""
+    if isinstance(value, Mapping):
+        return {
+            key: "[REDACTED]"
+            if str(key).lower().replace("-", "_") in SECRET_KEYS
+            else redact(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    return value
+
+
+def check_probabilities(
+    answer: Mapping[str, Any], shown: Sequence[str], tolerance: float
+) -> list[float]:
+    """Validate an answer keyed by shown labels; return values in shown order."""
+    if not isinstance(answer, Mapping):
+        raise InvalidResponse("probabilities must be an object keyed by label")
+    missing = [label for label in shown if label not in answer]
+    unknown = sorted(str(key) for key in answer if key not in shown)
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"missing labels {missing}")
+        if unknown:
+            parts.append(f"unknown labels {unknown}")
+        raise InvalidResponse("probabilities: " + "; ".join(parts))
+    values = []
+    for label in shown:
+        value = answer[label]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidResponse(f"probability of '{label}' is not a number")
+        value = float(value)
+        if not math.isfinite(value) or value < 0:
+            raise InvalidResponse(f"probability of '{label}' is {value}, not a finite value >= 0")
+        values.append(value)
+    total = math.fsum(values)
+    if abs(total - 1.0) > tolerance:
+        raise InvalidResponse(f"probabilities sum to {total:.6g}, outside 1 ± {tolerance:g}")
+    return values
+
+
+def _rows_from_matrix(
+    request_ids: Sequence[str],
+    probabilities: np.ndarray,
+    labels: Sequence[str],
+    latency_ms: Sequence[float],
+    error_kinds: Sequence[str | None],
+    error_messages: Sequence[str | None],
+    models: Sequence[str | None],
+    model_versions: Sequence[str | None],
+    metadata: Sequence[str | None],
+) -> pl.DataFrame:
+    n = len(request_ids)
+    errored = np.array([kind is not None for kind in error_kinds], dtype=bool)
+    safe = np.where(errored[:, None], 0.0, probabilities) if n else probabilities
+    selected_index = np.argmax(safe, axis=1) if n else np.zeros(0, dtype=np.int64)
+    confidence = safe[np.arange(n), selected_index] if n else np.zeros(0)
+    label_array = np.array(labels, dtype=object)
+    selected = np.where(errored, None, label_array[selected_index]) if n else []
+    prob_lists: list[list[float] | None] = [
+        None if errored[i] else probabilities[i].tolist() for i in range(n)
+    ]
+    return pl.DataFrame(
+        {
+            "request_id": list(request_ids),
+            "probabilities": prob_lists,
+            "selected": list(selected),
+            "confidence": [None if errored[i] else float(confidence[i]) for i in range(n)],
+            "latency_ms": [None if errored[i] else latency_ms[i] for i in range(n)],
+            "error_kind": list(error_kinds),
+            "error_message": list(error_messages),
+            "model": [None if errored[i] else models[i] for i in range(n)],
+            "model_version": [None if errored[i] else model_versions[i] for i in range(n)],
+            "metadata_json": [None if errored[i] else metadata[i] for i in range(n)],
+        },
+        schema=RESULTS_SCHEMA,
+    )
+
+
+def _inputs(requests: pl.DataFrame) -> list[str | dict[str, Any]]:
+    return [
+        case_input(text, obj)
+        for text, obj in zip(requests["input_text"], requests["input_json"], strict=True)
+    ]
+
+
+def decide_in_process(
+    backend: Backend, requests: pl.DataFrame, labels: Sequence[str], tolerance: float
+) -> pl.DataFrame:
+    """Decide a whole shard with one `decide_batch` call."""
+    n = requests.height
+    orders = np.array(requests["label_order"].to_list(), dtype=np.int64).reshape(n, len(labels))
+    batch = RequestBatch(
+        request_ids=requests["request_id"].to_list(),
+        inputs=_inputs(requests),
+        shown_labels=requests["shown_labels"].to_list(),
+        label_orders=orders,
+    )
+    started = time.perf_counter()
+    answer = backend.decide_batch(batch)
+    per_request_ms = (time.perf_counter() - started) * 1000.0 / max(n, 1)
+    probabilities = np.asarray(answer.probabilities, dtype=np.float64)
+    kinds = list(answer.error_kinds)
+    messages = list(answer.error_messages)
+    ok = np.array([kind is None for kind in kinds], dtype=bool)
+    sums = probabilities.sum(axis=1)
+    bad = ok & ~(np.isfinite(probabilities).all(axis=1) & (probabilities >= 0).all(axis=1))
+    bad |= ok & (np.abs(sums - 1.0) > tolerance)
+    for i in np.flatnonzero(bad):
+        # A vectorized sum can differ from fsum in the last bits; re-check exactly.
+        try:
+            check_probabilities(dict(zip(labels, probabilities[i].tolist(), strict=True)),
+                                labels, tolerance)
+        except InvalidResponse as exc:
+            kinds[i], messages[i] = exc.kind, str(exc)
+    return _rows_from_matrix(
+        batch.request_ids,
+        probabilities,
+        labels,
+        [per_request_ms] * n,
+        kinds,
+        messages,
+        [answer.model] * n,
+        [answer.model_version] * n,
+        [None] * n,
+    )
+
+
+class RemoteCaller:
+    """Runs `backend.predict` over a shard with bounded concurrency, chunked output."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        decision: DecisionSpec,
+        tolerance: float,
+        max_concurrency: int,
+    ) -> None:
+        self.backend = backend
+        self.decision = decision
+        self.tolerance = tolerance
+        self.max_concurrency = max_concurrency
+
+    async def _one(
+        self, request_id: str, value: str | dict[str, Any], shown: list[str], order: list[int]
+    ) -> tuple[Any, ...]:
+        spec = DecisionSpec(
+            self.decision.name, self.decision.type, tuple(shown), self.decision.description
+        )
+        started = time.perf_counter()
+        try:
+            prediction: Prediction = await self.backend.predict(
+                DecisionRequest(request_id, spec, value)
+            )
+            latency = (time.perf_counter() - started) * 1000.0
+            values = check_probabilities(prediction.probabilities, shown, self.tolerance)
+            canonical = [0.0] * len(values)
+            for position, label_index in enumerate(order):
+                canonical[label_index] = values[position]
+            metadata = (
+                json.dumps(redact(prediction.metadata), sort_keys=True, default=str)
+                if prediction.metadata
+                else None
+            )
+            return (
+                request_id,
+                canonical,
+                latency,
+                None,
+                None,
+                prediction.model or self.backend.model,
+                prediction.model_version,
+                metadata,
+            )
+        except BackendError as exc:
+            return (request_id, None, None, exc.kind, str(exc), None, None, None)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # third-party adapter code: any other failure is typed
+            if _is_configuration_error(exc):
+                raise
+            return (request_id, None, None, "exception", f"{type(exc).__name__}: {exc}",
+                    None, None, None)
+
+    async def run(
+        self,
+        requests: pl.DataFrame,
+        labels: Sequence[str],
+        on_chunk: Callable[[pl.DataFrame], None],
+        chunk_size: int = 256,
+    ) -> None:
+        """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`."""
+        semaphore = asyncio.Semaphore(self.max_concurrency)
+        pending_rows: list[tuple[Any, ...]] = []
+
+        def flush() -> None:
+            if pending_rows:
+                on_chunk(_rows_from_tuples(pending_rows, labels))
+                pending_rows.clear()
+
+        async def guarded(row: tuple[Any, ...]) -> tuple[Any, ...]:
+            async with semaphore:
+                return await self._one(*row)
+
+        rows = zip(
+            requests["request_id"],
+            _inputs(requests),
+            requests["shown_labels"].to_list(),
+            requests["label_order"].to_list(),
+            strict=True,
+        )
+        tasks = [asyncio.ensure_future(guarded(row)) for row in rows]
+        try:
+            for finished in asyncio.as_completed(tasks):
+                pending_rows.append(await finished)
+                if len(pending_rows) >= chunk_size:
+                    flush()
+        finally:
+            for task in tasks:
+                task.cancel()
+            flush()
+
+
+def _rows_from_tuples(rows: list[tuple[Any, ...]], labels: Sequence[str]) -> pl.DataFrame:
+    width = len(labels)
+    matrix = np.array(
+        [r[1] if r[1] is not None else [np.nan] * width for r in rows], dtype=np.float64
+    ).reshape(len(rows), width)
+    return _rows_from_matrix(
+        [r[0] for r in rows],
+        matrix,
+        labels,
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        [r[4] for r in rows],
+        [r[5] for r in rows],
+        [r[6] for r in rows],
+        [r[7] for r in rows],
+    )
+
+
+def _is_configuration_error(exc: Exception) -> bool:
+    from decflow.errors import DecflowError
+
+    return isinstance(exc, DecflowError)

@@ -1,0 +1,222 @@
+"""Content-addressed Parquet store on fsspec (a local path or any fsspec URL).
+
+Layout: `stages/<stage>/<key>/part-NNNNN.parquet … _manifest.json` and `runs/<run_id>/…`.
+A stage is complete exactly when its `_manifest.json` exists: parts are written first and
+the manifest last, and every file is written under a temporary name and then renamed, so a
+process killed at any point leaves nothing that later reads as a valid artifact.
+The call stage writes `chunk-*.parquet` files as results arrive; `--resume` reads them back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import fsspec
+import polars as pl
+
+from decflow.errors import DecflowError
+
+MANIFEST = "_manifest.json"
+
+
+@dataclass(frozen=True)
+class Part:
+    path: str  # relative to the store root
+    sha256: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    stage: str
+    key: str
+    uri: str
+    sha256: str
+    rows: int
+    schema: dict[str, str]
+    parts: tuple[Part, ...] = field(default_factory=tuple)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["parts"] = [asdict(p) for p in self.parts]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        return cls(
+            stage=data["stage"],
+            key=data["key"],
+            uri=data["uri"],
+            sha256=data["sha256"],
+            rows=int(data["rows"]),
+            schema=dict(data["schema"]),
+            parts=tuple(Part(**p) for p in data.get("parts", [])),
+            extra=dict(data.get("extra", {})),
+        )
+
+
+def stage_key(stage: str, version: str, contract_hash: str, upstream: Sequence[str],
+              params: dict[str, Any]) -> str:
+    """sha256 of everything a stage's output depends on (never absolute paths)."""
+    payload = json.dumps(
+        {
+            "stage": stage,
+            "version": version,
+            "contract": contract_hash,
+            "upstream": list(upstream),
+            "params": params,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _frame_bytes(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, compression="zstd", statistics=False)
+    return buffer.getvalue()
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url)
+        except (ImportError, ValueError) as exc:
+            raise DecflowError(f"store '{url}': {exc}") from None
+        self.root = root.rstrip("/") if root not in ("/", "") else root
+        self.is_local = getattr(self.fs, "protocol", None) in ("file", ("file", "local"))
+        if self.is_local:
+            self.root = os.path.abspath(self.root)
+
+    # -- paths ---------------------------------------------------------------------------
+    def path(self, relative: str) -> str:
+        return f"{self.root}/{relative}"
+
+    def uri(self, relative: str) -> str:
+        return self.path(relative) if self.is_local else self.fs.unstrip_protocol(
+            self.path(relative)
+        )
+
+    def stage_prefix(self, stage: str, key: str) -> str:
+        return f"stages/{stage}/{key}"
+
+    # -- raw files -----------------------------------------------------------------------
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        """Write atomically: a temporary name in the same folder, then a rename."""
+        target = self.path(relative)
+        folder = target.rsplit("/", 1)[0]
+        self.fs.makedirs(folder, exist_ok=True)
+        temporary = f"{folder}/.tmp-{uuid.uuid4().hex}"
+        with self.fs.open(temporary, "wb") as handle:
+            handle.write(data)
+        if self.is_local:
+            os.replace(temporary, target)
+        else:
+            self.fs.mv(temporary, target)
+
+    def read_bytes(self, relative: str) -> bytes:
+        try:
+            data: bytes = self.fs.cat_file(self.path(relative))
+        except FileNotFoundError:
+            raise DecflowError(f"store: {self.uri(relative)} does not exist") from None
+        return data
+
+    def exists(self, relative: str) -> bool:
+        return bool(self.fs.exists(self.path(relative)))
+
+    def write_json(self, relative: str, data: Any) -> None:
+        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        self.write_bytes(relative, text.encode())
+
+    def read_json(self, relative: str) -> Any:
+        return json.loads(self.read_bytes(relative))
+
+    def list_dir(self, relative: str) -> list[str]:
+        """Names directly under `relative` (empty when it does not exist)."""
+        folder = self.path(relative)
+        if not self.fs.exists(folder):
+            return []
+        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False))
+
+    # -- stages --------------------------------------------------------------------------
+    def manifest(self, stage: str, key: str) -> Manifest | None:
+        relative = f"{self.stage_prefix(stage, key)}/{MANIFEST}"
+        if not self.exists(relative):
+            return None
+        return Manifest.from_dict(self.read_json(relative))
+
+    def write_part(self, relative: str, frame: pl.DataFrame) -> Part:
+        data = _frame_bytes(frame)
+        self.write_bytes(relative, data)
+        return Part(relative, hashlib.sha256(data).hexdigest(), frame.height)
+
+    def publish(
+        self,
+        stage: str,
+        key: str,
+        frames: Iterable[pl.DataFrame] | pl.DataFrame,
+        *,
+        extra: dict[str, Any] | None = None,
+        parts: Sequence[Part] = (),
+        schema: dict[str, str] | None = None,
+    ) -> Manifest:
+        """Write frames as parts (plus already written `parts`), then the manifest last."""
+        prefix = self.stage_prefix(stage, key)
+        written = list(parts)
+        if isinstance(frames, pl.DataFrame):
+            frames = [frames]
+        for frame in frames:
+            if schema is None:
+                schema = {name: str(dtype) for name, dtype in frame.schema.items()}
+            written.append(self.write_part(f"{prefix}/part-{len(written):05d}.parquet", frame))
+        digest = hashlib.sha256("".join(p.sha256 for p in written).encode()).hexdigest()
+        manifest = Manifest(
+            stage=stage,
+            key=key,
+            uri=self.uri(prefix),
+            sha256=digest,
+            rows=sum(p.rows for p in written),
+            schema=schema or {},
+            parts=tuple(written),
+            extra=extra or {},
+        )
+        self.write_json(f"{prefix}/{MANIFEST}", manifest.to_dict())
+        return manifest
+
+    def read(self, manifest: Manifest, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        frames = [self.read_part(p, columns) for p in manifest.parts]
+        if not frames:
+            return pl.DataFrame()
+        return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+
+    def read_part(self, part: Part, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        data = self.read_bytes(part.path)
+        if hashlib.sha256(data).hexdigest() != part.sha256:
+            raise DecflowError(
+                f"store: {self.uri(part.path)} does not match its manifest (sha256 differs); "
+                "the artifact was changed after it was written"
+            )
+        return pl.read_parquet(io.BytesIO(data), columns=list(columns) if columns else None)
+
+    def chunk_parts(self, stage: str, key: str) -> list[Part]:
+        """Completed chunk files of an unfinished stage, oldest first (for --resume)."""
+        prefix = self.stage_prefix(stage, key)
+        parts = []
+        for name in self.list_dir(prefix):
+            if name.startswith("chunk-") and name.endswith(".parquet"):
+                relative = f"{prefix}/{name}"
+                data = self.read_bytes(relative)
+                frame = pl.read_parquet(io.BytesIO(data), columns=["request_id"])
+                parts.append(Part(relative, hashlib.sha256(data).hexdigest(), frame.height))
+        return parts
