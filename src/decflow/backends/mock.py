@@ -108,7 +108,8 @@ class MockBackend(Backend):
 
     async def predict(self, request: DecisionRequest) -> Prediction:
         shown = request.decision.labels
-        order = np.array([[self.meaning_index.get(label_meaning(s), j) for j, s in enumerate(shown)]])
+        index = [self.meaning_index.get(label_meaning(s), j) for j, s in enumerate(shown)]
+        order = np.array([index])
         batch = RequestBatch([request.case_id], [request.input], [shown], order)
         row = self.decide_batch(batch).probabilities[0]
         return Prediction(

@@ -135,7 +135,7 @@ class _RowChecker:
         value = row.get("expected")
         if value is None:
             return None
-        if isinstance(value, bool) or isinstance(value, float):
+        if isinstance(value, bool | float):
             raise self.fail(where, f"expected {value!r} is not a label (write labels as strings)")
         if isinstance(value, int):
             value = str(value)
@@ -194,7 +194,9 @@ def _table_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, Any]]:
             try:
                 row["input"] = strict_json_loads(raw) if isinstance(raw, str) else raw
             except ValueError as exc:
-                raise DatasetError(f"{path}: row {number}: input_json: invalid JSON ({exc})")
+                raise DatasetError(
+                    f"{path}: row {number}: input_json: invalid JSON ({exc})"
+                ) from None
             if not isinstance(row["input"], dict):
                 raise DatasetError(f"{path}: row {number}: input_json must be a JSON object")
         if record.get("expected") is not None:
@@ -204,7 +206,9 @@ def _table_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, Any]]:
             try:
                 row["metadata"] = strict_json_loads(meta)
             except (TypeError, ValueError) as exc:
-                raise DatasetError(f"{path}: row {number}: metadata_json: invalid JSON ({exc})")
+                raise DatasetError(
+                    f"{path}: row {number}: metadata_json: invalid JSON ({exc})"
+                ) from None
         yield number, row
 
 

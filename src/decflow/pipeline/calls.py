@@ -1,0 +1,100 @@
+"""The `results` stage: every request ends as exactly one result row or one typed error row.
+
+Requests are decided in shards. In-process backends decide a shard in one batch call;
+remote backends go through the async engine. Finished rows are written as chunk files as
+they arrive, so `--resume RUN` re-sends only requests without a recorded result (at most the
+`max_concurrency` requests in flight at a kill are sent again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import polars as pl
+
+from decflow.backends.base import Backend, DecisionSpec
+from decflow.backends.engine import RESULTS_SCHEMA, RemoteCaller, decide_in_process
+from decflow.store.store import Part, Store
+
+log = logging.getLogger(__name__)
+Progress = Callable[[int, int], None]
+
+
+class ChunkSink:
+    """Writes result chunks for one results key and remembers what is recorded."""
+
+    def __init__(self, store: Store, prefix: str, parts: list[Part]) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.parts = parts
+
+    def __call__(self, frame: pl.DataFrame) -> None:
+        if frame.height:
+            name = f"{self.prefix}/chunk-{len(self.parts):06d}.parquet"
+            self.parts.append(self.store.write_part(name, frame))
+
+
+def recorded_request_ids(store: Store, parts: list[Part]) -> set[str]:
+    ids: set[str] = set()
+    for part in parts:
+        ids.update(store.read_part(part, ["request_id"])["request_id"].to_list())
+    return ids
+
+
+def _error_rows(request_ids: pl.Series, kinds: list[str], messages: list[str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"request_id": request_ids, "error_kind": kinds, "error_message": messages},
+        schema={"request_id": pl.String, "error_kind": pl.String, "error_message": pl.String},
+    ).with_columns(
+        [pl.lit(None, dtype=dtype).alias(name) for name, dtype in RESULTS_SCHEMA.items()
+         if name not in ("request_id", "error_kind", "error_message")]
+    ).select(list(RESULTS_SCHEMA))
+
+
+def original_error_rows(transformed: pl.DataFrame, failed: pl.DataFrame) -> pl.DataFrame:
+    """Transformed requests of a case whose original errored are not sent."""
+    joined = transformed.join(
+        failed.select("case_id", pl.col("error_kind").alias("original_kind")), on="case_id"
+    )
+    messages = [f"the original case errored ({kind})" for kind in joined["original_kind"]]
+    return _error_rows(joined["request_id"], ["original_error"] * joined.height, messages)
+
+
+def generation_error_rows(transformed: pl.DataFrame) -> pl.DataFrame:
+    """Transformed cases whose generation failed (e.g. paraphrase provider) are not sent."""
+    failed = transformed.filter(pl.col("pre_error_kind").is_not_null())
+    return _error_rows(
+        failed["request_id"],
+        failed["pre_error_kind"].to_list(),
+        failed["pre_error_message"].to_list(),
+    )
+
+
+async def decide_requests(
+    backend: Backend,
+    requests: pl.DataFrame,
+    *,
+    decision: DecisionSpec,
+    tolerance: float,
+    max_concurrency: int,
+    shard_size: int,
+    sink: ChunkSink,
+    progress: Progress | None = None,
+) -> None:
+    """Decide `requests` (already filtered to what still needs a result) shard by shard.
+
+    Runs inside the caller's event loop so remote clients live for the whole stage.
+    """
+    total = requests.height
+    done = 0
+    caller = RemoteCaller(backend, decision, tolerance, max_concurrency)
+    for offset in range(0, total, shard_size):
+        shard = requests.slice(offset, shard_size)
+        if backend.supports_batch:
+            sink(decide_in_process(backend, shard, decision.labels, tolerance))
+        else:
+            await caller.run(shard, decision.labels, sink)
+        done += shard.height
+        if progress:
+            progress(done, total)

@@ -1,0 +1,73 @@
+"""What a contract run is asked to do, as small JSON-able parameters.
+
+A `RunSpec` is all a stage needs to find its inputs: the stage functions (and the Prefect
+tasks that wrap them) receive it plus upstream manifests, never DataFrames or clients.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from decflow.errors import DecflowError
+
+Mode = Literal["test", "fuzz", "all", "stability"]
+STAGES = ("cases", "requests", "results", "comparisons", "minimized", "summary", "report")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    contract_path: str
+    store_url: str
+    run_id: str
+    mode: Mode = "test"
+    backend: str = "default"
+    dataset: str | None = None  # as typed on the command line; overrides the contract's
+    seed: int | None = None
+    properties: tuple[str, ...] | None = None
+    minimize: bool | None = None
+    max_concurrency: int | None = None
+    healthcheck: bool = True
+    shard_size: int = 5000
+    created_at: str = field(default_factory=lambda: now_iso())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["properties"] = list(self.properties) if self.properties is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        values = dict(data)
+        if values.get("properties") is not None:
+            values["properties"] = tuple(values["properties"])
+        return cls(**values)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def new_run_id() -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+@lru_cache(maxsize=16)
+def _load(path: str, mtime_ns: int) -> Any:
+    from decflow.contracts import load_contract
+
+    return load_contract(path)
+
+
+def load_contract_cached(path: str) -> Any:
+    """Load (and cache per process) a contract; stages call this instead of re-parsing."""
+    try:
+        mtime = Path(path).stat().st_mtime_ns
+    except OSError:
+        raise DecflowError(f"{path}: cannot read contract (file not found)") from None
+    return _load(path, mtime)
