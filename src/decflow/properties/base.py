@@ -1,0 +1,122 @@
+"""Shared types of the transformation families: transformed cases, skips, text access.
+
+A transformation is a JSON list of steps applied to the original case; applying steps is
+pure, so a transformed case can be regenerated, shrunk and replayed from its steps alone.
+`presentation` lists (shown label, contract label) pairs in shown order, or is None when
+the labels are shown canonically (contract order, contract form).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Input = str | dict[str, Any]
+Presentation = list[tuple[str, str]] | None
+Step = dict[str, Any]
+
+SKIP_NO_TEXT = "object input has no text to transform (set fuzz.text_field)"
+SKIP_EMPTY_TEXT = "text is empty"
+SKIP_NO_REWRITE = "no rewrite matches the text"
+SKIP_NO_CHANGE = "no transformation changes this case"
+
+
+def skip_not_string(field_name: str) -> str:
+    return f"input field '{field_name}' is missing or not a string"
+
+
+def skip_not_number(field_name: str) -> str:
+    return f"input field '{field_name}' is missing or not a number"
+
+
+def skip_not_finite(field_name: str) -> str:
+    return f"input field '{field_name}' is not finite"
+
+
+def skip_provider_gave_none(provider: str) -> str:
+    return f"paraphrase provider '{provider}' gave none"
+
+
+@dataclass(slots=True)
+class Transformed:
+    """One transformed case; `sample` numbers the kept transformations of a case from 0."""
+
+    sample: int
+    steps: list[Step]
+    input: Input
+    presentation: Presentation
+    # The input and labels are unchanged (identity paraphrase): evidence of rerun stability.
+    rerun_evidence: bool = False
+
+
+@dataclass(slots=True)
+class GenerationFailure:
+    """A provider failure recorded as one errored transformed case (sample 0, no steps)."""
+
+    kind: str  # paraphrase_error | timeout | unavailable
+    message: str
+
+
+@dataclass(slots=True)
+class Generated:
+    transformed: list[Transformed] = field(default_factory=list)
+    skip_reason: str | None = None
+    failure: GenerationFailure | None = None
+    provenance: dict[str, Any] | None = None
+
+
+class TextNotAvailable(Exception):
+    """The case has no text a text property can edit; the message is the skip reason."""
+
+
+def get_text(original: Input, text_field: str | None) -> str:
+    if isinstance(original, str):
+        return original
+    if text_field is None:
+        raise TextNotAvailable(SKIP_NO_TEXT)
+    value = original.get(text_field)
+    if not isinstance(value, str):
+        raise TextNotAvailable(skip_not_string(text_field))
+    return value
+
+
+def with_text(original: Input, text_field: str | None, text: str) -> Input:
+    """The original input with its text replaced (other object fields keep their order)."""
+    if isinstance(original, str) or text_field is None:
+        return text
+    return {**original, text_field: text}
+
+
+def setting(obj: Any, name: str, default: Any = None) -> Any:
+    """Read a setting from a contract model or a plain mapping (provider settings)."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def finish(
+    original: Input,
+    candidates: Sequence[tuple[list[Step], Input, Presentation]],
+    *,
+    keep_noop: bool = False,
+) -> Generated:
+    """Drop no-ops and duplicates, number the rest; nothing left is a skip."""
+    kept: list[Transformed] = []
+    seen: set[tuple[str, tuple[tuple[str, str], ...] | None]] = set()
+    for steps, new_input, presentation in candidates:
+        unchanged = presentation is None and new_input == original
+        if unchanged and not keep_noop:
+            continue
+        key = (
+            new_input if isinstance(new_input, str) else json.dumps(new_input, sort_keys=True),
+            tuple(presentation) if presentation is not None else None,
+        )
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(Transformed(len(kept), steps, new_input, presentation, unchanged))
+    if not kept:
+        return Generated(skip_reason=SKIP_NO_CHANGE)
+    return Generated(kept)

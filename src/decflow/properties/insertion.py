@@ -1,0 +1,91 @@
+"""irrelevant_context and repeated_context: insert fragments at sentence boundaries.
+
+Sentences split after `.`, `!` or `?` followed by whitespace; boundary `at` < n puts
+`fragment + " "` before sentence `at`, boundary n appends `" " + fragment`. The original text
+is otherwise byte-identical. Step: `{"at", "text"}`, sorted by `at` (stable).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from decflow.properties.base import (
+    SKIP_EMPTY_TEXT,
+    Generated,
+    Input,
+    Step,
+    TextNotAvailable,
+    finish,
+    get_text,
+    with_text,
+)
+from decflow.properties.stream import Stream
+
+DEFAULT_FRAGMENTS = (
+    "The weather was mild that day.",
+    "This note was written on a Tuesday.",
+    "The office is on the third floor.",
+    "The meeting room has a large window.",
+    "There is a small plant on the desk.",
+    "The train was on time this morning.",
+    "The corridor lights were repainted last year.",
+    "A colleague brought biscuits to share.",
+)
+
+_SENTENCE_GAP = re.compile(r"(?<=[.!?])\s+")
+
+
+def sentence_starts(text: str) -> list[int]:
+    return [0, *(m.end() for m in _SENTENCE_GAP.finditer(text))]
+
+
+def _at(step: Step) -> int:
+    return int(step["at"])
+
+
+def insert(text: str, steps: Sequence[Step]) -> str:
+    starts = sentence_starts(text)
+    pieces: list[str] = []
+    previous = 0
+    tail: list[str] = []
+    for step in sorted(steps, key=_at):
+        at = _at(step)
+        if at >= len(starts):
+            tail.append(" " + step["text"])
+            continue
+        pieces.append(text[previous : starts[at]])
+        pieces.append(step["text"] + " ")
+        previous = starts[at]
+    pieces.append(text[previous:])
+    return "".join(pieces + tail)
+
+
+def generate(
+    config: Any,
+    stream: Stream,
+    original: Input,
+    text_field: str | None,
+    *,
+    repeated: bool,
+) -> Generated:
+    try:
+        text = get_text(original, text_field)
+    except TextNotAvailable as skip:
+        return Generated(skip_reason=str(skip))
+    if not text:
+        return Generated(skip_reason=SKIP_EMPTY_TEXT)
+    fragments = config.fragments or DEFAULT_FRAGMENTS
+    boundaries = len(sentence_starts(text)) + 1
+    candidates = []
+    for _ in range(config.samples):
+        if repeated:
+            chosen = [fragments[stream.draw(len(fragments))]] * config.repeats
+        else:
+            chosen = [fragments[stream.draw(len(fragments))] for _ in range(config.insertions)]
+        steps = sorted(
+            ({"at": stream.draw(boundaries), "text": fragment} for fragment in chosen), key=_at
+        )
+        candidates.append((steps, with_text(original, text_field, insert(text, steps)), None))
+    return finish(original, candidates)

@@ -1,0 +1,46 @@
+"""inversion (noul): negate the text with a literal rewrite; the answer must swap.
+
+The rewrites whose `find` occurs in the text are used in contract order, the first
+`samples` of them; each replaces the first occurrence. Step: `{"find", "replace"}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from decflow.properties.base import (
+    SKIP_NO_REWRITE,
+    Generated,
+    Input,
+    Step,
+    TextNotAvailable,
+    finish,
+    get_text,
+    setting,
+    with_text,
+)
+
+
+def apply(text: str, steps: Sequence[Step]) -> str:
+    for step in steps:
+        text = text.replace(step["find"], step["replace"], 1)
+    return text
+
+
+def generate(config: Any, original: Input, text_field: str | None) -> Generated:
+    try:
+        text = get_text(original, text_field)
+    except TextNotAvailable as skip:
+        return Generated(skip_reason=str(skip))
+    matching = [
+        {"find": setting(r, "find"), "replace": setting(r, "replace")}
+        for r in config.rewrites
+        if setting(r, "find") in text
+    ][: config.samples]
+    if not matching:
+        return Generated(skip_reason=SKIP_NO_REWRITE)
+    return finish(
+        original,
+        [([step], with_text(original, text_field, apply(text, [step])), None) for step in matching],
+    )

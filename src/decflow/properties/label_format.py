@@ -1,0 +1,75 @@
+"""label_format: show the labels in another surface form, or by their aliases.
+
+Steps: `{"label", "style"}` or `{"label", "alias"}`, one per label whose shown form changes.
+Labels keep their contract order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from decflow.properties.base import Generated, Input, Presentation, Step, finish
+from decflow.properties.stream import Stream
+
+
+def _lettered(label: str, index: int) -> str:
+    return f"{chr(ord('A') + index)}) {label}" if index < 26 else f"{index + 1}) {label}"
+
+
+STYLES: dict[str, Callable[[str, int], str]] = {
+    "upper": lambda label, _i: label.upper(),
+    "lower": lambda label, _i: label.lower(),
+    "capitalized": lambda label, _i: label[:1].upper() + label[1:],
+    "lettered": _lettered,
+    "numbered": lambda label, i: f"{i + 1}. {label}",
+    "quoted": lambda label, _i: f'"{label}"',
+    "bracketed": lambda label, _i: f"[{label}]",
+}
+
+
+def variants(config: Any, labels: Sequence[str]) -> list[list[Step]]:
+    """Candidate step lists: one per style that changes a label, then one per alias index."""
+    found: list[list[Step]] = []
+    for style in config.styles:
+        form = STYLES[style]
+        found.append(
+            [{"label": lab, "style": style} for i, lab in enumerate(labels) if form(lab, i) != lab]
+        )
+    aliases: Mapping[str, Sequence[str]] = config.aliases or {}
+    depth = max((len(v) for v in aliases.values()), default=0)
+    for k in range(depth):
+        found.append(
+            [
+                {"label": lab, "alias": aliases[lab][k]}
+                for lab in labels
+                if len(aliases.get(lab, ())) > k and aliases[lab][k] != lab
+            ]
+        )
+    return [steps for steps in found if steps and labels_distinct(steps, labels)]
+
+
+def _shown(steps: Sequence[Step], labels: Sequence[str]) -> list[str]:
+    index = {lab: i for i, lab in enumerate(labels)}
+    shown = list(labels)
+    for step in steps:
+        i = index[step["label"]]
+        shown[i] = step["alias"] if "alias" in step else STYLES[step["style"]](labels[i], i)
+    return shown
+
+
+def labels_distinct(steps: Sequence[Step], labels: Sequence[str]) -> bool:
+    """Whether a step list shows every label differently (also checked when shrinking)."""
+    return len(set(_shown(steps, labels))) == len(labels)
+
+
+def generate(config: Any, stream: Stream, original: Input, labels: Sequence[str]) -> Generated:
+    found = variants(config, labels)
+    chosen = stream.sample(found, min(config.samples, len(found)))
+    return finish(original, [(steps, original, presentation(steps, labels)) for steps in chosen])
+
+
+def presentation(steps: Sequence[Step], labels: Sequence[str]) -> Presentation:
+    if not steps:
+        return None
+    return list(zip(_shown(steps, labels), labels, strict=True))

@@ -1,0 +1,49 @@
+"""monotonic (score): add each delta to a numeric field of object inputs.
+
+Step: `{"field", "delta"}` (delta stored as a float). The value stays an int when it and
+the delta are both integral.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from decflow.properties.base import (
+    Generated,
+    Input,
+    Step,
+    finish,
+    skip_not_finite,
+    skip_not_number,
+)
+
+
+def _shifted(value: int | float, delta: float) -> int | float:
+    if isinstance(value, int) and float(delta).is_integer():
+        return value + int(delta)
+    return value + delta
+
+
+def apply(original: Input, steps: Sequence[Step]) -> Input:
+    if isinstance(original, str):
+        return original
+    shifted = dict(original)
+    for step in steps:
+        shifted[step["field"]] = _shifted(shifted[step["field"]], step["delta"])
+    return shifted
+
+
+def generate(config: Any, original: Input) -> Generated:
+    name = config.field
+    value = original.get(name) if isinstance(original, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return Generated(skip_reason=skip_not_number(name))
+    if not math.isfinite(value):
+        return Generated(skip_reason=skip_not_finite(name))
+    candidates = []
+    for delta in config.deltas:
+        steps: list[Step] = [{"field": name, "delta": float(delta)}]
+        candidates.append((steps, apply(original, steps), None))
+    return finish(original, candidates)

@@ -1,0 +1,259 @@
+"""Paraphrase providers: identity, file, openai (any OpenAI-compatible chat API), plugins.
+
+A provider is built once per run (`build_paraphraser`, which fixes the run seed) and asked
+per case. Failures of a
+provider for one case raise `ParaphraseFailed` with the typed error kind recorded for that
+case; configuration problems (unreadable file, missing credential, unknown plugin) raise
+`ConfigurationError` and stop the run with exit 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from abc import ABC, abstractmethod
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from decflow.errors import ConfigurationError
+from decflow.properties.base import setting
+
+ENTRY_POINT_GROUP = "decflow.paraphrasers"
+
+DEFAULT_INSTRUCTIONS = (
+    "Rewrite the user's text in {n} different ways. Keep the meaning, every fact and the "
+    "language; change only the wording. Reply with a JSON array of {n} strings and nothing "
+    "else."
+)
+
+
+class ParaphraseFailed(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class Paraphraser(ABC):
+    """Base class of providers; plugins subclass it and register under `decflow.paraphrasers`.
+
+    A plugin class is constructed with the provider settings as a dict, the contract's
+    directory and the run seed: `cls(settings, base_dir=..., seed=...)`.
+    """
+
+    provider: str = ""
+
+    @abstractmethod
+    def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]:
+        """Up to n paraphrases of text (an empty list means none for this case)."""
+
+    def provenance(self) -> dict[str, Any]:
+        """Where the paraphrases come from, stored per case in the report."""
+        return {"provider": self.provider}
+
+
+class IdentityParaphraser(Paraphraser):
+    """Re-asks the same text once: a determinism (rerun) check, not a paraphrase."""
+
+    provider = "identity"
+
+    def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]:
+        return [text]
+
+
+class FileParaphraser(Paraphraser):
+    """Curated paraphrases from JSONL rows `{"id"|"input": ..., "paraphrases": [...]}`."""
+
+    provider = "file"
+
+    def __init__(self, path: str, base_dir: Path) -> None:
+        self.path = path
+        full = (base_dir / path) if not Path(path).is_absolute() else Path(path)
+        try:
+            raw = full.read_bytes()
+        except OSError as exc:
+            raise ConfigurationError(
+                f"{full}: cannot read paraphrase file ({exc.strerror or exc})"
+            ) from exc
+        self.digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        self.by_id: dict[str, list[str]] = {}
+        self.by_input: dict[str, list[str]] = {}
+        self._load(full, raw)
+
+    def _load(self, full: Path, raw: bytes) -> None:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigurationError(f"{full}: paraphrase file is not UTF-8") from exc
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{full}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigurationError(f"{where}: invalid JSON ({exc.msg})") from exc
+            if not isinstance(row, dict):
+                raise ConfigurationError(f"{where}: a row must be a JSON object")
+            texts = row.get("paraphrases")
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                raise ConfigurationError(f"{where}: 'paraphrases' must be a list of strings")
+            if isinstance(row.get("id"), str):
+                self.by_id[row["id"]] = texts
+            elif isinstance(row.get("input"), str):
+                self.by_input[row["input"]] = texts
+            else:
+                raise ConfigurationError(f"{where}: a row needs a string 'id' or 'input'")
+
+    def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]:
+        found = self.by_id.get(case_id)
+        if found is None:
+            found = self.by_input.get(text, [])
+        return found[:n]
+
+    def provenance(self) -> dict[str, Any]:
+        return {"provider": self.provider, "path": self.path, "sha256": self.digest}
+
+
+def redact_url(url: str) -> str:
+    """The URL without userinfo, query or fragment (never store credentials)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class OpenAIParaphraser(Paraphraser):
+    """Paraphrases from an OpenAI-compatible chat-completions API (seeded, recorded)."""
+
+    provider = "openai"
+
+    def __init__(
+        self, source: Any, *, seed: int, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self.seed = seed
+        self.model = setting(source, "model")
+        if not self.model:
+            raise ConfigurationError("properties.paraphrase.source.model: required for openai")
+        self.url = str(setting(source, "url") or "https://api.openai.com/v1").rstrip("/")
+        self.temperature = float(setting(source, "temperature", 0.0) or 0.0)
+        self.instructions = setting(source, "instructions") or DEFAULT_INSTRUCTIONS
+        headers = {}
+        key_env = setting(source, "api_key_env", "OPENAI_API_KEY")
+        if key_env is not None:
+            key = os.environ.get(key_env)
+            if not key:
+                raise ConfigurationError(
+                    f"properties.paraphrase.source.api_key_env: environment variable "
+                    f"{key_env} is not set"
+                )
+            headers["Authorization"] = f"Bearer {key}"
+        timeout = float(setting(source, "timeout_s", 60) or 60)
+        self._client = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+
+    def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]:
+        body = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": self.instructions.replace("{n}", str(n))},
+                {"role": "user", "content": text},
+            ],
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+        try:
+            response = self._client.post(f"{self.url}/chat/completions", json=body)
+        except httpx.TimeoutException as exc:
+            raise ParaphraseFailed("timeout", f"paraphrase request timed out ({exc})") from exc
+        except httpx.TransportError as exc:
+            raise ParaphraseFailed("unavailable", f"paraphraser unreachable ({exc})") from exc
+        if response.status_code >= 400:
+            raise ParaphraseFailed("paraphrase_error", f"paraphraser HTTP {response.status_code}")
+        self.last_response = _response_identity(response)
+        return _parse_paraphrases(response)[:n]
+
+    def provenance(self) -> dict[str, Any]:
+        found = {
+            "provider": self.provider,
+            "model": self.model,
+            "url": redact_url(self.url),
+            "temperature": self.temperature,
+        }
+        found.update(getattr(self, "last_response", {}))
+        return found
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _response_identity(response: httpx.Response) -> dict[str, Any]:
+    try:
+        data = response.json()
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        "response_model": data.get("model"),
+        "system_fingerprint": data.get("system_fingerprint"),
+    }
+
+
+def _parse_paraphrases(response: httpx.Response) -> list[str]:
+    def bad(reason: str) -> ParaphraseFailed:
+        return ParaphraseFailed("paraphrase_error", f"paraphraser answer {reason}")
+
+    try:
+        content = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise bad("has no choices[0].message.content") from exc
+    if not isinstance(content, str):
+        raise bad("content is not text")
+    stripped = content.strip()
+    if stripped.startswith("```"):
+        # Models often fence JSON in a code block despite the instructions.
+        stripped = stripped.strip("`").removeprefix("json").strip()
+    try:
+        texts = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise bad("is not a JSON array") from exc
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise bad("is not a JSON array of strings")
+    return [t for t in texts if t.strip()]
+
+
+def build_paraphraser(source: Any, *, base_dir: Path, seed: int) -> Paraphraser:
+    """Build the provider named by `properties.paraphrase.source` (once per run)."""
+    provider = setting(source, "provider", "identity") if source is not None else "identity"
+    if provider == "identity":
+        return IdentityParaphraser()
+    if provider == "file":
+        path = setting(source, "path")
+        if not isinstance(path, str) or not path:
+            raise ConfigurationError("properties.paraphrase.source.path: required for file")
+        return FileParaphraser(path, base_dir)
+    if provider == "openai":
+        return OpenAIParaphraser(source, seed=seed)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name == provider:
+            cls = point.load()
+            if not (isinstance(cls, type) and issubclass(cls, Paraphraser)):
+                raise ConfigurationError(
+                    f"paraphraser plugin '{provider}' is not a decflow Paraphraser subclass"
+                )
+            settings = source if isinstance(source, dict) else _as_dict(source)
+            return cls(settings, base_dir=base_dir, seed=seed)  # type: ignore[call-arg]
+    raise ConfigurationError(
+        f"properties.paraphrase.source.provider: unknown provider '{provider}' (built in: "
+        f"identity, file, openai; plugins register under '{ENTRY_POINT_GROUP}')"
+    )
+
+
+def _as_dict(source: Any) -> dict[str, Any]:
+    dump = getattr(source, "model_dump", None)
+    return dict(dump()) if callable(dump) else dict(vars(source))
