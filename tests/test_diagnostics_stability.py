@@ -1,0 +1,229 @@
+"""Stability meter and blindness detector: pairing, tri-state edges, advice and checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from decflow.diagnostics.blindness import (
+    blindness_check,
+    describe,
+    detect_blindness,
+    mark_vacuous,
+)
+from decflow.diagnostics.stability import measure_stability, oracle_guidance, stability_check
+
+
+def rerun_table(
+    answers: dict[str, list[int | None]], probabilities: bool = True, labels: int = 3
+) -> pl.DataFrame:
+    """One row per rerun; a None answer is an errored rerun."""
+    rows = []
+    for case, series in answers.items():
+        for repeat, sel in enumerate(series):
+            probs = None
+            if sel is not None and probabilities:
+                probs = [0.1 / (labels - 1)] * labels
+                probs[sel] = 0.9
+            rows.append(
+                {
+                    "case_id": case,
+                    "repeat": repeat,
+                    "selected": sel,
+                    "probabilities": probs,
+                    "error_kind": None if sel is not None else "timeout",
+                }
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "case_id": pl.String,
+            "repeat": pl.Int64,
+            "selected": pl.Int64,
+            "probabilities": pl.List(pl.Float64),
+            "error_kind": pl.String,
+        },
+    )
+
+
+def test_pairs_are_consecutive_and_disjoint() -> None:
+    # (0,0) agree, (1,0) flip; a flip across pair boundaries (0→1 between reruns 2 and 3)
+    # is not a pair of its own.
+    result = measure_stability(rerun_table({"a": [0, 0, 1, 0]}))
+    assert (result.pairs, result.flips) == (2, 1)
+    result = measure_stability(rerun_table({"a": [0, 1, 1, 0]}))
+    assert (result.pairs, result.flips) == (2, 2)
+    result = measure_stability(rerun_table({"a": [0, 0, 1, 1]}))
+    assert (result.pairs, result.flips) == (2, 0)
+    assert result.cases_with_flip == 1
+
+
+def test_rows_are_paired_in_repeat_order_not_table_order() -> None:
+    table = rerun_table({"a": [0, 0, 1, 1], "b": [2, 2]}).reverse()
+    result = measure_stability(table)
+    assert (result.pairs, result.flips, result.n_cases) == (3, 0, 2)
+
+
+def test_odd_last_repeat_is_outside_the_interval_but_counts_as_case_flip() -> None:
+    result = measure_stability(rerun_table({"a": [0, 0, 0, 0, 1], "b": [1, 1, 1, 1, 1]}))
+    assert result.pairs == 4
+    assert result.flips == 0
+    assert result.cases_with_flip == 1
+    assert result.repeats == 5
+
+
+def test_zero_pairs_is_undecided() -> None:
+    result = measure_stability(rerun_table({"a": [0], "b": [1]}))
+    assert result.pairs == 0
+    assert result.flip_rate is None
+    assert (result.ci_low, result.ci_high) == (0.0, 1.0)
+    assert result.verdict == "undecided"
+    empty = measure_stability(rerun_table({}))
+    assert empty.verdict == "undecided"
+    assert empty.n_cases == 0
+
+
+def test_errored_rerun_makes_the_case_incomplete_not_agreeing() -> None:
+    result = measure_stability(rerun_table({"a": [None, None, 0, 0], "b": [1, 1, 1, 1]}))
+    assert result.n_incomplete == 1
+    assert result.n_cases == 1
+    assert result.pairs == 2  # only case b
+    check = stability_check(result, "requirement")
+    assert "left out" in check["message"]
+
+
+def test_quiet_reruns_with_few_pairs_are_undecided_and_say_what_to_add() -> None:
+    # Four cases at five repeats: eight quiet pairs, [0, 0.324] (reference quickstart).
+    result = measure_stability(rerun_table({f"c{i}": [0] * 5 for i in range(4)}), epsilon=0.01)
+    assert (result.pairs, result.flips) == (8, 0)
+    assert result.ci_high == pytest.approx(0.324, abs=5e-4)
+    assert result.verdict == "undecided"
+    assert result.pairs_needed == 381
+    assert "381 pairs" in result.advice
+    check = stability_check(result, "warning")
+    assert check["status"] == "pass"
+    assert check["gate"] == "stability.verdict"
+    assert "381" in check["message"]
+
+
+def test_quiet_reruns_with_enough_pairs_are_deterministic() -> None:
+    # Four cases at 38 repeats: 76 quiet pairs, [0, 0.048] at ε = 0.05 (reference 0.25.5 run).
+    result = measure_stability(rerun_table({f"c{i}": [i % 3] * 38 for i in range(4)}))
+    assert (result.pairs, result.flips) == (76, 0)
+    assert result.ci_high == pytest.approx(0.048, abs=5e-4)
+    assert result.verdict == "deterministic"
+    assert result.mean_tv == 0.0
+    assert "decflow diff" in result.advice
+    assert stability_check(result, "requirement")["status"] == "pass"
+
+
+def test_seeded_random_answers_are_stochastic_and_fail_the_gate() -> None:
+    rng = np.random.default_rng(7)
+    answers = {f"c{i}": rng.integers(0, 3, size=6).tolist() for i in range(20)}
+    result = measure_stability(rerun_table(answers))
+    assert result.pairs == 60
+    assert result.verdict == "stochastic"
+    assert result.ci_low > 0.05
+    assert result.mean_tv is not None and result.mean_tv > 0.3
+    assert "not with zero" in result.advice
+    check = stability_check(result, "requirement")
+    assert check["status"] == "fail"
+    assert check["value"] == result.ci_low
+    assert check["threshold"] == 0.05
+
+
+def test_interval_touching_epsilon_is_undecided() -> None:
+    # 0/72 has an upper bound just above 0.05; 0/73 just below.
+    table = rerun_table({f"c{i}": [0, 0] for i in range(72)})
+    assert measure_stability(table).verdict == "undecided"
+    table = rerun_table({f"c{i}": [0, 0] for i in range(73)})
+    assert measure_stability(table).verdict == "deterministic"
+
+
+def test_undecided_above_epsilon_sizes_toward_stochastic() -> None:
+    # 1 flip in 13 pairs: 7.7 % but [0.014, 0.333] straddles 5 %.
+    answers = {f"c{i}": [0, 0] for i in range(12)} | {"x": [0, 1]}
+    result = measure_stability(rerun_table(answers))
+    assert result.verdict == "undecided"
+    assert result.ci_low == pytest.approx(0.014, abs=5e-4)
+    assert result.pairs_needed is not None and result.pairs_needed > 13
+
+
+def test_meter_works_without_probabilities() -> None:
+    table = rerun_table({"a": [0, 1]}, probabilities=False).drop("probabilities")
+    result = measure_stability(table)
+    assert result.mean_tv is None
+    assert result.flips == 1
+
+
+def test_duplicate_repeat_index_is_refused() -> None:
+    table = pl.concat([rerun_table({"a": [0, 0]}), rerun_table({"a": [0]})])
+    with pytest.raises(ValueError, match="more than once"):
+        measure_stability(table)
+
+
+def test_blindness_skew_is_inclusive_and_single_input_is_blind() -> None:
+    nine_of_ten = ["allow"] * 9 + ["block"]
+    result = detect_blindness(nine_of_ten)
+    assert (result.n, result.skew, result.modal_label, result.distinct) == (10, 0.9, "allow", 2)
+    assert result.blind
+    assert not detect_blindness(nine_of_ten, threshold=0.91).blind
+    assert detect_blindness(["x"]).blind
+    quickstart = detect_blindness(["allow", "block", "allow", "allow"])
+    assert quickstart.skew == 0.75 and not quickstart.blind
+
+
+def test_blindness_ties_go_to_first_seen_and_errors_are_left_out() -> None:
+    result = detect_blindness(["b", "a", None, "a", "b"])
+    assert result.n == 4
+    assert result.modal_label == "b"
+    assert detect_blindness([None, None]).skew is None
+
+
+def test_blindness_counts_repeated_inputs_once() -> None:
+    # An alternating decider asked the same question twice must not look constant.
+    result = detect_blindness(["yes", "yes", "no"], inputs=["q1", "q1", "q2"])
+    assert result.n == 2
+    assert result.duplicates_dropped == 1
+    assert result.skew == 0.5
+
+
+def test_blindness_threshold_is_validated() -> None:
+    for bad in (0.0, -0.1, 1.01):
+        with pytest.raises(ValueError):
+            detect_blindness(["a"], threshold=bad)
+
+
+def test_blindness_check_and_vacuous_marking() -> None:
+    blind = detect_blindness(["deny"] * 12)
+    check = blindness_check(blind, "warning")
+    assert check["gate"] == "blindness.max_skew"
+    assert check["status"] == "fail"
+    assert check["value"] == 1.0
+    assert "blind" in describe(blind)
+    checks = [
+        {"gate": "min_accuracy", "status": "pass", "message": "accuracy 1 >= 0.8"},
+        {"gate": "case_swap.max_flip_rate", "status": "pass", "message": "m"},
+        {"gate": "counterfactual.gender.max_flip_rate", "status": "fail", "message": "m"},
+        {"gate": "blindness.max_skew", "status": "fail", "message": "m"},
+    ]
+    marked = mark_vacuous(checks, blind)
+    assert marked[0] == checks[0]
+    assert "potentially vacuous" in marked[1]["message"]
+    assert marked[2] == checks[2]
+    assert marked[3] == checks[3]
+    assert mark_vacuous(checks, detect_blindness(["a", "b"])) == checks
+    failed = blindness_check(detect_blindness([None]), "requirement")
+    assert failed["status"] == "fail" and failed["value"] is None
+
+
+def test_oracle_guidance_precedence() -> None:
+    blind = detect_blindness(["a"] * 5)
+    varied = detect_blindness(["a", "b"])
+    deterministic = measure_stability(rerun_table({f"c{i}": [0, 0] for i in range(80)}))
+    undecided = measure_stability(rerun_table({"c": [0, 0]}))
+    assert oracle_guidance(deterministic, blind).startswith("BLIND")
+    assert oracle_guidance(deterministic, varied).startswith("STABLE")
+    assert oracle_guidance(undecided, varied).startswith("UNDECIDED")
+    assert oracle_guidance(None, None).startswith("NOT MEASURED")
