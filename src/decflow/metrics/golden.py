@@ -76,7 +76,7 @@ def reliability(
                 "accuracy": accuracy,
             }
         )
-    return bins, (exact_sum(np.asarray(gaps)) if total else None)
+    return bins, (exact_sum(gaps) if total else None)
 
 
 def _classification(
