@@ -1,0 +1,90 @@
+"""Shared pieces of the contract models: the strict base model and constrained types.
+
+Every model is strict (no coercion: booleans and strings are never numbers, floats are never
+integers), forbids unknown keys and rejects NaN/infinity, so a typo or a quoted number can
+never silently disable a gate.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER = re.compile(r"^[a-z][a-z0-9_]*$")
+
+Level = Literal["requirement", "warning"]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(
+        strict=True, extra="forbid", allow_inf_nan=False, frozen=True, validate_default=False
+    )
+
+
+def check_name(value: str) -> str:
+    if not NAME_PATTERN.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name (start with a letter or digit; use only letters, "
+            "digits, '_', '.' and '-')"
+        )
+    return value
+
+
+def check_env_name(value: str) -> str:
+    if not ENV_NAME_PATTERN.match(value):
+        raise ValueError(
+            f"{value!r} is not an environment variable name (letters, digits and '_', "
+            "not starting with a digit); contracts hold variable names, never secret values"
+        )
+    return value
+
+
+def check_text(value: str) -> str:
+    """A non-empty string without surrounding whitespace (labels, keys, aliases)."""
+    if not value:
+        raise ValueError("must not be empty")
+    if value != value.strip():
+        raise ValueError(f"{value!r} has surrounding spaces")
+    return value
+
+
+def check_unique(values: list[str]) -> list[str]:
+    duplicates = sorted(v for v, n in Counter(values).items() if n > 1)
+    if duplicates:
+        raise ValueError(f"entries must be unique; duplicated: {duplicates}")
+    return values
+
+
+Name = Annotated[str, AfterValidator(check_name)]
+EnvName = Annotated[str, AfterValidator(check_env_name)]
+Text = Annotated[str, AfterValidator(check_text)]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+UniqueTexts = Annotated[list[Text], AfterValidator(check_unique)]
+
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+NonNegative = Annotated[float, Field(ge=0.0)]
+UpToTwo = Annotated[float, Field(ge=0.0, le=2.0)]
+
+
+def placeholders(template: str) -> list[str]:
+    """Named `{slot}` placeholders of a template; rejects positional or computed fields."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(
+            f"invalid template ({exc}); write literal braces as {{{{ and }}}}"
+        ) from None
+    names = []
+    for _, field, spec, conversion in parsed:
+        if field is None:
+            continue
+        if not _PLACEHOLDER.match(field) or spec or conversion:
+            raise ValueError(f"invalid placeholder {{{field}}}: use plain {{name}} placeholders")
+        names.append(field)
+    return names

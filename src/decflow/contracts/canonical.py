@@ -1,0 +1,64 @@
+"""Canonical JSON and hash of a contract (DecGuard-compatible).
+
+Core sections are dumped with their defaults filled in (unset gates and absent core
+properties as null), so formatting, key order and restated defaults never change the hash.
+Backend entries are hashed exactly as written: their settings belong to the provider.
+decflow extensions that are unset are left out entirely, so a plain 0.1 contract hashes
+exactly as DecGuard 0.1.1 hashes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from decflow.contracts.contract import Contract
+from decflow.contracts.properties import EXTENSION_PROPERTIES
+
+
+def _dump(model: BaseModel | None) -> Any:
+    return None if model is None else model.model_dump(mode="json", by_alias=True)
+
+
+def canonical_dict(contract: Contract) -> dict[str, Any]:
+    properties = _dump(contract.properties)
+    for name in EXTENSION_PROPERTIES:
+        if properties[name] is None:
+            del properties[name]
+    doc: dict[str, Any] = {
+        "schema_version": contract.schema_version,
+        "decision": _dump(contract.decision),
+        "backend": contract.backend.raw,
+        "backends": {name: config.raw for name, config in contract.backends.items()},
+        "dataset": contract.dataset,
+        "evaluation": _dump(contract.evaluation),
+        "requirements": _dump(contract.requirements),
+        "warnings": _dump(contract.warnings),
+        "properties": properties,
+        "fuzz": _dump(contract.fuzz),
+        "regression": _dump(contract.regression),
+        "production": _dump(contract.production),
+        "policy": _dump(contract.policy),
+    }
+    if contract.diagnostics is not None:
+        diagnostics = _dump(contract.diagnostics)
+        doc["diagnostics"] = {k: v for k, v in diagnostics.items() if v is not None}
+    return doc
+
+
+def canonical_json(contract: Contract) -> str:
+    return json.dumps(
+        canonical_dict(contract),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def contract_hash(contract: Contract) -> str:
+    digest = hashlib.sha256(canonical_json(contract).encode("utf-8")).hexdigest()
+    return f"sha256:{digest}"

@@ -1,0 +1,117 @@
+"""Rules that span sections (the "invalid combinations" of the contract reference).
+
+Each check runs only when the sections it reads validated, so one broken section does not
+hide problems elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from decflow.contracts.decision import Decision
+from decflow.contracts.gates import THRESHOLD_GATES, GoldenGates, Production, Regression
+from decflow.contracts.properties import Properties
+from decflow.contracts.sections import Evaluation, Policy
+
+
+def _types_phrase(types: Sequence[str]) -> str:
+    return " and ".join(types) + " decisions"
+
+
+def golden_gate_problems(
+    name: str, gates: GoldenGates, evaluation: Evaluation | None, decision: Decision | None
+) -> list[str]:
+    problems = []
+    if evaluation is not None and evaluation.confidence_threshold is None:
+        problems += [
+            f"{name}.{gate} needs evaluation.confidence_threshold to be set"
+            for gate in THRESHOLD_GATES
+            if getattr(gates, gate) is not None
+        ]
+    if decision is not None and decision.type != "score" and gates.max_ordinal_mae is not None:
+        problems.append(f"{name}.max_ordinal_mae only applies to score decisions")
+    return problems
+
+
+def production_problems(production: Production, evaluation: Evaluation | None) -> list[str]:
+    if evaluation is None or evaluation.confidence_threshold is not None:
+        return []
+    sets = ("requirements", "warnings", "segment_requirements", "segment_warnings")
+    return [
+        f"production.{name}.min_threshold_coverage: production min_threshold_coverage needs "
+        "evaluation.confidence_threshold to be set"
+        for name in sets
+        if getattr(production, name).min_threshold_coverage is not None
+    ]
+
+
+def regression_problems(regression: Regression) -> list[str]:
+    if regression.segment_by:
+        return []
+    message = "max_segment_accuracy_drop needs segment_by (case metadata keys)"
+    problems = []
+    if regression.max_segment_accuracy_drop is not None:
+        problems.append(f"regression.{message}")
+    if regression.warnings.max_segment_accuracy_drop is not None:
+        problems.append(f"regression.warnings.{message}")
+    return problems
+
+
+def property_problems(properties: Properties, decision: Decision) -> list[str]:
+    problems = []
+    labels = set(decision.labels)
+    for name, config in properties:
+        if config is None:
+            continue
+        if decision.type not in config.applies_to:
+            problems.append(
+                f"properties.{name} applies to {_types_phrase(config.applies_to)}, "
+                f"not {decision.type}"
+            )
+    label_format = properties.label_format
+    if label_format is not None:
+        unknown = sorted(set(label_format.aliases) - labels)
+        if unknown:
+            problems.append(f"properties.label_format.aliases: unknown labels {unknown}")
+    counterfactual = properties.counterfactual
+    if counterfactual is not None and counterfactual.favourable_labels is not None:
+        unknown = sorted(set(counterfactual.favourable_labels) - labels)
+        if unknown:
+            problems.append(
+                f"properties.counterfactual.favourable_labels: unknown labels {unknown}; "
+                f"the contract labels are {list(decision.labels)}"
+            )
+    return problems
+
+
+def policy_problems(policy: Policy, backend_names: Sequence[str] | None) -> list[str]:
+    problems = []
+    last = len(policy.routes) - 1
+    previous: float | None = None
+    for i, route in enumerate(policy.routes):
+        at = f"policy.routes.{i}"
+        if route.when is None and i < last:
+            problems.append(
+                f"{at}: only the last route may omit 'when' (the final route must be unconditional)"
+            )
+        if route.when is not None and i == last:
+            problems.append(f"{at}.when: the final route must be unconditional")
+        if route.when is not None:
+            threshold = route.when.confidence_gte
+            if previous is not None and threshold >= previous:
+                problems.append(
+                    f"{at}.when.confidence_gte: confidence_gte thresholds must be strictly "
+                    f"descending ({threshold:g} follows {previous:g})"
+                )
+            previous = threshold
+        if route.action == "fallback" and route.backend is None:
+            problems.append(f"{at}: fallback routes require 'backend'")
+        if route.action != "fallback" and route.backend is not None:
+            problems.append(f"{at}.backend: only fallback routes name a backend")
+        known = backend_names is None or route.backend is None or route.backend in backend_names
+        if not known:
+            problems.append(
+                f"{at}.backend: unknown backend {route.backend!r}; the contract defines: "
+                f"{', '.join(backend_names or [])}"
+            )
+    return problems

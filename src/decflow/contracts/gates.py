@@ -1,0 +1,73 @@
+"""Gate sections: golden `requirements`/`warnings`, `regression` and `production` gates.
+
+Field order is the fixed check order of the reference (gates are evaluated in table order).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from decflow.contracts.base import NonNegative, StrictModel, UniqueTexts, Unit, UpToTwo
+
+# Golden gates that are only meaningful with `evaluation.confidence_threshold`.
+THRESHOLD_GATES = ("min_coverage", "max_abstention_rate", "min_selective_accuracy")
+
+
+class GoldenGates(StrictModel):
+    min_accuracy: Unit | None = None
+    min_macro_f1: Unit | None = None
+    max_nll: NonNegative | None = None
+    max_brier: UpToTwo | None = None
+    max_ece: Unit | None = None
+    min_coverage: Unit | None = None
+    max_abstention_rate: Unit | None = None
+    min_selective_accuracy: Unit | None = None
+    max_error_rate: Unit | None = None
+    max_latency_p95_ms: NonNegative | None = None
+    max_ordinal_mae: NonNegative | None = None
+
+
+class RegressionGates(StrictModel):
+    max_answer_flip_rate: Unit | None = None
+    max_accuracy_drop: Unit | None = None
+    max_macro_f1_drop: Unit | None = None
+    max_ece_increase: Unit | None = None
+    max_brier_increase: UpToTwo | None = None
+    max_nll_increase: NonNegative | None = None
+    max_mean_tv_distance: Unit | None = None
+    max_mean_confidence_shift: Unit | None = None
+    max_error_rate_increase: Unit | None = None
+    max_latency_p95_increase_ms: NonNegative | None = None
+    max_segment_accuracy_drop: Unit | None = None
+
+
+class Regression(RegressionGates):
+    warnings: RegressionGates = Field(default_factory=RegressionGates)
+    segment_by: UniqueTexts = Field(default_factory=list)
+    min_segment_size: int = Field(default=5, ge=1)
+
+
+class ProductionSegmentGates(StrictModel):
+    min_accuracy: Unit | None = None
+    max_error_rate: Unit | None = None
+    max_ece: Unit | None = None
+    max_brier: UpToTwo | None = None
+    max_nll: NonNegative | None = None
+    min_threshold_coverage: Unit | None = None
+    max_abstention_rate: Unit | None = None
+    max_fallback_rate: Unit | None = None
+
+
+class ProductionGates(ProductionSegmentGates):
+    # Drift gates: they compare with `--baseline`, so they make no sense per segment.
+    max_confidence_tv_distance: Unit | None = None
+    max_accuracy_drop: Unit | None = None
+    max_ece_increase: Unit | None = None
+
+
+class Production(StrictModel):
+    segments: UniqueTexts = Field(default_factory=list)
+    requirements: ProductionGates = Field(default_factory=ProductionGates)
+    warnings: ProductionGates = Field(default_factory=ProductionGates)
+    segment_requirements: ProductionSegmentGates = Field(default_factory=ProductionSegmentGates)
+    segment_warnings: ProductionSegmentGates = Field(default_factory=ProductionSegmentGates)

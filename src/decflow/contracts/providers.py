@@ -1,0 +1,312 @@
+"""Built-in provider settings (`mock`, `http`, `systemone`, `openai`) and backend parsing.
+
+A backend entry is `provider`, optional `model`, and provider settings. Settings of built-in
+providers are validated here, at load time, against the contract's labels; plugin providers
+(entry points in `decflow.backends`) validate their own settings when they are built.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from decflow.contracts.base import (
+    EnvName,
+    NonEmptyStr,
+    StrictModel,
+    Text,
+    Unit,
+    check_name,
+    placeholders,
+)
+from decflow.contracts.credentials import (
+    check_header_name,
+    check_header_value,
+    check_static_header,
+    check_url,
+    origin,
+)
+from decflow.contracts.plugins import entry_point_names
+from decflow.contracts.problems import describe, problems_from
+
+BACKEND_GROUP = "decflow.backends"
+# `python` is the library-only CallableBackend: contracts never name Python code.
+RESERVED_PROVIDERS = ("mock", "http", "systemone", "openai", "python")
+DEFAULT_MODELS = {"mock": "mock", "openai": "smollm2-135m"}
+OPENAI_PROMPT_FIELDS = ("description", "input", "options")
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionContext:
+    """What provider settings are checked against (passed as pydantic validation context)."""
+
+    type: str
+    labels: tuple[str, ...]
+    description: str | None
+    probability_tolerance: float
+
+
+@dataclass(frozen=True, slots=True)
+class BackendConfig:
+    """One backend entry: `settings` is the validated model (built-ins) or the plain settings
+    dict (plugins); `raw` is the entry exactly as written, which is what the hash covers."""
+
+    provider: str
+    model: str | None
+    settings: Any
+    raw: dict[str, Any]
+    name: str = "default"
+
+
+def _context(info: ValidationInfo) -> DecisionContext | None:
+    ctx = info.context
+    return ctx if isinstance(ctx, DecisionContext) else None
+
+
+Distribution = dict[str, Annotated[float, Field(ge=0.0)]]
+
+
+def check_distribution(value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+    ctx = _context(info)
+    if ctx is None:
+        return value
+    missing = [label for label in ctx.labels if label not in value]
+    unknown = sorted(set(value) - set(ctx.labels))
+    if missing or unknown:
+        parts = [
+            f"missing labels {missing}" if missing else "",
+            f"unknown labels {unknown}" if unknown else "",
+        ]
+        raise ValueError(
+            f"{'; '.join(p for p in parts if p)}; the contract labels are {list(ctx.labels)}"
+        )
+    total = math.fsum(value.values())
+    if abs(total - 1.0) > ctx.probability_tolerance:
+        raise ValueError(
+            f"probabilities sum to {total:.6g}, outside 1 ± {ctx.probability_tolerance:g}"
+        )
+    return value
+
+
+class MockRule(StrictModel):
+    contains: NonEmptyStr
+    probabilities: Distribution
+
+    @field_validator("probabilities")
+    @classmethod
+    def _labels(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        return check_distribution(value, info)
+
+
+class MockSettings(StrictModel):
+    rules: list[MockRule] = Field(default_factory=list)
+    default: Distribution | None = None
+    seed: int = 0
+    model_version: NonEmptyStr | None = None
+    position_bias: Unit = 0.0
+
+    @field_validator("default")
+    @classmethod
+    def _default_labels(cls, value: dict[str, float] | None, info: ValidationInfo) -> Any:
+        return None if value is None else check_distribution(value, info)
+
+
+HeaderName = Annotated[str, AfterValidator(check_header_name)]
+StaticHeaderName = Annotated[str, AfterValidator(check_static_header)]
+HeaderValue = Annotated[str, AfterValidator(check_header_value)]
+Url = Annotated[str, AfterValidator(check_url)]
+
+
+def _same_origin(url: str, health_url: str | None, credentials: bool) -> None:
+    if credentials and health_url is not None and origin(health_url) != origin(url):
+        raise ValueError(
+            "health_url must use the backend URL's origin (scheme, host and port) when "
+            "credentials come from the environment"
+        )
+
+
+class HttpSettings(StrictModel):
+    url: Url
+    health_url: Url | None = None
+    timeout_s: float = Field(default=30.0, gt=0.0, le=600.0)
+    max_retries: int = Field(default=0, ge=0, le=5)
+    retry_backoff_s: float = Field(default=0.5, ge=0.0, le=60.0)
+    headers: dict[StaticHeaderName, HeaderValue] = Field(default_factory=dict)
+    headers_from_env: dict[HeaderName, EnvName] = Field(default_factory=dict)
+    bearer_token_env: EnvName | None = None
+    label_map: dict[Text, Text] = Field(default_factory=dict)
+
+    @field_validator("label_map")
+    @classmethod
+    def _label_map_targets(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        ctx = _context(info)
+        if ctx is None or not value:
+            return value
+        foreign = sorted(set(value.values()) - set(ctx.labels))
+        if foreign:
+            raise ValueError(f"label_map targets {foreign} are not contract labels")
+        shared = sorted(t for t, n in Counter(value.values()).items() if n > 1)
+        if shared:
+            raise ValueError(f"label_map maps two backend labels to each of {shared}")
+        return value
+
+    @model_validator(mode="after")
+    def _credentials(self) -> HttpSettings:
+        env_headers = {h.lower() for h in self.headers_from_env}
+        if self.bearer_token_env is not None and "authorization" in env_headers:
+            raise ValueError("set either bearer_token_env or an Authorization header, not both")
+        from_env = self.bearer_token_env is not None or bool(self.headers_from_env)
+        _same_origin(self.url, self.health_url, from_env)
+        return self
+
+
+class SystemOneSettings(HttpSettings):
+    instructions: NonEmptyStr | None = None
+
+    @field_validator("label_map")
+    @classmethod
+    def _no_noul_map(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        ctx = _context(info)
+        if value and ctx is not None and ctx.type == "noul":
+            raise ValueError("label_map does not apply to noul decisions")
+        return value
+
+
+def _prompt(value: str) -> str:
+    unknown = sorted(set(placeholders(value)) - set(OPENAI_PROMPT_FIELDS))
+    if unknown:
+        allowed = ", ".join(f"{{{f}}}" for f in OPENAI_PROMPT_FIELDS)
+        raise ValueError(f"unknown placeholders {unknown}; the prompt may use {allowed}")
+    return value
+
+
+class OpenAISettings(StrictModel):
+    url: Url = "http://127.0.0.1:8765/v1"
+    api_key_env: EnvName | None = None
+    readout: Literal["logprobs", "sample"] = "logprobs"
+    samples: int = Field(default=8, ge=1, le=100)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    prompt: Annotated[str, AfterValidator(_prompt)] | None = None
+    timeout_s: float = Field(default=60.0, gt=0.0, le=600.0)
+    max_retries: int = Field(default=2, ge=0, le=5)
+    health_url: Url | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_health_url(cls, data: Any) -> Any:
+        # The OpenAI API lists models at <url>/models; that is the natural health probe.
+        if isinstance(data, dict) and "health_url" not in data:
+            url = data.get("url", cls.model_fields["url"].default)
+            if isinstance(url, str):
+                return {**data, "health_url": url.rstrip("/") + "/models"}
+        return data
+
+    @model_validator(mode="after")
+    def _credentials(self) -> OpenAISettings:
+        _same_origin(self.url, self.health_url, self.api_key_env is not None)
+        return self
+
+
+BUILTIN_SETTINGS: dict[str, type[StrictModel]] = {
+    "mock": MockSettings,
+    "http": HttpSettings,
+    "systemone": SystemOneSettings,
+    "openai": OpenAISettings,
+}
+
+
+def _non_json(value: Any, path: str) -> list[str]:
+    """Raw settings go into the canonical JSON as written, so they must be plain JSON."""
+    if isinstance(value, dict):
+        problems = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                problems.append(
+                    f"{path}.{key}: keys must be strings, got {describe(key)} (quote it)"
+                )
+            else:
+                problems.extend(_non_json(item, f"{path}.{key}"))
+        return problems
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _non_json(item, f"{path}.{i}")]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{path}: must be a finite number, got {value!r}"]
+    return []
+
+
+def available_providers() -> list[str]:
+    plugins = entry_point_names(BACKEND_GROUP, exclude=RESERVED_PROVIDERS)
+    return [*BUILTIN_SETTINGS, *sorted(plugins)]
+
+
+def _provider_problem(provider: Any) -> str | None:
+    if not isinstance(provider, str):
+        return f"expected a provider name, got {describe(provider)}"
+    if provider == "python":
+        return "'python' backends are for library use only; contracts never name Python code"
+    try:
+        check_name(provider)
+    except ValueError as exc:
+        return str(exc)
+    if provider not in available_providers():
+        return f"unknown provider {provider!r}; available: {', '.join(available_providers())}"
+    return None
+
+
+def parse_backend(
+    raw: Any, *, name: str, path: str, ctx: DecisionContext
+) -> tuple[BackendConfig | None, list[str]]:
+    """Validate one backend entry; returns the config or the problems (`path.field: ...`)."""
+    if not isinstance(raw, dict):
+        return None, [f"{path}: expected a mapping with 'provider', got {describe(raw)}"]
+    problems = _non_json(raw, path)
+    if problems:
+        return None, problems
+    if "provider" not in raw:
+        return None, [f"{path}.provider: required field is missing"]
+    provider = raw["provider"]
+    bad_provider = _provider_problem(provider)
+    if bad_provider:
+        return None, [f"{path}.provider: {bad_provider}"]
+    model = raw.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        return None, [f"{path}.model: expected a non-empty string, got {describe(model)}"]
+    settings_raw = {k: v for k, v in raw.items() if k not in ("provider", "model")}
+    settings_model = BUILTIN_SETTINGS.get(provider)
+    if settings_model is None:
+        return BackendConfig(provider, model, settings_raw, raw, name), []
+    try:
+        settings = settings_model.model_validate(settings_raw, context=ctx)
+    except ValidationError as exc:
+        problems = problems_from(exc, path)
+    if provider == "systemone":
+        problems += _systemone_problems(raw, name=name, path=path, ctx=ctx)
+    if problems:
+        return None, problems
+    return BackendConfig(provider, model or DEFAULT_MODELS.get(provider), settings, raw, name), []
+
+
+def _systemone_problems(
+    raw: dict[str, Any], *, name: str, path: str, ctx: DecisionContext
+) -> list[str]:
+    problems = []
+    if raw.get("model") is None:
+        problems.append(f"{path}.model: systemone backend {name!r}: 'model' is required")
+    if raw.get("instructions") is None and not ctx.description:
+        problems.append(
+            f"{path}: systemone backend {name!r}: set decision.description or 'instructions' "
+            "(the question asked)"
+        )
+    return problems

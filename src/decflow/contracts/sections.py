@@ -1,0 +1,59 @@
+"""Small core sections: `evaluation`, `fuzz`, `policy`, and the decflow `diagnostics`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from decflow.contracts.base import Level, Name, NonEmptyStr, StrictModel, Unit
+
+Action = Literal["accept", "abstain", "fallback", "human_review"]
+
+
+class Evaluation(StrictModel):
+    confidence_threshold: Unit | None = None
+    calibration_bins: int = Field(default=10, ge=1, le=1000)
+    probability_tolerance: float = Field(default=0.001, gt=0.0, le=0.1)
+    max_concurrency: int = Field(default=4, ge=1, le=256)
+
+
+class Fuzz(StrictModel):
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    text_field: NonEmptyStr | None = None
+    minimize: bool = True
+    max_minimize_calls: int = Field(default=32, ge=0, le=1000)
+
+
+class When(StrictModel):
+    confidence_gte: Unit
+
+
+class Route(StrictModel):
+    when: When | None = None
+    action: Action
+    backend: Name | None = None
+
+
+class Policy(StrictModel):
+    routes: Annotated[list[Route], Field(min_length=1)]
+
+
+class Stability(StrictModel):
+    """Rerun meter: `repeats` calls per case, judged against tolerance `epsilon`."""
+
+    repeats: int = Field(default=6, ge=2, le=1000)
+    epsilon: float = Field(default=0.05, gt=0.0, lt=1.0)
+    level: Level = "warning"
+
+
+class Blindness(StrictModel):
+    """A suite whose modal label share reaches `threshold` cannot tell models apart."""
+
+    threshold: float = Field(default=0.9, gt=0.0, le=1.0)
+    level: Level = "warning"
+
+
+class Diagnostics(StrictModel):
+    stability: Stability | None = None
+    blindness: Blindness | None = None
