@@ -8,13 +8,11 @@ call stage, which is keyed by run id so a fresh run always calls the model.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from decflow.backends.registry import build_backend, decision_spec
@@ -234,12 +232,3 @@ def _failed_originals(
         )
     return failed.select("case_id", "error_kind")
 
-
-def probability_matrix(series: pl.Series, width: int) -> np.ndarray:
-    """A list column of probabilities → n × width float array (NaN rows for errors)."""
-    filled = series.fill_null(pl.lit([float("nan")] * width, dtype=pl.List(pl.Float64)))
-    return filled.list.to_array(width).to_numpy().astype(np.float64, copy=False)
-
-
-def steps_of(steps_json: str | None) -> Any:
-    return json.loads(steps_json) if steps_json else None

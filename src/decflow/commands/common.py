@@ -1,0 +1,55 @@
+"""Options and output handling shared by the commands."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from decflow.errors import DecflowError
+
+FORMATS = ("text", "json")
+DEFAULT_STORE = ".decflow"
+
+
+def store_url(option: str | None) -> str:
+    return option or os.environ.get("DECFLOW_STORE") or DEFAULT_STORE
+
+
+def open_store(option: str | None) -> Any:
+    from decflow.store.store import Store
+
+    return Store(store_url(option))
+
+
+def check_format(value: str) -> str:
+    if value not in FORMATS:
+        raise typer.BadParameter(f"'{value}' is not one of: text, json", param_hint="--format")
+    return value
+
+
+def reject_options(reason: str, **given: Any) -> None:
+    """Options that do not apply are errors, never silently ignored."""
+    for flag, value in given.items():
+        if value not in (None, False, (), []):
+            raise typer.BadParameter(f"{reason}", param_hint=flag)
+
+
+def write_json(path: str, document: dict[str, Any], what: str = "report") -> None:
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise DecflowError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
+    typer.echo(f"{what} written to {path}", err=True)
+
+
+def emit(document: dict[str, Any], text: str, fmt: str) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        typer.echo(text, nl=False)

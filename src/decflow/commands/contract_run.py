@@ -1,0 +1,188 @@
+"""`decflow test`, `decflow fuzz`: a contract run through the stage graph.
+
+Runs in-process by default; as a Prefect flow when PREFECT_API_URL is set or `--prefect`
+is given (`--no-prefect` forces the direct runner).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+
+from decflow.commands.common import check_format, emit, open_store, reject_options, write_json
+from decflow.errors import DecflowError
+
+
+@dataclass
+class RunOptions:
+    contract: str
+    mode: str
+    dataset: str | None
+    backend: str
+    output: str | None
+    fmt: str
+    max_concurrency: int | None
+    fail_on_warn: bool
+    healthcheck: bool
+    seed: int | None
+    properties: list[str]
+    minimize: bool | None
+    store: str | None
+    resume: str | None
+    from_stage: str | None
+    html: str | None
+    junit: str | None
+    markdown: str | None
+    prefect: bool | None
+    task_runner: str
+    dask_address: str | None
+
+
+def use_prefect(flag: bool | None) -> bool:
+    if flag is not None:
+        return flag
+    return bool(os.environ.get("PREFECT_API_URL"))
+
+
+def build_spec(options: RunOptions, store: Any) -> Any:
+    from decflow.pipeline.runner import load_run_record
+    from decflow.pipeline.spec import RunSpec, new_run_id
+
+    if options.resume:
+        record = load_run_record(store, options.resume)
+        stored = RunSpec.from_dict(record["spec"])
+        if stored.mode != options.mode:
+            raise DecflowError(
+                f"run {options.resume} was a '{stored.mode}' run; resume it with the same mode"
+            )
+        return RunSpec(**{**stored.to_dict(), "properties": stored.properties,
+                          "contract_path": options.contract})
+    return RunSpec(
+        contract_path=options.contract,
+        store_url=store.url,
+        run_id=new_run_id(),
+        mode=options.mode,  # type: ignore[arg-type]
+        backend=options.backend,
+        dataset=options.dataset,
+        seed=options.seed,
+        properties=tuple(options.properties) if options.properties else None,
+        minimize=options.minimize,
+        max_concurrency=options.max_concurrency,
+        healthcheck=options.healthcheck,
+    )
+
+
+def check_resume(spec: Any, store: Any) -> None:
+    """A resumed run must use the same contract (by hash) as the interrupted one."""
+    from decflow.pipeline.runner import load_run_record
+    from decflow.pipeline.spec import load_contract_cached
+
+    record = load_run_record(store, spec.run_id)
+    current = load_contract_cached(spec.contract_path).hash
+    if record["contract_hash"] != current:
+        raise DecflowError(
+            f"run {spec.run_id} used contract {record['contract_hash']}, but "
+            f"{spec.contract_path} now hashes to {current}; start a new run instead"
+        )
+
+
+def execute(options: RunOptions) -> dict[str, Any]:
+    from decflow.commands.progress import progress_factory
+
+    store = open_store(options.store)
+    spec = build_spec(options, store)
+    if options.resume:
+        check_resume(spec, store)
+    if use_prefect(options.prefect):
+        from decflow.flows.contract_run import run_contract_flow
+
+        return run_contract_flow(
+            spec.to_dict(), from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
+            task_runner=options.task_runner, dask_address=options.dask_address,
+        )
+    from decflow.pipeline.runner import run_contract
+
+    with progress_factory() as progress:
+        return run_contract(spec, store, progress=progress, from_stage=options.from_stage,
+                            fail_on_warn=options.fail_on_warn)
+
+
+def finish(options: RunOptions, report: dict[str, Any]) -> None:
+    from decflow.reports.views import render_text, write_views
+
+    write_views(report, html=options.html, junit=options.junit, markdown=options.markdown)
+    if options.output:
+        write_json(options.output, report)
+    emit(report, render_text(report), options.fmt)
+    raise typer.Exit(report["exit_code"])
+
+
+def _validate(options: RunOptions) -> None:
+    check_format(options.fmt)
+    if options.mode == "test":
+        reject_options(
+            "applies only with --all (properties)",
+            **{"--seed": options.seed, "-p/--property": options.properties,
+               "--minimize/--no-minimize": options.minimize},
+        )
+    if options.from_stage and not options.resume:
+        raise typer.BadParameter("needs --resume RUN", param_hint="--from-stage")
+    if options.task_runner not in ("thread", "dask"):
+        raise typer.BadParameter("must be 'thread' or 'dask'", param_hint="--task-runner")
+    if not use_prefect(options.prefect):
+        reject_options(
+            "applies only to Prefect runs (--prefect or PREFECT_API_URL)",
+            **{"--dask-address": options.dask_address,
+               "--task-runner": None if options.task_runner == "thread" else "dask"},
+        )
+    if options.dask_address and options.task_runner != "dask":
+        raise typer.BadParameter("needs --task-runner dask", param_hint="--dask-address")
+
+
+def register(app: typer.Typer) -> None:
+    def command(mode_name: str) -> Any:
+        def run_command(
+            contract: str = typer.Argument(..., help="Contract file."),
+            all_: bool = typer.Option(False, "--all", help="Golden gates + properties."),
+            dataset: str | None = typer.Option(None, "-d", "--dataset"),
+            backend: str = typer.Option("default", "-b", "--backend"),
+            output: str | None = typer.Option(None, "-o", "--output", help="Write JSON here."),
+            fmt: str = typer.Option("text", "-f", "--format", help="text or json."),
+            max_concurrency: int | None = typer.Option(
+                None, "--max-concurrency", min=1, max=256
+            ),
+            fail_on_warn: bool = typer.Option(False, "--fail-on-warn"),
+            healthcheck: bool = typer.Option(True, "--healthcheck/--no-healthcheck"),
+            seed: int | None = typer.Option(None, "--seed", min=0),
+            properties: list[str] = typer.Option([], "-p", "--property"),
+            minimize: bool | None = typer.Option(None, "--minimize/--no-minimize"),
+            store: str | None = typer.Option(None, "--store", help="Store URL (.decflow)."),
+            resume: str | None = typer.Option(None, "--resume", help="Finish run RUN."),
+            from_stage: str | None = typer.Option(None, "--from-stage"),
+            html: str | None = typer.Option(None, "--html"),
+            junit: str | None = typer.Option(None, "--junit"),
+            markdown: str | None = typer.Option(None, "--markdown"),
+            prefect: bool | None = typer.Option(None, "--prefect/--no-prefect"),
+            task_runner: str = typer.Option("thread", "--task-runner"),
+            dask_address: str | None = typer.Option(None, "--dask-address"),
+        ) -> None:
+            if mode_name == "fuzz" and all_:
+                raise typer.BadParameter("fuzz always runs properties only", param_hint="--all")
+            mode = "all" if all_ else mode_name
+            options = RunOptions(
+                contract, mode, dataset, backend, output, fmt, max_concurrency, fail_on_warn,
+                healthcheck, seed, properties, minimize, store, resume, from_stage, html,
+                junit, markdown, prefect, task_runner, dask_address,
+            )
+            _validate(options)
+            finish(options, execute(options))
+
+        return run_command
+
+    app.command("test", help="Golden run (--all: + properties and diagnostics).")(command("test"))
+    app.command("fuzz", help="Metamorphic properties only (originals still decided).")(
+        command("fuzz")
+    )

@@ -1,0 +1,72 @@
+"""Progress for long stages: a live bar with rate and ETA on a terminal, log lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+Update = Callable[[int, int], None]
+Factory = Callable[[str, int], Update]
+
+LOG_EVERY_S = 5.0
+
+
+def _plain(name: str, total: int) -> Update:
+    state = {"last": 0.0, "started": time.monotonic()}
+
+    def update(done: int, total_now: int) -> None:
+        now = time.monotonic()
+        if done < total_now and now - state["last"] < LOG_EVERY_S:
+            return
+        state["last"] = now
+        elapsed = max(now - state["started"], 1e-9)
+        rate = done / elapsed
+        print(f"{name}: {done}/{total_now} ({rate:.0f}/s)", file=sys.stderr, flush=True)
+
+    return update
+
+
+@contextmanager
+def progress_factory(enabled: bool = True) -> Iterator[Factory | None]:
+    """Yield a factory `(stage name, total) -> update(done, total)`, or None when disabled."""
+    if not enabled:
+        yield None
+        return
+    if not sys.stderr.isatty():
+        yield _plain
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(f"{task.speed:.0f}/s" if task.speed else "")
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+    ) as bar:
+
+        def factory(name: str, total: int) -> Update:
+            task = bar.add_task(name, total=total)
+
+            def update(done: int, total_now: int) -> None:
+                bar.update(task, completed=done, total=total_now)
+
+            return update
+
+        yield factory

@@ -1,0 +1,83 @@
+"""`decflow report REPORT_OR_RUN [-c CONTRACT]`: show a stored run, or re-gate it offline."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import typer
+
+from decflow.commands.common import check_format, emit, open_store, write_json
+from decflow.errors import DecflowError
+
+
+def resolve_report(target: str, store: Any) -> tuple[dict[str, Any], str, str | None]:
+    """(report, source name, run id when the run's artifacts are in the store)."""
+    from decflow.reports.verify import load_report_file
+
+    if os.path.exists(target):
+        report = load_report_file(target)
+        run = report.get("run") or {}
+        run_id = run.get("id")
+        if run_id and store.exists(f"runs/{run_id}/run.json"):
+            return report, target, run_id
+        return report, target, None
+    relative = f"runs/{target}/report.json"
+    if store.exists(relative):
+        return store.read_json(relative), f"run {target}", target
+    raise DecflowError(
+        f"'{target}' is neither a report file nor a run in the store {store.url} "
+        "(see `decflow runs`)"
+    )
+
+
+def load_verified(target: str, store: Any) -> tuple[dict[str, Any], str, str | None]:
+    from decflow.reports.verify import verify_run_report
+
+    report, source, run_id = resolve_report(target, store)
+    if report.get("report_version") == "decflow/1" and report.get("kind", "run") == "run":
+        verify_run_report(report, source)
+    elif report.get("report_version") != "0.1":
+        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run report")
+    return report, source, run_id
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report_command(
+        target: str = typer.Argument(..., help="A report.json file or a run id."),
+        contract: str | None = typer.Option(
+            None, "-c", "--contract", help="Re-gate offline with this contract."
+        ),
+        output: str | None = typer.Option(None, "-o", "--output"),
+        fmt: str = typer.Option("text", "-f", "--format"),
+        fail_on_warn: bool = typer.Option(False, "--fail-on-warn"),
+        store: str | None = typer.Option(None, "--store"),
+        html: str | None = typer.Option(None, "--html"),
+        junit: str | None = typer.Option(None, "--junit"),
+        markdown: str | None = typer.Option(None, "--markdown"),
+    ) -> None:
+        """Show a stored run or report; with -c, re-gate it without calling any backend."""
+        from decflow.reports.views import render_text, write_views
+
+        check_format(fmt)
+        opened = open_store(store)
+        report, _source, run_id = load_verified(target, opened)
+        if contract is not None:
+            from decflow.contracts import load_contract
+            from decflow.pipeline.regate import regate_inline, regate_stored_run
+
+            loaded = load_contract(contract)
+            if run_id is not None:
+                report = regate_stored_run(
+                    opened, run_id, loaded, contract, fail_on_warn=fail_on_warn
+                )
+            else:
+                report = regate_inline(report, loaded, contract, fail_on_warn=fail_on_warn)
+        elif fail_on_warn and report["status"] == "warn":
+            report = {**report, "exit_code": 1}
+        write_views(report, html=html, junit=junit, markdown=markdown)
+        if output:
+            write_json(output, report)
+        emit(report, render_text(report), fmt)
+        raise typer.Exit(report["exit_code"])

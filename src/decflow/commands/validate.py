@@ -1,0 +1,82 @@
+"""`decflow validate CONTRACT [-d DATASET]`: offline validation of contract, backends, dataset."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import typer
+
+
+def _backends_line(contract: Any) -> str:
+    names = [("default", contract.backend), *contract.backends.items()]
+    return ", ".join(f"{name}={config.provider}" for name, config in names)
+
+
+def _count_gates(gates: Any) -> int:
+    from decflow.pipeline.summary import GATE_KEYS
+
+    return sum(getattr(gates, key) is not None for key in GATE_KEYS)
+
+
+def _production_line(contract: Any) -> str | None:
+    production = contract.production
+    gate_names = [name for name in type(production.requirements).model_fields]
+    required = sum(getattr(production.requirements, g) is not None for g in gate_names)
+    segment_names = [name for name in type(production.segment_requirements).model_fields]
+    segment = sum(getattr(production.segment_requirements, g) is not None for g in segment_names)
+    if not production.segments and not required and not segment:
+        return None
+    segments = ", ".join(production.segments) or "none"
+    return f"segments: {segments}; requirements: {required}; segment requirements: {segment}"
+
+
+def validate(contract_path: str, dataset: str | None) -> str:
+    from decflow.backends.registry import build_backend
+    from decflow.contracts import load_contract
+    from decflow.data.golden import load_golden
+
+    loaded = load_contract(contract_path)
+    contract = loaded.contract
+    for name in ["default", *contract.backends]:
+        build_backend(contract, name)
+    decision = contract.decision
+    lines = [
+        f"OK  {contract_path}",
+        f"    decision  {decision.name} ({decision.type}): {', '.join(decision.labels)}",
+        f"    backends  {_backends_line(contract)}",
+    ]
+    shown = dataset or (
+        os.path.join(os.path.dirname(contract_path), contract.dataset) if contract.dataset else None
+    )
+    if shown is None:
+        lines.append("    dataset   none (pass --dataset to `decflow test`)")
+    else:
+        data = load_golden(shown, decision.labels, shown_path=shown)
+        lines.append(f"    dataset   {shown}: {data.n_cases} cases, {data.n_labeled} labeled")
+    lines.append(
+        f"    gates     requirements: {_count_gates(contract.requirements)}, "
+        f"warnings: {_count_gates(contract.warnings)}"
+    )
+    enabled = [name for name, _ in contract.properties.enabled()]
+    if enabled:
+        lines.append(f"    properties {', '.join(enabled)}")
+    production = _production_line(contract)
+    if production:
+        lines.append(f"    production {production}")
+    if contract.policy is not None:
+        lines.append(f"    policy     {len(contract.policy.routes)} routes")
+    lines.append(f"    hash      {loaded.hash}")
+    return "\n".join(lines) + "\n"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("validate")
+    def validate_command(
+        contract: str = typer.Argument(..., help="Contract file (.yaml/.yml/.json)."),
+        dataset: str | None = typer.Option(
+            None, "-d", "--dataset", help="Golden dataset (overrides the contract's)."
+        ),
+    ) -> None:
+        """Validate a contract, its backends and dataset offline; print its hash."""
+        typer.echo(validate(contract, dataset), nl=False)

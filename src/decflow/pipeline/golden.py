@@ -1,0 +1,118 @@
+"""The golden part of a summary: per-case results, metrics, failures, golden checks.
+
+Everything is computed from the stored `cases` and `results` tables, so a stored run can be
+re-gated with an edited contract without calling the backend.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from decflow.data.golden import case_input
+from decflow.gates import golden_checks
+from decflow.metrics.golden import golden_metrics
+
+
+def probability_matrix(series: pl.Series, width: int) -> np.ndarray:
+    """A list column of probabilities → n × width float array (NaN rows for errors)."""
+    filled = series.fill_null(pl.lit([float("nan")] * width, dtype=pl.List(pl.Float64)))
+    return np.asarray(filled.list.to_array(width).to_numpy(), dtype=np.float64)
+
+
+def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
+    """Cases in dataset order joined with their original (unchanged) request's result."""
+    return cases.join(results, left_on="case_id", right_on="request_id", how="left")
+
+
+def golden_arrays(table: pl.DataFrame, labels: tuple[str, ...]) -> dict[str, Any]:
+    index = {label: i for i, label in enumerate(labels)}
+    return {
+        "probabilities": probability_matrix(table["probabilities"], len(labels)),
+        "errored": table["error_kind"].is_not_null().to_numpy(),
+        "expected_index": np.array(
+            [index.get(e, -1) if e is not None else -1 for e in table["expected"]],
+            dtype=np.int64,
+        ),
+        "latency_ms": table["latency_ms"].fill_null(float("nan")).to_numpy(),
+        "error_kinds": table["error_kind"].to_list(),
+    }
+
+
+def decision_result(row: dict[str, Any], contract: Any, backend: dict[str, Any]) -> dict[str, Any]:
+    labels = list(contract.decision.labels)
+    return {
+        "case_id": row["case_id"],
+        "decision": contract.decision.name,
+        "decision_type": contract.decision.type,
+        "labels": labels,
+        "probabilities": dict(zip(labels, row["probabilities"], strict=True)),
+        "selected": row["selected"],
+        "confidence": row["confidence"],
+        "backend": backend["name"],
+        "provider": backend["provider"],
+        "model": row["model"],
+        "model_version": row["model_version"],
+        "latency_ms": row["latency_ms"],
+        "metadata": json.loads(row["metadata_json"]) if row["metadata_json"] else {},
+    }
+
+
+def golden_section(
+    contract: Any,
+    table: pl.DataFrame,
+    backend: dict[str, Any],
+    *,
+    with_gates: bool,
+) -> dict[str, Any]:
+    """metrics, checks (when gated), failures and per-case results of the original cases."""
+    labels = tuple(contract.decision.labels)
+    arrays = golden_arrays(table, labels)
+    evaluation = contract.evaluation
+    metrics = golden_metrics(
+        labels=labels,
+        decision_type=contract.decision.type,
+        calibration_bins=evaluation.calibration_bins,
+        confidence_threshold=evaluation.confidence_threshold,
+        **arrays,
+    )
+    checks = (
+        [c.to_dict() for c in golden_checks(
+            metrics, contract.requirements, contract.warnings, contract.decision.type
+        )]
+        if with_gates
+        else []
+    )
+    results: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    for row in table.iter_rows(named=True):
+        value = case_input(row["input_text"], row["input_json"])
+        errored = row["error_kind"] is not None
+        results.append(
+            {
+                "case_id": row["case_id"],
+                "input": value,
+                "expected": row["expected"],
+                "metadata": json.loads(row["metadata_json"]),
+                "result": None if errored else decision_result(row, contract, backend),
+                "error": {"kind": row["error_kind"], "message": row["error_message"]}
+                if errored
+                else None,
+            }
+        )
+        if errored or (row["expected"] is not None and row["selected"] != row["expected"]):
+            failures.append(
+                {
+                    "case_id": row["case_id"],
+                    "kind": "error" if errored else "mismatch",
+                    "input": value,
+                    "expected": row["expected"],
+                    "selected": None if errored else row["selected"],
+                    "confidence": None if errored else row["confidence"],
+                    "error": f"{row['error_kind']}: {row['error_message']}" if errored else None,
+                }
+            )
+    return {"metrics": metrics, "checks": checks, "failures": failures, "results": results}

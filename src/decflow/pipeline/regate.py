@@ -1,0 +1,113 @@
+"""Re-gating: judge a stored run again with an edited contract, without any backend call.
+
+A run in the store is rebuilt from its stage artifacts (golden results, transformed-case
+comparisons); a standalone report file (decflow or DecGuard 0.1) from its inline results.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import polars as pl
+
+from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.data.golden import CASES_SCHEMA, compact_json
+from decflow.errors import DecflowError
+from decflow.pipeline.runner import load_run_record, stored_manifests
+from decflow.pipeline.spec import RunSpec, now_iso
+from decflow.pipeline.summary import build_report
+from decflow.store.store import Store
+
+
+def same_decision(contract: Any, report: dict[str, Any]) -> None:
+    stored = report["contract"]
+    decision = contract.decision
+    if (decision.name, decision.type, list(decision.labels)) != (
+        stored["name"], stored["type"], list(stored["labels"])
+    ):
+        raise DecflowError(
+            f"cannot re-gate: the contract describes '{decision.name}' ({decision.type}: "
+            f"{', '.join(decision.labels)}) but the run is '{stored['name']}' "
+            f"({stored['type']}: {', '.join(stored['labels'])})"
+        )
+
+
+def regate_stored_run(
+    store: Store, run_id: str, loaded: Any, contract_path: str, *, fail_on_warn: bool
+) -> dict[str, Any]:
+    record = load_run_record(store, run_id)
+    spec = replace(RunSpec.from_dict(record["spec"]), contract_path=contract_path)
+    stored_report = store.read_json(f"runs/{run_id}/report.json")
+    same_decision(loaded.contract, stored_report)
+    manifests = {
+        name: m for name, m in stored_manifests(store, run_id).items() if name != "summary"
+    }
+    report = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
+    report["created_at"] = stored_report["created_at"]
+    report["run"]["regated_at"] = now_iso()
+    return report
+
+
+def inline_tables(report: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Cases and results tables rebuilt from a report's inline per-case results."""
+    labels = report["contract"]["labels"]
+    cases: dict[str, list[Any]] = {name: [] for name in CASES_SCHEMA}
+    results: dict[str, list[Any]] = {name: [] for name in RESULTS_SCHEMA}
+    for position, item in enumerate(report["results"], start=1):
+        value = item["input"]
+        cases["case_id"].append(item["case_id"])
+        cases["input_text"].append(value if isinstance(value, str) else None)
+        cases["input_json"].append(None if isinstance(value, str) else compact_json(value))
+        cases["expected"].append(item["expected"])
+        cases["metadata_json"].append(compact_json(item.get("metadata") or {}))
+        cases["position"].append(position)
+        result, error = item["result"], item["error"]
+        results["request_id"].append(item["case_id"])
+        results["probabilities"].append(
+            [result["probabilities"][label] for label in labels] if result else None
+        )
+        for key in ("selected", "confidence", "latency_ms", "model", "model_version"):
+            results[key].append(result[key] if result else None)
+        results["metadata_json"].append(
+            json.dumps(result["metadata"], sort_keys=True) if result and result["metadata"]
+            else None
+        )
+        results["error_kind"].append(error["kind"] if error else None)
+        results["error_message"].append(error["message"] if error else None)
+    return (
+        pl.DataFrame(cases, schema=CASES_SCHEMA),
+        pl.DataFrame(results, schema=RESULTS_SCHEMA),
+    )
+
+
+def regate_inline(
+    report: dict[str, Any], loaded: Any, contract_path: str, *, fail_on_warn: bool
+) -> dict[str, Any]:
+    """Re-gate the golden part of a standalone report (its artifacts are not reachable)."""
+    import uuid
+
+    same_decision(loaded.contract, report)
+    cases, results = inline_tables(report)
+    store = Store(f"memory://decflow-regate-{uuid.uuid4().hex}")
+    dataset = report["dataset"]
+    backend = report["backend"]
+    manifests = {
+        "cases": store.publish("cases", "inline", cases, extra=dict(dataset)),
+        "results": store.publish(
+            "results", "inline", results,
+            extra={"backend": {k: backend[k] for k in ("name", "provider", "model", "details")},
+                   "health": report.get("health")},
+        ),
+    }
+    spec = RunSpec(
+        contract_path=contract_path,
+        store_url=store.url,
+        run_id=(report.get("run") or {}).get("id") or "inline",
+        mode="test",
+        created_at=report["created_at"],
+    )
+    regated = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
+    regated["run"] = {"id": spec.run_id, "store": None, "regated_at": now_iso(), "artifacts": {}}
+    return regated

@@ -1,0 +1,148 @@
+"""The plain in-process runner: the stage graph in order, no Prefect.
+
+The Prefect flow (`decflow.flows`) runs the same stage functions as tasks; both record the
+run under `runs/<run_id>/` in the store, so either can resume or re-gate the other's runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from decflow.errors import DecflowError
+from decflow.pipeline.spec import STAGES, RunSpec, load_contract_cached, now_iso
+from decflow.pipeline.stages import (
+    ProgressFactory,
+    stage_cases,
+    stage_requests,
+    stage_results,
+)
+from decflow.pipeline.summary import artifact_ref, build_report
+from decflow.store.store import Manifest, Store, stage_key
+
+log = logging.getLogger("decflow")
+CHECKS_SCHEMA = {
+    "gate": pl.String,
+    "level": pl.String,
+    "metric": pl.String,
+    "comparison": pl.String,
+    "threshold": pl.Float64,
+    "value": pl.Float64,
+    "status": pl.String,
+    "message": pl.String,
+}
+
+
+def run_dir(run_id: str) -> str:
+    return f"runs/{run_id}"
+
+
+def record_run(store: Store, spec: RunSpec, loaded: Any, manifests: dict[str, Manifest],
+               timings: dict[str, float], status: str, **extra: Any) -> dict[str, Any]:
+    record = {
+        "run_id": spec.run_id,
+        "spec": spec.to_dict(),
+        "decision": loaded.contract.decision.name,
+        "contract_hash": loaded.hash,
+        "dataset_hash": manifests["cases"].extra["hash"] if "cases" in manifests else None,
+        "backend": spec.backend,
+        "mode": spec.mode,
+        "status": status,
+        "stages": {name: m.to_dict() for name, m in manifests.items()},
+        "timings_s": timings,
+        "updated_at": now_iso(),
+        **extra,
+    }
+    store.write_json(f"{run_dir(spec.run_id)}/run.json", record)
+    return record
+
+
+def save_contract_copy(store: Store, spec: RunSpec) -> None:
+    source = Path(spec.contract_path)
+    store.write_bytes(f"{run_dir(spec.run_id)}/contract{source.suffix}", source.read_bytes())
+
+
+def stored_manifests(store: Store, run_id: str) -> dict[str, Manifest]:
+    record = load_run_record(store, run_id)
+    return {name: Manifest.from_dict(m) for name, m in record["stages"].items()}
+
+
+def load_run_record(store: Store, run_id: str) -> dict[str, Any]:
+    relative = f"{run_dir(run_id)}/run.json"
+    if not store.exists(relative):
+        raise DecflowError(f"no run '{run_id}' in the store {store.url} (see `decflow runs`)")
+    record: dict[str, Any] = store.read_json(relative)
+    return record
+
+
+def run_contract(
+    spec: RunSpec,
+    store: Store,
+    *,
+    progress: ProgressFactory | None = None,
+    from_stage: str | None = None,
+    fail_on_warn: bool = False,
+    on_stage: Callable[[str, Manifest], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) every stage of a contract run and write its report."""
+    loaded = load_contract_cached(spec.contract_path)
+    manifests: dict[str, Manifest] = {}
+    if from_stage is not None:
+        manifests = _reuse_upstream(store, spec.run_id, from_stage)
+    timings: dict[str, float] = {}
+    save_contract_copy(store, spec)
+    record_run(store, spec, loaded, manifests, timings, "running")
+
+    def run(name: str, fn: Callable[[], Manifest]) -> None:
+        if name in manifests:
+            log.info("stage %s: reused from run %s", name, spec.run_id)
+            return
+        started = time.perf_counter()
+        manifests[name] = fn()
+        timings[name] = round(time.perf_counter() - started, 4)
+        record_run(store, spec, loaded, manifests, timings, "running")
+        if on_stage:
+            on_stage(name, manifests[name])
+
+    run("cases", lambda: stage_cases(spec, store))
+    run("requests", lambda: stage_requests(spec, store, manifests["cases"]))
+    run("results", lambda: stage_results(spec, store, manifests["requests"], progress))
+    if spec.mode in ("fuzz", "all"):
+        from decflow.pipeline.properties import stage_comparisons, stage_minimized
+
+        run("comparisons", lambda: stage_comparisons(spec, store, manifests))
+        run("minimized", lambda: stage_minimized(spec, store, manifests))
+    started = time.perf_counter()
+    report = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
+    summary_key = stage_key(
+        "summary", "1", loaded.hash, [m.sha256 for m in manifests.values()], {"mode": spec.mode}
+    )
+    checks = pl.DataFrame(report["checks"], schema=CHECKS_SCHEMA)
+    manifests["summary"] = store.publish("summary", summary_key, checks)
+    timings["summary"] = round(time.perf_counter() - started, 4)
+    report["run"]["artifacts"]["summary"] = artifact_ref(store, manifests["summary"])
+    store.write_json(f"{run_dir(spec.run_id)}/report.json", report)
+    record_run(store, spec, loaded, manifests, timings, report["status"],
+               exit_code=report["exit_code"])
+    return report
+
+
+def _reuse_upstream(store: Store, run_id: str, from_stage: str) -> dict[str, Manifest]:
+    if from_stage not in STAGES:
+        raise DecflowError(
+            f"--from-stage: unknown stage '{from_stage}' (stages: {', '.join(STAGES)})"
+        )
+    stored = stored_manifests(store, run_id)
+    upstream = STAGES[: STAGES.index(from_stage)]
+    required = [name for name in upstream if name in ("cases", "requests", "results")]
+    missing = [name for name in required if name not in stored]
+    if missing:
+        raise DecflowError(
+            f"run {run_id} has no stored '{missing[0]}' stage to start from '{from_stage}'"
+        )
+    return {name: stored[name] for name in upstream if name in stored}

@@ -1,0 +1,139 @@
+"""The terminal view of a contract run (test / fuzz / all), in DecGuard's shape.
+
+Numbers use 3 decimals (latency 1), `n/a` when missing; hashes are shortened to 12 hex
+digits; warning-level checks are tagged `(warning)`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import decflow
+
+VERDICTS = {
+    "pass": "PASS: all gates hold",
+    "warn": "WARN: requirements hold, some warning gates do not",
+    "fail": "FAIL: at least one requirement does not hold",
+}
+MAX_LISTED = 10
+PREVIEW = 70
+
+Section = Callable[[dict[str, Any]], list[str]]
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def short_hash(value: str | None) -> str:
+    if not value:
+        return "n/a"
+    algorithm, _, digest = value.partition(":")
+    return f"{algorithm}:{digest[:12]}"
+
+
+def preview(value: Any, width: int = PREVIEW) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def header(report: dict[str, Any]) -> list[str]:
+    contract, dataset, backend = report["contract"], report["dataset"], report["backend"]
+    model = backend.get("model") or "n/a"
+    lines = [
+        f"decflow {decflow.__version__} · {contract['name']} ({contract['type']}) · "
+        f"{report['status'].upper()}",
+        "",
+        f"  contract  {contract['path']}  {short_hash(contract['hash'])}",
+        f"  dataset   {dataset['path']}  {short_hash(dataset['hash'])}",
+        f"  backend   {backend['name']}: {backend['provider']} · {model}",
+    ]
+    health = report.get("health")
+    if health and health["status"] != "ok":
+        lines.append(f"  health    {health['status']}: {health['detail']}")
+    return lines
+
+
+def golden_metrics(report: dict[str, Any]) -> list[str]:
+    metrics = report["metrics"]
+    counts = metrics["counts"]
+    errored = f"{counts['errored']} errored"
+    if counts["errors_by_kind"]:
+        kinds = ", ".join(f"{k} {v}" for k, v in counts["errors_by_kind"].items())
+        errored += f" ({kinds})"
+    classification, calibration = metrics["classification"], metrics["calibration"]
+    accuracy = (
+        f"  Accuracy     {num(classification['accuracy'])}   "
+        f"macro-F1 {num(classification['macro_f1'])}"
+    )
+    if report["contract"]["type"] == "score":
+        accuracy += f"   ordinal MAE {num(classification['ordinal_mae'])}"
+    lines = [
+        "",
+        f"  Cases        {counts['total']} total · {counts['succeeded']} decided · {errored} · "
+        f"{counts['labeled']} labeled",
+        accuracy,
+        f"  Calibration  ECE {num(calibration['ece'])}   Brier {num(calibration['brier'])}   "
+        f"NLL {num(calibration['nll'])}   ({calibration['bins']} bins)",
+    ]
+    selective = metrics.get("selective")
+    if selective:
+        lines.append(
+            f"  Selective    confidence >= {selective['threshold']:g}: coverage "
+            f"{num(selective['coverage'])}   abstention {num(selective['abstention_rate'])}   "
+            f"accuracy {num(selective['selective_accuracy'])}"
+        )
+    latency = metrics["latency"]
+    lines.append(
+        f"  Latency ms   mean {num(latency['mean_ms'], 1)}   p50 {num(latency['p50_ms'], 1)}   "
+        f"p95 {num(latency['p95_ms'], 1)}   max {num(latency['max_ms'], 1)}"
+    )
+    return lines
+
+
+def checks(report: dict[str, Any]) -> list[str]:
+    if not report["checks"]:
+        return []
+    lines = ["", "  Checks"]
+    for check in report["checks"]:
+        tag = " (warning)" if check["level"] == "warning" else ""
+        status = check["status"].upper()
+        lines.append(f"    {status:<4}  {check['gate']:<38} {check['message']}{tag}")
+    return lines
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    items = report.get("failures") or []
+    if not items:
+        return []
+    lines = ["", f"  Failures ({min(len(items), MAX_LISTED)} of {len(items)})"]
+    for item in items[:MAX_LISTED]:
+        if item["kind"] == "error":
+            detail = item["error"]
+        else:
+            detail = (
+                f"expected {item['expected']}, selected {item['selected']} "
+                f"({num(item['confidence'])})"
+            )
+        lines.append(f"    {item['case_id']}: {detail}")
+        lines.append(f"      input: {preview(item['input'])}")
+    return lines
+
+
+def render(report: dict[str, Any], extra_sections: list[Section] | None = None) -> str:
+    """The whole text view; `extra_sections` render between the checks and the verdict."""
+    sections: list[Section] = [header]
+    if report["mode"] != "fuzz":
+        sections.append(golden_metrics)
+    sections.extend(extra_sections or [])
+    sections.append(checks)
+    if report["mode"] != "fuzz":
+        sections.append(failures)
+    lines: list[str] = []
+    for section in sections:
+        lines.extend(section(report))
+    lines.extend(["", VERDICTS[report["status"]]])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,138 @@
+"""Loading a stored report re-verifies what it contains; a tampered report is exit 2.
+
+Every per-case result must satisfy the decision invariants (exact labels, valid sum, argmax,
+confidence = p(selected)), and the metrics, golden checks, status and exit code must be
+recomputable from the stored results and gates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from decflow.errors import ReportError
+from decflow.gates import Check, golden_checks, status_of
+from decflow.metrics.golden import golden_metrics
+
+RUN_REPORT_VERSION = "decflow/1"
+
+
+def load_report_file(path: str) -> dict[str, Any]:
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read report ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ReportError(f"{path}: not a JSON report ({exc})") from None
+    if not isinstance(document, dict):
+        raise ReportError(f"{path}: not a report (expected a JSON object)")
+    return document
+
+
+def _fail(source: str, where: str, message: str) -> ReportError:
+    return ReportError(f"{source}: not a valid decflow report: {where}: {message}")
+
+
+def _check_result(source: str, index: int, item: dict[str, Any], report: dict[str, Any]) -> None:
+    where = f"results.{index}"
+    result, error = item.get("result"), item.get("error")
+    if (result is None) == (error is None):
+        raise _fail(source, where, "needs exactly one of result and error")
+    if result is None:
+        return
+    labels = report["contract"]["labels"]
+    probabilities = result.get("probabilities") or {}
+    if list(probabilities) != labels or result.get("labels") != labels:
+        raise _fail(source, f"{where}.result", "labels differ from the contract's")
+    values = [float(probabilities[label]) for label in labels]
+    tolerance = report["evaluation"]["probability_tolerance"]
+    total = math.fsum(values)
+    if abs(total - 1.0) > tolerance or any(v < 0 or not math.isfinite(v) for v in values):
+        raise _fail(
+            source, f"{where}.result", f"probabilities sum to {total:g}, outside 1 ± {tolerance:g}"
+        )
+    selected = labels[int(np.argmax(values))]
+    if result.get("selected") != selected or result.get("confidence") != max(values):
+        raise _fail(source, f"{where}.result", "selected/confidence is not the argmax")
+    if result.get("case_id") != item.get("case_id"):
+        raise _fail(source, f"{where}.result", "case id differs")
+    if result.get("decision") != report["contract"]["name"]:
+        raise _fail(source, f"{where}.result", "decision differs from the report's")
+    if result.get("backend") != report["backend"]["name"]:
+        raise _fail(source, f"{where}.result", "backend differs from the report's")
+
+
+def recompute_metrics(report: dict[str, Any]) -> dict[str, Any]:
+    labels = report["contract"]["labels"]
+    index = {label: i for i, label in enumerate(labels)}
+    items = report["results"]
+    n, width = len(items), len(labels)
+    probabilities = np.full((n, width), np.nan)
+    errored = np.zeros(n, dtype=bool)
+    latency = np.full(n, np.nan)
+    kinds: list[str | None] = []
+    for i, item in enumerate(items):
+        if item["result"] is None:
+            errored[i] = True
+            kinds.append(item["error"]["kind"])
+            continue
+        kinds.append(None)
+        probabilities[i] = [item["result"]["probabilities"][label] for label in labels]
+        latency[i] = item["result"]["latency_ms"]
+    expected = np.array(
+        [index.get(item["expected"], -1) if item["expected"] is not None else -1
+         for item in items],
+        dtype=np.int64,
+    )
+    evaluation = report["evaluation"]
+    return golden_metrics(
+        labels=labels,
+        decision_type=report["contract"]["type"],
+        probabilities=probabilities,
+        errored=errored,
+        expected_index=expected,
+        latency_ms=latency,
+        error_kinds=kinds,
+        calibration_bins=evaluation["calibration_bins"],
+        confidence_threshold=evaluation["confidence_threshold"],
+    )
+
+
+def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
+    """Raise ReportError unless the report is internally consistent; return it."""
+    if report.get("report_version") != RUN_REPORT_VERSION:
+        raise ReportError(
+            f"{source}: not a decflow run report (report_version "
+            f"{report.get('report_version')!r}, expected {RUN_REPORT_VERSION!r})"
+        )
+    try:
+        seen: set[str] = set()
+        for i, item in enumerate(report["results"]):
+            if item["case_id"] in seen:
+                raise _fail(source, f"results.{i}", f"duplicate case id '{item['case_id']}'")
+            seen.add(item["case_id"])
+            _check_result(source, i, item, report)
+        if recompute_metrics(report) != report["metrics"]:
+            raise _fail(source, "metrics", "do not match the stored results")
+        checks = [Check(**c) for c in report["checks"]]
+        if report["mode"] in ("test", "all"):
+            golden = [
+                c.to_dict()
+                for c in golden_checks(
+                    report["metrics"], report["requirements"], report["warnings"],
+                    report["contract"]["type"],
+                )
+            ]
+            if report["checks"][: len(golden)] != golden:
+                raise _fail(source, "checks", "do not match stored metrics and configuration")
+        status, exit_code = status_of(checks)
+        warn_failed = status == "warn" and report["exit_code"] == 1  # --fail-on-warn
+        if report["status"] != status or (report["exit_code"] != exit_code and not warn_failed):
+            raise _fail(source, "status", "does not follow from the checks")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReportError(f"{source}: not a valid decflow report: missing or bad {exc}") from None
+    return report

@@ -1,0 +1,63 @@
+"""Every view of a report: text for the terminal, and the HTML/Markdown/JUnit files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from decflow.errors import DecflowError
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The terminal view of any stored report kind (run, diff, check)."""
+    kind = report.get("kind", "run")
+    if kind == "diff":
+        from decflow.reports.diff_text import render_diff
+
+        return render_diff(report)
+    if kind == "check":
+        from decflow.reports.check_text import render_check
+
+        return render_check(report)
+    from decflow.reports.text import render
+
+    sections = []
+    if report.get("diagnostics"):
+        from decflow.reports.diagnostics_text import diagnostics_block
+
+        sections.append(diagnostics_block)
+    if report.get("properties"):
+        from decflow.reports.properties_text import properties_block
+
+        sections.append(properties_block)
+    return render(report, sections)
+
+
+def _write(path: str, text: str, what: str) -> None:
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DecflowError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
+
+
+def write_views(
+    report: dict[str, Any],
+    *,
+    html: str | None = None,
+    junit: str | None = None,
+    markdown: str | None = None,
+) -> None:
+    if html:
+        from decflow.reports.html import render_html
+
+        _write(html, render_html(report), "HTML report")
+    if markdown:
+        from decflow.reports.markdown import render_markdown
+
+        _write(markdown, render_markdown(report), "Markdown report")
+    if junit:
+        from decflow.reports.junit import render_junit
+
+        _write(junit, render_junit(report), "JUnit report")
