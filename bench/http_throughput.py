@@ -1,0 +1,224 @@
+"""HTTP backend throughput on loopback against a server with fixed latency.
+
+Starts a stdlib asyncio HTTP/1.1 keep-alive server in a child process that answers every
+`decguard.http/0.1` request after a fixed delay, then sends `--requests` decisions through
+`decflow.backends.http.HttpBackend.predict` with at most `--concurrency` in flight, once per
+client design (`decflow`: the shipped pool; `CxN`: C httpx AsyncClients with N connections
+each, round-robin). Reports calls/s, the share of the ideal
+`concurrency / latency`, client CPU seconds and the load average.
+
+    python bench/http_throughput.py                       # 20,000 requests, 64 in flight, 20 ms
+    python bench/http_throughput.py --designs 1x64,decflow  # compare designs
+    python bench/http_throughput.py --decguard /tmp/dg/bin/decguard   # + DecGuard 0.1.1
+
+Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ANSWER = json.dumps(
+    {"probabilities": {"refund": 0.7, "reject": 0.1, "review": 0.2}, "model_version": "bench"}
+).encode()
+
+
+# -- server (child process) -------------------------------------------------------------
+
+
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float):
+    response = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+        + str(len(ANSWER)).encode()
+        + b"\r\n\r\n"
+        + ANSWER
+    )
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if length:
+                await reader.readexactly(length)
+            await asyncio.sleep(delay)
+            writer.write(response)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _serve(port: int, delay: float) -> None:
+    server = await asyncio.start_server(
+        lambda r, w: _handle(r, w, delay), "127.0.0.1", port, backlog=1024
+    )
+    async with server:
+        await server.serve_forever()
+
+
+# -- client -------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for(port: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("bench server did not start")
+
+
+class _AsyncClientPool:
+    """The alternative measured against decflow's pool: `clients` AsyncClients round-robin."""
+
+    def __init__(self, clients: int, connections: int) -> None:
+        import httpx
+
+        limits = httpx.Limits(max_connections=connections)
+        self._clients = [httpx.AsyncClient(limits=limits, timeout=30) for _ in range(clients)]
+        self._turn = 0
+
+    async def send(self, request):
+        client = self._clients[self._turn]
+        self._turn = (self._turn + 1) % len(self._clients)
+        return await client.send(request)
+
+    async def aclose(self) -> None:
+        for client in self._clients:
+            await client.aclose()
+
+
+def _pool(design: str):
+    """`decflow` (the shipped pool, 64 single-connection transports) or `clientsxconns`."""
+    from decflow.backends.httpclient import ClientPool
+
+    if design == "decflow":
+        return ClientPool(30.0)
+    clients, connections = (int(x) for x in design.split("x"))
+    return _AsyncClientPool(clients, connections)
+
+
+async def _run_design(url: str, design: str, n: int, concurrency: int):
+    from decflow.backends.base import DecisionRequest, DecisionSpec
+    from decflow.backends.http import HttpBackend
+
+    spec = DecisionSpec("refund_request", "choice", ("refund", "reject", "review"))
+    settings = SimpleNamespace(
+        url=url, health_url=None, timeout_s=30.0, max_retries=0, retry_backoff_s=0.5,
+        headers={}, headers_from_env={}, bearer_token_env=None, label_map={},
+    )
+    backend = HttpBackend("default", "bench", settings, spec)
+    backend.caller.pool = _pool(design)
+    semaphore = asyncio.Semaphore(concurrency)
+    errors = 0
+
+    async def one(i: int) -> None:
+        nonlocal errors
+        async with semaphore:
+            try:
+                await backend.predict(DecisionRequest(f"c{i}", spec, "The blender arrived."))
+            except Exception:
+                errors += 1
+
+    # warm-up: open the connections outside the timed window
+    await asyncio.gather(*(one(i) for i in range(concurrency)))
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    await backend.aclose()
+    return wall, cpu, errors
+
+
+def _decguard(exe: str, url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """Wall and CPU seconds of `decguard test` over n cases against the same server."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        with open(folder / "golden.jsonl", "w") as handle:
+            for i in range(n):
+                handle.write(json.dumps({"id": f"c{i}", "input": "The blender arrived."}) + "\n")
+        (folder / "decguard.yaml").write_text(
+            'schema_version: "0.1"\n'
+            "decision: {name: refund_request, type: choice, labels: [refund, reject, review]}\n"
+            f"backend: {{provider: http, url: '{url}', model: bench}}\n"
+            "dataset: golden.jsonl\n"
+            f"evaluation: {{max_concurrency: {concurrency}}}\n"
+        )
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(
+            [exe, "test", str(folder / "decguard.yaml"), "--no-healthcheck"],
+            cwd=folder, stdout=subprocess.DEVNULL, check=False,
+        )
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return wall, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--designs", default="1x64,16x4,64x1,decflow")
+    parser.add_argument("--decguard", help="path of a decguard 0.1.1 executable (optional)")
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    delay = args.latency_ms / 1000
+    if args.serve:
+        asyncio.run(_serve(args.serve, delay))
+        return
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port), "--latency-ms", str(args.latency_ms)]
+    )
+    try:
+        _wait_for(port)
+        url = f"http://127.0.0.1:{port}/decide"
+        ideal = args.concurrency / delay
+        print(f"requests={args.requests} concurrency={args.concurrency} "
+              f"latency={args.latency_ms:g}ms ideal={ideal:,.0f}/s load={os.getloadavg()[0]:.2f}")
+        print(f"{'design':>16} {'wall s':>8} {'calls/s':>9} {'ideal':>6} {'cpu s':>7} errors")
+        for design in args.designs.split(","):
+            wall, cpu, errors = asyncio.run(
+                _run_design(url, design, args.requests, args.concurrency)
+            )
+            rate = args.requests / wall
+            print(f"{design:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
+                  f"{cpu:7.2f} {errors}")
+        if args.decguard and shutil.which(args.decguard):
+            wall, cpu = _decguard(args.decguard, url, args.requests, args.concurrency)
+            rate = args.requests / wall
+            print(f"{'decguard 0.1.1':>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
+                  f"{cpu:7.2f} (whole CLI run)")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
