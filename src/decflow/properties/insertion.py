@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from decflow.properties.base import (
@@ -34,24 +35,26 @@ DEFAULT_FRAGMENTS = (
     "A colleague brought biscuits to share.",
 )
 
-_SENTENCE_GAP = re.compile(r"(?<=[.!?])\s+")
+# A whitespace run after sentence punctuation; the next sentence starts where it ends.
+_SENTENCE_GAP = re.compile(r"[.!?]\s+")
 
 
 def sentence_starts(text: str) -> list[int]:
-    return [0, *(m.end() for m in _SENTENCE_GAP.finditer(text))]
+    return [0] + [m.end() for m in _SENTENCE_GAP.finditer(text)]
 
 
-def _at(step: Step) -> int:
-    return int(step["at"])
+_at = itemgetter("at")
 
 
-def insert(text: str, steps: Sequence[Step]) -> str:
-    starts = sentence_starts(text)
+def insert(text: str, steps: Sequence[Step], starts: Sequence[int] | None = None) -> str:
+    """Insert the steps' fragments; `starts` = the text's sentence starts, when known."""
+    if starts is None:
+        starts = sentence_starts(text)
     pieces: list[str] = []
     previous = 0
     tail: list[str] = []
     for step in sorted(steps, key=_at):
-        at = _at(step)
+        at = int(step["at"])
         if at >= len(starts):
             tail.append(" " + step["text"])
             continue
@@ -77,15 +80,17 @@ def generate(
     if not text:
         return Generated(skip_reason=SKIP_EMPTY_TEXT)
     fragments = config.fragments or DEFAULT_FRAGMENTS
-    boundaries = len(sentence_starts(text)) + 1
+    starts = sentence_starts(text)
+    boundaries = len(starts) + 1
     candidates = []
+    draw = stream.draw
     for _ in range(config.samples):
         if repeated:
-            chosen = [fragments[stream.draw(len(fragments))]] * config.repeats
+            chosen = [fragments[draw(len(fragments))]] * config.repeats
         else:
-            chosen = [fragments[stream.draw(len(fragments))] for _ in range(config.insertions)]
-        steps = sorted(
-            ({"at": stream.draw(boundaries), "text": fragment} for fragment in chosen), key=_at
-        )
-        candidates.append((steps, with_text(original, text_field, insert(text, steps)), None))
+            chosen = [fragments[draw(len(fragments))] for _ in range(config.insertions)]
+        steps = [{"at": draw(boundaries), "text": fragment} for fragment in chosen]
+        steps.sort(key=_at)
+        new_text = insert(text, steps, starts)
+        candidates.append((steps, with_text(original, text_field, new_text), None))
     return finish(original, candidates)

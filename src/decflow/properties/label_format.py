@@ -7,6 +7,8 @@ Labels keep their contract order.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any
 
 from decflow.properties.base import Generated, Input, Presentation, Step, finish
@@ -63,10 +65,23 @@ def labels_distinct(steps: Sequence[Step], labels: Sequence[str]) -> bool:
     return len(set(_shown(steps, labels))) == len(labels)
 
 
+@lru_cache(maxsize=64)
+def _presented_variants(
+    styles: tuple[str, ...],
+    aliases: tuple[tuple[str, tuple[str, ...]], ...],
+    labels: tuple[str, ...],
+) -> list[tuple[list[Step], Presentation]]:
+    # The variants depend on the settings and labels only: built once per run, shared by
+    # every case (callers treat steps and presentations as read-only).
+    config = SimpleNamespace(styles=styles, aliases=dict(aliases))
+    return [(steps, presentation(steps, labels)) for steps in variants(config, labels)]
+
+
 def generate(config: Any, stream: Stream, original: Input, labels: Sequence[str]) -> Generated:
-    found = variants(config, labels)
+    aliases = tuple((lab, tuple(names)) for lab, names in (config.aliases or {}).items())
+    found = _presented_variants(tuple(config.styles), aliases, tuple(labels))
     chosen = stream.sample(found, min(config.samples, len(found)))
-    return finish(original, [(steps, original, presentation(steps, labels)) for steps in chosen])
+    return finish(original, [(steps, original, shown) for steps, shown in chosen])
 
 
 def presentation(steps: Sequence[Step], labels: Sequence[str]) -> Presentation:

@@ -6,10 +6,18 @@ Step: `{"order": [contract label indices in shown order]}`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import permutations
 from typing import Any
 
-from decflow.properties.base import Generated, Input, Presentation, Step, finish
+from decflow.properties.base import (
+    SKIP_NO_CHANGE,
+    Generated,
+    Input,
+    Presentation,
+    Step,
+    Transformed,
+)
 from decflow.properties.stream import Stream
 
 # Up to this many labels every non-identity permutation is listed and sampled.
@@ -17,11 +25,22 @@ _ENUMERATE_UP_TO = 6
 _MAX_SHUFFLES = 1000
 
 
+@lru_cache(maxsize=16)
+def _orders(n: int) -> tuple[tuple[int, ...], ...]:
+    """Every non-identity permutation of n labels, in lexicographic order."""
+    return tuple(permutations(range(n)))[1:]
+
+
+@lru_cache(maxsize=4096)
+def _presentation(order: tuple[int, ...], labels: tuple[str, ...]) -> Presentation:
+    return presentation([{"order": list(order)}], labels)
+
+
 def generate(config: Any, stream: Stream, original: Input, labels: Sequence[str]) -> Generated:
     n = len(labels)
     identity = tuple(range(n))
     if n <= _ENUMERATE_UP_TO:
-        orders = [p for p in permutations(range(n)) if p != identity]
+        orders = _orders(n)
         chosen = stream.sample(orders, min(config.samples, len(orders)))
     else:
         chosen = []
@@ -33,11 +52,16 @@ def generate(config: Any, stream: Stream, original: Input, labels: Sequence[str]
             if order not in seen:
                 seen.add(order)
                 chosen.append(order)
-    candidates = []
-    for order in chosen:
-        steps: list[Step] = [{"order": list(order)}]
-        candidates.append((steps, original, presentation(steps, labels)))
-    return finish(original, candidates)
+    if not chosen:
+        return Generated(skip_reason=SKIP_NO_CHANGE)
+    key = tuple(labels)
+    # Distinct non-identity orders by construction: nothing to drop.
+    return Generated(
+        [
+            Transformed(i, [{"order": list(order)}], original, _presentation(order, key))
+            for i, order in enumerate(chosen)
+        ]
+    )
 
 
 def presentation(steps: Sequence[Step], labels: Sequence[str]) -> Presentation:

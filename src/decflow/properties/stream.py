@@ -14,6 +14,10 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# Counter encodings for the first draws of a stream (a case rarely needs more than a few dozen).
+_COUNTERS = tuple(k.to_bytes(8, "big") for k in range(256))
+_from_bytes = int.from_bytes
+
 
 class Stream:
     """Draw k = int(sha256(key ‖ k as 8-byte big-endian)[:16], big-endian) mod n."""
@@ -28,15 +32,18 @@ class Stream:
 
     def draw(self, n: int) -> int:
         """The next draw, an integer in [0, n)."""
+        k = self._counter
+        self._counter = k + 1
         h = self._base.copy()
-        h.update(self._counter.to_bytes(8, "big"))
-        self._counter += 1
-        return int.from_bytes(h.digest()[:16], "big") % n
+        h.update(_COUNTERS[k] if k < 256 else k.to_bytes(8, "big"))
+        return _from_bytes(h.digest()[:16], "big") % n
 
     def sample(self, items: Sequence[T], k: int) -> list[T]:
         """k items without replacement: a partial Fisher–Yates shuffle of a copy."""
         pool = list(items)
+        size = len(pool)
+        draw = self.draw
         for i in range(k):
-            j = i + self.draw(len(pool) - i)
+            j = i + draw(size - i)
             pool[i], pool[j] = pool[j], pool[i]
         return pool[:k]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from decflow.properties.base import (
@@ -25,29 +26,48 @@ _RUN = re.compile(r"\s+")
 RUN_CHOICES = ("  ", "\n", "\t", " \n")
 START_CHOICES = (" ", "\n")
 END_CHOICES = (" ", "\n", "  \n")
+# Per current run: the replacements that differ from it (cached: runs repeat a lot).
+_OTHER_CHOICES: dict[str, tuple[str, ...]] = {}
 
 
-def _order(step: Step) -> int:
-    at = step["at"]
-    if at == "start":
-        return -1
-    if at == "end":
-        return 1 << 62
-    return int(at)
+_first = itemgetter(0)
+
+
+def _render(text: str, spans: Sequence[tuple[int, int]], steps: Sequence[Step]) -> str:
+    """The text with the runs (given as spans) and ends that `steps` name replaced."""
+    start = end = ""
+    replaced: list[tuple[int, str]] = []
+    for step in steps:
+        at = step["at"]
+        if at == "start":
+            start = step["ws"]
+        elif at == "end":
+            end = step["ws"]
+        else:
+            replaced.append((int(at), step["ws"]))
+    pieces = [start]
+    previous = 0
+    for index, ws in sorted(replaced) if len(replaced) > 1 else replaced:
+        run_start, run_end = spans[index]
+        pieces.append(text[previous:run_start])
+        pieces.append(ws)
+        previous = run_end
+    pieces.append(text[previous:])
+    pieces.append(end)
+    return "".join(pieces)
 
 
 def apply(text: str, steps: Sequence[Step]) -> str:
-    replacement = {step["at"]: step["ws"] for step in steps}
-    pieces = [replacement.get("start", "")]
-    previous = 0
-    for index, run in enumerate(_RUN.finditer(text)):
-        if index in replacement:
-            pieces.append(text[previous : run.start()])
-            pieces.append(replacement[index])
-            previous = run.end()
-    pieces.append(text[previous:])
-    pieces.append(replacement.get("end", ""))
-    return "".join(pieces)
+    return _render(text, [m.span() for m in _RUN.finditer(text)], steps)
+
+
+def _choices(run: str) -> tuple[str, ...]:
+    found = _OTHER_CHOICES.get(run)
+    if found is None:
+        found = tuple(c for c in RUN_CHOICES if c != run)
+        if len(_OTHER_CHOICES) < 1024:
+            _OTHER_CHOICES[run] = found
+    return found
 
 
 def generate(config: Any, stream: Stream, original: Input, text_field: str | None) -> Generated:
@@ -55,19 +75,28 @@ def generate(config: Any, stream: Stream, original: Input, text_field: str | Non
         text = get_text(original, text_field)
     except TextNotAvailable as skip:
         return Generated(skip_reason=str(skip))
-    runs = [m.group() for m in _RUN.finditer(text)]
-    targets: list[int | str] = ["start", *range(len(runs)), "end"]
+    matches = list(_RUN.finditer(text))
+    spans = [m.span() for m in matches]
+    runs = [m.group() for m in matches]
+    # Target t: 0 = start, 1..len(runs) = run t-1, last = end; so t orders the steps.
+    last = len(runs) + 1
+    targets = range(last + 1)
+    edits = min(config.edits, last + 1)
+    draw = stream.draw
     candidates = []
     for _ in range(config.samples):
-        steps: list[Step] = []
-        for at in stream.sample(targets, min(config.edits, len(targets))):
-            if at == "start":
+        picked: list[tuple[int, Step]] = []
+        for t in stream.sample(targets, edits):
+            if t == 0:
+                at: int | str = "start"
                 choices: Sequence[str] = START_CHOICES
-            elif at == "end":
-                choices = END_CHOICES
+            elif t == last:
+                at, choices = "end", END_CHOICES
             else:
-                choices = [c for c in RUN_CHOICES if c != runs[int(at)]]
-            steps.append({"at": at, "ws": choices[stream.draw(len(choices))]})
-        steps.sort(key=_order)
-        candidates.append((steps, with_text(original, text_field, apply(text, steps)), None))
+                at, choices = t - 1, _choices(runs[t - 1])
+            picked.append((t, {"at": at, "ws": choices[draw(len(choices))]}))
+        picked.sort(key=_first)
+        steps = [step for _t, step in picked]
+        new_text = _render(text, spans, steps)
+        candidates.append((steps, with_text(original, text_field, new_text), None))
     return finish(original, candidates)
