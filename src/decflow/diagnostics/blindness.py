@@ -106,9 +106,7 @@ def blindness_check(result: BlindnessResult, level: Level) -> dict[str, Any]:
     )
 
 
-def mark_vacuous(
-    checks: Iterable[dict[str, Any]], result: BlindnessResult
-) -> list[dict[str, Any]]:
+def mark_vacuous(checks: Iterable[dict[str, Any]], result: BlindnessResult) -> list[dict[str, Any]]:
     """Copies of the checks; passing property and persona checks of a blind suite get a note.
 
     Only the message changes, so the check keeps its shape and its status.
