@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import NoReturn
 
 import typer
+from typer.exceptions import TyperException
 
 from decflow import __version__
 from decflow.errors import DecflowError
@@ -43,47 +43,46 @@ def main_options(
     """Test, fuzz, compare, monitor and gate probabilistic AI decisions."""
 
 
-def fail(message: str) -> NoReturn:
-    raise DecflowError(message)
-
-
 def _register() -> None:
     from decflow.commands import register_all
 
-    register_all(app)
+    if not app.registered_commands:
+        register_all(app)
 
 
-def main() -> None:
+def invoke(args: list[str] | None = None) -> int:
+    """Run the CLI on `args` and return the exit code (errors printed, never raised)."""
     _register()
     try:
-        app(standalone_mode=False)
+        # without standalone mode, click returns the code of a `typer.Exit` instead of raising
+        result = app(args=args, standalone_mode=False)
     except DecflowError as exc:
         typer.echo(f"error: {exc}", err=True)
         _debug_traceback()
-        sys.exit(2)
+        return 2
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return int(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("error: interrupted", err=True)
-        sys.exit(2)
-    except SystemExit:
-        raise
+        return 2
+    except TyperException as exc:
+        # usage errors: typer has printed help for a bare command; show the others
+        if type(exc).__name__ != "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined]
+        return 2
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.UsageError):
-            exc.show()
-            sys.exit(2)
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(2)
         typer.echo(
             f"internal error: {type(exc).__name__}: {exc} "
             "(set DECFLOW_DEBUG=1 for a traceback)",
             err=True,
         )
         _debug_traceback()
-        sys.exit(2)
+        return 2
+    return result if isinstance(result, int) else 0
+
+
+def main() -> None:
+    sys.exit(invoke())
 
 
 def _debug_traceback() -> None:

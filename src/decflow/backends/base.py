@@ -135,5 +135,5 @@ class Backend(ABC):
         """Provider details stored in reports (never credentials)."""
         return {}
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release clients and connections."""
