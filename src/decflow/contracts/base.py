@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -19,6 +20,7 @@ ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"^[a-z][a-z0-9_]*$")
 
 Level = Literal["requirement", "warning"]
+_Strings = TypeVar("_Strings", bound=Sequence[str])
 
 
 class StrictModel(BaseModel):
@@ -54,7 +56,7 @@ def check_text(value: str) -> str:
     return value
 
 
-def check_unique(values: list[str]) -> list[str]:
+def check_unique(values: _Strings) -> _Strings:
     duplicates = sorted(v for v, n in Counter(values).items() if n > 1)
     if duplicates:
         raise ValueError(f"entries must be unique; duplicated: {duplicates}")

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from decflow.contracts.base import Name, StrictModel, UniqueTexts
+from decflow.contracts.base import Name, StrictModel, Text, UniqueTexts, check_unique
 
 DECISION_TYPES = ("choice", "noul", "score")
 
@@ -18,7 +18,12 @@ def _levels_as_strings(value: Any) -> Any:
     return [str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value]
 
 
-def _two_labels(value: list[str]) -> list[str]:
+def _list_as_tuple(value: Any) -> Any:
+    # Strict tuples only accept tuples; YAML and JSON give lists.
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _two_labels(value: tuple[str, ...]) -> tuple[str, ...]:
     if len(value) != 2:
         raise ValueError(f"a noul decision has exactly 2 labels (positive first), got {len(value)}")
     return value
@@ -40,14 +45,12 @@ class ChoiceDecision(_DecisionBase):
 
 class NoulDecision(_DecisionBase):
     type: Literal["noul"]
-    # Named `labels` on purpose: it is both the contract key and the canonical label tuple.
-    labels_: Annotated[UniqueTexts, AfterValidator(_two_labels)] = Field(
-        default_factory=lambda: ["yes", "no"], alias="labels"
-    )
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(self.labels_)
+    labels: Annotated[
+        tuple[Text, ...],
+        BeforeValidator(_list_as_tuple),
+        AfterValidator(check_unique),
+        AfterValidator(_two_labels),
+    ] = ("yes", "no")
 
 
 class ScoreDecision(_DecisionBase):

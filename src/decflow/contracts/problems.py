@@ -59,7 +59,7 @@ def _message(error: ErrorDetails) -> str:
     kind = error["type"]
     value = error.get("input")
     ctx = error.get("ctx") or {}
-    if error["loc"] and error["loc"][-1] == "[key]":
+    if kind == "string_type" and error["loc"] and error["loc"][-1] == "[key]":
         return f"keys must be strings, got {describe(value)} (quote it)"
     if kind == "extra_forbidden":
         return UNKNOWN_FIELD

@@ -260,7 +260,7 @@ def _provider_problem(provider: Any) -> str | None:
         check_name(provider)
     except ValueError as exc:
         return str(exc)
-    if provider not in available_providers():
+    if provider not in BUILTIN_SETTINGS and provider not in available_providers():
         return f"unknown provider {provider!r}; available: {', '.join(available_providers())}"
     return None
 
