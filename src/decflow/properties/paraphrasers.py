@@ -56,6 +56,9 @@ class Paraphraser(ABC):
         """Where the paraphrases come from, stored per case in the report."""
         return {"provider": self.provider}
 
+    def close(self) -> None:  # noqa: B027 - most providers hold nothing to release
+        """Release clients (called once when the run has generated every case)."""
+
 
 class IdentityParaphraser(Paraphraser):
     """Re-asks the same text once: a determinism (rerun) check, not a paraphrase."""
