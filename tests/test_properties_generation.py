@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from decflow.properties.generate import apply_steps, generate
+from decflow.properties.generate import apply_steps, generate, regeneration_status
 from tests.test_properties_support import (
     RUN_CONTRACTS,
     cases,
@@ -88,3 +88,34 @@ def test_the_severity_run_labelled_seed0_is_seed_7() -> None:
     at0 = generate("whitespace", config, seed=0, case_id=first[0], text_field="text", **common)
     assert at7.transformed[0].steps == stored[0]
     assert at0.transformed[0].steps != stored[0]
+
+
+def test_replay_regeneration_status() -> None:
+    row = next(r for r in transformations() if r["id"] == "whitespace/r3/1")
+    config = configs("refund")["whitespace"]
+    common = dict(
+        seed=42,
+        case_id="r3",
+        input=dict(cases("refund"))["r3"],
+        labels=labels("refund"),
+        decision_type="choice",
+        text_field=None,
+        sample=1,
+        steps=row["steps"],
+        presentation=row["presentation"],
+    )
+    assert (
+        regeneration_status("whitespace", config, transformed_input=row["input"], **common) == "yes"
+    )
+    assert regeneration_status("whitespace", config, transformed_input="edited", **common) == "NO"
+    assert (
+        regeneration_status(
+            "whitespace", config, transformed_input=row["input"], **{**common, "seed": 1}
+        )
+        == "NO"
+    )
+    para = configs("refund")["paraphrase"]
+    assert (
+        regeneration_status("paraphrase", para, transformed_input="x", **common)
+        == "n/a (stored text used)"
+    )

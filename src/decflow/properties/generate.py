@@ -129,3 +129,45 @@ def apply_steps(
     else:
         raise ValueError(f"unknown property {property_name!r}")
     return with_text(original_input, text_field, text), None
+
+
+def regeneration_status(
+    property_name: str,
+    config: Any,
+    *,
+    seed: int,
+    case_id: str,
+    input: Input,
+    labels: Sequence[str],
+    decision_type: str,
+    text_field: str | None,
+    sample: int,
+    steps: Sequence[Step],
+    transformed_input: Input,
+    presentation: Presentation,
+) -> str:
+    """Replay's check that the stored sample regenerates identically from the seed.
+
+    `yes` or `NO`; paraphrases are never regenerated (the stored text is re-sent).
+    """
+    if property_name == "paraphrase":
+        return "n/a (stored text used)"
+    again = generate(
+        property_name,
+        config,
+        seed=seed,
+        case_id=case_id,
+        input=input,
+        labels=labels,
+        decision_type=decision_type,
+        text_field=text_field,
+    )
+    match = next((t for t in again.transformed if t.sample == sample), None)
+    stored_presentation = None if presentation is None else [tuple(p) for p in presentation]
+    same = (
+        match is not None
+        and match.steps == list(steps)
+        and match.input == transformed_input
+        and match.presentation == stored_presentation
+    )
+    return "yes" if same else "NO"
