@@ -43,6 +43,7 @@ class StabilityResult:
     epsilon: float
     verdict: Verdict
     mean_tv: float | None  # between the two reruns of a pair; None without probabilities
+    tv_p95: float | None  # 95th percentile of that TV: the rerun noise floor for persona pairs
     pairs_needed: int | None  # pairs that would decide at the observed rate; None if none can
     cases_with_flip: int
     advice: str
@@ -106,9 +107,11 @@ def measure_stability(
     n_flips = int(flipped.sum())
 
     mean_tv: float | None = None
+    tv_p95: float | None = None
     if probabilities is not None and n_pairs:
         tv = 0.5 * np.abs(probabilities[left] - probabilities[right]).sum(axis=1)
         mean_tv = math.fsum(tv.tolist()) / n_pairs
+        tv_p95 = float(np.percentile(tv, 95))
 
     # Any disagreement among all k reruns of a case, the odd last one included.
     n_complete = int((~incomplete).sum())
@@ -137,6 +140,7 @@ def measure_stability(
         epsilon=epsilon,
         verdict=verdict,
         mean_tv=mean_tv,
+        tv_p95=tv_p95,
         pairs_needed=needed,
         cases_with_flip=cases_with_flip,
         advice="",
