@@ -192,20 +192,29 @@ async def _run_calls(
         pending = requests.filter(~pl.col("request_id").is_in(list(recorded)))
         originals = pending.filter(pl.col("property") == "")
         transformed = pending.filter(pl.col("property") != "")
-        report = progress("calls", pending.height) if progress else None
+        update = progress("calls", pending.height) if progress else None
+
+        def report_originals(done: int, _total: int) -> None:
+            if update:
+                update(done, pending.height)
+
+        def report_transformed(done: int, _total: int) -> None:
+            if update:
+                update(originals.height + done, pending.height)
+
         await decide_requests(backend, originals, decision=decision, tolerance=tolerance,
                               max_concurrency=concurrency, shard_size=spec.shard_size,
-                              sink=sink, progress=report)
+                              sink=sink, progress=report_originals)
         failed = _failed_originals(store, sink, requests, backend.name)
         if transformed.height:
             sink(generation_error_rows(transformed))
             transformed = transformed.filter(pl.col("pre_error_kind").is_null())
             blocked = original_error_rows(transformed, failed)
             sink(blocked)
-            rest = transformed.filter(~pl.col("request_id").is_in(blocked["request_id"]))
+            rest = transformed.join(blocked.select("request_id"), on="request_id", how="anti")
             await decide_requests(backend, rest, decision=decision, tolerance=tolerance,
                                   max_concurrency=concurrency, shard_size=spec.shard_size,
-                                  sink=sink, progress=report)
+                                  sink=sink, progress=report_transformed)
         return health
     finally:
         await backend.aclose()

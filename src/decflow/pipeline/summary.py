@@ -70,7 +70,7 @@ def build_report(
     checks = list(golden["checks"])
     properties = None
     if spec.mode in ("fuzz", "all"):
-        from decflow.pipeline.properties import properties_section
+        from decflow.pipeline.properties_report import properties_section
 
         properties = properties_section(loaded, spec, store, manifests, table)
         checks.extend(properties.pop("checks"))

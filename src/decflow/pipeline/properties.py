@@ -1,0 +1,240 @@
+"""Property stages: `comparisons` (distances of every transformed case from its original),
+`minimized` (greedy shrinking of failing cases) and the report's `properties` section.
+
+Comparisons store raw distances; violations are judged again with the contract at hand when
+the report is built, so re-gating a stored run with new limits needs no backend call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from decflow.backends.engine import RemoteCaller, decide_in_process
+from decflow.backends.registry import build_backend, decision_spec
+from decflow.data.golden import case_input, compact_json
+from decflow.metrics.compare import Comparison, Limits, compare, judge
+from decflow.pipeline.golden import probability_matrix
+from decflow.pipeline.schemas import REQUESTS_SCHEMA
+from decflow.pipeline.spec import RunSpec, load_contract_cached
+from decflow.properties.generate import RELATIONS
+from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
+from decflow.store.store import Manifest, Store, stage_key
+
+COMPARISON_COLUMNS = {
+    "request_id": pl.String,
+    "case_id": pl.String,
+    "property": pl.String,
+    "tv": pl.Float64,
+    "js": pl.Float64,
+    "max_abs_delta": pl.Float64,
+    "confidence_delta": pl.Float64,
+    "selected_before": pl.Int64,
+    "selected_after": pl.Int64,
+    "flipped": pl.Boolean,
+    "rank_changed": pl.Boolean,
+    "level_delta": pl.Float64,
+}
+MAX_LISTED_FAILURES = 200
+
+
+def _direction(config: Any) -> str:
+    return getattr(config, "direction", "increasing") or "increasing"
+
+
+def joined_transformed(store: Store, manifests: dict[str, Manifest]) -> pl.DataFrame:
+    """Transformed requests with their result, their original's input and probabilities."""
+    requests = store.read(manifests["requests"])
+    results = store.read(manifests["results"])
+    with_results = requests.join(results, on="request_id", how="left")
+    originals = with_results.filter(pl.col("property") == "").select(
+        "case_id",
+        pl.col("probabilities").alias("original_probabilities"),
+        pl.col("input_text").alias("original_text"),
+        pl.col("input_json").alias("original_json"),
+    )
+    return with_results.filter(pl.col("property") != "").join(
+        originals, on="case_id", how="left"
+    )
+
+
+def _comparison_of(frame: pl.DataFrame) -> Comparison:
+    level = frame["level_delta"]
+    return Comparison(
+        tv=frame["tv"].to_numpy(),
+        js=frame["js"].to_numpy(),
+        max_abs_delta=frame["max_abs_delta"].to_numpy(),
+        confidence_delta=frame["confidence_delta"].to_numpy(),
+        selected_before=frame["selected_before"].to_numpy(),
+        selected_after=frame["selected_after"].to_numpy(),
+        flipped=frame["flipped"].to_numpy(),
+        rank_changed=frame["rank_changed"].to_numpy(),
+        level_delta=None if level.null_count() == frame.height else level.to_numpy(),
+    )
+
+
+def stage_comparisons(spec: RunSpec, store: Store, manifests: dict[str, Manifest]) -> Manifest:
+    loaded = load_contract_cached(spec.contract_path)
+    contract = loaded.contract
+    upstream = [manifests["requests"].sha256, manifests["results"].sha256]
+    key = stage_key("comparisons", "1", loaded.hash, upstream, {})
+    cached = store.manifest("comparisons", key)
+    if cached is not None:
+        return cached
+    joined = joined_transformed(store, manifests).filter(pl.col("error_kind").is_null())
+    width = len(contract.decision.labels)
+    configs = dict(contract.properties.enabled())
+    frames = []
+    for prop in joined["property"].unique(maintain_order=True).to_list():
+        rows = joined.filter(pl.col("property") == prop)
+        found = compare(
+            probability_matrix(rows["original_probabilities"], width),
+            probability_matrix(rows["probabilities"], width),
+            relation=RELATIONS[prop],
+            decision_type=contract.decision.type,
+            direction=_direction(configs.get(prop)),
+        )
+        columns = found.columns()
+        if columns["level_delta"] is None:
+            columns["level_delta"] = [None] * rows.height
+        frames.append(
+            pl.DataFrame(
+                {"request_id": rows["request_id"], "case_id": rows["case_id"],
+                 "property": rows["property"], **columns},
+                schema=COMPARISON_COLUMNS,
+            )
+        )
+    table = pl.concat(frames) if frames else pl.DataFrame(schema=COMPARISON_COLUMNS)
+    return store.publish("comparisons", key, table)
+
+
+def judged(contract: Any, prop: str, config: Any, rows: pl.DataFrame) -> tuple[Comparison, Any]:
+    relation = RELATIONS[prop]
+    found = _comparison_of(rows)
+    verdict = judge(found, Limits.of(config, relation), relation=relation,
+                    labels=contract.decision.labels, direction=_direction(config))
+    return found, verdict
+
+
+class _Decider:
+    """Sends minimisation candidates through the backend on one event loop."""
+
+    def __init__(self, spec: RunSpec, contract: Any) -> None:
+        self.backend = build_backend(contract, spec.backend)
+        self.decision = decision_spec(contract)
+        self.tolerance = contract.evaluation.probability_tolerance
+        self.concurrency = spec.max_concurrency or contract.evaluation.max_concurrency
+        self.loop = asyncio.new_event_loop()
+        self.calls = 0
+
+    def __call__(self, candidates: list[tuple[Any, Any]]) -> list[np.ndarray | None]:
+        labels = self.decision.labels
+        index = {label: i for i, label in enumerate(labels)}
+        rows = []
+        for value, presentation in candidates:
+            shown = [s for s, _ in presentation] if presentation else list(labels)
+            order = (
+                [index[c] for _, c in presentation] if presentation else list(range(len(labels)))
+            )
+            rows.append({
+                "request_id": f"minimize/{self.calls}", "case_id": "", "property": "minimize",
+                "sample": 0,
+                "input_text": value if isinstance(value, str) else None,
+                "input_json": None if isinstance(value, str) else compact_json(value),
+                "shown_labels": shown, "label_order": order, "steps_json": None,
+                "pre_error_kind": None, "pre_error_message": None,
+            })
+            self.calls += 1
+        frame = pl.DataFrame(rows, schema=REQUESTS_SCHEMA)
+        if self.backend.supports_batch:
+            results = decide_in_process(self.backend, frame, labels, self.tolerance)
+        else:
+            chunks: list[pl.DataFrame] = []
+            caller = RemoteCaller(self.backend, self.decision, self.tolerance, self.concurrency)
+            self.loop.run_until_complete(caller.run(frame, labels, chunks.append))
+            results = frame.select("request_id").join(pl.concat(chunks), on="request_id")
+        matrix = probability_matrix(results["probabilities"], len(labels))
+        return [None if kind is not None else matrix[i]
+                for i, kind in enumerate(results["error_kind"])]
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.backend.aclose())
+        self.loop.close()
+
+
+def minimize_enabled(spec: RunSpec, contract: Any) -> bool:
+    return spec.minimize if spec.minimize is not None else contract.fuzz.minimize
+
+
+MINIMIZED_SCHEMA = {"request_id": pl.String, "reduced_json": pl.String, "backend_calls": pl.Int64}
+
+
+def stage_minimized(spec: RunSpec, store: Store, manifests: dict[str, Manifest]) -> Manifest:
+    """Shrink failing transformed cases (keyed by run id: it calls the backend)."""
+    loaded = load_contract_cached(spec.contract_path)
+    contract = loaded.contract
+    upstream = [manifests["comparisons"].sha256]
+    key = stage_key("minimized", "1", loaded.hash, upstream,
+                    {"run_id": spec.run_id, "minimize": minimize_enabled(spec, contract)})
+    cached = store.manifest("minimized", key)
+    if cached is not None:
+        return cached
+    empty = pl.DataFrame(schema=MINIMIZED_SCHEMA)
+    if not minimize_enabled(spec, contract):
+        return store.publish("minimized", key, empty)
+    comparisons = store.read(manifests["comparisons"])
+    joined = joined_transformed(store, manifests)
+    jobs, ids = [], []
+    configs = dict(contract.properties.enabled())
+    labels = contract.decision.labels
+    for prop in comparisons["property"].unique(maintain_order=True).to_list():
+        config = configs.get(prop)
+        if config is None:
+            continue
+        rows = comparisons.filter(pl.col("property") == prop)
+        _, verdict = judged(contract, prop, config, rows)
+        failing = np.flatnonzero(verdict.limit_violated | verdict.flip_violated)
+        if not len(failing):
+            continue
+        details = rows[failing.tolist()].join(joined, on="request_id", how="left")
+        judge_fn = make_judge(config, RELATIONS[prop], contract.decision.type, labels,
+                              _direction(config))
+        width = len(labels)
+        originals = probability_matrix(details["original_probabilities"], width)
+        for i, row in enumerate(details.iter_rows(named=True)):
+            original_input = case_input(row["original_text"], row["original_json"])
+            steps = json.loads(row["steps_json"])
+            jobs.append(ShrinkJob(prop, steps, original_input, originals[i], judge_fn))
+            ids.append(row["request_id"])
+    if not jobs:
+        return store.publish("minimized", key, empty)
+    decider = _Decider(spec, contract)
+    try:
+        shrunk = minimize_many(jobs, decider, labels=labels, text_field=contract.fuzz.text_field,
+                               max_calls=contract.fuzz.max_minimize_calls)
+    finally:
+        decider.close()
+    table = pl.DataFrame(
+        {
+            "request_id": ids,
+            "reduced_json": [json.dumps(_jsonable(s.reduced)) if s.reduced else None
+                             for s in shrunk],
+            "backend_calls": [s.backend_calls for s in shrunk],
+        },
+        schema=MINIMIZED_SCHEMA,
+    )
+    return store.publish("minimized", key, table)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value

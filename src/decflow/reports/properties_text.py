@@ -1,0 +1,58 @@
+"""The text view's property block and property failure list (`sent:` / `minimal:` lines)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decflow.reports.text import MAX_LISTED, num, preview
+
+
+def _shown(item: dict[str, Any], labels: list[str]) -> str:
+    presentation = item.get("presentation")
+    shown = [pair[0] for pair in presentation] if presentation else labels
+    return "[" + ", ".join(shown) + "]"
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def properties_block(report: dict[str, Any]) -> list[str]:
+    section = report["properties"]
+    labels = report["contract"]["labels"]
+    lines = ["", f"  Properties   seed {section['seed']}"]
+    for s in section["summaries"]:
+        note = ""
+        if s.get("rerun_evidence"):
+            note = "  (identity: rerun evidence, not a paraphrase test)"
+        lines.append(
+            f"    {s['property']:<20} {s['n_evaluated']} compared · {s['n_violations']} violating "
+            f"({_rate(s['violation_rate'])}) · {s['n_flips']} flips · "
+            f"max TV {num(s['max_tv_distance'])}"
+            + (f" · {s['n_errors']} errored" if s["n_errors"] else "")
+            + (f" · {s['n_skipped']} skipped" if s["n_skipped"] else "")
+            + note
+        )
+    skipped = section["skipped"]
+    if skipped:
+        lines.append(f"  Skipped ({min(len(skipped), MAX_LISTED)} of {len(skipped)})")
+        for item in skipped[:MAX_LISTED]:
+            lines.append(f"    {item['property']}/{item['case_id']}: {item['reason']}")
+    failures = section["failures"]
+    total = section.get("n_failures", len(failures))
+    if failures:
+        lines.append(f"  Property failures ({min(len(failures), MAX_LISTED)} of {total})")
+        for item in failures[:MAX_LISTED]:
+            if item["error"]:
+                problem = f"{item['error']['kind']}: {item['error']['message']}"
+            else:
+                problem = "; ".join(item["violations"])
+            lines.append(f"    {item['id']}: {problem}")
+            lines.append(f"      sent:    {_shown(item, labels)} {preview(item['input'])}")
+            reduced = item.get("reduced")
+            if reduced:
+                lines.append(
+                    f"      minimal: {_shown(reduced, labels)} {preview(reduced['input'])} "
+                    f"({reduced['backend_calls']} calls)"
+                )
+    return lines
