@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from types import SimpleNamespace
 from typing import Any
 
 from decflow.properties.base import Generated, Input, Presentation, Step, finish
@@ -30,15 +29,16 @@ STYLES: dict[str, Callable[[str, int], str]] = {
 }
 
 
-def variants(config: Any, labels: Sequence[str]) -> list[list[Step]]:
+def variants(
+    styles: Sequence[str], aliases: Mapping[str, Sequence[str]], labels: Sequence[str]
+) -> list[list[Step]]:
     """Candidate step lists: one per style that changes a label, then one per alias index."""
     found: list[list[Step]] = []
-    for style in config.styles:
+    for style in styles:
         form = STYLES[style]
         found.append(
             [{"label": lab, "style": style} for i, lab in enumerate(labels) if form(lab, i) != lab]
         )
-    aliases: Mapping[str, Sequence[str]] = config.aliases or {}
     depth = max((len(v) for v in aliases.values()), default=0)
     for k in range(depth):
         found.append(
@@ -73,8 +73,8 @@ def _presented_variants(
 ) -> list[tuple[list[Step], Presentation]]:
     # The variants depend on the settings and labels only: built once per run, shared by
     # every case (callers treat steps and presentations as read-only).
-    config = SimpleNamespace(styles=styles, aliases=dict(aliases))
-    return [(steps, presentation(steps, labels)) for steps in variants(config, labels)]
+    found = variants(styles, dict(aliases), labels)
+    return [(steps, presentation(steps, labels)) for steps in found]
 
 
 def generate(config: Any, stream: Stream, original: Input, labels: Sequence[str]) -> Generated:
