@@ -191,3 +191,44 @@ def test_loaded_contract_resolves_paths_next_to_the_contract(tmp_path: Path) -> 
     assert loaded.resolve(loaded.contract.dataset).is_file()
     assert loaded.resolve(tmp_path) == tmp_path
     assert loaded.hash.startswith("sha256:") and len(loaded.hash) == 7 + 64
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (
+            "backends: {x: {provider: mock, model_version: !!binary aGk=}}\n",
+            "backends.x.model_version: bytes values are not allowed",
+        ),
+        (
+            "backends: {x: {provider: mock, model_version: !!set {a}}}\n",
+            "backends.x.model_version: set values are not allowed",
+        ),
+        (
+            "backends: {x: {provider: mock, 1: 2}}\n",
+            "backends.x.1: keys must be strings, got the number 1 (quote it)",
+        ),
+        (
+            "backends: {x: {provider: mock, default: {'yes': .nan, 'no': 1}}}\n",
+            "backends.x.default.yes: must be a finite number, got nan",
+        ),
+        ("backends: [x]\n", "backends: expected a mapping, got a list"),
+    ],
+)
+def test_contracts_are_plain_json_data(tmp_path: Path, extra: str, expected: str) -> None:
+    problems = _problems(_write(tmp_path, "c.yaml", MINIMAL + extra))
+    assert problems == [expected] or expected in problems[0], problems
+
+
+def test_unquoted_yes_no_get_a_yaml_hint(tmp_path: Path) -> None:
+    text = MINIMAL.replace("{provider: mock}", "{provider: mock, default: {yes: 0.5, no: 0.5}}")
+    problems = _problems(_write(tmp_path, "c.yaml", text))
+    assert problems[0] == (
+        "backend.default.True: keys must be strings, got a boolean (YAML reads unquoted "
+        "yes/no/on/off/true/false as booleans; quote it)"
+    )
+    labels = MINIMAL.replace("type: noul}", "type: noul, labels: [yes, no]}")
+    assert _problems(_write(tmp_path, "l.yaml", labels))[0] == (
+        "decision.labels.0: expected a string, got a boolean (YAML reads unquoted "
+        "yes/no/on/off/true/false as booleans; quote it)"
+    )

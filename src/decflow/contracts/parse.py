@@ -11,7 +11,12 @@ from decflow.contracts.base import check_name
 from decflow.contracts.contract import DEFAULT_BACKEND, Contract
 from decflow.contracts.decision import DECISION_MODELS, DECISION_TYPES, LABEL_KEYS, Decision
 from decflow.contracts.gates import GoldenGates, Production, Regression
-from decflow.contracts.problems import UNKNOWN_FIELD, describe, problems_from
+from decflow.contracts.problems import (
+    UNKNOWN_FIELD,
+    describe,
+    plain_json_problems,
+    problems_from,
+)
 from decflow.contracts.properties import Properties
 from decflow.contracts.providers import BackendConfig, DecisionContext, parse_backend
 from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy
@@ -104,7 +109,7 @@ def _backends(
             data["backend"], name=DEFAULT_BACKEND, path="backend", ctx=ctx
         )
         problems += found
-    named = data.get("backends") or {}
+    named = {} if data.get("backends") is None else data["backends"]
     if not isinstance(named, dict):
         return default, None, [*problems, f"backends: expected a mapping, got {describe(named)}"]
     backends: dict[str, BackendConfig] = {}
@@ -140,7 +145,8 @@ def parse_contract(data: Any, source: str) -> Contract:
         raise ContractError(
             source, [f"the contract must be a mapping at the top level, got {describe(data)}"]
         )
-    problems = [f"{key}: {UNKNOWN_FIELD}" for key in data if key not in TOP_LEVEL_KEYS]
+    problems = plain_json_problems(data)
+    problems += [f"{key}: {UNKNOWN_FIELD}" for key in data if key not in TOP_LEVEL_KEYS]
     problems += _schema_version(data)
     if "decision" not in data:
         problems.append("decision: required field is missing")
@@ -168,7 +174,8 @@ def parse_contract(data: Any, source: str) -> Contract:
     problems += found
     problems += _cross_section(data, decision, sections)
     if problems:
-        raise ContractError(source, problems)
+        # The document-wide JSON check and the section models can report the same line.
+        raise ContractError(source, list(dict.fromkeys(problems)))
     assert default is not None and backends is not None and decision is not None
     return Contract(
         schema_version=SCHEMA_VERSION,
@@ -195,7 +202,7 @@ def _cross_section(
     if sections["properties"] is not None and decision is not None:
         problems += checks.property_problems(sections["properties"], decision)
     if sections["policy"] is not None:
-        named = data.get("backends") or {}
+        named = data.get("backends") or {}  # a non-mapping was reported by _backends
         names = [DEFAULT_BACKEND, *named] if isinstance(named, dict) else None
         problems += checks.policy_problems(sections["policy"], names)
     return problems

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ _EXPECTED = {
     "model_attributes_type": "a mapping",
     "union_tag_not_found": "a mapping with a 'provider'",
 }
+_YAML_BOOL = "a boolean (YAML reads unquoted yes/no/on/off/true/false as booleans; quote it)"
 _BOUNDS = {
     "greater_than": "must be greater than {gt}",
     "greater_than_equal": "must be at least {ge}",
@@ -47,6 +49,12 @@ def describe(value: Any) -> str:
     return type(value).__name__
 
 
+def key_problem(key: Any) -> str:
+    if isinstance(key, bool):
+        return f"keys must be strings, got {_YAML_BOOL}"
+    return f"keys must be strings, got {describe(key)} (quote it)"
+
+
 def join_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     # Tags of discriminated unions start with "~"; they are not part of the user's document.
     parts = [str(p) for p in loc if not (isinstance(p, str) and p.startswith("~"))]
@@ -60,7 +68,9 @@ def _message(error: ErrorDetails) -> str:
     value = error.get("input")
     ctx = error.get("ctx") or {}
     if kind == "string_type" and error["loc"] and error["loc"][-1] == "[key]":
-        return f"keys must be strings, got {describe(value)} (quote it)"
+        return key_problem(value)
+    if kind == "string_type" and isinstance(value, bool):
+        return f"expected a string, got {_YAML_BOOL}"
     if kind == "extra_forbidden":
         return UNKNOWN_FIELD
     if kind == "missing":
@@ -103,3 +113,24 @@ def problems_from(error: ValidationError, prefix: str) -> list[str]:
         path = join_path(prefix, detail["loc"])
         lines.append(f"{path}: {_message(detail)}" if path else _message(detail))
     return lines
+
+
+def plain_json_problems(value: Any, path: str = "") -> list[str]:
+    """Contracts are plain JSON data: string keys, finite numbers, no YAML-only types
+    (binary, sets). Settings kept as written go into the canonical JSON unchanged."""
+    if isinstance(value, dict):
+        problems = []
+        for key, item in value.items():
+            at = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str):
+                problems += plain_json_problems(item, at)
+            else:
+                problems.append(f"{at}: {key_problem(key)}")
+        return problems
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in plain_json_problems(item, f"{path}.{i}")]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{path}: must be a finite number, got {value!r}"]
+    if value is None or isinstance(value, str | int | float):
+        return []
+    return [f"{path}: {type(value).__name__} values are not allowed (use plain JSON data)"]

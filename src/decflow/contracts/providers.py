@@ -227,25 +227,6 @@ BUILTIN_SETTINGS: dict[str, type[StrictModel]] = {
 }
 
 
-def _non_json(value: Any, path: str) -> list[str]:
-    """Raw settings go into the canonical JSON as written, so they must be plain JSON."""
-    if isinstance(value, dict):
-        problems = []
-        for key, item in value.items():
-            if not isinstance(key, str):
-                problems.append(
-                    f"{path}.{key}: keys must be strings, got {describe(key)} (quote it)"
-                )
-            else:
-                problems.extend(_non_json(item, f"{path}.{key}"))
-        return problems
-    if isinstance(value, list):
-        return [p for i, item in enumerate(value) for p in _non_json(item, f"{path}.{i}")]
-    if isinstance(value, float) and not math.isfinite(value):
-        return [f"{path}: must be a finite number, got {value!r}"]
-    return []
-
-
 def available_providers() -> list[str]:
     plugins = entry_point_names(BACKEND_GROUP, exclude=RESERVED_PROVIDERS)
     return [*BUILTIN_SETTINGS, *sorted(plugins)]
@@ -271,9 +252,7 @@ def parse_backend(
     """Validate one backend entry; returns the config or the problems (`path.field: ...`)."""
     if not isinstance(raw, dict):
         return None, [f"{path}: expected a mapping with 'provider', got {describe(raw)}"]
-    problems = _non_json(raw, path)
-    if problems:
-        return None, problems
+    problems: list[str] = []
     if "provider" not in raw:
         return None, [f"{path}.provider: required field is missing"]
     provider = raw["provider"]
