@@ -136,6 +136,31 @@ class CounterfactualResult:
         }
 
 
+def attach_probabilities(
+    pairs: pl.DataFrame, probabilities: Mapping[str, Sequence[float] | None]
+) -> pl.DataFrame:
+    """Add ``prob_a``/``prob_b`` to a pair table from results keyed by arm fingerprint.
+
+    A fingerprint that is missing or maps to None (the call errored) leaves that arm null,
+    which makes the pair incomplete.
+    """
+    lookup = pl.DataFrame(
+        {
+            "fingerprint": list(probabilities),
+            "prob": [None if p is None else list(p) for p in probabilities.values()],
+        },
+        schema={"fingerprint": pl.String, "prob": pl.List(pl.Float64)},
+    )
+    for side in ("a", "b"):
+        pairs = pairs.join(
+            lookup.rename({"fingerprint": f"fingerprint_{side}", "prob": f"prob_{side}"}),
+            on=f"fingerprint_{side}",
+            how="left",
+            maintain_order="left",
+        )
+    return pairs
+
+
 def _matrix(column: pl.Series, width: int) -> tuple[np.ndarray, np.ndarray]:
     present = column.is_not_null().to_numpy()
     filled = column.fill_null([0.0] * width).list.to_array(width).to_numpy()
@@ -148,6 +173,13 @@ def _top_two(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ordered = np.sort(p, axis=1)
     margin = ordered[:, -1] - ordered[:, -2] if p.shape[1] > 1 else ordered[:, -1]
     return selected, margin
+
+
+def _label_column(
+    name: str, labels: Sequence[str], index: np.ndarray, present: np.ndarray
+) -> pl.Series:
+    chosen = pl.Series(name, list(labels), dtype=pl.String).gather(index)
+    return chosen.zip_with(pl.Series(present), pl.Series(name, [None] * index.size, pl.String))
 
 
 def classify_pairs(
@@ -199,10 +231,9 @@ def classify_pairs(
         ["skipped", "multi-axis", "incomplete", "tie", "placebo", "attributable", "noise", "shift"],
         default="none",
     )
-    names = np.asarray(labels, dtype=object)
     return pairs.with_columns(
-        pl.Series("selected_a", np.where(has_a, names[sel_a], None), dtype=pl.String),
-        pl.Series("selected_b", np.where(has_b, names[sel_b], None), dtype=pl.String),
+        _label_column("selected_a", labels, sel_a, has_a),
+        _label_column("selected_b", labels, sel_b, has_b),
         pl.Series("margin_a", np.where(has_a, margin_a, np.nan)).fill_nan(None),
         pl.Series("margin_b", np.where(has_b, margin_b, np.nan)).fill_nan(None),
         pl.Series("tv", np.where(complete, tv, np.nan)).fill_nan(None),

@@ -98,6 +98,20 @@ class PairSet:
         ]
         return pl.DataFrame(rows, schema=PAIR_SCHEMA)
 
+    def unique_arms(self) -> dict[str, str | dict[str, Any]]:
+        """Each distinct arm input once, keyed by fingerprint, in first-use order.
+
+        Arms shared between a cross pair and its placebo partner (or repeated across pairs)
+        are decided once; the results come back through ``attach_probabilities``.
+        """
+        arms: dict[str, str | dict[str, Any]] = {}
+        for p in self.pairs:
+            if p.status == "identical":
+                continue  # nothing to ask: the pair is skipped
+            arms.setdefault(p.fingerprint_a, p.input_a)
+            arms.setdefault(p.fingerprint_b, p.input_b)
+        return arms
+
 
 PAIR_SCHEMA = {
     "axis": pl.String,

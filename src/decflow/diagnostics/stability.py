@@ -221,8 +221,8 @@ def stability_check(result: StabilityResult, level: Level) -> dict[str, Any]:
     if result.verdict == "undecided":
         notes.append(_sizing_hint(result))
     if result.n_incomplete:
-        notes.append(f"{result.n_incomplete} case(s) left out: a rerun errored")
-    message = head + "".join(f"; {note}" for note in notes)
+        notes.append(f"{result.n_incomplete} case(s) left out because a rerun errored")
+    message = head + "".join(f". {note}" for note in notes)
     return diagnostic_check(
         gate="stability.verdict",
         level=level,
