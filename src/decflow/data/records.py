@@ -506,20 +506,37 @@ class RecordReader:
             raise DatasetError(f"{path}: invalid JSON: {exc}") from None
         if not isinstance(items, list):
             raise DatasetError(f"{path}: a .json record file must hold a list of records")
-        rows = []
-        for i, obj in enumerate(items):
-            try:
-                rows.append(normalize_record(obj, self.spec, self.n_records + i + 1))
-            except _Invalid as exc:
-                raise DatasetError(f"{path}: record {i + 1}: {exc}") from None
-        return pl.DataFrame(rows, schema=self.spec.schema, orient="row") if rows else \
-            pl.DataFrame(schema=self.spec.schema)
+        return normalize_objects(items, self.spec, str(path), offset=self.n_records)
 
     def _jsonl(self, data: bytes, path: Path) -> tuple[pl.DataFrame, list[int] | _Identity]:
         fast = _fast_jsonl(data, path, self.spec)
         if fast is not None:
             return fast, _Identity()
         return _strict_jsonl(data, path, self.spec, self.n_records)
+
+
+def normalize_objects(
+    items: Sequence[Any], spec: RecordSpec, where: str, *, offset: int = 0
+) -> pl.DataFrame:
+    """Validate already parsed records (a JSON list, a report's stored records); errors
+    name `<where>: record N`. Ids must be unique."""
+    rows = []
+    first: dict[str, int] = {}
+    for i, obj in enumerate(items):
+        try:
+            row = normalize_record(obj, spec, offset + i + 1)
+        except _Invalid as exc:
+            raise DatasetError(f"{where}: record {i + 1}: {exc}") from None
+        if row["id"] in first:
+            raise DatasetError(
+                f"{where}: record {i + 1}: duplicate record id '{row['id']}' "
+                f"(first at record {first[row['id']]})"
+            )
+        first[row["id"]] = i + 1
+        rows.append(row)
+    if not rows:
+        return pl.DataFrame(schema=spec.schema)
+    return pl.DataFrame(rows, schema=spec.schema, orient="row")
 
 
 class _Identity:

@@ -1,0 +1,385 @@
+"""Production metrics as mergeable sufficient statistics (DecGuard 0.1 `check` semantics).
+
+Each partition of normalized records is reduced to one `GroupStats` per group (the whole
+partition, or one per segment value): counts, exact float sums (`partial_sums`), per-bin
+counts and sums, and exact value→count tables for the percentiles. Statistics of different
+partitions merge by addition, so the final numbers do not depend on how the records were
+split — one machine or many give the same bits as DecGuard's single pass.
+
+Populations: the `outcomes` and ECE use records whose correctness is known (an `outcome`
+or `outcome_correct`); Brier and NLL need an `outcome` label; the confidence histogram,
+mean, percentiles and threshold coverage use every record; the abstention and human-review
+rates use records with an `action`; the fallback rate uses records whose `fallback` or
+`action` is known.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from decflow.metrics.golden import NLL_FLOOR, calibration_bin_index
+from decflow.metrics.numeric import row_sums
+from decflow.metrics.partial_sums import group_sums, to_float
+
+Metrics = dict[str, Any]
+
+
+@dataclass
+class ValueCounts:
+    """Exact distribution of a column: sorted distinct values with their counts. Enough for
+    exact percentiles, and no larger than the column (production confidences and latencies
+    repeat a lot)."""
+
+    values: np.ndarray = field(default_factory=lambda: np.empty(0))
+    counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    @classmethod
+    def of(cls, values: npt.ArrayLike) -> ValueCounts:
+        distinct, counts = np.unique(np.asarray(values, dtype=np.float64), return_counts=True)
+        return cls(distinct, counts.astype(np.int64))
+
+    def merge(self, other: ValueCounts) -> ValueCounts:
+        if not self.values.size:
+            return other
+        if not other.values.size:
+            return self
+        values = np.concatenate([self.values, other.values])
+        counts = np.concatenate([self.counts, other.counts])
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return ValueCounts(distinct, np.bincount(inverse, weights=counts).astype(np.int64))
+
+    def percentile(self, q: float) -> float | None:
+        """Linear interpolation between closest ranks at position (n - 1) * q / 100."""
+        n = int(self.counts.sum())
+        if n == 0:
+            return None
+        ends = np.cumsum(self.counts)
+        position = (n - 1) * q / 100
+        low = math.floor(position)
+        high = math.ceil(position)
+        lower = float(self.values[np.searchsorted(ends, low, side="right")])
+        if low == high:
+            return lower
+        upper = float(self.values[np.searchsorted(ends, high, side="right")])
+        return lower + (upper - lower) * (position - low)
+
+
+@dataclass
+class GroupStats:
+    """Sufficient statistics of one group of records. Sums are exact (see `partial_sums`)."""
+
+    total: int = 0
+    with_outcome: int = 0
+    with_correctness: int = 0
+    with_action: int = 0
+    with_fallback: int = 0
+    with_latency: int = 0
+    with_cost: int = 0
+    n_correct: int = 0
+    bin_count: list[int] = field(default_factory=list)
+    bin_correct: list[int] = field(default_factory=list)
+    bin_confidence: list[int] = field(default_factory=list)
+    brier_sum: int = 0
+    nll_sum: int = 0
+    confidence_sum: int = 0
+    histogram: list[int] = field(default_factory=list)
+    confidence: ValueCounts = field(default_factory=ValueCounts)
+    covered: int = 0
+    n_abstain: int = 0
+    n_human_review: int = 0
+    n_routing: int = 0
+    n_fallback: int = 0
+    latency_sum: int = 0
+    latency: ValueCounts = field(default_factory=ValueCounts)
+    cost_sum: int = 0
+    cost: ValueCounts = field(default_factory=ValueCounts)
+
+    def merge(self, other: GroupStats) -> GroupStats:
+        merged = GroupStats()
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, ValueCounts):
+                value: Any = mine.merge(theirs)
+            elif isinstance(mine, list):
+                value = [a + b for a, b in zip(mine, theirs, strict=True)] if mine else theirs
+            else:
+                value = mine + theirs
+            setattr(merged, f.name, value)
+        return merged
+
+
+def merge_groups(
+    left: dict[str, GroupStats], right: dict[str, GroupStats]
+) -> dict[str, GroupStats]:
+    """Merge per-group statistics of two partitions (groups present in either)."""
+    merged = dict(left)
+    for key, stats in right.items():
+        merged[key] = merged[key].merge(stats) if key in merged else stats
+    return merged
+
+
+def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int) -> list[int]:
+    return np.bincount(groups[mask], minlength=n).astype(np.int64).tolist()
+
+
+def _counts_by(groups: np.ndarray, bins: np.ndarray, n_groups: int, n_bins: int) -> np.ndarray:
+    flat = np.bincount(groups * n_bins + bins, minlength=n_groups * n_bins)
+    return flat.reshape(n_groups, n_bins)
+
+
+def _value_counts(values: np.ndarray, groups: np.ndarray, n_groups: int) -> list[ValueCounts]:
+    if n_groups == 1:
+        return [ValueCounts.of(values)]
+    frame = pl.DataFrame({"g": groups, "v": values}).group_by("g", "v").len().sort("g", "v")
+    out = [ValueCounts() for _ in range(n_groups)]
+    for (g,), part in frame.partition_by("g", as_dict=True, maintain_order=True).items():
+        out[int(g)] = ValueCounts(part["v"].to_numpy(), part["len"].to_numpy().astype(np.int64))
+    return out
+
+
+def partition_stats(
+    table: pl.DataFrame,
+    labels: tuple[str, ...],
+    n_bins: int,
+    threshold: float | None,
+    group_column: str | None = None,
+) -> dict[str, GroupStats]:
+    """Statistics of a normalized records table, per value of `group_column` (a segment
+    token column) or for the whole table under the key `""`."""
+    if table.height == 0:
+        return {}
+    if group_column is None:
+        keys = [""]
+        groups = np.zeros(table.height, dtype=np.int64)
+    else:
+        column = table[group_column]
+        keys = column.unique(maintain_order=True).to_list()
+        groups = column.replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64)
+        groups = groups.to_numpy()
+    n = len(keys)
+    probs = np.column_stack(
+        [table["probabilities"].struct.field(lb).to_numpy() for lb in labels]
+    ).astype(np.float64)
+    confidence = table["confidence"].to_numpy().astype(np.float64)
+    known = table["outcome_correct"].is_not_null().to_numpy()
+    correct = table["outcome_correct"].fill_null(False).to_numpy()
+    outcome_index = (
+        table["outcome"]
+        .replace_strict(list(labels), list(range(len(labels))), default=-1, return_dtype=pl.Int64)
+        .fill_null(-1)
+        .to_numpy()
+        .astype(np.int64)
+    )
+    labelled = outcome_index >= 0
+    action = table["action"]
+    fallback = table["fallback"]
+    routing_known = (fallback.is_not_null() | action.is_not_null()).to_numpy()
+    went_fallback = ((fallback == True) | (action == "fallback")).fill_null(False).to_numpy()  # noqa: E712
+    latency = table["latency_ms"]
+    cost = table["cost"]
+    has_latency = latency.is_not_null().to_numpy()
+    has_cost = cost.is_not_null().to_numpy()
+    latency_values = latency.drop_nulls().to_numpy().astype(np.float64)
+    cost_values = cost.drop_nulls().to_numpy().astype(np.float64)
+
+    bins = calibration_bin_index(confidence, n_bins)
+    hist = _counts_by(groups, bins, n, n_bins)
+    cal_bins = _counts_by(groups[known], bins[known], n, n_bins)
+    cal_correct = _counts_by(groups[known & correct], bins[known & correct], n, n_bins)
+    cal_sums = group_sums(confidence[known], groups[known] * n_bins + bins[known], n * n_bins)
+    rows = np.flatnonzero(labelled)
+    one_hot = np.zeros((rows.size, len(labels)))
+    one_hot[np.arange(rows.size), outcome_index[rows]] = 1.0
+    brier_terms = row_sums((probs[rows] - one_hot) ** 2)
+    nll_terms = -np.log(np.maximum(probs[rows, outcome_index[rows]], NLL_FLOOR))
+    brier = group_sums(brier_terms, groups[rows], n)
+    nll = group_sums(nll_terms, groups[rows], n)
+    conf_sum = group_sums(confidence, groups, n)
+    lat_sum = group_sums(latency_values, groups[has_latency], n)
+    cost_sum = group_sums(cost_values, groups[has_cost], n)
+    conf_counts = _value_counts(confidence, groups, n)
+    lat_counts = _value_counts(latency_values, groups[has_latency], n)
+    cost_counts = _value_counts(cost_values, groups[has_cost], n)
+    ones = np.ones(table.height, dtype=bool)
+    per = {
+        "total": _per_group(ones, groups, n),
+        "with_outcome": _per_group(labelled, groups, n),
+        "with_correctness": _per_group(known, groups, n),
+        "with_action": _per_group(action.is_not_null().to_numpy(), groups, n),
+        "with_fallback": _per_group(fallback.is_not_null().to_numpy(), groups, n),
+        "with_latency": _per_group(has_latency, groups, n),
+        "with_cost": _per_group(has_cost, groups, n),
+        "n_correct": _per_group(known & correct, groups, n),
+        "covered": _per_group(
+            confidence >= threshold if threshold is not None else ~ones, groups, n
+        ),
+        "n_abstain": _per_group((action == "abstain").fill_null(False).to_numpy(), groups, n),
+        "n_human_review": _per_group(
+            (action == "human_review").fill_null(False).to_numpy(), groups, n
+        ),
+        "n_routing": _per_group(routing_known, groups, n),
+        "n_fallback": _per_group(went_fallback, groups, n),
+    }
+    out: dict[str, GroupStats] = {}
+    for i, key in enumerate(keys):
+        stats = GroupStats(**{name: values[i] for name, values in per.items()})
+        stats.bin_count = cal_bins[i].tolist()
+        stats.bin_correct = cal_correct[i].tolist()
+        stats.bin_confidence = cal_sums[i * n_bins : (i + 1) * n_bins]
+        stats.histogram = hist[i].tolist()
+        stats.brier_sum, stats.nll_sum, stats.confidence_sum = brier[i], nll[i], conf_sum[i]
+        stats.latency_sum, stats.cost_sum = lat_sum[i], cost_sum[i]
+        stats.confidence, stats.latency, stats.cost = conf_counts[i], lat_counts[i], cost_counts[i]
+        out[key] = stats
+    return out
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _reliability(stats: GroupStats, n_bins: int) -> tuple[list[dict[str, Any]], float | None]:
+    bins = []
+    gaps = []
+    total = stats.with_correctness
+    for i in range(n_bins):
+        count = stats.bin_count[i]
+        mean = to_float(stats.bin_confidence[i]) / count if count else None
+        accuracy = stats.bin_correct[i] / count if count else None
+        if mean is not None and accuracy is not None:
+            gaps.append(count / total * abs(accuracy - mean))
+        bins.append(
+            {
+                "lower": i / n_bins,
+                "upper": (i + 1) / n_bins,
+                "count": count,
+                "mean_confidence": mean,
+                "accuracy": accuracy,
+            }
+        )
+    return bins, (math.fsum(gaps) if total else None)
+
+
+def _spread(n: int, exact_sum: int, values: ValueCounts, *, total: bool) -> Metrics:
+    return {
+        "n": n,
+        "mean": to_float(exact_sum) / n if n else None,
+        "p95": values.percentile(95),
+        "total": (to_float(exact_sum) if n else None) if total else None,
+    }
+
+
+def production_metrics(stats: GroupStats, n_bins: int, threshold: float | None) -> Metrics:
+    """The report's `metrics` object (DecGuard 0.1 keys and order)."""
+    accuracy = _ratio(stats.n_correct, stats.with_correctness)
+    reliability, ece = _reliability(stats, n_bins)
+    metrics: Metrics = {
+        "counts": {
+            "total": stats.total,
+            "with_outcome": stats.with_outcome,
+            "with_correctness": stats.with_correctness,
+            "with_action": stats.with_action,
+            "with_fallback": stats.with_fallback,
+            "with_latency": stats.with_latency,
+            "with_cost": stats.with_cost,
+        },
+        "outcomes": {
+            "n": stats.with_correctness,
+            "accuracy": accuracy,
+            "error_rate": None if accuracy is None else 1.0 - accuracy,
+        },
+        "calibration": {
+            "n": stats.with_correctness,
+            "ece": ece,
+            "n_label_outcomes": stats.with_outcome,
+            "brier": to_float(stats.brier_sum) / stats.with_outcome if stats.with_outcome else None,
+            "nll": to_float(stats.nll_sum) / stats.with_outcome if stats.with_outcome else None,
+            "bins": n_bins,
+            "reliability": reliability,
+        },
+        "confidence": {
+            "n": stats.total,
+            "mean": to_float(stats.confidence_sum) / stats.total if stats.total else None,
+            "p50": stats.confidence.percentile(50),
+            "p95": stats.confidence.percentile(95),
+            "histogram": list(stats.histogram),
+        },
+    }
+    if threshold is not None:
+        metrics["threshold"] = {
+            "threshold": float(threshold),
+            "n": stats.total,
+            "coverage": _ratio(stats.covered, stats.total),
+        }
+    metrics["routing"] = {
+        "n_actions": stats.with_action,
+        "abstention_rate": _ratio(stats.n_abstain, stats.with_action),
+        "human_review_rate": _ratio(stats.n_human_review, stats.with_action),
+        "n_fallback": stats.n_routing,
+        "fallback_rate": _ratio(stats.n_fallback, stats.n_routing),
+    }
+    metrics["latency_ms"] = _spread(
+        stats.with_latency, stats.latency_sum, stats.latency, total=False
+    )
+    metrics["cost"] = _spread(stats.with_cost, stats.cost_sum, stats.cost, total=True)
+    return metrics
+
+
+_GATE_METRICS: dict[str, tuple[str, str]] = {
+    "accuracy": ("outcomes", "accuracy"),
+    "error_rate": ("outcomes", "error_rate"),
+    "ece": ("calibration", "ece"),
+    "brier": ("calibration", "brier"),
+    "nll": ("calibration", "nll"),
+    "threshold_coverage": ("threshold", "coverage"),
+    "abstention_rate": ("routing", "abstention_rate"),
+    "fallback_rate": ("routing", "fallback_rate"),
+}
+
+
+def production_value(metrics: Metrics, name: str) -> float | None:
+    """The value a production gate reads (None when its section or value is missing)."""
+    section, key = _GATE_METRICS[name]
+    values = metrics.get(section)
+    return None if values is None else values.get(key)
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def drift(current: Metrics, baseline: Metrics | None) -> dict[str, float | None]:
+    """Drift of the current records against a baseline's metrics (all null without one).
+
+    TV distance is half the L1 distance between the two confidence histograms as shares."""
+    if baseline is None:
+        return {
+            "confidence_mean_delta": None,
+            "confidence_tv_distance": None,
+            "accuracy_drop": None,
+            "ece_increase": None,
+        }
+    now, then = current["confidence"], baseline["confidence"]
+    tv = None
+    if now["n"] and then["n"] and len(now["histogram"]) == len(then["histogram"]):
+        gaps = [
+            abs(a / now["n"] - b / then["n"])
+            for a, b in zip(now["histogram"], then["histogram"], strict=True)
+        ]
+        tv = math.fsum(gaps) / 2
+    return {
+        "confidence_mean_delta": _difference(now["mean"], then["mean"]),
+        "confidence_tv_distance": tv,
+        "accuracy_drop": _difference(
+            baseline["outcomes"]["accuracy"], current["outcomes"]["accuracy"]
+        ),
+        "ece_increase": _difference(
+            current["calibration"]["ece"], baseline["calibration"]["ece"]
+        ),
+    }

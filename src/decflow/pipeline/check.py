@@ -1,0 +1,340 @@
+"""The production check as three stages: `records` → `aggregates` → `summary`.
+
+- `records`: read and validate every partition (`data.records`), one batch at a time.
+- `aggregates`: reduce each batch to mergeable statistics (`metrics.production`) for the
+  whole dataset and for every segment value, and merge them.
+- `summary`: final metrics, drift against the baseline, gates, segments → the report.
+
+`check_records` runs them in-process without keeping more than one batch of records in
+memory. The report carries the records inline up to `INLINE_RECORDS` (like DecGuard's);
+larger inputs are named, not copied (`records_inline: false`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+import decflow
+from decflow.data.records import (
+    RecordReader,
+    RecordSpec,
+    normalize_objects,
+    segment_column,
+    segment_display,
+    segment_value,
+)
+from decflow.errors import DatasetError
+from decflow.gates.checks import Check, status_of
+from decflow.gates.production import (
+    PRODUCTION_GATES,
+    SEGMENT_GATES,
+    aggregate_checks,
+    gate_settings,
+    segment_checks,
+)
+from decflow.metrics.production import (
+    GroupStats,
+    Metrics,
+    drift,
+    merge_groups,
+    partition_stats,
+    production_metrics,
+)
+from decflow.pipeline.spec import now_iso
+
+REPORT_VERSION = "decflow/1"
+INLINE_RECORDS = 10_000
+
+
+@dataclass
+class Aggregates:
+    """Merged statistics of a record source (the `aggregates` stage's output)."""
+
+    path: str
+    hash: str
+    files: list[str]
+    overall: GroupStats
+    segments: dict[str, dict[str, GroupStats]] = field(default_factory=dict)
+    records: list[dict[str, Any]] | None = None  # kept while small enough to inline
+
+
+def _settings(contract: Any) -> tuple[int, float | None]:
+    evaluation = contract.evaluation
+    return int(evaluation.calibration_bins), evaluation.confidence_threshold
+
+
+def aggregate_records(
+    contract: Any, source: str | Path | list[str | Path], *, shown_path: str | None = None
+) -> Aggregates:
+    """Stages `records` and `aggregates` in one streaming pass over the partitions."""
+    spec = RecordSpec.from_contract(contract)
+    n_bins, threshold = _settings(contract)
+    reader = RecordReader(source, spec)
+    overall: dict[str, GroupStats] = {}
+    segments: dict[str, dict[str, GroupStats]] = {key: {} for key in spec.segments}
+    kept: list[pl.DataFrame] | None = []
+    for batch in reader.batches():
+        table = batch.table
+        overall = merge_groups(overall, partition_stats(table, spec.labels, n_bins, threshold))
+        for key in spec.segments:
+            per_value = partition_stats(
+                table, spec.labels, n_bins, threshold, segment_column(key)
+            )
+            segments[key] = merge_groups(segments[key], per_value)
+        if kept is not None:
+            kept = [*kept, table] if reader.n_records <= INLINE_RECORDS else None
+    if reader.n_records == 0:
+        raise DatasetError(f"{shown_path or source}: contains no production records")
+    return Aggregates(
+        path=shown_path or str(source),
+        hash=reader.dataset_hash,
+        files=[str(f) for f in reader.files],
+        overall=overall[""],
+        segments=segments,
+        records=_records_json(pl.concat(kept), spec) if kept else None,
+    )
+
+
+def _records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]:
+    """Normalized records in DecGuard's record shape (all fields, canonical order)."""
+    out = []
+    for row in table.iter_rows(named=True):
+        timestamp = row["timestamp"]
+        out.append(
+            {
+                "id": row["id"],
+                "timestamp": None
+                if timestamp is None
+                else timestamp.isoformat().replace("+00:00", "Z"),
+                "decision": spec.decision,
+                "input": row["input_text"]
+                if row["input_json"] is None
+                else json.loads(row["input_json"]),
+                "probabilities": row["probabilities"],
+                "selected": row["selected"],
+                "confidence": row["confidence"],
+                "backend": row["backend"],
+                "model": row["model"],
+                "model_version": row["model_version"],
+                "outcome": row["outcome"],
+                "outcome_correct": row["outcome_correct"],
+                "latency_ms": row["latency_ms"],
+                "cost": row["cost"],
+                "action": row["action"],
+                "fallback": row["fallback"],
+                "metadata": json.loads(row["metadata_json"]),
+            }
+        )
+    return out
+
+
+# -- baseline ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Baseline:
+    block: dict[str, Any]  # the report's `baseline` object
+    metrics: Metrics
+
+
+def _is_report(path: Path) -> dict[str, Any] | None:
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_bytes())
+    except (ValueError, OSError):
+        return None
+    if isinstance(document, dict) and (
+        "check_version" in document or document.get("kind") == "check"
+    ):
+        return document
+    return None
+
+
+def load_baseline(contract: Any, source: str) -> Baseline:
+    """A baseline: a records source (file, folder, glob) or an earlier check report
+    (DecGuard's or decflow's), whose records are re-normalized under this contract."""
+    report = _is_report(Path(source))
+    if report is None:
+        aggregates = aggregate_records(contract, source, shown_path=source)
+        n_bins, threshold = _settings(contract)
+        metrics = production_metrics(aggregates.overall, n_bins, threshold)
+        block = {
+            "source": "dataset",
+            "path": source,
+            "hash": aggregates.hash,
+            "n_records": aggregates.overall.total,
+            "metrics": metrics,
+        }
+        return Baseline(block, metrics)
+    return _baseline_from_report(contract, source, report)
+
+
+def _baseline_from_report(contract: Any, source: str, report: dict[str, Any]) -> Baseline:
+    import hashlib
+
+    name = (report.get("contract") or {}).get("name")
+    if name is not None and name != contract.decision.name:
+        raise DatasetError(
+            f"{source}: the baseline report is for decision '{name}', "
+            f"not '{contract.decision.name}'"
+        )
+    file_hash = "sha256:" + hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    records = report.get("records")
+    n_bins, threshold = _settings(contract)
+    if isinstance(records, list):
+        table = normalize_objects(records, RecordSpec.from_contract(contract), source)
+        stats = partition_stats(table, tuple(contract.decision.labels), n_bins, threshold)
+        if not stats:
+            raise DatasetError(f"{source}: the baseline report holds no records")
+        metrics = production_metrics(stats[""], n_bins, threshold)
+        n_records = table.height
+    else:
+        metrics = report.get("metrics") or {}
+        histogram = (metrics.get("confidence") or {}).get("histogram") or []
+        if len(histogram) != n_bins:
+            raise DatasetError(
+                f"{source}: the baseline report does not inline its records and its "
+                f"confidence histogram has {len(histogram)} bins, not {n_bins}; "
+                "rerun it with this contract"
+            )
+        n_records = metrics["counts"]["total"]
+    block = {
+        "source": "report",
+        "path": source,
+        "hash": file_hash,
+        "n_records": n_records,
+        "metrics": metrics,
+    }
+    return Baseline(block, metrics)
+
+
+# -- summary -------------------------------------------------------------------------------
+
+
+def contract_block(contract: Any, path: str | None, contract_hash: str | None) -> dict[str, Any]:
+    decision = contract.decision
+    return {
+        "name": decision.name,
+        "type": decision.type,
+        "labels": list(decision.labels),
+        "schema_version": getattr(contract, "schema_version", "0.1"),
+        "hash": contract_hash,
+        "path": path,
+    }
+
+
+def config_block(production: Any) -> dict[str, Any]:
+    return {
+        "segments": [key.strip() for key in production.segments],
+        "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
+        "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
+        "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
+        "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
+    }
+
+
+def _segment_entries(
+    contract: Any, aggregates: Aggregates
+) -> tuple[list[dict[str, Any]], list[Check]]:
+    n_bins, threshold = _settings(contract)
+    entries: list[dict[str, Any]] = []
+    all_checks: list[Check] = []
+    for key, groups in aggregates.segments.items():
+        for token in sorted(groups):
+            metrics = production_metrics(groups[token], n_bins, threshold)
+            checks = segment_checks(
+                contract.production, f"{key}={segment_display(token)}", metrics
+            )
+            status, _ = status_of(checks)
+            entries.append(
+                {
+                    "key": key,
+                    "value": segment_value(token),
+                    "metrics": metrics,
+                    "checks": [c.to_dict() for c in checks],
+                    "status": status,
+                }
+            )
+            all_checks += checks
+    return entries, all_checks
+
+
+def summarize(
+    contract: Any,
+    aggregates: Aggregates,
+    baseline: Baseline | None = None,
+    *,
+    contract_path: str | None = None,
+    contract_hash: str | None = None,
+    fail_on_warn: bool = False,
+) -> dict[str, Any]:
+    """The `summary` stage: metrics, drift, gates and segments → the check report."""
+    n_bins, threshold = _settings(contract)
+    metrics = production_metrics(aggregates.overall, n_bins, threshold)
+    drift_values = drift(metrics, None if baseline is None else baseline.metrics)
+    checks = aggregate_checks(contract.production, metrics, drift_values)
+    segments, segment_check_list = _segment_entries(contract, aggregates)
+    checks += segment_check_list
+    status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    evaluation = contract.evaluation
+    report: dict[str, Any] = {
+        "report_version": REPORT_VERSION,
+        "decflow_version": decflow.__version__,
+        "kind": "check",
+        "created_at": now_iso(),
+        "status": status,
+        "exit_code": exit_code,
+        "contract": contract_block(contract, contract_path, contract_hash),
+        "evaluation": {
+            "confidence_threshold": evaluation.confidence_threshold,
+            "calibration_bins": evaluation.calibration_bins,
+            "probability_tolerance": evaluation.probability_tolerance,
+            "max_concurrency": evaluation.max_concurrency,
+        },
+        "config": config_block(contract.production),
+        "dataset": {
+            "path": aggregates.path,
+            "hash": aggregates.hash,
+            "n_records": aggregates.overall.total,
+            "n_outcomes": aggregates.overall.with_outcome,
+            "n_correctness": aggregates.overall.with_correctness,
+            "partitions": len(aggregates.files),
+        },
+        "baseline": None if baseline is None else baseline.block,
+        "metrics": metrics,
+        "drift": drift_values,
+        "segments": segments,
+        "checks": [c.to_dict() for c in checks],
+        "records_inline": aggregates.records is not None,
+    }
+    if aggregates.records is not None:
+        report["records"] = aggregates.records
+    return report
+
+
+def check_records(
+    contract: Any,
+    source: str | Path | list[str | Path],
+    baseline: str | None = None,
+    *,
+    contract_path: str | None = None,
+    contract_hash: str | None = None,
+    fail_on_warn: bool = False,
+) -> dict[str, Any]:
+    """Run the whole production check in-process and return the report."""
+    aggregates = aggregate_records(contract, source, shown_path=str(source))
+    loaded_baseline = None if baseline is None else load_baseline(contract, baseline)
+    return summarize(
+        contract,
+        aggregates,
+        loaded_baseline,
+        contract_path=contract_path,
+        contract_hash=contract_hash,
+        fail_on_warn=fail_on_warn,
+    )
