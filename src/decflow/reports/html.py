@@ -1,0 +1,546 @@
+"""The HTML view of a report: one self-contained file (inline CSS and SVG, no script, no
+external font, stylesheet, image or link), every piece of report text escaped.
+
+Run reports show the status banner, identity, gate table, golden metrics with the
+reliability diagram and confidence histogram, the per-property violation/flip chart with
+failing examples (as sent, and minimal) and skipped cases, and diagnostics. Diff reports
+show counts, shift, metric deltas and segments; check reports metrics, drift and segments.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import decflow
+from decflow.reports.markdown import (
+    axis_base,
+    axis_rate,
+    bin_edges,
+    confidence_histogram,
+    failing_checks,
+    level_tag,
+    problems,
+    property_failures,
+    report_kind,
+    shown_pairs,
+)
+from decflow.reports.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
+from decflow.reports.text import VERDICTS, num
+
+MAX_EXAMPLES = 50
+MAX_ROWS = 200
+MAX_INPUT = 2000
+RERUN_NOTE = '<br><span class="muted">identity: rerun evidence, not a paraphrase test</span>'
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#222;margin:0;
+ background:#f4f5f7}
+main{max-width:1180px;margin:0 auto;padding:20px 24px 40px}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px;
+ border-bottom:1px solid #ddd;padding-bottom:4px}h3{font-size:14px;margin:16px 0 6px}
+.banner{border-radius:8px;padding:14px 18px;color:#fff;display:flex;gap:18px;
+ align-items:center}
+.banner .st{font-size:28px;font-weight:700;letter-spacing:1px}
+.banner.pass{background:#2e7d4f}.banner.warn{background:#b7791f}.banner.fail{background:#b3261e}
+.banner p{margin:2px 0}.sub{opacity:.9;font-size:13px}
+table{border-collapse:collapse;background:#fff;margin:4px 0 10px;font-size:13px}
+th,td{border:1px solid #e0e0e0;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#eef0f3;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.fail td{background:#fdecea}tr.warn td{background:#fff6e0}
+.pill{display:inline-block;border-radius:9px;padding:0 7px;font-size:11px;font-weight:700;
+ color:#fff}.pill.pass{background:#2e7d4f}.pill.warn{background:#b7791f}
+.pill.fail{background:#b3261e}
+code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}
+pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;background:#f7f7f9;
+ padding:4px 6px;border-radius:4px}
+.cards{display:flex;flex-wrap:wrap;gap:8px}.card{background:#fff;border:1px solid #e0e0e0;
+ border-radius:6px;padding:6px 12px;min-width:110px}.card b{display:block;font-size:18px}
+.card span{font-size:11px;color:#666}
+.plots{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
+.plot{background:#fff;border:1px solid #e0e0e0;border-radius:6px;max-width:100%;height:auto}
+.example{background:#fff;border:1px solid #e0e0e0;border-left:4px solid #b3261e;
+ border-radius:6px;padding:8px 12px;margin:8px 0}
+.labels span{display:inline-block;border:1px solid #bbb;border-radius:4px;padding:0 6px;
+ margin:0 4px 2px 0;background:#fafafa}.muted{color:#666}
+footer{margin-top:30px;color:#888;font-size:12px}
+"""
+
+
+def e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def val(value: Any, digits: int = 3) -> str:
+    """A value as escaped cell text: numbers to `digits` decimals, JSON for structures."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return num(value, digits)
+    if isinstance(value, dict | list):
+        return e(json.dumps(value, ensure_ascii=False))
+    return e(value)
+
+
+def clip(value: Any, limit: int = MAX_INPUT) -> str:
+    """A user input as escaped, pre-formatted text (JSON objects pretty-printed)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+    if len(text) > limit:
+        text = text[:limit] + f"… ({len(text) - limit} more characters)"
+    return f"<pre>{e(text)}</pre>"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]],
+          row_classes: Iterable[str] | None = None) -> str:
+    """Headers are plain text; cells are HTML already escaped by the caller."""
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
+    classes = iter(row_classes) if row_classes is not None else None
+    body = []
+    for row in rows:
+        cls = next(classes, "") if classes is not None else ""
+        cells = "".join(
+            f'<td class="n">{c}</td>' if c[:1].isdigit() or c[:1] == "-" else f"<td>{c}</td>"
+            for c in row
+        )
+        body.append(f'<tr class="{e(cls)}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
+    return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
+
+
+def kv_table(mapping: dict[str, Any], headers: tuple[str, str] = ("measure", "value")) -> str:
+    return table(headers, ((e(k), val(v)) for k, v in mapping.items()))
+
+
+def records_table(items: Sequence[dict[str, Any]]) -> str:
+    """Any list of flat records, columns in first-seen key order."""
+    columns: dict[str, None] = {}
+    for item in items:
+        columns.update(dict.fromkeys(item))
+    shown = items[:MAX_ROWS]
+    more = f'<p class="muted">{len(items) - len(shown)} more not shown.</p>' if len(
+        items) > len(shown) else ""
+    return table(list(columns), ([val(i.get(c)) for c in columns] for i in shown)) + more
+
+
+def section(title: str, *parts: str) -> str:
+    return f"<section><h2>{e(title)}</h2>{''.join(parts)}</section>"
+
+
+def pill(status: str) -> str:
+    return f'<span class="pill {e(status)}">{e(status.upper())}</span>'
+
+
+def cards(items: Iterable[tuple[str, str]]) -> str:
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><b>{v}</b><span>{e(k)}</span></div>' for k, v in items) + "</div>"
+
+
+def plots(*svgs: str) -> str:
+    return '<div class="plots">' + "".join(s for s in svgs if s) + "</div>"
+
+
+# -- shared sections --------------------------------------------------------------------
+
+
+def banner(report: dict[str, Any], title: str) -> str:
+    status = report["status"]
+    verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
+    facts = [f"exit code {e(report.get('exit_code', 'n/a'))}"]
+    for key in ("mode", "created_at"):
+        if report.get(key):
+            facts.append(f"{e(key.replace('_', ' '))} {e(report[key])}")
+    return (f'<div class="banner {e(status)}"><div class="st">{e(status.upper())}</div>'
+            f"<div><h1>{e(title)}</h1><p>{e(verdict)}</p>"
+            f'<p class="sub">{" · ".join(facts)}</p></div></div>')
+
+
+def identity(report: dict[str, Any]) -> str:
+    rows = []
+    contract = report.get("contract")
+    if contract:
+        rows.append(("contract", f"{e(contract.get('name'))} ({e(contract.get('type'))}) · "
+                     f"labels {e(', '.join(contract.get('labels') or []))}<br>"
+                     f"{e(contract.get('path'))}<br><code>{e(contract.get('hash'))}</code>"))
+    dataset = report.get("dataset")
+    if dataset:
+        rows.append(("dataset", f"{e(dataset.get('path'))} · {val(dataset.get('n_cases'))} "
+                     f"cases, {val(dataset.get('n_labeled'))} labeled<br>"
+                     f"<code>{e(dataset.get('hash'))}</code>"))
+    backend = report.get("backend")
+    if backend:
+        rows.append(("backend", f"{e(backend.get('name'))}: {e(backend.get('provider'))} · "
+                     f"model {val(backend.get('model'))} · version "
+                     f"{val(backend.get('model_version'))}<br>"
+                     f"<code>{val(backend.get('details'))}</code>"))
+    health = report.get("health")
+    if health:
+        rows.append(("health", f"{e(health.get('status'))}: {e(health.get('detail'))}"))
+    evaluation = report.get("evaluation")
+    if evaluation:
+        rows.append(("evaluation", e(", ".join(f"{k} {v}" for k, v in evaluation.items()))))
+    run = report.get("run")
+    if run:
+        rows.append(("run", f"{e(run.get('id'))} in {e(run.get('store'))}"))
+    for key in ("baseline", "candidate", "source"):
+        if isinstance(report.get(key), dict | str):
+            rows.append((key, val(report[key])))
+    if not rows:
+        return ""
+    return section("Identity", table(("", ""), ((e(k), v) for k, v in rows)))
+
+
+def gates(report: dict[str, Any]) -> str:
+    checks = report.get("checks") or []
+    if not checks:
+        return section("Gates", '<p class="muted">No gate is configured for this run.</p>')
+    failing = len(failing_checks(report))
+    rows = (
+        (pill(c["status"]), e(c["gate"]) + e(level_tag(c["level"])), e(c["level"]),
+         f"{e(c['metric'])} {e(c['comparison'])} {val(c['threshold'], 4)}",
+         val(c["value"], 4), e(c["message"]))
+        for c in checks
+    )
+    return section(
+        f"Gates: {len(checks) - failing} of {len(checks)} hold",
+        table(("status", "gate", "level", "requirement", "value", "message"), rows,
+              (c["status"] for c in checks)),
+    )
+
+
+def calibration_plots(report: dict[str, Any], threshold: float | None) -> str:
+    bins = report["metrics"]["calibration"]["reliability"]
+    counts = confidence_histogram(report)
+    hist = histogram(counts, bin_edges(report), threshold=threshold) if counts else ""
+    return plots(reliability_diagram(bins), hist)
+
+
+# -- run reports ------------------------------------------------------------------------
+
+
+def golden_metrics(report: dict[str, Any]) -> str:
+    metrics = report["metrics"]
+    counts, classification = metrics["counts"], metrics["classification"]
+    calibration, latency = metrics["calibration"], metrics["latency"]
+    selective = metrics.get("selective") or {}
+    items = [
+        ("cases", f"{counts['total']}"), ("decided", f"{counts['succeeded']}"),
+        ("errored", f"{counts['errored']}"), ("labeled", f"{counts['labeled']}"),
+        ("accuracy", val(classification["accuracy"])),
+        ("macro-F1", val(classification["macro_f1"])),
+        ("ECE", val(calibration["ece"])), ("Brier", val(calibration["brier"])),
+        ("NLL", val(calibration["nll"])), ("coverage", val(selective.get("coverage"))),
+        ("selective accuracy", val(selective.get("selective_accuracy"))),
+        ("latency p50 ms", val(latency["p50_ms"], 1)),
+        ("latency p95 ms", val(latency["p95_ms"], 1)),
+    ]
+    if classification.get("ordinal_mae") is not None:
+        items.insert(6, ("ordinal MAE", val(classification["ordinal_mae"])))
+    per_label = classification.get("per_label") or {}
+    label_table = table(("label", "precision", "recall", "F1", "support"), (
+        (e(label), val(m["precision"]), val(m["recall"]), val(m["f1"]), val(m["support"]))
+        for label, m in per_label.items())) if per_label else ""
+    errors = counts.get("errors_by_kind") or {}
+    listed = ", ".join(f"{k} {v}" for k, v in errors.items())
+    error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
+    return section("Metrics", cards(items), error_line, label_table,
+                   calibration_plots(report, selective.get("threshold")))
+
+
+def properties_view(report: dict[str, Any]) -> str:
+    properties = report["properties"]
+    summaries = properties.get("summaries") or []
+    rows = (
+        (e(s["property"]) + (RERUN_NOTE if s.get("rerun_evidence") else ""), e(s["level"]),
+         e(s.get("relation", "")), val(s["n_evaluated"]),
+         f"{s['n_violations']} ({val(s['violation_rate'])})",
+         f"{s['n_flips']} ({val(s['flip_rate'])})", val(s.get("max_tv_distance")),
+         val(s.get("n_errors")), val(s.get("n_skipped")), val(s.get("n_reduced")))
+        for s in summaries
+    )
+    chart = hbar_chart(
+        [BarRow(s["property"], (
+            Bar(s["violation_rate"], note=f"{s['n_violations']}/{s['n_evaluated']}"),
+            Bar(s["flip_rate"], note=f"{s['n_flips']}/{s['n_evaluated']}"),
+        )) for s in summaries],
+        ("violation rate", "flip rate"), "Property violations and flips", kind="properties",
+    ) if summaries else ""
+    parts = [
+        table(("property", "level", "relation", "evaluated", "violations", "flips", "max TV",
+               "errors", "skipped", "minimized"), rows),
+        plots(chart),
+        failing_examples(report),
+    ]
+    skipped = properties.get("skipped") or []
+    if skipped:
+        parts.append(f"<h3>Skipped cases ({len(skipped)})</h3>")
+        parts.append(records_table(skipped))
+    return section("Properties", *parts)
+
+
+def labels_shown(item: dict[str, Any], labels: Sequence[str]) -> str:
+    spans = []
+    for shown, label in shown_pairs(item, labels):
+        mapped = "" if shown == label else f' <span class="muted">= {e(label)}</span>'
+        spans.append(f"<span>{e(shown)}{mapped}</span>")
+    return f'<div class="labels">labels shown, in order: {"".join(spans)}</div>'
+
+
+def outcome(item: dict[str, Any], labels: Sequence[str]) -> str:
+    """What came back: the selected labels before/after, TV distance and probabilities."""
+    result = item.get("result") if isinstance(item.get("result"), dict) else {}
+    probabilities = item.get("probabilities") or result.get("probabilities")
+    if isinstance(probabilities, list):
+        probabilities = dict(zip(labels, probabilities, strict=False))
+    comparison = item.get("comparison") or {}
+    facts = []
+    if comparison.get("selected_before") is not None:
+        facts.append(f"selected <b>{e(comparison['selected_before'])}</b> originally, "
+                     f"<b>{e(comparison.get('selected_after'))}</b> here")
+    elif result.get("selected") is not None:
+        facts.append(f"selected <b>{e(result['selected'])}</b>")
+    if comparison.get("tv_distance") is not None:
+        facts.append(f"TV {num(comparison['tv_distance'])}")
+    if probabilities:
+        facts.append(e(", ".join(f"{k} {num(v)}" for k, v in probabilities.items())))
+    return f"<p>{' · '.join(facts)}</p>" if facts else ""
+
+
+def example_part(item: dict[str, Any], labels: Sequence[str], heading: str) -> str:
+    steps = item.get("steps")
+    steps_line = f'<p class="muted">steps {val(steps)}</p>' if steps else ""
+    return (f"<h3>{e(heading)}</h3>{labels_shown(item, labels)}{clip(item.get('input'))}"
+            f"{steps_line}{outcome(item, labels)}"
+            f"<ul>{''.join(f'<li>{e(p)}</li>' for p in problems(item))}</ul>")
+
+
+def failing_examples(report: dict[str, Any]) -> str:
+    failing = property_failures(report["properties"])
+    if not failing:
+        return ""
+    labels = report["contract"]["labels"]
+    total = report["properties"].get("n_failures", len(failing))
+    parts = [f"<h3>Failing transformed cases ({min(len(failing), MAX_EXAMPLES)} of "
+             f"{total})</h3>"]
+    for item in failing[:MAX_EXAMPLES]:
+        name = item.get("id") or f"{item.get('property')}/{item.get('case_id')}"
+        body = example_part(item, labels, "as sent")
+        reduced = item.get("reduced")
+        if reduced:
+            calls = reduced.get("backend_calls")
+            note = f" ({calls} minimisation calls)" if calls is not None else ""
+            body += example_part(reduced, labels, f"minimal example{note}")
+        parts.append(f'<div class="example"><b>{e(name)}</b> · property '
+                     f'{e(item.get("property"))} · case {e(item.get("case_id"))}{body}</div>')
+    return "".join(parts)
+
+
+def interval_text(item: dict[str, Any]) -> str:
+    return f"[{num(item.get('ci_low'))}, {num(item.get('ci_high'))}]"
+
+
+def diagnostics_view(report: dict[str, Any]) -> str:
+    diagnostics = report["diagnostics"]
+    parts = []
+    stability = diagnostics.get("stability")
+    if stability:
+        epsilon = stability["epsilon"]
+        top = nice_max(max(stability["ci_high"], epsilon) * 1.2)
+        parts.append("<h3>Rerun stability</h3>" + table(
+            ("verdict", "pairs", "flips", "flip rate", "95% CI", "ε", "advice"),
+            [(e(stability["verdict"]), val(stability["pairs"]), val(stability["flips"]),
+              val(stability.get("flip_rate")), interval_text(stability), val(epsilon),
+              e(stability.get("advice", "")))]))
+        parts.append(plots(hbar_chart(
+            [BarRow("rerun flip rate", (Bar(stability.get("flip_rate"), stability["ci_low"],
+                                            stability["ci_high"]),))],
+            ("flip rate",), "Stability meter (95% interval vs ε)", domain_max=min(top, 1.0),
+            marker=epsilon, marker_label=f"ε {epsilon:g}", kind="stability")))
+    blindness = diagnostics.get("blindness")
+    if blindness:
+        state = "BLIND" if blindness.get("blind") else "not blind"
+        parts.append(f"<h3>Blindness: {e(state)}</h3>" + table(
+            ("skew", "modal label", "distinct labels", "inputs", "threshold"),
+            [(val(blindness.get("skew")), val(blindness.get("modal_label")),
+              val(blindness.get("distinct")), val(blindness.get("n")),
+              val(blindness.get("threshold")))]))
+        parts.append(plots(hbar_chart(
+            [BarRow(f"share of '{blindness.get('modal_label')}'", (Bar(blindness.get("skew")),))],
+            ("skew",), "Label skew", marker=blindness.get("threshold"),
+            marker_label="blind at", kind="blindness")))
+    counterfactual = diagnostics.get("counterfactual") or {}
+    if counterfactual.get("axes"):
+        parts.append(axes_view(counterfactual))
+    return section("Diagnostics", *parts)
+
+
+def axes_view(counterfactual: dict[str, Any]) -> str:
+    """Per persona axis: attributable flip rate with its 95% interval against the limit."""
+    axes = counterfactual["axes"]
+    limit = counterfactual.get("max_flip_rate")
+    top = nice_max(max([a.get("ci_high") or 0.0 for a in axes] + [limit or 0.0]) * 1.1)
+    rows = []
+    for a in axes:
+        direction = (a.get("direction") or {}).get("statement")
+        notes = "; ".join(str(n) for n in (direction, a.get("note")) if n)
+        rows.append((e(a["axis"]), val(axis_base(a)), val(a.get("flips")),
+                     val(a.get("attributable")), val(axis_rate(a)), interval_text(a),
+                     val(a.get("score")), val(a.get("verdict")), e(notes)))
+    chart = hbar_chart(
+        [BarRow(a["axis"], (Bar(axis_rate(a), a.get("ci_low"), a.get("ci_high"),
+                                note=f"{a.get('attributable', a.get('flips'))}/{axis_base(a)}"),
+                            Bar(a.get("flip_rate") if "attributable_rate" in a else None)))
+         for a in axes],
+        ("attributable flip rate (95% CI)", "all flips"), "Per-axis flip rate",
+        domain_max=min(top, 1.0), marker=limit,
+        marker_label="" if limit is None else f"limit {limit:g}", kind="axes")
+    return "<h3>Counterfactual axes</h3>" + table(
+        ("axis", "pairs", "flips", "attributable", "attributable rate", "95% CI", "score",
+         "verdict", "notes"), rows) + plots(chart)
+
+
+def golden_failures(report: dict[str, Any]) -> str:
+    items = report.get("failures") or []
+    if not items:
+        return ""
+    shown = items[:MAX_ROWS]
+    rows = ((e(i["case_id"]), e(i["kind"]), val(i.get("expected")), val(i.get("selected")),
+             val(i.get("confidence")), val(i.get("error")), clip(i["input"], 400)) for i in shown)
+    return section(f"Golden failures ({len(shown)} of {len(items)})", table(
+        ("case", "kind", "expected", "selected", "confidence", "error", "input"), rows))
+
+
+def artifacts(report: dict[str, Any]) -> str:
+    stored = (report.get("run") or {}).get("artifacts") or {}
+    if not stored:
+        return ""
+    return section("Artifacts", table(("stage", "path", "rows", "sha256"), (
+        (e(name), e(a.get("path")), val(a.get("rows")), f"<code>{e(a.get('sha256'))}</code>")
+        for name, a in stored.items())))
+
+
+def run_body(report: dict[str, Any]) -> tuple[str, list[str]]:
+    contract = report["contract"]
+    title = f"{contract['name']} · decflow {report['mode']}"
+    parts = [banner(report, title), identity(report), gates(report)]
+    if report["mode"] != "fuzz":
+        parts.append(golden_metrics(report))
+    if report.get("properties"):
+        parts.append(properties_view(report))
+    if report.get("diagnostics"):
+        parts.append(diagnostics_view(report))
+    if report["mode"] != "fuzz":
+        parts.append(golden_failures(report))
+    parts.append(artifacts(report))
+    return title, parts
+
+
+# -- diff and check reports -------------------------------------------------------------
+
+
+# Diff metrics that are rates on [0, 1] (Brier, NLL, MAE and latency are not).
+RATE_METRICS = ("accuracy", "macro_f1", "ece", "coverage", "abstention_rate",
+                "selective_accuracy", "error_rate")
+
+
+def diff_body(report: dict[str, Any]) -> tuple[str, list[str]]:
+    title = "decflow diff"
+    metrics = report.get("metrics") or {}
+    rates = [(n, metrics[n]) for n in RATE_METRICS if n in metrics]
+    metric_chart = hbar_chart(
+        [BarRow(n, (Bar(m["baseline"]), Bar(m["candidate"]))) for n, m in rates],
+        ("baseline", "candidate"), "Metrics: baseline vs candidate", kind="diff-metrics",
+    ) if rates else ""
+    parts = [banner(report, title), identity(report), gates(report), section(
+        "Shift", plots(kv_table(report.get("counts") or {}, ("count", "value")),
+                       kv_table(report.get("shift") or {}))),
+        section("Metrics", table(("metric", "baseline", "candidate", "delta"), (
+            (e(n), val(m["baseline"]), val(m["candidate"]), val(m["delta"]))
+            for n, m in metrics.items())), plots(metric_chart))]
+    segments = report.get("segments") or []
+    if segments:
+        columns = [k for k in segments[0] if k not in ("key", "value")]
+        chart = hbar_chart(
+            [BarRow(f"{s['key']}={s['value']}", (Bar(s.get("baseline_accuracy")),
+                                                   Bar(s.get("candidate_accuracy"))))
+             for s in segments],
+            ("baseline accuracy", "candidate accuracy"), "Segment accuracy", kind="segments")
+        parts.append(section("Segments", table(("segment", *columns), (
+            (e(f"{s['key']}={s['value']}"), *(val(s.get(c)) for c in columns))
+            for s in segments)), plots(chart)))
+    if report.get("changes"):
+        parts.append(section(f"Changed cases ({len(report['changes'])})",
+                             records_table(report["changes"])))
+    return title, parts
+
+
+def check_body(report: dict[str, Any]) -> tuple[str, list[str]]:
+    title = "decflow check"
+    metrics = report.get("metrics") or {}
+    groups = [(name, {k: v for k, v in (metrics.get(name) or {}).items()
+                      if not isinstance(v, dict | list)})
+              for name in ("counts", "outcomes", "calibration", "confidence", "threshold",
+                           "routing", "latency_ms", "cost")]
+    tables = "".join(f"<div><h3>{e(n)}</h3>{kv_table(g)}</div>" for n, g in groups if g)
+    parts = [banner(report, title), identity(report), gates(report),
+             section("Metrics", plots(tables))]
+    if (metrics.get("calibration") or {}).get("reliability"):
+        threshold = (metrics.get("threshold") or {}).get("threshold")
+        parts.append(section("Calibration", calibration_plots(report, threshold)))
+    drift = report.get("drift") or {}
+    if drift:
+        measured = any(v is not None for v in drift.values())
+        note = "" if measured else '<p class="muted">No baseline: drift was not measured.</p>'
+        parts.append(section("Drift against the baseline", note, kv_table(drift)))
+    segments = report.get("segments") or []
+    if segments:
+        parts.append(check_segments(segments))
+    return title, parts
+
+
+def check_segments(segments: list[dict[str, Any]]) -> str:
+    def accuracy(segment: dict[str, Any]) -> float | None:
+        return (segment["metrics"].get("outcomes") or {}).get("accuracy")
+
+    def limit(segment: dict[str, Any]) -> float | None:
+        found = [c["threshold"] for c in segment.get("checks") or []
+                 if c["gate"].endswith(".min_accuracy")]
+        return found[0] if found else None
+
+    rows = []
+    for s in segments:
+        m = s["metrics"]
+        failing = [c["message"] for c in s.get("checks") or [] if c["status"] != "pass"]
+        rows.append((e(f"{s['key']}={s['value']}"), pill(s.get("status", "pass")),
+                     val(m["counts"]["total"]), val(accuracy(s)),
+                     val((m.get("calibration") or {}).get("ece")),
+                     val((m.get("threshold") or {}).get("coverage")),
+                     val((m.get("routing") or {}).get("fallback_rate")),
+                     "<br>".join(e(f) for f in failing)))
+    chart = hbar_chart(
+        [BarRow(f"{s['key']}={s['value']}", (Bar(accuracy(s)),), limit(s)) for s in segments],
+        ("accuracy",), "Segment accuracy (red: segment min_accuracy)", kind="segments")
+    return section("Segments", table(
+        ("segment", "status", "records", "accuracy", "ECE", "coverage", "fallback rate",
+         "failing checks"), rows, (s.get("status", "") for s in segments)), plots(chart))
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The whole self-contained HTML page of a run, diff or check report."""
+    bodies = {"diff": diff_body, "check": check_body}
+    title, parts = bodies.get(report_kind(report), run_body)(report)
+    version = report.get("decflow_version") or decflow.__version__
+    footer = (f"<footer>decflow {e(version)} · report "
+              f"{e(report.get('report_version', 'decguard 0.1'))}</footer>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{e(title)} · {e(report['status'].upper())}</title>"
+        f"<style>{CSS}</style></head><body><main>{''.join(parts)}{footer}</main></body>"
+        "</html>\n"
+    )

@@ -1,0 +1,99 @@
+"""JUnit XML of a report's checks, so CI systems show decflow's gates as tests.
+
+Shape (the common JUnit schema): `<testsuites>` → one `<testsuite>` with `<properties>`
+(report identity, overall status and exit code) → one `<testcase>` per check, in report
+order. A check that holds is a bare testcase; one that does not carries
+`<failure message="<check message>" type="requirement|warning">` whose text states metric,
+comparison, threshold and value.
+
+Warning-level gates: a failing warning is a `<failure>` too, so CI lists it, but it is
+marked three ways so it can be told apart and filtered: the testcase name ends in
+` (warning)` (as in the text view), its classname ends in `.warnings` (requirements:
+`.requirements`) and the failure's `type` is `warning`. The run's exit code for warnings
+alone stays 0 (unless `--fail-on-warn`); the suite property `exit_code` says so.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from decflow.reports.markdown import level_tag, report_kind
+
+# Characters XML 1.0 cannot carry at all (control characters other than tab/newline/CR).
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def xml_text(value: Any) -> str:
+    return NOT_XML.sub("\ufffd", "" if value is None else str(value))
+
+
+def suite_name(report: dict[str, Any]) -> str:
+    kind = report_kind(report)
+    contract = report.get("contract") or {}
+    name = contract.get("name")
+    if kind == "run":
+        return f"decflow {report.get('mode', 'run')} {name}"
+    return f"decflow {kind} {name}" if name else f"decflow {kind}"
+
+
+def suite_properties(report: dict[str, Any]) -> dict[str, Any]:
+    contract, dataset, backend = (report.get(k) or {} for k in ("contract", "dataset", "backend"))
+    values = {
+        "report_version": report.get("report_version"),
+        "kind": report_kind(report),
+        "mode": report.get("mode"),
+        "status": report.get("status"),
+        "exit_code": report.get("exit_code"),
+        "created_at": report.get("created_at"),
+        "contract_hash": contract.get("hash"),
+        "dataset_hash": dataset.get("hash"),
+        "backend": backend.get("name"),
+        "model": backend.get("model"),
+        "run_id": (report.get("run") or {}).get("id"),
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def testcase(check: dict[str, Any], prefix: str) -> ET.Element:
+    level = check["level"]
+    group = "warnings" if level == "warning" else "requirements"
+    case = ET.Element("testcase", {
+        "name": xml_text(check["gate"] + level_tag(level)),
+        "classname": xml_text(f"{prefix}.{group}"),
+        "time": "0",
+    })
+    if check["status"] != "pass":
+        failure = ET.SubElement(case, "failure", {
+            "message": xml_text(check["message"]),
+            "type": "warning" if level == "warning" else "requirement",
+        })
+        failure.text = xml_text(
+            f"{check['metric']} {check['comparison']} {check['threshold']:g}: value "
+            f"{'n/a' if check['value'] is None else repr(check['value'])} ({level}, "
+            f"status {check['status']})"
+        )
+    return case
+
+
+def render_junit(report: dict[str, Any]) -> str:
+    """The JUnit XML document (UTF-8, with declaration) of a run, diff or check report."""
+    checks = report.get("checks") or []
+    failures = sum(1 for c in checks if c["status"] != "pass")
+    counts = {"tests": str(len(checks)), "failures": str(failures), "errors": "0",
+              "skipped": "0", "time": "0"}
+    root = ET.Element("testsuites", {"name": "decflow", **counts})
+    created = str(report.get("created_at") or "")[:19]
+    attributes = {"name": xml_text(suite_name(report)), **counts, "hostname": "localhost"}
+    if created:
+        attributes["timestamp"] = created  # the schema's dateTime has no zone; it is UTC
+    suite = ET.SubElement(root, "testsuite", attributes)
+    listed = ET.SubElement(suite, "properties")
+    for name, value in suite_properties(report).items():
+        ET.SubElement(listed, "property", {"name": name, "value": xml_text(value)})
+    prefix = "decflow." + str((report.get("contract") or {}).get("name") or report_kind(report))
+    for check in checks:
+        suite.append(testcase(check, xml_text(prefix)))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,354 @@
+"""The Markdown view of a report (the `--markdown` file and the Prefect report artifact).
+
+It is the summary a reader needs to act on: status, identity, metrics, failing checks, the
+property table and diagnostics (run reports); counts, shift, metrics and segments (diff);
+metrics, drift and segments (check). The helpers that pick what a summary shows from a
+report dict (`report_kind`, `property_failures`, `shown_pairs`, `confidence_histogram`)
+are shared with the HTML view. User text is escaped for Markdown and inline HTML.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from decflow.reports.text import MAX_LISTED, VERDICTS, num, preview, short_hash
+
+MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
+
+
+# -- what a summary shows (shared with the HTML view) -------------------------------------
+
+
+def report_kind(report: dict[str, Any]) -> str:
+    """run, diff or check; DecGuard 0.1 diff/check reports carry only their version key."""
+    if "kind" in report:
+        return str(report["kind"])
+    if "diff_version" in report:
+        return "diff"
+    if "check_version" in report:
+        return "check"
+    return "run"
+
+
+def property_failures(properties: dict[str, Any]) -> list[dict[str, Any]]:
+    """Failing transformed cases: the report's `failures`, or the failing stored `pairs`
+    (DecGuard's shape: a violation, or an error other than the original's)."""
+    if properties.get("failures") is not None:
+        return list(properties["failures"])
+    failing = []
+    for pair in properties.get("pairs") or []:
+        error = pair.get("error") or {}
+        if pair.get("violations") or (error and error.get("kind") != "original_error"):
+            failing.append(pair)
+    return failing
+
+
+def shown_pairs(item: dict[str, Any], labels: Sequence[str]) -> list[tuple[str, str]]:
+    """(label as shown, contract label) in the order the backend saw them."""
+    if item.get("presentation"):
+        return [(str(shown), str(label)) for shown, label in item["presentation"]]
+    if item.get("shown_labels"):
+        order = item.get("label_order") or range(len(item["shown_labels"]))
+        return [(str(shown), labels[i] if i < len(labels) else "?")
+                for shown, i in zip(item["shown_labels"], order, strict=False)]
+    return [(label, label) for label in labels]
+
+
+def bin_edges(report: dict[str, Any]) -> list[tuple[float, float]]:
+    bins = ((report.get("metrics") or {}).get("calibration") or {}).get("reliability") or []
+    return [(b["lower"], b["upper"]) for b in bins]
+
+
+def confidence_histogram(report: dict[str, Any]) -> list[int] | None:
+    """Cases per calibration bin: the report's own histogram when it has one (check
+    reports), else counted from the decided per-case results with the bins' edges (a
+    confidence goes to the first bin whose upper edge is at or above it)."""
+    given = ((report.get("metrics") or {}).get("confidence") or {}).get("histogram")
+    if given is not None:
+        return [int(c) for c in given]
+    edges = bin_edges(report)
+    if not edges or not report.get("results"):
+        return None
+    uppers = [upper for _, upper in edges]
+    counts = [0] * len(edges)
+    for item in report["results"]:
+        if item.get("result"):
+            index = bisect_left(uppers, item["result"]["confidence"])
+            counts[min(index, len(counts) - 1)] += 1
+    return counts
+
+
+def axis_rate(axis: dict[str, Any]) -> float | None:
+    """The persona-axis rate its interval is about (attributable flips per exercised pair)."""
+    return axis.get("attributable_rate", axis.get("rate"))
+
+
+def axis_base(axis: dict[str, Any]) -> int | None:
+    return axis.get("exercised", axis.get("pairs"))
+
+
+def failing_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in report.get("checks") or [] if c["status"] != "pass"]
+
+
+def level_tag(level: str) -> str:
+    """A check's level as readers see it next to the gate (matches the text view)."""
+    return " (warning)" if level == "warning" else ""
+
+
+# -- Markdown rendering -----------------------------------------------------------------
+
+
+def md(value: Any) -> str:
+    """Escape user text for one line of Markdown (tables included)."""
+    text = value if isinstance(value, str) else preview(value, 10_000)
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return MD_SPECIAL.sub(r"\\\1", text)
+
+
+def cell(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return num(value, digits)
+    return md(value)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    lines.extend("| " + " | ".join(row) + " |" for row in rows)
+    return [*lines, ""]
+
+
+def kv_table(mapping: dict[str, Any], headers: tuple[str, str] = ("", "value")) -> list[str]:
+    return table(headers, [(md(k), cell(v)) for k, v in mapping.items()
+                           if not isinstance(v, dict | list)])
+
+
+def status_line(report: dict[str, Any], title: str) -> list[str]:
+    status = report["status"]
+    verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
+    return [f"# {title}", "", f"**{status.upper()}**: {verdict} · exit code "
+            f"{report.get('exit_code', 'n/a')}", ""]
+
+
+def identity(report: dict[str, Any]) -> list[str]:
+    rows = []
+    contract, dataset, backend = (report.get(k) for k in ("contract", "dataset", "backend"))
+    if contract:
+        rows.append(("contract", f"{md(contract.get('path'))} · "
+                     f"`{short_hash(contract.get('hash'))}`"))
+    if dataset:
+        rows.append(("dataset", f"{md(dataset.get('path'))} · {dataset.get('n_cases', 'n/a')} "
+                     f"cases, {dataset.get('n_labeled', 'n/a')} labeled · "
+                     f"`{short_hash(dataset.get('hash'))}`"))
+    if backend:
+        rows.append(("backend", f"{md(backend.get('name'))}: {md(backend.get('provider'))} · "
+                     f"{md(backend.get('model') or 'n/a')}"))
+    run = report.get("run")
+    if run:
+        rows.append(("run", f"{md(run.get('id'))} · mode {md(report.get('mode', 'n/a'))}"))
+    return table(("", ""), rows) if rows else []
+
+
+def checks_block(report: dict[str, Any]) -> list[str]:
+    checks = report.get("checks") or []
+    failing = failing_checks(report)
+    lines = [f"## Checks: {len(checks) - len(failing)} of {len(checks)} hold", ""]
+    if failing:
+        lines.extend(table(("status", "gate", "message"), (
+            (c["status"].upper(), md(c["gate"]) + level_tag(c["level"]), md(c["message"]))
+            for c in failing)))
+    return lines
+
+
+def golden_block(report: dict[str, Any]) -> list[str]:
+    metrics = report["metrics"]
+    counts, classification = metrics["counts"], metrics["classification"]
+    calibration, latency = metrics["calibration"], metrics["latency"]
+    selective = metrics.get("selective") or {}
+    rows = [
+        ("cases", f"{counts['total']} total · {counts['succeeded']} decided · "
+                  f"{counts['errored']} errored · {counts['labeled']} labeled"),
+        ("accuracy", cell(classification["accuracy"])),
+        ("macro-F1", cell(classification["macro_f1"])),
+        ("ECE / Brier / NLL", " / ".join(cell(calibration[k]) for k in ("ece", "brier", "nll"))),
+        ("coverage / selective accuracy",
+         f"{cell(selective.get('coverage'))} / {cell(selective.get('selective_accuracy'))}"),
+        ("latency p50 / p95 ms", f"{cell(latency['p50_ms'], 1)} / {cell(latency['p95_ms'], 1)}"),
+    ]
+    if report["contract"]["type"] == "score":
+        rows.insert(3, ("ordinal MAE", cell(classification["ordinal_mae"])))
+    return ["## Metrics", "", *table(("metric", "value"), rows)]
+
+
+def properties_block(report: dict[str, Any]) -> list[str]:
+    properties = report["properties"]
+    lines = ["## Properties", ""]
+    lines.extend(table(
+        ("property", "level", "evaluated", "violations", "flips", "max TV", "errors", "skipped"),
+        ((md(s["property"]) + (" (identity: rerun evidence)" if s.get("rerun_evidence") else ""),
+          md(s["level"]), str(s["n_evaluated"]),
+          f"{s['n_violations']} ({cell(s['violation_rate'])})",
+          f"{s['n_flips']} ({cell(s['flip_rate'])})", cell(s.get("max_tv_distance")),
+          str(s.get("n_errors", 0)), str(s.get("n_skipped", 0)))
+         for s in properties.get("summaries") or []),
+    ))
+    failing = property_failures(properties)
+    labels = report["contract"]["labels"]
+    if failing:
+        total = properties.get("n_failures", len(failing))
+        lines.append(f"Failing transformed cases ({min(len(failing), MAX_LISTED)} of {total}):")
+        lines.append("")
+        for item in failing[:MAX_LISTED]:
+            lines.append(f"- {md(item.get('id', item.get('case_id')))}: "
+                         f"{md('; '.join(problems(item)))}")
+            lines.append(f"  - sent: {sent(item, labels)}")
+            if item.get("reduced"):
+                lines.append(f"  - minimal: {sent(item['reduced'], labels)}")
+        lines.append("")
+    skipped = properties.get("skipped") or []
+    if skipped:
+        listed = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
+        more = ", …" if len(skipped) > MAX_LISTED else ""
+        lines.append(f"Skipped cases: {len(skipped)} ({md(listed)}{more})")
+        lines.append("")
+    return lines
+
+
+def sent(item: dict[str, Any], labels: Sequence[str]) -> str:
+    """Labels as shown, in order, then the input preview."""
+    shown = ", ".join(s for s, _ in shown_pairs(item, labels))
+    return f"[{md(shown)}] {md(preview(item.get('input')))}"
+
+
+def problems(item: dict[str, Any]) -> list[str]:
+    """Why a transformed case failed: its violations, or its error."""
+    found = [str(v) for v in item.get("violations") or []]
+    error = item.get("error")
+    if error:
+        found.append(f"{error['kind']}: {error['message']}" if isinstance(error, dict)
+                     else str(error))
+    return found or ["failed"]
+
+
+def interval(item: dict[str, Any]) -> str:
+    return f"[{num(item.get('ci_low'))}, {num(item.get('ci_high'))}]"
+
+
+def diagnostics_block(report: dict[str, Any]) -> list[str]:
+    diagnostics = report["diagnostics"]
+    lines = ["## Diagnostics", ""]
+    stability = diagnostics.get("stability")
+    if stability:
+        lines.append(f"- Stability: **{md(stability['verdict'])}**: {stability['flips']} of "
+                     f"{stability['pairs']} rerun pairs flipped, 95% CI {interval(stability)} "
+                     f"vs ε {stability['epsilon']:g}")
+    blindness = diagnostics.get("blindness")
+    if blindness:
+        state = "**BLIND**" if blindness.get("blind") else "not blind"
+        lines.append(f"- Blindness: {state}: skew {num(blindness.get('skew'))} on label "
+                     f"{md(blindness.get('modal_label') or 'n/a')} (threshold "
+                     f"{num(blindness.get('threshold'))})")
+    axes = (diagnostics.get("counterfactual") or {}).get("axes") or []
+    lines.append("")
+    if axes:
+        lines.extend(table(
+            ("axis", "pairs", "flips", "attributable rate", "95% CI", "verdict"),
+            ((md(a["axis"]), cell(axis_base(a)), cell(a.get("flips")), cell(axis_rate(a)),
+              interval(a), cell(a.get("verdict"))) for a in axes),
+        ))
+    return lines
+
+
+def failures_block(report: dict[str, Any]) -> list[str]:
+    items = report.get("failures") or []
+    if not items:
+        return []
+    lines = [f"## Golden failures ({min(len(items), MAX_LISTED)} of {len(items)})", ""]
+    for item in items[:MAX_LISTED]:
+        detail = (md(item["error"]) if item["kind"] == "error" else
+                  f"expected {md(item['expected'])}, selected {md(item['selected'])} "
+                  f"({num(item['confidence'])})")
+        lines.append(f"- {md(item['case_id'])}: {detail}: {md(preview(item['input']))}")
+    return [*lines, ""]
+
+
+def render_run(report: dict[str, Any]) -> list[str]:
+    contract = report["contract"]
+    lines = status_line(report, f"decflow {report['mode']}: {md(contract['name'])} "
+                                f"({md(contract['type'])})")
+    lines.extend(identity(report))
+    if report["mode"] != "fuzz":
+        lines.extend(golden_block(report))
+    lines.extend(checks_block(report))
+    if report.get("properties"):
+        lines.extend(properties_block(report))
+    if report.get("diagnostics"):
+        lines.extend(diagnostics_block(report))
+    if report["mode"] != "fuzz":
+        lines.extend(failures_block(report))
+    return lines
+
+
+def segments_table(segments: list[dict[str, Any]], columns: Sequence[str]) -> list[str]:
+    return table(("segment", *columns), (
+        (md(f"{s['key']}={s['value']}"), *(cell(s.get(c)) for c in columns)) for s in segments))
+
+
+def render_diff(report: dict[str, Any]) -> list[str]:
+    lines = status_line(report, "decflow diff")
+    lines.extend(identity(report))
+    lines.extend(["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))])
+    lines.extend(["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))])
+    lines.extend(["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (
+        (md(name), cell(m["baseline"]), cell(m["candidate"]), cell(m["delta"]))
+        for name, m in (report.get("metrics") or {}).items()))])
+    segments = report.get("segments") or []
+    if segments:
+        lines.extend(["## Segments", "", *segments_table(segments, (
+            "matched", "baseline_accuracy", "candidate_accuracy", "accuracy_drop",
+            "answer_flip_rate"))])
+    lines.extend(checks_block(report))
+    return lines
+
+
+def render_check(report: dict[str, Any]) -> list[str]:
+    lines = status_line(report, "decflow check")
+    lines.extend(identity(report))
+    metrics = report.get("metrics") or {}
+    rows = {"records": (metrics.get("counts") or {}).get("total"),
+            **{k: v for k, v in (metrics.get("outcomes") or {}).items() if k != "n"},
+            **{k: (metrics.get("calibration") or {}).get(k) for k in ("ece", "brier", "nll")},
+            "mean confidence": (metrics.get("confidence") or {}).get("mean"),
+            "threshold coverage": (metrics.get("threshold") or {}).get("coverage"),
+            **{k: v for k, v in (metrics.get("routing") or {}).items() if k.endswith("_rate")}}
+    lines.extend(["## Metrics", "", *kv_table(rows, ("metric", "value"))])
+    drift = report.get("drift") or {}
+    if any(v is not None for v in drift.values()):
+        lines.extend(["## Drift against the baseline", "", *kv_table(drift, ("measure", "value"))])
+    segments = report.get("segments") or []
+    if segments:
+        flat = [{"key": s["key"], "value": s["value"], "status": s.get("status"),
+                 "records": s["metrics"]["counts"]["total"],
+                 "accuracy": (s["metrics"].get("outcomes") or {}).get("accuracy"),
+                 "ece": (s["metrics"].get("calibration") or {}).get("ece")} for s in segments]
+        lines.extend(["## Segments", "",
+                      *segments_table(flat, ("status", "records", "accuracy", "ece"))])
+    lines.extend(checks_block(report))
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The Markdown summary of a run, diff or check report."""
+    renderers = {"diff": render_diff, "check": render_check}
+    lines = renderers.get(report_kind(report), render_run)(report)
+    return "\n".join(lines).rstrip() + "\n"
