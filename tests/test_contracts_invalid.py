@@ -1286,3 +1286,14 @@ def test_schema_version(value: Any, expected: str) -> None:
 
 def test_contract_error_is_a_decflow_error() -> None:
     assert issubclass(ContractError, DecflowError)
+
+
+def test_backends_are_checked_even_when_the_decision_is_invalid() -> None:
+    problems = _problems(
+        "spam",
+        {"decision.type": "binary", "backend": {"provider": "systemone", "url": "http://h/x"}},
+    )
+    assert problems == [
+        "decision.type: must be one of choice, noul, score; got the string 'binary'",
+        "backend.model: systemone backend 'default': 'model' is required",
+    ]

@@ -247,12 +247,11 @@ def _provider_problem(provider: Any) -> str | None:
 
 
 def parse_backend(
-    raw: Any, *, name: str, path: str, ctx: DecisionContext
+    raw: Any, *, name: str, path: str, ctx: DecisionContext | None
 ) -> tuple[BackendConfig | None, list[str]]:
     """Validate one backend entry; returns the config or the problems (`path.field: ...`)."""
     if not isinstance(raw, dict):
         return None, [f"{path}: expected a mapping with 'provider', got {describe(raw)}"]
-    problems: list[str] = []
     if "provider" not in raw:
         return None, [f"{path}.provider: required field is missing"]
     provider = raw["provider"]
@@ -266,6 +265,7 @@ def parse_backend(
     settings_model = BUILTIN_SETTINGS.get(provider)
     if settings_model is None:
         return BackendConfig(provider, model, settings_raw, raw, name), []
+    problems: list[str] = []
     try:
         settings = settings_model.model_validate(settings_raw, context=ctx)
     except ValidationError as exc:
@@ -278,12 +278,12 @@ def parse_backend(
 
 
 def _systemone_problems(
-    raw: dict[str, Any], *, name: str, path: str, ctx: DecisionContext
+    raw: dict[str, Any], *, name: str, path: str, ctx: DecisionContext | None
 ) -> list[str]:
     problems = []
     if raw.get("model") is None:
         problems.append(f"{path}.model: systemone backend {name!r}: 'model' is required")
-    if raw.get("instructions") is None and not ctx.description:
+    if ctx is not None and raw.get("instructions") is None and not ctx.description:
         problems.append(
             f"{path}: systemone backend {name!r}: set decision.description or 'instructions' "
             "(the question asked)"
