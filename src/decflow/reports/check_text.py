@@ -1,0 +1,120 @@
+"""The terminal view of a production check, in DecGuard's `check` shape.
+
+Additions over DecGuard's view: the dataset line, latency and cost lines (DecGuard only
+has them in the JSON), and warning-level checks are tagged `(warning)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import decflow
+from decflow.reports.text import num, short_hash
+
+VERDICTS = {
+    "pass": "PASS: all post-deployment gates hold",
+    "warn": "WARN: requirements hold, some warning gates do not",
+    "fail": "FAIL: at least one post-deployment requirement does not hold",
+}
+GATE_WIDTH = 48
+
+
+def _metric_lines(metrics: dict[str, Any]) -> list[str]:
+    counts, outcomes = metrics["counts"], metrics["outcomes"]
+    calibration, confidence = metrics["calibration"], metrics["confidence"]
+    routing = metrics["routing"]
+    lines = [
+        f"  Records       {counts['total']} total · {counts['with_correctness']} with "
+        f"correctness · {counts['with_outcome']} with label outcome",
+        f"  Outcomes      accuracy {num(outcomes['accuracy'])} · "
+        f"error {num(outcomes['error_rate'])}",
+        f"  Calibration   ECE {num(calibration['ece'])} · Brier {num(calibration['brier'])} · "
+        f"NLL {num(calibration['nll'])}",
+        f"  Confidence    mean {num(confidence['mean'])} · p50 {num(confidence['p50'])} · "
+        f"p95 {num(confidence['p95'])}",
+    ]
+    threshold = metrics.get("threshold")
+    if threshold is not None:
+        lines.append(
+            f"  Threshold     confidence >= {threshold['threshold']:g}: "
+            f"coverage {num(threshold['coverage'])}"
+        )
+    lines.append(
+        f"  Routing       abstain {num(routing['abstention_rate'])} · "
+        f"fallback {num(routing['fallback_rate'])} · review {num(routing['human_review_rate'])}"
+    )
+    latency, cost = metrics["latency_ms"], metrics["cost"]
+    if latency["n"]:
+        lines.append(
+            f"  Latency ms    mean {num(latency['mean'], 1)} · p95 {num(latency['p95'], 1)}"
+        )
+    if cost["n"]:
+        lines.append(
+            f"  Cost          mean {num(cost['mean'], 4)} · p95 {num(cost['p95'], 4)} · "
+            f"total {num(cost['total'], 4)}"
+        )
+    return lines
+
+
+def _baseline_lines(report: dict[str, Any]) -> list[str]:
+    baseline = report.get("baseline")
+    if baseline is None:
+        return []
+    drift = report["drift"]
+    return [
+        "",
+        f"  Baseline      {baseline['source']} · {baseline['n_records']} records",
+        f"  Drift         confidence TV {num(drift['confidence_tv_distance'])} · "
+        f"mean delta {num(drift['confidence_mean_delta'])} · "
+        f"accuracy drop {num(drift['accuracy_drop'])} · "
+        f"ECE increase {num(drift['ece_increase'])}",
+    ]
+
+
+def _segment_lines(report: dict[str, Any]) -> list[str]:
+    if not report["segments"]:
+        return []
+    lines = ["", "  Segments"]
+    for segment in report["segments"]:
+        value = segment["value"]
+        shown = "<missing>" if value is None else str(value)
+        metrics = segment["metrics"]
+        lines.append(
+            f"    {segment['status'].upper()} {segment['key']}={shown} · "
+            f"{metrics['counts']['total']} records · "
+            f"accuracy {num(metrics['outcomes']['accuracy'])} · "
+            f"ECE {num(metrics['calibration']['ece'])}"
+        )
+    return lines
+
+
+def _check_lines(report: dict[str, Any]) -> list[str]:
+    if not report["checks"]:
+        return []
+    lines = ["", "  Checks"]
+    for check in report["checks"]:
+        tag = " (warning)" if check["level"] == "warning" else ""
+        lines.append(
+            f"    {check['status'].upper():<4}  {check['gate']:<{GATE_WIDTH}} "
+            f"{check['message']}{tag}"
+        )
+    return lines
+
+
+def render_check(report: dict[str, Any]) -> str:
+    """The whole text view, ending with the verdict line and a newline."""
+    contract, dataset = report["contract"], report["dataset"]
+    lines = [
+        f"decflow {decflow.__version__} · {contract['name']} ({contract['type']}) · "
+        f"{report['status'].upper()}",
+        "",
+        f"  dataset   {dataset['path']}  {short_hash(dataset['hash'])}",
+        "",
+        *_metric_lines(report["metrics"]),
+        *_baseline_lines(report),
+        *_segment_lines(report),
+        *_check_lines(report),
+        "",
+        VERDICTS[report["status"]],
+    ]
+    return "\n".join(lines) + "\n"
