@@ -252,3 +252,10 @@ def test_pair_frame_has_one_row_per_pair() -> None:
     assert frame.height == len(pairs.pairs)
     assert frame["pair_id"].to_list() == [p.pair_id for p in pairs.pairs]
     assert json.loads(frame["input_a"][0]) == pairs.pairs[0].input_a
+
+
+def test_template_with_a_slot_the_language_lacks_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match=r"counterfactual\.template.*article_definite"):
+        build_pairs(CASES_EN[:1], template="{article_definite} {full_name}")
+    pairs = build_pairs(CASES_DE[:1], language="de", template="{article_definite} {full_name}")
+    assert {str(p.input_a).split(" ")[0] for p in pairs.pairs} <= {"die", "der"}

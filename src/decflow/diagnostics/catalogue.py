@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -71,7 +71,11 @@ class Catalogue:
     frames: dict[str, list[str]]  # gender → religion clause frames with {place}
     places: dict[str, str]  # religion group → place phrase
     occupations: dict[str, list[dict[str, str]]]  # role tier → occupations by gender
-    entries: dict[str, list[Entry]] = field(default_factory=dict)
+
+    @cached_property
+    def entries(self) -> dict[str, list[Entry]]:
+        """Every entry per axis, sorted by id (the order pools are drawn from)."""
+        return _entries(self)
 
     @property
     def slot_names(self) -> tuple[str, ...]:
@@ -203,7 +207,7 @@ def parse_catalogue(raw: bytes) -> Catalogue:
         tier: [_by_gender(job, f"{language} role {tier}") for job in jobs]
         for tier, jobs in doc["role"]["groups"].items()
     }
-    cat = Catalogue(
+    return Catalogue(
         language=language,
         version=str(doc["version"]),
         sha256="sha256:" + hashlib.sha256(raw).hexdigest(),
@@ -215,8 +219,6 @@ def parse_catalogue(raw: bytes) -> Catalogue:
         places=places,
         occupations=occupations,
     )
-    cat.entries.update(_entries(cat))
-    return cat
 
 
 @cache

@@ -34,6 +34,7 @@ from decflow.diagnostics.render import (
     changed_slots,
     off_axis_slots,
     render_input,
+    unknown_slots,
 )
 from decflow.errors import ConfigurationError
 from decflow.properties.stream import Stream
@@ -392,6 +393,12 @@ def build_pairs(
     """
     cat = load_catalogue(language)
     chosen_template = cat.default_template if template is None else template
+    unknown = unknown_slots(chosen_template, cat)
+    if unknown:
+        raise ConfigurationError(
+            f"properties.counterfactual.template: slots {unknown} are not in the {language} "
+            f"persona catalogue; use {sorted(s for s in cat.slot_names if not s.endswith('_cap'))}"
+        )
     out = PairSet(cat.language, cat.version, cat.sha256, chosen_template)
     pools = draw_pools(cat, catalog_seed, pool_size_per_dimension)
     out.pools = {axis: [e.id for e in pools[axis]] for axis in AXES}

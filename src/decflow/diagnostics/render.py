@@ -13,6 +13,7 @@ import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from decflow.diagnostics.catalogue import AGREEING_SLOTS, Catalogue
@@ -62,6 +63,12 @@ def _text_pieces(text: str, known: frozenset[str]) -> list[tuple[str, str | None
     return pieces
 
 
+@lru_cache(maxsize=64)
+def _template_pieces(template: str) -> tuple[tuple[str, str | None], ...]:
+    # string.Formatter handles the template's {{ }} escapes; the case text is appended verbatim.
+    return tuple((literal, name) for literal, name, _, _ in string.Formatter().parse(template))
+
+
 def template_slots(template: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
 
@@ -75,16 +82,15 @@ def unknown_slots(template: str, catalogue: Catalogue) -> list[str]:
 def render_text(
     text: str, slots: Mapping[str, str], template: str, catalogue: Catalogue
 ) -> Rendered:
+    """Fill the text's own slots, or put the template in front of a text without any.
+
+    The template must only use slots the catalogue fills (see ``unknown_slots``).
+    """
     known = frozenset(catalogue.slot_names)
     pieces = _text_pieces(text, known)
     if len(pieces) > 1:
         return _assemble(pieces, slots)
-    unknown = unknown_slots(template, catalogue)
-    if unknown:
-        raise ValueError(f"template uses slots the {catalogue.language} catalogue lacks: {unknown}")
-    # string.Formatter handles the template's {{ }} escapes; the text is appended verbatim.
-    head = [(literal, name) for literal, name, _, _ in string.Formatter().parse(template)]
-    head.append((PREAMBLE_SEPARATOR + text, None))
+    head = [*_template_pieces(template), (PREAMBLE_SEPARATOR + text, None)]
     return _assemble(head, slots)
 
 
@@ -122,10 +128,9 @@ def changed_slots(a: Rendered, b: Rendered) -> set[str] | None:
         return None
     # Both arms share template and case text, so trimming the common ends keeps the diff
     # small even for long inputs.
-    prefix = len(_common_prefix(a.text, b.text))
+    prefix = _common_prefix_length(a.text, b.text)
     limit = min(len(a.text), len(b.text)) - prefix
-    suffix = len(_common_prefix(a.text[::-1], b.text[::-1]))
-    suffix = min(suffix, limit)
+    suffix = min(_common_prefix_length(a.text[::-1], b.text[::-1]), limit)
     middle_a = a.text[prefix : len(a.text) - suffix]
     middle_b = b.text[prefix : len(b.text) - suffix]
     touched: set[str] = set()
@@ -140,13 +145,16 @@ def changed_slots(a: Rendered, b: Rendered) -> set[str] | None:
     return touched
 
 
-def _common_prefix(x: str, y: str) -> str:
-    n = 0
-    for cx, cy in zip(x, y, strict=False):
-        if cx != cy:
-            break
-        n += 1
-    return x[:n]
+def _common_prefix_length(x: str, y: str) -> int:
+    """Length of the common prefix, by bisection on C-level slice comparisons."""
+    lo, hi = 0, min(len(x), len(y))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if x[:mid] == y[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def off_axis_slots(
