@@ -23,6 +23,7 @@ from decflow.diagnostics.counterfactual import (
     counterfactual_checks,
 )
 from decflow.diagnostics.personas import build_pairs
+from decflow.gates import Check
 from decflow.metrics.stats import holm, mcnemar_exact, sign_test, wilson
 
 LABELS = ["approve", "review", "deny"]
@@ -76,8 +77,8 @@ def run(
     )
 
 
-def checks_by_gate(result: CounterfactualResult) -> dict[str, dict[str, object]]:
-    return {c["gate"]: c for c in counterfactual_checks(result, "requirement")}
+def checks_by_gate(result: CounterfactualResult) -> dict[str, Check]:
+    return {c.gate: c for c in counterfactual_checks(result, "requirement")}
 
 
 def test_planted_mosque_bias_is_found_on_religion_only_with_direction_en() -> None:
@@ -97,11 +98,11 @@ def test_planted_mosque_bias_is_found_on_religion_only_with_direction_en() -> No
         assert other.verdict == FAIR  # 80 quiet pairs: upper bound 0.046 < 0.05
         assert other.direction is None
     gates = checks_by_gate(result)
-    assert gates["counterfactual.religion.max_flip_rate"]["status"] == "fail"
-    assert "disfavours muslim" in str(gates["counterfactual.religion.max_flip_rate"]["message"])
+    assert gates["counterfactual.religion.max_flip_rate"].status == "fail"
+    assert "disfavours muslim" in str(gates["counterfactual.religion.max_flip_rate"].message)
     for axis in ("gender", "ethnicity", "role"):
-        assert gates[f"counterfactual.{axis}.max_flip_rate"]["status"] == "pass"
-    assert all(gates[f"counterfactual.{a}.max_error_rate"]["status"] == "pass" for a in AXES)
+        assert gates[f"counterfactual.{axis}.max_flip_rate"].status == "pass"
+    assert all(gates[f"counterfactual.{a}.max_error_rate"].status == "pass" for a in AXES)
 
 
 def test_planted_mosque_bias_is_found_in_german() -> None:
@@ -148,9 +149,9 @@ def test_default_pair_count_on_one_case_is_undecided() -> None:
         assert (axis.ci_low, round(axis.ci_high, 3)) == (0.0, 0.490)
         assert axis.verdict == UNDECIDED
         assert axis.pairs_needed == 73
-    message = str(checks_by_gate(result)["counterfactual.gender.max_flip_rate"]["message"])
+    message = str(checks_by_gate(result)["counterfactual.gender.max_flip_rate"].message)
     assert "undecided" in message and "73" in message
-    assert checks_by_gate(result)["counterfactual.gender.max_flip_rate"]["status"] == "pass"
+    assert checks_by_gate(result)["counterfactual.gender.max_flip_rate"].status == "pass"
 
 
 def test_axis_whose_slot_is_absent_is_not_exercised_and_fails_error_gate() -> None:
@@ -166,10 +167,10 @@ def test_axis_whose_slot_is_absent_is_not_exercised_and_fails_error_gate() -> No
     assert result.axes["gender"].verdict == UNDECIDED
     gates = checks_by_gate(result)
     error = gates["counterfactual.religion.max_error_rate"]
-    assert error["status"] == "fail" and error["value"] is None
-    assert "not exercised" in str(error["message"])
-    assert gates["counterfactual.religion.max_flip_rate"]["status"] == "fail"
-    assert gates["counterfactual.gender.max_error_rate"]["status"] == "pass"
+    assert error.status == "fail" and error.value is None
+    assert "not exercised" in str(error.message)
+    assert gates["counterfactual.religion.max_flip_rate"].status == "fail"
+    assert gates["counterfactual.gender.max_error_rate"].status == "pass"
 
 
 def test_axis_without_any_pair_reports_the_builder_reason() -> None:
@@ -249,7 +250,7 @@ def test_errored_arms_make_pairs_incomplete_and_fail_the_error_gate() -> None:
     assert (gender.incomplete, gender.exercised) == (2, 1)
     assert gender.error_rate == pytest.approx(2 / 3)
     gates = checks_by_gate(result)
-    assert gates["counterfactual.gender.max_error_rate"]["status"] == "fail"
+    assert gates["counterfactual.gender.max_error_rate"].status == "fail"
 
 
 def test_ties_are_excluded_and_counted() -> None:

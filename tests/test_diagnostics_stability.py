@@ -13,6 +13,7 @@ from decflow.diagnostics.blindness import (
     mark_vacuous,
 )
 from decflow.diagnostics.stability import measure_stability, oracle_guidance, stability_check
+from decflow.gates import make_check
 
 
 def rerun_table(
@@ -90,7 +91,7 @@ def test_errored_rerun_makes_the_case_incomplete_not_agreeing() -> None:
     assert result.n_cases == 1
     assert result.pairs == 2  # only case b
     check = stability_check(result, "requirement")
-    assert "left out" in check["message"]
+    assert "left out" in check.message
 
 
 def test_quiet_reruns_with_few_pairs_are_undecided_and_say_what_to_add() -> None:
@@ -102,9 +103,9 @@ def test_quiet_reruns_with_few_pairs_are_undecided_and_say_what_to_add() -> None
     assert result.pairs_needed == 381
     assert "381 pairs" in result.advice
     check = stability_check(result, "warning")
-    assert check["status"] == "pass"
-    assert check["gate"] == "stability.verdict"
-    assert "381" in check["message"]
+    assert check.status == "pass"
+    assert check.gate == "stability.verdict"
+    assert "381" in check.message
 
 
 def test_quiet_reruns_with_enough_pairs_are_deterministic() -> None:
@@ -115,7 +116,7 @@ def test_quiet_reruns_with_enough_pairs_are_deterministic() -> None:
     assert result.verdict == "deterministic"
     assert result.mean_tv == 0.0
     assert "decflow diff" in result.advice
-    assert stability_check(result, "requirement")["status"] == "pass"
+    assert stability_check(result, "requirement").status == "pass"
 
 
 def test_seeded_random_answers_are_stochastic_and_fail_the_gate() -> None:
@@ -128,9 +129,9 @@ def test_seeded_random_answers_are_stochastic_and_fail_the_gate() -> None:
     assert result.mean_tv is not None and result.mean_tv > 0.3
     assert "not with zero" in result.advice
     check = stability_check(result, "requirement")
-    assert check["status"] == "fail"
-    assert check["value"] == result.ci_low
-    assert check["threshold"] == 0.05
+    assert check.status == "fail"
+    assert check.value == result.ci_low
+    assert check.threshold == 0.05
 
 
 def test_interval_touching_epsilon_is_undecided() -> None:
@@ -198,24 +199,29 @@ def test_blindness_threshold_is_validated() -> None:
 def test_blindness_check_and_vacuous_marking() -> None:
     blind = detect_blindness(["deny"] * 12)
     check = blindness_check(blind, "warning")
-    assert check["gate"] == "blindness.max_skew"
-    assert check["status"] == "fail"
-    assert check["value"] == 1.0
+    assert check.gate == "blindness.max_skew"
+    assert check.status == "warn"
+    assert blindness_check(blind, "requirement").status == "fail"
+    # Skew equal to the threshold is blind: 9 of 10 at the default 0.9.
+    assert blindness_check(detect_blindness(["a"] * 9 + ["b"]), "requirement").status == "fail"
+    assert blindness_check(detect_blindness(["a"] * 8 + ["b"] * 2), "requirement").status == "pass"
+    assert check.value == 1.0
     assert "blind" in describe(blind)
     checks = [
-        {"gate": "min_accuracy", "status": "pass", "message": "accuracy 1 >= 0.8"},
-        {"gate": "case_swap.max_flip_rate", "status": "pass", "message": "m"},
-        {"gate": "counterfactual.gender.max_flip_rate", "status": "fail", "message": "m"},
-        {"gate": "blindness.max_skew", "status": "fail", "message": "m"},
+        make_check("min_accuracy", "requirement", "accuracy", ">=", 0.8, 1.0),
+        make_check("case_swap.max_flip_rate", "requirement", "case_swap.flip_rate", "<=", 0, 0),
+        make_check("counterfactual.gender.max_flip_rate", "warning", "x", "<=", 0.05, 0.5),
+        check,
     ]
     marked = mark_vacuous(checks, blind)
     assert marked[0] == checks[0]
-    assert "potentially vacuous" in marked[1]["message"]
+    assert "potentially vacuous" in marked[1].message
+    assert marked[1].status == "pass"
     assert marked[2] == checks[2]
     assert marked[3] == checks[3]
     assert mark_vacuous(checks, detect_blindness(["a", "b"])) == checks
     failed = blindness_check(detect_blindness([None]), "requirement")
-    assert failed["status"] == "fail" and failed["value"] is None
+    assert failed.status == "fail" and failed.value is None
 
 
 def test_oracle_guidance_precedence() -> None:

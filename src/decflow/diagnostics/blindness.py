@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from decflow.diagnostics.checks import Level, diagnostic_check, fmt_threshold, fmt_value
+from decflow.gates.checks import Check, Level
 
 DEFAULT_THRESHOLD = 0.9
 
@@ -79,45 +79,53 @@ def describe(result: BlindnessResult) -> str:
     share = f"{result.skew:.1%} '{result.modal_label}' on {result.n} inputs"
     if result.blind:
         return (
-            f"blind: {share} (threshold {fmt_threshold(result.threshold)}); passes of "
+            f"blind: {share} (threshold {result.threshold:g}); passes of "
             "properties and persona axes may be vacuous because the inputs rarely cross "
             "a decision boundary"
         )
     return f"ok: {share}, {result.distinct} distinct labels"
 
 
-def blindness_check(result: BlindnessResult, level: Level) -> dict[str, Any]:
-    """`blindness.max_skew`: fails when the suite is blind or when skew cannot be computed."""
-    return diagnostic_check(
+def blindness_check(result: BlindnessResult, level: Level) -> Check:
+    """`blindness.max_skew`: fails when skew ≥ threshold, or when no case was decided.
+
+    Built directly rather than with ``make_check`` because the comparison is strict: a skew
+    equal to the threshold (9 of 10 at 0.9) is blind.
+    """
+    failed = "fail" if level == "requirement" else "warn"
+    if result.skew is None:
+        message = "blindness.skew could not be computed (no decided case)"
+    else:
+        verb = "violates " if result.blind else ""
+        message = (
+            f"blindness.skew {result.skew:.4g} {verb}< {result.threshold:g} "
+            f"('{result.modal_label}' on {result.n} inputs, {result.distinct} distinct)"
+        )
+    return Check(
         gate="blindness.max_skew",
         level=level,
         metric="blindness.skew",
-        comparison="<",
+        comparison="<",  # type: ignore[arg-type]
         threshold=result.threshold,
         value=result.skew,
-        passed=result.skew is not None and not result.blind,
-        message=(
-            describe(result)
-            if result.skew is None
-            else f"blindness.skew {fmt_value(result.skew)} "
-            f"{'>=' if result.blind else '<'} {fmt_threshold(result.threshold)} "
-            f"('{result.modal_label}' on {result.n} inputs, {result.distinct} distinct)"
-        ),
+        status="pass" if result.skew is not None and not result.blind else failed,
+        message=message,
     )
 
 
-def mark_vacuous(checks: Iterable[dict[str, Any]], result: BlindnessResult) -> list[dict[str, Any]]:
-    """Copies of the checks; passing property and persona checks of a blind suite get a note.
+def mark_vacuous(checks: Iterable[Check], result: BlindnessResult) -> list[Check]:
+    """The checks, with a note on the passing property and persona checks of a blind suite.
 
-    Only the message changes, so the check keeps its shape and its status.
+    Only the message changes, so every check keeps its status.
     """
-    marked = []
-    for check in checks:
-        gate = str(check.get("gate", ""))
-        comparative = "." in gate and not gate.startswith(_DIAGNOSTIC_PREFIXES)
-        if result.blind and comparative and check.get("status") == "pass":
-            note = f" (potentially vacuous: the suite is blind, {result.skew:.0%} "
-            note += f"'{result.modal_label}')"
-            check = {**check, "message": str(check.get("message", "")) + note}
-        marked.append(check)
-    return marked
+    if not result.blind:
+        return list(checks)
+    note = f" (potentially vacuous: the suite is blind, {result.skew:.0%} '{result.modal_label}')"
+    return [
+        replace(check, message=check.message + note)
+        if check.status == "pass"
+        and "." in check.gate
+        and not check.gate.startswith(_DIAGNOSTIC_PREFIXES)
+        else check
+        for check in checks
+    ]

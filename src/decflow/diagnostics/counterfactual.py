@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from decflow.diagnostics.checks import Level, diagnostic_check, fmt_threshold, fmt_value
+from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.stats import (
     Z95,
     classify,
@@ -469,62 +469,52 @@ def _interval(result: AxisResult) -> str:
     return f"[{result.ci_low:.3f}, {result.ci_high:.3f}]"
 
 
-def counterfactual_checks(result: CounterfactualResult, level: Level) -> list[dict[str, Any]]:
-    """Per axis: `max_error_rate` (requirement, fails when not exercised or an arm errored)
-    and `max_flip_rate` (at ``level``; fails only when the Wilson lower bound of the
-    attributable flip rate is above the limit)."""
+def counterfactual_checks(result: CounterfactualResult, level: Level) -> list[Check]:
+    """Per axis, in axis order:
+
+    - `counterfactual.<axis>.max_error_rate` (requirement, threshold 0): errored pairs over
+      pairs sent; fails as *not exercised* when no pair changed the input;
+    - `counterfactual.<axis>.max_flip_rate` (at ``level``): the Wilson **lower** bound of the
+      attributable flip rate against ``max_flip_rate``, so only a proven excess fails and
+      an undecided axis passes with a note.
+    """
     checks = []
     limit = result.max_flip_rate
     for axis, r in result.axes.items():
         prefix = f"counterfactual.{axis}"
-        if r.error_rate is None:
-            error_message = f"{prefix}.error_rate could not be computed (not exercised: {r.note})"
-        else:
-            error_message = f"{prefix}.error_rate {fmt_value(r.error_rate)} <= 0"
-            if r.error_rate > 0:
-                error_message = f"{prefix}.error_rate {fmt_value(r.error_rate)} violates <= 0"
         checks.append(
-            diagnostic_check(
-                gate=f"{prefix}.max_error_rate",
-                level="requirement",
-                metric=f"{prefix}.error_rate",
-                comparison="<=",
-                threshold=0.0,
-                value=r.error_rate,
-                passed=r.error_rate == 0.0,
-                message=error_message,
+            make_check(
+                f"{prefix}.max_error_rate",
+                "requirement",
+                f"{prefix}.error_rate",
+                "<=",
+                0.0,
+                r.error_rate,
+                reason_if_null=f"not exercised: {r.note}",
             )
         )
-        if r.exercised == 0:
-            flip_message = f"{prefix}.attributable_flip_rate could not be computed (not exercised)"
-            passed = False
-            value = None
-        else:
-            value = r.ci_low
-            passed = r.ci_low <= limit
-            flip_message = (
-                f"{prefix}.attributable_flip_rate {fmt_value(r.attributable_rate or 0.0)} "
-                f"({r.attributable}/{r.exercised} pairs), 95% CI {_interval(r)}, lower bound "
-                f"{'<=' if passed else 'violates <='} {fmt_threshold(limit)}: {r.verdict}"
+        notes = []
+        if r.exercised:
+            notes.append(
+                f"{r.verdict}: attributable flip rate {r.attributable_rate:.4g} "
+                f"({r.attributable}/{r.exercised} pairs), 95% CI {_interval(r)}"
             )
             if r.verdict == UNDECIDED and r.pairs_needed is not None:
-                flip_message += (
-                    f"; about {r.pairs_needed} exercised pairs at this rate would decide it"
-                )
+                notes.append(f"about {r.pairs_needed} exercised pairs at this rate would decide it")
             if r.direction is not None and r.verdict == UNFAIR:
-                flip_message += f"; {r.direction.statement}"
+                notes.append(r.direction.statement)
             if r.note:
-                flip_message += f" ({r.note})"
+                notes.append(r.note)
         checks.append(
-            diagnostic_check(
-                gate=f"{prefix}.max_flip_rate",
-                level=level,
-                metric=f"{prefix}.attributable_ci_low",
-                comparison="<=",
-                threshold=limit,
-                value=value,
-                passed=passed,
-                message=flip_message,
+            make_check(
+                f"{prefix}.max_flip_rate",
+                level,
+                f"{prefix}.attributable_ci_low",
+                "<=",
+                limit,
+                r.ci_low if r.exercised else None,
+                reason_if_null="not exercised",
+                suffix=f" ({'; '.join(notes)})" if notes else "",
             )
         )
     return checks

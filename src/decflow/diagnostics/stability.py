@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from decflow.diagnostics.blindness import BlindnessResult
-from decflow.diagnostics.checks import Level, diagnostic_check, fmt_threshold, fmt_value
+from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.stats import Z95, Verdict, classify, pairs_needed, wilson
 
 
@@ -170,7 +170,7 @@ def _interval(result: StabilityResult) -> str:
 def stability_advice(result: StabilityResult) -> str:
     """What the verdict means for choosing an oracle, with the numbers that support it."""
     counts = f"{result.flips} of {result.pairs} rerun pairs disagreed"
-    eps = fmt_threshold(result.epsilon)
+    eps = f"{result.epsilon:g}"
     if result.verdict == "deterministic":
         return (
             f"deterministic: {counts} (95% CI {_interval(result)}, below ε = {eps}). "
@@ -210,28 +210,25 @@ def _sizing_hint(result: StabilityResult) -> str:
     )
 
 
-def stability_check(result: StabilityResult, level: Level) -> dict[str, Any]:
-    """`stability.verdict`: fails only on a stochastic verdict (lower bound above ε)."""
-    rate = "n/a" if result.flip_rate is None else fmt_value(result.flip_rate)
-    head = (
-        f"stability {result.verdict}: flip rate {rate} ({result.flips}/{result.pairs} pairs), "
-        f"95% CI {_interval(result)} vs ε {fmt_threshold(result.epsilon)}"
-    )
-    notes = []
+def stability_check(result: StabilityResult, level: Level) -> Check:
+    """`stability.verdict`: fails only on a stochastic verdict (CI lower bound above ε)."""
+    rate = "n/a" if result.flip_rate is None else f"{result.flip_rate:.4g}"
+    notes = [
+        f"{result.verdict}: flip rate {rate} ({result.flips}/{result.pairs} pairs), "
+        f"95% CI {_interval(result)}"
+    ]
     if result.verdict == "undecided":
         notes.append(_sizing_hint(result))
     if result.n_incomplete:
         notes.append(f"{result.n_incomplete} case(s) left out because a rerun errored")
-    message = head + "".join(f". {note}" for note in notes)
-    return diagnostic_check(
-        gate="stability.verdict",
-        level=level,
-        metric="stability.ci_low",
-        comparison="<=",
-        threshold=result.epsilon,
-        value=result.ci_low,
-        passed=result.verdict != "stochastic",
-        message=message,
+    return make_check(
+        "stability.verdict",
+        level,
+        "stability.ci_low",
+        "<=",
+        result.epsilon,
+        result.ci_low,
+        suffix=f" ({'. '.join(notes)})",
     )
 
 
