@@ -21,6 +21,7 @@ from decflow.diagnostics.counterfactual import (
     analyse_counterfactual,
     attach_probabilities,
     counterfactual_checks,
+    plan,
 )
 from decflow.diagnostics.personas import build_pairs
 from decflow.gates import Check
@@ -321,3 +322,11 @@ def test_summary_is_json_serialisable() -> None:
     result = run(income_decider(["mosque"]), n=4)
     text = json.dumps(result.summary())
     assert "disfavours" in text or "religion" in text
+
+
+def test_plan_prices_the_claim_before_any_call() -> None:
+    small = plan(1, dimensions=AXES)
+    assert (small["pairs_per_axis"], small["pairs_needed"], small["can_qualify"]) == (4, 73, False)
+    assert small["max_calls"] == 4 * 3 * 4
+    enough = plan(5, dimensions=["gender"], num_pairs_per_dimension=16, placebo=False)
+    assert (enough["pairs_per_axis"], enough["can_qualify"], enough["max_calls"]) == (80, True, 160)

@@ -518,3 +518,31 @@ def counterfactual_checks(result: CounterfactualResult, level: Level) -> list[Ch
             )
         )
     return checks
+
+
+def plan(
+    n_cases: int,
+    *,
+    dimensions: Sequence[str],
+    num_pairs_per_dimension: int = 4,
+    placebo: bool = True,
+    max_flip_rate: float = 0.05,
+) -> dict[str, Any]:
+    """Price a counterfactual run before any call: pairs per axis against what a claim needs.
+
+    Calls are an upper bound (2 arms per cross pair, 1 more per placebo partner since it
+    reuses arm A); identical arms across pairs are decided once, so the real count is lower.
+    """
+    per_axis = n_cases * num_pairs_per_dimension
+    needed = pairs_needed(max_flip_rate)
+    arms_per_pair = 3 if placebo else 2
+    return {
+        "pairs_per_axis": per_axis,
+        "pairs_needed": needed,
+        "can_qualify": needed is not None and per_axis >= needed,
+        "max_calls": per_axis * arms_per_pair * len(dimensions),
+        "advice": (
+            f"{per_axis} pairs per axis; a fair-qualified verdict at max_flip_rate "
+            f"{max_flip_rate:g} needs at least {needed} pairs with no attributable flip"
+        ),
+    }
