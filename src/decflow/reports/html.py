@@ -372,7 +372,7 @@ def diagnostics_view(report: dict[str, Any]) -> str:
         parts.append(plots(hbar_chart(
             [BarRow(f"share of '{blindness.get('modal_label')}'", (Bar(blindness.get("skew")),))],
             ("skew",), "Label skew", marker=blindness.get("threshold"),
-            marker_label="blind at", kind="blindness")))
+            marker_label=f"blind at {num(blindness.get('threshold'))}", kind="blindness")))
     counterfactual = diagnostics.get("counterfactual") or {}
     if counterfactual.get("axes"):
         parts.append(axes_view(counterfactual))

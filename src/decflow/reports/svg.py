@@ -210,8 +210,9 @@ def hbar_chart(
     `marker` draws one dashed limit across all rows, `BarRow.marker` one per row.
     """
     group_h = BAR_H * len(series) + ROW_GAP
-    legend_h = 18 if len(series) > 1 else 0
-    top = TOP + legend_h
+    legend_y = TOP + 8
+    marker_y = legend_y + (18 if len(series) > 1 else 0)
+    top = marker_y + (16 if marker is not None else 0) + 4
     height = top + group_h * len(rows) + 26
     width = H_LABEL + H_PLOT + H_NOTE
     extra = (f'data-plot-width="{H_PLOT}" '
@@ -219,7 +220,7 @@ def hbar_chart(
     parts = [_open(width, height, title, kind, extra)]
     if len(series) > 1:
         parts.append(_legend([(COLORS[i % len(COLORS)], name) for i, name in enumerate(series)],
-                             LEFT, TOP + 8, horizontal=True))
+                             LEFT, legend_y, horizontal=True))
 
     def x_of(value: float) -> float:
         return H_LABEL + H_PLOT * min(max(value / domain_max, 0.0), 1.0)
@@ -248,7 +249,7 @@ def hbar_chart(
         parts.append(f'<line class="marker" {data_attrs({"value": float(marker)})} '
                      f'x1="{_n(x)}" y1="{top - 6}" x2="{_n(x)}" y2="{bottom}" stroke="{ALERT}" '
                      f'stroke-dasharray="4 3" stroke-width="1.5"/>')
-        parts.append(_text(x + 3, top - 8 if not legend_h else top - 2, marker_label, fill=ALERT))
+        parts.append(_text(x, marker_y + 8, marker_label, anchor="middle", fill=ALERT))
     parts.append(f'<line x1="{H_LABEL}" y1="{top - 4}" x2="{H_LABEL}" y2="{bottom}" '
                  f'stroke="{INK}"/>')
     parts.append("</svg>")
