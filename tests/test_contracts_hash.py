@@ -127,3 +127,11 @@ def test_extensions_are_hashed_only_when_set(extension: str, value: dict) -> Non
     doc = json.loads(canonical_json(contract))
     assert (doc[section][key] if key else doc[section]) is not None
     assert contract_hash(contract) != HASHES["spam/decguard.yaml"]
+
+
+def test_empty_diagnostics_section_is_the_same_as_none() -> None:
+    data = _example("spam/decguard.yaml")
+    data["diagnostics"] = {}
+    contract = parse_contract(data, "spam.yaml")
+    assert contract.diagnostics is None
+    assert contract_hash(contract) == HASHES["spam/decguard.yaml"]

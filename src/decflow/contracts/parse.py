@@ -163,6 +163,9 @@ def parse_contract(data: Any, source: str) -> Contract:
         sections[name], found = _section(name, model, value)
         problems += found
     problems += _dataset(data.get("dataset"))
+    diagnostics = sections["diagnostics"]
+    if diagnostics is not None and diagnostics.stability is None and diagnostics.blindness is None:
+        sections["diagnostics"] = None  # `diagnostics: {}` asks for nothing: same as absent
 
     evaluation: Evaluation | None = sections["evaluation"]
     ctx = None
