@@ -647,11 +647,16 @@ def _fast_jsonl(data: bytes, path: Path, spec: RecordSpec) -> pl.DataFrame | Non
     # absent from one record but present in others reads as null (the same as missing for
     # segments), and ints that Arrow widened to floats read as floats.
     if "metadata" in raw.columns and isinstance(raw["metadata"].dtype, pl.Struct):
-        encoded = raw["metadata"].struct.json_encode()
-        table = table.with_columns(metadata_json=encoded.fill_null("{}"))
+        table = table.with_columns(metadata_json=_encoded(raw["metadata"]).fill_null("{}"))
     if "input" in raw.columns and isinstance(raw["input"].dtype, pl.Struct):
-        table = table.with_columns(input_json=raw["input"].struct.json_encode())
+        table = table.with_columns(input_json=_encoded(raw["input"]))
     return table
+
+
+def _encoded(struct: pl.Series) -> pl.Series:
+    return pl.select(
+        pl.when(struct.is_not_null()).then(struct.struct.json_encode())
+    ).to_series()
 
 
 class _NeedStrict(Exception):

@@ -1,0 +1,158 @@
+"""Production check end to end, against DecGuard 0.1.1's own check reports (external
+oracle): numbers, checks, statuses and exit codes of the refund example, with the baseline
+given as records, as an earlier decflow report and as DecGuard's report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from decflow.commands import check as check_command
+from decflow.contracts import load_contract
+from decflow.errors import DatasetError
+from decflow.pipeline.check import check_records
+from decflow.reports.check_text import render_check
+
+REFERENCE = Path(__file__).parent / "fixtures" / "reference"
+EXAMPLE = REFERENCE / "decguard-examples" / "refund"
+VECTORS = REFERENCE / "decguard-vectors"
+COMPARED = ("status", "exit_code", "evaluation", "config", "metrics", "drift", "segments", "checks")
+
+
+@pytest.fixture(scope="module")
+def contract():
+    return load_contract(EXAMPLE / "decguard.yaml").contract
+
+
+def _oracle(name: str) -> dict:
+    return json.loads((VECTORS / name).read_text())
+
+
+def _assert_matches(report: dict, oracle: dict) -> None:
+    for key in COMPARED:
+        assert report[key] == oracle[key], key
+
+
+def test_production_records_equal_decguard(contract) -> None:
+    report = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    _assert_matches(report, _oracle("check-refund.json"))
+    assert report["dataset"]["n_records"] == 4
+    assert report["baseline"] is None
+    assert report["report_version"] == "decflow/1" and report["kind"] == "check"
+
+
+def test_drift_against_records_baseline_equals_decguard(contract) -> None:
+    report = check_records(
+        contract,
+        str(EXAMPLE / "production-drift.jsonl"),
+        baseline=str(EXAMPLE / "production.jsonl"),
+    )
+    _assert_matches(report, _oracle("check-refund-drift.json"))
+    assert report["exit_code"] == 1
+    assert report["baseline"]["source"] == "dataset"
+    assert report["baseline"]["n_records"] == 4
+
+
+def test_drift_against_earlier_reports_equals_decguard(contract, tmp_path: Path) -> None:
+    earlier = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    ours = tmp_path / "earlier.json"
+    ours.write_text(json.dumps(earlier))
+    oracle = _oracle("check-refund-drift.json")
+    # Our own report (records inline) and DecGuard's stored report (metrics only).
+    for baseline in (ours, VECTORS / "check-refund.json"):
+        report = check_records(
+            contract, str(EXAMPLE / "production-drift.jsonl"), baseline=str(baseline)
+        )
+        _assert_matches(report, oracle)
+        assert report["baseline"]["source"] == "report"
+        assert report["baseline"]["n_records"] == 4
+
+
+def test_baseline_report_for_another_decision_is_rejected(contract, tmp_path: Path) -> None:
+    earlier = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    earlier["contract"]["name"] = "is_spam"
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(earlier))
+    with pytest.raises(DatasetError, match="decision 'is_spam'"):
+        check_records(contract, str(EXAMPLE / "production-drift.jsonl"), baseline=str(path))
+
+
+def test_text_view_shape(contract) -> None:
+    report = check_records(
+        contract,
+        str(EXAMPLE / "production-drift.jsonl"),
+        baseline=str(EXAMPLE / "production.jsonl"),
+    )
+    text = render_check(report)
+    assert "  Calibration   ECE 0.975 · Brier 1.924 · NLL 4.432\n" in text
+    assert "  Baseline      dataset · 4 records\n" in text
+    assert (
+        "  Drift         confidence TV 0.750 · mean delta 0.135 · accuracy drop 1.000 · "
+        "ECE increase 0.815\n"
+    ) in text
+    assert "    FAIL locale=en · 2 records · accuracy 0.000 · ECE 0.985\n" in text
+    assert text.endswith("FAIL: at least one post-deployment requirement does not hold\n")
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer()
+    check_command.register(app)
+
+    @app.callback()
+    def main() -> None:
+        """decflow"""
+
+    return app
+
+
+def test_command_exit_codes_and_json_output(tmp_path: Path) -> None:
+    runner = CliRunner()
+    contract = str(EXAMPLE / "decguard.yaml")
+    passing = runner.invoke(_cli(), ["check", contract, "-d", str(EXAMPLE / "production.jsonl")])
+    assert passing.exit_code == 0, passing.output
+    assert passing.output.endswith("PASS: all post-deployment gates hold\n")
+    out = tmp_path / "out" / "check.json"
+    failing = runner.invoke(
+        _cli(),
+        [
+            "check", contract, "-d", str(EXAMPLE / "production-drift.jsonl"),
+            "--baseline", str(EXAMPLE / "production.jsonl"), "-f", "json", "-o", str(out),
+        ],
+    )
+    assert failing.exit_code == 1
+    written = json.loads(out.read_text())
+    assert written["drift"] == _oracle("check-refund-drift.json")["drift"]
+
+
+def test_partitioned_folder_and_parquet_give_the_same_report(contract, tmp_path: Path) -> None:
+    lines = (EXAMPLE / "production.jsonl").read_text().splitlines()
+    folder = tmp_path / "parts"
+    (folder / "day=1").mkdir(parents=True)
+    (folder / "day=2").mkdir()
+    (folder / "day=1" / "a.jsonl").write_text("\n".join(lines[:1]) + "\n")
+    (folder / "day=2" / "b.jsonl").write_text("\n".join(lines[1:3]) + "\n")
+    (folder / "day=2" / "c.json").write_text(json.dumps([json.loads(lines[3])]))
+    parquet = tmp_path / "records.parquet"
+    _as_parquet([json.loads(line) for line in lines], parquet)
+    single = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    for source in (str(folder), str(parquet), str(folder / "day=*" / "*.json*")):
+        other = check_records(contract, source)
+        for key in (*COMPARED, "records"):
+            assert other[key] == single[key], (source, key)
+    assert check_records(contract, str(folder))["dataset"]["partitions"] == 3
+
+
+def _as_parquet(records: list[dict], path: Path) -> None:
+    rows = []
+    for record in records:
+        row = dict(record)
+        row["metadata_json"] = json.dumps(row.pop("metadata"))
+        rows.append(row)
+    pl.DataFrame(rows).with_columns(
+        pl.col("timestamp").str.to_datetime(time_zone="UTC")
+    ).write_parquet(path)

@@ -1,0 +1,205 @@
+"""Record validation: every rule of the record table, errors naming file and line (row for
+Parquet), the same verdicts on the vectorized and the strict path, ids across partitions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from decflow.data.records import RecordReader, RecordSpec, list_partitions
+from decflow.errors import DatasetError
+
+SPEC = RecordSpec("refund_request", ("refund", "reject", "review"), 0.001, ("locale",))
+PROBS = {"refund": 0.96, "reject": 0.01, "review": 0.03}
+
+
+def _record(**fields) -> dict:
+    base = {"decision": "refund_request", "probabilities": dict(PROBS), "selected": "refund"}
+    base.update(fields)
+    return {k: v for k, v in base.items() if v is not ...}
+
+
+def _write(path: Path, records: list) -> Path:
+    path.write_text("".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _read(path: Path) -> pl.DataFrame:
+    return RecordReader(str(path), SPEC).read_all()
+
+
+# (bad record, expected message). Each is placed on line 2 after a good record, and also
+# padded with many good lines so the vectorized path is the one that finds it.
+BAD = [
+    (_record(decision="x"), "decision 'x' does not match contract decision 'refund_request'"),
+    (
+        _record(probabilities={"refund": 0.96, "reject": 0.04}),
+        "probabilities do not match the contract labels: missing labels ['review']",
+    ),
+    (
+        _record(probabilities={**PROBS, "x": 0.0}),
+        "probabilities do not match the contract labels: unknown labels ['x']",
+    ),
+    (
+        _record(probabilities={"refund": 0.96, "reject": 0.01, "review": 0.13}),
+        "probabilities sum to 1.1, outside 1 ± 0.001",
+    ),
+    (_record(probabilities={**PROBS, "refund": True}), "probability of 'refund' must be a number"),
+    (
+        _record(probabilities={"refund": 1.01, "reject": -0.01, "review": 0.0}),
+        "probability of 'reject' must not be negative",
+    ),
+    (_record(selected="reject"), "selected 'reject' is not the most probable label 'refund'"),
+    (_record(confidence=0.9), "confidence 0.9 does not equal the probability of 'refund' (0.96)"),
+    (_record(timestamp="2026-09-24T09:00:00"), "timestamp: must include a timezone"),
+    (_record(timestamp="yesterday"), "timestamp: must be an ISO 8601 timestamp"),
+    (
+        _record(outcome="refund", outcome_correct=False),
+        "outcome_correct False disagrees with selected/outcome",
+    ),
+    (_record(outcome="x"), "outcome 'x' is not one of the contract labels"),
+    (_record(action="fallback", fallback=False), "action 'fallback' conflicts with fallback=false"),
+    (_record(action="accept", fallback=True), "fallback=true conflicts with action 'accept'"),
+    (_record(action="foo"), "action: must be one of"),
+    (_record(id=""), "id: must be a non-empty string"),
+    (_record(id=5), "id: must be a string"),
+    (_record(zz=5), "zz: unknown field (check the spelling)"),
+    (_record(latency_ms=-1), "latency_ms: must be greater than or equal to 0"),
+    (_record(latency_ms=True), "latency_ms: must be a number"),
+    (_record(metadata={"locale": [1]}), "metadata.locale must be a string, number, boolean"),
+    (_record(input=5), "input: must be a string or a JSON object"),
+    (_record(selected=...), "selected: required field is missing"),
+    (_record(outcome_correct=1), "outcome_correct: must be true or false"),
+    ('{"decision": "refund_request", "decision": "refund_request"}\n', "duplicate key"),
+    ("[1]\n", "(root): must be a JSON object"),
+    ('{"decision":\n', "invalid JSON"),
+]
+
+
+@pytest.mark.parametrize(("bad", "message"), BAD)
+@pytest.mark.parametrize("padding", [0, 300])
+def test_bad_record_names_file_and_line(tmp_path: Path, bad, message: str, padding: int) -> None:
+    good = [_record(id=f"g{i}", metadata={"locale": "en"}) for i in range(padding + 1)]
+    path = _write(tmp_path / "records.jsonl", [*good, bad, _record(id="after")])
+    with pytest.raises(DatasetError) as error:
+        _read(path)
+    assert str(error.value).startswith(f"{path}: line {padding + 2}: ")
+    assert message in str(error.value)
+
+
+def test_nan_and_infinity_are_rejected(tmp_path: Path) -> None:
+    path = _write(tmp_path / "r.jsonl", ['{"decision": "refund_request", "probabilities": '
+                                         '{"refund": NaN, "reject": 0, "review": 0}, '
+                                         '"selected": "refund"}\n'])
+    with pytest.raises(DatasetError, match="line 1: probability of 'refund' must be finite"):
+        _read(path)
+    path = _write(tmp_path / "c.jsonl", [_record(), '{"decision": "refund_request", '
+                  '"probabilities": {"refund": 1, "reject": 0, "review": 0}, '
+                  '"selected": "refund", "cost": Infinity}\n'])
+    with pytest.raises(DatasetError, match="line 2: invalid production record:\n  cost: must"):
+        _read(path)
+
+
+def test_valid_records_normalize_the_same_on_both_paths(tmp_path: Path) -> None:
+    records = [
+        _record(id="a", timestamp="2026-09-24T09:00:00Z", outcome="refund", action="fallback",
+                fallback=True, latency_ms=3, cost=0.5, metadata={"locale": "en"}),
+        _record(timestamp="2026-09-24T11:00:00+02:00", outcome_correct=False,
+                probabilities={"refund": 0.5, "reject": 0.5, "review": 0.0}, confidence=0.5),
+        _record(selected="refund", outcome="reject", input={"text": "hi"}),
+    ]
+    fast = _read(_write(tmp_path / "fast.jsonl", records))
+    # A blank line sends the file through the strict parser.
+    strict = _read(_write(tmp_path / "strict.jsonl", [records[0], "\n", *records[1:]]))
+    columns = [c for c in fast.columns if c != "metadata_json"]
+    assert fast.select(columns).equals(strict.select(columns))
+    assert fast["id"].to_list() == ["a", "record-2", "record-3"]
+    assert fast["outcome_correct"].to_list() == [True, False, False]
+    assert fast["confidence"].to_list() == [0.96, 0.5, 0.96]
+    assert fast["timestamp"].dt.hour().to_list() == [9, 9, None]
+    assert fast["input_json"][2] == '{"text":"hi"}'
+
+
+def test_integer_labels_are_converted(tmp_path: Path) -> None:
+    spec = RecordSpec("severity", ("1", "2", "3"), 0.001)
+    path = _write(tmp_path / "s.jsonl", [
+        {"decision": "severity", "probabilities": {"1": 0.2, "2": 0.7, "3": 0.1},
+         "selected": 2, "outcome": 3},
+    ])
+    table = RecordReader(str(path), spec).read_all()
+    assert table["selected"].to_list() == ["2"]
+    assert table["outcome_correct"].to_list() == [False]
+
+
+def test_duplicate_ids_within_and_across_partitions(tmp_path: Path) -> None:
+    path = _write(tmp_path / "d.jsonl", [_record(id="a"), _record(id="b"), _record(id="a")])
+    with pytest.raises(DatasetError, match=r"line 3: duplicate record id 'a' \(first at line 1\)"):
+        _read(path)
+    # A default id counts too: the 2nd record is `record-2`.
+    path = _write(tmp_path / "e.jsonl", [_record(id="record-2"), _record()])
+    with pytest.raises(DatasetError, match="line 2: duplicate record id 'record-2'"):
+        _read(path)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    _write(folder / "1.jsonl", [_record(id="x"), _record(id="y")])
+    _write(folder / "2.jsonl", [_record(id="z"), _record(id="y")])
+    with pytest.raises(DatasetError, match=r"2.jsonl: line 2: duplicate record id 'y' \(first in"):
+        _read(folder)
+
+
+def test_default_ids_count_positions_across_partitions(tmp_path: Path) -> None:
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    _write(folder / "1.jsonl", [_record(), _record()])
+    _write(folder / "2.jsonl", [_record()])
+    assert _read(folder)["id"].to_list() == ["record-1", "record-2", "record-3"]
+
+
+def test_json_list_errors_name_the_record(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps([_record(), _record(selected="review")]))
+    with pytest.raises(DatasetError, match=r"r.json: record 2: selected 'review' is not"):
+        _read(path)
+
+
+def test_parquet_errors_name_the_row(tmp_path: Path) -> None:
+    path = tmp_path / "r.parquet"
+    pl.DataFrame([_record(), _record(selected="reject")]).write_parquet(path)
+    with pytest.raises(DatasetError, match=r"r.parquet: row 2: selected 'reject' is not"):
+        _read(path)
+    naive = tmp_path / "n.parquet"
+    pl.DataFrame([_record(timestamp="2026-09-24T09:00:00")]).with_columns(
+        pl.col("timestamp").str.to_datetime()
+    ).write_parquet(naive)
+    with pytest.raises(DatasetError, match="row 1: timestamp: must include a timezone"):
+        _read(naive)
+    unknown = tmp_path / "u.parquet"
+    pl.DataFrame([_record(zz=1)]).write_parquet(unknown)
+    with pytest.raises(DatasetError, match=r"unknown column\(s\) \['zz'\]"):
+        _read(unknown)
+
+
+def test_parquet_iso_string_timestamps_and_metadata(tmp_path: Path) -> None:
+    path = tmp_path / "r.parquet"
+    pl.DataFrame([
+        {**_record(), "timestamp": "2026-09-24T09:00:00Z", "metadata_json": '{"locale": 1}'},
+        {**_record(), "timestamp": None, "metadata_json": '{"locale": "1"}'},
+        {**_record(), "timestamp": None, "metadata_json": None},
+    ]).write_parquet(path)
+    table = _read(path)
+    assert table["segment:locale"].to_list() == ["int:1", "str:'1'", "NoneType:"]
+
+
+def test_sources(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="no such file"):
+        list_partitions(str(tmp_path / "missing.jsonl"))
+    (tmp_path / "x.csv").write_text("a\n")
+    with pytest.raises(DatasetError, match=r"unsupported record file type '\.csv'"):
+        list_partitions(str(tmp_path / "x.csv"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DatasetError, match=r"no \.jsonl, \.json or \.parquet files"):
+        list_partitions(str(empty))
