@@ -366,3 +366,34 @@ def test_label_map_duplicate_after_mapping_is_invalid() -> None:
     ):
         backend = make(server.url(), spec=SPAM, label_map={"true": "spam", "false": "ham"})
         run(backend, lambda b: b.predict(DecisionRequest("c", SPAM, "x")))
+
+
+# -- the published OpenAPI description matches what is sent --------------------------------
+
+
+def test_openapi_describes_the_request_sent() -> None:
+    import typing
+    from pathlib import Path
+
+    import yaml
+
+    from decflow.backends.base import DecisionType
+
+    document = Path(__file__).parents[1] / "docs" / "openapi" / "decflow-http-0.1.yaml"
+    api = yaml.safe_load(document.read_text())
+    assert api["openapi"].startswith("3.1")
+    schemas = api["components"]["schemas"]
+    request_schema, decision_schema = schemas["DecisionRequest"], schemas["Decision"]
+    with RecordingServer(script=[Reply(200, GOOD)]) as server:
+        decide(make(server.url()))
+    sent = server.requests[0].json()
+    for schema, body in ((request_schema, sent), (decision_schema, sent["decision"])):
+        assert schema["additionalProperties"] is False
+        assert set(schema["required"]) == set(schema["properties"]) == set(body)
+    assert request_schema["properties"]["protocol"]["const"] == sent["protocol"]
+    assert decision_schema["properties"]["labels"]["minItems"] == 2
+    assert decision_schema["properties"]["type"]["enum"] == list(typing.get_args(DecisionType))
+    post = api["paths"]["/"]["post"]
+    assert set(post["responses"]) == {"200", "502", "503", "504", "default"}
+    assert api["security"] == [{}, {"bearer": []}]
+    assert "get" in api["paths"]["/healthz"]
