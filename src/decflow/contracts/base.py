@@ -24,9 +24,7 @@ _Strings = TypeVar("_Strings", bound=Sequence[str])
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(
-        strict=True, extra="forbid", allow_inf_nan=False, frozen=True, validate_default=False
-    )
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 def check_name(value: str) -> str:
