@@ -233,3 +233,16 @@ def test_oracle_guidance_precedence() -> None:
     assert oracle_guidance(deterministic, varied).startswith("STABLE")
     assert oracle_guidance(undecided, varied).startswith("UNDECIDED")
     assert oracle_guidance(None, None).startswith("NOT MEASURED")
+
+
+def test_meter_accepts_selected_labels_as_strings() -> None:
+    table = pl.DataFrame(
+        {
+            "case_id": ["a", "a", "a", "a", "b", "b"],
+            "repeat": [0, 1, 2, 3, 0, 1],
+            "selected": ["refund", "refund", "reject", "review", None, "refund"],
+            "error_kind": [None, None, None, None, "timeout", None],
+        }
+    )
+    result = measure_stability(table)
+    assert (result.pairs, result.flips, result.n_incomplete, result.cases_with_flip) == (2, 1, 1, 1)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from decflow.diagnostics.arrays import probability_matrix
 from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.stats import (
     Z95,
@@ -161,12 +162,6 @@ def attach_probabilities(
     return pairs
 
 
-def _matrix(column: pl.Series, width: int) -> tuple[np.ndarray, np.ndarray]:
-    present = column.is_not_null().to_numpy()
-    filled = column.fill_null([0.0] * width).list.to_array(width).to_numpy()
-    return np.asarray(filled, dtype=np.float64), present
-
-
 def _top_two(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Argmax (first on ties, as everywhere in decflow) and top-1 minus top-2 margin."""
     selected = np.argmax(p, axis=1)
@@ -192,8 +187,8 @@ def classify_pairs(
 ) -> pl.DataFrame:
     """Per-pair flip, TV and class, with the noise floor computed per axis."""
     width = len(labels)
-    p_a, has_a = _matrix(pairs["prob_a"], width)
-    p_b, has_b = _matrix(pairs["prob_b"], width)
+    p_a, has_a = probability_matrix(pairs["prob_a"], width)
+    p_b, has_b = probability_matrix(pairs["prob_b"], width)
     sel_a, margin_a = _top_two(p_a)
     sel_b, margin_b = _top_two(p_b)
     tv = 0.5 * np.abs(p_a - p_b).sum(axis=1)

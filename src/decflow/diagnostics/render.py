@@ -70,7 +70,7 @@ def _template_pieces(template: str) -> tuple[tuple[str, str | None], ...]:
 
 
 def template_slots(template: str) -> list[str]:
-    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    return [name for _, name in _template_pieces(template) if name is not None]
 
 
 def unknown_slots(template: str, catalogue: Catalogue) -> list[str]:

@@ -11,7 +11,7 @@ Input table (one row per rerun; the pipeline's results joined to their rerun ind
 
     case_id        str
     repeat         int        order of the rerun within its case (0-based; only order matters)
-    selected       int        index of the selected label in contract order; null on error
+    selected       str | int  the selected label (or its index); null on error
     probabilities  list[f64]  contract order; optional column, null on error
     error_kind     str        optional column; non-null marks an errored rerun
 """
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from decflow.diagnostics.arrays import label_codes, probability_matrix
 from decflow.diagnostics.blindness import BlindnessResult
 from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.stats import Z95, Verdict, classify, pairs_needed, wilson
@@ -64,15 +65,14 @@ def _case_layout(case_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return codes, counts, positions
 
 
-def _probability_matrix(table: pl.DataFrame) -> np.ndarray | None:
+def _probabilities(table: pl.DataFrame) -> np.ndarray | None:
     if "probabilities" not in table.columns:
         return None
     column = table["probabilities"]
     if column.null_count() == column.len():
         return None
     width = int(column.drop_nulls().list.len().max())  # type: ignore[arg-type]
-    filled = column.fill_null([0.0] * width)
-    return np.asarray(filled.list.to_array(width).to_numpy(), dtype=np.float64)
+    return probability_matrix(column, width)[0]
 
 
 def measure_stability(
@@ -89,8 +89,8 @@ def measure_stability(
     errored = table["selected"].is_null().to_numpy()
     if "error_kind" in table.columns:
         errored |= table["error_kind"].is_not_null().to_numpy()
-    selected = table["selected"].fill_null(-1).to_numpy().astype(np.int64)
-    probabilities = _probability_matrix(table)
+    selected = label_codes(table["selected"])
+    probabilities = _probabilities(table)
 
     if n_rows:
         codes, counts, positions = _case_layout(case_ids)
