@@ -202,13 +202,12 @@ def gates(report: dict[str, Any]) -> str:
     failing = len(failing_checks(report))
     rows = (
         (pill(c["status"]), e(c["gate"]) + e(level_tag(c["level"])), e(c["level"]),
-         f"{e(c['metric'])} {e(c['comparison'])} {val(c['threshold'], 4)}",
          val(c["value"], 4), e(c["message"]))
         for c in checks
     )
     return section(
         f"Gates: {len(checks) - failing} of {len(checks)} hold",
-        table(("status", "gate", "level", "requirement", "value", "message"), rows,
+        table(("status", "gate", "level", "value", "message"), rows,
               (c["status"] for c in checks)),
     )
 
@@ -248,8 +247,8 @@ def golden_metrics(report: dict[str, Any]) -> str:
     errors = counts.get("errors_by_kind") or {}
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
-    return section("Metrics", cards(items), error_line, label_table,
-                   calibration_plots(report, selective.get("threshold")))
+    return section("Metrics", cards(items), error_line,
+                   calibration_plots(report, selective.get("threshold")), label_table)
 
 
 def properties_view(report: dict[str, Any]) -> str:
