@@ -21,11 +21,13 @@ from decflow.reports.markdown import (
     bin_edges,
     confidence_histogram,
     failing_checks,
+    labels_of,
     level_tag,
     problems,
     property_failures,
     report_kind,
     shown_pairs,
+    shows_golden,
 )
 from decflow.reports.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.reports.text import VERDICTS, num
@@ -322,7 +324,7 @@ def failing_examples(report: dict[str, Any]) -> str:
     failing = property_failures(report["properties"])
     if not failing:
         return ""
-    labels = report["contract"]["labels"]
+    labels = labels_of(report)
     total = report["properties"].get("n_failures", len(failing))
     parts = [f"<h3>Failing transformed cases ({min(len(failing), MAX_EXAMPLES)} of "
              f"{total})</h3>"]
@@ -424,16 +426,16 @@ def artifacts(report: dict[str, Any]) -> str:
 
 
 def run_body(report: dict[str, Any]) -> tuple[str, list[str]]:
-    contract = report["contract"]
-    title = f"{contract['name']} · decflow {report['mode']}"
+    name = (report.get("contract") or {}).get("name", "decflow")
+    title = f"{name} · decflow {report.get('mode', 'run')}"
     parts = [banner(report, title), identity(report), gates(report)]
-    if report["mode"] != "fuzz":
+    if shows_golden(report):
         parts.append(golden_metrics(report))
     if report.get("properties"):
         parts.append(properties_view(report))
     if report.get("diagnostics"):
         parts.append(diagnostics_view(report))
-    if report["mode"] != "fuzz":
+    if shows_golden(report):
         parts.append(golden_failures(report))
     parts.append(artifacts(report))
     return title, parts

@@ -90,6 +90,16 @@ def axis_base(axis: dict[str, Any]) -> int | None:
     return axis.get("exercised", axis.get("pairs"))
 
 
+def shows_golden(report: dict[str, Any]) -> bool:
+    """Golden metrics are shown unless the run is fuzz-only or carries none."""
+    metrics = report.get("metrics") or {}
+    return report.get("mode") != "fuzz" and bool(metrics.get("classification"))
+
+
+def labels_of(report: dict[str, Any]) -> list[str]:
+    return list((report.get("contract") or {}).get("labels") or [])
+
+
 def failing_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in report.get("checks") or [] if c["status"] != "pass"]
 
@@ -161,6 +171,8 @@ def identity(report: dict[str, Any]) -> list[str]:
 
 def checks_block(report: dict[str, Any]) -> list[str]:
     checks = report.get("checks") or []
+    if not checks:
+        return ["## Checks", "", "No gate is configured for this run.", ""]
     failing = failing_checks(report)
     lines = [f"## Checks: {len(checks) - len(failing)} of {len(checks)} hold", ""]
     if failing:
@@ -185,7 +197,7 @@ def golden_block(report: dict[str, Any]) -> list[str]:
          f"{cell(selective.get('coverage'))} / {cell(selective.get('selective_accuracy'))}"),
         ("latency p50 / p95 ms", f"{cell(latency['p50_ms'], 1)} / {cell(latency['p95_ms'], 1)}"),
     ]
-    if report["contract"]["type"] == "score":
+    if (report.get("contract") or {}).get("type") == "score":
         rows.insert(3, ("ordinal MAE", cell(classification["ordinal_mae"])))
     return ["## Metrics", "", *table(("metric", "value"), rows)]
 
@@ -203,7 +215,7 @@ def properties_block(report: dict[str, Any]) -> list[str]:
          for s in properties.get("summaries") or []),
     ))
     failing = property_failures(properties)
-    labels = report["contract"]["labels"]
+    labels = labels_of(report)
     if failing:
         total = properties.get("n_failures", len(failing))
         lines.append(f"Failing transformed cases ({min(len(failing), MAX_LISTED)} of {total}):")
@@ -283,18 +295,19 @@ def failures_block(report: dict[str, Any]) -> list[str]:
 
 
 def render_run(report: dict[str, Any]) -> list[str]:
-    contract = report["contract"]
-    lines = status_line(report, f"decflow {report['mode']}: {md(contract['name'])} "
-                                f"({md(contract['type'])})")
+    contract = report.get("contract") or {}
+    kind = f" ({md(contract['type'])})" if contract.get("type") else ""
+    lines = status_line(report, f"decflow {report.get('mode', 'run')}: "
+                                f"{md(contract.get('name', 'n/a'))}{kind}")
     lines.extend(identity(report))
-    if report["mode"] != "fuzz":
+    if shows_golden(report):
         lines.extend(golden_block(report))
     lines.extend(checks_block(report))
     if report.get("properties"):
         lines.extend(properties_block(report))
     if report.get("diagnostics"):
         lines.extend(diagnostics_block(report))
-    if report["mode"] != "fuzz":
+    if shows_golden(report):
         lines.extend(failures_block(report))
     return lines
 
