@@ -115,7 +115,8 @@ def test_regate_uses_no_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         raise AssertionError("re-gating must not build or call a backend")
 
     monkeypatch.setattr("decflow.backends.registry.build_backend", no_backend)
-    monkeypatch.setattr("decflow.pipeline.stages.build_backend", no_backend)
+    monkeypatch.setattr("decflow.pipeline.results_stage.build_backend", no_backend)
+    monkeypatch.setattr("decflow.pipeline.properties.build_backend", no_backend)
     out = tmp_path / "regated.json"
     code, text, _ = run_cli("report", run_id, "-c", str(edited), "--store", store, "-o", str(out))
     regated = json.loads(out.read_text())

@@ -21,20 +21,6 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 
 
-class ChunkSink:
-    """Writes result chunks for one results key and remembers what is recorded."""
-
-    def __init__(self, store: Store, prefix: str, parts: list[Part]) -> None:
-        self.store = store
-        self.prefix = prefix
-        self.parts = parts
-
-    def __call__(self, frame: pl.DataFrame) -> None:
-        if frame.height:
-            name = f"{self.prefix}/chunk-{len(self.parts):06d}.parquet"
-            self.parts.append(self.store.write_part(name, frame))
-
-
 def recorded_request_ids(store: Store, parts: list[Part]) -> set[str]:
     ids: set[str] = set()
     for part in parts:
@@ -79,7 +65,7 @@ async def decide_requests(
     tolerance: float,
     max_concurrency: int,
     shard_size: int,
-    sink: ChunkSink,
+    sink: Callable[[pl.DataFrame], None],
     progress: Progress | None = None,
 ) -> None:
     """Decide `requests` (already filtered to what still needs a result) shard by shard.

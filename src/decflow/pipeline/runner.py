@@ -15,13 +15,9 @@ from typing import Any
 import polars as pl
 
 from decflow.errors import DecflowError
+from decflow.pipeline import results_stage
 from decflow.pipeline.spec import STAGES, RunSpec, load_contract_cached, now_iso
-from decflow.pipeline.stages import (
-    ProgressFactory,
-    stage_cases,
-    stage_requests,
-    stage_results,
-)
+from decflow.pipeline.stages import ProgressFactory, stage_cases, stage_requests
 from decflow.pipeline.summary import artifact_ref, build_report
 from decflow.store.store import Manifest, Store, stage_key
 
@@ -111,7 +107,7 @@ def run_contract(
 
     run("cases", lambda: stage_cases(spec, store))
     run("requests", lambda: stage_requests(spec, store, manifests["cases"]))
-    run("results", lambda: stage_results(spec, store, manifests["requests"], progress))
+    run("results", lambda: run_results(spec, store, manifests["requests"], progress))
     if spec.mode in ("fuzz", "all"):
         from decflow.pipeline.properties import stage_comparisons, stage_minimized
 
@@ -130,6 +126,33 @@ def run_contract(
     record_run(store, spec, loaded, manifests, timings, report["status"],
                exit_code=report["exit_code"])
     return report
+
+
+def run_results(
+    spec: RunSpec, store: Store, requests: Manifest, progress: ProgressFactory | None = None
+) -> Manifest:
+    """The call stage, shard by shard (the Prefect flow runs the same steps as tasks)."""
+    key = results_stage.results_key(spec, requests)
+    cached = store.manifest("results", key)
+    if cached is not None:
+        log.info("stage results: cache hit (%s)", key[:12])
+        return cached
+    health = results_stage.prepare_calls(spec)
+    total = store.read(requests, ["request_id"]).height
+    update = progress("calls", total) if progress else None
+    done = 0
+    for phase in results_stage.PHASES:
+        if phase == "transformed":
+            results_stage.check_originals(spec, store, requests, key)
+        for index in range(results_stage.shard_count(store, spec, requests, phase)):
+            base = done
+
+            def report(shard_done: int, _total: int, base: int = base) -> None:
+                if update:
+                    update(base + shard_done, total)
+
+            done += results_stage.call_shard(spec, store, requests, key, phase, index, report)
+    return results_stage.finish_results(spec, store, requests, key, health)
 
 
 def _reuse_upstream(store: Store, run_id: str, from_stage: str) -> dict[str, Manifest]:

@@ -1,0 +1,196 @@
+"""The `results` stage as steps that a runner (in-process or Prefect) can schedule.
+
+`prepare_calls` (health check) → `call_shard` for every shard of the `originals` phase →
+`check_originals` → `call_shard` for every shard of the `transformed` phase →
+`finish_results`. Shards are fixed slices of the requests table, so a shard can be retried
+or resumed on its own: each one sends only requests without a recorded result, and writes
+its results as chunk files named after the shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.backends.registry import build_backend, decision_spec
+from decflow.errors import DecflowError
+from decflow.pipeline.calls import (
+    decide_requests,
+    generation_error_rows,
+    original_error_rows,
+    recorded_request_ids,
+)
+from decflow.pipeline.spec import RunSpec, load_contract_cached
+from decflow.store.store import Manifest, Part, Store, stage_key
+
+PHASES = ("originals", "transformed")
+VERSION = "1"
+
+
+def results_key(spec: RunSpec, requests: Manifest) -> str:
+    loaded = load_contract_cached(spec.contract_path)
+    params = {"run_id": spec.run_id, "backend": spec.backend}
+    return stage_key("results", VERSION, loaded.hash, [requests.sha256], params)
+
+
+def _phase_rows(requests: pl.DataFrame, phase: str) -> pl.DataFrame:
+    is_original = pl.col("property") == ""
+    return requests.filter(is_original if phase == "originals" else ~is_original)
+
+
+def shard_count(store: Store, spec: RunSpec, requests: Manifest, phase: str) -> int:
+    rows = _phase_rows(store.read(requests, ["property"]), phase).height
+    return -(-rows // spec.shard_size)
+
+
+def backend_info(spec: RunSpec) -> dict[str, Any]:
+    contract = load_contract_cached(spec.contract_path).contract
+    backend = build_backend(contract, spec.backend)
+    return {
+        "name": spec.backend,
+        "provider": backend.provider,
+        "model": backend.model,
+        "details": backend.details(),
+    }
+
+
+def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
+    """Build the backend and run its health check (unhealthy → exit 2)."""
+    contract = load_contract_cached(spec.contract_path).contract
+    backend = build_backend(contract, spec.backend)
+
+    async def check() -> dict[str, str] | None:
+        try:
+            if not spec.healthcheck:
+                return None
+            health = await backend.healthcheck()
+            if health.status == "unhealthy":
+                raise DecflowError(f"backend '{spec.backend}' is unhealthy: {health.detail}")
+            return {"status": health.status, "detail": health.detail}
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(check())
+
+
+class ShardSink:
+    """Writes one shard's result chunks; names are unique per shard and attempt."""
+
+    def __init__(self, store: Store, key: str, phase: str, index: int) -> None:
+        self.store = store
+        self.prefix = f"{store.stage_prefix('results', key)}/chunk-{phase[0]}{index:06d}"
+        self.attempt = uuid.uuid4().hex[:8]
+        self.count = 0
+        self.rows = 0
+
+    def __call__(self, frame: pl.DataFrame) -> None:
+        if frame.height:
+            self.store.write_part(f"{self.prefix}-{self.attempt}-{self.count:05d}.parquet", frame)
+            self.count += 1
+            self.rows += frame.height
+
+
+def _recorded(store: Store, key: str) -> set[str]:
+    return recorded_request_ids(store, store.chunk_parts("results", key))
+
+
+def _original_errors(store: Store, key: str) -> pl.DataFrame:
+    parts = store.chunk_parts("results", key)
+    frames = [store.read_part(p, ["request_id", "error_kind", "error_message"]) for p in parts]
+    if not frames:
+        return pl.DataFrame(schema={"request_id": pl.String, "error_kind": pl.String,
+                                    "error_message": pl.String})
+    return pl.concat(frames)
+
+
+def call_shard(
+    spec: RunSpec,
+    store: Store,
+    requests: Manifest,
+    key: str,
+    phase: str,
+    index: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Decide shard `index` of `phase`; returns how many results it recorded now."""
+    contract = load_contract_cached(spec.contract_path).contract
+    table = _phase_rows(store.read(requests), phase)
+    shard = table.slice(index * spec.shard_size, spec.shard_size)
+    recorded = _recorded(store, key)
+    pending = shard.filter(~pl.col("request_id").is_in(list(recorded)))
+    if not pending.height:
+        return 0
+    sink = ShardSink(store, key, phase, index)
+    if phase == "transformed":
+        sink(generation_error_rows(pending))
+        pending = pending.filter(pl.col("pre_error_kind").is_null())
+        originals = _phase_rows(store.read(requests, ["request_id", "case_id", "property"]),
+                                "originals")
+        failed = originals.join(_original_errors(store, key), on="request_id").filter(
+            pl.col("error_kind").is_not_null()
+        ).select("case_id", "error_kind")
+        blocked = original_error_rows(pending, failed)
+        sink(blocked)
+        pending = pending.join(blocked.select("request_id"), on="request_id", how="anti")
+    backend = build_backend(contract, spec.backend)
+    decision = decision_spec(contract)
+
+    async def run() -> None:
+        try:
+            await decide_requests(
+                backend, pending, decision=decision,
+                tolerance=contract.evaluation.probability_tolerance,
+                max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
+                shard_size=spec.shard_size, sink=sink, progress=progress,
+            )
+        finally:
+            await backend.aclose()
+
+    asyncio.run(run())
+    return sink.rows
+
+
+def check_originals(spec: RunSpec, store: Store, requests: Manifest, key: str) -> None:
+    """Every original errored: the check cannot run (exit 2), even if gates would allow it."""
+    originals = _phase_rows(store.read(requests, ["request_id", "property"]), "originals")
+    results = _original_errors(store, key)
+    joined = originals.join(results, on="request_id", how="inner")
+    failed = joined.filter(pl.col("error_kind").is_not_null())
+    if originals.height and failed.height == originals.height:
+        first = failed.row(0, named=True)
+        raise DecflowError(
+            f"backend '{spec.backend}' failed on every case; first error: "
+            f"{first['error_kind']}: {first['error_message']}"
+        )
+
+
+def finish_results(
+    spec: RunSpec, store: Store, requests: Manifest, key: str, health: dict[str, str] | None
+) -> Manifest:
+    """Publish the chunks as the results artifact once every request has exactly one row."""
+    parts = store.chunk_parts("results", key)
+    ids = store.read(requests, ["request_id"])["request_id"]
+    seen: dict[str, Part] = {}
+    kept: list[Part] = []
+    for part in parts:
+        part_ids = store.read_part(part, ["request_id"])["request_id"].to_list()
+        if any(i in seen for i in part_ids):
+            # a shard retried after writing: the earlier chunk already holds these rows
+            continue
+        for i in part_ids:
+            seen[i] = part
+        kept.append(part)
+    missing = ids.filter(~ids.is_in(list(seen))).to_list()
+    if missing:
+        raise DecflowError(
+            f"run {spec.run_id}: {len(missing)} requests have no result yet "
+            f"(first: {missing[0]}); finish it with --resume {spec.run_id}"
+        )
+    extra = {"backend": backend_info(spec), "health": health}
+    schema = {name: str(dtype) for name, dtype in RESULTS_SCHEMA.items()}
+    return store.publish("results", key, [], parts=kept, extra=extra, schema=schema)
