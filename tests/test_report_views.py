@@ -594,6 +594,21 @@ def test_junit_survives_control_characters_and_no_checks() -> None:
     assert empty.attrib["tests"] == "0"
 
 
+def test_views_of_a_report_without_golden_metrics_or_contract(tmp_path: Path) -> None:
+    from decflow.reports.views import write_views
+
+    report = {"report_version": "decflow/1", "mode": "stability", "status": "pass",
+              "exit_code": 0, "checks": [], "metrics": None, "properties": None,
+              "diagnostics": {"stability": run_report()["diagnostics"]["stability"]}}
+    paths = {name: tmp_path / f"out.{name}" for name in ("html", "markdown", "junit")}
+    write_views(report, **{name: str(path) for name, path in paths.items()})
+    root = parse(paths["html"].read_text())
+    plot(root, "stability")
+    assert "No gate is configured" in root.all_text()
+    assert "No gate is configured" in paths["markdown"].read_text()
+    assert validate_junit(paths["junit"].read_text()).attrib["tests"] == "0"
+
+
 # -- real runs ---------------------------------------------------------------------------
 
 
