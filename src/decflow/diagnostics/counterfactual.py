@@ -28,6 +28,7 @@ import polars as pl
 
 from decflow.diagnostics.arrays import probability_matrix
 from decflow.gates.checks import Check, Level, make_check
+from decflow.metrics.compare import compare
 from decflow.metrics.stats import (
     Z95,
     classify,
@@ -110,7 +111,7 @@ class AxisResult:
 @dataclass(frozen=True)
 class CounterfactualResult:
     axes: dict[str, AxisResult]
-    pairs: pl.DataFrame  # the input rows plus selected_a/b, margin_a/b, tv, flipped, class
+    pairs: pl.DataFrame  # input rows + selected_a/b, margin_a/b, tv, js, flipped, class
     max_flip_rate: float
     blind: bool
     tau_rerun: float | None
@@ -191,8 +192,9 @@ def classify_pairs(
     p_b, has_b = probability_matrix(pairs["prob_b"], width)
     sel_a, margin_a = _top_two(p_a)
     sel_b, margin_b = _top_two(p_b)
-    tv = 0.5 * np.abs(p_a - p_b).sum(axis=1)
-    flipped = sel_a != sel_b
+    # The same distances as every property comparison (arm A plays the original).
+    distances = compare(p_a, p_b, relation="invariant", decision_type="choice")
+    tv, flipped = distances.tv, distances.flipped
     status = pairs["status"].to_numpy()
     kind = pairs["kind"].to_numpy()
     axis = pairs["axis"].to_numpy()
@@ -232,6 +234,7 @@ def classify_pairs(
         pl.Series("margin_a", np.where(has_a, margin_a, np.nan)).fill_nan(None),
         pl.Series("margin_b", np.where(has_b, margin_b, np.nan)).fill_nan(None),
         pl.Series("tv", np.where(complete, tv, np.nan)).fill_nan(None),
+        pl.Series("js", np.where(complete, distances.js, np.nan)).fill_nan(None),
         pl.Series("flipped", flipped & counted),
         pl.Series("tau_placebo", tau_placebo),
         pl.Series("noise_floor", floor),

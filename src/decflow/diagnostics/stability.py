@@ -28,6 +28,7 @@ import polars as pl
 from decflow.diagnostics.arrays import label_codes, probability_matrix
 from decflow.diagnostics.blindness import BlindnessResult
 from decflow.gates.checks import Check, Level, make_check
+from decflow.metrics.compare import compare
 from decflow.metrics.stats import Z95, Verdict, classify, pairs_needed, wilson
 
 
@@ -109,7 +110,9 @@ def measure_stability(
     mean_tv: float | None = None
     tv_p95: float | None = None
     if probabilities is not None and n_pairs:
-        tv = 0.5 * np.abs(probabilities[left] - probabilities[right]).sum(axis=1)
+        tv = compare(
+            probabilities[left], probabilities[right], relation="invariant", decision_type="choice"
+        ).tv
         mean_tv = math.fsum(tv.tolist()) / n_pairs
         tv_p95 = float(np.percentile(tv, 95))
 
