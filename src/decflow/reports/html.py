@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -32,6 +33,8 @@ from decflow.reports.markdown import (
 from decflow.reports.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.reports.text import VERDICTS, num
 
+# Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
+NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
 MAX_EXAMPLES = 50
 MAX_ROWS = 200
 MAX_INPUT = 2000
@@ -108,7 +111,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]],
     for row in rows:
         cls = next(classes, "") if classes is not None else ""
         cells = "".join(
-            f'<td class="n">{c}</td>' if c[:1].isdigit() or c[:1] == "-" else f"<td>{c}</td>"
+            f'<td class="n">{c}</td>' if NUMERIC.match(c) else f"<td>{c}</td>"
             for c in row
         )
         body.append(f'<tr class="{e(cls)}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
