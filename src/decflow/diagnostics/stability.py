@@ -19,7 +19,7 @@ Input table (one row per rerun; the pipeline's results joined to their rerun ind
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -148,7 +148,7 @@ def measure_stability(
         cases_with_flip=cases_with_flip,
         advice="",
     )
-    return StabilityResult(**{**asdict(partial), "advice": stability_advice(partial)})
+    return replace(partial, advice=stability_advice(partial))
 
 
 def _pairs_to_decide(epsilon: float, rate: float | None, z: float) -> int | None:
