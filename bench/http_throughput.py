@@ -158,20 +158,23 @@ def _decguard(exe: str, url: str, n: int, concurrency: int) -> tuple[float, floa
         folder = Path(tmp)
         with open(folder / "golden.jsonl", "w") as handle:
             for i in range(n):
-                handle.write(json.dumps({"id": f"c{i}", "input": "The blender arrived."}) + "\n")
+                handle.write(json.dumps({"id": f"c{i}", "input": "The blender arrived.",
+                                         "expected": "refund"}) + "\n")
         (folder / "decguard.yaml").write_text(
             'schema_version: "0.1"\n'
-            "decision: {name: refund_request, type: choice, labels: [refund, reject, review]}\n"
+            "decision: {name: refund_request, type: choice, options: [refund, reject, review]}\n"
             f"backend: {{provider: http, url: '{url}', model: bench}}\n"
             "dataset: golden.jsonl\n"
             f"evaluation: {{max_concurrency: {concurrency}}}\n"
         )
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run(
+        done = subprocess.run(
             [exe, "test", str(folder / "decguard.yaml"), "--no-healthcheck"],
-            cwd=folder, stdout=subprocess.DEVNULL, check=False,
+            cwd=folder, capture_output=True, text=True, check=False,
         )
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"decguard failed: {done.stdout[-500:]}{done.stderr[-500:]}")
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
