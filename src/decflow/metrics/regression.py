@@ -1,0 +1,273 @@
+"""Regression diff of two result sets (DecGuard 0.1 `diff` semantics).
+
+A result set is the `results[]` list of a run report (decflow or DecGuard 0.1): per case
+`case_id`, `input`, `expected`, `metadata`, and either `result` (probabilities in contract
+order, selected, confidence, latency_ms) or `error` {kind, message}. Cases are matched by
+id in the candidate's order. Distribution shifts come from `metrics.compare` over the cases
+both sides decided; golden metrics are recomputed for each side over the matched cases
+(each side's own errors included) with `metrics.golden`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from decflow.metrics.compare import compare
+from decflow.metrics.golden import golden_metrics, metric_value
+from decflow.metrics.numeric import percentiles, row_sums
+
+MISSING_SEGMENT = "(missing)"
+DIFF_METRICS = (
+    "accuracy",
+    "macro_f1",
+    "ordinal_mae",
+    "ece",
+    "brier",
+    "nll",
+    "coverage",
+    "error_rate",
+    "latency_p50_ms",
+    "latency_p95_ms",
+)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's matched cases as columns (candidate order)."""
+
+    probabilities: np.ndarray  # n x L, NaN rows for errored cases
+    errored: np.ndarray
+    expected: np.ndarray  # label index, -1 when unlabeled
+    latency_ms: list[float | None]
+    error_kinds: list[str | None]
+
+    @property
+    def selected(self) -> np.ndarray:
+        filled = np.where(np.isnan(self.probabilities), -np.inf, self.probabilities)
+        return np.argmax(filled, axis=1) if len(filled) else np.zeros(0, dtype=np.int64)
+
+
+def _side(cases: Sequence[dict[str, Any]], labels: tuple[str, ...]) -> Side:
+    index = {label: i for i, label in enumerate(labels)}
+    probabilities = np.full((len(cases), len(labels)), np.nan)
+    errored = np.zeros(len(cases), dtype=bool)
+    latency: list[float | None] = []
+    kinds: list[str | None] = []
+    for i, case in enumerate(cases):
+        result = case.get("result")
+        if result is None:
+            errored[i] = True
+            latency.append(None)
+            kinds.append((case.get("error") or {}).get("kind", "exception"))
+            continue
+        probabilities[i] = [result["probabilities"][label] for label in labels]
+        latency.append(result.get("latency_ms"))
+        kinds.append(None)
+    expected = np.array(
+        [index.get(c["expected"], -1) if c.get("expected") is not None else -1 for c in cases],
+        dtype=np.int64,
+    )
+    return Side(probabilities, errored, expected, latency, kinds)
+
+
+def _side_metrics(
+    side: Side, labels: tuple[str, ...], decision_type: str, bins: int, threshold: float | None
+) -> dict[str, float | None]:
+    metrics = golden_metrics(
+        labels=labels,
+        decision_type=decision_type,
+        probabilities=side.probabilities,
+        errored=side.errored,
+        expected_index=side.expected,
+        latency_ms=np.zeros(len(side.errored)),  # latency below: it may be missing
+        error_kinds=side.error_kinds,
+        calibration_bins=bins,
+        confidence_threshold=threshold,
+    )
+    values = {name: metric_value(metrics, name) for name in DIFF_METRICS[:-2]}
+    measured = [v for v in side.latency_ms if v is not None]
+    values["latency_p50_ms"], values["latency_p95_ms"] = percentiles(measured, (50, 95))
+    return values
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else b - a
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return math.fsum(values.tolist()) / values.size if values.size else None
+
+
+def _max(values: np.ndarray) -> float | None:
+    return float(values.max()) if values.size else None
+
+
+def segment_label(metadata: dict[str, Any] | None, key: str) -> str:
+    """The group of a case: strings as is, other JSON values as sorted-key JSON."""
+    if not metadata or key not in metadata:
+        return MISSING_SEGMENT
+    value = metadata[key]
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+
+
+def _accuracy(side: Side, rows: np.ndarray) -> float | None:
+    mask = np.zeros(len(side.errored), dtype=bool)
+    mask[rows] = True
+    labeled = mask & ~side.errored & (side.expected >= 0)
+    n = int(labeled.sum())
+    return int((side.selected[labeled] == side.expected[labeled]).sum()) / n if n else None
+
+
+def diff_results(
+    baseline: Sequence[dict[str, Any]],
+    candidate: Sequence[dict[str, Any]],
+    *,
+    labels: Sequence[str],
+    decision_type: str,
+    calibration_bins: int,
+    confidence_threshold: float | None,
+    segment_by: Sequence[str] = (),
+    min_segment_size: int = 5,
+) -> dict[str, Any]:
+    """`counts`, `shift`, `metrics`, `segments` and `changes` of a regression diff."""
+    labels = tuple(labels)
+    by_id = {case["case_id"]: case for case in baseline}
+    candidate_ids = {case["case_id"] for case in candidate}
+    matched_candidate = [case for case in candidate if case["case_id"] in by_id]
+    matched_baseline = [by_id[case["case_id"]] for case in matched_candidate]
+    old, new = _side(matched_baseline, labels), _side(matched_candidate, labels)
+    compared = np.flatnonzero(~old.errored & ~new.errored)
+    before_p, after_p = old.probabilities[compared], new.probabilities[compared]
+    shift = compare(before_p, after_p, relation="invariant", decision_type=decision_type)
+    # DecGuard's diff sums |p - q| over labels with fsum (the property comparisons do not).
+    tv = 0.5 * row_sums(np.abs(before_p - after_p)) if compared.size else np.zeros(0)
+    flips = np.zeros(len(old.errored), dtype=bool)
+    flips[compared] = shift.flipped
+    labeled = new.expected >= 0
+    old_right = ~old.errored & (old.selected == old.expected) & (old.expected >= 0)
+    new_right = ~new.errored & (new.selected == new.expected) & labeled
+    both = ~old.errored & ~new.errored
+    counts = {
+        "baseline_cases": len(baseline),
+        "candidate_cases": len(candidate),
+        "matched": len(matched_candidate),
+        "only_in_baseline": sum(1 for case in baseline if case["case_id"] not in candidate_ids),
+        "only_in_candidate": len(candidate) - len(matched_candidate),
+        "compared": int(compared.size),
+        "answer_flips": int(flips.sum()),
+        "newly_wrong": int((both & labeled & old_right & ~new_right).sum()),
+        "newly_correct": int((both & labeled & ~old_right & new_right).sum()),
+        "newly_errored": int((~old.errored & new.errored).sum()),
+        "recovered": int((old.errored & ~new.errored).sum()),
+        "still_errored": int((old.errored & new.errored).sum()),
+    }
+    abs_delta = np.abs(shift.confidence_delta)
+    shift_values = {
+        "answer_flip_rate": counts["answer_flips"] / compared.size if compared.size else None,
+        "mean_tv_distance": _mean(tv),
+        "max_tv_distance": _max(tv),
+        "mean_js_divergence": _mean(shift.js),
+        "mean_confidence_delta": _mean(shift.confidence_delta),
+        "mean_abs_confidence_delta": _mean(abs_delta),
+        "max_abs_confidence_delta": _max(abs_delta),
+    }
+    settings = (labels, decision_type, calibration_bins, confidence_threshold)
+    before, after = _side_metrics(old, *settings), _side_metrics(new, *settings)
+    metrics = {
+        name: {"baseline": before[name], "candidate": after[name],
+               "delta": _delta(before[name], after[name])}
+        for name in DIFF_METRICS
+    }
+    tv_by_row = np.full(len(old.errored), np.nan)
+    tv_by_row[compared] = tv
+    return {
+        "counts": counts,
+        "shift": shift_values,
+        "metrics": metrics,
+        "segments": _segments(
+            matched_candidate, old, new, flips, both, segment_by, min_segment_size
+        ),
+        "changes": _changes(matched_baseline, matched_candidate, old, new, flips, tv_by_row),
+    }
+
+
+def _segments(
+    cases: Sequence[dict[str, Any]],
+    old: Side,
+    new: Side,
+    flips: np.ndarray,
+    both: np.ndarray,
+    segment_by: Sequence[str],
+    min_size: int,
+) -> list[dict[str, Any]]:
+    out = []
+    for key in segment_by:
+        values = [segment_label(case.get("metadata"), key) for case in cases]
+        for value in sorted(set(values)):
+            rows = np.flatnonzero(np.array(values) == value)
+            n_compared = int(both[rows].sum())
+            before, after = _accuracy(old, rows), _accuracy(new, rows)
+            out.append(
+                {
+                    "key": key,
+                    "value": value,
+                    "matched": int(rows.size),
+                    "compared": n_compared,
+                    "baseline_accuracy": before,
+                    "candidate_accuracy": after,
+                    "accuracy_drop": None if before is None or after is None else before - after,
+                    "answer_flip_rate": int(flips[rows].sum()) / n_compared
+                    if n_compared
+                    else None,
+                    "gated": bool(rows.size >= min_size),
+                }
+            )
+    return out
+
+
+def _changes(
+    old_cases: Sequence[dict[str, Any]],
+    new_cases: Sequence[dict[str, Any]],
+    old: Side,
+    new: Side,
+    flips: np.ndarray,
+    tv: np.ndarray,
+) -> list[dict[str, Any]]:
+    """Every flip, newly errored and recovered case, in candidate order."""
+    kinds = np.where(
+        flips, "flip", np.where(~old.errored & new.errored, "newly_errored",
+                                np.where(old.errored & ~new.errored, "recovered", ""))
+    )
+    out = []
+    for i in np.flatnonzero(kinds != "").tolist():
+        before, after = old_cases[i], new_cases[i]
+        error_side = after if kinds[i] == "newly_errored" else before
+        error = error_side.get("error") if kinds[i] != "flip" else None
+        out.append(
+            {
+                "case_id": after["case_id"],
+                "kind": str(kinds[i]),
+                "input": after.get("input"),
+                "expected": after.get("expected"),
+                "baseline_selected": _pick(before, "selected"),
+                "candidate_selected": _pick(after, "selected"),
+                "baseline_confidence": _pick(before, "confidence"),
+                "candidate_confidence": _pick(after, "confidence"),
+                "tv_distance": None if math.isnan(tv[i]) else float(tv[i]),
+                "error": None if error is None else f"{error['kind']}: {error['message']}",
+            }
+        )
+    return out
+
+
+def _pick(case: dict[str, Any], key: str) -> Any:
+    result = case.get("result")
+    return None if result is None else result.get(key)

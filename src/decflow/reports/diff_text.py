@@ -1,0 +1,137 @@
+"""The terminal view of a regression diff, in DecGuard's `diff` shape.
+
+Metric rows whose two sides are both missing are hidden; segments too small to gate say
+so; at most 10 changed cases are listed with a 70-character input preview.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import decflow
+from decflow.reports.text import num, preview
+
+VERDICTS = {
+    "pass": "PASS: no regression gate is violated",
+    "warn": "WARN: requirements hold, some warning gates do not",
+    "fail": "FAIL: the candidate regresses beyond the contract's limits",
+}
+MAX_CHANGES = 10
+
+
+def _side(name: str, side: dict[str, Any]) -> str:
+    backend = side.get("backend") or {}
+    who = f"{backend.get('name', 'n/a')}: {backend.get('provider', 'n/a')} · " \
+        f"{backend.get('model') or 'n/a'}"
+    return f"  {name:<9} {side['path']}  {who}"
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _signed(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.3f}"
+
+
+def _summary(report: dict[str, Any]) -> list[str]:
+    counts, shift = report["counts"], report["shift"]
+    return [
+        f"  Cases        {counts['matched']} matched · {counts['compared']} compared · "
+        f"{counts['only_in_baseline']} only in baseline · "
+        f"{counts['only_in_candidate']} only in candidate",
+        f"  Answers      {counts['answer_flips']} flipped ({_percent(shift['answer_flip_rate'])})"
+        f" · {counts['newly_wrong']} newly wrong · {counts['newly_correct']} newly correct",
+        f"  Errors       {counts['newly_errored']} new · {counts['recovered']} recovered · "
+        f"{counts['still_errored']} still",
+        f"  Shift        mean TV {num(shift['mean_tv_distance'])}   "
+        f"max TV {num(shift['max_tv_distance'])}   mean JS {num(shift['mean_js_divergence'])}",
+        f"  Confidence   mean shift {num(shift['mean_confidence_delta'])}   "
+        f"mean |shift| {num(shift['mean_abs_confidence_delta'])}   "
+        f"max |shift| {num(shift['max_abs_confidence_delta'])}",
+    ]
+
+
+def _metrics(report: dict[str, Any]) -> list[str]:
+    lines = ["", f"  {'Metric':<16}{'baseline':>10}{'candidate':>11}{'delta':>10}"]
+    for name, entry in report["metrics"].items():
+        if entry["baseline"] is None and entry["candidate"] is None:
+            continue
+        lines.append(
+            f"  {name:<16}{num(entry['baseline']):>10}{num(entry['candidate']):>11}"
+            f"{_signed(entry['delta']):>10}"
+        )
+    return lines
+
+
+def _segments(report: dict[str, Any]) -> list[str]:
+    if not report["segments"]:
+        return []
+    lines = ["", "  Segments"]
+    for s in report["segments"]:
+        small = "" if s["gated"] else "   (not gated: small)"
+        lines.append(
+            f"    {s['key'] + '=' + s['value']:<21} n={s['matched']:<4} accuracy "
+            f"{num(s['baseline_accuracy'])} -> {num(s['candidate_accuracy'])}   "
+            f"flips {_percent(s['answer_flip_rate'])}{small}"
+        )
+    return lines
+
+
+def _checks(report: dict[str, Any]) -> list[str]:
+    lines = ["", "  Checks"]
+    for check in report["checks"]:
+        tag = " (warning)" if check["level"] == "warning" else ""
+        lines.append(
+            f"    {check['status'].upper():<4}  {check['gate']:<30} {check['message']}{tag}"
+        )
+    return lines
+
+
+def _answer(selected: str | None, confidence: float | None) -> str:
+    return "error" if selected is None else f"{selected} ({confidence:.3g})"
+
+
+def _changes(report: dict[str, Any]) -> list[str]:
+    changes = report["changes"]
+    if not changes:
+        return []
+    lines = ["", f"  Changes ({min(len(changes), MAX_CHANGES)} of {len(changes)})"]
+    for change in changes[:MAX_CHANGES]:
+        line = (
+            f"    {change['case_id']:<12} "
+            f"{_answer(change['baseline_selected'], change['baseline_confidence'])} -> "
+            f"{_answer(change['candidate_selected'], change['candidate_confidence'])}"
+        )
+        if change["expected"] is not None:
+            line += f", expected {change['expected']}"
+        if change["error"]:
+            line += f" ({change['kind'].replace('_', ' ')}: {change['error']})"
+        lines.append(line)
+        lines.append(f"                 input: {preview(change['input'])}")
+    return lines
+
+
+def render_diff(report: dict[str, Any]) -> str:
+    """The whole text view, ending with the verdict line and a newline."""
+    contract = report["contract"]
+    lines = [
+        f"decflow {decflow.__version__} · diff {contract['name']} ({contract['type']}) · "
+        f"{report['status'].upper()}",
+        "",
+        _side("baseline", report["baseline"]),
+        _side("candidate", report["candidate"]),
+    ]
+    if not report["same_dataset"]:
+        lines.append("  note      the runs used different datasets; cases are matched by id")
+    lines += [
+        "",
+        *_summary(report),
+        *_metrics(report),
+        *_segments(report),
+        *_checks(report),
+        *_changes(report),
+        "",
+        VERDICTS[report["status"]],
+    ]
+    return "\n".join(lines) + "\n"
