@@ -11,6 +11,7 @@ COMMAND_MODULES = (
     "contract_run",
     "report",
     "runs",
+    "replay",
 )
 
 

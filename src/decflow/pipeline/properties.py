@@ -7,19 +7,16 @@ the report is built, so re-gating a stored run with new limits needs no backend 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from decflow.backends.engine import RemoteCaller, decide_in_process
-from decflow.backends.registry import build_backend, decision_spec
-from decflow.data.golden import case_input, compact_json
+from decflow.data.golden import case_input
 from decflow.metrics.compare import Comparison, Limits, compare, judge
+from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.pipeline.golden import probability_matrix
-from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.properties.generate import RELATIONS
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
@@ -120,52 +117,6 @@ def judged(contract: Any, prop: str, config: Any, rows: pl.DataFrame) -> tuple[C
     return found, verdict
 
 
-class _Decider:
-    """Sends minimisation candidates through the backend on one event loop."""
-
-    def __init__(self, spec: RunSpec, contract: Any) -> None:
-        self.backend = build_backend(contract, spec.backend)
-        self.decision = decision_spec(contract)
-        self.tolerance = contract.evaluation.probability_tolerance
-        self.concurrency = spec.max_concurrency or contract.evaluation.max_concurrency
-        self.loop = asyncio.new_event_loop()
-        self.calls = 0
-
-    def __call__(self, candidates: list[tuple[Any, Any]]) -> list[np.ndarray | None]:
-        labels = self.decision.labels
-        index = {label: i for i, label in enumerate(labels)}
-        rows = []
-        for value, presentation in candidates:
-            shown = [s for s, _ in presentation] if presentation else list(labels)
-            order = (
-                [index[c] for _, c in presentation] if presentation else list(range(len(labels)))
-            )
-            rows.append({
-                "request_id": f"minimize/{self.calls}", "case_id": "", "property": "minimize",
-                "sample": 0,
-                "input_text": value if isinstance(value, str) else None,
-                "input_json": None if isinstance(value, str) else compact_json(value),
-                "shown_labels": shown, "label_order": order, "steps_json": None,
-                "pre_error_kind": None, "pre_error_message": None,
-            })
-            self.calls += 1
-        frame = pl.DataFrame(rows, schema=REQUESTS_SCHEMA)
-        if self.backend.supports_batch:
-            results = decide_in_process(self.backend, frame, labels, self.tolerance)
-        else:
-            chunks: list[pl.DataFrame] = []
-            caller = RemoteCaller(self.backend, self.decision, self.tolerance, self.concurrency)
-            self.loop.run_until_complete(caller.run(frame, labels, chunks.append))
-            results = frame.select("request_id").join(pl.concat(chunks), on="request_id")
-        matrix = probability_matrix(results["probabilities"], len(labels))
-        return [None if kind is not None else matrix[i]
-                for i, kind in enumerate(results["error_kind"])]
-
-    def close(self) -> None:
-        self.loop.run_until_complete(self.backend.aclose())
-        self.loop.close()
-
-
 def minimize_enabled(spec: RunSpec, contract: Any) -> bool:
     return spec.minimize if spec.minimize is not None else contract.fuzz.minimize
 
@@ -212,7 +163,7 @@ def stage_minimized(spec: RunSpec, store: Store, manifests: dict[str, Manifest])
             ids.append(row["request_id"])
     if not jobs:
         return store.publish("minimized", key, empty)
-    decider = _Decider(spec, contract)
+    decider = CandidateDecider(contract, spec.backend, spec.max_concurrency)
     try:
         shrunk = minimize_many(jobs, decider, labels=labels, text_field=contract.fuzz.text_field,
                                max_calls=contract.fuzz.max_minimize_calls)

@@ -122,7 +122,7 @@ def build_report(
         "diagnostics": None,
         "run": {
             "id": spec.run_id,
-            "store": store.url,
+            "store": store.location,
             "regated_at": None,
             "artifacts": {name: artifact_ref(store, m) for name, m in manifests.items()},
         },

@@ -100,6 +100,11 @@ class Store:
             self.root = os.path.abspath(self.root)
 
     # -- paths ---------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        """Where the store is, independent of the current directory (reports record this)."""
+        return self.root if self.is_local else self.fs.unstrip_protocol(self.root)
+
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"
 

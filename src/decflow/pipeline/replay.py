@@ -1,0 +1,212 @@
+"""Replay: re-send stored property failures and their reduced examples.
+
+For each selected failure the original case is decided again, the stored transformed case
+is re-sent exactly as stored (input and presentation, `case_id` = the transformed id) and so
+is its reduced version; they are judged with the contract's current settings for that
+property (or the stored ones when it is no longer enabled). An example reproduces when it
+still violates, or, when the stored case was an error, when the same error kind comes back.
+Replay also says whether the seed still regenerates the stored sample.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+import decflow
+from decflow.errors import DecflowError
+from decflow.pipeline.direct_calls import CandidateDecider
+from decflow.pipeline.golden import probability_matrix
+from decflow.pipeline.spec import now_iso
+from decflow.properties.generate import RELATIONS, regeneration_status
+from decflow.properties.minimize import make_judge
+from decflow.store.store import Store
+
+
+def stored_contract(report: dict[str, Any]) -> Path | None:
+    """The contract copy kept with the run, when its store is reachable."""
+    run = report.get("run") or {}
+    if not run.get("store") or not run.get("id"):
+        return None
+    try:
+        store = Store(run["store"])
+    except DecflowError:
+        return None
+    for name in store.list_dir(f"runs/{run['id']}"):
+        if name.startswith("contract."):
+            relative = f"runs/{run['id']}/{name}"
+            if store.is_local:
+                return Path(store.path(relative))
+            folder = Path(tempfile.mkdtemp(prefix="decflow-replay-"))
+            target = folder / name
+            target.write_bytes(store.read_bytes(relative))
+            return target
+    return None
+
+
+def _select(failures: list[dict[str, Any]], ids: list[str]) -> list[dict[str, Any]]:
+    if not ids:
+        return failures
+    by_id = {f["id"]: f for f in failures}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        example = failures[0]["id"] if failures else "option_order/<case id>/0"
+        raise DecflowError(
+            f"--id {unknown[0]}: no such stored failure (ids look like '{example}')"
+        )
+    return [by_id[i] for i in ids]
+
+
+def _presentation(item: dict[str, Any]) -> list[tuple[str, str]] | None:
+    pairs = item.get("presentation")
+    return [(shown, label) for shown, label in pairs] if pairs else None
+
+
+def _config(contract: Any, report: dict[str, Any], prop: str) -> Any:
+    current = dict(contract.properties.enabled()).get(prop)
+    if current is not None:
+        return current
+    return SimpleNamespace(**(report["properties"]["config"].get(prop) or {}))
+
+
+def replay_report(
+    report: dict[str, Any],
+    loaded: Any,
+    *,
+    source: str,
+    backend: str | None,
+    ids: list[str],
+    max_concurrency: int | None = None,
+) -> dict[str, Any]:
+    if report.get("mode") not in ("fuzz", "all") or not report.get("properties"):
+        raise DecflowError(f"{source}: replay needs a fuzz or test --all report")
+    contract = loaded.contract
+    stored = report["contract"]
+    if (contract.decision.name, contract.decision.type, list(contract.decision.labels)) != (
+        stored["name"], stored["type"], stored["labels"]
+    ):
+        raise DecflowError(f"{loaded.path}: the contract describes another decision than "
+                           f"the report ('{stored['name']}')")
+    backend_name = backend or report["backend"]["name"]
+    contract.backend_config(backend_name)
+    failures = _select(report["properties"]["failures"], ids)
+    base = {
+        "report_version": "decflow/1",
+        "kind": "replay",
+        "decflow_version": decflow.__version__,
+        "created_at": now_iso(),
+        "source": source,
+        "contract_path": str(loaded.path),
+        "contract_hash": loaded.hash,
+        "contract_changed": loaded.hash != stored["hash"],
+        "backend": backend_name,
+    }
+    if not failures:
+        return {**base, "status": "pass", "exit_code": 0, "outcomes": [],
+                "message": "Nothing to replay: the report has no property failures."}
+    originals = {r["case_id"]: r["input"] for r in report["results"]}
+    decider = CandidateDecider(contract, backend_name, max_concurrency)
+    try:
+        outcomes = [_replay_one(item, originals, contract, report, decider) for item in failures]
+    finally:
+        decider.close()
+    reproduced = any(o["reproduced"] for o in outcomes)
+    return {**base, "status": "fail" if reproduced else "pass",
+            "exit_code": 1 if reproduced else 0, "outcomes": outcomes}
+
+
+def _replay_one(
+    item: dict[str, Any],
+    originals: dict[str, Any],
+    contract: Any,
+    report: dict[str, Any],
+    decider: CandidateDecider,
+) -> dict[str, Any]:
+    prop, case_id = item["property"], item["case_id"]
+    labels = contract.decision.labels
+    config = _config(contract, report, prop)
+    direction = getattr(config, "direction", "increasing") or "increasing"
+    judge = make_judge(config, RELATIONS[prop], contract.decision.type, labels, direction)
+    original_input = originals[case_id]
+    examples = [("transformed", item)]
+    if item.get("reduced"):
+        examples.append(("reduced", item["reduced"]))
+    candidates = [(original_input, None)] + [(e["input"], _presentation(e)) for _, e in examples]
+    ids = [case_id] + [item["id"]] * len(examples)
+    results = decider.decide(candidates, ids)
+    width = len(labels)
+    matrix = probability_matrix(results["probabilities"], width)
+    kinds = results["error_kind"].to_list()
+    messages = results["error_message"].to_list()
+    original_error = f"{kinds[0]}: {messages[0]}" if kinds[0] else None
+    outcome_examples = []
+    for position, (kind_name, example) in enumerate(examples, start=1):
+        stored_error = (item.get("error") or {}).get("kind") if kind_name == "transformed" else None
+        error_kind = kinds[position]
+        comparison, violations = None, []
+        if original_error is None and error_kind is None:
+            comparison, violations = judge(matrix[0], matrix[position])
+        reproduced = error_kind == stored_error if stored_error else bool(violations)
+        outcome_examples.append({
+            "kind": kind_name,
+            "input": example["input"],
+            "presentation": example.get("presentation"),
+            "stored_violations": example.get("violations", []),
+            "stored_error": stored_error,
+            "probabilities": None if error_kind else dict(
+                zip(labels, np.asarray(matrix[position]).tolist(), strict=True)
+            ),
+            "error": f"{error_kind}: {messages[position]}" if error_kind else None,
+            "comparison": comparison,
+            "violations": violations,
+            "reproduced": reproduced,
+        })
+    regenerated = regeneration_status(
+        prop, SimpleNamespace(**(report["properties"]["config"].get(prop) or {})),
+        seed=report["properties"]["seed"], case_id=case_id, input=original_input,
+        labels=labels, decision_type=contract.decision.type,
+        text_field=report["properties"]["fuzz"].get("text_field"),
+        sample=item["sample"], steps=item["steps"], transformed_input=item["input"],
+        presentation=_presentation(item),
+    ) if prop in RELATIONS else "n/a"
+    return {
+        "id": item["id"],
+        "property": prop,
+        "case_id": case_id,
+        "regenerated": regenerated,
+        "original_error": original_error,
+        "examples": outcome_examples,
+        "reproduced": any(e["reproduced"] for e in outcome_examples),
+    }
+
+
+def render_replay(replay: dict[str, Any]) -> str:
+    changed = " (changed since the run)" if replay["contract_changed"] else ""
+    lines = [
+        f"decflow {decflow.__version__} · replay of {replay['source']} · "
+        f"{replay['status'].upper()}",
+        "",
+        f"  contract  {replay['contract_path']}  {replay['contract_hash'][:19]}{changed}",
+        f"  backend   {replay['backend']}",
+    ]
+    if not replay["outcomes"]:
+        return "\n".join([*lines, "", replay["message"]]) + "\n"
+    lines.append("")
+    for outcome in replay["outcomes"]:
+        verdict = "reproduces" if outcome["reproduced"] else "holds now"
+        lines.append(f"  {outcome['id']}: {verdict} · regenerated from seed: "
+                     f"{outcome['regenerated']}")
+        if outcome["original_error"]:
+            lines.append(f"    original: {outcome['original_error']}")
+        for example in outcome["examples"]:
+            found = example["error"] or "; ".join(example["violations"]) or "no violation"
+            lines.append(f"    {example['kind']:<11} {found}")
+    count = sum(o["reproduced"] for o in replay["outcomes"])
+    total = len(replay["outcomes"])
+    verdict = (f"FAIL: {count} of {total} stored failures reproduce" if count
+               else f"PASS: none of {total} stored failures reproduces")
+    return "\n".join([*lines, "", verdict]) + "\n"
