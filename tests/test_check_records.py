@@ -203,3 +203,20 @@ def test_sources(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(DatasetError, match=r"no \.jsonl, \.json or \.parquet files"):
         list_partitions(str(empty))
+
+
+def test_chunked_jsonl_keeps_line_numbers(tmp_path: Path, monkeypatch) -> None:
+    import decflow.data.records as records
+
+    good = [_record(id=f"g{i}", metadata={"locale": "en"}) for i in range(40)]
+    path = _write(tmp_path / "r.jsonl", good)
+    whole = _read(path)
+    monkeypatch.setattr(records, "JSONL_CHUNK_BYTES", 500)
+    assert _read(path).equals(whole)
+    _write(path, [*good, _record(id="bad", selected="review"), _record(id="g3")])
+    with pytest.raises(DatasetError, match=r"line 41: selected 'review' is not"):
+        _read(path)
+    _write(path, [*good, "\n", _record(id="g3")])
+    duplicate = r"line 42: duplicate record id 'g3' \(first in .*record 4\)"
+    with pytest.raises(DatasetError, match=duplicate):
+        _read(path)

@@ -436,16 +436,20 @@ class RecordReader:
 
     def batches(self) -> Iterator[Batch]:
         for path in self.files:
-            data = _read_bytes(path)
-            self.digests.append(hashlib.sha256(data).hexdigest())
+            digest = hashlib.sha256()
             if path.suffix == ".parquet":
-                for table, first_row in _parquet_batches(data, path, self.spec):
+                _hash_file(path, digest)
+                for table, first_row in _parquet_batches(path, self.spec):
                     yield self._accept(path, table, lambda i, f=first_row: f"row {f + i}")
             elif path.suffix == ".json":
+                data = _read_bytes(path)
+                digest.update(data)
                 yield self._accept(path, self._json_list(data, path), lambda i: f"record {i + 1}")
             else:
-                table, lines = self._jsonl(data, path)
-                yield self._accept(path, table, lambda i, n=lines: f"line {n[i]}")
+                for data, first_line in _jsonl_chunks(path, digest):
+                    table, lines = self._jsonl(data, path, first_line)
+                    yield self._accept(path, table, lambda i, n=lines: f"line {n[i]}")
+            self.digests.append(digest.hexdigest())
 
     def read_all(self) -> pl.DataFrame:
         """Every record of the source in one table (for small inputs and tests)."""
@@ -484,10 +488,13 @@ class RecordReader:
     def _report_cross_partition_duplicate(
         self, path: Path, ids: pl.Series, candidates: np.ndarray, where: Any
     ) -> None:
-        # Only a 64-bit hash matched: confirm against the earlier partitions' real ids.
+        # Only a 64-bit hash matched: confirm against the real ids of the records read so
+        # far (earlier partitions and earlier chunks of this one) by reading them again.
         wanted = set(ids.gather(candidates).to_list())
-        earlier = RecordReader(self.files[: self.files.index(path)], self.spec)
+        earlier = RecordReader(self.files[: self.files.index(path) + 1], self.spec)
         for batch in earlier.batches():
+            if earlier.n_records > self.n_records:
+                return
             hits = batch.table.filter(pl.col("id").is_in(list(wanted)))
             if hits.height:
                 duplicate = hits["id"][0]
@@ -508,11 +515,13 @@ class RecordReader:
             raise DatasetError(f"{path}: a .json record file must hold a list of records")
         return normalize_objects(items, self.spec, str(path), offset=self.n_records)
 
-    def _jsonl(self, data: bytes, path: Path) -> tuple[pl.DataFrame, list[int] | _Identity]:
-        fast = _fast_jsonl(data, path, self.spec)
+    def _jsonl(
+        self, data: bytes, path: Path, first_line: int
+    ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
+        fast = _fast_jsonl(data, path, self.spec, first_line)
         if fast is not None:
-            return fast, _Identity()
-        return _strict_jsonl(data, path, self.spec, self.n_records)
+            return fast, _Consecutive(first_line)
+        return _strict_jsonl(data, path, self.spec, self.n_records, first_line)
 
 
 def normalize_objects(
@@ -539,11 +548,50 @@ def normalize_objects(
     return pl.DataFrame(rows, schema=spec.schema, orient="row")
 
 
-class _Identity:
-    """Row i is on line i + 1 (no blank lines)."""
+class _Consecutive:
+    """Row i of a chunk is on line first + i (a chunk without blank lines)."""
+
+    def __init__(self, first: int) -> None:
+        self.first = first
 
     def __getitem__(self, index: int) -> int:
-        return index + 1
+        return self.first + index
+
+
+JSONL_CHUNK_BYTES = 64 << 20
+
+
+def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int]]:
+    """Whole lines of a JSONL file in blocks of about `JSONL_CHUNK_BYTES`, with the number
+    of each block's first line; feeds the file's bytes to `digest` on the way."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+    first_line = 1
+    carry = b""
+    with handle:
+        while True:
+            block = handle.read(JSONL_CHUNK_BYTES)
+            digest.update(block)
+            if not block:
+                break
+            data = carry + block
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                carry = data
+                continue
+            carry = data[cut:]
+            yield data[:cut], first_line
+            first_line += data.count(b"\n", 0, cut)
+    if carry:
+        yield carry, first_line
+
+
+def _hash_file(path: Path, digest: Any) -> None:
+    with path.open("rb") as handle:
+        while block := handle.read(JSONL_CHUNK_BYTES):
+            digest.update(block)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -561,11 +609,11 @@ def _decode(data: bytes, path: Path) -> str:
 
 
 def _strict_jsonl(
-    data: bytes, path: Path, spec: RecordSpec, offset: int
+    data: bytes, path: Path, spec: RecordSpec, offset: int, first_line: int = 1
 ) -> tuple[pl.DataFrame, list[int]]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
-    for number, line in enumerate(_decode(data, path).split("\n"), start=1):
+    for number, line in enumerate(_decode(data, path).split("\n"), start=first_line):
         if not line.strip():
             continue
         try:
@@ -609,14 +657,14 @@ def _arrow_schema(spec: RecordSpec) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _fast_jsonl(data: bytes, path: Path, spec: RecordSpec) -> pl.DataFrame | None:
+def _fast_jsonl(
+    data: bytes, path: Path, spec: RecordSpec, first_line: int = 1
+) -> pl.DataFrame | None:
     """Arrow + polars path; None when the file needs the strict parser.
 
     Arrow skips blank lines and splits a line holding two objects into two rows, so the
     row count equals the line count only when neither happens (then row i is line i + 1);
     anything else goes to the strict parser, which numbers lines itself."""
-    if not data.strip():
-        return None
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     options = pa_json.ParseOptions(
         explicit_schema=_arrow_schema(spec), unexpected_field_behavior="infer"
@@ -629,7 +677,7 @@ def _fast_jsonl(data: bytes, path: Path, spec: RecordSpec) -> pl.DataFrame | Non
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if arrow.num_rows != n_lines:
+    if arrow.num_rows != n_lines or not n_lines:
         return None
     raw = pl.from_arrow(arrow)
     assert isinstance(raw, pl.DataFrame)
@@ -641,7 +689,7 @@ def _fast_jsonl(data: bytes, path: Path, spec: RecordSpec) -> pl.DataFrame | Non
         problem = explain_line(data.split(b"\n", bad + 1)[bad], spec)
         if problem is None:
             return None
-        raise DatasetError(f"{path}: line {bad + 1}: {problem}")
+        raise DatasetError(f"{path}: line {first_line + bad}: {problem}")
     assert table is not None
     # The artifact keeps objects as JSON text. Re-encoded from Arrow's typed structs, a key
     # absent from one record but present in others reads as null (the same as missing for
@@ -895,12 +943,10 @@ def _tokens_by_value(raw: pl.DataFrame, value: pl.Expr, kind: type) -> pl.Expr:
 # -- Parquet ---------------------------------------------------------------------------------
 
 
-def _parquet_batches(
-    data: bytes, path: Path, spec: RecordSpec
-) -> Iterator[tuple[pl.DataFrame, int]]:
+def _parquet_batches(path: Path, spec: RecordSpec) -> Iterator[tuple[pl.DataFrame, int]]:
     """Validated tables of one Parquet file with the 1-based row number of their first row."""
     try:
-        handle = pq.ParquetFile(io.BytesIO(data))
+        handle = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
     names = handle.schema_arrow.names
