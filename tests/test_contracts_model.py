@@ -274,7 +274,7 @@ def test_counterfactual_defaults_follow_the_spec() -> None:
     assert (cf.num_pairs_per_dimension, cf.pool_size_per_dimension) == (4, 16)
     assert (cf.persona_pairs, cf.placebo, cf.favourable_labels) == (None, True, None)
     assert (cf.max_flip_rate, cf.level, cf.enabled) == (0.05, "requirement", True)
-    assert cf.template == "Applicant: {full_name}, {occupation}. {religion_clause}"
+    assert cf.template is None  # the catalogue default for the language
 
 
 def test_counterfactual_as_written() -> None:

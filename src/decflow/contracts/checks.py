@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from decflow.contracts.decision import Decision
 from decflow.contracts.gates import THRESHOLD_GATES, GoldenGates, Production, Regression
-from decflow.contracts.properties import Properties
+from decflow.contracts.properties import Counterfactual, Properties
 from decflow.contracts.sections import Evaluation, Policy
 
 
@@ -80,6 +80,31 @@ def property_problems(properties: Properties, decision: Decision) -> list[str]:
             problems.append(
                 f"properties.counterfactual.favourable_labels: unknown labels {unknown}; "
                 f"the contract labels are {list(decision.labels)}"
+            )
+    if counterfactual is not None:
+        problems += counterfactual_slot_problems(counterfactual)
+    return problems
+
+
+def counterfactual_slot_problems(config: Counterfactual) -> list[str]:
+    """Template and `persona_pairs` slots the language's persona catalogue cannot fill."""
+    from decflow.diagnostics.catalogue import load_catalogue
+    from decflow.diagnostics.render import unknown_slots
+
+    catalogue = load_catalogue(config.language)
+    usable = sorted(s for s in catalogue.slot_names if not s.endswith("_cap"))
+    hint = f"the {config.language} persona catalogue fills {usable}"
+    problems = []
+    if config.template is not None:
+        unknown = unknown_slots(config.template, catalogue)
+        if unknown:
+            problems.append(f"properties.counterfactual.template: unknown slots {unknown}; {hint}")
+    for i, pair in enumerate(config.persona_pairs or []):
+        # 'a' and 'b' fill the same slots (checked by the model), so one report per pair.
+        unknown = sorted(set(pair.a) - set(catalogue.slot_names))
+        if unknown:
+            problems.append(
+                f"properties.counterfactual.persona_pairs.{i}: unknown slots {unknown}; {hint}"
             )
     return problems
 

@@ -38,7 +38,6 @@ DEFAULT_FRAGMENTS = (
 PER_CASE_LIMITS = ("max_tv_distance", "max_js_divergence", "max_abs_delta", "max_confidence_delta")
 Axis = Literal["gender", "ethnicity", "religion", "role"]
 AXES: tuple[str, ...] = ("gender", "ethnicity", "religion", "role")
-DEFAULT_TEMPLATE = "Applicant: {full_name}, {occupation}. {religion_clause}"
 _SLOT = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -198,7 +197,8 @@ class Counterfactual(StrictModel):
     favourable_labels: Annotated[UniqueTexts, Field(min_length=1)] | None = None
     max_flip_rate: Unit = 0.05
     max_tv_distance: Unit | None = None
-    template: Annotated[str, AfterValidator(_template)] = DEFAULT_TEMPLATE
+    # None: the catalogue's own preamble for the language (German needs its article forms).
+    template: Annotated[str, AfterValidator(_template)] | None = None
 
 
 PropertyConfig = (

@@ -13,7 +13,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from decflow.gates.checks import Check, Level
+from decflow.gates.checks import Check, Level, make_check
 
 DEFAULT_THRESHOLD = 0.9
 
@@ -87,29 +87,22 @@ def describe(result: BlindnessResult) -> str:
 
 
 def blindness_check(result: BlindnessResult, level: Level) -> Check:
-    """`blindness.max_skew`: fails when skew ≥ threshold, or when no case was decided.
-
-    Built directly rather than with ``make_check`` because the comparison is strict: a skew
-    equal to the threshold (9 of 10 at 0.9) is blind.
-    """
-    failed = "fail" if level == "requirement" else "warn"
-    if result.skew is None:
-        message = "blindness.skew could not be computed (no decided case)"
-    else:
-        verb = "violates " if result.blind else ""
-        message = (
-            f"blindness.skew {result.skew:.4g} {verb}< {result.threshold:g} "
-            f"('{result.modal_label}' on {result.n} inputs, {result.distinct} distinct)"
-        )
-    return Check(
-        gate="blindness.max_skew",
-        level=level,
-        metric="blindness.skew",
-        comparison="<",  # type: ignore[arg-type]
-        threshold=result.threshold,
-        value=result.skew,
-        status="pass" if result.skew is not None and not result.blind else failed,
-        message=message,
+    """`blindness.max_skew`: skew must stay strictly below the threshold (9 of 10 at 0.9 is
+    blind); a suite with no decided case fails, since it shows nothing."""
+    suffix = (
+        ""
+        if result.skew is None
+        else f" ('{result.modal_label}' on {result.n} inputs, {result.distinct} distinct)"
+    )
+    return make_check(
+        "blindness.max_skew",
+        level,
+        "blindness.skew",
+        "<",
+        result.threshold,
+        result.skew,
+        reason_if_null="no decided case",
+        suffix=suffix,
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 Level = Literal["requirement", "warning"]
-Comparison = Literal[">=", "<="]
+Comparison = Literal[">=", "<=", "<"]
 CheckStatus = Literal["pass", "warn", "fail"]
 
 NO_ELIGIBLE_CASES = "no eligible cases"
@@ -39,6 +39,8 @@ def _holds(value: float, comparison: Comparison, threshold: float) -> bool:
         return value >= threshold
     if comparison == "<=":
         return value <= threshold
+    if comparison == "<":
+        return value < threshold
     raise ValueError(f"unknown comparison {comparison!r}")
 
 
