@@ -391,16 +391,23 @@ def source_hash(files: Sequence[Path], digests: Sequence[str]) -> str:
     return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
 
 
-@dataclass
-class _Seen:
-    """Record ids seen in earlier partitions, as 64-bit hashes (8 bytes each)."""
+class _SeenIds:
+    """Ids of earlier batches as 64-bit hashes (8 bytes per record), one sorted array per
+    batch so a lookup is a binary search per batch rather than a rebuild."""
 
-    hashes: np.ndarray
-    files: list[tuple[Path, int]]  # (partition, first position) to find the first occurrence
+    def __init__(self) -> None:
+        self.batches: list[np.ndarray] = []
 
-    @classmethod
-    def empty(cls) -> _Seen:
-        return cls(np.empty(0, dtype=np.uint64), [])
+    def clashes(self, hashes: np.ndarray) -> np.ndarray:
+        found = np.zeros(hashes.size, dtype=bool)
+        for seen in self.batches:
+            index = np.minimum(np.searchsorted(seen, hashes), seen.size - 1)
+            found |= seen[index] == hashes
+        return found
+
+    def add(self, hashes: np.ndarray) -> None:
+        if hashes.size:
+            self.batches.append(np.sort(hashes))
 
 
 def _id_hashes(ids: pl.Series) -> np.ndarray:
@@ -428,7 +435,7 @@ class RecordReader:
         self.files = list_partitions(source)
         self.digests: list[str] = []
         self.n_records = 0
-        self._seen = _Seen.empty()
+        self._seen = _SeenIds()
 
     @property
     def dataset_hash(self) -> str:
@@ -477,11 +484,10 @@ class RecordReader:
                 f"(first at {where(first)})"
             )
         hashes = _id_hashes(ids)
-        clash = np.isin(hashes, self._seen.hashes)
+        clash = self._seen.clashes(hashes)
         if clash.any():
             self._report_cross_partition_duplicate(path, ids, np.flatnonzero(clash), where)
-        self._seen.hashes = np.concatenate([self._seen.hashes, hashes])
-        self._seen.files.append((path, offset + 1))
+        self._seen.add(hashes)
         self.n_records += table.height
         return Batch(path, table.select(list(self.spec.schema)))
 
@@ -569,23 +575,13 @@ def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int]]:
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
     first_line = 1
-    carry = b""
     with handle:
-        while True:
-            block = handle.read(JSONL_CHUNK_BYTES)
+        while block := handle.read(JSONL_CHUNK_BYTES):
+            if not block.endswith(b"\n"):
+                block += handle.readline()
             digest.update(block)
-            if not block:
-                break
-            data = carry + block
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                carry = data
-                continue
-            carry = data[cut:]
-            yield data[:cut], first_line
-            first_line += data.count(b"\n", 0, cut)
-    if carry:
-        yield carry, first_line
+            yield block, first_line
+            first_line += block.count(b"\n")
 
 
 def _hash_file(path: Path, digest: Any) -> None:

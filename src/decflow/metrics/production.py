@@ -143,26 +143,30 @@ def _value_counts(values: np.ndarray, groups: np.ndarray, n_groups: int) -> list
     return out
 
 
-def partition_stats(
-    table: pl.DataFrame,
-    labels: tuple[str, ...],
-    n_bins: int,
-    threshold: float | None,
-    group_column: str | None = None,
-) -> dict[str, GroupStats]:
-    """Statistics of a normalized records table, per value of `group_column` (a segment
-    token column) or for the whole table under the key `""`."""
-    if table.height == 0:
-        return {}
-    if group_column is None:
-        keys = [""]
-        groups = np.zeros(table.height, dtype=np.int64)
-    else:
-        column = table[group_column]
-        keys = column.unique(maintain_order=True).to_list()
-        groups = column.replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64)
-        groups = groups.to_numpy()
-    n = len(keys)
+@dataclass(frozen=True)
+class RecordColumns:
+    """Per-record inputs of the statistics, computed once per batch and shared by every
+    grouping (the whole batch and each segment key)."""
+
+    n: int
+    confidence: np.ndarray
+    bins: np.ndarray
+    known: np.ndarray  # correctness known
+    correct: np.ndarray  # known and correct
+    labelled: np.ndarray  # rows (indices) with an outcome label
+    brier_terms: np.ndarray  # per labelled row
+    nll_terms: np.ndarray  # per labelled row
+    flags: dict[str, np.ndarray]  # boolean columns counted per group
+    latency_rows: np.ndarray
+    latency: np.ndarray
+    cost_rows: np.ndarray
+    cost: np.ndarray
+
+
+def record_columns(
+    table: pl.DataFrame, labels: tuple[str, ...], n_bins: int, threshold: float | None
+) -> RecordColumns:
+    """Everything the statistics need from a normalized records table, as numpy arrays."""
     probs = np.column_stack(
         [table["probabilities"].struct.field(lb).to_numpy() for lb in labels]
     ).astype(np.float64)
@@ -176,56 +180,79 @@ def partition_stats(
         .to_numpy()
         .astype(np.int64)
     )
-    labelled = outcome_index >= 0
-    action = table["action"]
-    fallback = table["fallback"]
-    routing_known = (fallback.is_not_null() | action.is_not_null()).to_numpy()
-    went_fallback = ((fallback == True) | (action == "fallback")).fill_null(False).to_numpy()  # noqa: E712
-    latency = table["latency_ms"]
-    cost = table["cost"]
-    has_latency = latency.is_not_null().to_numpy()
-    has_cost = cost.is_not_null().to_numpy()
-    latency_values = latency.drop_nulls().to_numpy().astype(np.float64)
-    cost_values = cost.drop_nulls().to_numpy().astype(np.float64)
-
-    bins = calibration_bin_index(confidence, n_bins)
-    hist = _counts_by(groups, bins, n, n_bins)
-    cal_bins = _counts_by(groups[known], bins[known], n, n_bins)
-    cal_correct = _counts_by(groups[known & correct], bins[known & correct], n, n_bins)
-    cal_sums = group_sums(confidence[known], groups[known] * n_bins + bins[known], n * n_bins)
-    rows = np.flatnonzero(labelled)
+    rows = np.flatnonzero(outcome_index >= 0)
     one_hot = np.zeros((rows.size, len(labels)))
     one_hot[np.arange(rows.size), outcome_index[rows]] = 1.0
-    brier_terms = row_sums((probs[rows] - one_hot) ** 2)
-    nll_terms = -np.log(np.maximum(probs[rows, outcome_index[rows]], NLL_FLOOR))
-    brier = group_sums(brier_terms, groups[rows], n)
-    nll = group_sums(nll_terms, groups[rows], n)
-    conf_sum = group_sums(confidence, groups, n)
-    lat_sum = group_sums(latency_values, groups[has_latency], n)
-    cost_sum = group_sums(cost_values, groups[has_cost], n)
-    conf_counts = _value_counts(confidence, groups, n)
-    lat_counts = _value_counts(latency_values, groups[has_latency], n)
-    cost_counts = _value_counts(cost_values, groups[has_cost], n)
-    ones = np.ones(table.height, dtype=bool)
-    per = {
-        "total": _per_group(ones, groups, n),
-        "with_outcome": _per_group(labelled, groups, n),
-        "with_correctness": _per_group(known, groups, n),
-        "with_action": _per_group(action.is_not_null().to_numpy(), groups, n),
-        "with_fallback": _per_group(fallback.is_not_null().to_numpy(), groups, n),
-        "with_latency": _per_group(has_latency, groups, n),
-        "with_cost": _per_group(has_cost, groups, n),
-        "n_correct": _per_group(known & correct, groups, n),
-        "covered": _per_group(
-            confidence >= threshold if threshold is not None else ~ones, groups, n
-        ),
-        "n_abstain": _per_group((action == "abstain").fill_null(False).to_numpy(), groups, n),
-        "n_human_review": _per_group(
-            (action == "human_review").fill_null(False).to_numpy(), groups, n
-        ),
-        "n_routing": _per_group(routing_known, groups, n),
-        "n_fallback": _per_group(went_fallback, groups, n),
+    action, fallback = table["action"], table["fallback"]
+    latency, cost = table["latency_ms"], table["cost"]
+    flags = {
+        "total": np.ones(table.height, dtype=bool),
+        "with_outcome": outcome_index >= 0,
+        "with_correctness": known,
+        "with_action": action.is_not_null().to_numpy(),
+        "with_fallback": fallback.is_not_null().to_numpy(),
+        "with_latency": latency.is_not_null().to_numpy(),
+        "with_cost": cost.is_not_null().to_numpy(),
+        "n_correct": known & correct,
+        "covered": confidence >= threshold
+        if threshold is not None
+        else np.zeros(table.height, dtype=bool),
+        "n_abstain": (action == "abstain").fill_null(False).to_numpy(),
+        "n_human_review": (action == "human_review").fill_null(False).to_numpy(),
+        "n_routing": (fallback.is_not_null() | action.is_not_null()).to_numpy(),
+        "n_fallback": ((fallback == True) | (action == "fallback"))  # noqa: E712
+        .fill_null(False)
+        .to_numpy(),
     }
+    return RecordColumns(
+        n=table.height,
+        confidence=confidence,
+        bins=calibration_bin_index(confidence, n_bins),
+        known=known,
+        correct=known & correct,
+        labelled=rows,
+        brier_terms=row_sums((probs[rows] - one_hot) ** 2),
+        nll_terms=-np.log(np.maximum(probs[rows, outcome_index[rows]], NLL_FLOOR)),
+        flags=flags,
+        latency_rows=np.flatnonzero(flags["with_latency"]),
+        latency=latency.drop_nulls().to_numpy().astype(np.float64),
+        cost_rows=np.flatnonzero(flags["with_cost"]),
+        cost=cost.drop_nulls().to_numpy().astype(np.float64),
+    )
+
+
+def group_ids(table: pl.DataFrame, column: str | None) -> tuple[list[str], np.ndarray]:
+    """Group keys (in first-seen order) and each record's group number; one group `""`
+    without a column."""
+    if column is None:
+        return [""], np.zeros(table.height, dtype=np.int64)
+    values = table[column]
+    keys = values.unique(maintain_order=True).to_list()
+    ids = values.replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64)
+    return keys, ids.to_numpy()
+
+
+def grouped_stats(
+    columns: RecordColumns, keys: list[str], groups: np.ndarray, n_bins: int
+) -> dict[str, GroupStats]:
+    """One `GroupStats` per key from per-record columns and group numbers."""
+    n = len(keys)
+    c = columns
+    bins = c.bins
+    hist = _counts_by(groups, bins, n, n_bins)
+    cal_bins = _counts_by(groups[c.known], bins[c.known], n, n_bins)
+    cal_correct = _counts_by(groups[c.correct], bins[c.correct], n, n_bins)
+    cal_sums = group_sums(c.confidence[c.known], groups[c.known] * n_bins + bins[c.known],
+                          n * n_bins)
+    brier = group_sums(c.brier_terms, groups[c.labelled], n)
+    nll = group_sums(c.nll_terms, groups[c.labelled], n)
+    conf_sum = group_sums(c.confidence, groups, n)
+    lat_sum = group_sums(c.latency, groups[c.latency_rows], n)
+    cost_sum = group_sums(c.cost, groups[c.cost_rows], n)
+    conf_counts = _value_counts(c.confidence, groups, n)
+    lat_counts = _value_counts(c.latency, groups[c.latency_rows], n)
+    cost_counts = _value_counts(c.cost, groups[c.cost_rows], n)
+    per = {name: _per_group(flag, groups, n) for name, flag in c.flags.items()}
     out: dict[str, GroupStats] = {}
     for i, key in enumerate(keys):
         stats = GroupStats(**{name: values[i] for name, values in per.items()})
@@ -238,6 +265,21 @@ def partition_stats(
         stats.confidence, stats.latency, stats.cost = conf_counts[i], lat_counts[i], cost_counts[i]
         out[key] = stats
     return out
+
+
+def partition_stats(
+    table: pl.DataFrame,
+    labels: tuple[str, ...],
+    n_bins: int,
+    threshold: float | None,
+    group_column: str | None = None,
+) -> dict[str, GroupStats]:
+    """Statistics of a normalized records table, per value of `group_column` (a segment
+    token column) or for the whole table under the key `""`."""
+    if table.height == 0:
+        return {}
+    keys, groups = group_ids(table, group_column)
+    return grouped_stats(record_columns(table, labels, n_bins, threshold), keys, groups, n_bins)
 
 
 def _ratio(part: int, whole: int) -> float | None:

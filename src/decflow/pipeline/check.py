@@ -41,9 +41,12 @@ from decflow.metrics.production import (
     GroupStats,
     Metrics,
     drift,
+    group_ids,
+    grouped_stats,
     merge_groups,
     partition_stats,
     production_metrics,
+    record_columns,
 )
 from decflow.pipeline.spec import now_iso
 
@@ -80,12 +83,16 @@ def aggregate_records(
     kept: list[pl.DataFrame] | None = []
     for batch in reader.batches():
         table = batch.table
-        overall = merge_groups(overall, partition_stats(table, spec.labels, n_bins, threshold))
+        if table.height == 0:
+            continue
+        columns = record_columns(table, spec.labels, n_bins, threshold)
+        keys, groups = group_ids(table, None)
+        overall = merge_groups(overall, grouped_stats(columns, keys, groups, n_bins))
         for key in spec.segments:
-            per_value = partition_stats(
-                table, spec.labels, n_bins, threshold, segment_column(key)
+            keys, groups = group_ids(table, segment_column(key))
+            segments[key] = merge_groups(
+                segments[key], grouped_stats(columns, keys, groups, n_bins)
             )
-            segments[key] = merge_groups(segments[key], per_value)
         if kept is not None:
             kept = [*kept, table] if reader.n_records <= INLINE_RECORDS else None
     if reader.n_records == 0:
