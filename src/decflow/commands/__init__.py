@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "report",
     "runs",
     "replay",
+    "orchestrate",
 )
 
 

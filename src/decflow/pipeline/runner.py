@@ -89,7 +89,7 @@ def run_contract(
     loaded = load_contract_cached(spec.contract_path)
     manifests: dict[str, Manifest] = {}
     if from_stage is not None:
-        manifests = _reuse_upstream(store, spec.run_id, from_stage)
+        manifests = reuse_upstream(store, spec.run_id, from_stage)
     timings: dict[str, float] = {}
     save_contract_copy(store, spec)
     record_run(store, spec, loaded, manifests, timings, "running")
@@ -113,6 +113,15 @@ def run_contract(
 
         run("comparisons", lambda: stage_comparisons(spec, store, manifests))
         run("minimized", lambda: stage_minimized(spec, store, manifests))
+    return finish_run(spec, store, manifests, timings, fail_on_warn=fail_on_warn)
+
+
+def finish_run(spec: RunSpec, store: Store, manifests: dict[str, Manifest],
+               timings: dict[str, float], *, fail_on_warn: bool = False) -> dict[str, Any]:
+    """The `summary` and `report` stages: build, publish and record the run's report
+    (shared by the in-process runner and the Prefect flow)."""
+    loaded = load_contract_cached(spec.contract_path)
+    manifests, timings = dict(manifests), dict(timings)
     started = time.perf_counter()
     report = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
     summary_key = stage_key(
@@ -155,7 +164,7 @@ def run_results(
     return results_stage.finish_results(spec, store, requests, key, health)
 
 
-def _reuse_upstream(store: Store, run_id: str, from_stage: str) -> dict[str, Manifest]:
+def reuse_upstream(store: Store, run_id: str, from_stage: str) -> dict[str, Manifest]:
     if from_stage not in STAGES:
         raise DecflowError(
             f"--from-stage: unknown stage '{from_stage}' (stages: {', '.join(STAGES)})"

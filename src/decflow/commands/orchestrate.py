@@ -1,0 +1,83 @@
+"""`decflow deploy` and `decflow serve`: the scheduled Prefect deployments of
+`deployments/prefect.yaml` (nightly regression, drift check).
+
+Prefect is imported only inside the command bodies (and `deploy` runs Prefect's own CLI
+in a subprocess), so loading the CLI stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+from decflow.errors import DecflowError
+
+DEFAULT_FILE = "deployments/prefect.yaml"
+FILE_OPTION = typer.Option(DEFAULT_FILE, "--file", help="The deployments file.")
+
+
+def deployments_file(option: str) -> Path:
+    path = Path(option)
+    if not path.is_file():
+        raise DecflowError(
+            f"{option}: no deployments file (run from the project root or pass --file)"
+        )
+    return path.resolve()
+
+
+def require_api_url(command: str) -> None:
+    if not os.environ.get("PREFECT_API_URL"):
+        raise DecflowError(
+            f"decflow {command} needs a Prefect server: start one with `prefect server start` "
+            "and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)"
+        )
+
+
+def prefect_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
+                check: bool = True) -> int:
+    command = [sys.executable, "-m", "prefect", *args]
+    code = subprocess.run(command, cwd=cwd, env=env, check=False).returncode
+    if check and code != 0:
+        raise DecflowError(f"`prefect {' '.join(args)}` failed with exit code {code}")
+    return code
+
+
+def deploy(file: Path, pool: str) -> None:
+    """Create the process work pool if needed and register every deployment of `file`."""
+    project = file.parent.parent
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    exists = subprocess.run([sys.executable, "-m", "prefect", "work-pool", "inspect", pool],
+                            cwd=project, check=False, **quiet).returncode == 0
+    if not exists:
+        prefect_cli("work-pool", "create", pool, "--type", "process", cwd=project)
+    env = {**os.environ, "DECFLOW_PROJECT_DIR": str(project)}
+    prefect_cli("--no-prompt", "deploy", "--all", "--prefect-file", str(file), cwd=project,
+                env=env)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("deploy")
+    def deploy_command(
+        file: str = FILE_OPTION,
+        pool: str = typer.Option("decflow-process", "--pool", help="Process work pool."),
+    ) -> None:
+        """Register the scheduled deployments with the Prefect server (PREFECT_API_URL);
+        run them with `prefect worker start --pool decflow-process`."""
+        require_api_url("deploy")
+        path = deployments_file(file)
+        deploy(path, pool)
+        typer.echo(f"deployments of {path} registered; start a worker with "
+                   f"`prefect worker start --pool {pool}`")
+
+    @app.command("serve")
+    def serve_command(file: str = FILE_OPTION) -> None:
+        """Serve the scheduled deployments from this process (until stopped)."""
+        require_api_url("serve")
+        path = deployments_file(file)
+        from decflow.flows.deployments import serve_deployments
+
+        serve_deployments(path)

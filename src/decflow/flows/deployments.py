@@ -1,0 +1,87 @@
+"""Deployments built from `deployments/prefect.yaml`, the one place schedules live.
+
+`build_deployments` turns each entry into `flow.to_deployment(...)` (no server needed, so
+the definitions are testable offline); `serve_deployments` serves them all from one process
+(`decflow serve`), with the project root as working directory like a worker's pull step.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prefect import Flow, serve
+from prefect.schedules import Cron
+
+from decflow.errors import DecflowError
+from decflow.flows.contract_run import contract_run
+from decflow.flows.nightly_regression import nightly_regression
+from decflow.flows.production_check import production_check
+from decflow.flows.replay import replay
+
+FLOWS: dict[str, Flow[Any, Any]] = {
+    "contract_run": contract_run,
+    "nightly_regression": nightly_regression,
+    "production_check": production_check,
+    "replay": replay,
+}
+WORK_POOL = "decflow-process"
+
+
+def load_definitions(path: str | Path) -> list[dict[str, Any]]:
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise DecflowError(f"{path}: cannot read the deployments file ({exc})") from None
+    entries = (document or {}).get("deployments")
+    if not isinstance(entries, list) or not entries:
+        raise DecflowError(f"{path}: no 'deployments' list")
+    return entries
+
+
+def flow_of(entry: dict[str, Any]) -> Flow[Any, Any]:
+    name = str(entry.get("entrypoint", "")).rsplit(":", 1)[-1]
+    if name not in FLOWS:
+        raise DecflowError(
+            f"deployment '{entry.get('name')}': entrypoint '{entry.get('entrypoint')}' is not "
+            f"one of decflow's flows ({', '.join(FLOWS)})"
+        )
+    return FLOWS[name]
+
+
+def schedules_of(entry: dict[str, Any]) -> list[Cron]:
+    return [
+        Cron(s["cron"], timezone=s.get("timezone", "UTC"), active=s.get("active", True))
+        for s in entry.get("schedules") or []
+    ]
+
+
+def build_deployments(path: str | Path) -> list[Any]:
+    """A `RunnerDeployment` per entry of the deployments file."""
+    deployments = []
+    for entry in load_definitions(path):
+        flow = flow_of(entry)
+        flow.validate_parameters(entry.get("parameters") or {})
+        deployments.append(flow.to_deployment(
+            name=entry["name"],
+            description=entry.get("description"),
+            tags=entry.get("tags") or [],
+            parameters=entry.get("parameters") or {},
+            schedules=schedules_of(entry),
+        ))
+    return deployments
+
+
+def project_dir(path: str | Path) -> Path:
+    """The project root: the folder holding `deployments/` (paths in parameters are
+    relative to it)."""
+    return Path(path).resolve().parent.parent
+
+
+def serve_deployments(path: str | Path) -> None:
+    """Serve every deployment of the file from this process until it is stopped."""
+    deployments = build_deployments(path)
+    os.chdir(project_dir(path))
+    serve(*deployments)

@@ -1,0 +1,41 @@
+"""The `replay` flow: re-send a stored run's property failures and reduced examples; the
+flow run fails when any of them reproduces (the CLI's exit 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from prefect.runtime import flow_run
+
+from decflow.flows.common import fail_on_status
+from decflow.tasks.check import replay_task
+from decflow.tasks.report import artifact_key
+
+
+def _replay_run_name() -> str:
+    return f"replay-{flow_run.parameters['target']}"
+
+
+@flow(name="replay", flow_run_name=_replay_run_name, persist_result=False)
+def replay(
+    target: str,
+    store: str = ".decflow",
+    ids: list[str] | None = None,
+    contract: str | None = None,
+    backend: str | None = None,
+    max_concurrency: int | None = None,
+) -> dict[str, Any]:
+    """`target` is a fuzz / test --all report file or a run id in the store."""
+    from decflow.pipeline.replay import render_replay
+
+    result: dict[str, Any] = replay_task(target, store, list(ids or []), contract, backend,
+                                         max_concurrency)
+    create_markdown_artifact(
+        f"# Replay of {target}: {result['status'].upper()}\n\n```\n{render_replay(result)}```\n",
+        key=artifact_key("replay", target),
+        description="replayed property failures",
+    )
+    fail_on_status(result, f"replay of {target}")
+    return result

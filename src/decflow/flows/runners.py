@@ -1,0 +1,38 @@
+"""Task runners: threads on this machine, or Dask for scale-out (`decflow[dask]`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.settings import PREFECT_API_URL
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from decflow.errors import DecflowError
+
+# shards run one at a time under threads (the contract's max_concurrency bounds the calls
+# to the backend); a few threads are enough for the stage tasks themselves
+THREADS = 4
+
+
+def build_task_runner(name: str = "thread", dask_address: str | None = None) -> Any:
+    if name == "thread":
+        return ThreadPoolTaskRunner(max_workers=THREADS)
+    if name != "dask":
+        raise DecflowError(f"--task-runner: '{name}' is not one of: thread, dask")
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise DecflowError(
+            "--task-runner dask needs the Dask extra: pip install 'decflow[dask]'"
+        ) from None
+    if not PREFECT_API_URL.value():
+        raise DecflowError(
+            "--task-runner dask needs PREFECT_API_URL (a Prefect server every worker can "
+            "reach); start one with `prefect server start`"
+        )
+    if dask_address:
+        return DaskTaskRunner(address=dask_address)
+    return DaskTaskRunner(cluster_kwargs={
+        "n_workers": 2, "threads_per_worker": 1, "processes": True,
+        "host": "127.0.0.1", "dashboard_address": None,
+    })

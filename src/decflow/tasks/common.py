@@ -1,0 +1,66 @@
+"""Task settings shared by every decflow task.
+
+Prefect's own caching and result persistence are off: tasks take and return small JSON
+manifests, and the content-addressed store is the cache (a stage whose key is published
+is a hit there, whichever process or machine computed it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from prefect import Task, task
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
+from prefect.states import State
+
+from decflow.errors import DecflowError
+from decflow.pipeline.spec import RunSpec
+from decflow.store.store import Manifest, Store
+from decflow.tasks import logs
+
+F = TypeVar("F", bound=Callable[..., Any])
+SHARD_RETRIES = 2
+SHARD_RETRY_DELAY_S = 2.0
+
+logs.install()
+
+
+def transient(_task: Task[Any, Any], _run: TaskRun, state: State[Any]) -> bool:
+    """Retry a failed shard unless it failed for a reason a retry cannot change."""
+    try:
+        state.result()
+    except DecflowError:
+        return False
+    except Exception:
+        return True
+    return False
+
+
+def stage_task(name: str, *, retries: int = 0, run_name: str | None = None) -> Callable[[F], F]:
+    """A thin task named after its stage, with Prefect caching and persistence off."""
+    options: dict[str, Any] = {
+        "name": name,
+        "cache_policy": NO_CACHE,
+        "persist_result": False,
+        "task_run_name": run_name,
+    }
+    if retries:
+        options.update(
+            retries=retries, retry_delay_seconds=SHARD_RETRY_DELAY_S, retry_condition_fn=transient
+        )
+
+    def decorate(fn: F) -> F:
+        return task(**options)(fn)  # type: ignore[return-value]
+
+    return decorate
+
+
+def spec_and_store(spec: dict[str, Any]) -> tuple[RunSpec, Store]:
+    run_spec = RunSpec.from_dict(spec)
+    return run_spec, Store(run_spec.store_url)
+
+
+def manifests_of(manifests: dict[str, dict[str, Any]]) -> dict[str, Manifest]:
+    return {name: Manifest.from_dict(m) for name, m in manifests.items()}
