@@ -397,3 +397,27 @@ def test_openapi_describes_the_request_sent() -> None:
     assert set(post["responses"]) == {"200", "502", "503", "504", "default"}
     assert api["security"] == [{}, {"bearer": []}]
     assert "get" in api["paths"]["/healthz"]
+
+
+def test_one_backend_serves_several_event_loops_and_threads() -> None:
+    """Shards may run in their own `asyncio.run`, in threads: each loop gets connections."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with RecordingServer(lambda request: Reply(200, GOOD)) as server:
+        backend = make(server.url())
+
+        def shard(i: int) -> list[Any]:
+            async def calls() -> list[Any]:
+                requests = [DecisionRequest(f"{i}-{n}", SPEC, "x") for n in range(5)]
+                results = await asyncio.gather(*(backend.predict(r) for r in requests))
+                await backend.aclose()
+                return results
+
+            return asyncio.run(calls())
+
+        assert len(shard(0)) == 5
+        assert len(shard(1)) == 5  # a new loop after the first one closed
+        with ThreadPoolExecutor(3) as pool:
+            results = list(pool.map(shard, range(2, 8)))
+    assert all(len(r) == 5 for r in results)
+    assert len(server.requests) == 40

@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import ssl
+import weakref
 from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -60,56 +61,81 @@ def _seconds(value: float) -> str:
     return f"{value:g}s"
 
 
+class _Connections:
+    """The transports of one event loop, with their in-flight counts."""
+
+    def __init__(self, size: int, context: ssl.SSLContext) -> None:
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        self.transports = [
+            httpx.AsyncHTTPTransport(verify=context, limits=limits) for _ in range(size)
+        ]
+        self.in_flight = [0] * size
+        self.idle = list(range(size - 1, -1, -1))
+        self.turn = 0
+
+    def take(self) -> int:
+        if self.idle:
+            index = self.idle.pop()
+        else:
+            index, self.turn = self.turn, (self.turn + 1) % len(self.transports)
+        self.in_flight[index] += 1
+        return index
+
+    def give_back(self, index: int) -> None:
+        self.in_flight[index] -= 1
+        if not self.in_flight[index]:
+            self.idle.append(index)
+
+
 class ClientPool:
     """Single-connection httpx transports; a request takes an idle one (most recently used
     first, so a low concurrency keeps few connections open), else the next in turn.
 
     Transports are used directly (not through `AsyncClient`): decflow needs none of the
     client layer (cookies, auth flows, redirects, proxies from the environment), and
-    skipping it saves about a quarter of the per-request CPU time.
+    skipping it saves about a quarter of the per-request CPU time. Connections belong to
+    an event loop, so each loop that uses the pool (shards run with their own
+    `asyncio.run`, possibly in threads) gets its own set, dropped with the loop.
     """
 
     def __init__(self, timeout_s: float, size: int = DEFAULT_CONNECTIONS) -> None:
         self.size = size
         self.timeout = {"connect": timeout_s, "read": timeout_s, "write": timeout_s, "pool": None}
-        self._transports: list[httpx.AsyncHTTPTransport] = []
-        self._in_flight = [0] * size
-        self._idle = list(range(size - 1, -1, -1))
-        self._turn = 0
+        self._context: ssl.SSLContext | None = None
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connections] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def _build(self) -> None:
-        # One TLS context for all transports: creating one each costs ~10 ms.
-        context = ssl.create_default_context()
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        self._transports = [
-            httpx.AsyncHTTPTransport(verify=context, limits=limits) for _ in range(self.size)
-        ]
+    def _connections(self) -> _Connections:
+        loop = asyncio.get_running_loop()
+        connections = self._by_loop.get(loop)
+        if connections is None:
+            if self._context is None:
+                # One TLS context for every transport: creating one costs ~10 ms.
+                self._context = ssl.create_default_context()
+            connections = self._by_loop[loop] = _Connections(self.size, self._context)
+        return connections
 
     async def send(self, request: httpx.Request) -> httpx.Response:
         """Send and read the whole body (timeouts apply to connect, each read and write)."""
-        if not self._transports:
-            self._build()
-        if self._idle:
-            index = self._idle.pop()
-        else:
-            index, self._turn = self._turn, (self._turn + 1) % self.size
-        self._in_flight[index] += 1
+        connections = self._connections()
+        index = connections.take()
         request.extensions["timeout"] = self.timeout
         try:
-            response = await self._transports[index].handle_async_request(request)
+            response = await connections.transports[index].handle_async_request(request)
             try:
                 await response.aread()
             finally:
                 await response.aclose()
             return response
         finally:
-            self._in_flight[index] -= 1
-            if not self._in_flight[index]:
-                self._idle.append(index)
+            connections.give_back(index)
 
     async def aclose(self) -> None:
-        transports, self._transports = self._transports, []
-        await asyncio.gather(*(transport.aclose() for transport in transports))
+        """Close this loop's connections (those of finished loops went with them)."""
+        connections = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if connections is not None:
+            await asyncio.gather(*(t.aclose() for t in connections.transports))
 
 
 class HttpCaller:
