@@ -116,7 +116,7 @@ def test_regate_uses_no_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr("decflow.backends.registry.build_backend", no_backend)
     monkeypatch.setattr("decflow.pipeline.results_stage.build_backend", no_backend)
-    monkeypatch.setattr("decflow.pipeline.properties.build_backend", no_backend)
+    monkeypatch.setattr("decflow.pipeline.direct_calls.build_backend", no_backend)
     out = tmp_path / "regated.json"
     code, text, _ = run_cli("report", run_id, "-c", str(edited), "--store", store, "-o", str(out))
     regated = json.loads(out.read_text())

@@ -105,41 +105,50 @@ def check_probabilities(
 
 
 def _rows_from_matrix(
-    request_ids: Sequence[str],
+    request_ids: Sequence[str] | pl.Series,
     probabilities: np.ndarray,
     labels: Sequence[str],
-    latency_ms: Sequence[float],
+    latency_ms: Sequence[float | None] | float,
     error_kinds: Sequence[str | None],
     error_messages: Sequence[str | None],
-    models: Sequence[str | None],
-    model_versions: Sequence[str | None],
-    metadata: Sequence[str | None],
+    models: Sequence[str | None] | str | None,
+    model_versions: Sequence[str | None] | str | None,
+    metadata: Sequence[str | None] | None,
 ) -> pl.DataFrame:
+    """Build a results table column-wise (no Python object per row for the numbers)."""
     n = len(request_ids)
-    errored = np.array([kind is not None for kind in error_kinds], dtype=bool)
-    safe = np.where(errored[:, None], 0.0, probabilities) if n else probabilities
+    width = len(labels)
+    errored = pl.Series("errored", [kind is not None for kind in error_kinds], dtype=pl.Boolean)
+    matrix = np.ascontiguousarray(probabilities, dtype=np.float64).reshape(n, width)
+    safe = np.where(errored.to_numpy()[:, None], 0.0, matrix) if n else matrix
     selected_index = np.argmax(safe, axis=1) if n else np.zeros(0, dtype=np.int64)
     confidence = safe[np.arange(n), selected_index] if n else np.zeros(0)
-    label_array = np.array(labels, dtype=object)
-    selected = np.where(errored, None, label_array[selected_index]) if n else []
-    prob_lists: list[list[float] | None] = [
-        None if errored[i] else probabilities[i].tolist() for i in range(n)
-    ]
-    return pl.DataFrame(
+
+    def column(values: Any, dtype: Any) -> pl.Series:
+        if values is None or isinstance(values, str | float | int):
+            return pl.repeat(values, n, dtype=dtype, eager=True)
+        return pl.Series(values, dtype=dtype)
+
+    frame = pl.DataFrame(
         {
-            "request_id": list(request_ids),
-            "probabilities": prob_lists,
-            "selected": list(selected),
-            "confidence": [None if errored[i] else float(confidence[i]) for i in range(n)],
-            "latency_ms": [None if errored[i] else latency_ms[i] for i in range(n)],
-            "error_kind": list(error_kinds),
-            "error_message": list(error_messages),
-            "model": [None if errored[i] else models[i] for i in range(n)],
-            "model_version": [None if errored[i] else model_versions[i] for i in range(n)],
-            "metadata_json": [None if errored[i] else metadata[i] for i in range(n)],
-        },
-        schema=RESULTS_SCHEMA,
+            "request_id": pl.Series(request_ids, dtype=pl.String),
+            "probabilities": pl.Series(matrix).cast(pl.List(pl.Float64)),
+            "selected": pl.Series(list(labels), dtype=pl.String).gather(selected_index),
+            "confidence": confidence,
+            "latency_ms": column(latency_ms, pl.Float64),
+            "error_kind": pl.Series(error_kinds, dtype=pl.String),
+            "error_message": pl.Series(error_messages, dtype=pl.String),
+            "model": column(models, pl.String),
+            "model_version": column(model_versions, pl.String),
+            "metadata_json": column(metadata, pl.String),
+        }
     )
+    nulled = ["probabilities", "selected", "confidence", "latency_ms", "model", "model_version",
+              "metadata_json"]
+    ok = pl.Series("ok", errored).not_()
+    return frame.with_columns(
+        [pl.when(ok).then(pl.col(name)).otherwise(None).alias(name) for name in nulled]
+    ).select([pl.col(name).cast(dtype) for name, dtype in RESULTS_SCHEMA.items()])
 
 
 def _inputs(requests: pl.DataFrame) -> list[str | dict[str, Any]]:
@@ -179,15 +188,15 @@ def decide_in_process(
         except InvalidResponse as exc:
             kinds[i], messages[i] = exc.kind, str(exc)
     return _rows_from_matrix(
-        batch.request_ids,
+        requests["request_id"],
         probabilities,
         labels,
-        [per_request_ms] * n,
+        per_request_ms,
         kinds,
         messages,
-        [answer.model] * n,
-        [answer.model_version] * n,
-        [None] * n,
+        answer.model,
+        answer.model_version,
+        None,
     )
 
 
