@@ -15,17 +15,9 @@ import polars as pl
 
 from decflow.backends.base import Backend, DecisionSpec
 from decflow.backends.engine import RESULTS_SCHEMA, RemoteCaller, decide_in_process
-from decflow.store.store import Part, Store
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
-
-
-def recorded_request_ids(store: Store, parts: list[Part]) -> set[str]:
-    ids: set[str] = set()
-    for part in parts:
-        ids.update(store.read_part(part, ["request_id"])["request_id"].to_list())
-    return ids
 
 
 def _error_rows(request_ids: pl.Series, kinds: list[str], messages: list[str]) -> pl.DataFrame:

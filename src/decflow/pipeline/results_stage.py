@@ -23,7 +23,6 @@ from decflow.pipeline.calls import (
     decide_requests,
     generation_error_rows,
     original_error_rows,
-    recorded_request_ids,
 )
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Part, Store, stage_key
@@ -38,13 +37,13 @@ def results_key(spec: RunSpec, requests: Manifest) -> str:
     return stage_key("results", VERSION, loaded.hash, [requests.sha256], params)
 
 
-def _phase_rows(requests: pl.DataFrame, phase: str) -> pl.DataFrame:
+def phase_rows(requests: pl.DataFrame, phase: str) -> pl.DataFrame:
     is_original = pl.col("property") == ""
     return requests.filter(is_original if phase == "originals" else ~is_original)
 
 
 def shard_count(store: Store, spec: RunSpec, requests: Manifest, phase: str) -> int:
-    rows = _phase_rows(store.read(requests, ["property"]), phase).height
+    rows = phase_rows(store.read(requests, ["property"]), phase).height
     return -(-rows // spec.shard_size)
 
 
@@ -78,25 +77,45 @@ def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
     return asyncio.run(check())
 
 
+class CallSession:
+    """The requests table and what is recorded so far, kept across the shards of one run."""
+
+    def __init__(self, requests: pl.DataFrame, recorded: pl.DataFrame) -> None:
+        self.requests = requests
+        self.recorded = recorded  # request_id, error_kind, error_message
+
+    @classmethod
+    def load(cls, store: Store, requests: Manifest, key: str) -> CallSession:
+        return cls(store.read(requests), _original_errors(store, key))
+
+    def add(self, frame: pl.DataFrame) -> None:
+        self.recorded = pl.concat(
+            [self.recorded, frame.select("request_id", "error_kind", "error_message")]
+        )
+
+    def errors(self) -> pl.DataFrame:
+        return self.recorded
+
+
 class ShardSink:
     """Writes one shard's result chunks; names are unique per shard and attempt."""
 
-    def __init__(self, store: Store, key: str, phase: str, index: int) -> None:
+    def __init__(
+        self, store: Store, key: str, phase: str, index: int, session: CallSession
+    ) -> None:
         self.store = store
         self.prefix = f"{store.stage_prefix('results', key)}/chunk-{phase[0]}{index:06d}"
         self.attempt = uuid.uuid4().hex[:8]
+        self.session = session
         self.count = 0
         self.rows = 0
 
     def __call__(self, frame: pl.DataFrame) -> None:
         if frame.height:
             self.store.write_part(f"{self.prefix}-{self.attempt}-{self.count:05d}.parquet", frame)
+            self.session.add(frame)
             self.count += 1
             self.rows += frame.height
-
-
-def _recorded(store: Store, key: str) -> set[str]:
-    return recorded_request_ids(store, store.chunk_parts("results", key))
 
 
 def _original_errors(store: Store, key: str) -> pl.DataFrame:
@@ -116,22 +135,26 @@ def call_shard(
     phase: str,
     index: int,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    session: CallSession | None = None,
 ) -> int:
-    """Decide shard `index` of `phase`; returns how many results it recorded now."""
+    """Decide shard `index` of `phase`; returns how many results it recorded now.
+
+    A `session` lets one process (the in-process runner) keep the requests table and the
+    recorded ids in memory across shards instead of re-reading them from the store.
+    """
     contract = load_contract_cached(spec.contract_path).contract
-    table = _phase_rows(store.read(requests), phase)
-    shard = table.slice(index * spec.shard_size, spec.shard_size)
-    recorded = _recorded(store, key)
-    pending = shard.filter(~pl.col("request_id").is_in(list(recorded)))
+    session = session or CallSession.load(store, requests, key)
+    shard = phase_rows(session.requests, phase).slice(index * spec.shard_size, spec.shard_size)
+    pending = shard.join(session.recorded, on="request_id", how="anti")
     if not pending.height:
         return 0
-    sink = ShardSink(store, key, phase, index)
+    sink = ShardSink(store, key, phase, index, session)
     if phase == "transformed":
         sink(generation_error_rows(pending))
         pending = pending.filter(pl.col("pre_error_kind").is_null())
-        originals = _phase_rows(store.read(requests, ["request_id", "case_id", "property"]),
-                                "originals")
-        failed = originals.join(_original_errors(store, key), on="request_id").filter(
+        originals = phase_rows(session.requests, "originals").select("request_id", "case_id")
+        failed = originals.join(session.errors(), on="request_id").filter(
             pl.col("error_kind").is_not_null()
         ).select("case_id", "error_kind")
         blocked = original_error_rows(pending, failed)
@@ -157,7 +180,7 @@ def call_shard(
 
 def check_originals(spec: RunSpec, store: Store, requests: Manifest, key: str) -> None:
     """Every original errored: the check cannot run (exit 2), even if gates would allow it."""
-    originals = _phase_rows(store.read(requests, ["request_id", "property"]), "originals")
+    originals = phase_rows(store.read(requests, ["request_id", "property"]), "originals")
     results = _original_errors(store, key)
     joined = originals.join(results, on="request_id", how="inner")
     failed = joined.filter(pl.col("error_kind").is_not_null())

@@ -150,17 +150,21 @@ def run_results(
     total = store.read(requests, ["request_id"]).height
     update = progress("calls", total) if progress else None
     done = 0
+    session = results_stage.CallSession.load(store, requests, key)
     for phase in results_stage.PHASES:
         if phase == "transformed":
             results_stage.check_originals(spec, store, requests, key)
-        for index in range(results_stage.shard_count(store, spec, requests, phase)):
+        shards = -(-results_stage.phase_rows(session.requests, phase).height // spec.shard_size)
+        for index in range(shards):
             base = done
 
             def report(shard_done: int, _total: int, base: int = base) -> None:
                 if update:
                     update(base + shard_done, total)
 
-            done += results_stage.call_shard(spec, store, requests, key, phase, index, report)
+            done += results_stage.call_shard(
+                spec, store, requests, key, phase, index, report, session=session
+            )
     return results_stage.finish_results(spec, store, requests, key, health)
 
 
