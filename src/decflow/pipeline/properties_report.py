@@ -127,11 +127,13 @@ def _failures(
 ) -> list[dict[str, Any]]:
     items = []
     width = len(labels)
-    for row in rows.iter_rows(named=True):
+    listed = rows.filter(
+        pl.col("request_id").is_in(list(failing_ids))
+        | (pl.col("error_kind").is_not_null() & (pl.col("error_kind") != ORIGINAL_ERROR))
+    )
+    for row in listed.iter_rows(named=True):
         rid = row["request_id"]
         errored = row["error_kind"] is not None
-        if not (rid in failing_ids or (errored and row["error_kind"] != ORIGINAL_ERROR)):
-            continue
         probabilities = None
         if not errored:
             values = probability_matrix(pl.Series([row["probabilities"]]), width)[0]
