@@ -1,32 +1,46 @@
-"""Derived requests: transformed cases of every enabled property (fuzz / all modes).
+"""Derived requests: everything sent besides the originals, in the `transformed` phase.
 
-Each property derives its transformations per (seed, property, case id) independently, so
-the same contract, dataset and seed always give the same requests. Cases a property cannot
-transform are recorded as skipped with the reference's reason; provider failures become
-requests that carry their error and are never sent.
+- transformed cases of every enabled property (fuzz / all modes). Each property derives its
+  transformations per (seed, property, case id) independently, so the same contract,
+  dataset and seed always give the same requests. Cases a property cannot transform are
+  recorded as skipped with the reference's reason; provider failures become requests that
+  carry their error and are never sent.
+- stability reruns (all / stability modes, `diagnostics.stability`): k − 1 more calls per
+  case with the unchanged input and canonical labels (property "stability", samples
+  1..k−1); the original is the series' first draw, so the meter costs n·(k − 1) calls.
+- counterfactual persona arms (fuzz / all, `properties.counterfactual`): one request per
+  distinct rendered arm (property "counterfactual", id `counterfactual/<sha256 of the
+  arm>`), so an arm shared by a cross pair and its placebo partner is decided once.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from decflow.contracts.sections import Stability
 from decflow.data.golden import case_input, compact_json
 from decflow.errors import DecflowError
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec
 
+if TYPE_CHECKING:
+    from decflow.diagnostics.personas import PairSet
+
 FUZZ_MODES = ("fuzz", "all")
+RERUN_MODES = ("all", "stability")
+RERUN = "stability"
+COUNTERFACTUAL = "counterfactual"
+# Request properties that are diagnostics, judged in the summary's diagnostics section and
+# never by the generic property comparisons.
+DIAGNOSTIC_PROPERTIES = (RERUN, COUNTERFACTUAL)
 
 
-def selected_properties(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
+def _enabled(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
     """Enabled properties in the fixed order, narrowed by `-p` (which must name enabled ones)."""
-    enabled = [
-        (name, config) for name, config in contract.properties.enabled()
-        if name != "counterfactual"
-    ]
+    enabled: list[tuple[str, Any]] = contract.properties.enabled()
     if spec.properties is not None:
         names = {name for name, _ in enabled}
         unknown = [p for p in spec.properties if p not in names]
@@ -36,9 +50,116 @@ def selected_properties(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
                 f"property '{unknown[0]}' is not enabled in the contract (enabled: {listed})"
             )
         enabled = [(n, c) for n, c in enabled if n in spec.properties]
-    if not enabled:
-        raise DecflowError("no property is enabled; add one under 'properties' in the contract")
     return enabled
+
+
+def selected_properties(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
+    """The metamorphic properties of this run (`counterfactual` is a diagnostic of its own).
+
+    A fuzz run needs something to fuzz; `test --all` may also be diagnostics only.
+    """
+    enabled = _enabled(spec, contract)
+    if not enabled and (spec.mode == "fuzz" or contract.diagnostics is None):
+        raise DecflowError("no property is enabled; add one under 'properties' in the contract")
+    return [(name, config) for name, config in enabled if name != COUNTERFACTUAL]
+
+
+def counterfactual_config(spec: RunSpec, contract: Any) -> Any | None:
+    """`properties.counterfactual` when this run decides persona arms."""
+    if spec.mode not in FUZZ_MODES:
+        return None
+    return dict(_enabled(spec, contract)).get(COUNTERFACTUAL)
+
+
+def stability_config(spec: RunSpec, contract: Any) -> Stability | None:
+    """`diagnostics.stability` when this run makes reruns; `decflow stability` runs the meter
+    with the defaults when the contract has no section."""
+    if spec.mode not in RERUN_MODES:
+        return None
+    configured = contract.diagnostics.stability if contract.diagnostics is not None else None
+    if configured is None and spec.mode == "stability":
+        return Stability()
+    return configured
+
+
+def persona_pair_set(contract: Any, config: Any, cases: pl.DataFrame) -> PairSet:
+    """The run's persona pairs: a pure function of contract and cases, so the summary
+    rebuilds exactly the pairs whose arms the requests stage sent."""
+    from decflow.diagnostics.personas import build_pairs
+
+    inputs = [
+        (case_id, case_input(text, obj))
+        for case_id, text, obj in zip(
+            cases["case_id"], cases["input_text"], cases["input_json"], strict=True
+        )
+    ]
+    return build_pairs(
+        inputs,
+        dimensions=config.dimensions,
+        language=config.language,
+        catalog_seed=config.catalog_seed,
+        num_pairs_per_dimension=config.num_pairs_per_dimension,
+        pool_size_per_dimension=config.pool_size_per_dimension,
+        persona_pairs=config.persona_pairs,
+        placebo=config.placebo,
+        template=config.template,
+        text_field=contract.fuzz.text_field,
+    )
+
+
+def arm_request_id(fingerprint: str) -> str:
+    return f"{COUNTERFACTUAL}/{fingerprint.removeprefix('sha256:')}"
+
+
+def arm_fingerprint(request_id: str) -> str:
+    return "sha256:" + request_id.removeprefix(f"{COUNTERFACTUAL}/")
+
+
+def _canonical_presentation(n: int, labels: tuple[str, ...]) -> dict[str, pl.Series]:
+    return {
+        "shown_labels": pl.Series([list(labels)] * n, dtype=pl.List(pl.String)),
+        "label_order": pl.Series([list(range(len(labels)))] * n, dtype=pl.List(pl.Int64)),
+    }
+
+
+def rerun_requests(cases: pl.DataFrame, labels: tuple[str, ...], repeats: int) -> pl.DataFrame:
+    """Samples 1..repeats−1 of every case, unchanged, with the canonical labels."""
+    samples = pl.DataFrame({"sample": list(range(1, repeats))}, schema={"sample": pl.Int64})
+    table = cases.select("case_id", "input_text", "input_json").join(samples, how="cross")
+    return table.with_columns(
+        request_id=pl.format("{}/{}/{}", pl.lit(RERUN), "case_id", "sample"),
+        property=pl.lit(RERUN),
+        steps_json=pl.lit(None, dtype=pl.String),
+        pre_error_kind=pl.lit(None, dtype=pl.String),
+        pre_error_message=pl.lit(None, dtype=pl.String),
+        **_canonical_presentation(table.height, labels),
+    ).select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
+
+
+def counterfactual_requests(pairs: PairSet, labels: tuple[str, ...]) -> pl.DataFrame:
+    """One request per distinct persona arm, attributed to the first case that uses it."""
+    arms = pairs.unique_arms()
+    case_of: dict[str, str] = {}
+    for pair in pairs.pairs:
+        case_of.setdefault(pair.fingerprint_a, pair.case_id)
+        case_of.setdefault(pair.fingerprint_b, pair.case_id)
+    values = list(arms.values())
+    n = len(arms)
+    return pl.DataFrame(
+        {
+            "request_id": [arm_request_id(fp) for fp in arms],
+            "case_id": [case_of[fp] for fp in arms],
+            "property": [COUNTERFACTUAL] * n,
+            "sample": [0] * n,
+            "input_text": [v if isinstance(v, str) else None for v in values],
+            "input_json": [None if isinstance(v, str) else compact_json(v) for v in values],
+            **_canonical_presentation(n, labels),
+            "steps_json": [None] * n,
+            "pre_error_kind": [None] * n,
+            "pre_error_message": [None] * n,
+        },
+        schema=REQUESTS_SCHEMA,
+    )
 
 
 def run_seed(spec: RunSpec, contract: Any) -> int:
@@ -48,10 +169,27 @@ def run_seed(spec: RunSpec, contract: Any) -> int:
 def derived_requests(
     spec: RunSpec, loaded: Any, cases: pl.DataFrame
 ) -> tuple[list[pl.DataFrame], dict[str, Any]]:
-    """Transformed requests for the properties of this run, plus skipped cases."""
+    """Transformed requests, reruns and persona arms of this run, plus skipped cases."""
     extra: dict[str, Any] = {"skipped": [], "provenance": {}}
-    if spec.mode not in FUZZ_MODES:
-        return [], extra
+    contract = loaded.contract
+    labels = tuple(contract.decision.labels)
+    frames = []
+    if spec.mode in FUZZ_MODES:
+        frames.append(_property_requests(spec, loaded, cases, extra))
+    stability = stability_config(spec, contract)
+    if stability is not None:
+        frames.append(rerun_requests(cases, labels, stability.repeats))
+    counterfactual = counterfactual_config(spec, contract)
+    if counterfactual is not None:
+        frames.append(
+            counterfactual_requests(persona_pair_set(contract, counterfactual, cases), labels)
+        )
+    return frames, extra
+
+
+def _property_requests(
+    spec: RunSpec, loaded: Any, cases: pl.DataFrame, extra: dict[str, Any]
+) -> pl.DataFrame:
     from decflow.properties.generate import generate
     from decflow.properties.paraphrasers import build_paraphraser
 
@@ -97,8 +235,7 @@ def derived_requests(
             for item in generated.transformed:
                 _add(columns, name, case_id, item.sample, item.input, item.presentation,
                      labels, index_of, item.steps, None, None)
-    frame = pl.DataFrame(columns, schema=REQUESTS_SCHEMA)
-    return [frame], extra
+    return pl.DataFrame(columns, schema=REQUESTS_SCHEMA)
 
 
 def _add(

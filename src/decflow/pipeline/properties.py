@@ -15,6 +15,7 @@ import polars as pl
 
 from decflow.data.golden import case_input
 from decflow.metrics.compare import Comparison, Limits, compare, judge
+from decflow.pipeline.derive import DIAGNOSTIC_PROPERTIES
 from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.pipeline.golden import probability_matrix
 from decflow.pipeline.spec import RunSpec, load_contract_cached
@@ -44,7 +45,8 @@ def _direction(config: Any) -> str:
 
 
 def joined_transformed(store: Store, manifests: dict[str, Manifest]) -> pl.DataFrame:
-    """Transformed requests with their result, their original's input and probabilities."""
+    """Transformed property requests with their result, their original's input and
+    probabilities."""
     requests = store.read(manifests["requests"])
     results = store.read(manifests["results"])
     with_results = requests.join(results, on="request_id", how="left")
@@ -54,9 +56,9 @@ def joined_transformed(store: Store, manifests: dict[str, Manifest]) -> pl.DataF
         pl.col("input_text").alias("original_text"),
         pl.col("input_json").alias("original_json"),
     )
-    return with_results.filter(pl.col("property") != "").join(
-        originals, on="case_id", how="left"
-    )
+    # Reruns and persona arms are judged by the diagnostics section, not as properties.
+    metamorphic = (pl.col("property") != "") & ~pl.col("property").is_in(DIAGNOSTIC_PROPERTIES)
+    return with_results.filter(metamorphic).join(originals, on="case_id", how="left")
 
 
 def _comparison_of(frame: pl.DataFrame) -> Comparison:

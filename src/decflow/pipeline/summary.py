@@ -12,6 +12,7 @@ import polars as pl
 
 import decflow
 from decflow.gates import Check, status_of
+from decflow.pipeline.diagnostics_section import diagnostics_section
 from decflow.pipeline.golden import golden_section, originals
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
@@ -74,6 +75,9 @@ def build_report(
 
         properties = properties_section(loaded, spec, store, manifests, table)
         checks.extend(properties.pop("checks"))
+    diagnostics, checks = diagnostics_section(
+        loaded, spec, store, manifests, table, properties, checks
+    )
     status, exit_code = status_of([Check(**c) for c in checks], fail_on_warn=fail_on_warn)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
@@ -119,7 +123,7 @@ def build_report(
         "failures": golden["failures"] if spec.mode != "fuzz" else [],
         "results": golden["results"],
         "properties": properties,
-        "diagnostics": None,
+        "diagnostics": diagnostics,
         "run": {
             "id": spec.run_id,
             "store": store.location,

@@ -1,0 +1,293 @@
+"""The report's `diagnostics` section: rerun stability, blindness and counterfactual personas.
+
+Everything is computed from the stored `cases`, `requests` and `results` tables and the
+contract at hand, so re-gating a stored run recomputes the diagnostics without any call:
+
+- the meter's series per case is the original (first draw), its `stability` reruns, then
+  the `paraphrase` re-asks when the identity provider made them (rerun evidence, not a
+  paraphrase test), paired consecutively and disjointly;
+- blindness reads one decision per case, the original's (no extra call);
+- persona pairs are rebuilt from the contract (a pure function of it and the cases) and get
+  their arms' probabilities from the `counterfactual` results by fingerprint.
+
+A blind suite marks the passing property and persona checks as potentially vacuous, and
+properties or axes that changed nothing are named as *not exercised* (n/a, never a pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from decflow.contracts.sections import Stability
+from decflow.diagnostics.blindness import (
+    BlindnessResult,
+    blindness_check,
+    describe,
+    detect_blindness,
+    mark_vacuous,
+)
+from decflow.diagnostics.counterfactual import (
+    NOT_EXERCISED,
+    CounterfactualResult,
+    analyse_counterfactual,
+    attach_probabilities,
+    counterfactual_checks,
+    plan,
+)
+from decflow.diagnostics.stability import (
+    StabilityResult,
+    measure_stability,
+    oracle_guidance,
+    stability_check,
+)
+from decflow.gates import Check, make_check
+from decflow.pipeline.derive import (
+    COUNTERFACTUAL,
+    FUZZ_MODES,
+    RERUN,
+    arm_fingerprint,
+    counterfactual_config,
+    persona_pair_set,
+    stability_config,
+)
+from decflow.pipeline.spec import RunSpec
+from decflow.store.store import Manifest, Store
+
+DIAGNOSTIC_MODES = (*FUZZ_MODES, "stability")
+MAX_EXAMPLES = 20
+NOT_RUN = "the run made no {what}; run it again with this contract"
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The stored requests the diagnostics read, joined with their results."""
+
+    originals: pl.DataFrame  # property "", one per case
+    reruns: pl.DataFrame  # property "stability"
+    paraphrases: pl.DataFrame  # property "paraphrase" (identity re-asks are rerun evidence)
+    arms: pl.DataFrame  # property "counterfactual"
+
+
+def _rows(store: Store, manifests: dict[str, Manifest]) -> _Rows:
+    wanted = ("", RERUN, "paraphrase", COUNTERFACTUAL)
+    requests = store.read(
+        manifests["requests"],
+        ["request_id", "case_id", "property", "sample", "input_text", "input_json"],
+    ).filter(pl.col("property").is_in(wanted))
+    results = store.read(
+        manifests["results"], ["request_id", "selected", "probabilities", "error_kind"]
+    )
+    joined = requests.join(results, on="request_id", how="left")
+    by = {name: joined.filter(pl.col("property") == name) for name in wanted}
+    return _Rows(by[""], by[RERUN], by["paraphrase"], by[COUNTERFACTUAL])
+
+
+def identity_reasks(rows: _Rows) -> pl.DataFrame:
+    """The paraphrase requests when every one re-asked its original input unchanged."""
+    if not rows.paraphrases.height:
+        return rows.paraphrases
+    original = rows.originals.select(
+        "case_id", original_text="input_text", original_json="input_json"
+    )
+    joined = rows.paraphrases.join(original, on="case_id", how="left")
+    same = (
+        pl.col("input_text").eq_missing(pl.col("original_text"))
+        & pl.col("input_json").eq_missing(pl.col("original_json"))
+    )
+    if not joined.select(same.all()).item():
+        return rows.paraphrases.clear()
+    return rows.paraphrases
+
+
+def _meter_input(rows: _Rows, reasks: pl.DataFrame) -> pl.DataFrame:
+    """One series per case: original (repeat 0), reruns (their sample), then re-asks."""
+    after_reruns = int(rows.reruns["sample"].max() or 0) + 1  # type: ignore[arg-type]
+    columns = ["case_id", "repeat", "selected", "probabilities", "error_kind"]
+    parts = [
+        rows.originals.with_columns(repeat=pl.lit(0, dtype=pl.Int64)),
+        rows.reruns.with_columns(repeat=pl.col("sample")),
+        reasks.with_columns(repeat=pl.col("sample") + after_reruns),
+    ]
+    return pl.concat([p.select(columns) for p in parts], how="vertical")
+
+
+def _stability(
+    spec: RunSpec, contract: Any, rows: _Rows
+) -> tuple[dict[str, Any] | None, StabilityResult | None, list[Check]]:
+    config = stability_config(spec, contract)
+    reasks = identity_reasks(rows)
+    if config is None and not reasks.height:
+        return None, None, []
+    if config is not None and not rows.reruns.height and not reasks.height:
+        reason = NOT_RUN.format(what="stability reruns")
+        check = make_check(
+            "stability.verdict", config.level, "stability.ci_low", "<=", config.epsilon, None,
+            reason_if_null=reason,
+        )
+        return None, None, [check]
+    epsilon = config.epsilon if config is not None else Stability().epsilon
+    result = measure_stability(_meter_input(rows, reasks), epsilon=epsilon)
+    section = result.to_dict() | {
+        "configured": config is not None,
+        "sources": {"reruns": rows.reruns.height, "identity_paraphrase": reasks.height},
+    }
+    if config is None:
+        section["note"] = (
+            "measured from the identity paraphrase re-asks only; add diagnostics.stability "
+            "to make reruns and gate on the verdict"
+        )
+        return section, result, []
+    return section, result, [stability_check(result, config.level)]
+
+
+def _blindness(
+    contract: Any, table: pl.DataFrame
+) -> tuple[dict[str, Any], BlindnessResult, list[Check]]:
+    config = contract.diagnostics.blindness if contract.diagnostics is not None else None
+    inputs = list(zip(table["input_text"].to_list(), table["input_json"].to_list(), strict=True))
+    kwargs = {} if config is None else {"threshold": config.threshold}
+    result = detect_blindness(table["selected"].to_list(), inputs=inputs, **kwargs)
+    section = result.to_dict() | {"configured": config is not None, "summary": describe(result)}
+    checks = [] if config is None else [blindness_check(result, config.level)]
+    return section, result, checks
+
+
+def _counterfactual(
+    spec: RunSpec,
+    contract: Any,
+    cases: pl.DataFrame,
+    rows: _Rows,
+    meter: StabilityResult | None,
+    blind: bool,
+) -> tuple[dict[str, Any] | None, list[Check]]:
+    config = counterfactual_config(spec, contract)
+    if config is None:
+        return None, []
+    labels = tuple(contract.decision.labels)
+    pairs = persona_pair_set(contract, config, cases)
+    probabilities = {
+        arm_fingerprint(rid): None if kind is not None else probs
+        for rid, probs, kind in zip(
+            rows.arms["request_id"], rows.arms["probabilities"], rows.arms["error_kind"],
+            strict=True,
+        )
+    }
+    result = analyse_counterfactual(
+        attach_probabilities(pairs.frame(), probabilities),
+        labels,
+        axes=config.dimensions,
+        not_exercised=pairs.not_exercised,
+        max_flip_rate=config.max_flip_rate,
+        favourable_labels=config.favourable_labels,
+        tau_rerun=None if meter is None else meter.tv_p95,
+        max_tv_distance=config.max_tv_distance,
+        blind=blind,
+    )
+    checks = counterfactual_checks(result, config.level)
+    if not rows.arms.height and pairs.unique_arms():
+        reason = NOT_RUN.format(what="persona arm calls")
+        checks = [
+            make_check(c.gate, c.level, c.metric, c.comparison, c.threshold, None,
+                       reason_if_null=reason)
+            for c in checks
+        ]
+    section = result.summary() | {
+        "language": pairs.language,
+        "catalogue_version": pairs.catalogue_version,
+        "catalogue_sha256": pairs.catalogue_sha256,
+        "template": pairs.template,
+        "placebo": config.placebo,
+        "arms_sent": rows.arms.height,
+        "skipped_cases": pairs.skipped,
+        "plan": plan(
+            cases.height,
+            dimensions=config.dimensions,
+            num_pairs_per_dimension=config.num_pairs_per_dimension,
+            placebo=config.placebo,
+            max_flip_rate=config.max_flip_rate,
+        ),
+        "examples": _examples(result),
+    }
+    return section, checks
+
+
+def _examples(result: CounterfactualResult) -> list[dict[str, Any]]:
+    """Attributable flips (fingerprints, not persona text), most distant first."""
+    columns = ["axis", "pair_id", "group_a", "group_b", "selected_a", "selected_b", "tv",
+               "fingerprint_a", "fingerprint_b"]
+    flips = result.pairs.filter(pl.col("class") == "attributable").sort("tv", descending=True)
+    return flips.select(columns).head(MAX_EXAMPLES).to_dicts()
+
+
+def _not_exercised(
+    properties: dict[str, Any] | None, counterfactual: dict[str, Any] | None
+) -> list[dict[str, str]]:
+    named = []
+    for summary in (properties or {}).get("summaries", []):
+        if summary.get("rerun_evidence"):
+            named.append({
+                "name": summary["property"],
+                "reason": "the identity provider re-asks the unchanged input: rerun evidence "
+                "for the stability meter, not a paraphrase test",
+            })
+        elif not summary.get("n_evaluated"):
+            named.append({"name": summary["property"], "reason": "no transformed case compared"})
+    for axis in (counterfactual or {}).get("axes", []):
+        if axis["verdict"] == NOT_EXERCISED:
+            named.append({"name": f"{COUNTERFACTUAL}.{axis['axis']}", "reason": axis["note"]})
+    return named
+
+
+def _caveats(
+    blindness: BlindnessResult, vacuous: int, not_exercised: list[dict[str, str]]
+) -> list[str]:
+    caveats = []
+    if blindness.blind:
+        caveats.append(
+            f"BLIND: {blindness.skew:.0%} of inputs get '{blindness.modal_label}'; "
+            f"{vacuous} passing property/persona check(s) are potentially vacuous"
+        )
+    if not_exercised:
+        names = ", ".join(item["name"] for item in not_exercised)
+        caveats.append(f"NOT EXERCISED (n/a, not a pass): {names}")
+    return caveats
+
+
+def diagnostics_section(
+    loaded: Any,
+    spec: RunSpec,
+    store: Store,
+    manifests: dict[str, Manifest],
+    table: pl.DataFrame,
+    properties: dict[str, Any] | None,
+    checks: list[dict[str, Any]],
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(the section, every check of the report with the diagnostics' own appended and the
+    blind suite's passes marked); None when the mode runs no diagnostics (`test`)."""
+    if spec.mode not in DIAGNOSTIC_MODES:
+        return None, checks
+    contract = loaded.contract
+    rows = _rows(store, manifests)
+    cases = store.read(manifests["cases"])
+    stability, meter, stability_checks = _stability(spec, contract, rows)
+    blindness, blind, blindness_checks = _blindness(contract, table)
+    counterfactual, persona_checks = _counterfactual(
+        spec, contract, cases, rows, meter, blind.blind
+    )
+    own = stability_checks + blindness_checks + persona_checks
+    before = [Check(**c) for c in checks] + own
+    after = mark_vacuous(before, blind)
+    vacuous = sum(a.message != b.message for a, b in zip(after, before, strict=True))
+    not_exercised = _not_exercised(properties, counterfactual)
+    section = {
+        "guidance": oracle_guidance(meter, blind),
+        "stability": stability,
+        "blindness": blindness,
+        "counterfactual": counterfactual,
+        "not_exercised": not_exercised,
+        "caveats": _caveats(blind, vacuous, not_exercised),
+    }
+    return section, [c.to_dict() for c in after]
