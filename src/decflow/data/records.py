@@ -392,8 +392,9 @@ def source_hash(files: Sequence[Path], digests: Sequence[str]) -> str:
 
 
 class _SeenIds:
-    """Ids of earlier batches as 64-bit hashes (8 bytes per record), one sorted array per
-    batch so a lookup is a binary search per batch rather than a rebuild."""
+    """Ids of earlier batches as 64-bit hashes (8 bytes per record) in a few sorted arrays
+    of decreasing size (merged like a log-structured tree), so a lookup is a handful of
+    binary searches and adding a batch never rebuilds everything."""
 
     def __init__(self) -> None:
         self.batches: list[np.ndarray] = []
@@ -406,8 +407,12 @@ class _SeenIds:
         return found
 
     def add(self, hashes: np.ndarray) -> None:
-        if hashes.size:
-            self.batches.append(np.sort(hashes))
+        if not hashes.size:
+            return
+        self.batches.append(np.sort(hashes))
+        while len(self.batches) > 1 and self.batches[-1].size * 2 >= self.batches[-2].size:
+            newest = self.batches.pop()
+            self.batches[-1] = np.sort(np.concatenate([self.batches[-1], newest]))
 
 
 def _id_hashes(ids: pl.Series) -> np.ndarray:
@@ -564,7 +569,7 @@ class _Consecutive:
         return self.first + index
 
 
-JSONL_CHUNK_BYTES = 64 << 20
+JSONL_CHUNK_BYTES = 16 << 20
 
 
 def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int]]:
