@@ -3,8 +3,8 @@
 Starts a stdlib asyncio HTTP/1.1 keep-alive server in a child process that answers every
 `decguard.http/0.1` request after a fixed delay, then sends `--requests` decisions through
 `decflow.backends.http.HttpBackend.predict` with at most `--concurrency` in flight, once per
-client design (`decflow`: the shipped pool; `CxN`: C httpx AsyncClients with N connections
-each, round-robin). Reports calls/s, the share of the ideal
+client design (`decflow`: the shipped asyncio HTTP/1.1 pool; `CxN`: C httpx AsyncClients
+with N connections each, round-robin). Reports calls/s, the share of the ideal
 `concurrency / latency`, client CPU seconds and the load average.
 
     python bench/http_throughput.py                       # 20,000 requests, 64 in flight, 20 ms
@@ -92,7 +92,8 @@ def _wait_for(port: int) -> None:
 
 
 class _AsyncClientPool:
-    """The alternative measured against decflow's pool: `clients` AsyncClients round-robin."""
+    """The alternative measured against decflow's pool: `clients` httpx AsyncClients with
+    `connections` each, used round-robin (success path only: enough for a benchmark)."""
 
     def __init__(self, clients: int, connections: int) -> None:
         import httpx
@@ -101,10 +102,15 @@ class _AsyncClientPool:
         self._clients = [httpx.AsyncClient(limits=limits, timeout=30) for _ in range(clients)]
         self._turn = 0
 
-    async def send(self, request):
+    async def request(self, method, target, headers, body):
+        from decflow.backends.http11 import HttpResponse
+
         client = self._clients[self._turn]
         self._turn = (self._turn + 1) % len(self._clients)
-        return await client.send(request)
+        scheme = "https" if target.secure else "http"
+        url = f"{scheme}://{target.authority}{target.path}"
+        response = await client.request(method, url, headers=headers, content=body)
+        return HttpResponse(response.status_code, response.headers, response.content)
 
     async def aclose(self) -> None:
         for client in self._clients:
@@ -112,11 +118,11 @@ class _AsyncClientPool:
 
 
 def _pool(design: str):
-    """`decflow` (the shipped pool, 64 single-connection transports) or `clientsxconns`."""
-    from decflow.backends.httpclient import ClientPool
+    """`decflow` (the shipped HTTP/1.1 pool) or `CxN` (C AsyncClients, N connections each)."""
+    from decflow.backends.http11 import Http11Pool
 
     if design == "decflow":
-        return ClientPool(30.0)
+        return Http11Pool(30.0)
     clients, connections = (int(x) for x in design.split("x"))
     return _AsyncClientPool(clients, connections)
 

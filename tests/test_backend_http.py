@@ -421,3 +421,12 @@ def test_one_backend_serves_several_event_loops_and_threads() -> None:
             results = list(pool.map(shard, range(2, 8)))
     assert all(len(r) == 5 for r in results)
     assert len(server.requests) == 40
+
+
+def test_credential_with_a_line_break_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DF_TOKEN", "abc\r\nX-Injected: 1")
+    with RecordingServer(script=[Reply(200, GOOD)]) as server, pytest.raises(
+        ConfigurationError, match="DF_TOKEN contains a line break"
+    ):
+        decide(make(server.url(), bearer_token_env="DF_TOKEN"))
+    assert server.requests == []

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from decflow.backends.base import (
     Backend,
     DecisionRequest,
@@ -22,6 +20,7 @@ from decflow.backends.base import (
     Prediction,
 )
 from decflow.backends.engine import redact
+from decflow.backends.http11 import HttpResponse
 from decflow.backends.httpclient import (
     UNAVAILABLE_STATUSES,
     HttpCaller,
@@ -82,7 +81,7 @@ class HttpBackend(Backend):
         }
 
     def parse(
-        self, response: httpx.Response, request: DecisionRequest, sent: tuple[str, ...]
+        self, response: HttpResponse, request: DecisionRequest, sent: tuple[str, ...]
     ) -> Prediction:
         body = json_object(response)
         probabilities = body.get("probabilities")

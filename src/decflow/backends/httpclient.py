@@ -1,6 +1,6 @@
 """Shared HTTP plumbing for the remote backends (http, systemone, openai).
 
-One `HttpCaller` per configured backend owns a small pool of `httpx.AsyncClient`s, the
+One `HttpCaller` per configured backend owns a keep-alive connection pool (`http11`), the
 retry policy, the headers (static, from the environment, bearer token) and the mapping of
 HTTP outcomes to per-case error kinds:
 
@@ -11,14 +11,14 @@ HTTP outcomes to per-case error kinds:
 | any other non-2xx (including 3xx: redirects are not followed) | backend_error |
 | connection refused / other connect failure after the retries | unavailable |
 | connect timeout after the retries | timeout |
-| read/write timeout (never retried) | timeout |
+| no complete response within `timeout_s` after connecting (never retried) | timeout |
 | any other transport error | unavailable |
 
 Response bodies never enter error messages (they may echo credentials or user data).
-
-Why one transport per connection: one pool with 64 connections spends most of its CPU in
-httpcore's pool bookkeeping (every request scans every connection and queued request);
-64 single-connection pools removed that bottleneck (numbers in `bench/README.md`).
+`timeout_s` bounds the connect and, separately, the whole exchange (send the request, read
+the full response): stricter than a per-read timeout, and what "timed out after 30s" means
+to a user. Credential values are read from the environment on first use and remembered
+only to scrub them from anything a server echoes back.
 """
 
 from __future__ import annotations
@@ -26,13 +26,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import ssl
-import weakref
 from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from decflow import __version__
 from decflow.backends.base import (
@@ -42,13 +38,20 @@ from decflow.backends.base import (
     Health,
     InvalidResponse,
 )
+from decflow.backends.http11 import (
+    ConnectFailed,
+    ConnectTimedOut,
+    Http11Pool,
+    HttpResponse,
+    Target,
+    TimedOut,
+    TransportError,
+)
 from decflow.errors import ConfigurationError
 
 USER_AGENT = f"decflow/{__version__}"
 UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 
-# Connections per backend, chosen with bench/http_throughput.py (see bench/README.md).
-DEFAULT_CONNECTIONS = 64
 
 
 def public_url(url: str) -> str:
@@ -59,83 +62,6 @@ def public_url(url: str) -> str:
 
 def _seconds(value: float) -> str:
     return f"{value:g}s"
-
-
-class _Connections:
-    """The transports of one event loop, with their in-flight counts."""
-
-    def __init__(self, size: int, context: ssl.SSLContext) -> None:
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        self.transports = [
-            httpx.AsyncHTTPTransport(verify=context, limits=limits) for _ in range(size)
-        ]
-        self.in_flight = [0] * size
-        self.idle = list(range(size - 1, -1, -1))
-        self.turn = 0
-
-    def take(self) -> int:
-        if self.idle:
-            index = self.idle.pop()
-        else:
-            index, self.turn = self.turn, (self.turn + 1) % len(self.transports)
-        self.in_flight[index] += 1
-        return index
-
-    def give_back(self, index: int) -> None:
-        self.in_flight[index] -= 1
-        if not self.in_flight[index]:
-            self.idle.append(index)
-
-
-class ClientPool:
-    """Single-connection httpx transports; a request takes an idle one (most recently used
-    first, so a low concurrency keeps few connections open), else the next in turn.
-
-    Transports are used directly (not through `AsyncClient`): decflow needs none of the
-    client layer (cookies, auth flows, redirects, proxies from the environment), and
-    skipping it saves about a quarter of the per-request CPU time. Connections belong to
-    an event loop, so each loop that uses the pool (shards run with their own
-    `asyncio.run`, possibly in threads) gets its own set, dropped with the loop.
-    """
-
-    def __init__(self, timeout_s: float, size: int = DEFAULT_CONNECTIONS) -> None:
-        self.size = size
-        self.timeout = {"connect": timeout_s, "read": timeout_s, "write": timeout_s, "pool": None}
-        self._context: ssl.SSLContext | None = None
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connections] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def _connections(self) -> _Connections:
-        loop = asyncio.get_running_loop()
-        connections = self._by_loop.get(loop)
-        if connections is None:
-            if self._context is None:
-                # One TLS context for every transport: creating one costs ~10 ms.
-                self._context = ssl.create_default_context()
-            connections = self._by_loop[loop] = _Connections(self.size, self._context)
-        return connections
-
-    async def send(self, request: httpx.Request) -> httpx.Response:
-        """Send and read the whole body (timeouts apply to connect, each read and write)."""
-        connections = self._connections()
-        index = connections.take()
-        request.extensions["timeout"] = self.timeout
-        try:
-            response = await connections.transports[index].handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            return response
-        finally:
-            connections.give_back(index)
-
-    async def aclose(self) -> None:
-        """Close this loop's connections (those of finished loops went with them)."""
-        connections = self._by_loop.pop(asyncio.get_running_loop(), None)
-        if connections is not None:
-            await asyncio.gather(*(t.aclose() for t in connections.transports))
 
 
 class HttpCaller:
@@ -158,7 +84,7 @@ class HttpCaller:
         bearer_token_env: str | None = None,
         retry_statuses: Collection[int] = UNAVAILABLE_STATUSES,
         unavailable_statuses: Collection[int] = UNAVAILABLE_STATUSES,
-        pool: ClientPool | None = None,
+        pool: Http11Pool | None = None,
     ) -> None:
         self.provider = provider
         self.backend_name = backend_name
@@ -172,18 +98,19 @@ class HttpCaller:
         self._bearer_env = bearer_token_env
         self._headers: dict[str, str] | None = None
         self._secrets: tuple[str, ...] = ()
-        self.pool = pool or ClientPool(timeout_s)
-        self._urls: dict[str, httpx.URL] = {}  # parsed once: ~15 µs a request saved
+        self.pool = pool or Http11Pool(timeout_s)
+        self._targets: dict[str, Target] = {}
 
     # -- credentials -------------------------------------------------------------------
 
     def _env(self, variable: str) -> str:
         value = os.environ.get(variable, "")
+        where = f"{self.provider} backend '{self.backend_name}': environment variable {variable}"
         if not value:
-            raise ConfigurationError(
-                f"{self.provider} backend '{self.backend_name}': environment variable "
-                f"{variable} is not set"
-            )
+            raise ConfigurationError(f"{where} is not set")
+        if any(c in value for c in "\r\n\0"):
+            # A line break would end the header and let the value inject others.
+            raise ConfigurationError(f"{where} contains a line break or NUL character")
         return value
 
     def headers(self) -> dict[str, str]:
@@ -213,12 +140,12 @@ class HttpCaller:
 
     # -- calls -------------------------------------------------------------------------
 
-    async def post_json(self, url: str, payload: Any) -> httpx.Response:
+    async def post_json(self, url: str, payload: Any) -> HttpResponse:
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         headers = {**self.headers(), "Content-Type": "application/json"}
         return await self._send("POST", url, headers, body)
 
-    async def get(self, url: str) -> httpx.Response:
+    async def get(self, url: str) -> HttpResponse:
         return await self._send("GET", url, self.headers(), None)
 
     async def health(self, url: str) -> Health:
@@ -227,15 +154,15 @@ class HttpCaller:
             response = await self.get(url)
         except BackendError as exc:
             return Health("unhealthy", f"{public_url(url)}: {exc}")
-        return Health("ok", f"{public_url(url)} returned HTTP {response.status_code}")
+        return Health("ok", f"{public_url(url)} returned HTTP {response.status}")
 
     async def _send(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None
-    ) -> httpx.Response:
+    ) -> HttpResponse:
         attempt = 0
         while True:
             failure = await self._attempt(method, url, headers, body)
-            if isinstance(failure, httpx.Response):
+            if isinstance(failure, HttpResponse):
                 return failure
             retryable, error = failure
             if not retryable or attempt >= self.max_retries:
@@ -245,24 +172,20 @@ class HttpCaller:
 
     async def _attempt(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None
-    ) -> httpx.Response | tuple[bool, BackendError]:
+    ) -> HttpResponse | tuple[bool, BackendError]:
         """One try: the 2xx response, or (retryable?, the error it would end as)."""
+        target = self._targets.get(url) or self._targets.setdefault(url, Target.parse(url))
         try:
-            parsed = self._urls.get(url) or self._urls.setdefault(url, httpx.URL(url))
-            response = await self.pool.send(
-                httpx.Request(method, parsed, headers=headers, content=body)
-            )
-        except httpx.ConnectTimeout:
+            response = await self.pool.request(method, target, headers, body)
+        except ConnectTimedOut:
             return True, BackendTimeout(f"connect timed out after {_seconds(self.timeout_s)}")
-        except httpx.TimeoutException:
+        except TimedOut:
             return False, BackendTimeout(f"timed out after {_seconds(self.timeout_s)}")
-        except httpx.ConnectError:
+        except ConnectFailed:
             return True, BackendUnavailable(f"cannot connect to {public_url(url)}: ConnectError")
-        except httpx.TransportError as exc:
-            return False, BackendUnavailable(
-                f"request to {public_url(url)} failed: {type(exc).__name__}"
-            )
-        status = response.status_code
+        except TransportError as exc:
+            return False, BackendUnavailable(f"request to {public_url(url)} failed: {exc.name}")
+        status = response.status
         if 200 <= status < 300:
             return response
         message = f"returned HTTP {status}"
@@ -278,7 +201,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def json_object(response: httpx.Response) -> dict[str, Any]:
+def json_object(response: HttpResponse) -> dict[str, Any]:
     """The body as a JSON object (strict: NaN/Infinity are rejected) or InvalidResponse."""
     try:
         body = json.loads(response.content, parse_constant=_reject_constant)

@@ -16,10 +16,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import httpx
-
 from decflow.backends.base import DecisionRequest, DecisionSpec, InvalidResponse, Prediction
 from decflow.backends.http import HttpBackend
+from decflow.backends.http11 import HttpResponse
 from decflow.backends.httpclient import json_object
 
 PROTOCOL = "typesafe.systemone/v1"
@@ -57,7 +56,7 @@ class SystemOneBackend(HttpBackend):
         }
 
     def parse(
-        self, response: httpx.Response, request: DecisionRequest, sent: tuple[str, ...]
+        self, response: HttpResponse, request: DecisionRequest, sent: tuple[str, ...]
     ) -> Prediction:
         body, answer = _answer(response, request.decision)
         served = body.get("model")
@@ -90,7 +89,7 @@ class SystemOneBackend(HttpBackend):
         }
 
 
-def _answer(response: httpx.Response, decision: DecisionSpec) -> tuple[dict[str, Any], Any]:
+def _answer(response: HttpResponse, decision: DecisionSpec) -> tuple[dict[str, Any], Any]:
     body = json_object(response)
     answers = body.get("answers")
     if not isinstance(answers, dict) or set(answers) != {decision.name}:
@@ -143,7 +142,7 @@ def _score(answer: dict[str, Any], shown: tuple[str, ...], sent: tuple[str, ...]
     return {label: probabilities[index] for index, label in zip(indices, shown, strict=True)}
 
 
-def _metadata(body: dict[str, Any], response: httpx.Response) -> dict[str, Any]:
+def _metadata(body: dict[str, Any], response: HttpResponse) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     request_id = body.get("id")
     if not isinstance(request_id, str) or not request_id:
