@@ -61,16 +61,12 @@ def properties_section(
         rows = joined.filter(pl.col("property") == prop)
         evaluated = comparisons.filter(pl.col("property") == prop)
         found, verdict = judged(contract, prop, config, evaluated)
-        failing_ids = set(
-            evaluated["request_id"].filter(
-                pl.Series(verdict.limit_violated | verdict.flip_violated)
-            ).to_list()
-        ) if evaluated.height else set()
-        violations_of = dict(zip(evaluated["request_id"], verdict.violations, strict=True)) \
-            if evaluated.height else {}
-        comparison_of = {
-            rid: found.row(i, labels) for i, rid in enumerate(evaluated["request_id"])
-        } if evaluated.height else {}
+        failing = np.flatnonzero(verdict.limit_violated | verdict.flip_violated)
+        rids = evaluated["request_id"].gather(failing).to_list() if evaluated.height else []
+        failing_ids = set(rids)
+        pairs = list(zip(rids, failing.tolist(), strict=True))
+        violations_of = {rid: verdict.violations[i] for rid, i in pairs}
+        comparison_of = {rid: found.row(i, labels) for rid, i in pairs}
         still_failing = {
             rid for rid in failing_ids if reduced_of.get(rid) is not None
         }
