@@ -1,0 +1,332 @@
+"""Prefect orchestration against a real `prefect server start` on 127.0.0.1.
+
+One server for the whole module (SQLite under a temporary PREFECT_HOME); few flow runs.
+Each run goes through the CLI in a subprocess with PREFECT_API_URL set, and what Prefect
+recorded (flow run, task runs, logs, artifacts) is read back through its client API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.orchestration
+
+ROOT = Path(__file__).resolve().parent.parent
+REFUND = ROOT / "contracts" / "refund"
+SERVER_START_TIMEOUT_S = 120
+INGEST_TIMEOUT_S = 60
+RUN_KEYED_STAGES = ("results", "comparisons", "minimized", "summary")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("prefect-server-home")
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    log = (home / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while not healthy(url):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"prefect server did not start: {(home / 'server.log')}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def client_env(api: str, home: Path) -> dict[str, str]:
+    env = {**os.environ, "PREFECT_API_URL": api, "PREFECT_HOME": str(home),
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env.pop("DECFLOW_STORE", None)
+    return env
+
+
+def decflow(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "decflow", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def normalized(report: dict[str, Any]) -> dict[str, Any]:
+    """A report without what differs between two runs of the same inputs: run id, time,
+    run-keyed artifact locations, and measured latency."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            if "metric" in value and str(value["metric"]).startswith("latency"):
+                value = {**value, "value": None, "message": None}
+            return {k: strip(v) for k, v in value.items() if "latency" not in k}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    copy = json.loads(json.dumps(report))
+    copy.pop("created_at", None)
+    run = copy.get("run") or {}
+    run.pop("id", None)
+    for stage in RUN_KEYED_STAGES:
+        (run.get("artifacts") or {}).pop(stage, None)
+    return strip(copy)
+
+
+def api_call(api: str, fn: Any) -> Any:
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    async def run() -> Any:
+        async with get_client() as client:
+            return await fn(client)
+
+    with temporary_settings({PREFECT_API_URL: api}):
+        return asyncio.run(run())
+
+
+def flow_run_of(api: str, run_id: str) -> Any:
+    async def find(client: Any) -> Any:
+        runs = await client.read_flow_runs()
+        return [r for r in runs if (r.parameters.get("spec") or {}).get("run_id") == run_id]
+
+    matches = api_call(api, find)
+    assert len(matches) >= 1, f"no flow run for run {run_id}"
+    return matches[-1]
+
+
+def recorded(api: str, flow_run_id: Any, expected_tasks: int) -> dict[str, Any]:
+    """Task runs, artifacts and logs of a flow run (the server ingests events after the
+    flow ends, so wait until the expected task runs are there)."""
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    async def read(client: Any) -> dict[str, Any]:
+        runs = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        return {
+            "flow_run": await client.read_flow_run(flow_run_id),
+            "tasks": await client.read_task_runs(flow_run_filter=runs),
+            "artifacts": await client.read_artifacts(artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))),
+            "logs": await client.read_logs(LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))),
+        }
+
+    deadline = time.monotonic() + INGEST_TIMEOUT_S
+    while True:
+        seen = api_call(api, read)
+        done = [t for t in seen["tasks"] if t.state and t.state.is_final()]
+        if len(done) >= expected_tasks or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.5)
+
+
+def base_name(task_run: Any) -> str:
+    """Task runs are named `<task>-<suffix>`; shard runs `results-<phase>-<index>`."""
+    name: str = task_run.name
+    if name.startswith(("results-originals-", "results-transformed-")) and \
+            name.rsplit("-", 1)[-1].isdigit():
+        return "results-shard"
+    return name.rsplit("-", 1)[0]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A working directory with a copy of the refund example."""
+    shutil.copytree(REFUND, tmp_path / "refund")
+    return tmp_path
+
+
+def test_contract_run_flow_matches_direct_run_and_is_recorded(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from decflow.reports.markdown import render_markdown
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    contract = "refund/decflow.yaml"
+    direct = decflow(env, project, "test", contract, "--all", "--no-prefect", "--store",
+                     "store", "-o", "direct.json")
+    assert direct.returncode == 0, direct.stderr
+    flowed = decflow(env, project, "test", contract, "--all", "--prefect", "--store", "store",
+                     "-o", "flow.json")
+    assert flowed.returncode == 0, flowed.stderr
+    report = json.loads((project / "flow.json").read_text())
+    assert normalized(report) == normalized(json.loads((project / "direct.json").read_text()))
+    run_id = report["run"]["id"]
+    stored = json.loads((project / "store" / "runs" / run_id / "report.json").read_text())
+    assert stored == report
+
+    flow_run = flow_run_of(prefect_api, run_id)
+    assert flow_run.name == "refund_request-all-default"
+    assert flow_run.parameters["spec"]["mode"] == "all"
+    shards = 2  # one shard of originals and one of transformed cases at the default size
+    stages = {"cases", "requests", "results-health", "results-shard",
+              "results-check-originals", "results", "comparisons", "minimized", "summary",
+              "report"}
+    seen = recorded(prefect_api, flow_run.id, len(stages) - 1 + shards)
+    assert seen["flow_run"].state.is_completed()
+    tasks = seen["tasks"]
+    assert {base_name(t) for t in tasks} == stages
+    assert len(tasks) <= 20 + shards
+    assert sum(base_name(t) == "results-shard" for t in tasks) == shards
+    assert all(t.state.is_completed() for t in tasks)
+
+    by_type: dict[str, list[Any]] = {}
+    for artifact in seen["artifacts"]:
+        by_type.setdefault(artifact.type, []).append(artifact)
+    assert set(by_type) >= {"markdown", "table", "progress"}
+    markdown = {a.key: a.data for a in by_type["markdown"]}
+    summary = markdown["refund-request-all-default-report"]
+    assert summary == render_markdown(report)
+    table = by_type["table"][0]
+    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert [r["gate"] for r in rows] == [c["gate"] for c in report["checks"]]
+    # Prefect stores link artifacts as Markdown links
+    report_link = (project / "store" / "runs" / run_id / "report.json").resolve().as_uri()
+    assert f"({report_link})" in markdown["refund-request-all-default-report-json"]
+    assert (project / "store" / "runs" / run_id / "report.html").is_file()
+    assert by_type["progress"][0].data == pytest.approx(100.0)
+
+    # resuming the finished run through the flow: every stage is a store hit, logged as such
+    resumed = decflow(env, project, "test", contract, "--all", "--prefect", "--store", "store",
+                      "--resume", run_id, "-o", "resumed.json")
+    assert resumed.returncode == 0, resumed.stderr
+    again = json.loads((project / "resumed.json").read_text())
+    assert normalized(again) == normalized(report)
+    assert again["run"]["artifacts"]["results"] == report["run"]["artifacts"]["results"]
+    second = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+              if (r.parameters.get("spec") or {}).get("run_id") == run_id]
+    assert len(second) == 2
+    rerun = max(second, key=lambda r: r.created)
+    logs = [entry.message for entry in recorded(prefect_api, rerun.id, 4)["logs"]]
+    for stage in ("cases", "requests", "results"):
+        assert any(f"stage {stage}: cache hit" in m for m in logs), (stage, logs)
+    tasks = recorded(prefect_api, rerun.id, 4)["tasks"]
+    assert "results-shard" not in {base_name(t) for t in tasks}  # nothing re-sent
+
+
+def test_production_check_flow(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    script = (
+        "import json, sys\n"
+        "from decflow.flows.production_check import production_check\n"
+        "report = production_check('refund/decflow.yaml', 'refund/production.jsonl',"
+        " store='store')\n"
+        "json.dump(report, open('flow-check.json', 'w'))\n"
+    )
+    flowed = subprocess.run([sys.executable, "-c", script], env=env, cwd=project,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert flowed.returncode == 0, flowed.stderr
+    from decflow.commands.check import run_check
+
+    monkeypatch.chdir(project)
+    other = run_check("refund/decflow.yaml", "refund/production.jsonl")
+    report = json.loads((project / "flow-check.json").read_text())
+    report.pop("created_at")
+    other.pop("created_at")
+    assert report == other
+
+    async def find(client: Any) -> list[Any]:
+        return [r for r in await client.read_flow_runs()
+                if r.parameters.get("records") == "refund/production.jsonl"]
+
+    (flow_run,) = api_call(prefect_api, find)
+    assert flow_run.name == "refund_request-check-records"
+    seen = recorded(prefect_api, flow_run.id, 2)
+    assert {base_name(t) for t in seen["tasks"]} == {"check", "report"}
+    keys = {a.key for a in seen["artifacts"]}
+    assert {"refund-request-check-records-report",
+            "refund-request-check-records-report-checks",
+            "refund-request-check-records-report-json"} <= keys
+    (run_dir,) = list((project / "store" / "runs").iterdir())
+    assert json.loads((run_dir / "run.json").read_text())["mode"] == "check"
+
+
+def test_dask_two_workers_give_the_thread_runners_report(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("prefect_dask")
+    distributed = pytest.importorskip("distributed")
+    from decflow.pipeline.runner import run_contract
+    from decflow.pipeline.spec import RunSpec, new_run_id
+    from decflow.store.store import Store
+
+    home = tmp_path_factory.mktemp("prefect-client-home")
+    env = client_env(prefect_api, home)
+    for name in ("PREFECT_API_URL", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        monkeypatch.setenv(name, env[name])  # the spawned Dask workers inherit these
+    monkeypatch.chdir(project)
+    contract = str(project / "refund" / "decflow.yaml")
+    # small shards, so the call stage fans out over both workers
+    spec = RunSpec(contract_path=contract, store_url=str(project / "store"),
+                   run_id=new_run_id(), mode="all", shard_size=8)
+    direct = run_contract(spec, Store(spec.store_url))
+    flow_spec = RunSpec(**{**spec.to_dict(), "run_id": new_run_id(), "properties": None})
+    script = (
+        "import json, sys\n"
+        "from decflow.flows.contract_run import run_contract_flow\n"
+        "spec, address = json.loads(sys.argv[1]), sys.argv[2]\n"
+        "report = run_contract_flow(spec, task_runner='dask', dask_address=address)\n"
+        "json.dump(report, open('dask.json', 'w'))\n"
+    )
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        done = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(flow_spec.to_dict()),
+             cluster.scheduler_address],
+            env=env, cwd=project, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr
+        ran_tasks = client.run(lambda: "decflow.tasks.stages" in sys.modules)
+    assert len(ran_tasks) == 2 and any(ran_tasks.values())
+    report = json.loads((project / "dask.json").read_text())
+    assert normalized(report) == normalized(direct)
+    seen = recorded(prefect_api, flow_run_of(prefect_api, flow_spec.run_id).id, 8)
+    shards = [t for t in seen["tasks"] if base_name(t) == "results-shard"]
+    assert len(shards) > 2 and all(t.state.is_completed() for t in shards)
