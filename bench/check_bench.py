@@ -1,0 +1,136 @@
+"""Benchmark `decflow check` on generated production records (JSONL and Parquet).
+
+Generates refund-like records under a work folder (default /tmp/decflow-check-bench), then
+runs each check in a fresh process under `/usr/bin/time -v` and reports wall time, CPU
+seconds (user + sys) and peak RSS. With `--decguard PATH` the same JSONL files are also
+checked by DecGuard 0.1.1 (installed in a throwaway environment) for the ratio.
+
+usage: python bench/check_bench.py [--sizes 1000000 10000000] [--formats jsonl parquet]
+                                   [--decguard /tmp/dgvenv/bin/decguard] [--decguard-max N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = ROOT / "tests/fixtures/reference/decguard-examples/refund/decguard.yaml"
+LABELS = ("refund", "reject", "review")
+# The refund mock's distributions: realistic repeats of a few confidences.
+DISTRIBUTIONS = np.array(
+    [[0.96, 0.01, 0.03], [0.9, 0.02, 0.08], [0.05, 0.85, 0.1], [0.03, 0.93, 0.04],
+     [0.2, 0.15, 0.65]]
+)
+RUN = (
+    "import sys\n"
+    "from decflow.commands.check import run_check\n"
+    "report = run_check(sys.argv[1], sys.argv[2])\n"
+    "print(report['status'], report['dataset']['n_records'])\n"
+)
+
+
+def records(n: int, seed: int = 0) -> pl.DataFrame:
+    """n valid records (every optional field filled, three locales), built column-wise."""
+    rng = np.random.default_rng(seed)
+    kind = np.arange(n) % len(DISTRIBUTIONS)
+    probs = DISTRIBUTIONS[kind]
+    selected = np.array(LABELS)[probs.argmax(axis=1)]
+    actions = np.array(["accept", "fallback", "human_review", "abstain"])[rng.integers(0, 4, n)]
+    seconds = rng.integers(0, 86_400 * 30, n)
+    return pl.DataFrame(
+        {
+            "id": pl.Series([f"r{i}" for i in range(n)]),
+            "timestamp": pl.Series(seconds * 1_000_000, dtype=pl.Int64)
+            .cast(pl.Datetime("us", "UTC"))
+            .dt.offset_by("56y")
+            .dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "decision": "refund_request",
+            "input": "The blender arrived damaged.",
+            "probabilities": pl.DataFrame(
+                {label: probs[:, i] for i, label in enumerate(LABELS)}
+            ).to_struct(),
+            "selected": selected,
+            "backend": "openjev",
+            "model": "refund-v1",
+            "outcome": np.array(LABELS)[rng.integers(0, 3, n)],
+            "action": actions,
+            "fallback": actions == "fallback",
+            "latency_ms": rng.integers(20, 400, n).astype(np.float64),
+            "cost": np.round(rng.random(n) * 0.01, 4),
+            "locale": np.array(["en", "it", "de"])[rng.integers(0, 3, n)],
+        }
+    )
+
+
+def write_inputs(n: int, folder: Path, formats: list[str]) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {fmt: folder / f"records-{n}.{fmt}" for fmt in formats}
+    if all(p.exists() for p in paths.values()):
+        return paths
+    frame = records(n)
+    if "jsonl" in paths and not paths["jsonl"].exists():
+        frame.with_columns(pl.struct(locale="locale").alias("metadata")).drop(
+            "locale"
+        ).write_ndjson(paths["jsonl"])
+    if "parquet" in paths and not paths["parquet"].exists():
+        frame.with_columns(
+            metadata_json=pl.lit('{"locale":"') + pl.col("locale") + pl.lit('"}'),
+            timestamp=pl.col("timestamp").str.to_datetime(time_zone="UTC"),
+        ).drop("locale").write_parquet(paths["parquet"], row_group_size=1_000_000)
+    return paths
+
+
+def measure(command: list[str]) -> dict[str, float | str]:
+    """Run under /usr/bin/time -v: wall s, CPU s (user + sys), peak RSS MB, stdout."""
+    done = subprocess.run(
+        ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False
+    )
+
+    def field(name: str) -> str:
+        found = re.search(rf"{re.escape(name)}: (.+)", done.stderr)
+        return found.group(1).strip() if found else "0"
+
+    minutes, _, seconds = field("Elapsed (wall clock) time (h:mm:ss or m:ss)").rpartition(":")
+    return {
+        "wall_s": (float(minutes.split(":")[-1]) * 60 if minutes else 0.0) + float(seconds),
+        "cpu_s": float(field("User time (seconds)")) + float(field("System time (seconds)")),
+        "rss_mb": int(field("Maximum resident set size (kbytes)")) / 1024,
+        "exit": done.returncode,
+        "out": done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-200:],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--formats", nargs="+", default=["jsonl", "parquet"])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/decflow-check-bench"))
+    parser.add_argument("--decguard", help="path to a DecGuard 0.1.1 `decguard` executable")
+    parser.add_argument("--decguard-max", type=int, default=1_000_000,
+                        help="largest size to run DecGuard on (it keeps every record)")
+    args = parser.parse_args()
+    print("| records | format | tool | wall s | CPU s | peak RSS MB | result |")
+    print("| ---: | --- | --- | ---: | ---: | ---: | --- |")
+    for n in args.sizes:
+        paths = write_inputs(n, args.work, args.formats)
+        for fmt, path in paths.items():
+            runs = [("decflow", [sys.executable, "-c", RUN, str(CONTRACT), str(path)])]
+            if args.decguard and fmt == "jsonl" and n <= args.decguard_max:
+                runs.append(("DecGuard 0.1.1", [args.decguard, "check", str(CONTRACT), "-d",
+                                                str(path)]))
+            for tool, command in runs:
+                m = measure(command)
+                result = m["out"] if tool == "decflow" else f"exit {m['exit']}"
+                print(f"| {n:,} | {fmt} | {tool} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | "
+                      f"{m['rss_mb']:.0f} | {result} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
