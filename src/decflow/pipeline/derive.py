@@ -197,13 +197,7 @@ def _property_requests(
     labels = tuple(contract.decision.labels)
     seed = run_seed(spec, contract)
     text_field = contract.fuzz.text_field
-    columns: dict[str, list[Any]] = {
-        name: [] for name in (
-            "request_id", "case_id", "property", "sample", "input_text", "input_json",
-            "shown_labels", "label_order", "steps_json", "pre_error_kind", "pre_error_message",
-        )
-    }
-    index_of = {label: i for i, label in enumerate(labels)}
+    rows = _RequestRows(labels)
     inputs = [
         (case_id, case_input(text, obj))
         for case_id, text, obj in zip(
@@ -215,56 +209,94 @@ def _property_requests(
             build_paraphraser(config.source, base_dir=loaded.base_dir, seed=seed)
             if name == "paraphrase" else None
         )
-        for case_id, value in inputs:
-            generated = generate(
-                name, config, seed=seed, case_id=case_id, input=value, labels=labels,
-                decision_type=contract.decision.type, text_field=text_field,
-                paraphraser=paraphraser,
-            )
-            if generated.provenance:
-                extra["provenance"].setdefault(name, {})[case_id] = generated.provenance
-            if generated.failure is not None:
-                _add(columns, name, case_id, 0, value, None, labels, index_of, [],
-                     generated.failure.kind, generated.failure.message)
-                continue
-            if generated.skip_reason is not None:
-                extra["skipped"].append(
-                    {"property": name, "case_id": case_id, "reason": generated.skip_reason}
+        try:
+            for case_id, value in inputs:
+                generated = generate(
+                    name, config, seed=seed, case_id=case_id, input=value, labels=labels,
+                    decision_type=contract.decision.type, text_field=text_field,
+                    paraphraser=paraphraser,
                 )
-                continue
-            for item in generated.transformed:
-                _add(columns, name, case_id, item.sample, item.input, item.presentation,
-                     labels, index_of, item.steps, None, None)
-    return pl.DataFrame(columns, schema=REQUESTS_SCHEMA)
+                if generated.provenance:
+                    extra["provenance"].setdefault(name, {})[case_id] = generated.provenance
+                if generated.failure is not None:
+                    rows.add(name, case_id, 0, value, None, [],
+                             generated.failure.kind, generated.failure.message)
+                    continue
+                if generated.skip_reason is not None:
+                    extra["skipped"].append(
+                        {"property": name, "case_id": case_id, "reason": generated.skip_reason}
+                    )
+                    continue
+                for item in generated.transformed:
+                    rows.add(name, case_id, item.sample, item.input, item.presentation,
+                             item.steps, None, None)
+        finally:
+            if paraphraser is not None:
+                paraphraser.close()
+    return rows.frame()
 
 
-def _add(
-    columns: dict[str, list[Any]],
-    prop: str,
-    case_id: str,
-    sample: int,
-    value: Any,
-    presentation: list[tuple[str, str]] | None,
-    labels: tuple[str, ...],
-    index_of: dict[str, int],
-    steps: list[dict[str, Any]],
-    error_kind: str | None,
-    error_message: str | None,
-) -> None:
-    if presentation is None:
-        shown, order = list(labels), list(range(len(labels)))
-    else:
-        shown = [s for s, _ in presentation]
-        order = [index_of[label] for _, label in presentation]
-    columns["request_id"].append(f"{prop}/{case_id}/{sample}")
-    columns["case_id"].append(case_id)
-    columns["property"].append(prop)
-    columns["sample"].append(sample)
-    columns["input_text"].append(value if isinstance(value, str) else None)
-    columns["input_json"].append(None if isinstance(value, str) else compact_json(value))
-    columns["shown_labels"].append(shown)
-    columns["label_order"].append(order)
-    columns["steps_json"].append(json.dumps(steps, ensure_ascii=False))
-    columns["pre_error_kind"].append(error_kind)
-    columns["pre_error_message"].append(error_message)
+class _RequestRows:
+    """Accumulates transformed requests column by column.
 
+    Presentations repeat across cases (a handful of label orders and formats), so rows
+    carry a presentation number and the label lists are joined in once at the end.
+    """
+
+    def __init__(self, labels: tuple[str, ...]) -> None:
+        self.labels = labels
+        self.index_of = {label: i for i, label in enumerate(labels)}
+        self.presentations: dict[tuple[tuple[str, str], ...] | None, int] = {None: 0}
+        self.columns: dict[str, list[Any]] = {
+            name: [] for name in (
+                "request_id", "case_id", "property", "sample", "input_text", "input_json",
+                "presentation_id", "steps_json", "pre_error_kind", "pre_error_message",
+            )
+        }
+
+    def add(
+        self,
+        prop: str,
+        case_id: str,
+        sample: int,
+        value: Any,
+        presentation: list[tuple[str, str]] | None,
+        steps: list[dict[str, Any]],
+        error_kind: str | None,
+        error_message: str | None,
+    ) -> None:
+        key = None if presentation is None else tuple(map(tuple, presentation))
+        number = self.presentations.get(key)  # type: ignore[arg-type]
+        if number is None:
+            number = self.presentations[key] = len(self.presentations)  # type: ignore[index]
+        columns = self.columns
+        columns["request_id"].append(f"{prop}/{case_id}/{sample}")
+        columns["case_id"].append(case_id)
+        columns["property"].append(prop)
+        columns["sample"].append(sample)
+        is_text = isinstance(value, str)
+        columns["input_text"].append(value if is_text else None)
+        columns["input_json"].append(None if is_text else compact_json(value))
+        columns["presentation_id"].append(number)
+        columns["steps_json"].append(json.dumps(steps, ensure_ascii=False))
+        columns["pre_error_kind"].append(error_kind)
+        columns["pre_error_message"].append(error_message)
+
+    def frame(self) -> pl.DataFrame:
+        shown, order = [], []
+        for key in self.presentations:
+            if key is None:
+                shown.append(list(self.labels))
+                order.append(list(range(len(self.labels))))
+            else:
+                shown.append([s for s, _ in key])
+                order.append([self.index_of[label] for _, label in key])
+        table = pl.DataFrame(
+            {"presentation_id": list(self.presentations.values()), "shown_labels": shown,
+             "label_order": order},
+            schema={"presentation_id": pl.Int64, "shown_labels": pl.List(pl.String),
+                    "label_order": pl.List(pl.Int64)},
+        )
+        rows = pl.DataFrame(self.columns).with_columns(pl.col("presentation_id").cast(pl.Int64))
+        joined = rows.join(table, on="presentation_id", how="left", maintain_order="left")
+        return joined.select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
