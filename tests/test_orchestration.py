@@ -330,3 +330,26 @@ def test_dask_two_workers_give_the_thread_runners_report(
     seen = recorded(prefect_api, flow_run_of(prefect_api, flow_spec.run_id).id, 8)
     shards = [t for t in seen["tasks"] if base_name(t) == "results-shard"]
     assert len(shards) > 2 and all(t.state.is_completed() for t in shards)
+
+
+def test_decflow_deploy_registers_the_scheduled_deployments(
+    prefect_api: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    done = decflow(env, ROOT, "deploy", "--file", str(ROOT / "deployments" / "prefect.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    async def read(client: Any) -> list[Any]:
+        return list(await client.read_deployments())
+
+    deployments = {d.name: d for d in api_call(prefect_api, read)}
+    assert {"nightly-regression-refund", "drift-check-refund"} <= set(deployments)
+    nightly = deployments["nightly-regression-refund"]
+    assert nightly.work_pool_name == "decflow-process"
+    assert nightly.entrypoint == "src/decflow/flows/nightly_regression.py:nightly_regression"
+    assert nightly.parameters["contract"] == "contracts/refund/decflow.yaml"
+    assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
+    drift = deployments["drift-check-refund"]
+    assert [s.schedule.cron for s in drift.schedules] == ["0 */6 * * *"]
+    step = nightly.pull_steps[0]["prefect.deployments.steps.set_working_directory"]
+    assert step["directory"] == str(ROOT)

@@ -82,6 +82,7 @@ def project_dir(path: str | Path) -> Path:
 
 def serve_deployments(path: str | Path) -> None:
     """Serve every deployment of the file from this process until it is stopped."""
-    deployments = build_deployments(path)
+    path = Path(path).resolve()
+    # runs resolve the parameters' relative paths (and the entrypoints) from here
     os.chdir(project_dir(path))
-    serve(*deployments)
+    serve(*build_deployments(path))
