@@ -146,7 +146,8 @@ def test_duplicate_ids_within_and_across_partitions(tmp_path: Path) -> None:
     folder.mkdir()
     _write(folder / "1.jsonl", [_record(id="x"), _record(id="y")])
     _write(folder / "2.jsonl", [_record(id="z"), _record(id="y")])
-    with pytest.raises(DatasetError, match=r"2.jsonl: line 2: duplicate record id 'y' \(first in"):
+    across = r"2.jsonl: line 2: duplicate record id 'y' \(first at line 2 of .*1.jsonl\)"
+    with pytest.raises(DatasetError, match=across):
         _read(folder)
 
 
@@ -217,6 +218,20 @@ def test_chunked_jsonl_keeps_line_numbers(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(DatasetError, match=r"line 41: selected 'review' is not"):
         _read(path)
     _write(path, [*good, "\n", _record(id="g3")])
-    duplicate = r"line 42: duplicate record id 'g3' \(first in .*record 4\)"
+    duplicate = r"line 42: duplicate record id 'g3' \(first at line 4\)"
     with pytest.raises(DatasetError, match=duplicate):
+        _read(path)
+
+
+def test_first_problem_in_file_order_wins_across_chunks(tmp_path: Path, monkeypatch) -> None:
+    import decflow.data.records as records
+
+    monkeypatch.setattr(records, "JSONL_CHUNK_BYTES", 500)
+    good = [_record(id=f"g{i}") for i in range(40)]
+    bad = _record(id="bad", selected="review")
+    path = _write(tmp_path / "r.jsonl", [*good, _record(id="g1"), bad])
+    with pytest.raises(DatasetError, match=r"line 41: duplicate record id 'g1'"):
+        _read(path)
+    _write(path, [*good, bad, _record(id="g1")])
+    with pytest.raises(DatasetError, match=r"line 41: selected 'review'"):
         _read(path)

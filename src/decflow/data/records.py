@@ -391,30 +391,6 @@ def source_hash(files: Sequence[Path], digests: Sequence[str]) -> str:
     return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
 
 
-class _SeenIds:
-    """Ids of earlier batches as 64-bit hashes (8 bytes per record) in a few sorted arrays
-    of decreasing size (merged like a log-structured tree), so a lookup is a handful of
-    binary searches and adding a batch never rebuilds everything."""
-
-    def __init__(self) -> None:
-        self.batches: list[np.ndarray] = []
-
-    def clashes(self, hashes: np.ndarray) -> np.ndarray:
-        found = np.zeros(hashes.size, dtype=bool)
-        for seen in self.batches:
-            index = np.minimum(np.searchsorted(seen, hashes), seen.size - 1)
-            found |= seen[index] == hashes
-        return found
-
-    def add(self, hashes: np.ndarray) -> None:
-        if not hashes.size:
-            return
-        self.batches.append(np.sort(hashes))
-        while len(self.batches) > 1 and self.batches[-1].size * 2 >= self.batches[-2].size:
-            newest = self.batches.pop()
-            self.batches[-1] = np.sort(np.concatenate([self.batches[-1], newest]))
-
-
 def _id_hashes(ids: pl.Series) -> np.ndarray:
     # A fixed seed keeps the hashes comparable across partitions within one process.
     return ids.hash(seed=0x5EED).to_numpy()
@@ -440,13 +416,25 @@ class RecordReader:
         self.files = list_partitions(source)
         self.digests: list[str] = []
         self.n_records = 0
-        self._seen = _SeenIds()
+        # 64-bit hashes of every id accepted so far (8 bytes per record): ids are unique
+        # within a batch by an exact check, across batches by sorting these once.
+        self._hashes: list[np.ndarray] = []
+        self._watch: set[int] | None = None
+        self._hits: list[tuple[str, Path, str]] = []
 
     @property
     def dataset_hash(self) -> str:
         return source_hash(self.files, self.digests)
 
     def batches(self) -> Iterator[Batch]:
+        try:
+            yield from self._read_files()
+        except DatasetError:
+            self._raise_duplicates()  # a duplicate id earlier in the files comes first
+            raise
+        self._raise_duplicates()
+
+    def _read_files(self) -> Iterator[Batch]:
         for path in self.files:
             digest = hashlib.sha256()
             if path.suffix == ".parquet":
@@ -458,8 +446,8 @@ class RecordReader:
                 digest.update(data)
                 yield self._accept(path, self._json_list(data, path), lambda i: f"record {i + 1}")
             else:
-                for data, first_line in _jsonl_chunks(path, digest):
-                    table, lines = self._jsonl(data, path, first_line)
+                for data, first_line, n_lines in _jsonl_chunks(path, digest):
+                    table, lines = self._jsonl(data, path, first_line, n_lines)
                     yield self._accept(path, table, lambda i, n=lines: f"line {n[i]}")
             self.digests.append(digest.hexdigest())
 
@@ -489,31 +477,42 @@ class RecordReader:
                 f"(first at {where(first)})"
             )
         hashes = _id_hashes(ids)
-        clash = self._seen.clashes(hashes)
-        if clash.any():
-            self._report_cross_partition_duplicate(path, ids, np.flatnonzero(clash), where)
-        self._seen.add(hashes)
+        if self._watch is not None:
+            for i in np.flatnonzero(np.isin(hashes, list(self._watch))).tolist():
+                self._hits.append((ids[i], path, where(i)))
+        else:
+            self._hashes.append(hashes)
         self.n_records += table.height
         return Batch(path, table.select(list(self.spec.schema)))
 
-    def _report_cross_partition_duplicate(
-        self, path: Path, ids: pl.Series, candidates: np.ndarray, where: Any
-    ) -> None:
-        # Only a 64-bit hash matched: confirm against the real ids of the records read so
-        # far (earlier partitions and earlier chunks of this one) by reading them again.
-        wanted = set(ids.gather(candidates).to_list())
-        earlier = RecordReader(self.files[: self.files.index(path) + 1], self.spec)
-        for batch in earlier.batches():
-            if earlier.n_records > self.n_records:
-                return
-            hits = batch.table.filter(pl.col("id").is_in(list(wanted)))
-            if hits.height:
-                duplicate = hits["id"][0]
-                index = int((ids == duplicate).arg_true()[0])
-                raise DatasetError(
-                    f"{path}: {where(index)}: duplicate record id '{duplicate}' "
-                    f"(first in {batch.path}, record {hits['position'][0]})"
-                )
+    def _raise_duplicates(self) -> None:
+        """Raise for the first id that repeats across batches. Only equal hashes are
+        candidates; the files are read again to confirm them and name both places."""
+        if self._watch is not None or len(self._hashes) < 2:
+            return
+        ordered = np.sort(np.concatenate(self._hashes))
+        candidates = ordered[1:][ordered[1:] == ordered[:-1]]
+        if not candidates.size:
+            return
+        again = RecordReader(self.files, self.spec)
+        again._watch = set(candidates.tolist())
+        first: dict[str, tuple[Path, str]] = {}
+        try:
+            for _ in again._read_files():
+                for record_id, path, where in again._hits:
+                    if record_id in first:
+                        seen_path, seen_where = first[record_id]
+                        place = seen_where if seen_path == path else f"{seen_where} of {seen_path}"
+                        raise DatasetError(
+                            f"{path}: {where}: duplicate record id '{record_id}' "
+                            f"(first at {place})"
+                        )
+                    first[record_id] = (path, where)
+                again._hits.clear()
+        except DatasetError as error:
+            if "duplicate record id" in str(error):
+                raise
+            # a later invalid record: the duplicate check only covers what came before it
 
     # -- formats ----------------------------------------------------------------------------
 
@@ -527,9 +526,9 @@ class RecordReader:
         return normalize_objects(items, self.spec, str(path), offset=self.n_records)
 
     def _jsonl(
-        self, data: bytes, path: Path, first_line: int
+        self, data: bytes, path: Path, first_line: int, n_lines: int
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
-        fast = _fast_jsonl(data, path, self.spec, first_line)
+        fast = _fast_jsonl(data, path, self.spec, first_line, n_lines)
         if fast is not None:
             return fast, _Consecutive(first_line)
         return _strict_jsonl(data, path, self.spec, self.n_records, first_line)
@@ -572,9 +571,9 @@ class _Consecutive:
 JSONL_CHUNK_BYTES = 16 << 20
 
 
-def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int]]:
+def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int, int]]:
     """Whole lines of a JSONL file in blocks of about `JSONL_CHUNK_BYTES`, with the number
-    of each block's first line; feeds the file's bytes to `digest` on the way."""
+    of each block's first line and its line count; feeds the bytes to `digest` on the way."""
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -585,8 +584,9 @@ def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int]]:
             if not block.endswith(b"\n"):
                 block += handle.readline()
             digest.update(block)
-            yield block, first_line
-            first_line += block.count(b"\n")
+            n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+            yield block, first_line, n_lines
+            first_line += n_lines
 
 
 def _hash_file(path: Path, digest: Any) -> None:
@@ -659,14 +659,13 @@ def _arrow_schema(spec: RecordSpec) -> pa.Schema:
 
 
 def _fast_jsonl(
-    data: bytes, path: Path, spec: RecordSpec, first_line: int = 1
+    data: bytes, path: Path, spec: RecordSpec, first_line: int, n_lines: int
 ) -> pl.DataFrame | None:
     """Arrow + polars path; None when the file needs the strict parser.
 
     Arrow skips blank lines and splits a line holding two objects into two rows, so the
     row count equals the line count only when neither happens (then row i is line i + 1);
     anything else goes to the strict parser, which numbers lines itself."""
-    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     options = pa_json.ParseOptions(
         explicit_schema=_arrow_schema(spec), unexpected_field_behavior="infer"
     )
