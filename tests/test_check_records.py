@@ -229,7 +229,9 @@ def test_first_problem_in_file_order_wins_across_chunks(tmp_path: Path, monkeypa
     monkeypatch.setattr(records, "JSONL_CHUNK_BYTES", 500)
     good = [_record(id=f"g{i}") for i in range(40)]
     bad = _record(id="bad", selected="review")
-    path = _write(tmp_path / "r.jsonl", [*good, _record(id="g1"), bad])
+    # The duplicate and the invalid record are in different chunks.
+    path = _write(tmp_path / "r.jsonl", [*good, _record(id="g1"), *[
+        _record(id=f"h{i}") for i in range(20)], bad])
     with pytest.raises(DatasetError, match=r"line 41: duplicate record id 'g1'"):
         _read(path)
     _write(path, [*good, bad, _record(id="g1")])

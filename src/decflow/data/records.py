@@ -13,6 +13,11 @@ validates that one line and says what is wrong with it. Either way the first bad
 file order is the one reported, as `<file>: line N: <message>` (`record N` for JSON lists,
 `row N` for Parquet).
 
+Ids are unique within a batch by an exact check and across batches by one sort of their
+64-bit hashes; a duplicate is reported before any invalid record in a later batch, but an
+invalid record in the same batch (a 16 MB JSONL chunk, a Parquet batch) as a duplicate's
+second occurrence is reported first even when it comes after it.
+
 Differences from DecGuard, on purpose: `null` counts as "not given" for every optional
 field (DecGuard rejects `metadata: null`), and booleans are never accepted where numbers
 belong (DecGuard's lax parsing takes `latency_ms: true`).
