@@ -9,6 +9,7 @@ import typer
 COMMAND_MODULES = (
     "validate",
     "contract_run",
+    "diagnostics",
     "report",
     "runs",
     "replay",

@@ -136,4 +136,6 @@ def render(report: dict[str, Any], extra_sections: list[Section] | None = None) 
     for section in sections:
         lines.extend(section(report))
     lines.extend(["", VERDICTS[report["status"]]])
+    # A blind suite or an axis that changed nothing qualifies the verdict itself.
+    lines.extend(f"  {caveat}" for caveat in (report.get("diagnostics") or {}).get("caveats", []))
     return "\n".join(lines) + "\n"
