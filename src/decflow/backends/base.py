@@ -87,14 +87,16 @@ class InvalidResponse(BackendError):
 
 @dataclass(frozen=True, slots=True)
 class RequestBatch:
-    """A shard of requests for `decide_batch`.
+    """A shard of requests for `decide_batch`, as columns.
 
-    `label_orders[i, j]` is the contract label index shown at position j of request i;
-    `shown_labels[i]` are the labels as shown (same order).
+    `input_text[i]` is a string input, or None when the input is the object whose compact
+    JSON is `input_json[i]`; `label_orders[i, j]` is the contract label index shown at
+    position j of request i, and `shown_labels[i]` are the labels as shown (same order).
     """
 
     request_ids: Sequence[str]
-    inputs: Sequence[str | dict[str, Any]]
+    input_text: Sequence[str | None]
+    input_json: Sequence[str | None]
     shown_labels: Sequence[Sequence[str]]
     label_orders: Any  # numpy int array, n x L
 

@@ -163,12 +163,13 @@ def decide_in_process(
 ) -> pl.DataFrame:
     """Decide a whole shard with one `decide_batch` call."""
     n = requests.height
-    orders = np.array(requests["label_order"].to_list(), dtype=np.int64).reshape(n, len(labels))
+    orders = requests["label_order"].list.to_array(len(labels)).to_numpy().astype(np.int64)
     batch = RequestBatch(
-        request_ids=requests["request_id"].to_list(),
-        inputs=_inputs(requests),
-        shown_labels=requests["shown_labels"].to_list(),
-        label_orders=orders,
+        request_ids=requests["request_id"],
+        input_text=requests["input_text"],
+        input_json=requests["input_json"],
+        shown_labels=requests["shown_labels"],
+        label_orders=orders.reshape(n, len(labels)),
     )
     started = time.perf_counter()
     answer = backend.decide_batch(batch)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from decflow.backends.base import (
     Backend,
@@ -41,10 +42,6 @@ def label_meaning(shown: str) -> str:
 def _match_text(value: str | dict[str, Any]) -> str:
     text = value if isinstance(value, str) else compact_json(value)
     return _WHITESPACE.sub(" ", text).casefold()
-
-
-def _hash_text(value: str | dict[str, Any]) -> str:
-    return value if isinstance(value, str) else compact_json(value)
 
 
 def hash_distribution(seed: int, text: str, meanings: Sequence[str]) -> np.ndarray:
@@ -86,21 +83,31 @@ class MockBackend(Backend):
         return len(self.rule_texts) if self.has_default else -1
 
     def decide_batch(self, batch: RequestBatch) -> BatchAnswer:
-        n, width = len(batch.inputs), len(self.labels)
+        n, width = len(batch.request_ids), len(self.labels)
         orders = np.asarray(batch.label_orders, dtype=np.int64).reshape(n, width)
+        keys = pl.Series("key", batch.input_text, dtype=pl.String).fill_null(
+            pl.Series(batch.input_json, dtype=pl.String)
+        )
+        # Many requests share an input (reordered or reformatted labels, reruns): match each
+        # distinct text once, then spread the rule index back to the rows.
+        unique = keys.unique(maintain_order=True)
+        rule_of_unique = pl.Series(
+            "rule", [self._rule_index(_WHITESPACE.sub(" ", t).casefold()) for t in unique],
+            dtype=pl.Int64,
+        )
+        rules = (
+            keys.to_frame()
+            .join(pl.DataFrame([unique, rule_of_unique]), on="key", how="left",
+                  maintain_order="left")["rule"]
+            .to_numpy()
+        )
+        matched = rules >= 0
         probabilities = np.empty((n, width), dtype=np.float64)
-        rule_of: dict[str, int] = {}
-        for i, value in enumerate(batch.inputs):
-            key = value if isinstance(value, str) else compact_json(value)
-            index = rule_of.get(key)
-            if index is None:
-                index = rule_of[key] = self._rule_index(_match_text(value))
-            if index >= 0:
-                probabilities[i] = self.table[index]
-                continue
-            meanings = [label_meaning(s) for s in batch.shown_labels[i]]
-            shown_probs = hash_distribution(self.seed, _hash_text(value), meanings)
-            probabilities[i, orders[i]] = shown_probs
+        if len(self.table):
+            probabilities[matched] = self.table[rules[matched]]
+        for i in np.flatnonzero(~matched).tolist():
+            meanings = [label_meaning(label) for label in batch.shown_labels[i]]
+            probabilities[i, orders[i]] = hash_distribution(self.seed, keys[i], meanings)
         if self.position_bias:
             probabilities *= 1.0 - self.position_bias
             probabilities[np.arange(n), orders[:, 0]] += self.position_bias
@@ -110,7 +117,9 @@ class MockBackend(Backend):
         shown = request.decision.labels
         index = [self.meaning_index.get(label_meaning(s), j) for j, s in enumerate(shown)]
         order = np.array([index])
-        batch = RequestBatch([request.case_id], [request.input], [shown], order)
+        text = request.input if isinstance(request.input, str) else None
+        obj = None if isinstance(request.input, str) else compact_json(request.input)
+        batch = RequestBatch([request.case_id], [text], [obj], [shown], order)
         row = self.decide_batch(batch).probabilities[0]
         return Prediction(
             {label: float(row[order[0, j]]) for j, label in enumerate(shown)},
