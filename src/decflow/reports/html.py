@@ -160,8 +160,11 @@ def banner(report: dict[str, Any], title: str) -> str:
     for key in ("mode", "created_at"):
         if report.get(key):
             facts.append(f"{e(key.replace('_', ' '))} {e(report[key])}")
+    # Caveats of a blind or partly unexercised suite qualify the verdict itself.
+    caveats = "".join(f"<p><b>{e(c)}</b></p>"
+                      for c in (report.get("diagnostics") or {}).get("caveats") or [])
     return (f'<div class="banner {e(status)}"><div class="st">{e(status.upper())}</div>'
-            f"<div><h1>{e(title)}</h1><p>{e(verdict)}</p>"
+            f"<div><h1>{e(title)}</h1><p>{e(verdict)}</p>{caveats}"
             f'<p class="sub">{" · ".join(facts)}</p></div></div>')
 
 
@@ -377,9 +380,15 @@ def diagnostics_view(report: dict[str, Any]) -> str:
             [BarRow(f"share of '{blindness.get('modal_label')}'", (Bar(blindness.get("skew")),))],
             ("skew",), "Label skew", marker=blindness.get("threshold"),
             marker_label=f"blind at {num(blindness.get('threshold'))}", kind="blindness")))
+    if diagnostics.get("guidance"):
+        parts.append(f"<p><b>Oracle guidance:</b> {e(diagnostics['guidance'])}</p>")
     counterfactual = diagnostics.get("counterfactual") or {}
     if counterfactual.get("axes"):
         parts.append(axes_view(counterfactual))
+    unexercised = diagnostics.get("not_exercised") or []
+    if unexercised:
+        parts.append("<h3>Not exercised (n/a, not a pass)</h3>" + table(
+            ("name", "reason"), ((e(i["name"]), e(i["reason"])) for i in unexercised)))
     return section("Diagnostics", *parts)
 
 
@@ -434,10 +443,11 @@ def run_body(report: dict[str, Any]) -> tuple[str, list[str]]:
     parts = [banner(report, title), identity(report), gates(report)]
     if shows_golden(report):
         parts.append(golden_metrics(report))
-    if report.get("properties"):
-        parts.append(properties_view(report))
+    # Diagnostics first: they say how far the property results can be trusted.
     if report.get("diagnostics"):
         parts.append(diagnostics_view(report))
+    if report.get("properties"):
+        parts.append(properties_view(report))
     if shows_golden(report):
         parts.append(golden_failures(report))
     parts.append(artifacts(report))

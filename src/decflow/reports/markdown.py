@@ -146,8 +146,9 @@ def kv_table(mapping: dict[str, Any], headers: tuple[str, str] = ("", "value")) 
 def status_line(report: dict[str, Any], title: str) -> list[str]:
     status = report["status"]
     verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
+    caveats = [f"**{md(c)}**" for c in (report.get("diagnostics") or {}).get("caveats") or []]
     return [f"# {title}", "", f"**{status.upper()}**: {verdict} · exit code "
-            f"{report.get('exit_code', 'n/a')}", ""]
+            f"{report.get('exit_code', 'n/a')}", "", *(f"{c}  " for c in caveats), ""]
 
 
 def identity(report: dict[str, Any]) -> list[str]:
@@ -261,15 +262,21 @@ def diagnostics_block(report: dict[str, Any]) -> list[str]:
     lines = ["## Diagnostics", ""]
     stability = diagnostics.get("stability")
     if stability:
+        reasks = (stability.get("sources") or {}).get("identity_paraphrase")
+        evidence = f" (incl. {reasks} identity paraphrase re-asks)" if reasks else ""
         lines.append(f"- Stability: **{md(stability['verdict'])}**: {stability['flips']} of "
-                     f"{stability['pairs']} rerun pairs flipped, 95% CI {interval(stability)} "
-                     f"vs ε {stability['epsilon']:g}")
+                     f"{stability['pairs']} rerun pairs flipped{evidence}, 95% CI "
+                     f"{interval(stability)} vs ε {stability['epsilon']:g}")
     blindness = diagnostics.get("blindness")
     if blindness:
         state = "**BLIND**" if blindness.get("blind") else "not blind"
         lines.append(f"- Blindness: {state}: skew {num(blindness.get('skew'))} on label "
                      f"{md(blindness.get('modal_label') or 'n/a')} (threshold "
                      f"{num(blindness.get('threshold'))})")
+    if diagnostics.get("guidance"):
+        lines.append(f"- Oracle: {md(diagnostics['guidance'])}")
+    for item in diagnostics.get("not_exercised") or []:
+        lines.append(f"- Not exercised: {md(item['name'])} (n/a: {md(item['reason'])})")
     axes = (diagnostics.get("counterfactual") or {}).get("axes") or []
     lines.append("")
     if axes:
@@ -303,10 +310,11 @@ def render_run(report: dict[str, Any]) -> list[str]:
     if shows_golden(report):
         lines.extend(golden_block(report))
     lines.extend(checks_block(report))
-    if report.get("properties"):
-        lines.extend(properties_block(report))
+    # Diagnostics first: they say how far the property results can be trusted.
     if report.get("diagnostics"):
         lines.extend(diagnostics_block(report))
+    if report.get("properties"):
+        lines.extend(properties_block(report))
     if shows_golden(report):
         lines.extend(failures_block(report))
     return lines
