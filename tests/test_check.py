@@ -156,3 +156,33 @@ def _as_parquet(records: list[dict], path: Path) -> None:
     pl.DataFrame(rows).with_columns(
         pl.col("timestamp").str.to_datetime(time_zone="UTC")
     ).write_parquet(path)
+
+
+def test_store_stages_give_the_same_report(contract, tmp_path: Path, monkeypatch) -> None:
+    import decflow.pipeline.check as check_module
+    from decflow.pipeline.check import (
+        load_baseline,
+        stage_aggregates,
+        stage_records,
+        stored_aggregates,
+        summarize,
+    )
+    from decflow.store.store import Store
+
+    store = Store(str(tmp_path / "store"))
+    source = str(EXAMPLE / "production-drift.jsonl")
+    records = stage_records(store, contract, "sha256:c", source)
+    assert stage_records(store, contract, "sha256:c", source) == records  # cache hit
+    aggregates = stage_aggregates(store, contract, "sha256:c", records)
+    baseline = load_baseline(contract, str(EXAMPLE / "production.jsonl"))
+    staged = summarize(contract, stored_aggregates(store, contract, aggregates, records),
+                       baseline)
+    direct = check_records(contract, source, baseline=str(EXAMPLE / "production.jsonl"))
+    for key in (*COMPARED, "dataset", "records"):
+        assert staged[key] == direct[key], key
+    _assert_matches(staged, _oracle("check-refund-drift.json"))
+    monkeypatch.setattr(check_module, "INLINE_RECORDS", 2)
+    large = summarize(contract, stored_aggregates(store, contract, aggregates, records))
+    assert "records" not in large and large["records_inline"] is False
+    assert large["records_artifact"]["rows"] == 4
+    assert large["records_artifact"]["sha256"] == records.sha256

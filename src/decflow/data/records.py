@@ -595,9 +595,19 @@ def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int, int]]:
 
 
 def _hash_file(path: Path, digest: Any) -> None:
-    with path.open("rb") as handle:
-        while block := handle.read(JSONL_CHUNK_BYTES):
-            digest.update(block)
+    try:
+        with path.open("rb") as handle:
+            while block := handle.read(JSONL_CHUNK_BYTES):
+                digest.update(block)
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    _hash_file(path, digest)
+    return digest.hexdigest()
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -282,6 +282,46 @@ def partition_stats(
     return grouped_stats(record_columns(table, labels, n_bins, threshold), keys, groups, n_bins)
 
 
+_EXACT = ("brier_sum", "nll_sum", "confidence_sum", "latency_sum", "cost_sum")
+_DISTRIBUTIONS = ("confidence", "latency", "cost")
+
+
+def stats_row(group: str, stats: GroupStats) -> dict[str, Any]:
+    """One row of the `aggregates` table. Exact sums are big integers, stored as decimal
+    text so that Parquet keeps every digit."""
+    row: dict[str, Any] = {"group": group}
+    for f in fields(stats):
+        value = getattr(stats, f.name)
+        if f.name in _DISTRIBUTIONS:
+            row[f"{f.name}_values"] = value.values.tolist()
+            row[f"{f.name}_counts"] = value.counts.tolist()
+        elif f.name in _EXACT:
+            row[f.name] = str(value)
+        elif f.name == "bin_confidence":
+            row[f.name] = [str(v) for v in value]
+        else:
+            row[f.name] = value
+    return row
+
+
+def stats_from_row(row: dict[str, Any]) -> tuple[str, GroupStats]:
+    """Inverse of `stats_row`."""
+    stats = GroupStats()
+    for f in fields(stats):
+        if f.name in _DISTRIBUTIONS:
+            values = np.asarray(row[f"{f.name}_values"], dtype=np.float64)
+            counts = np.asarray(row[f"{f.name}_counts"], dtype=np.int64)
+            setattr(stats, f.name, ValueCounts(values, counts))
+        elif f.name in _EXACT:
+            setattr(stats, f.name, int(row[f.name]))
+        elif f.name == "bin_confidence":
+            stats.bin_confidence = [int(v) for v in row[f.name]]
+        else:
+            value = row[f.name]
+            setattr(stats, f.name, list(value) if isinstance(value, list) else int(value))
+    return row["group"], stats
+
+
 def _ratio(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 

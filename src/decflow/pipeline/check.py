@@ -6,8 +6,12 @@
 - `summary`: final metrics, drift against the baseline, gates, segments → the report.
 
 `check_records` runs them in-process without keeping more than one batch of records in
-memory. The report carries the records inline up to `INLINE_RECORDS` (like DecGuard's);
-larger inputs are named, not copied (`records_inline: false`).
+memory; `stage_records`, `stage_aggregates` and `stored_aggregates` + `summarize` are the
+same steps exchanging Parquet artifacts through the store (one records part and one
+aggregates part per batch, so partitions can be processed by separate tasks).
+
+The report carries the records inline up to `INLINE_RECORDS` (like DecGuard's); larger
+inputs are named, not copied (`records_inline: false`).
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ import decflow
 from decflow.data.records import (
     RecordReader,
     RecordSpec,
+    file_sha256,
+    list_partitions,
     normalize_objects,
     segment_column,
     segment_display,
     segment_value,
+    source_hash,
 )
 from decflow.errors import DatasetError
 from decflow.gates.checks import Check, status_of
@@ -47,8 +54,11 @@ from decflow.metrics.production import (
     partition_stats,
     production_metrics,
     record_columns,
+    stats_from_row,
+    stats_row,
 )
 from decflow.pipeline.spec import now_iso
+from decflow.store.store import Manifest, Store, stage_key
 
 REPORT_VERSION = "decflow/1"
 INLINE_RECORDS = 10_000
@@ -64,6 +74,7 @@ class Aggregates:
     overall: GroupStats
     segments: dict[str, dict[str, GroupStats]] = field(default_factory=dict)
     records: list[dict[str, Any]] | None = None  # kept while small enough to inline
+    records_artifact: dict[str, Any] | None = None  # the stored table otherwise
 
 
 def _settings(contract: Any) -> tuple[int, float | None]:
@@ -71,40 +82,129 @@ def _settings(contract: Any) -> tuple[int, float | None]:
     return int(evaluation.calibration_bins), evaluation.confidence_threshold
 
 
+SEGMENT_SEPARATOR = "\x1f"
+
+
+def batch_stats(table: pl.DataFrame, spec: RecordSpec, contract: Any) -> dict[str, GroupStats]:
+    """Statistics of one batch: the whole batch under `""`, each segment value under
+    `<key>\x1f<token>`."""
+    if table.height == 0:
+        return {}
+    n_bins, threshold = _settings(contract)
+    columns = record_columns(table, spec.labels, n_bins, threshold)
+    keys, groups = group_ids(table, None)
+    out = grouped_stats(columns, keys, groups, n_bins)
+    for key in spec.segments:
+        keys, groups = group_ids(table, segment_column(key))
+        for token, stats in grouped_stats(columns, keys, groups, n_bins).items():
+            out[f"{key}{SEGMENT_SEPARATOR}{token}"] = stats
+    return out
+
+
+def _aggregates(
+    merged: dict[str, GroupStats], spec: RecordSpec, path: str, digest: str, files: list[str]
+) -> Aggregates:
+    if "" not in merged:
+        raise DatasetError(f"{path}: contains no production records")
+    segments: dict[str, dict[str, GroupStats]] = {key: {} for key in spec.segments}
+    for group, stats in merged.items():
+        if group:
+            key, _, token = group.partition(SEGMENT_SEPARATOR)
+            segments[key][token] = stats
+    return Aggregates(path, digest, files, merged[""], segments)
+
+
 def aggregate_records(
     contract: Any, source: str | Path | list[str | Path], *, shown_path: str | None = None
 ) -> Aggregates:
     """Stages `records` and `aggregates` in one streaming pass over the partitions."""
     spec = RecordSpec.from_contract(contract)
-    n_bins, threshold = _settings(contract)
     reader = RecordReader(source, spec)
-    overall: dict[str, GroupStats] = {}
-    segments: dict[str, dict[str, GroupStats]] = {key: {} for key in spec.segments}
+    merged: dict[str, GroupStats] = {}
     kept: list[pl.DataFrame] | None = []
     for batch in reader.batches():
-        table = batch.table
-        if table.height == 0:
-            continue
-        columns = record_columns(table, spec.labels, n_bins, threshold)
-        keys, groups = group_ids(table, None)
-        overall = merge_groups(overall, grouped_stats(columns, keys, groups, n_bins))
-        for key in spec.segments:
-            keys, groups = group_ids(table, segment_column(key))
-            segments[key] = merge_groups(
-                segments[key], grouped_stats(columns, keys, groups, n_bins)
-            )
+        merged = merge_groups(merged, batch_stats(batch.table, spec, contract))
         if kept is not None:
-            kept = [*kept, table] if reader.n_records <= INLINE_RECORDS else None
-    if reader.n_records == 0:
-        raise DatasetError(f"{shown_path or source}: contains no production records")
-    return Aggregates(
-        path=shown_path or str(source),
-        hash=reader.dataset_hash,
-        files=[str(f) for f in reader.files],
-        overall=overall[""],
-        segments=segments,
-        records=_records_json(pl.concat(kept), spec) if kept else None,
+            kept = [*kept, batch.table] if reader.n_records <= INLINE_RECORDS else None
+    path = shown_path or str(source)
+    files = [str(f) for f in reader.files]
+    aggregates = _aggregates(merged, spec, path, reader.dataset_hash, files)
+    if kept:
+        aggregates.records = _records_json(pl.concat(kept), spec)
+    return aggregates
+
+
+# -- the same stages through the store ------------------------------------------------------
+
+STAGE_VERSION = "1"
+
+
+def stage_records(
+    store: Store, contract: Any, contract_hash: str, source: str, *, shown_path: str | None = None
+) -> Manifest:
+    """Validate and normalize every record into `stages/records/<key>/part-*.parquet`, one
+    part per batch. Keyed by contract and the source's bytes."""
+    spec = RecordSpec.from_contract(contract)
+    files = list_partitions(source)
+    digest = source_hash(files, [file_sha256(f) for f in files])
+    key = stage_key("records", STAGE_VERSION, contract_hash, [digest], {})
+    cached = store.manifest("records", key)
+    if cached is not None:
+        return cached
+    reader = RecordReader(files, spec)
+    prefix = store.stage_prefix("records", key)
+    parts = [
+        store.write_part(f"{prefix}/part-{i:05d}.parquet", batch.table)
+        for i, batch in enumerate(reader.batches())
+    ]
+    extra = {
+        "path": shown_path or source,
+        "hash": reader.dataset_hash,
+        "files": [str(f) for f in files],
+        "n_records": reader.n_records,
+    }
+    schema = {name: str(dtype) for name, dtype in spec.schema.items()}
+    return store.publish("records", key, [], parts=parts, schema=schema, extra=extra)
+
+
+def stage_aggregates(
+    store: Store, contract: Any, contract_hash: str, records: Manifest
+) -> Manifest:
+    """Sufficient statistics per records part (one table row per group and part); the
+    parts are independent, so they can be computed anywhere and merged later."""
+    key = stage_key("aggregates", STAGE_VERSION, contract_hash, [records.sha256], {})
+    cached = store.manifest("aggregates", key)
+    if cached is not None:
+        return cached
+    spec = RecordSpec.from_contract(contract)
+    frames = []
+    for part in records.parts:
+        stats = batch_stats(store.read_part(part), spec, contract)
+        frames.append(pl.DataFrame([stats_row(group, s) for group, s in stats.items()]))
+    return store.publish("aggregates", key, frames, extra=dict(records.extra))
+
+
+def stored_aggregates(store: Store, contract: Any, aggregates: Manifest,
+                      records: Manifest) -> Aggregates:
+    """Merge the stored per-part statistics (the first step of the `summary` stage)."""
+    merged: dict[str, GroupStats] = {}
+    for part in aggregates.parts:
+        rows = dict(stats_from_row(row) for row in store.read_part(part).iter_rows(named=True))
+        merged = merge_groups(merged, rows)
+    extra = records.extra
+    result = _aggregates(
+        merged, RecordSpec.from_contract(contract), extra["path"], extra["hash"], extra["files"]
     )
+    if records.rows <= INLINE_RECORDS:
+        result.records = _records_json(store.read(records), RecordSpec.from_contract(contract))
+    else:
+        result.records_artifact = {
+            "uri": records.uri,
+            "path": store.stage_prefix(records.stage, records.key),
+            "sha256": records.sha256,
+            "rows": records.rows,
+        }
+    return result
 
 
 def _records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]:
@@ -322,6 +422,8 @@ def summarize(
     }
     if aggregates.records is not None:
         report["records"] = aggregates.records
+    elif aggregates.records_artifact is not None:
+        report["records_artifact"] = aggregates.records_artifact
     return report
 
 
