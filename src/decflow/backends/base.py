@@ -130,6 +130,11 @@ class Backend(ABC):
         """Decide a shard in one call (in-process backends set `supports_batch = True`)."""
         raise NotImplementedError
 
+    def check_presentations(  # noqa: B027 - optional hook; most backends accept any labels
+        self, presentations: Sequence[Sequence[str]]
+    ) -> None:
+        """Refuse, before any call, label presentations this backend cannot answer."""
+
     async def healthcheck(self) -> Health:
         return Health("unknown", "no health_url configured")
 

@@ -187,6 +187,11 @@ class OpenAIBackend(Backend):
 
     # -- readouts ----------------------------------------------------------------------------
 
+    def check_presentations(self, presentations: Sequence[Sequence[str]]) -> None:
+        if self.settings.readout == "logprobs":
+            for shown in presentations:
+                check_first_tokens(shown, self.name)
+
     async def predict(self, request: DecisionRequest) -> Prediction:
         if self.settings.readout == "sample":
             return await self._sample(request)

@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from decflow.backends.registry import build_backend
 from decflow.data.golden import load_golden
 from decflow.errors import DecflowError
 from decflow.pipeline.derive import derived_requests
@@ -91,7 +92,20 @@ def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFr
     )
 
 
+def check_presentations(spec: RunSpec, store: Store, requests: Manifest) -> None:
+    """Let the backend refuse label presentations it cannot answer, before any call."""
+    contract = load_contract_cached(spec.contract_path).contract
+    shown = store.read(requests, ["shown_labels"])["shown_labels"].unique().to_list()
+    build_backend(contract, spec.backend).check_presentations([tuple(s) for s in shown])
+
+
 def stage_requests(spec: RunSpec, store: Store, cases: Manifest) -> Manifest:
+    manifest = _requests_manifest(spec, store, cases)
+    check_presentations(spec, store, manifest)
+    return manifest
+
+
+def _requests_manifest(spec: RunSpec, store: Store, cases: Manifest) -> Manifest:
     loaded = load_contract_cached(spec.contract_path)
     labels = tuple(loaded.contract.decision.labels)
     params = {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
