@@ -319,3 +319,18 @@ def test_file_views_show_the_diagnostics(tmp_path: Path, view: str) -> None:
     assert code == 1, err
     shown = target.read_text()
     assert "religion" in shown and "unfair" in shown
+
+
+def test_german_personas_use_their_own_preamble(tmp_path: Path) -> None:
+    data = loan(tmp_path)
+    data["backend"]["rules"][0]["contains"] = "moschee"
+    data["properties"]["counterfactual"]["language"] = "de"
+    code, report, _ = run(tmp_path, "fuzz", str(write_contract(tmp_path, data)))
+    counterfactual = report["diagnostics"]["counterfactual"]
+    assert counterfactual["language"] == "de"
+    assert counterfactual["template"] != DEFAULT_PREAMBLE
+    axes = axes_of(report)
+    assert axes["religion"]["verdict"] == "unfair"
+    assert axes["religion"]["direction"]["group"] == "muslim"
+    assert all(axes[a]["attributable"] == 0 for a in ("gender", "ethnicity", "role"))
+    assert code == 1

@@ -256,6 +256,16 @@ def _caveats(
     return caveats
 
 
+def _guidance(contract: Any, meter: StabilityResult | None, blind: BlindnessResult) -> str:
+    configured = contract.diagnostics is not None and contract.diagnostics.stability is not None
+    if meter is None and configured and not blind.blind:
+        return (
+            "NOT MEASURED — this mode makes no reruns; `decflow test --all` or "
+            "`decflow stability` measures the rerun noise."
+        )
+    return oracle_guidance(meter, blind)
+
+
 def diagnostics_section(
     loaded: Any,
     spec: RunSpec,
@@ -283,7 +293,7 @@ def diagnostics_section(
     vacuous = sum(a.message != b.message for a, b in zip(after, before, strict=True))
     not_exercised = _not_exercised(properties, counterfactual)
     section = {
-        "guidance": oracle_guidance(meter, blind),
+        "guidance": _guidance(contract, meter, blind),
         "stability": stability,
         "blindness": blindness,
         "counterfactual": counterfactual,
