@@ -853,16 +853,16 @@ def _vectorized(raw: pl.DataFrame, spec: RecordSpec) -> tuple[int | None, pl.Dat
     return None, table.cast(spec.schema)  # type: ignore[arg-type]
 
 
-def _exact_sum_off(raw: pl.DataFrame, spec: RecordSpec) -> list[bool]:
-    struct = raw["probabilities"]
-    out = []
-    for near, value in zip(raw["_near"], struct, strict=True):
-        if not near or value is None or any(value.get(lb) is None for lb in spec.labels):
-            out.append(False)
+def _exact_sum_off(raw: pl.DataFrame, spec: RecordSpec) -> np.ndarray:
+    """Rows near the tolerance edge whose exact (fsum) total is outside it."""
+    off = np.zeros(raw.height, dtype=bool)
+    near = raw.with_row_index("_row").filter(pl.col("_near"))
+    for row, value in near.select("_row", "probabilities").iter_rows():
+        if value is None or any(value.get(lb) is None for lb in spec.labels):
             continue
         total = math.fsum(value[lb] for lb in spec.labels)
-        out.append(abs(total - 1.0) > spec.tolerance)
-    return out
+        off[row] = abs(total - 1.0) > spec.tolerance
+    return off
 
 
 def _label_column(raw: pl.DataFrame, name: str) -> tuple[pl.Expr, pl.Expr]:
