@@ -237,3 +237,16 @@ def test_first_problem_in_file_order_wins_across_chunks(tmp_path: Path, monkeypa
     _write(path, [*good, bad, _record(id="g1")])
     with pytest.raises(DatasetError, match=r"line 41: selected 'review'"):
         _read(path)
+
+
+@pytest.mark.parametrize("padding", [0, 300])
+def test_tolerance_edge_uses_the_exact_sum(tmp_path: Path, padding: int) -> None:
+    good = [_record(id=f"g{i}") for i in range(padding)]
+    # fsum of (0.501, 0.25, 0.25) is 1.0009999999999999, inside 1 ± 0.001;
+    # 0.5010000000000001 pushes the exact sum just outside.
+    inside = _record(probabilities={"refund": 0.501, "reject": 0.25, "review": 0.25})
+    assert _read(_write(tmp_path / "in.jsonl", [*good, inside])).height == padding + 1
+    outside = _record(probabilities={"refund": 0.5010000000000001, "reject": 0.25,
+                                     "review": 0.25})
+    with pytest.raises(DatasetError, match=f"line {padding + 1}: probabilities sum to 1.001"):
+        _read(_write(tmp_path / "out.jsonl", [*good, outside]))
