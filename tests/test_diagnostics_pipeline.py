@@ -334,3 +334,19 @@ def test_german_personas_use_their_own_preamble(tmp_path: Path) -> None:
     assert axes["religion"]["direction"]["group"] == "muslim"
     assert all(axes[a]["attributable"] == 0 for a in ("gender", "ethnicity", "role"))
     assert code == 1
+
+
+def test_regating_with_settings_the_run_did_not_make_fails_those_gates(tmp_path: Path) -> None:
+    contract = constant_loan(tmp_path)  # no diagnostics section: no reruns
+    _, report, _ = run(tmp_path, "test", "--all", str(contract))
+    data = yaml.safe_load(contract.read_text())
+    data["diagnostics"] = {"stability": {"repeats": 4, "level": "requirement"}}
+    data["properties"]["counterfactual"]["catalog_seed"] = 43  # other personas
+    code, regated, _ = run(tmp_path, "report", report["run"]["id"], "-c",
+                           str(write_contract(tmp_path, data, "edited.yaml")))
+    checks = checks_of(regated)
+    assert checks["stability.verdict"]["status"] == "fail"
+    assert "no stability reruns" in checks["stability.verdict"]["message"]
+    religion = checks["counterfactual.religion.max_flip_rate"]
+    assert religion["status"] == "fail" and "persona arms" in religion["message"]
+    assert code == 1

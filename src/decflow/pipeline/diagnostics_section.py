@@ -58,7 +58,7 @@ from decflow.store.store import Manifest, Store
 
 DIAGNOSTIC_MODES = (*FUZZ_MODES, "stability")
 MAX_EXAMPLES = 20
-NOT_RUN = "the run made no {what}; run it again with this contract"
+MAX_LISTED = 200
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def _rows(store: Store, manifests: dict[str, Manifest]) -> _Rows:
     return _Rows(by[""], by[RERUN], by["paraphrase"], by[COUNTERFACTUAL])
 
 
-def identity_reasks(rows: _Rows) -> pl.DataFrame:
+def _identity_reasks(rows: _Rows) -> pl.DataFrame:
     """The paraphrase requests when every one re-asked its original input unchanged."""
     if not rows.paraphrases.height:
         return rows.paraphrases
@@ -104,7 +104,7 @@ def identity_reasks(rows: _Rows) -> pl.DataFrame:
 
 def _meter_input(rows: _Rows, reasks: pl.DataFrame) -> pl.DataFrame:
     """One series per case: original (repeat 0), reruns (their sample), then re-asks."""
-    after_reruns = int(rows.reruns["sample"].max() or 0) + 1  # type: ignore[arg-type]
+    after_reruns = int(rows.reruns["sample"].max() or 0) + 1
     columns = ["case_id", "repeat", "selected", "probabilities", "error_kind"]
     parts = [
         rows.originals.with_columns(repeat=pl.lit(0, dtype=pl.Int64)),
@@ -118,11 +118,11 @@ def _stability(
     spec: RunSpec, contract: Any, rows: _Rows
 ) -> tuple[dict[str, Any] | None, StabilityResult | None, list[Check]]:
     config = stability_config(spec, contract)
-    reasks = identity_reasks(rows)
+    reasks = _identity_reasks(rows)
     if config is None and not reasks.height:
         return None, None, []
     if config is not None and not rows.reruns.height and not reasks.height:
-        reason = NOT_RUN.format(what="stability reruns")
+        reason = "the run made no stability reruns; run it again with this contract"
         check = make_check(
             "stability.verdict", config.level, "stability.ci_low", "<=", config.epsilon, None,
             reason_if_null=reason,
@@ -187,8 +187,15 @@ def _counterfactual(
         blind=blind,
     )
     checks = counterfactual_checks(result, config.level)
-    if not rows.arms.height and pairs.unique_arms():
-        reason = NOT_RUN.format(what="persona arm calls")
+    needed = pairs.unique_arms()
+    missing = sum(fp not in probabilities for fp in needed)
+    if missing:
+        # Persona settings changed since the run (or it made no arm calls): its results
+        # cannot stand in for arms it never sent.
+        reason = (
+            f"the run has no result for {missing} of the {len(needed)} persona arms this "
+            "contract needs; run it again with this contract"
+        )
         checks = [
             make_check(c.gate, c.level, c.metric, c.comparison, c.threshold, None,
                        reason_if_null=reason)
@@ -201,7 +208,8 @@ def _counterfactual(
         "template": pairs.template,
         "placebo": config.placebo,
         "arms_sent": rows.arms.height,
-        "skipped_cases": pairs.skipped,
+        "skipped_cases": pairs.skipped[:MAX_LISTED],
+        "n_skipped_cases": len(pairs.skipped),
         "plan": plan(
             cases.height,
             dimensions=config.dimensions,
