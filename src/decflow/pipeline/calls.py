@@ -33,7 +33,8 @@ def _error_rows(request_ids: pl.Series, kinds: list[str], messages: list[str]) -
 def original_error_rows(transformed: pl.DataFrame, failed: pl.DataFrame) -> pl.DataFrame:
     """Transformed requests of a case whose original errored are not sent."""
     joined = transformed.join(
-        failed.select("case_id", pl.col("error_kind").alias("original_kind")), on="case_id"
+        failed.select("case_id", pl.col("error_kind").alias("original_kind")), on="case_id",
+        maintain_order="left",
     )
     messages = [f"the original case errored ({kind})" for kind in joined["original_kind"]]
     return _error_rows(joined["request_id"], ["original_error"] * joined.height, messages)

@@ -24,8 +24,13 @@ def probability_matrix(series: pl.Series, width: int) -> np.ndarray:
 
 
 def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
-    """Cases in dataset order joined with their original (unchanged) request's result."""
-    return cases.join(results, left_on="case_id", right_on="request_id", how="left")
+    """Cases in dataset order joined with their original (unchanged) request's result.
+
+    The case's metadata stays `metadata_json`; the backend's is `result_metadata_json`.
+    """
+    answers = results.rename({"metadata_json": "result_metadata_json"})
+    return cases.join(answers, left_on="case_id", right_on="request_id", how="left",
+                      maintain_order="left")
 
 
 def golden_arrays(table: pl.DataFrame, labels: tuple[str, ...]) -> dict[str, Any]:
@@ -57,7 +62,9 @@ def decision_result(row: dict[str, Any], contract: Any, backend: dict[str, Any])
         "model": row["model"],
         "model_version": row["model_version"],
         "latency_ms": row["latency_ms"],
-        "metadata": json.loads(row["metadata_json"]) if row["metadata_json"] else {},
+        "metadata": json.loads(row["result_metadata_json"])
+        if row["result_metadata_json"]
+        else {},
     }
 
 

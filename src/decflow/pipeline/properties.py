@@ -49,7 +49,7 @@ def joined_transformed(store: Store, manifests: dict[str, Manifest]) -> pl.DataF
     probabilities."""
     requests = store.read(manifests["requests"])
     results = store.read(manifests["results"])
-    with_results = requests.join(results, on="request_id", how="left")
+    with_results = requests.join(results, on="request_id", how="left", maintain_order="left")
     originals = with_results.filter(pl.col("property") == "").select(
         "case_id",
         pl.col("probabilities").alias("original_probabilities"),
@@ -58,7 +58,9 @@ def joined_transformed(store: Store, manifests: dict[str, Manifest]) -> pl.DataF
     )
     # Reruns and persona arms are judged by the diagnostics section, not as properties.
     metamorphic = (pl.col("property") != "") & ~pl.col("property").is_in(DIAGNOSTIC_PROPERTIES)
-    return with_results.filter(metamorphic).join(originals, on="case_id", how="left")
+    return with_results.filter(metamorphic).join(
+        originals, on="case_id", how="left", maintain_order="left"
+    )
 
 
 def _comparison_of(frame: pl.DataFrame) -> Comparison:
@@ -153,7 +155,9 @@ def stage_minimized(spec: RunSpec, store: Store, manifests: dict[str, Manifest])
         failing = np.flatnonzero(verdict.limit_violated | verdict.flip_violated)
         if not len(failing):
             continue
-        details = rows[failing.tolist()].join(joined, on="request_id", how="left")
+        details = rows[failing.tolist()].join(
+            joined, on="request_id", how="left", maintain_order="left"
+        )
         judge_fn = make_judge(config, RELATIONS[prop], contract.decision.type, labels,
                               _direction(config))
         width = len(labels)

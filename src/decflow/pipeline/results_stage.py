@@ -146,7 +146,7 @@ def call_shard(
     contract = load_contract_cached(spec.contract_path).contract
     session = session or CallSession.load(store, requests, key)
     shard = phase_rows(session.requests, phase).slice(index * spec.shard_size, spec.shard_size)
-    pending = shard.join(session.recorded, on="request_id", how="anti")
+    pending = shard.join(session.recorded, on="request_id", how="anti", maintain_order="left")
     if not pending.height:
         return 0
     sink = ShardSink(store, key, phase, index, session)
@@ -159,7 +159,9 @@ def call_shard(
         ).select("case_id", "error_kind")
         blocked = original_error_rows(pending, failed)
         sink(blocked)
-        pending = pending.join(blocked.select("request_id"), on="request_id", how="anti")
+        pending = pending.join(
+            blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
+        )
     backend = build_backend(contract, spec.backend)
     decision = decision_spec(contract)
 
