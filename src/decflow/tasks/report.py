@@ -73,16 +73,22 @@ def report_task(report: dict[str, Any], store_url: str, run_dir: str, key: str,
 
 
 class CallProgress:
-    """A progress artifact for the call stage, moved forward once per finished shard."""
+    """A progress artifact for the call stage, moved forward once per finished shard.
+
+    Used from the flow's own thread; `_sync=True` because Prefect would otherwise hand
+    back coroutines there (the contract-run flow is async).
+    """
 
     def __init__(self, shards: int, description: str) -> None:
         self.shards = shards
         self.done = 0
         self.artifact_id: UUID | None = None
         if shards:
-            self.artifact_id = create_progress_artifact(0.0, description=description)
+            self.artifact_id = create_progress_artifact(  # type: ignore[call-arg]
+                0.0, description=description, _sync=True)
 
     def advance(self) -> None:
         self.done += 1
         if self.artifact_id is not None:
-            update_progress_artifact(self.artifact_id, 100.0 * self.done / self.shards)
+            update_progress_artifact(  # type: ignore[call-arg]
+                self.artifact_id, 100.0 * self.done / self.shards, _sync=True)
