@@ -9,7 +9,8 @@ with N connections each, round-robin). Reports calls/s, the share of the ideal
 
     python bench/http_throughput.py                       # 20,000 requests, 64 in flight, 20 ms
     python bench/http_throughput.py --designs 1x64,decflow  # compare designs
-    python bench/http_throughput.py --decguard /tmp/dg/bin/decguard   # + DecGuard 0.1.1
+    python bench/http_throughput.py --cli --decguard /tmp/dg/bin/decguard
+        # + whole `decflow test` and `decguard test` runs (DecGuard 0.1.1 in a throwaway venv)
 
 Not part of the test run.
 """
@@ -158,8 +159,9 @@ async def _run_design(url: str, design: str, n: int, concurrency: int):
     return wall, cpu, errors
 
 
-def _decguard(exe: str, url: str, n: int, concurrency: int) -> tuple[float, float]:
-    """Wall and CPU seconds of `decguard test` over n cases against the same server."""
+def _cli_run(command: list[str], url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """Wall and CPU seconds of `<command> test` over n cases against the same server; the
+    contract is a plain DecGuard 0.1 contract, which decflow loads unchanged."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         with open(folder / "golden.jsonl", "w") as handle:
@@ -176,12 +178,12 @@ def _decguard(exe: str, url: str, n: int, concurrency: int) -> tuple[float, floa
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(
-            [exe, "test", str(folder / "decguard.yaml"), "--no-healthcheck"],
+            [*command, "test", str(folder / "decguard.yaml"), "--no-healthcheck"],
             cwd=folder, capture_output=True, text=True, check=False,
         )
-        if done.returncode not in (0, 1):
-            raise RuntimeError(f"decguard failed: {done.stdout[-500:]}{done.stderr[-500:]}")
         wall = time.perf_counter() - start
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"{command} failed: {done.stdout[-500:]}{done.stderr[-500:]}")
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         return wall, cpu
@@ -194,6 +196,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--designs", default="1x64,16x4,64x1,decflow")
     parser.add_argument("--decguard", help="path of a decguard 0.1.1 executable (optional)")
+    parser.add_argument("--cli", action="store_true",
+                        help="also time a whole `decflow test` run (CLI, engine, store, report)")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     delay = args.latency_ms / 1000
@@ -219,10 +223,13 @@ def main() -> None:
             rate = args.requests / wall
             print(f"{design:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
                   f"{cpu:7.2f} {errors}")
+        runs = [("decflow test", [sys.executable, "-m", "decflow"])] if args.cli else []
         if args.decguard and shutil.which(args.decguard):
-            wall, cpu = _decguard(args.decguard, url, args.requests, args.concurrency)
+            runs.append(("decguard test", [args.decguard]))
+        for label, command in runs:
+            wall, cpu = _cli_run(command, url, args.requests, args.concurrency)
             rate = args.requests / wall
-            print(f"{'decguard 0.1.1':>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
+            print(f"{label:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
                   f"{cpu:7.2f} (whole CLI run)")
     finally:
         server.terminate()
