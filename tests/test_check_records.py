@@ -250,3 +250,32 @@ def test_tolerance_edge_uses_the_exact_sum(tmp_path: Path, padding: int) -> None
                                      "review": 0.25})
     with pytest.raises(DatasetError, match=f"line {padding + 1}: probabilities sum to 1.001"):
         _read(_write(tmp_path / "out.jsonl", [*good, outside]))
+
+
+TIMESTAMPS = [
+    "2026-09-24T09:00:00Z", "2026-09-24T09:00:00.123Z", "2026-09-24T09:00:00.123456+02:00",
+    "2026-09-24T09:00:00-05:30", "2026-09-24 09:00:00+00:00", "2026-09-24T09:00+01:00",
+    "2026-1-5T09:00:00Z", "2026-09-24T9:00:00Z", " 2026-09-24T09:00:00Z",
+    "2026-09-24T09:00:60Z", "2026-02-30T09:00:00Z", "2026-09-24T09:00:00z",
+    "2026-09-24T09:00:00", "2026-09-24", "20260924T090000Z", "yesterday",
+]
+
+
+@pytest.mark.parametrize("text", TIMESTAMPS)
+def test_timestamps_follow_python_fromisoformat(tmp_path: Path, text: str) -> None:
+    from datetime import datetime
+
+    try:
+        expected = datetime.fromisoformat(text)
+    except ValueError:
+        expected = None
+    if expected is not None and expected.tzinfo is None:
+        expected = None
+    padding = [_record(id=f"g{i}", timestamp="2026-09-24T09:00:00Z") for i in range(300)]
+    path = _write(tmp_path / "t.jsonl", [*padding, _record(timestamp=text)])
+    if expected is None:
+        with pytest.raises(DatasetError, match="line 301: invalid production record:\n  "
+                                               "timestamp: must"):
+            _read(path)
+    else:
+        assert _read(path)["timestamp"][-1] == expected

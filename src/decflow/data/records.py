@@ -876,40 +876,52 @@ def _label_column(raw: pl.DataFrame, name: str) -> tuple[pl.Expr, pl.Expr]:
     return pl.lit(None, dtype=pl.String), pl.col(name).is_not_null()
 
 
+_CLOCK = r"\d{4}-\d{2}-\d{2}T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
+_UTC_SECONDS = f"^{_CLOCK}Z$"
+_WITH_OFFSET = rf"^{_CLOCK}(?:\.\d{{3}}|\.\d{{6}})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$"
+
+
 def _timestamps(raw: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     """Parsed UTC timestamps and rows whose timestamp is invalid or has no timezone.
-    polars parses the common shapes; anything it leaves is parsed once per distinct string
-    by `datetime.fromisoformat`, the reference for what ISO 8601 means here."""
+
+    `datetime.fromisoformat` is the reference for what ISO 8601 means here. polars parses
+    the common shapes much faster, but leniently (it takes `2026-1-5` or second 60), so it
+    only sees strings a strict pattern has vetted; everything else is parsed once per
+    distinct string by Python."""
     dtype = raw["timestamp"].dtype
     if isinstance(dtype, pl.Datetime) and dtype.time_zone is not None:
-        return pl.col("timestamp").dt.convert_time_zone("UTC").dt.cast_time_unit("us"), pl.lit(
-            False
-        )
+        converted = pl.col("timestamp").dt.convert_time_zone("UTC").dt.cast_time_unit("us")
+        return converted, pl.lit(False)
     if dtype == pl.Null:
         return pl.lit(None, dtype=pl.Datetime("us", "UTC")), pl.lit(False)
-    text = pl.col("timestamp")
-    fast = text.str.replace(r"Z$", "+00:00").str.to_datetime(
-        format="%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_unit="us", time_zone="UTC"
-    )
-    leftovers = (
-        raw.select(text.filter(text.is_not_null() & fast.is_null()).unique())
-        .to_series()
-        .to_list()
-    )
-    if not leftovers:
-        return fast, pl.lit(False)
-    parsed: dict[str, datetime | None] = {}
-    for value in leftovers:
-        try:
-            parsed[value] = parse_timestamp(value)
-        except _Invalid:
-            parsed[value] = None
-    good = {k: v for k, v in parsed.items() if v is not None}
-    keys = pl.Series(list(good), dtype=pl.String)
-    values = pl.Series(list(good.values()), dtype=pl.Datetime("us", "UTC"))
-    slow = text.replace_strict(keys, values, default=None, return_dtype=pl.Datetime("us", "UTC"))
-    combined = pl.coalesce(fast, slow)
-    return combined, text.is_not_null() & combined.is_null()
+    target = pl.Datetime("us", "UTC")
+    text = raw["timestamp"]
+    utc = text.str.contains(_UTC_SECONDS)
+    parsed = text.str.strptime(target, format="%Y-%m-%dT%H:%M:%SZ", strict=False)
+    parsed = pl.select(pl.when(utc).then(parsed)).to_series()
+    rest = text.is_not_null() & parsed.is_null()
+    if rest.any():
+        offset = rest & text.str.contains(_WITH_OFFSET)
+        general = text.str.replace(r"Z$", "+00:00").str.to_datetime(
+            format="%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_unit="us", time_zone="UTC"
+        )
+        parsed = pl.select(pl.when(offset).then(general).otherwise(parsed)).to_series()
+        rest = text.is_not_null() & parsed.is_null()
+    if rest.any():
+        good: dict[str, datetime] = {}
+        for value in text.filter(rest).unique().to_list():
+            try:
+                good[value] = parse_timestamp(value)
+            except _Invalid:
+                continue
+        slow = text.replace_strict(
+            pl.Series(list(good), dtype=pl.String),
+            pl.Series(list(good.values()), dtype=target),
+            default=None,
+            return_dtype=target,
+        )
+        parsed = pl.select(pl.coalesce(parsed, slow)).to_series()
+    return pl.lit(parsed), pl.lit(text.is_not_null() & parsed.is_null())
 
 
 def _segment_tokens(raw: pl.DataFrame, spec: RecordSpec) -> tuple[list[pl.Expr], list[pl.Expr]]:
