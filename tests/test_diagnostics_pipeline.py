@@ -350,3 +350,13 @@ def test_regating_with_settings_the_run_did_not_make_fails_those_gates(tmp_path:
     religion = checks["counterfactual.religion.max_flip_rate"]
     assert religion["status"] == "fail" and "persona arms" in religion["message"]
     assert code == 1
+
+
+def test_stability_command_uses_the_defaults_without_a_section(tmp_path: Path) -> None:
+    code, report, text = run(tmp_path, "stability", str(EXAMPLES / "refund" / "decguard.yaml"))
+    meter = report["diagnostics"]["stability"]
+    # The spec's defaults: 6 draws per case (33 pairs on 11 cases) against ε 0.05.
+    assert (meter["repeats"], meter["pairs"], meter["epsilon"]) == (6, 33, 0.05)
+    assert checks_of(report)["stability.verdict"]["level"] == "warning"
+    assert report["properties"] is None and report["diagnostics"]["counterfactual"] is None
+    assert "Properties" not in text and code == 0
