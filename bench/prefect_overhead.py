@@ -91,6 +91,25 @@ def timed_run(args: list[str], env: dict[str, str], cwd: Path) -> dict[str, floa
     return {"wall_s": wall, "cpu_s": cpu}
 
 
+EMPTY_FLOW = """
+import asyncio
+from prefect import flow
+
+@flow(name="empty")
+async def empty() -> None:
+    return None
+
+asyncio.run(empty())
+"""
+
+
+def timed_script(script: str, env: dict[str, str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True,
+                   check=True)
+    return time.perf_counter() - started
+
+
 def shard_count(store: Path, run_id: str) -> int:
     record = json.loads((store / "runs" / run_id / "run.json").read_text())
     parts = record["stages"]["requests"]["parts"]
@@ -131,11 +150,13 @@ def measure(cases: int, repeats: int) -> dict[str, Any]:
     base = ["test", str(contract), "--all", "--store", str(work / "store")]
     try:
         cold = timed_run([*base, "--prefect", "-o", str(work / "cold.json")], env, work)
-        direct, flowed = [], []
+        direct, flowed, empty, bare = [], [], [], []
         for i in range(repeats):
             direct.append(timed_run([*base, "--no-prefect"], env, work))
             flowed.append(timed_run([*base, "--prefect", "-o", str(work / f"f{i}.json")],
                                     env, work))
+            empty.append(timed_script(EMPTY_FLOW, env, work))
+            bare.append(timed_script("pass", env, work))
         last = json.loads((work / f"f{repeats - 1}.json").read_text())
         run_id = last["run"]["id"]
         shards = shard_count(work / "store", run_id)
@@ -159,6 +180,7 @@ def measure(cases: int, repeats: int) -> dict[str, Any]:
         "prefect_cpu_s": round(statistics.median(r["cpu_s"] for r in flowed), 2),
         "prefect_cold_wall_s": round(cold["wall_s"], 2),
         "added_s": round(flow_wall - direct_wall, 2),
+        "empty_flow_process_s": round(statistics.median(empty) - statistics.median(bare), 2),
         "shards": shards,
         "task_runs": tasks,
         "peak_rss_mb_any_child": round(peak_mb),
@@ -190,6 +212,8 @@ def readme_section(result: dict[str, Any]) -> str:
         f"| first flow run on a fresh server (wall) | {result['prefect_cold_wall_s']} s | |",
         f"| task runs per contract run | {result['task_runs']} ({result['shards']} call "
         f"shards) | ≤ 20 + shards ({'met' if tasks_ok else 'not met'}) |",
+        f"| a process running one empty flow (Prefect's own floor) | "
+        f"{result['empty_flow_process_s']} s | |",
         f"| server start until /api/health | {result['server_startup_s']} s | |",
         f"| peak RSS of any child process | {result['peak_rss_mb_any_child']} MB | |",
         "",

@@ -246,6 +246,22 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     tasks = recorded(prefect_api, rerun.id, 4)["tasks"]
     assert "results-shard" not in {base_name(t) for t in tasks}  # nothing re-sent
 
+    # --from-stage recomputes from a stage on the run's stored upstream artifacts
+    regated = decflow(env, project, "test", contract, "--all", "--prefect", "--store", "store",
+                      "--resume", run_id, "--from-stage", "comparisons", "-o", "from.json")
+    assert regated.returncode == 0, regated.stderr
+    assert normalized(json.loads((project / "from.json").read_text())) == normalized(report)
+    third = max((r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+                 if (r.parameters.get("spec") or {}).get("run_id") == run_id),
+                key=lambda r: r.created)
+    assert third.parameters["from_stage"] == "comparisons"
+    seen = recorded(prefect_api, third.id, 4)
+    assert {base_name(t) for t in seen["tasks"]} == {"comparisons", "minimized", "summary",
+                                                      "report"}
+    logs = [entry.message for entry in seen["logs"]]
+    for stage in ("cases", "requests", "results"):
+        assert any(f"stage {stage}: reused from run {run_id}" in m for m in logs), (stage, logs)
+
 
 def test_production_check_flow(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory,
