@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -58,7 +58,9 @@ from decflow.metrics.production import (
     stats_row,
 )
 from decflow.pipeline.spec import now_iso
-from decflow.store.store import Manifest, Store, stage_key
+
+if TYPE_CHECKING:
+    from decflow.store.store import Manifest, Store
 
 REPORT_VERSION = "decflow/1"
 INLINE_RECORDS = 10_000
@@ -147,6 +149,8 @@ def stage_records(
     spec = RecordSpec.from_contract(contract)
     files = list_partitions(source)
     digest = source_hash(files, [file_sha256(f) for f in files])
+    from decflow.store.store import stage_key
+
     key = stage_key("records", STAGE_VERSION, contract_hash, [digest], {})
     cached = store.manifest("records", key)
     if cached is not None:
@@ -172,6 +176,8 @@ def stage_aggregates(
 ) -> Manifest:
     """Sufficient statistics per records part (one table row per group and part); the
     parts are independent, so they can be computed anywhere and merged later."""
+    from decflow.store.store import stage_key
+
     key = stage_key("aggregates", STAGE_VERSION, contract_hash, [records.sha256], {})
     cached = store.manifest("aggregates", key)
     if cached is not None:
