@@ -369,3 +369,65 @@ def test_decflow_deploy_registers_the_scheduled_deployments(
     assert [s.schedule.cron for s in drift.schedules] == ["0 */6 * * *"]
     step = nightly.pull_steps[0]["prefect.deployments.steps.set_working_directory"]
     assert step["directory"] == str(ROOT)
+
+
+NIGHTLY = """
+import json
+from decflow.commands.runs import accept_run
+from decflow.flows.common import GateFailed
+from decflow.flows.nightly_regression import nightly_regression
+from decflow.store.store import Store
+
+first = nightly_regression("refund/decflow.yaml", store="store")
+json.dump(first, open("first.json", "w"))
+accept_run(Store("store"), first["run"]["run"]["id"])
+try:
+    nightly_regression("refund/drifted.yaml", store="store")
+except GateFailed as exc:
+    open("second.txt", "w").write(str(exc))
+"""
+
+
+def test_nightly_regression_diffs_against_the_accepted_baseline(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import yaml
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    document = yaml.safe_load((project / "refund" / "decflow.yaml").read_text())
+    # the served model changed: damaged items are now rejected
+    document["backend"]["rules"][0]["probabilities"] = {"refund": 0.02, "reject": 0.95,
+                                                        "review": 0.03}
+    (project / "refund" / "drifted.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    done = subprocess.run([sys.executable, "-c", NIGHTLY], env=env, cwd=project,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+
+    first = json.loads((project / "first.json").read_text())
+    assert first["baseline"] is None and first["diff"] is None
+    baseline_id = first["run"]["run"]["id"]
+    assert (project / "second.txt").read_text().endswith("see its artifacts")
+    (candidate_id,) = [p.name for p in (project / "store" / "runs").iterdir()
+                       if p.name != baseline_id]
+    diff = json.loads((project / "store" / "runs" / candidate_id / "diff.json").read_text())
+    assert diff["kind"] == "diff" and diff["status"] == "fail"
+    cases = [json.loads(line) for line in (project / "refund" / "cases.jsonl").open()]
+    damaged = sum("damaged" in case["input"] for case in cases)  # the rule that changed
+    assert damaged and diff["counts"]["answer_flips"] == damaged
+
+    async def nightly_runs(client: Any) -> list[Any]:
+        runs = [r for r in await client.read_flow_runs()
+                if r.name == "refund_request-test-default-nightly"]
+        return sorted(runs, key=lambda r: r.created)
+
+    runs = api_call(prefect_api, nightly_runs)
+    assert len(runs) == 2
+    assert runs[0].state.is_completed() and runs[1].state.is_failed()
+    first_seen = recorded(prefect_api, runs[0].id, 7)
+    note = {a.key: a.data for a in first_seen["artifacts"]}["refund-request-default-regression"]
+    assert f"decflow runs accept {baseline_id}" in note
+    second_seen = recorded(prefect_api, runs[1].id, 8)
+    assert "diff" in {base_name(t) for t in second_seen["tasks"]}
+    keys = {a.key for a in second_seen["artifacts"]}
+    assert {"refund-request-default-regression-diff",
+            "refund-request-default-regression-diff-checks"} <= keys
