@@ -66,7 +66,7 @@ RECORD_FIELDS = (
 )
 ACTIONS = ("accept", "abstain", "fallback", "human_review")
 SUFFIXES = (".jsonl", ".json", ".parquet")
-PARQUET_BATCH_ROWS = 1_000_000
+PARQUET_BATCH_ROWS = 250_000
 _STRING_FIELDS = ("id", "timestamp", "decision", "backend", "model", "model_version", "action")
 _NUMBER_FIELDS = ("confidence", "latency_ms", "cost")
 _BOOL_FIELDS = ("outcome_correct", "fallback")
