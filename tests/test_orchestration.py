@@ -431,3 +431,43 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     keys = {a.key for a in second_seen["artifacts"]}
     assert {"refund-request-default-regression-diff",
             "refund-request-default-regression-diff-checks"} <= keys
+
+
+def test_decflow_serve_serves_the_deployments(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import signal
+
+    import yaml
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    document = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
+    for entry in document["deployments"]:
+        entry["name"] += "-served"
+    (tmp_path / "deployments").mkdir()
+    served_file = tmp_path / "deployments" / "prefect.yaml"
+    served_file.write_text(yaml.safe_dump(document))
+    server = subprocess.Popen([sys.executable, "-m", "decflow", "serve", "--file",
+                               str(served_file)], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    async def served(client: Any) -> dict[str, Any]:
+        return {d.name: d for d in await client.read_deployments()
+                if d.name.endswith("-served")}
+
+    try:
+        deadline = time.monotonic() + 120
+        found: dict[str, Any] = {}
+        while len(found) < 2:
+            assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+            assert time.monotonic() < deadline, "decflow serve registered no deployments"
+            time.sleep(1)
+            found = api_call(prefect_api, served)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    nightly = found["nightly-regression-refund-served"]
+    assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
+    assert nightly.parameters["store"] == ".decflow"
+    drift = found["drift-check-refund-served"]
+    assert drift.parameters["records"] == "contracts/refund/production.jsonl"
