@@ -1,0 +1,197 @@
+"""Parquet production records: the JSONL fields as columns, `probabilities` a struct with one
+float field per label, `metadata_json` (and `input_json` for object inputs) as JSON text,
+`timestamp` a timezone-aware timestamp or an ISO 8601 string. Read in batches; the same
+vectorized checks as JSONL, errors named by row.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from decflow.data.record_checks import NeedStrict, vectorized_table
+from decflow.data.record_rules import (
+    BOOL_FIELDS,
+    NO_TIMEZONE,
+    NUMBER_FIELDS,
+    RECORD_FIELDS,
+    STRING_FIELDS,
+    RecordInvalid,
+    RecordSpec,
+    explain_line,
+    loads_strict,
+    normalize_record,
+)
+from decflow.errors import DatasetError
+
+PARQUET_BATCH_ROWS = 250_000
+
+
+def parquet_batches(path: Path, spec: RecordSpec) -> Iterator[tuple[pl.DataFrame, int]]:
+    """Validated tables of one Parquet file with the 1-based row number of their first row."""
+    try:
+        handle = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
+    names = handle.schema_arrow.names
+    unknown = [n for n in names if n not in _PARQUET_COLUMNS]
+    if unknown:
+        raise DatasetError(
+            f"{path}: unknown column(s) {unknown} (record columns are {list(_PARQUET_COLUMNS)})"
+        )
+    first_row = 1
+    for batch in handle.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+        raw = pl.from_arrow(batch)
+        assert isinstance(raw, pl.DataFrame)
+        yield _parquet_table(raw, path, spec, first_row), first_row
+        first_row += raw.height
+
+
+_PARQUET_COLUMNS = (
+    *(n for n in RECORD_FIELDS if n != "metadata"),
+    "input_json",
+    "metadata_json",
+)
+
+
+def _parquet_table(raw: pl.DataFrame, path: Path, spec: RecordSpec, first_row: int) -> pl.DataFrame:
+    """Parquet columns → the raw shape of the JSONL path, then the same checks. The
+    `metadata_json` texts are parsed by Arrow in one go."""
+    for name in _PARQUET_COLUMNS:
+        if name not in raw.columns:
+            raw = raw.with_columns(pl.lit(None).alias(name))
+    problem = _parquet_types(raw)
+    if problem is not None:
+        raise DatasetError(f"{path}: {problem}")
+    dtype = raw["timestamp"].dtype
+    if isinstance(dtype, pl.Datetime) and dtype.time_zone is None:
+        nonnull = raw["timestamp"].is_not_null().arg_true()
+        if nonnull.len():
+            raise DatasetError(
+                f"{path}: row {first_row + int(nonnull[0])}: {NO_TIMEZONE} "
+                "(the Parquet column is a naive timestamp)"
+            )
+    raw = raw.with_columns(
+        [pl.col(n).cast(pl.Float64) for n in NUMBER_FIELDS if raw[n].dtype != pl.Null]
+        + [pl.col(n).cast(pl.Int64) for n in ("selected", "outcome")
+           if raw[n].dtype in (pl.Int32, pl.Int64)]
+    )
+    lines = _RowLines(raw)
+    meta_text, input_text = raw["metadata_json"], raw["input_json"]
+    both = (input_text.is_not_null() & raw["input"].is_not_null()).arg_true()
+    if both.len():
+        row = first_row + int(both[0])
+        raise DatasetError(f"{path}: row {row}: give either input or input_json, not both")
+    try:
+        metadata = _parse_json_column(meta_text, path, first_row, "metadata_json")
+        _parse_json_column(input_text, path, first_row, "input_json")
+        shaped = raw.drop("metadata_json", "input_json").with_columns(metadata=metadata)
+        bad, table = vectorized_table(shaped, spec)
+    except (NeedStrict, _MixedTypes):
+        return _parquet_strict(lines, path, spec, first_row)
+    if bad is not None:
+        problem = explain_line(lines[bad], spec) or "record does not validate"
+        raise DatasetError(f"{path}: row {first_row + bad}: {problem}")
+    assert table is not None
+    return table.with_columns(metadata_json=meta_text.fill_null("{}"), input_json=input_text)
+
+
+def _parquet_types(raw: pl.DataFrame) -> str | None:
+    numbers = (pl.Float64, pl.Float32, pl.Int64, pl.Int32)
+    expected: dict[str, tuple[type[pl.DataType], ...]] = {
+        "timestamp": (pl.String, pl.Datetime),
+        "probabilities": (pl.Struct,),
+        "metadata_json": (pl.String,),
+        "input_json": (pl.String,),
+        "input": (pl.String,),
+        "selected": (pl.String, pl.Int64, pl.Int32),
+        "outcome": (pl.String, pl.Int64, pl.Int32),
+    }
+    expected.update({name: (pl.String,) for name in STRING_FIELDS if name != "timestamp"})
+    expected.update({name: numbers for name in NUMBER_FIELDS})
+    expected.update({name: (pl.Boolean,) for name in BOOL_FIELDS})
+    for name, kinds in expected.items():
+        dtype = raw[name].dtype
+        if dtype != pl.Null and not isinstance(dtype, kinds):
+            wanted = " or ".join(k.__name__ for k in kinds)
+            return f"column '{name}' has type {dtype}, expected {wanted}"
+    probs = raw["probabilities"].dtype
+    if isinstance(probs, pl.Struct):
+        for f in probs.fields:
+            if not isinstance(f.dtype, numbers):
+                return f"column 'probabilities.{f.name}' has type {f.dtype}, expected a number"
+    return None
+
+
+class _MixedTypes(Exception):
+    """Valid JSON objects whose fields change type between rows: needs the strict path."""
+
+
+def _parse_json_column(text: pl.Series, path: Path, first_row: int, name: str) -> pl.Series:
+    """A column of JSON objects as text → a struct column, parsed strictly by Arrow. Raises
+    `DatasetError` for a row that is not a JSON object, `_MixedTypes` when Arrow cannot
+    type the column."""
+    if text.is_null().all():
+        return pl.repeat(None, text.len(), dtype=pl.Null, eager=True)
+    joined = text.fill_null("{}").str.replace_all("\n", " ", literal=True).str.join("\n")
+    options = pa_json.ParseOptions(unexpected_field_behavior="infer")
+    try:
+        arrow = pa_json.read_json(io.BytesIO(joined.item().encode()), parse_options=options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        arrow = None
+    if arrow is not None and arrow.num_rows == text.len():
+        parsed = pl.from_arrow(arrow)
+        assert isinstance(parsed, pl.DataFrame)
+        if not parsed.width:
+            return pl.repeat(None, text.len(), dtype=pl.Null, eager=True)
+        struct = parsed.to_struct(name)
+        return pl.select(pl.when(text.is_not_null()).then(struct)).to_series()
+    for i, value in enumerate(text):
+        if value is None:
+            continue
+        try:
+            obj = loads_strict(value)
+        except ValueError as exc:
+            where = f"{path}: row {first_row + i}: {name}"
+            raise DatasetError(f"{where}: invalid JSON: {exc}") from None
+        if not isinstance(obj, dict):
+            raise DatasetError(f"{path}: row {first_row + i}: {name}: must be a JSON object")
+    raise _MixedTypes
+
+
+class _RowLines:
+    """Parquet rows rendered as JSONL-style records, for the strict parser (on demand)."""
+
+    def __init__(self, raw: pl.DataFrame) -> None:
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return self.raw.height
+
+    def __getitem__(self, index: int) -> str:
+        row = self.raw.row(index, named=True)
+        record = {k: v for k, v in row.items() if k in RECORD_FIELDS and v is not None}
+        if isinstance(record.get("timestamp"), datetime):
+            record["timestamp"] = record["timestamp"].isoformat()
+        for column, field in (("metadata_json", "metadata"), ("input_json", "input")):
+            if row.get(column) is not None:
+                record[field] = loads_strict(row[column])
+        return json.dumps(record, ensure_ascii=False)
+
+
+def _parquet_strict(lines: _RowLines, path: Path, spec: RecordSpec, first_row: int) -> pl.DataFrame:
+    rows = []
+    for i in range(len(lines)):
+        try:
+            rows.append(normalize_record(loads_strict(lines[i]), spec, i + 1))
+        except RecordInvalid as exc:
+            raise DatasetError(f"{path}: row {first_row + i}: {exc}") from None
+    return pl.DataFrame(rows, schema=spec.schema, orient="row")
