@@ -186,3 +186,14 @@ def test_store_stages_give_the_same_report(contract, tmp_path: Path, monkeypatch
     assert "records" not in large and large["records_inline"] is False
     assert large["records_artifact"]["rows"] == 4
     assert large["records_artifact"]["sha256"] == records.sha256
+
+
+def test_edited_baseline_report_is_rejected(contract, tmp_path: Path) -> None:
+    from decflow.errors import ReportError
+
+    earlier = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    earlier["records"][0]["latency_ms"] = 1.0  # the stored metrics no longer follow
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(earlier))
+    with pytest.raises(ReportError, match="does not verify"):
+        check_records(contract, str(EXAMPLE / "production-drift.jsonl"), baseline=str(path))

@@ -35,7 +35,7 @@ from decflow.data.records import (
     segment_value,
     source_hash,
 )
-from decflow.errors import DatasetError
+from decflow.errors import DatasetError, ReportError
 from decflow.gates.checks import Check, status_of
 from decflow.gates.production import (
     PRODUCTION_GATES,
@@ -305,6 +305,7 @@ def _baseline_from_report(contract: Any, source: str, report: dict[str, Any]) ->
         stats = partition_stats(table, tuple(contract.decision.labels), n_bins, threshold)
         if not stats:
             raise DatasetError(f"{source}: the baseline report holds no records")
+        _verify_stored_metrics(source, report, table, tuple(contract.decision.labels))
         metrics = production_metrics(stats[""], n_bins, threshold)
         n_records = table.height
     else:
@@ -325,6 +326,25 @@ def _baseline_from_report(contract: Any, source: str, report: dict[str, Any]) ->
         "metrics": metrics,
     }
     return Baseline(block, metrics)
+
+
+def _verify_stored_metrics(
+    source: str, report: dict[str, Any], table: pl.DataFrame, labels: tuple[str, ...]
+) -> None:
+    """A report's stored metrics must be what its own records and settings give: a report
+    edited after it was written does not become a baseline."""
+    evaluation = report.get("evaluation") or {}
+    bins = evaluation.get("calibration_bins")
+    threshold = evaluation.get("confidence_threshold")
+    stored = report.get("metrics")
+    if not isinstance(bins, int) or stored is None:
+        raise ReportError(f"{source}: not a check report (no evaluation settings or metrics)")
+    stats = partition_stats(table, labels, bins, threshold)
+    if production_metrics(stats[""], bins, threshold) != stored:
+        raise ReportError(
+            f"{source}: the baseline report does not verify: its metrics do not match its "
+            "records (was it edited?)"
+        )
 
 
 # -- summary -------------------------------------------------------------------------------
