@@ -36,6 +36,8 @@ COUNTERFACTUAL = "counterfactual"
 # Request properties that are diagnostics, judged in the summary's diagnostics section and
 # never by the generic property comparisons.
 DIAGNOSTIC_PROPERTIES = (RERUN, COUNTERFACTUAL)
+# Properties whose generators hand out the same step lists for many cases.
+SHARED_STEPS = frozenset({"option_order", "label_format"})
 
 
 def _enabled(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
@@ -247,6 +249,7 @@ class _RequestRows:
         self.labels = labels
         self.index_of = {label: i for i, label in enumerate(labels)}
         self.presentations: dict[tuple[tuple[str, str], ...] | None, int] = {None: 0}
+        self.steps_memo: dict[int, tuple[list[dict[str, Any]], str]] = {}
         self.columns: dict[str, list[Any]] = {
             name: [] for name in (
                 "request_id", "case_id", "property", "sample", "input_text", "input_json",
@@ -278,9 +281,19 @@ class _RequestRows:
         columns["input_text"].append(value if is_text else None)
         columns["input_json"].append(None if is_text else compact_json(value))
         columns["presentation_id"].append(number)
-        columns["steps_json"].append(json.dumps(steps, ensure_ascii=False))
+        columns["steps_json"].append(self._steps_json(prop, steps))
         columns["pre_error_kind"].append(error_kind)
         columns["pre_error_message"].append(error_message)
+
+    def _steps_json(self, prop: str, steps: list[dict[str, Any]]) -> str:
+        if prop not in SHARED_STEPS:
+            return json.dumps(steps, ensure_ascii=False)
+        # These step lists are shared across cases (cached by the generators); the memo keeps
+        # a reference to each, so an id can never be reused by another list meanwhile.
+        found = self.steps_memo.get(id(steps))
+        if found is None:
+            found = self.steps_memo[id(steps)] = (steps, json.dumps(steps, ensure_ascii=False))
+        return found[1]
 
     def frame(self) -> pl.DataFrame:
         shown, order = [], []
