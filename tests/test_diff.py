@@ -205,3 +205,16 @@ def test_different_decisions_are_refused() -> None:
                                            r"'refund_request' \(choice: refund, reject, review\)"):
         diff_reports({**_report([]), "contract": other}, _report([]),
                      baseline_path="b", candidate_path="c")
+
+
+def test_latency_percentiles_and_increase_gate() -> None:
+    baseline = [_case(f"c{i}", A, latency=v) for i, v in enumerate([4.0, 1.0, 3.0, 2.0])]
+    candidate = [_case(f"c{i}", A, latency=v) for i, v in enumerate([1.0, 2.0, 3.0, 14.0])]
+    contract = _contract(max_latency_p95_increase_ms=5.0)
+    report = _diff(baseline, candidate, contract=contract, contract_path="c")
+    # percentile([1,2,3,4], 50) = 2.5 and (.., 95) = 3.85 (linear between closest ranks)
+    assert report["metrics"]["latency_p50_ms"]["baseline"] == 2.5
+    assert report["metrics"]["latency_p95_ms"]["baseline"] == pytest.approx(3.85)
+    assert report["metrics"]["latency_p95_ms"]["candidate"] == pytest.approx(12.35)
+    check = report["checks"][0]
+    assert check["gate"] == "max_latency_p95_increase_ms" and check["status"] == "fail"
