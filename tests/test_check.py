@@ -197,3 +197,15 @@ def test_edited_baseline_report_is_rejected(contract, tmp_path: Path) -> None:
     path.write_text(json.dumps(earlier))
     with pytest.raises(ReportError, match="does not verify"):
         check_records(contract, str(EXAMPLE / "production-drift.jsonl"), baseline=str(path))
+
+
+def test_command_with_a_store_gives_the_same_report(tmp_path: Path) -> None:
+    runner = CliRunner()
+    args = ["check", str(EXAMPLE / "decguard.yaml"), "-d", str(EXAMPLE / "production.jsonl"),
+            "-f", "json"]
+    direct = json.loads(runner.invoke(_cli(), args).output)
+    staged = runner.invoke(_cli(), [*args, "--store", str(tmp_path / "store")])
+    assert staged.exit_code == 0
+    assert (tmp_path / "store" / "stages" / "records").is_dir()
+    for key in (*COMPARED, "dataset", "records"):
+        assert json.loads(staged.output)[key] == direct[key]

@@ -15,21 +15,35 @@ def run_check(
     baseline: str | None = None,
     *,
     fail_on_warn: bool = False,
+    store: str | None = None,
 ) -> dict[str, Any]:
     """Load the contract and check the records at `dataset` (a file, folder or glob of
     .jsonl/.json/.parquet), optionally against `baseline` (records or an earlier check
-    report). Returns the check report; raises `DecflowError` (exit 2) on bad input."""
+    report). Without `store` everything runs in memory, one batch at a time; with a store
+    URL the `records` and `aggregates` stages are published there (cached by contract and
+    input bytes) and large inputs are named in the report by their records artifact.
+    Returns the check report; raises `DecflowError` (exit 2) on bad input."""
     from decflow.contracts import load_contract
-    from decflow.pipeline.check import check_records
+    from decflow.pipeline import check as stages
 
     loaded = load_contract(contract_path)
-    return check_records(
-        loaded.contract,
-        dataset,
-        baseline,
-        contract_path=contract_path,
-        contract_hash=loaded.hash,
+    contract = loaded.contract
+    identity = {"contract_path": contract_path, "contract_hash": loaded.hash}
+    if store is None:
+        return stages.check_records(
+            contract, dataset, baseline, fail_on_warn=fail_on_warn, **identity
+        )
+    from decflow.store.store import Store
+
+    opened = Store(store)
+    records = stages.stage_records(opened, contract, loaded.hash, dataset)
+    aggregates = stages.stage_aggregates(opened, contract, loaded.hash, records)
+    return stages.summarize(
+        contract,
+        stages.stored_aggregates(opened, contract, aggregates, records),
+        None if baseline is None else stages.load_baseline(contract, baseline),
         fail_on_warn=fail_on_warn,
+        **identity,
     )
 
 
@@ -49,13 +63,16 @@ def register(app: typer.Typer) -> None:
         html: str | None = typer.Option(None, "--html"),
         junit: str | None = typer.Option(None, "--junit"),
         markdown: str | None = typer.Option(None, "--markdown"),
+        store: str | None = typer.Option(
+            None, "--store", help="Publish the records/aggregates stages to this store."
+        ),
     ) -> None:
         """Check production decision records against the contract (offline)."""
         from decflow.reports.check_text import render_check
         from decflow.reports.views import write_views
 
         check_format(fmt)
-        report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn)
+        report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn, store=store)
         write_views(report, html=html, junit=junit, markdown=markdown)
         if output:
             write_json(output, report, "production report")
