@@ -40,7 +40,7 @@ def run_check(
     aggregates = stages.stage_aggregates(opened, contract, loaded.hash, records)
     return stages.summarize(
         contract,
-        stages.stored_aggregates(opened, contract, aggregates, records),
+        stages.stored_aggregates(opened, contract, aggregates, records, shown_path=dataset),
         None if baseline is None else stages.load_baseline(contract, baseline),
         fail_on_warn=fail_on_warn,
         **identity,

@@ -190,16 +190,28 @@ def stage_aggregates(
     return store.publish("aggregates", key, frames, extra=dict(records.extra))
 
 
-def stored_aggregates(store: Store, contract: Any, aggregates: Manifest,
-                      records: Manifest) -> Aggregates:
-    """Merge the stored per-part statistics (the first step of the `summary` stage)."""
+def stored_aggregates(
+    store: Store,
+    contract: Any,
+    aggregates: Manifest,
+    records: Manifest,
+    *,
+    shown_path: str | None = None,
+) -> Aggregates:
+    """Merge the stored per-part statistics (the first step of the `summary` stage).
+    `shown_path` names the dataset in the report (a cached stage keeps the path it was
+    first published under)."""
     merged: dict[str, GroupStats] = {}
     for part in aggregates.parts:
         rows = dict(stats_from_row(row) for row in store.read_part(part).iter_rows(named=True))
         merged = merge_groups(merged, rows)
     extra = records.extra
     result = _aggregates(
-        merged, RecordSpec.from_contract(contract), extra["path"], extra["hash"], extra["files"]
+        merged,
+        RecordSpec.from_contract(contract),
+        shown_path or extra["path"],
+        extra["hash"],
+        extra["files"],
     )
     if records.rows <= INLINE_RECORDS:
         result.records = _records_json(store.read(records), RecordSpec.from_contract(contract))
