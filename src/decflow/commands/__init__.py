@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "runs",
     "replay",
     "orchestrate",
+    "probe",
 )
 
 

@@ -1,0 +1,50 @@
+"""`decflow probe --agent MOD:FUNC --inputs FILE`: meter, blindness and relations on an
+agent callable, no contract needed. Exit 0 clean, 1 blind or a relation violated, 2 when
+the probe could not run (bad module path, not callable, empty or duplicate inputs)."""
+
+from __future__ import annotations
+
+import typer
+
+from decflow.commands.common import check_format, emit, store_url, write_json
+
+LAYER_HELP = "Layer the meter and relations compare: verdict, text or tools."
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("probe", help="Meter, blindness and relations on an agent callable.")
+    def probe_command(
+        agent: str = typer.Option(..., "--agent", help="module:function giving the agent."),
+        inputs: str = typer.Option(..., "--inputs", help="Text file, one input per line."),
+        repeats: int = typer.Option(5, "--repeats", help="Reruns per input (k >= 2)."),
+        epsilon: float = typer.Option(0.01, "--epsilon", help="Flip-rate tolerance ε."),
+        threshold: float = typer.Option(0.9, "--threshold", help="Blindness skew threshold."),
+        layer: str = typer.Option("verdict", "--layer", help=LAYER_HELP),
+        no_reuse: bool = typer.Option(False, "--no-reuse",
+                                      help="Independent draws for blindness and sources."),
+        store: str | None = typer.Option(None, "--store", help="Store URL (.decflow)."),
+        output: str | None = typer.Option(None, "-o", "--output", help="Write JSON here."),
+        fmt: str = typer.Option("text", "-f", "--format", help="text or json."),
+        write_contract: str | None = typer.Option(
+            None, "--write-contract", help="Write decflow.yaml + cases.jsonl into this folder."
+        ),
+    ) -> None:
+        from decflow.probe.loading import load_agent, read_inputs
+        from decflow.probe.render import render_probe
+        from decflow.probe.runner import probe
+
+        check_format(fmt)
+        agent_callable = load_agent(agent)
+        result = probe(
+            agent_callable, read_inputs(inputs), repeats=repeats, epsilon=epsilon,
+            blindness_threshold=threshold, layer=layer, reuse_calls=not no_reuse,
+            store=store_url(store), name=agent,
+        )
+        report = result.to_dict()
+        if write_contract:
+            path = result.write_contract(write_contract)
+            typer.echo(f"contract written to {path}", err=True)
+        if output:
+            write_json(output, report)
+        emit(report, render_probe(report), fmt)
+        raise typer.Exit(result.exit_code)

@@ -1,0 +1,115 @@
+"""Typed metamorphic relations for the probe.
+
+A relation turns an input into a follow-up question and checks a law between the agent's
+answers to both. The type (invariant, monotone, directional) only labels the report, so a
+reader can weigh a violation against the rerun noise; the check carries the meaning. An
+input the transform leaves byte-identical is skipped, never passed: re-asking the same
+question measures rerun stability, which is the meter's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, get_args
+
+from decflow.probe.observation import LAYERS, Observation
+from decflow.properties import case_swap
+from decflow.properties.normalization import collapse_whitespace, strip_accents
+
+RelationType = Literal["invariant", "monotone", "directional"]
+RELATION_TYPES: tuple[str, ...] = get_args(RelationType)
+Check = Callable[[Observation, Observation], bool]
+
+
+@dataclass(frozen=True)
+class Relation:
+    name: str
+    type: RelationType
+    transform: Callable[[str], str]
+    check: Check
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("a relation needs a non-empty name")
+        if self.type not in RELATION_TYPES:
+            raise ValueError(
+                f"relation {self.name!r}: type must be one of {', '.join(RELATION_TYPES)}, "
+                f"got {self.type!r}"
+            )
+        if not callable(self.transform) or not callable(self.check):
+            raise ValueError(f"relation {self.name!r}: transform and check must be callable")
+
+
+@dataclass(frozen=True)
+class RelationResult:
+    name: str
+    type: str
+    total: int  # inputs the relation was offered
+    held: int
+    violated: int
+    skipped: int  # the transform returned the input unchanged: no call, no outcome
+    errors: int  # a call or the check failed: neither held nor violated
+
+    @property
+    def exercised(self) -> int:
+        return self.held + self.violated
+
+    @property
+    def violation_rate(self) -> float | None:
+        return self.violated / self.exercised if self.exercised else None
+
+    @property
+    def is_vacuous(self) -> bool:
+        return self.total > 0 and self.exercised == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "exercised": self.exercised,
+            "violation_rate": self.violation_rate,
+            "vacuous": self.is_vacuous,
+        }
+
+
+def same_on(layer: str) -> Check:
+    """Invariance check: both answers compare equal on `layer`."""
+    if layer not in LAYERS:
+        raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {layer!r}")
+    return lambda source, followup: source.key(layer) == followup.key(layer)
+
+
+def ordered(order: Sequence[str], *, layer: str = "verdict") -> Check:
+    """Monotone check: the follow-up's answer ranks at least as high in `order` as the source's
+    (for example `ordered(["allow", "review", "block"])` after adding an urgent cue)."""
+    rank = {label: i for i, label in enumerate(order)}
+
+    def check(source: Observation, followup: Observation) -> bool:
+        return rank[source.key(layer)] <= rank[followup.key(layer)]
+
+    return check
+
+
+def normalize(text: str) -> str:
+    """Accents stripped, whitespace runs collapsed, ends trimmed."""
+    return collapse_whitespace(strip_accents(text))
+
+
+def pad_whitespace(text: str) -> str:
+    """A leading newline and two trailing spaces: changes every input."""
+    return "\n" + text + "  "
+
+
+def builtin_relations(layer: str = "verdict") -> list[Relation]:
+    """normalization, case_swap and whitespace on `layer`; tool_selection always on tools."""
+    return [
+        Relation("normalization", "invariant", normalize, same_on(layer),
+                 "stripping accents and collapsing whitespace must not change the answer"),
+        Relation("case_swap", "invariant", case_swap.apply, same_on(layer),
+                 "inverting the letter case must not change the answer"),
+        Relation("whitespace", "invariant", pad_whitespace, same_on(layer),
+                 "a leading newline and trailing spaces must not change the answer"),
+        Relation("tool_selection", "invariant", normalize, same_on("tools"),
+                 "normalising the request must not change which tools the agent calls"),
+    ]
