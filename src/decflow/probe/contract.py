@@ -39,8 +39,11 @@ def _match_key(text: str) -> str:
     return collapse_whitespace(text).casefold()
 
 
-def _distribution(rows: pl.DataFrame, labels: Sequence[str]) -> np.ndarray:
-    """Mean reported probabilities when every answer had them, else verdict frequencies."""
+def _distribution(rows: pl.DataFrame, labels: Sequence[str]) -> np.ndarray | None:
+    """Mean reported probabilities when every answer had them, else verdict frequencies;
+    None without any answer (every call errored)."""
+    if rows.is_empty():
+        return None
     index = {label: i for i, label in enumerate(labels)}
     vector = np.zeros(len(labels))
     if rows["probabilities"].null_count() == 0:
@@ -53,6 +56,14 @@ def _distribution(rows: pl.DataFrame, labels: Sequence[str]) -> np.ndarray:
     return vector / vector.sum()
 
 
+def _pooled(result: Any, labels: Sequence[str]) -> np.ndarray:
+    """Over every answered call: the mock's default for texts no rule matches."""
+    pooled = _distribution(result.observations.filter(pl.col("text").is_not_null()), labels)
+    if pooled is None:
+        raise DecflowError("the probe has no answered call to record")
+    return pooled
+
+
 def _rounded(vector: np.ndarray, labels: Sequence[str]) -> dict[str, float]:
     return {label: round(float(p), 6) for label, p in zip(labels, vector, strict=True)}
 
@@ -61,13 +72,16 @@ def _rules(result: Any, labels: Sequence[str]) -> tuple[list[dict[str, Any]], li
     """(mock rules longest text first, expected label per input)."""
     frame = result.observations.filter(pl.col("text").is_not_null())
     meter = frame.filter(pl.col("kind") == "meter")
+    pooled = _pooled(result, labels)
     rules: list[tuple[str, np.ndarray]] = []
     expected = []
     for index, text in enumerate(result.inputs):
         vector = _distribution(meter.filter(pl.col("input_index") == index), labels)
-        rules.append((collapse_whitespace(text) or text, vector))
-        # np.argmax keeps the first maximum, as the engine does when it selects a label.
-        expected.append(labels[int(np.argmax(vector))])
+        if vector is not None:
+            rules.append((collapse_whitespace(text) or text, vector))
+        # np.argmax keeps the first maximum, as the engine does when it selects a label; an
+        # input the agent never answered gets the default (pooled) answer.
+        expected.append(labels[int(np.argmax(pooled if vector is None else vector))])
     known = {_match_key(text) for text in result.inputs}
     followups = frame.filter(pl.col("side") == "followup")
     for sent in followups["sent"].unique(maintain_order=True):
@@ -76,7 +90,9 @@ def _rules(result: Any, labels: Sequence[str]) -> tuple[list[dict[str, Any]], li
         known.add(_match_key(sent))
         rows = followups.filter(pl.col("sent").map_elements(_match_key, return_dtype=pl.String)
                                 == _match_key(sent))
-        rules.append((collapse_whitespace(sent), _distribution(rows, labels)))
+        vector = _distribution(rows, labels)
+        if vector is not None:
+            rules.append((collapse_whitespace(sent), vector))
     # Rules match by substring, first match wins: a longer text goes before any text it
     # contains, so every input finds its own rule.
     ordered = sorted(rules, key=lambda rule: -len(rule[0]))
@@ -101,10 +117,7 @@ def contract_document(result: Any, *, name: str = "probed_agent", dataset: str =
                       labels: Sequence[str] | None = None) -> dict[str, Any]:
     chosen = _labels(result, labels)
     rules = _rules(result, chosen)[0]
-    pooled = _distribution(
-        result.observations.filter((pl.col("kind") == "meter") & pl.col("text").is_not_null()),
-        chosen,
-    )
+    pooled = _pooled(result, chosen)
     settings = result.settings
     exercised = [r.name for r in result.relation_results if r.exercised and r.name in PROPERTIES]
     document: dict[str, Any] = {
