@@ -28,7 +28,7 @@ import yaml
 pytestmark = pytest.mark.slow
 
 LABELS = ("refund", "reject", "review")
-CASES = 600  # results are recorded in chunks (256 rows): enough for some to be recorded
+CASES = 600  # more than one 256-row result chunk
 MAX_CONCURRENCY = 4
 DELAY_S = 0.02
 KILL_AFTER = 420  # requests received by the service
@@ -47,6 +47,8 @@ class CountingService:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.server.daemon_threads = True
+        # connections cut by the killed client are expected, not worth a traceback
+        self.server.handle_error = lambda *_args: None  # type: ignore[method-assign]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -139,9 +141,14 @@ def finished(process: subprocess.Popen[bytes]) -> int:
 
 
 def recorded_ids(store: Path) -> set[str]:
+    """Results the killed run left in the store: chunk files and per-result journals."""
+    from decflow.pipeline.journal import SUFFIX, journal_rows
+
     ids: set[str] = set()
     for chunk in store.glob("stages/results/*/chunk-*.parquet"):
         ids.update(pl.read_parquet(chunk, columns=["request_id"])["request_id"].to_list())
+    for journal in store.glob(f"stages/results/*/chunk-*{SUFFIX}"):
+        ids.update(str(row[0]) for row in journal_rows(str(journal)))
     return ids
 
 
@@ -227,8 +234,6 @@ def test_in_flight_requests_at_the_kill_are_bounded(killed_and_resumed: dict[str
     assert sum(in_flight.values()) <= MAX_CONCURRENCY
 
 
-@pytest.mark.xfail(reason="results are recorded in chunks of 256 rows: answers received after "
-                          "the last flushed chunk are sent again too", strict=False)
 def test_only_in_flight_requests_repeat(killed_and_resumed: dict[str, Any]) -> None:
     repeated = set(killed_and_resumed["before_kill"]) & set(killed_and_resumed["resumed"])
     assert len(repeated) <= MAX_CONCURRENCY

@@ -74,6 +74,14 @@ def redact(value: Any) -> Any:
     return value
 
 
+def error_kind(exc: BaseException) -> tuple[str, str]:
+    """(kind, message) recorded for a per-case failure raised by backend code: a
+    `BackendError` keeps its kind, anything else is `exception` (`RuntimeError: boom`)."""
+    if isinstance(exc, BackendError):
+        return exc.kind, str(exc)
+    return "exception", f"{type(exc).__name__}: {exc}"
+
+
 def check_probabilities(
     answer: Mapping[str, Any], shown: Sequence[str], tolerance: float
 ) -> list[float]:
@@ -247,15 +255,12 @@ class RemoteCaller:
                 prediction.model_version,
                 metadata,
             )
-        except BackendError as exc:
-            return (request_id, None, None, exc.kind, str(exc), None, None, None)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:  # third-party adapter code: any other failure is typed
             if _is_configuration_error(exc):
                 raise
-            return (request_id, None, None, "exception", f"{type(exc).__name__}: {exc}",
-                    None, None, None)
+            return (request_id, None, None, *error_kind(exc), None, None, None)
 
     async def run(
         self,
@@ -263,8 +268,10 @@ class RemoteCaller:
         labels: Sequence[str],
         on_chunk: Callable[[pl.DataFrame], None],
         chunk_size: int = 256,
+        on_result: Callable[[tuple[Any, ...]], None] | None = None,
     ) -> None:
-        """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`."""
+        """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`
+        (and each one to `on_result` as soon as it is finished)."""
         semaphore = asyncio.Semaphore(self.max_concurrency)
         pending_rows: list[tuple[Any, ...]] = []
 
@@ -287,7 +294,10 @@ class RemoteCaller:
         tasks = [asyncio.ensure_future(guarded(row)) for row in rows]
         try:
             for finished in asyncio.as_completed(tasks):
-                pending_rows.append(await finished)
+                row = await finished
+                if on_result is not None:
+                    on_result(row)
+                pending_rows.append(row)
                 if len(pending_rows) >= chunk_size:
                     flush()
         finally:

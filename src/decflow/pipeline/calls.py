@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 
@@ -60,6 +61,7 @@ async def decide_requests(
     shard_size: int,
     sink: Callable[[pl.DataFrame], None],
     progress: Progress | None = None,
+    journal: Callable[[tuple[Any, ...]], None] | None = None,
 ) -> None:
     """Decide `requests` (already filtered to what still needs a result) shard by shard.
 
@@ -73,7 +75,7 @@ async def decide_requests(
         if backend.supports_batch:
             sink(decide_in_process(backend, shard, decision.labels, tolerance))
         else:
-            await caller.run(shard, decision.labels, sink)
+            await caller.run(shard, decision.labels, sink, on_result=journal)
         done += shard.height
         if progress:
             progress(done, total)

@@ -10,13 +10,14 @@ its results as chunk files named after the shard.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import polars as pl
 
-from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.errors import DecflowError
 from decflow.pipeline.calls import (
@@ -24,6 +25,8 @@ from decflow.pipeline.calls import (
     generation_error_rows,
     original_error_rows,
 )
+from decflow.pipeline.journal import SUFFIX as JOURNAL
+from decflow.pipeline.journal import Journal, journal_rows
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Part, Store, stage_key
 
@@ -98,17 +101,35 @@ class CallSession:
 
 
 class ShardSink:
-    """Writes one shard's result chunks; names are unique per shard and attempt."""
+    """Writes one shard's result chunks; names are unique per shard and attempt. Each
+    result is journalled as it arrives (`decflow.pipeline.journal`)."""
 
     def __init__(
         self, store: Store, key: str, phase: str, index: int, session: CallSession
     ) -> None:
         self.store = store
-        self.prefix = f"{store.stage_prefix('results', key)}/chunk-{phase[0]}{index:06d}"
+        self.folder = store.stage_prefix("results", key)
+        self.name = f"chunk-{phase[0]}{index:06d}"
+        self.prefix = f"{self.folder}/{self.name}"
         self.attempt = uuid.uuid4().hex[:8]
         self.session = session
         self.count = 0
         self.rows = 0
+        self.journal = Journal(store, f"{self.prefix}-{self.attempt}{JOURNAL}")
+
+    def recover(self, labels: tuple[str, ...]) -> None:
+        """Chunk the journalled results of earlier, killed attempts at this shard."""
+        for name in self.store.list_dir(self.folder):
+            if name.startswith(f"{self.name}-") and name.endswith(JOURNAL):
+                path = self.store.path(f"{self.folder}/{name}")
+                rows = journal_rows(path)
+                if rows:
+                    frame = _rows_from_tuples(rows, labels).unique(
+                        "request_id", keep="first", maintain_order=True
+                    )
+                    self(frame.join(self.session.recorded, on="request_id", how="anti",
+                                    maintain_order="left"))
+                os.remove(path)
 
     def __call__(self, frame: pl.DataFrame) -> None:
         if frame.height:
@@ -145,11 +166,13 @@ def call_shard(
     """
     contract = load_contract_cached(spec.contract_path).contract
     session = session or CallSession.load(store, requests, key)
+    sink = ShardSink(store, key, phase, index, session)
+    decision = decision_spec(contract)
+    sink.recover(decision.labels)
     shard = phase_rows(session.requests, phase).slice(index * spec.shard_size, spec.shard_size)
     pending = shard.join(session.recorded, on="request_id", how="anti", maintain_order="left")
     if not pending.height:
-        return 0
-    sink = ShardSink(store, key, phase, index, session)
+        return sink.rows
     if phase == "transformed":
         sink(generation_error_rows(pending))
         pending = pending.filter(pl.col("pre_error_kind").is_null())
@@ -163,7 +186,6 @@ def call_shard(
             blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
         )
     backend = build_backend(contract, spec.backend)
-    decision = decision_spec(contract)
 
     async def run() -> None:
         try:
@@ -172,11 +194,13 @@ def call_shard(
                 tolerance=contract.evaluation.probability_tolerance,
                 max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
                 shard_size=spec.shard_size, sink=sink, progress=progress,
+                journal=sink.journal.record,
             )
         finally:
             await backend.aclose()
 
     asyncio.run(run())
+    sink.journal.close()
     return sink.rows
 
 

@@ -1,0 +1,52 @@
+"""Per-result journal of a call shard (local stores).
+
+Results reach the store as Parquet chunks of a few hundred rows. So that a process killed
+between two chunks (even `kill -9`) loses only the requests in flight, each finished
+result is also appended, as it arrives, as one JSON line to the shard's journal; one
+`write` per line puts it in the OS page cache, which survives the process. `--resume`
+turns the journal lines not yet in a chunk into a chunk before sending anything.
+Object stores cannot append; there the chunks alone are the record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import IO, Any
+
+from decflow.store.store import Store
+
+SUFFIX = ".journal"
+
+
+class Journal:
+    def __init__(self, store: Store, relative: str) -> None:
+        self.path = store.path(relative) if store.is_local else None
+        self.handle: IO[str] | None = None
+
+    def record(self, row: tuple[Any, ...]) -> None:
+        if self.path is None:
+            return
+        if self.handle is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self.handle = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        self.handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+    def close(self) -> None:
+        """The shard finished: every journalled row is in a chunk file now."""
+        if self.handle is not None and self.path is not None:
+            self.handle.close()
+            os.remove(self.path)
+            self.handle = None
+
+
+def journal_rows(path: str) -> list[tuple[Any, ...]]:
+    """The rows of a journal; a line torn by the kill is not a row."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                rows.append(tuple(json.loads(line)))
+            except ValueError:
+                continue
+    return rows
