@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 from decflow.backends.base import Backend, BackendUnavailable, DecisionSpec
-from decflow.backends.engine import RemoteCaller
-from decflow.backends.plugins import error_kind, load_plugin_backend
+from decflow.backends.engine import RemoteCaller, error_kind
+from decflow.backends.plugins import load_plugin_backend
 from decflow.errors import ConfigurationError
 
 SPEC = DecisionSpec("refund_request", "choice", ("refund", "reject", "review"))

@@ -14,17 +14,10 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from decflow.backends.base import Backend, BackendError, DecisionSpec
+from decflow.backends.base import Backend, DecisionSpec
 from decflow.errors import ConfigurationError, DecflowError
 
 GROUP = "decflow.backends"
-
-
-def error_kind(exc: BaseException) -> tuple[str, str]:
-    """(kind, message) recorded for a per-case failure raised by backend code."""
-    if isinstance(exc, BackendError):
-        return exc.kind, str(exc)
-    return "exception", f"{type(exc).__name__}: {exc}"
 
 
 def _entry_point(provider: str) -> EntryPoint:

@@ -1,6 +1,6 @@
 """Build a backend instance from a contract's backend configuration.
 
-Built-in providers are imported lazily so that a mock run never imports httpx clients;
+Built-in providers are imported lazily so that a mock run never loads the HTTP client;
 third-party providers come only from installed entry points (group `decflow.backends`).
 """
 
