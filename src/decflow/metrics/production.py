@@ -93,7 +93,6 @@ class GroupStats:
     covered: int = 0
     n_abstain: int = 0
     n_human_review: int = 0
-    n_routing: int = 0
     n_fallback: int = 0
     latency_sum: int = 0
     latency: ValueCounts = field(default_factory=ValueCounts)
@@ -190,7 +189,8 @@ def record_columns(
         "with_outcome": outcome_index >= 0,
         "with_correctness": known,
         "with_action": action.is_not_null().to_numpy(),
-        "with_fallback": fallback.is_not_null().to_numpy(),
+        # DecGuard counts a record's fallback as known when `fallback` or `action` is given.
+        "with_fallback": (fallback.is_not_null() | action.is_not_null()).to_numpy(),
         "with_latency": latency.is_not_null().to_numpy(),
         "with_cost": cost.is_not_null().to_numpy(),
         "n_correct": known & correct,
@@ -199,7 +199,6 @@ def record_columns(
         else np.zeros(table.height, dtype=bool),
         "n_abstain": (action == "abstain").fill_null(False).to_numpy(),
         "n_human_review": (action == "human_review").fill_null(False).to_numpy(),
-        "n_routing": (fallback.is_not_null() | action.is_not_null()).to_numpy(),
         "n_fallback": ((fallback == True) | (action == "fallback"))  # noqa: E712
         .fill_null(False)
         .to_numpy(),
@@ -403,8 +402,8 @@ def production_metrics(stats: GroupStats, n_bins: int, threshold: float | None) 
         "n_actions": stats.with_action,
         "abstention_rate": _ratio(stats.n_abstain, stats.with_action),
         "human_review_rate": _ratio(stats.n_human_review, stats.with_action),
-        "n_fallback": stats.n_routing,
-        "fallback_rate": _ratio(stats.n_fallback, stats.n_routing),
+        "n_fallback": stats.with_fallback,
+        "fallback_rate": _ratio(stats.n_fallback, stats.with_fallback),
     }
     metrics["latency_ms"] = _spread(
         stats.with_latency, stats.latency_sum, stats.latency, total=False

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -225,6 +226,15 @@ def stored_aggregates(
     return result
 
 
+def _utc_text(moment: datetime) -> str:
+    """ISO 8601 in UTC with `Z` and no trailing zeros in the fraction. Records keep UTC
+    instants, so an offset written in the input (`+02:00`) is shown converted."""
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
 def _records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]:
     """Normalized records in DecGuard's record shape (all fields, canonical order)."""
     out = []
@@ -233,9 +243,7 @@ def _records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]
         out.append(
             {
                 "id": row["id"],
-                "timestamp": None
-                if timestamp is None
-                else timestamp.isoformat().replace("+00:00", "Z"),
+                "timestamp": None if timestamp is None else _utc_text(timestamp),
                 "decision": spec.decision,
                 "input": row["input_text"]
                 if row["input_json"] is None
