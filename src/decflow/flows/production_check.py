@@ -61,3 +61,19 @@ def production_check(
     if fail_flow_on_fail:
         fail_on_status(report, f"production check {run_id}")
     return report
+
+
+def run_production_check_flow(
+    contract: str, records: str, baseline: str | None = None, *, store: str = ".decflow",
+    fail_on_warn: bool = False,
+) -> dict[str, Any]:
+    """What `decflow check --prefect` calls: the flow, returning the report (a FAIL is the
+    report's exit code 1, not a failed call)."""
+    from decflow.flows.contract_run import warn_if_ephemeral
+
+    warn_if_ephemeral()
+    report: dict[str, Any] = production_check(
+        contract=contract, records=records, baseline=baseline, store=store,
+        fail_on_warn=fail_on_warn, fail_flow_on_fail=False,
+    )
+    return report
