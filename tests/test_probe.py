@@ -446,8 +446,6 @@ def test_contract_puts_longer_texts_first_so_each_input_finds_its_rule() -> None
     assert contains == ["the secret plan is fine", "secret", "plan"]
 
 
-@pytest.mark.xfail(reason="needs `kind: probe` in commands/report.py and reports/views.py",
-                   strict=False)
 def test_cli_report_shows_a_stored_probe(project: Path) -> None:
     agent = f"{module_of(project)}:build_gate"
     code, first, _ = run_cli("probe", "--agent", agent, "--inputs", "seeds.txt")

@@ -15,6 +15,10 @@ def render_text(report: dict[str, Any]) -> str:
         from decflow.reports.diff_text import render_diff
 
         return render_diff(report)
+    if kind == "probe":
+        from decflow.probe.render import render_probe
+
+        return render_probe(report)
     if kind == "check":
         from decflow.reports.check_text import render_check
 
