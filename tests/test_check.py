@@ -209,3 +209,19 @@ def test_command_with_a_store_gives_the_same_report(tmp_path: Path) -> None:
     assert (tmp_path / "store" / "stages" / "records").is_dir()
     for key in (*COMPARED, "dataset", "records"):
         assert json.loads(staged.output)[key] == direct[key]
+
+
+def test_mixed_records_equal_decguard() -> None:
+    """Every optional field present or absent, a type-mixed segment key, a baseline:
+    DecGuard's own report on the same files (tests/fixtures/check/README.md)."""
+    fixtures = Path(__file__).parent / "fixtures" / "check"
+    contract = load_contract(fixtures / "mixed-contract.yaml").contract
+    oracle = json.loads((fixtures / "check-mixed.json").read_text())
+    report = check_records(
+        contract,
+        str(fixtures / "mixed-current.jsonl"),
+        baseline=str(fixtures / "mixed-baseline.jsonl"),
+    )
+    _assert_matches(report, oracle)
+    assert report["baseline"]["metrics"] == oracle["baseline_metrics"]
+    assert len(report["segments"]) == 12 and len(report["checks"]) == 59
