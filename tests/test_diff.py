@@ -218,3 +218,21 @@ def test_latency_percentiles_and_increase_gate() -> None:
     assert report["metrics"]["latency_p95_ms"]["candidate"] == pytest.approx(12.35)
     check = report["checks"][0]
     assert check["gate"] == "max_latency_p95_increase_ms" and check["status"] == "fail"
+
+
+def test_decguard_reports_with_flips_equal_decguards_diff() -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "diff"
+    baseline = json.loads((fixtures / "refund-default.json").read_text())
+    candidate = json.loads((fixtures / "refund-strong_model.json").read_text())
+    oracle = json.loads((fixtures / "diff-default-vs-strong_model.json").read_text())
+    report = diff_reports(
+        baseline, candidate, baseline_path="a.json", candidate_path="c.json",
+        contract=load_contract(EXAMPLE / "decguard.yaml").contract,
+        contract_path="decguard.yaml", segment_by=["locale"],
+    )
+    for key in ("status", "exit_code", "same_dataset", "evaluation", "counts", "shift",
+                "metrics", "segments", "checks", "changes", "baseline", "candidate"):
+        assert report[key] == oracle[key], key
+    text = render_diff(report)
+    assert "    r3           reject (0.85) -> refund (0.98), expected reject\n" in text
+    assert "  Answers      6 flipped (54.5%) · 5 newly wrong · 0 newly correct\n" in text
