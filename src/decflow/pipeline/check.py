@@ -108,7 +108,7 @@ def _aggregates(
     merged: dict[str, GroupStats], spec: RecordSpec, path: str, digest: str, files: list[str]
 ) -> Aggregates:
     if "" not in merged:
-        raise DatasetError(f"{path}: contains no production records")
+        raise DatasetError(f"{path}: production dataset contains no records")
     segments: dict[str, dict[str, GroupStats]] = {key: {} for key in spec.segments}
     for group, stats in merged.items():
         if group:
