@@ -225,3 +225,9 @@ def test_mixed_records_equal_decguard() -> None:
     _assert_matches(report, oracle)
     assert report["baseline"]["metrics"] == oracle["baseline_metrics"]
     assert len(report["segments"]) == 12 and len(report["checks"]) == 59
+
+
+def test_empty_dataset_is_an_error(contract, tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("\n  \n")
+    with pytest.raises(DatasetError, match=r"empty\.jsonl: production dataset contains no"):
+        check_records(contract, str(tmp_path / "empty.jsonl"))
