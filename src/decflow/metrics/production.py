@@ -30,43 +30,56 @@ from decflow.metrics.partial_sums import group_sums, to_float
 Metrics = dict[str, Any]
 
 
-@dataclass
 class ValueCounts:
-    """Exact distribution of a column: sorted distinct values with their counts. Enough for
-    exact percentiles, and no larger than the column (production confidences and latencies
-    repeat a lot)."""
+    """Exact distribution of a column: sorted distinct values with their counts, enough for
+    exact percentiles and never larger than the column. Merging only collects the parts;
+    they are combined once, when a percentile or the stored form is needed, so merging many
+    batches of continuous values stays linear."""
 
-    values: np.ndarray = field(default_factory=lambda: np.empty(0))
-    counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    def __init__(self, values: npt.ArrayLike | None = None,
+                 counts: npt.ArrayLike | None = None) -> None:
+        self._parts: list[tuple[np.ndarray, np.ndarray]] = []
+        if values is not None and counts is not None:
+            part = (np.asarray(values, dtype=np.float64), np.asarray(counts, dtype=np.int64))
+            if part[0].size:
+                self._parts.append(part)
 
     @classmethod
     def of(cls, values: npt.ArrayLike) -> ValueCounts:
         distinct, counts = np.unique(np.asarray(values, dtype=np.float64), return_counts=True)
-        return cls(distinct, counts.astype(np.int64))
+        return cls(distinct, counts)
 
     def merge(self, other: ValueCounts) -> ValueCounts:
-        if not self.values.size:
-            return other
-        if not other.values.size:
-            return self
-        values = np.concatenate([self.values, other.values])
-        counts = np.concatenate([self.counts, other.counts])
-        distinct, inverse = np.unique(values, return_inverse=True)
-        return ValueCounts(distinct, np.bincount(inverse, weights=counts).astype(np.int64))
+        merged = ValueCounts()
+        merged._parts = self._parts + other._parts
+        return merged
+
+    def compact(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted distinct values, counts), combining the collected parts."""
+        if not self._parts:
+            return np.empty(0), np.empty(0, dtype=np.int64)
+        if len(self._parts) > 1:
+            values = np.concatenate([v for v, _ in self._parts])
+            counts = np.concatenate([c for _, c in self._parts])
+            distinct, inverse = np.unique(values, return_inverse=True)
+            summed = np.bincount(inverse, weights=counts, minlength=distinct.size)
+            self._parts = [(distinct, summed.astype(np.int64))]
+        return self._parts[0]
 
     def percentile(self, q: float) -> float | None:
         """Linear interpolation between closest ranks at position (n - 1) * q / 100."""
-        n = int(self.counts.sum())
+        values, counts = self.compact()
+        n = int(counts.sum())
         if n == 0:
             return None
-        ends = np.cumsum(self.counts)
+        ends = np.cumsum(counts)
         position = (n - 1) * q / 100
         low = math.floor(position)
         high = math.ceil(position)
-        lower = float(self.values[np.searchsorted(ends, low, side="right")])
+        lower = float(values[np.searchsorted(ends, low, side="right")])
         if low == high:
             return lower
-        upper = float(self.values[np.searchsorted(ends, high, side="right")])
+        upper = float(values[np.searchsorted(ends, high, side="right")])
         return lower + (upper - lower) * (position - low)
 
 
@@ -292,8 +305,9 @@ def stats_row(group: str, stats: GroupStats) -> dict[str, Any]:
     for f in fields(stats):
         value = getattr(stats, f.name)
         if f.name in _DISTRIBUTIONS:
-            row[f"{f.name}_values"] = value.values.tolist()
-            row[f"{f.name}_counts"] = value.counts.tolist()
+            values, counts = value.compact()
+            row[f"{f.name}_values"] = values.tolist()
+            row[f"{f.name}_counts"] = counts.tolist()
         elif f.name in _EXACT:
             row[f.name] = str(value)
         elif f.name == "bin_confidence":
@@ -308,9 +322,7 @@ def stats_from_row(row: dict[str, Any]) -> tuple[str, GroupStats]:
     stats = GroupStats()
     for f in fields(stats):
         if f.name in _DISTRIBUTIONS:
-            values = np.asarray(row[f"{f.name}_values"], dtype=np.float64)
-            counts = np.asarray(row[f"{f.name}_counts"], dtype=np.int64)
-            setattr(stats, f.name, ValueCounts(values, counts))
+            setattr(stats, f.name, ValueCounts(row[f"{f.name}_values"], row[f"{f.name}_counts"]))
         elif f.name in _EXACT:
             setattr(stats, f.name, int(row[f.name]))
         elif f.name == "bin_confidence":
