@@ -7,6 +7,7 @@ checked by DecGuard 0.1.1 (installed in a throwaway environment) for the ratio.
 
 usage: python bench/check_bench.py [--sizes 1000000 10000000] [--formats jsonl parquet]
                                    [--decguard /tmp/dgvenv/bin/decguard] [--decguard-max N]
+                                   [--continuous]
 """
 
 from __future__ import annotations
@@ -36,11 +37,16 @@ RUN = (
 )
 
 
-def records(n: int, seed: int = 0) -> pl.DataFrame:
-    """n valid records (every optional field filled, three locales), built column-wise."""
+def records(n: int, seed: int = 0, continuous: bool = False) -> pl.DataFrame:
+    """n valid records (every optional field filled, three locales), built column-wise.
+    `continuous` draws every distribution at random (almost no repeated confidences)
+    instead of cycling through the refund mock's five."""
     rng = np.random.default_rng(seed)
-    kind = np.arange(n) % len(DISTRIBUTIONS)
-    probs = DISTRIBUTIONS[kind]
+    if continuous:
+        raw = rng.random((n, len(LABELS))) ** 3
+        probs = raw / raw.sum(axis=1, keepdims=True)
+    else:
+        probs = DISTRIBUTIONS[np.arange(n) % len(DISTRIBUTIONS)]
     selected = np.array(LABELS)[probs.argmax(axis=1)]
     actions = np.array(["accept", "fallback", "human_review", "abstain"])[rng.integers(0, 4, n)]
     seconds = rng.integers(0, 86_400 * 30, n)
@@ -62,19 +68,24 @@ def records(n: int, seed: int = 0) -> pl.DataFrame:
             "outcome": np.array(LABELS)[rng.integers(0, 3, n)],
             "action": actions,
             "fallback": actions == "fallback",
-            "latency_ms": rng.integers(20, 400, n).astype(np.float64),
+            "latency_ms": rng.random(n) * 380 + 20
+            if continuous
+            else rng.integers(20, 400, n).astype(np.float64),
             "cost": np.round(rng.random(n) * 0.01, 4),
             "locale": np.array(["en", "it", "de"])[rng.integers(0, 3, n)],
         }
     )
 
 
-def write_inputs(n: int, folder: Path, formats: list[str]) -> dict[str, Path]:
+def write_inputs(
+    n: int, folder: Path, formats: list[str], continuous: bool = False
+) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {fmt: folder / f"records-{n}.{fmt}" for fmt in formats}
+    kind = "continuous" if continuous else "records"
+    paths = {fmt: folder / f"{kind}-{n}.{fmt}" for fmt in formats}
     if all(p.exists() for p in paths.values()):
         return paths
-    frame = records(n)
+    frame = records(n, continuous=continuous)
     if "jsonl" in paths and not paths["jsonl"].exists():
         frame.with_columns(pl.struct(locale="locale").alias("metadata")).drop(
             "locale"
@@ -115,11 +126,13 @@ def main() -> None:
     parser.add_argument("--decguard", help="path to a DecGuard 0.1.1 `decguard` executable")
     parser.add_argument("--decguard-max", type=int, default=1_000_000,
                         help="largest size to run DecGuard on (it keeps every record)")
+    parser.add_argument("--continuous", action="store_true",
+                        help="random distributions (distinct confidences and latencies)")
     args = parser.parse_args()
     print("| records | format | tool | wall s | CPU s | peak RSS MB | result |")
     print("| ---: | --- | --- | ---: | ---: | ---: | --- |")
     for n in args.sizes:
-        paths = write_inputs(n, args.work, args.formats)
+        paths = write_inputs(n, args.work, args.formats, args.continuous)
         for fmt, path in paths.items():
             runs = [("decflow", [sys.executable, "-c", RUN, str(CONTRACT), str(path)])]
             if args.decguard and fmt == "jsonl" and n <= args.decguard_max:
