@@ -176,3 +176,23 @@ def test_partitions_merge_to_the_same_bits(tmp_path: Path) -> None:
     assert single["metrics"]["confidence"]["p95"] == pytest.approx(
         float(np.percentile(confidences, 95)), rel=1e-15
     )
+
+
+def test_value_counts_percentiles_match_a_sorted_list_in_any_split() -> None:
+    from decflow.metrics.production import ValueCounts
+
+    def reference(values: list[float], q: float) -> float:
+        ordered = sorted(values)
+        position = (len(ordered) - 1) * q / 100
+        low, high = math.floor(position), math.ceil(position)
+        return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+    rng = np.random.default_rng(11)
+    for values in (rng.random(1001).tolist(), rng.integers(0, 5, 999).astype(float).tolist()):
+        parts = [ValueCounts.of(values[i:i + 97]) for i in range(0, len(values), 97)]
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged.merge(part)
+        for q in (0, 50, 95, 100):
+            assert merged.percentile(q) == reference(values, q)
+        assert merged.n == len(values)

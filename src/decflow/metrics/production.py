@@ -31,18 +31,22 @@ Metrics = dict[str, Any]
 
 
 class ValueCounts:
-    """Exact distribution of a column: sorted distinct values with their counts, enough for
-    exact percentiles and never larger than the column. Merging only collects the parts;
-    they are combined once, when a percentile or the stored form is needed, so merging many
-    batches of continuous values stays linear."""
+    """Exact distribution of a column, enough for exact percentiles and never larger than
+    the column: parts of (sorted distinct values, counts), where counts of None mean every
+    value occurs once (continuous confidences and latencies). Merging only collects parts;
+    percentiles select the needed ranks across them in linear time, so merging many batches
+    and large numbers of distinct values stay cheap in time and memory."""
 
     def __init__(self, values: npt.ArrayLike | None = None,
                  counts: npt.ArrayLike | None = None) -> None:
-        self._parts: list[tuple[np.ndarray, np.ndarray]] = []
-        if values is not None and counts is not None:
-            part = (np.asarray(values, dtype=np.float64), np.asarray(counts, dtype=np.int64))
-            if part[0].size:
-                self._parts.append(part)
+        self._parts: list[tuple[np.ndarray, np.ndarray | None]] = []
+        if values is not None:
+            array = np.asarray(values, dtype=np.float64)
+            weights = None if counts is None else np.asarray(counts, dtype=np.int64)
+            if weights is not None and weights.size and int(weights.max()) == 1:
+                weights = None
+            if array.size:
+                self._parts.append((array, weights))
 
     @classmethod
     def of(cls, values: npt.ArrayLike) -> ValueCounts:
@@ -54,32 +58,43 @@ class ValueCounts:
         merged._parts = self._parts + other._parts
         return merged
 
+    @property
+    def n(self) -> int:
+        return sum(v.size if c is None else int(c.sum()) for v, c in self._parts)
+
     def compact(self) -> tuple[np.ndarray, np.ndarray]:
-        """(sorted distinct values, counts), combining the collected parts."""
+        """(sorted distinct values, counts) of all parts (the stored form)."""
         if not self._parts:
             return np.empty(0), np.empty(0, dtype=np.int64)
-        if len(self._parts) > 1:
+        values = np.concatenate([v for v, _ in self._parts])
+        counts = np.concatenate(
+            [np.ones(v.size, dtype=np.int64) if c is None else c for v, c in self._parts]
+        )
+        distinct, inverse = np.unique(values, return_inverse=True)
+        summed = np.bincount(inverse, weights=counts, minlength=distinct.size).astype(np.int64)
+        self._parts = [(distinct, None if int(summed.max()) == 1 else summed)]
+        return distinct, summed
+
+    def _ranked(self, ranks: list[int]) -> list[float]:
+        """The values at 0-based ranks of the sorted multiset."""
+        if all(c is None for _, c in self._parts):
             values = np.concatenate([v for v, _ in self._parts])
-            counts = np.concatenate([c for _, c in self._parts])
-            distinct, inverse = np.unique(values, return_inverse=True)
-            summed = np.bincount(inverse, weights=counts, minlength=distinct.size)
-            self._parts = [(distinct, summed.astype(np.int64))]
-        return self._parts[0]
+            chosen = np.partition(values, sorted(set(ranks)))
+            return [float(chosen[r]) for r in ranks]
+        values, counts = self.compact()
+        ends = np.cumsum(counts)
+        return [float(values[np.searchsorted(ends, r, side="right")]) for r in ranks]
 
     def percentile(self, q: float) -> float | None:
         """Linear interpolation between closest ranks at position (n - 1) * q / 100."""
-        values, counts = self.compact()
-        n = int(counts.sum())
+        n = self.n
         if n == 0:
             return None
-        ends = np.cumsum(counts)
         position = (n - 1) * q / 100
-        low = math.floor(position)
-        high = math.ceil(position)
-        lower = float(values[np.searchsorted(ends, low, side="right")])
+        low, high = math.floor(position), math.ceil(position)
+        lower, upper = self._ranked([low, high])
         if low == high:
             return lower
-        upper = float(values[np.searchsorted(ends, high, side="right")])
         return lower + (upper - lower) * (position - low)
 
 
