@@ -270,8 +270,8 @@ def test_production_check_flow(
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     script = (
         "import json, sys\n"
-        "from decflow.flows.production_check import production_check\n"
-        "report = production_check('refund/decflow.yaml', 'refund/production.jsonl',"
+        "from decflow.flows.production_check import run_production_check_flow\n"
+        "report = run_production_check_flow('refund/decflow.yaml', 'refund/production.jsonl',"
         " store='store')\n"
         "json.dump(report, open('flow-check.json', 'w'))\n"
     )
@@ -380,7 +380,7 @@ from decflow.store.store import Store
 
 first = nightly_regression("refund/decflow.yaml", store="store")
 json.dump(first, open("first.json", "w"))
-accept_run(Store("store"), first["run"]["run"]["id"])
+accept_run(Store("store"), first["run"]["run_id"])
 try:
     nightly_regression("refund/drifted.yaml", store="store")
 except GateFailed as exc:
@@ -405,7 +405,8 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
 
     first = json.loads((project / "first.json").read_text())
     assert first["baseline"] is None and first["diff"] is None
-    baseline_id = first["run"]["run"]["id"]
+    baseline_id = first["run"]["run_id"]
+    assert first["run"]["status"] == "pass"
     assert (project / "second.txt").read_text().endswith("see its artifacts")
     (candidate_id,) = [p.name for p in (project / "store" / "runs").iterdir()
                        if p.name != baseline_id]

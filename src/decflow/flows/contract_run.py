@@ -10,7 +10,6 @@ reuses the stored upstream manifests of the run.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Callable
@@ -19,12 +18,17 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
-from prefect.settings import PREFECT_API_URL
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+    temporary_settings,
+)
+from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
 from decflow.flows.runners import build_task_runner
 from decflow.pipeline import results_stage
-from decflow.pipeline.runner import record_run, reuse_upstream, run_dir, save_contract_copy
+from decflow.pipeline.runner import record_run, reuse_upstream, save_contract_copy
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Store
 from decflow.tasks.report import CallProgress, artifact_key, report_task
@@ -57,8 +61,10 @@ def _contract_run_name() -> str:
     return run_label(flow_run.parameters["spec"])
 
 
-def _dicts(manifests: dict[str, Manifest]) -> dict[str, dict[str, Any]]:
-    return {name: m.to_dict() for name, m in manifests.items()}
+def _dicts(manifests: dict[str, Manifest]) -> Any:
+    """Manifests as task input, quoted: Prefect would otherwise walk every nested value
+    of every task input (the requests manifest carries provenance; measured ≈0.1 s/task)."""
+    return quote({name: m.to_dict() for name, m in manifests.items()})
 
 
 def call_stage(spec: RunSpec, store: Store, requests: Manifest, parallel: bool) -> Manifest:
@@ -69,7 +75,7 @@ def call_stage(spec: RunSpec, store: Store, requests: Manifest, parallel: bool) 
     if cached is not None:
         logger.info("stage results: cache hit (%s)", key[:12])
         return cached
-    spec_d, requests_d = spec.to_dict(), requests.to_dict()
+    spec_d = spec.to_dict()
     health = health_task(spec_d)
     counts = {phase: results_stage.shard_count(store, spec, requests, phase)
               for phase in results_stage.PHASES}
@@ -77,25 +83,26 @@ def call_stage(spec: RunSpec, store: Store, requests: Manifest, parallel: bool) 
                             f"backend calls of run {spec.run_id}: shards done")
     for phase in results_stage.PHASES:
         if phase == "transformed":
-            originals_task(spec_d, requests_d, key)
+            originals_task(spec_d, requests.key, key)
         shards = range(counts[phase])
         if parallel:
-            futures = [shard_task.submit(spec_d, requests_d, key, phase, i) for i in shards]
+            futures = [shard_task.submit(spec_d, requests.key, key, phase, i) for i in shards]
             for future in as_completed(futures):
                 future.result()
                 progress.advance()
         else:
             for index in shards:
-                shard_task(spec_d, requests_d, key, phase, index)
+                shard_task(spec_d, requests.key, key, phase, index)
                 progress.advance()
-    return Manifest.from_dict(finish_results_task(spec_d, requests_d, key, health))
+    return Manifest.from_dict(finish_results_task(spec_d, requests.key, key, health))
 
 
 def run_stages(
     spec: RunSpec, *, from_stage: str | None = None, fail_on_warn: bool = False,
     parallel_shards: bool = False,
 ) -> dict[str, Any]:
-    """Every stage of a contract run as tasks of the current flow run; returns the report."""
+    """Every stage of a contract run as tasks of the current flow run; returns the run's
+    id, status, exit code and the store path of its report."""
     logger = get_run_logger()
     store = Store(spec.store_url)
     loaded = load_contract_cached(spec.contract_path)
@@ -116,37 +123,30 @@ def run_stages(
 
     stage("cases", lambda: Manifest.from_dict(cases_task(spec_d)))
     stage("requests", lambda: Manifest.from_dict(
-        requests_task(spec_d, manifests["cases"].to_dict())))
+        requests_task(spec_d, quote(manifests["cases"].to_dict()))))
     stage("results", lambda: call_stage(spec, store, manifests["requests"], parallel_shards))
     if spec.mode in ("fuzz", "all"):
         stage("comparisons", lambda: Manifest.from_dict(
             comparisons_task(spec_d, _dicts(manifests))))
         stage("minimized", lambda: Manifest.from_dict(
             minimized_task(spec_d, _dicts(manifests))))
-    report: dict[str, Any] = summary_task(spec_d, _dicts(manifests), timings, fail_on_warn)
-    report_task(report, spec.store_url, run_dir(spec.run_id), artifact_key(run_label(spec_d)))
-    logger.info("run %s: %s (exit %s)", spec.run_id, report["status"], report["exit_code"])
-    return report
+    outcome: dict[str, Any] = summary_task(spec_d, _dicts(manifests), timings, fail_on_warn)
+    report_task(spec.store_url, outcome["report"], artifact_key(run_label(spec_d)))
+    logger.info("run %s: %s (exit %s)", spec.run_id, outcome["status"], outcome["exit_code"])
+    return {"run_id": spec.run_id, **outcome}
 
 
 @flow(name="contract_run", flow_run_name=_contract_run_name, persist_result=False)
-async def contract_run(
+def contract_run(
     spec: dict[str, Any],
     from_stage: str | None = None,
     fail_on_warn: bool = False,
     parallel_shards: bool = False,
 ) -> dict[str, Any]:
-    """A contract run (`spec` is `RunSpec.to_dict()`); returns the report.
-
-    The flow is async only so that its end does not wait for the heartbeat thread (a sync
-    flow joins it: up to 1 s per run, measured); the stages run in a worker thread, which
-    sees this flow run's context, exactly as they would in a sync flow.
-    """
-    report: dict[str, Any] = await asyncio.to_thread(
-        run_stages, RunSpec.from_dict(spec), from_stage=from_stage,
-        fail_on_warn=fail_on_warn, parallel_shards=parallel_shards,
-    )
-    return report
+    """A contract run (`spec` is `RunSpec.to_dict()`); returns its outcome (run id, status,
+    exit code, store path of the report)."""
+    return run_stages(RunSpec.from_dict(spec), from_stage=from_stage,
+                      fail_on_warn=fail_on_warn, parallel_shards=parallel_shards)
 
 
 def warn_if_ephemeral() -> None:
@@ -164,12 +164,18 @@ def run_contract_flow(
     task_runner: str = "thread",
     dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """What the CLI calls for `--prefect`: the flow with the chosen task runner."""
+    """What the CLI calls for `--prefect`: the flow with the chosen task runner; returns
+    the stored report."""
     warn_if_ephemeral()
     runner = build_task_runner(task_runner, dask_address)
     configured = contract_run.with_options(task_runner=runner)
-    report: dict[str, Any] = asyncio.run(configured(
-        spec=spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
-        parallel_shards=task_runner == "dask",
-    ))
+    # The flow runs inside this command's process, which reports its end itself; without
+    # heartbeats a sync flow does not wait for the heartbeat thread at its end (≈1 s per
+    # run, measured). Deployed runs keep Prefect's heartbeats.
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        outcome: dict[str, Any] = configured(
+            spec=spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
+            parallel_shards=task_runner == "dask",
+        )
+    report: dict[str, Any] = Store(spec["store_url"]).read_json(outcome["report"])
     return report

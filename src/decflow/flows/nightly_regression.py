@@ -12,7 +12,6 @@ from prefect.runtime import flow_run
 
 from decflow.flows.common import fail_on_status
 from decflow.flows.contract_run import decision_name, run_stages
-from decflow.pipeline.runner import run_dir
 from decflow.pipeline.spec import RunSpec, new_run_id
 from decflow.store.store import Store
 from decflow.tasks.check import diff_task
@@ -43,14 +42,15 @@ def nightly_regression(
     dataset: str | None = None,
     fail_on_warn: bool = False,
 ) -> dict[str, Any]:
-    """Returns `{"run": <run report>, "diff": <diff report or None>, "baseline": id|None}`."""
+    """Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
+    (outcomes: run id, status, exit code and the store path of the report)."""
     from decflow.commands.runs import accepted_run
 
     logger = get_run_logger()
     spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
                    mode=mode, backend=backend, dataset=dataset)  # type: ignore[arg-type]
-    report = run_stages(spec, fail_on_warn=fail_on_warn)
-    decision = report["contract"]["name"]
+    run = run_stages(spec, fail_on_warn=fail_on_warn)
+    decision = decision_name(contract)
     baseline = accepted_run(Store(store), decision, backend)
     diff = None
     if baseline is None:
@@ -64,12 +64,11 @@ def nightly_regression(
         )
     else:
         diff = diff_task(baseline, spec.run_id, contract, store, fail_on_warn)
-        label = f"{decision}-{backend}-regression"
         report_task.with_options(name="diff-report")(
-            diff, store, run_dir(spec.run_id), artifact_key(label), "diff"
+            store, diff["report"], artifact_key(decision, backend, "regression")
         )
         logger.info("diff %s → %s: %s", baseline, spec.run_id, diff["status"])
-    fail_on_status(report, f"run {spec.run_id}")
+    fail_on_status(run, f"run {spec.run_id}")
     if diff is not None:
         fail_on_status(diff, f"regression diff {baseline} → {spec.run_id}")
-    return {"run": report, "diff": diff, "baseline": baseline}
+    return {"run": run, "diff": diff, "baseline": baseline}

@@ -10,8 +10,7 @@ from prefect.runtime import flow_run
 
 from decflow.flows.common import fail_on_status
 from decflow.flows.contract_run import decision_name
-from decflow.pipeline.runner import run_dir
-from decflow.pipeline.spec import new_run_id, now_iso
+from decflow.pipeline.spec import new_run_id
 from decflow.store.store import Store
 from decflow.tasks.check import check_task
 from decflow.tasks.report import artifact_key, report_task
@@ -19,24 +18,6 @@ from decflow.tasks.report import artifact_key, report_task
 
 def _check_run_name() -> str:
     return f"{decision_name(flow_run.parameters['contract'])}-check-records"
-
-
-def record_check(store: Store, run_id: str, report: dict[str, Any]) -> None:
-    """A run record in the shape `decflow runs` lists."""
-    store.write_json(f"{run_dir(run_id)}/report.json", report)
-    store.write_json(f"{run_dir(run_id)}/run.json", {
-        "run_id": run_id,
-        "kind": "check",
-        "decision": report["contract"]["name"],
-        "contract_hash": report["contract"]["hash"],
-        "dataset_hash": report["dataset"]["hash"],
-        "backend": "records",
-        "mode": "check",
-        "status": report["status"],
-        "exit_code": report["exit_code"],
-        "stages": {},
-        "updated_at": now_iso(),
-    })
 
 
 @flow(name="production_check", flow_run_name=_check_run_name, persist_result=False)
@@ -49,18 +30,18 @@ def production_check(
     fail_flow_on_fail: bool = True,
 ) -> dict[str, Any]:
     """Check production records (a file, folder or glob) against the contract and an
-    optional baseline (records or an earlier check report)."""
-    report: dict[str, Any] = check_task(contract, records, baseline, fail_on_warn)
+    optional baseline (records or an earlier check report); the report is stored as a run
+    (`runs/<run_id>/report.json`). Returns the run id, status, exit code, report path."""
     run_id = new_run_id()
-    opened = Store(store)
-    record_check(opened, run_id, report)
-    label = f"{report['contract']['name']}-check-records"
-    report_task(report, store, run_dir(run_id), artifact_key(label))
-    get_run_logger().info("check %s: %s (exit %s)", run_id, report["status"],
-                          report["exit_code"])
+    outcome: dict[str, Any] = check_task(contract, records, baseline, store, run_id,
+                                         fail_on_warn)
+    label = f"{decision_name(contract)}-check-records"
+    report_task(store, outcome["report"], artifact_key(label))
+    get_run_logger().info("check %s: %s (exit %s)", run_id, outcome["status"],
+                          outcome["exit_code"])
     if fail_flow_on_fail:
-        fail_on_status(report, f"production check {run_id}")
-    return report
+        fail_on_status(outcome, f"production check {run_id}")
+    return {"run_id": run_id, **outcome}
 
 
 def run_production_check_flow(
@@ -72,8 +53,9 @@ def run_production_check_flow(
     from decflow.flows.contract_run import warn_if_ephemeral
 
     warn_if_ephemeral()
-    report: dict[str, Any] = production_check(
+    outcome: dict[str, Any] = production_check(
         contract=contract, records=records, baseline=baseline, store=store,
         fail_on_warn=fail_on_warn, fail_flow_on_fail=False,
     )
+    report: dict[str, Any] = Store(store).read_json(outcome["report"])
     return report

@@ -9,18 +9,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.pipeline.spec import now_iso
 from decflow.store.store import Store
-from decflow.tasks.common import stage_task
+from decflow.tasks.common import outcome, stage_task
 
 
 @stage_task("check")
 def check_task(
-    contract: str, records: str, baseline: str | None, fail_on_warn: bool = False
+    contract: str, records: str, baseline: str | None, store_url: str, run_id: str,
+    fail_on_warn: bool = False,
 ) -> dict[str, Any]:
-    """records → aggregates → summary of a production check; returns the check report."""
+    """records → aggregates → summary of a production check, stored as run `run_id`."""
     from decflow.commands.check import run_check
 
-    return run_check(contract, records, baseline, fail_on_warn=fail_on_warn)
+    report = run_check(contract, records, baseline, fail_on_warn=fail_on_warn)
+    record_check(Store(store_url), run_id, report)
+    return outcome(report, f"runs/{run_id}/report.json")
+
+
+def record_check(store: Store, run_id: str, report: dict[str, Any]) -> None:
+    """The check report and a run record in the shape `decflow runs` lists."""
+    store.write_json(f"runs/{run_id}/report.json", report)
+    store.write_json(f"runs/{run_id}/run.json", {
+        "run_id": run_id,
+        "kind": "check",
+        "decision": report["contract"]["name"],
+        "contract_hash": report["contract"]["hash"],
+        "dataset_hash": report["dataset"]["hash"],
+        "backend": "records",
+        "mode": "check",
+        "status": report["status"],
+        "exit_code": report["exit_code"],
+        "stages": {},
+        "updated_at": now_iso(),
+    })
 
 
 @stage_task("diff")
@@ -33,8 +55,9 @@ def diff_task(
 
     diff = run_diff(baseline_run, candidate_run, contract_path=contract, store=store_url,
                     fail_on_warn=fail_on_warn)
-    Store(store_url).write_json(f"runs/{candidate_run}/diff.json", diff)
-    return diff
+    relative = f"runs/{candidate_run}/diff.json"
+    Store(store_url).write_json(relative, diff)
+    return outcome(diff, relative)
 
 
 @stage_task("replay")

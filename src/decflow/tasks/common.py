@@ -62,5 +62,11 @@ def spec_and_store(spec: dict[str, Any]) -> tuple[RunSpec, Store]:
     return run_spec, Store(run_spec.store_url)
 
 
+def outcome(report: dict[str, Any], relative: str) -> dict[str, Any]:
+    """What a task returns for a report it stored: small, so Prefect does not walk the
+    whole report (it visits every task input and result looking for futures)."""
+    return {"status": report["status"], "exit_code": report["exit_code"], "report": relative}
+
+
 def manifests_of(manifests: dict[str, dict[str, Any]]) -> dict[str, Manifest]:
     return {name: Manifest.from_dict(m) for name, m in manifests.items()}

@@ -8,6 +8,7 @@ mode and backend, so nightly runs of the same contract become versions of one ar
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -43,14 +44,15 @@ def check_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             for check in report.get("checks") or []]
 
 
-def publish_report(report: dict[str, Any], store: Store, run_dir: str, key: str,
-                   name: str = "report") -> str:
-    """Write the HTML view next to `<run_dir>/<name>.json` in the store and publish the
-    artifacts; returns the link to the stored JSON."""
+def publish_report(store: Store, relative: str, key: str) -> str:
+    """Publish the artifacts of the report stored at `relative` (`…/<name>.json`), with its
+    HTML view written next to it; returns the link to the stored JSON."""
     from decflow.reports.html import render_html
     from decflow.reports.markdown import render_markdown
 
-    store.write_bytes(f"{run_dir}/{name}.html", render_html(report).encode())
+    report = store.read_json(relative)
+    base, name = relative.rsplit(".", 1)[0], relative.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    store.write_bytes(f"{base}.html", render_html(report).encode())
     status = str(report["status"]).upper()
     create_markdown_artifact(render_markdown(report), key=f"{key}-{name}",
                              description=f"decflow {name} ({status})")
@@ -58,7 +60,7 @@ def publish_report(report: dict[str, Any], store: Store, run_dir: str, key: str,
                           description=f"checks ({status})")
     links = {}
     for kind in ("json", "html"):
-        links[kind] = store_link(store, f"{run_dir}/{name}.{kind}")
+        links[kind] = store_link(store, f"{base}.{kind}")
         create_link_artifact(links[kind], link_text=f"{name}.{kind}",
                              key=f"{key}-{name}-{kind}",
                              description=f"the stored {kind.upper()} {name}")
@@ -66,29 +68,32 @@ def publish_report(report: dict[str, Any], store: Store, run_dir: str, key: str,
 
 
 @stage_task("report")
-def report_task(report: dict[str, Any], store_url: str, run_dir: str, key: str,
-                name: str = "report") -> str:
+def report_task(store_url: str, relative: str, key: str) -> str:
     """Publish the artifacts of a stored report; returns its link."""
-    return publish_report(report, Store(store_url), run_dir, key, name)
+    return publish_report(Store(store_url), relative, key)
 
 
 class CallProgress:
-    """A progress artifact for the call stage, moved forward once per finished shard.
+    """A progress artifact for the call stage, moved forward as shards finish: at most
+    every `EVERY_S` seconds and at the end (an update is a server round trip, ≈0.1 s on
+    SQLite: not worth paying for every short shard)."""
 
-    Used from the flow's own thread; `_sync=True` because Prefect would otherwise hand
-    back coroutines there (the contract-run flow is async).
-    """
+    EVERY_S = 5.0
 
     def __init__(self, shards: int, description: str) -> None:
         self.shards = shards
         self.done = 0
         self.artifact_id: UUID | None = None
+        self.updated = time.monotonic()
         if shards:
-            self.artifact_id = create_progress_artifact(  # type: ignore[call-arg]
-                0.0, description=description, _sync=True)
+            self.artifact_id = create_progress_artifact(0.0, description=description)
 
     def advance(self) -> None:
         self.done += 1
-        if self.artifact_id is not None:
-            update_progress_artifact(  # type: ignore[call-arg]
-                self.artifact_id, 100.0 * self.done / self.shards, _sync=True)
+        now = time.monotonic()
+        if self.artifact_id is None or (
+            self.done < self.shards and now - self.updated < self.EVERY_S
+        ):
+            return
+        self.updated = now
+        update_progress_artifact(self.artifact_id, 100.0 * self.done / self.shards)

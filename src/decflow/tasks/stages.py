@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.errors import DecflowError
 from decflow.pipeline import results_stage
-from decflow.pipeline.runner import finish_run
+from decflow.pipeline.runner import finish_run, run_dir
 from decflow.pipeline.stages import stage_cases, stage_requests
-from decflow.store.store import Manifest
-from decflow.tasks.common import SHARD_RETRIES, manifests_of, spec_and_store, stage_task
+from decflow.store.store import Manifest, Store
+from decflow.tasks.common import (
+    SHARD_RETRIES,
+    manifests_of,
+    outcome,
+    spec_and_store,
+    stage_task,
+)
 
 Spec = dict[str, Any]
 ManifestDict = dict[str, Any]
@@ -36,28 +43,39 @@ def health_task(spec: Spec) -> dict[str, str] | None:
     return results_stage.prepare_calls(run_spec)
 
 
+# The call-stage steps take the requests stage's key (a small string, cheap to ship to a
+# Dask worker) and read its manifest from the store.
+
+
+def _requests(store: Store, key: str) -> Manifest:
+    manifest = store.manifest("requests", key)
+    if manifest is None:
+        raise DecflowError(f"store {store.url}: no published requests stage {key}")
+    return manifest
+
+
 @stage_task("results-shard", retries=SHARD_RETRIES, run_name="results-{phase}-{index}")
-def shard_task(spec: Spec, requests: ManifestDict, key: str, phase: str, index: int) -> int:
+def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int) -> int:
     """One shard of backend calls; a retry re-sends only requests without a recorded result."""
     run_spec, store = spec_and_store(spec)
     return results_stage.call_shard(
-        run_spec, store, Manifest.from_dict(requests), key, phase, index
+        run_spec, store, _requests(store, requests_key), key, phase, index
     )
 
 
 @stage_task("results-check-originals")
-def originals_task(spec: Spec, requests: ManifestDict, key: str) -> None:
+def originals_task(spec: Spec, requests_key: str, key: str) -> None:
     run_spec, store = spec_and_store(spec)
-    results_stage.check_originals(run_spec, store, Manifest.from_dict(requests), key)
+    results_stage.check_originals(run_spec, store, _requests(store, requests_key), key)
 
 
 @stage_task("results")
 def finish_results_task(
-    spec: Spec, requests: ManifestDict, key: str, health: dict[str, str] | None
+    spec: Spec, requests_key: str, key: str, health: dict[str, str] | None
 ) -> ManifestDict:
     run_spec, store = spec_and_store(spec)
     manifest = results_stage.finish_results(
-        run_spec, store, Manifest.from_dict(requests), key, health
+        run_spec, store, _requests(store, requests_key), key, health
     )
     return manifest.to_dict()
 
@@ -85,7 +103,9 @@ def summary_task(
     timings: dict[str, float],
     fail_on_warn: bool = False,
 ) -> dict[str, Any]:
-    """Metrics, checks and the report; writes `runs/<id>/report.json` and the run record."""
+    """Metrics, checks and the report; writes `runs/<id>/report.json` and the run record.
+    Returns the report's status, exit code and store path."""
     run_spec, store = spec_and_store(spec)
-    return finish_run(run_spec, store, manifests_of(manifests), timings,
-                      fail_on_warn=fail_on_warn)
+    report = finish_run(run_spec, store, manifests_of(manifests), timings,
+                        fail_on_warn=fail_on_warn)
+    return outcome(report, f"{run_dir(run_spec.run_id)}/report.json")
