@@ -20,7 +20,11 @@ class RunLogForwarder(logging.Handler):
         try:
             logger = get_run_logger()
         except MissingContextError:
-            return  # outside a run (plain use of the pipeline in this process)
+            # outside a run: what propagation to the root logger would have done
+            root = logging.getLogger()
+            if record.levelno >= root.getEffectiveLevel():
+                root.handle(record)
+            return
         logger.log(record.levelno, "%s", record.getMessage())
 
 
@@ -30,7 +34,7 @@ def install() -> None:
     if any(isinstance(h, RunLogForwarder) for h in logger.handlers):
         return
     logger.addHandler(RunLogForwarder())
-    # the records are shown by the run logger; don't print them a second time via root
+    # inside a run the run logger shows the records; root must not print them a second time
     logger.propagate = False
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.INFO)
