@@ -15,7 +15,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -45,9 +45,18 @@ class Manifest:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["parts"] = [asdict(p) for p in self.parts]
-        return data
+        # Built by hand: `dataclasses.asdict` deep-copies `extra`, which can hold a value per
+        # case (paraphrase provenance), and run.json embeds every manifest on each update.
+        return {
+            "stage": self.stage,
+            "key": self.key,
+            "uri": self.uri,
+            "sha256": self.sha256,
+            "rows": self.rows,
+            "schema": dict(self.schema),
+            "parts": [{"path": p.path, "sha256": p.sha256, "rows": p.rows} for p in self.parts],
+            "extra": self.extra,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
@@ -141,7 +150,10 @@ class Store:
         return bool(self.fs.exists(self.path(relative)))
 
     def write_json(self, relative: str, data: Any) -> None:
-        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        # Compact: only the C encoder is fast, and it cannot indent (an indented report of
+        # 100k cases costs seconds in the pure-Python encoder). `-o` output stays indented.
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text += "\n"
         self.write_bytes(relative, text.encode())
 
     def read_json(self, relative: str) -> Any:
