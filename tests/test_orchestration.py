@@ -472,3 +472,52 @@ def test_decflow_serve_serves_the_deployments(
     assert nightly.parameters["store"] == ".decflow"
     drift = found["drift-check-refund-served"]
     assert drift.parameters["records"] == "contracts/refund/production.jsonl"
+
+
+def test_a_killed_flow_run_resumes_through_the_flow(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tests.test_resume_kill import (
+        CASES,
+        CountingService,
+        kill_when_sent,
+        recorded_ids,
+        write_contract,
+    )
+
+    service = CountingService()
+    service.thread.start()
+    try:
+        contract = write_contract(tmp_path, service.url)
+        env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+        run = subprocess.Popen(
+            [sys.executable, "-m", "decflow", "test", str(contract), "--store", "store",
+             "--prefect"], cwd=tmp_path, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        kill_when_sent(service, run, 300)
+        (run_id,) = [p.name for p in (tmp_path / "store" / "runs").iterdir()]
+        recorded = recorded_ids(tmp_path / "store")
+        sent_before, _ = service.snapshot()
+        resumed = decflow(env, tmp_path, "test", str(contract), "--store", "store",
+                          "--prefect", "--resume", run_id, "-o", "resumed.json")
+        assert resumed.returncode in (0, 1), resumed.stderr
+        resent = service.snapshot()[0] - sent_before
+    finally:
+        service.server.shutdown()
+        service.server.server_close()
+    assert recorded and not recorded & set(resent)
+    assert set(resent) == {f"c{i:04d}" for i in range(CASES)} - recorded
+    assert set(resent.values()) == {1}
+    report = json.loads((tmp_path / "resumed.json").read_text())
+    assert report["run"]["id"] == run_id
+    assert report["metrics"]["counts"]["total"] == CASES
+    assert report["metrics"]["counts"]["errored"] == 0
+
+    async def runs_of(client: Any) -> list[Any]:
+        return sorted((r for r in await client.read_flow_runs()
+                       if (r.parameters.get("spec") or {}).get("run_id") == run_id),
+                      key=lambda r: r.created)
+
+    killed, finished = api_call(prefect_api, runs_of)
+    assert finished.state.is_completed()
+    assert not killed.state.is_completed()

@@ -106,9 +106,8 @@ def service() -> Iterator[CountingService]:
         running.server.server_close()
 
 
-@pytest.fixture(scope="module")
-def contract(service: CountingService, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("kill-contract")
+def write_contract(folder: Path, service_url: str) -> Path:
+    """A refund-like contract on the counting service, with CASES golden cases."""
     with (folder / "cases.jsonl").open("w") as handle:
         for i in range(CASES):
             text = f"Request {i}: the item {'arrived damaged' if i % 3 else 'is fine'}."
@@ -117,8 +116,8 @@ def contract(service: CountingService, tmp_path_factory: pytest.TempPathFactory)
     document = {
         "schema_version": "0.1",
         "decision": {"name": "refund_request", "type": "choice", "options": list(LABELS)},
-        "backend": {"provider": "http", "url": f"{service.url}/decide",
-                    "health_url": f"{service.url}/health", "timeout_s": 10},
+        "backend": {"provider": "http", "url": f"{service_url}/decide",
+                    "health_url": f"{service_url}/health", "timeout_s": 10},
         "dataset": "cases.jsonl",
         "evaluation": {"max_concurrency": MAX_CONCURRENCY},
         "requirements": {"min_accuracy": 0.9},
@@ -126,6 +125,24 @@ def contract(service: CountingService, tmp_path_factory: pytest.TempPathFactory)
     path = folder / "decflow.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
+
+
+def kill_when_sent(service: CountingService, process: subprocess.Popen[bytes],
+                   count: int) -> None:
+    """SIGKILL `process` once the service has received `count` more requests."""
+    before = sum(service.snapshot()[0].values())
+    deadline = time.monotonic() + 120
+    while sum(service.snapshot()[0].values()) - before < count:
+        assert process.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+@pytest.fixture(scope="module")
+def contract(service: CountingService, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_contract(tmp_path_factory.mktemp("kill-contract"), service.url)
 
 
 def decflow(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
@@ -181,13 +198,7 @@ def killed_and_resumed(
     store = work / "store"
     before, _ = service.snapshot()
     run = decflow("test", str(contract), "--store", str(store), "--no-prefect", cwd=work)
-    deadline = time.monotonic() + 120
-    while sum(service.snapshot()[0].values()) - sum(before.values()) < KILL_AFTER:
-        assert run.poll() is None, "the run ended before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
-    os.kill(run.pid, signal.SIGKILL)
-    run.wait()
+    kill_when_sent(service, run, KILL_AFTER)
     at_kill_received, at_kill_answered = service.snapshot()
     (run_id,) = [p.name for p in (store / "runs").iterdir()]
     recorded = recorded_ids(store)
