@@ -279,3 +279,23 @@ def test_timestamps_follow_python_fromisoformat(tmp_path: Path, text: str) -> No
             _read(path)
     else:
         assert _read(path)["timestamp"][-1] == expected
+
+
+@pytest.mark.parametrize("chunk_bytes", [500, 16 << 20])
+def test_duplicate_before_a_bad_line_in_the_same_chunk_wins(
+    tmp_path: Path, monkeypatch, chunk_bytes: int
+) -> None:
+    import decflow.data.records as records
+
+    monkeypatch.setattr(records, "JSONL_CHUNK_BYTES", chunk_bytes)
+    good = [_record(id=f"g{i}") for i in range(40)]
+    bad = _record(id="bad", selected="review")
+    # g39 repeats g39 of the same chunk (small chunks: of an earlier chunk too)
+    path = _write(tmp_path / "r.jsonl", [*good, _record(id="g39"), bad])
+    with pytest.raises(DatasetError, match=r"line 41: duplicate record id 'g39' "
+                                           r"\(first at line 40\)"):
+        _read(path)
+    path = _write(tmp_path / "s.jsonl", [*good, _record(id="g0"), bad])
+    with pytest.raises(DatasetError, match=r"line 41: duplicate record id 'g0' "
+                                           r"\(first at line 1\)"):
+        _read(path)

@@ -14,9 +14,10 @@ file order is the one reported, as `<file>: line N: <message>` (`record N` for J
 `row N` for Parquet).
 
 Ids are unique within a batch by an exact check and across batches by one sort of their
-64-bit hashes; a duplicate is reported before any invalid record in a later batch, but an
-invalid record in the same batch (a 16 MB JSONL chunk, a Parquet batch) as a duplicate's
-second occurrence is reported first even when it comes after it.
+64-bit hashes. A duplicate is reported before any invalid record that follows it: before a
+JSONL line error the lines above it in its chunk are checked too. (In Parquet, an invalid
+row in the same 250k-row batch as a duplicate's second occurrence is reported first even
+when it comes after it.)
 
 Parquet lives in `record_parquet`, the vectorized checks in `record_checks`.
 """
@@ -108,6 +109,15 @@ def source_hash(files: Sequence[Path], digests: Sequence[str]) -> str:
     return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
 
 
+class _LineError(DatasetError):
+    """A JSONL line breaks a rule; `line` lets the reader look for an earlier duplicate id
+    in the same chunk before reporting it."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
 def _id_hashes(ids: pl.Series) -> np.ndarray:
     # A fixed seed keeps the hashes comparable across partitions within one process.
     return ids.hash(seed=0x5EED).to_numpy()
@@ -164,7 +174,11 @@ class RecordReader:
                 yield self._accept(path, self._json_list(data, path), lambda i: f"record {i + 1}")
             else:
                 for data, first_line, n_lines in _jsonl_chunks(path, digest):
-                    table, lines = self._jsonl(data, path, first_line, n_lines)
+                    try:
+                        table, lines = self._jsonl(data, path, first_line, n_lines)
+                    except _LineError as error:
+                        self._raise_duplicate_before(path, data, first_line, error.line)
+                        raise
                     yield self._accept(path, table, lambda i, n=lines: f"line {n[i]}")
             self.digests.append(digest.hexdigest())
 
@@ -230,6 +244,49 @@ class RecordReader:
             if "duplicate record id" in str(error):
                 raise
             # a later invalid record: the duplicate check only covers what came before it
+
+    def _raise_duplicate_before(
+        self, path: Path, data: bytes, first_line: int, bad_line: int
+    ) -> None:
+        """Before reporting a bad line, report a duplicate id on an earlier line of the same
+        chunk (those lines are valid; they were never accepted as a batch)."""
+        ids: list[tuple[str, int]] = []
+        for number, text in enumerate(data.split(b"\n")[: bad_line - first_line], first_line):
+            if text.strip():
+                record_id = loads_strict(text).get("id")
+                position = self.n_records + len(ids) + 1
+                ids.append((record_id or f"record-{position}", number))
+        if not ids:
+            return
+        earlier = np.concatenate(self._hashes) if self._hashes else np.empty(0, np.uint64)
+        hashes = _id_hashes(pl.Series([i for i, _ in ids], dtype=pl.String))
+        maybe_earlier = np.isin(hashes, earlier)
+        seen: dict[str, int] = {}
+        for (record_id, number), candidate in zip(ids, maybe_earlier.tolist(), strict=True):
+            place = f"line {seen[record_id]}" if record_id in seen else None
+            if place is None and candidate:
+                place = self._first_place(record_id, path)
+            if place is not None:
+                raise DatasetError(
+                    f"{path}: line {number}: duplicate record id '{record_id}' (first at {place})"
+                )
+            seen[record_id] = number
+
+    def _first_place(self, record_id: str, path: Path) -> str | None:
+        """Where an id first occurs among the batches accepted so far (re-read)."""
+        again = RecordReader(self.files, self.spec)
+        again._watch = set(_id_hashes(pl.Series([record_id], dtype=pl.String)).tolist())
+        try:
+            for _ in again._read_files():
+                for found, where_path, where in again._hits:
+                    if found == record_id:
+                        return where if where_path == path else f"{where} of {where_path}"
+                again._hits.clear()
+                if again.n_records >= self.n_records:
+                    return None
+        except DatasetError:
+            return None
+        return None
 
     # -- formats ----------------------------------------------------------------------------
 
@@ -347,11 +404,11 @@ def _strict_jsonl(
         try:
             obj = loads_strict(line)
         except ValueError as exc:
-            raise DatasetError(f"{path}: line {number}: invalid JSON: {exc}") from None
+            raise _LineError(f"{path}: line {number}: invalid JSON: {exc}", number) from None
         try:
             rows.append(normalize_record(obj, spec, offset + len(rows) + 1))
         except RecordInvalid as exc:
-            raise DatasetError(f"{path}: line {number}: {exc}") from None
+            raise _LineError(f"{path}: line {number}: {exc}", number) from None
         lines.append(number)
     table = pl.DataFrame(rows, schema=spec.schema, orient="row") if rows else pl.DataFrame(
         schema=spec.schema
@@ -400,7 +457,7 @@ def _fast_jsonl(
         problem = explain_line(data.split(b"\n", bad + 1)[bad], spec)
         if problem is None:
             return None
-        raise DatasetError(f"{path}: line {first_line + bad}: {problem}")
+        raise _LineError(f"{path}: line {first_line + bad}: {problem}", first_line + bad)
     assert table is not None
     # The artifact keeps objects as JSON text. Re-encoded from Arrow's typed structs, a key
     # absent from one record but present in others reads as null (the same as missing for
