@@ -349,7 +349,7 @@ def test_dask_two_workers_give_the_thread_runners_report(
 
 
 def test_decflow_deploy_registers_the_scheduled_deployments(
-    prefect_api: str, tmp_path_factory: pytest.TempPathFactory
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     done = decflow(env, ROOT, "deploy", "--file", str(ROOT / "deployments" / "prefect.yaml"))
@@ -369,6 +369,21 @@ def test_decflow_deploy_registers_the_scheduled_deployments(
     assert [s.schedule.cron for s in drift.schedules] == ["0 */6 * * *"]
     step = nightly.pull_steps[0]["prefect.deployments.steps.set_working_directory"]
     assert step["directory"] == str(ROOT)
+
+    # a worker of the process pool runs it (the store overridden, so nothing lands in ROOT)
+    store = tmp_path / "deployed-store"
+    prefect = [sys.executable, "-m", "prefect"]
+    started = subprocess.run(
+        [*prefect, "deployment", "run", "nightly_regression/nightly-regression-refund",
+         "--param", f"store={store}"], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=120, check=False)
+    assert started.returncode == 0, started.stderr
+    worker = subprocess.run(
+        [*prefect, "worker", "start", "--pool", "decflow-process", "--run-once"], env=env,
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    (run_dir,) = list((store / "runs").iterdir())
+    assert json.loads((run_dir / "report.json").read_text())["status"] == "pass"
 
 
 NIGHTLY = """
