@@ -299,3 +299,17 @@ def test_duplicate_before_a_bad_line_in_the_same_chunk_wins(
     with pytest.raises(DatasetError, match=r"line 41: duplicate record id 'g0' "
                                            r"\(first at line 1\)"):
         _read(path)
+
+
+@pytest.mark.parametrize("padding", [0, 300])
+def test_segment_values_are_judged_after_every_record(tmp_path: Path, padding: int) -> None:
+    # As DecGuard: record rules first (any line), then segment values.
+    good = [_record(id=f"g{i}") for i in range(padding)]
+    unusable = _record(id="m", metadata={"locale": {"a": 1}})
+    path = _write(tmp_path / "r.jsonl", [*good, unusable, _record(selected="review")])
+    with pytest.raises(DatasetError, match=f"line {padding + 2}: selected 'review'"):
+        _read(path)
+    _write(path, [*good, unusable, _record(metadata={"locale": float("nan")})])
+    with pytest.raises(DatasetError, match=f"line {padding + 1}: record 'm': metadata.locale "
+                                           "must be a string, number, boolean or null"):
+        _read(path)

@@ -15,7 +15,10 @@ import polars as pl
 
 from decflow.data.record_rules import (
     ACTIONS,
+    INVALID_SEGMENT,
     MISSING_TOKEN,
+    NOT_FINITE,
+    NOT_SCALAR,
     RECORD_FIELDS,
     RecordInvalid,
     RecordSpec,
@@ -112,8 +115,7 @@ def vectorized_table(raw: pl.DataFrame, spec: RecordSpec) -> tuple[int | None, p
     meta_type = raw["metadata"].dtype
     if not _null_or(meta_type, pl.Struct):
         checks.append(pl.col("metadata").is_not_null())
-    segment_exprs, segment_checks = _segment_tokens(raw, spec)
-    checks += segment_checks
+    segment_exprs = _segment_tokens(raw, spec)
     timestamps, bad_time = _timestamps(raw)
     checks.append(bad_time)
 
@@ -227,9 +229,9 @@ def _timestamps(raw: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     return pl.lit(parsed), pl.lit(text.is_not_null() & parsed.is_null())
 
 
-def _segment_tokens(raw: pl.DataFrame, spec: RecordSpec) -> tuple[list[pl.Expr], list[pl.Expr]]:
+def _segment_tokens(raw: pl.DataFrame, spec: RecordSpec) -> list[pl.Expr]:
+    """Segment token columns; values that cannot be segments get `invalid:<reason>`."""
     exprs: list[pl.Expr] = []
-    checks: list[pl.Expr] = []
     meta_type = raw["metadata"].dtype
     names = {f.name: f.dtype for f in meta_type.fields} if isinstance(meta_type, pl.Struct) else {}
     for key in spec.segments:
@@ -246,16 +248,18 @@ def _segment_tokens(raw: pl.DataFrame, spec: RecordSpec) -> tuple[list[pl.Expr],
         elif dtype == pl.Int64:
             token = pl.lit("int:") + value.cast(pl.String)
         elif dtype == pl.Float64:
-            checks.append(value.is_nan() | value.is_infinite())
             integral = raw.select((value.round(0) == value).any()).item()
             if integral:
                 raise NeedStrict  # Arrow widened ints to floats: the type is lost
-            token = _tokens_by_value(raw, value, float)
+            token = (
+                pl.when(value.is_nan() | value.is_infinite())
+                .then(pl.lit(INVALID_SEGMENT + NOT_FINITE))
+                .otherwise(_tokens_by_value(raw, value, float))
+            )
         else:
-            checks.append(value.is_not_null())
-            token = pl.lit(None, dtype=pl.String)
+            token = pl.when(value.is_not_null()).then(pl.lit(INVALID_SEGMENT + NOT_SCALAR))
         exprs.append(pl.coalesce(token, pl.lit(MISSING_TOKEN)).alias(target))
-    return exprs, checks
+    return exprs
 
 
 def _tokens_by_value(raw: pl.DataFrame, value: pl.Expr, kind: type) -> pl.Expr:

@@ -141,13 +141,20 @@ def segment_display(token: str) -> str:
     return "<missing>" if value is None else str(value)
 
 
-def _check_segment_value(key: str, value: Any) -> None:
+INVALID_SEGMENT = "invalid:"
+NOT_SCALAR = "must be a string, number, boolean or null when used as a segment"
+NOT_FINITE = "must be finite"
+
+
+def segment_problem(value: Any) -> str | None:
+    """Why a metadata value cannot be a segment value (None when it can). Like DecGuard,
+    these are reported only once every record is otherwise valid, so the column carries
+    `invalid:<reason>` instead of a token and the reader decides when to raise."""
     if isinstance(value, dict | list):
-        raise RecordInvalid(
-            f"metadata.{key} must be a string, number, boolean or null when used as a segment"
-        )
+        return NOT_SCALAR
     if isinstance(value, float) and not math.isfinite(value):
-        raise RecordInvalid(f"metadata.{key} must be finite")
+        return NOT_FINITE
+    return None
 
 
 # -- the strict per-record parser ------------------------------------------------------------
@@ -304,8 +311,8 @@ def normalize_record(obj: Any, spec: RecordSpec, position: int) -> dict[str, Any
     }
     for key in spec.segments:
         value = metadata.get(key)
-        _check_segment_value(key, value)
-        row[segment_column(key)] = segment_token(value)
+        problem = segment_problem(value)
+        row[segment_column(key)] = INVALID_SEGMENT + problem if problem else segment_token(value)
     return row
 
 
@@ -314,7 +321,8 @@ def _float_or_none(value: Any) -> float | None:
 
 
 def compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    # Non-finite numbers are legal in metadata (only segment values must be finite).
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

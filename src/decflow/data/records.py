@@ -40,6 +40,7 @@ from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_parquet import parquet_batches
 from decflow.data.record_rules import (
     BOOL_FIELDS,
+    INVALID_SEGMENT,
     NUMBER_FIELDS,
     STRING_FIELDS,
     SUFFIXES,
@@ -148,6 +149,8 @@ class RecordReader:
         self._hashes: list[np.ndarray] = []
         self._watch: set[int] | None = None
         self._hits: list[tuple[str, Path, str]] = []
+        # The first unusable segment value per key, raised once all records are valid.
+        self._segment_problems: dict[str, str] = {}
 
     @property
     def dataset_hash(self) -> str:
@@ -160,6 +163,9 @@ class RecordReader:
             self._raise_duplicates()  # a duplicate id earlier in the files comes first
             raise
         self._raise_duplicates()
+        for key in self.spec.segments:
+            if key in self._segment_problems:
+                raise DatasetError(self._segment_problems[key])
 
     def _read_files(self) -> Iterator[Batch]:
         for path in self.files:
@@ -207,6 +213,7 @@ class RecordReader:
                 f"{path}: {where(index)}: duplicate record id '{ids[index]}' "
                 f"(first at {where(first)})"
             )
+        self._note_segment_problems(path, table, where)
         hashes = _id_hashes(ids)
         if self._watch is not None:
             for i in np.flatnonzero(np.isin(hashes, list(self._watch))).tolist():
@@ -215,6 +222,18 @@ class RecordReader:
             self._hashes.append(hashes)
         self.n_records += table.height
         return Batch(path, table.select(list(self.spec.schema)))
+
+    def _note_segment_problems(self, path: Path, table: pl.DataFrame, where: Any) -> None:
+        for key in self.spec.segments:
+            if key in self._segment_problems:
+                continue
+            bad = table[segment_column(key)].str.starts_with(INVALID_SEGMENT).arg_true()
+            if bad.len():
+                i = int(bad[0])
+                reason = table[segment_column(key)][i].removeprefix(INVALID_SEGMENT)
+                self._segment_problems[key] = (
+                    f"{path}: {where(i)}: record '{table['id'][i]}': metadata.{key} {reason}"
+                )
 
     def _raise_duplicates(self) -> None:
         """Raise for the first id that repeats across batches. Only equal hashes are
