@@ -433,7 +433,8 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
 
     async def nightly_runs(client: Any) -> list[Any]:
         runs = [r for r in await client.read_flow_runs()
-                if r.name == "refund_request-test-default-nightly"]
+                if r.name == "refund_request-test-default-nightly"
+                and r.parameters.get("store") == "store"]
         return sorted(runs, key=lambda r: r.created)
 
     runs = api_call(prefect_api, nightly_runs)
