@@ -264,8 +264,7 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
 
 
 def test_production_check_flow(
-    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     script = (
@@ -278,11 +277,12 @@ def test_production_check_flow(
     flowed = subprocess.run([sys.executable, "-c", script], env=env, cwd=project,
                             capture_output=True, text=True, timeout=300, check=False)
     assert flowed.returncode == 0, flowed.stderr
-    from decflow.commands.check import run_check
-
-    monkeypatch.chdir(project)
-    other = run_check("refund/decflow.yaml", "refund/production.jsonl")
+    direct = decflow(env, project, "check", "refund/decflow.yaml", "-d",
+                     "refund/production.jsonl", "--store", "direct-store", "-o",
+                     "direct-check.json")
+    assert direct.returncode == 0, direct.stderr
     report = json.loads((project / "flow-check.json").read_text())
+    other = json.loads((project / "direct-check.json").read_text())
     report.pop("created_at")
     other.pop("created_at")
     assert report == other
@@ -293,14 +293,16 @@ def test_production_check_flow(
 
     (flow_run,) = api_call(prefect_api, find)
     assert flow_run.name == "refund_request-check-records"
-    seen = recorded(prefect_api, flow_run.id, 2)
-    assert {base_name(t) for t in seen["tasks"]} == {"check", "report"}
+    seen = recorded(prefect_api, flow_run.id, 4)
+    assert {base_name(t) for t in seen["tasks"]} == {"records", "aggregates", "summary",
+                                                      "report"}
     keys = {a.key for a in seen["artifacts"]}
     assert {"refund-request-check-records-report",
             "refund-request-check-records-report-checks",
             "refund-request-check-records-report-json"} <= keys
     (run_dir,) = list((project / "store" / "runs").iterdir())
     assert json.loads((run_dir / "run.json").read_text())["mode"] == "check"
+    assert json.loads((run_dir / "report.json").read_text())["status"] == report["status"]
 
 
 def test_dask_two_workers_give_the_thread_runners_report(

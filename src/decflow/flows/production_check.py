@@ -1,5 +1,6 @@
-"""The `production_check` flow: a production-log check (drift, calibration, segments),
-stored under `runs/<run_id>/` like a contract run and published as artifacts."""
+"""The `production_check` flow: a production-log check (drift, calibration, segments) as
+the stages `records` → `aggregates` → `summary` → `report`, through the store, stored under
+`runs/<run_id>/` like a contract run and published as artifacts."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
+from prefect.utilities.annotations import quote
 
 from decflow.flows.common import fail_on_status
 from decflow.flows.contract_run import decision_name
 from decflow.pipeline.spec import new_run_id
 from decflow.store.store import Store
-from decflow.tasks.check import check_task
+from decflow.tasks.check import aggregates_task, check_summary_task, records_task
 from decflow.tasks.report import artifact_key, report_task
 
 
@@ -33,8 +35,12 @@ def production_check(
     optional baseline (records or an earlier check report); the report is stored as a run
     (`runs/<run_id>/report.json`). Returns the run id, status, exit code, report path."""
     run_id = new_run_id()
-    outcome: dict[str, Any] = check_task(contract, records, baseline, store, run_id,
-                                         fail_on_warn)
+    stored = records_task(contract, records, store)
+    aggregates = aggregates_task(contract, store, quote(stored))
+    outcome: dict[str, Any] = check_summary_task(
+        contract, records, baseline, store, run_id, quote(stored), quote(aggregates),
+        fail_on_warn,
+    )
     label = f"{decision_name(contract)}-check-records"
     report_task(store, outcome["report"], artifact_key(label))
     get_run_logger().info("check %s: %s (exit %s)", run_id, outcome["status"],

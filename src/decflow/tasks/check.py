@@ -1,29 +1,58 @@
 """Production-check and regression tasks.
 
-`decflow.pipeline.check` runs `records` → `aggregates` as one streaming pass over the
-partitions (it keeps one batch in memory and detects duplicate ids across partitions), so
-the check is one task for those stages plus `summary`; the report is stored like a run's.
+The production check's stages as tasks, exchanging manifests through the store exactly
+as `decflow check --store` runs them: `records` (validate and normalise every partition,
+one part per batch; one pass, so duplicate ids are caught across partitions) →
+`aggregates` (mergeable statistics per part) → `summary` (merge, drift against the
+baseline, gates, segments; stored as a run) → `report`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from decflow.pipeline.spec import now_iso
-from decflow.store.store import Store
+from decflow.pipeline.spec import load_contract_cached, now_iso
+from decflow.store.store import Manifest, Store
 from decflow.tasks.common import outcome, stage_task
 
 
-@stage_task("check")
-def check_task(
-    contract: str, records: str, baseline: str | None, store_url: str, run_id: str,
-    fail_on_warn: bool = False,
-) -> dict[str, Any]:
-    """records → aggregates → summary of a production check, stored as run `run_id`."""
-    from decflow.commands.check import run_check
+@stage_task("records")
+def records_task(contract: str, records: str, store_url: str) -> dict[str, Any]:
+    from decflow.pipeline.check import stage_records
 
-    report = run_check(contract, records, baseline, fail_on_warn=fail_on_warn)
-    record_check(Store(store_url), run_id, report)
+    loaded = load_contract_cached(contract)
+    manifest = stage_records(Store(store_url), loaded.contract, loaded.hash, records)
+    return manifest.to_dict()
+
+
+@stage_task("aggregates")
+def aggregates_task(contract: str, store_url: str, records: dict[str, Any]) -> dict[str, Any]:
+    from decflow.pipeline.check import stage_aggregates
+
+    loaded = load_contract_cached(contract)
+    manifest = stage_aggregates(Store(store_url), loaded.contract, loaded.hash,
+                                Manifest.from_dict(records))
+    return manifest.to_dict()
+
+
+@stage_task("summary")
+def check_summary_task(
+    contract: str, records_path: str, baseline: str | None, store_url: str, run_id: str,
+    records: dict[str, Any], aggregates: dict[str, Any], fail_on_warn: bool = False,
+) -> dict[str, Any]:
+    """Merge the statistics, judge drift and gates; the report is stored as run `run_id`."""
+    from decflow.pipeline.check import load_baseline, stored_aggregates, summarize
+
+    loaded = load_contract_cached(contract)
+    store = Store(store_url)
+    merged = stored_aggregates(store, loaded.contract, Manifest.from_dict(aggregates),
+                               Manifest.from_dict(records), shown_path=records_path)
+    report = summarize(
+        loaded.contract, merged,
+        None if baseline is None else load_baseline(loaded.contract, baseline),
+        contract_path=contract, contract_hash=loaded.hash, fail_on_warn=fail_on_warn,
+    )
+    record_check(store, run_id, report)
     return outcome(report, f"runs/{run_id}/report.json")
 
 
