@@ -1,16 +1,23 @@
-"""decflow: test, fuzz, compare, monitor and gate probabilistic AI decisions."""
+"""decflow: test, fuzz, compare, monitor and gate probabilistic AI decisions.
+
+The SDK names below load lazily, so `import decflow` stays light (no polars, never prefect):
+`decflow.DecisionGuard`, `decflow.PolicyDecision`, `decflow.run_test`, `decflow.run_check`,
+`decflow.run_diff` (from `decflow.sdk`) and `decflow.probe`.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __version__ = "0.1.0"
 
+_SDK_NAMES = frozenset({"DecisionGuard", "PolicyDecision", "run_test", "run_check", "run_diff"})
+
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so `import decflow` stays light (no polars, never prefect) until probe is used.
     if name == "probe":
-        import importlib
-
         return importlib.import_module("decflow.probe")
+    if name in _SDK_NAMES:
+        return getattr(importlib.import_module("decflow.sdk"), name)
     raise AttributeError(f"module 'decflow' has no attribute {name!r}")

@@ -13,6 +13,9 @@ COMMAND_MODULES = (
     "report",
     "runs",
     "replay",
+    "diff",
+    "check",
+    "decide",
     "orchestrate",
     "probe",
 )

@@ -7,8 +7,10 @@ from typing import Any
 
 import typer
 
+import decflow
 from decflow.commands.common import check_format, emit, open_store, write_json
 from decflow.errors import DecflowError
+from decflow.pipeline.spec import now_iso
 
 REPORT_VERSION = "decflow/1"
 
@@ -112,6 +114,44 @@ def diff_reports(
     }
 
 
+ACCEPTED = "accepted"
+
+
+def accepted_baseline(store: Any, candidate: dict[str, Any]) -> str | None:
+    """The run accepted for the candidate's decision and backend (`decflow runs accept`)."""
+    from decflow.commands.runs import accepted_run
+
+    return accepted_run(store, candidate["contract"]["name"], candidate["backend"]["name"])
+
+
+def no_accepted_baseline(
+    candidate: dict[str, Any], source: str, *, fail_on_warn: bool
+) -> dict[str, Any]:
+    """Nothing to compare with yet: a WARN that says so and how to accept a run."""
+    from decflow.gates import make_check, status_of
+
+    decision, backend = candidate["contract"]["name"], candidate["backend"]["name"]
+    check = make_check("regression.accepted_baseline", "warning", "accepted_baseline_runs",
+                       ">=", 1, 0)
+    status, exit_code = status_of([check], fail_on_warn=fail_on_warn)
+    run_id = (candidate.get("run") or {}).get("id")
+    hint = f"`decflow runs accept {run_id}`" if run_id else "`decflow runs accept RUN`"
+    return {
+        "report_version": "decflow/1",
+        "kind": "diff",
+        "decflow_version": decflow.__version__,
+        "created_at": now_iso(),
+        "status": status,
+        "exit_code": exit_code,
+        "note": f"no accepted baseline for decision '{decision}' and backend '{backend}'; "
+        f"nothing was compared. Accept a run as the baseline with {hint}.",
+        "contract": {k: candidate["contract"][k] for k in ("name", "type", "labels")},
+        "baseline": None,
+        "candidate": _identity(candidate, source),
+        "checks": [check.to_dict()],
+    }
+
+
 def run_diff(
     baseline: str,
     candidate: str,
@@ -126,8 +166,13 @@ def run_diff(
     from decflow.commands.report import load_verified
 
     opened = open_store(store)
-    old, old_source, _ = load_verified(baseline, opened)
     new, new_source, _ = load_verified(candidate, opened)
+    if baseline == ACCEPTED:
+        found = accepted_baseline(opened, new)
+        if found is None:
+            return no_accepted_baseline(new, new_source, fail_on_warn=fail_on_warn)
+        baseline = found
+    old, old_source, _ = load_verified(baseline, opened)
     contract = None
     if contract_path is not None:
         from decflow.contracts import load_contract

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from decflow.backends.base import Backend
 from decflow.backends.engine import RemoteCaller, decide_in_process
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.data.golden import compact_json
@@ -19,8 +20,14 @@ Candidate = tuple[Any, Any]  # (input, presentation or None)
 
 
 class CandidateDecider:
-    def __init__(self, contract: Any, backend_name: str, max_concurrency: int | None) -> None:
-        self.backend = build_backend(contract, backend_name)
+    def __init__(
+        self,
+        contract: Any,
+        backend_name: str,
+        max_concurrency: int | None,
+        backend: Backend | None = None,
+    ) -> None:
+        self.backend = backend or build_backend(contract, backend_name)
         self.decision = decision_spec(contract)
         self.tolerance = contract.evaluation.probability_tolerance
         self.concurrency = max_concurrency or contract.evaluation.max_concurrency
@@ -63,6 +70,9 @@ class CandidateDecider:
         matrix = probability_matrix(results["probabilities"], len(self.decision.labels))
         return [None if kind is not None else matrix[i]
                 for i, kind in enumerate(results["error_kind"])]
+
+    def health(self) -> Any:
+        return self.loop.run_until_complete(self.backend.healthcheck())
 
     def close(self) -> None:
         self.loop.run_until_complete(self.backend.aclose())

@@ -115,6 +115,12 @@ def _changes(report: dict[str, Any]) -> list[str]:
 def render_diff(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
     contract = report["contract"]
+    if report["baseline"] is None:
+        return (
+            f"decflow {decflow.__version__} · diff {contract['name']} ({contract['type']}) · "
+            f"{report['status'].upper()}\n\n  note      {report['note']}\n\n"
+            "WARN: requirements hold, some warning gates do not\n"
+        )
     lines = [
         f"decflow {decflow.__version__} · diff {contract['name']} ({contract['type']}) · "
         f"{report['status'].upper()}",

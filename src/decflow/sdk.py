@@ -1,0 +1,167 @@
+"""The Python SDK: one decision through the contract's policy, and the same checks the CLI
+runs, returning the same report objects the CLI prints.
+
+    with DecisionGuard.from_contract("contracts/refund/decflow.yaml") as guard:
+        decision = guard.decide("The parcel never arrived")
+        decision.action, decision.fallback_backend, decision.result["selected"]
+
+Fallback is a directive for the application, never an automatic call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from decflow.backends.base import Backend
+from decflow.errors import DecflowError
+
+
+@dataclass(frozen=True)
+class PolicyDecision:
+    result: dict[str, Any]
+    action: str
+    fallback_backend: str | None
+    route_index: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "result": self.result,
+            "action": self.action,
+            "fallback_backend": self.fallback_backend,
+            "route_index": self.route_index,
+        }
+
+
+def first_route(policy: Any, confidence: float) -> tuple[int, Any]:
+    """The first route whose `confidence_gte` ≤ confidence, or the unconditional last one."""
+    for index, route in enumerate(policy.routes):
+        if route.when is None or confidence >= route.when.confidence_gte:
+            return index, route
+    raise DecflowError("the policy has no unconditional final route")  # validated at load
+
+
+class DecisionGuard:
+    """A contract's decision with its policy, backed by one of its backends (or yours)."""
+
+    def __init__(self, loaded: Any, backend_name: str, backend: Backend | None = None) -> None:
+        from decflow.pipeline.direct_calls import CandidateDecider
+
+        self.loaded = loaded
+        self.contract = loaded.contract
+        self.backend_name = backend.name if backend is not None else backend_name
+        self.decider = CandidateDecider(self.contract, backend_name, 1, backend)
+
+    @classmethod
+    def from_contract(
+        cls,
+        contract: str | Path | Any,
+        *,
+        backend: str | Backend | None = None,
+        check_health: bool = False,
+    ) -> DecisionGuard:
+        from decflow.contracts import LoadedContract, load_contract
+
+        loaded = contract if isinstance(contract, LoadedContract) else load_contract(contract)
+        if isinstance(backend, Backend):
+            guard = cls(loaded, backend.name, backend)
+        else:
+            guard = cls(loaded, backend or "default")
+        if check_health:
+            health = guard.decider.health()
+            if health.status == "unhealthy":
+                guard.close()
+                raise DecflowError(f"backend '{guard.backend_name}' is unhealthy: {health.detail}")
+        return guard
+
+    def decide(self, value: str | dict[str, Any], *, case_id: str = "sdk") -> PolicyDecision:
+        """Decide one input and route it; backend failures raise DecflowError."""
+        if self.contract.policy is None:
+            raise DecflowError(f"{self.loaded.path}: the contract has no 'policy' section")
+        row = self.decider.decide([(value, None)], [case_id]).row(0, named=True)
+        if row["error_kind"] is not None:
+            raise DecflowError(
+                f"backend '{self.backend_name}' failed: {row['error_kind']}: {row['error_message']}"
+            )
+        from decflow.pipeline.golden import decision_result
+
+        result = decision_result(
+            {**row, "case_id": case_id, "result_metadata_json": row["metadata_json"]},
+            self.contract,
+            {"name": self.backend_name, "provider": self.decider.backend.provider},
+        )
+        index, route = first_route(self.contract.policy, result["confidence"])
+        return PolicyDecision(result, route.action, route.backend, index)
+
+    def close(self) -> None:
+        self.decider.close()
+
+    def __enter__(self) -> DecisionGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_test(
+    contract: str | Path,
+    *,
+    mode: str = "test",
+    dataset: str | None = None,
+    backend: str = "default",
+    store: str | None = None,
+    seed: int | None = None,
+    properties: list[str] | None = None,
+    minimize: bool | None = None,
+    max_concurrency: int | None = None,
+    check_health: bool = True,
+    fail_on_warn: bool = False,
+) -> dict[str, Any]:
+    """`decflow test` (mode test|all), `decflow fuzz` (mode fuzz) or `decflow stability`:
+    the report dict the CLI prints. Gate failures are in the report; problems raise."""
+    from decflow.commands.common import open_store
+    from decflow.pipeline.runner import run_contract
+    from decflow.pipeline.spec import RunSpec, new_run_id
+
+    opened = open_store(store)
+    spec = RunSpec(
+        contract_path=str(contract), store_url=opened.url, run_id=new_run_id(),
+        mode=mode,  # type: ignore[arg-type]
+        backend=backend, dataset=dataset, seed=seed,
+        properties=tuple(properties) if properties else None, minimize=minimize,
+        max_concurrency=max_concurrency, healthcheck=check_health,
+    )
+    return run_contract(spec, opened, fail_on_warn=fail_on_warn)
+
+
+def run_check(contract: str | Path, records: str, *, baseline: str | None = None,
+              store: str | None = None, fail_on_warn: bool = False) -> dict[str, Any]:
+    """`decflow check`: the production check report dict."""
+    from decflow.commands.check import run_check as check
+
+    return check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=store)
+
+
+def run_diff(baseline: str, candidate: str, *, contract: str | None = None,
+             segment_by: list[str] | None = None, store: str | None = None,
+             fail_on_warn: bool = False) -> dict[str, Any]:
+    """`decflow diff`: the regression diff report dict (`baseline="accepted"` supported)."""
+    from decflow.commands.diff import run_diff as diff
+
+    return diff(baseline, candidate, contract_path=contract, segment_by=segment_by,
+                fail_on_warn=fail_on_warn, store=store)
+
+
+def parse_input(text: str, as_json: bool) -> str | dict[str, Any]:
+    """The INPUT argument of `decflow run`: text, or a JSON object with `--input-json`."""
+    if not as_json:
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise DecflowError(f"INPUT: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise DecflowError("INPUT: --input-json needs a JSON object")
+    return value
