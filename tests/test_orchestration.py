@@ -539,3 +539,17 @@ def test_a_killed_flow_run_resumes_through_the_flow(
     killed, finished = api_call(prefect_api, runs_of)
     assert finished.state.is_completed()
     assert not killed.state.is_completed()
+
+
+def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    env.pop("DECGUARD_STAGING_TOKEN", None)
+    env.pop("DECFLOW_DEBUG", None)
+    done = decflow(env, project, "test", "refund/decflow.yaml", "-b", "staging", "--prefect",
+                   "--store", "store")
+    assert done.returncode == 2
+    assert "error: http backend 'staging': environment variable DECGUARD_STAGING_TOKEN" \
+        in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,18 +1,24 @@
-"""Send decflow's own log records (e.g. "stage cases: cache hit") to the Prefect run log.
+"""decflow's logging under Prefect.
 
 Pure pipeline code logs through `logging.getLogger("decflow…")` and knows nothing of
-Prefect; inside a flow or task run this handler re-emits those records on the run logger,
-so a cache hit shows up in the Prefect UI next to the task that hit it.
+Prefect; inside a flow or task run `RunLogForwarder` re-emits those records on the run
+logger, so a cache hit shows up in the Prefect UI next to the task that hit it.
+`QuietUserErrors` keeps Prefect from printing a traceback for a `DecflowError` (bad input,
+unhealthy backend: its message says what to do), as the CLI does, unless DECFLOW_DEBUG=1.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
+from decflow.errors import DecflowError
+
 PIPELINE_LOGGER = "decflow"
+RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
 class RunLogForwarder(logging.Handler):
@@ -28,11 +34,22 @@ class RunLogForwarder(logging.Handler):
         logger.log(record.levelno, "%s", record.getMessage())
 
 
+class QuietUserErrors(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], DecflowError) and \
+                os.environ.get("DECFLOW_DEBUG") != "1":
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 def install() -> None:
     """Idempotent: attach the forwarder once per process (also in Dask workers)."""
     logger = logging.getLogger(PIPELINE_LOGGER)
     if any(isinstance(h, RunLogForwarder) for h in logger.handlers):
         return
+    for name in RUN_LOGGERS:
+        logging.getLogger(name).addFilter(QuietUserErrors())
     logger.addHandler(RunLogForwarder())
     # inside a run the run logger shows the records; root must not print them a second time
     logger.propagate = False
