@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -38,6 +39,9 @@ COUNTERFACTUAL = "counterfactual"
 DIAGNOSTIC_PROPERTIES = (RERUN, COUNTERFACTUAL)
 # Properties whose generators hand out the same step lists for many cases.
 SHARED_STEPS = frozenset({"option_order", "label_format"})
+# Rows per requests part: bounds the Python lists the requests stage holds at once.
+PART_ROWS = 65_536
+_dump_steps = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _enabled(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
@@ -170,28 +174,39 @@ def run_seed(spec: RunSpec, contract: Any) -> int:
 
 def derived_requests(
     spec: RunSpec, loaded: Any, cases: pl.DataFrame
-) -> tuple[list[pl.DataFrame], dict[str, Any]]:
-    """Transformed requests, reruns and persona arms of this run, plus skipped cases."""
+) -> tuple[Iterator[pl.DataFrame], dict[str, Any]]:
+    """Transformed requests, reruns and persona arms of this run as frames in stored order,
+    plus the requests manifest's extra (skipped cases, provenance), which is complete once the
+    frames are consumed. Frames are generated lazily, at most `PART_ROWS` rows each, so the
+    stage never holds every transformed request in Python lists."""
     extra: dict[str, Any] = {"skipped": [], "provenance": {}}
     contract = loaded.contract
     labels = tuple(contract.decision.labels)
-    frames = []
-    if spec.mode in FUZZ_MODES:
-        frames.append(_property_requests(spec, loaded, cases, extra))
+    # Resolved now, so a bad `-p` fails before any part is written.
+    properties = selected_properties(spec, contract) if spec.mode in FUZZ_MODES else []
     stability = stability_config(spec, contract)
-    if stability is not None:
-        frames.append(rerun_requests(cases, labels, stability.repeats))
     counterfactual = counterfactual_config(spec, contract)
-    if counterfactual is not None:
-        frames.append(
-            counterfactual_requests(persona_pair_set(contract, counterfactual, cases), labels)
-        )
-    return frames, extra
+
+    def frames() -> Iterator[pl.DataFrame]:
+        if properties:
+            yield from _property_requests(spec, loaded, cases, properties, extra)
+        if stability is not None:
+            yield rerun_requests(cases, labels, stability.repeats)
+        if counterfactual is not None:
+            yield counterfactual_requests(
+                persona_pair_set(contract, counterfactual, cases), labels
+            )
+
+    return frames(), extra
 
 
 def _property_requests(
-    spec: RunSpec, loaded: Any, cases: pl.DataFrame, extra: dict[str, Any]
-) -> pl.DataFrame:
+    spec: RunSpec,
+    loaded: Any,
+    cases: pl.DataFrame,
+    properties: list[tuple[str, Any]],
+    extra: dict[str, Any],
+) -> Iterator[pl.DataFrame]:
     from decflow.properties.generate import generate
     from decflow.properties.paraphrasers import build_paraphraser
 
@@ -199,100 +214,116 @@ def _property_requests(
     labels = tuple(contract.decision.labels)
     seed = run_seed(spec, contract)
     text_field = contract.fuzz.text_field
-    rows = _RequestRows(labels)
+    decision_type = contract.decision.type
     inputs = [
         (case_id, case_input(text, obj))
         for case_id, text, obj in zip(
             cases["case_id"], cases["input_text"], cases["input_json"], strict=True
         )
     ]
-    for name, config in selected_properties(spec, contract):
+    skipped = extra["skipped"]
+    for name, config in properties:
         paraphraser = (
             build_paraphraser(config.source, base_dir=loaded.base_dir, seed=seed)
             if name == "paraphrase" else None
         )
+        rows = _RequestRows(name, labels)
         try:
             for case_id, value in inputs:
                 generated = generate(
                     name, config, seed=seed, case_id=case_id, input=value, labels=labels,
-                    decision_type=contract.decision.type, text_field=text_field,
+                    decision_type=decision_type, text_field=text_field,
                     paraphraser=paraphraser,
                 )
                 if generated.provenance:
                     extra["provenance"].setdefault(name, {})[case_id] = generated.provenance
                 if generated.failure is not None:
-                    rows.add(name, case_id, 0, value, None, [],
-                             generated.failure.kind, generated.failure.message)
-                    continue
-                if generated.skip_reason is not None:
-                    extra["skipped"].append(
+                    rows.add_failure(case_id, value, generated.failure)
+                elif generated.skip_reason is not None:
+                    skipped.append(
                         {"property": name, "case_id": case_id, "reason": generated.skip_reason}
                     )
-                    continue
-                for item in generated.transformed:
-                    rows.add(name, case_id, item.sample, item.input, item.presentation,
-                             item.steps, None, None)
+                else:
+                    rows.add(case_id, generated.transformed)
+                if len(rows) >= PART_ROWS:
+                    yield rows.frame()
+                    rows = _RequestRows(name, labels)
         finally:
             if paraphraser is not None:
                 paraphraser.close()
-    return rows.frame()
+        if len(rows):
+            yield rows.frame()
 
 
 class _RequestRows:
-    """Accumulates transformed requests column by column.
+    """Accumulates the transformed requests of one property column by column.
 
-    Presentations repeat across cases (a handful of label orders and formats), so rows
-    carry a presentation number and the label lists are joined in once at the end.
+    Presentations repeat across cases (a handful of label orders and formats, handed out as
+    shared objects by the generators), so rows carry a presentation number and the label
+    lists are joined in once per frame; shared step lists are serialised once.
     """
 
-    def __init__(self, labels: tuple[str, ...]) -> None:
+    def __init__(self, prop: str, labels: tuple[str, ...]) -> None:
+        self.prop = prop
         self.labels = labels
         self.index_of = {label: i for i, label in enumerate(labels)}
         self.presentations: dict[tuple[tuple[str, str], ...] | None, int] = {None: 0}
+        # id → (the object, its number or JSON): the reference keeps the id from being reused.
+        self.presentation_memo: dict[int, tuple[Any, int]] = {}
         self.steps_memo: dict[int, tuple[list[dict[str, Any]], str]] = {}
-        self.columns: dict[str, list[Any]] = {
-            name: [] for name in (
-                "request_id", "case_id", "property", "sample", "input_text", "input_json",
-                "presentation_id", "steps_json", "pre_error_kind", "pre_error_message",
-            )
-        }
+        self.shared_steps = prop in SHARED_STEPS
+        self.case_id: list[str] = []
+        self.sample: list[int] = []
+        self.input_text: list[str | None] = []
+        self.input_json: list[str | None] = []
+        self.presentation_id: list[int] = []
+        self.steps_json: list[str] = []
+        self.errors: list[tuple[int, str, str]] = []
 
-    def add(
-        self,
-        prop: str,
-        case_id: str,
-        sample: int,
-        value: Any,
-        presentation: list[tuple[str, str]] | None,
-        steps: list[dict[str, Any]],
-        error_kind: str | None,
-        error_message: str | None,
-    ) -> None:
-        key = None if presentation is None else tuple(map(tuple, presentation))
+    def __len__(self) -> int:
+        return len(self.case_id)
+
+    def add(self, case_id: str, items: list[Any]) -> None:
+        number_of = self._presentation_number
+        steps_of = self._steps_json
+        for item in items:
+            self.case_id.append(case_id)
+            self.sample.append(item.sample)
+            value = item.input
+            if isinstance(value, str):
+                self.input_text.append(value)
+                self.input_json.append(None)
+            else:
+                self.input_text.append(None)
+                self.input_json.append(compact_json(value))
+            presentation = item.presentation
+            self.presentation_id.append(0 if presentation is None else number_of(presentation))
+            self.steps_json.append(steps_of(item.steps))
+
+    def add_failure(self, case_id: str, value: Any, failure: Any) -> None:
+        """A case whose generation failed: one request carrying the error, never sent."""
+        from decflow.properties.base import Transformed
+
+        self.errors.append((len(self), failure.kind, failure.message))
+        self.add(case_id, [Transformed(0, [], value, None)])
+
+    def _presentation_number(self, presentation: list[tuple[str, str]]) -> int:
+        found = self.presentation_memo.get(id(presentation))
+        if found is not None:
+            return found[1]
+        key = tuple(map(tuple, presentation))
         number = self.presentations.get(key)  # type: ignore[arg-type]
         if number is None:
             number = self.presentations[key] = len(self.presentations)  # type: ignore[index]
-        columns = self.columns
-        columns["request_id"].append(f"{prop}/{case_id}/{sample}")
-        columns["case_id"].append(case_id)
-        columns["property"].append(prop)
-        columns["sample"].append(sample)
-        is_text = isinstance(value, str)
-        columns["input_text"].append(value if is_text else None)
-        columns["input_json"].append(None if is_text else compact_json(value))
-        columns["presentation_id"].append(number)
-        columns["steps_json"].append(self._steps_json(prop, steps))
-        columns["pre_error_kind"].append(error_kind)
-        columns["pre_error_message"].append(error_message)
+        self.presentation_memo[id(presentation)] = (presentation, number)
+        return number
 
-    def _steps_json(self, prop: str, steps: list[dict[str, Any]]) -> str:
-        if prop not in SHARED_STEPS:
-            return json.dumps(steps, ensure_ascii=False)
-        # These step lists are shared across cases (cached by the generators); the memo keeps
-        # a reference to each, so an id can never be reused by another list meanwhile.
+    def _steps_json(self, steps: list[dict[str, Any]]) -> str:
+        if not self.shared_steps:
+            return _dump_steps(steps)
         found = self.steps_memo.get(id(steps))
         if found is None:
-            found = self.steps_memo[id(steps)] = (steps, json.dumps(steps, ensure_ascii=False))
+            found = self.steps_memo[id(steps)] = (steps, _dump_steps(steps))
         return found[1]
 
     def frame(self) -> pl.DataFrame:
@@ -310,6 +341,30 @@ class _RequestRows:
             schema={"presentation_id": pl.Int64, "shown_labels": pl.List(pl.String),
                     "label_order": pl.List(pl.Int64)},
         )
-        rows = pl.DataFrame(self.columns).with_columns(pl.col("presentation_id").cast(pl.Int64))
+        n = len(self)
+        kinds: list[str | None] = [None] * n
+        messages: list[str | None] = [None] * n
+        for index, kind, message in self.errors:
+            kinds[index], messages[index] = kind, message
+        rows = pl.DataFrame(
+            {
+                "case_id": self.case_id,
+                "sample": self.sample,
+                "input_text": self.input_text,
+                "input_json": self.input_json,
+                "presentation_id": self.presentation_id,
+                "steps_json": self.steps_json,
+                "pre_error_kind": kinds,
+                "pre_error_message": messages,
+            },
+            schema={"case_id": pl.String, "sample": pl.Int64, "input_text": pl.String,
+                    "input_json": pl.String, "presentation_id": pl.Int64,
+                    "steps_json": pl.String, "pre_error_kind": pl.String,
+                    "pre_error_message": pl.String},
+        )
         joined = rows.join(table, on="presentation_id", how="left", maintain_order="left")
-        return joined.select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
+        return joined.with_columns(
+            request_id=pl.format("{}/{}/{}", pl.lit(self.prop), "case_id", "sample"),
+            property=pl.lit(self.prop, dtype=pl.String),
+        ).select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
+

@@ -7,9 +7,10 @@ call stage, which is keyed by run id so a fresh run always calls the model.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import polars as pl
@@ -17,7 +18,7 @@ import polars as pl
 from decflow.backends.registry import build_backend
 from decflow.data.golden import load_golden
 from decflow.errors import DecflowError
-from decflow.pipeline.derive import derived_requests
+from decflow.pipeline.derive import PART_ROWS, derived_requests
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Store, stage_key
@@ -116,7 +117,23 @@ def _requests_manifest(spec: RunSpec, store: Store, cases: Manifest) -> Manifest
     if cached is not None:
         return cached
     case_table = store.read(cases)
-    frames = [original_requests(case_table, labels)]
     derived, extra = derived_requests(spec, loaded, case_table)
-    frames.extend(derived)
-    return store.publish("requests", key, pl.concat(frames, how="vertical"), extra=extra)
+    # publish writes each frame as a part as it is generated and reads `extra` only after
+    # the last one, when the generators have filled it in.
+    frames = itertools.chain([original_requests(case_table, labels)], derived)
+    return store.publish("requests", key, _coalesced(frames, PART_ROWS), extra=extra)
+
+
+def _coalesced(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:
+    """Consecutive frames concatenated into parts of at least `rows` rows (the last may be
+    smaller): few, evenly sized parts, and a small run stays a single part."""
+    pending: list[pl.DataFrame] = []
+    size = 0
+    for frame in frames:
+        pending.append(frame)
+        size += frame.height
+        if size >= rows:
+            yield pl.concat(pending, how="vertical")
+            pending, size = [], 0
+    if pending:
+        yield pl.concat(pending, how="vertical")
