@@ -217,3 +217,25 @@ def test_resume_skips_recorded_results(tmp_path: Path):
     code, _, _ = run_cli("test", contract, "--store", store, "--resume", run_id)
     after = sorted(p.name for p in (Path(store) / "stages" / "results").rglob("*.parquet"))
     assert code == 0 and before == after
+
+
+DECGUARD_REPORTS = Path(__file__).parent / "fixtures" / "diff"
+
+
+def test_decguard_reports_are_verified_shown_and_regated(tmp_path: Path):
+    source = DECGUARD_REPORTS / "refund-strong_model.json"
+    code, out, _ = run_cli("report", str(source), "--store", str(tmp_path))
+    assert code == 1 and "FAIL" in out.splitlines()[0]  # DecGuard's own verdict, exit 1
+    edited = write_edited(tmp_path, lambda d: d["requirements"].update(min_accuracy=0.1))
+    regated = tmp_path / "regated.json"
+    code, _, _ = run_cli("report", str(source), "-c", str(edited), "--store", str(tmp_path),
+                         "-o", str(regated))
+    document = json.loads(regated.read_text())
+    accuracy = next(c for c in document["checks"] if c["gate"] == "min_accuracy")
+    assert accuracy["status"] == "pass" and accuracy["threshold"] == 0.1
+    report = json.loads(source.read_text())
+    report["metrics"]["classification"]["accuracy"] = 0.99
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(report))
+    code, _, err = run_cli("report", str(tampered), "--store", str(tmp_path))
+    assert code == 2 and "metrics" in err

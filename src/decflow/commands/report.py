@@ -36,11 +36,11 @@ def load_verified(target: str, store: Any) -> tuple[dict[str, Any], str, str | N
 
     report, source, run_id = resolve_report(target, store)
     kind = report.get("kind", "run")
-    if report.get("report_version") == "decflow/1" and kind == "run":
+    if report.get("report_version") in ("decflow/1", "0.1") and kind == "run":
         verify_run_report(report, source)
     elif report.get("report_version") == "decflow/1" and kind == "probe":
         pass  # a probe report is re-derived from its stored call table by `decflow.probe.load`
-    elif report.get("report_version") != "0.1":
+    else:
         raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run report")
     return report, source, run_id
 

@@ -19,6 +19,21 @@ from decflow.gates import Check, golden_checks, status_of
 from decflow.metrics.golden import golden_metrics
 
 RUN_REPORT_VERSION = "decflow/1"
+DECGUARD_REPORT_VERSION = "0.1"
+
+
+def close(a: Any, b: Any) -> bool:
+    """Equal up to 1e-9 relative on numbers (DecGuard computes a few logs and squares with
+    other primitives, which can differ in the last bit), exactly equal otherwise."""
+    if isinstance(a, float) and isinstance(b, float | int) and not isinstance(b, bool):
+        return math.isclose(a, float(b), rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, int) and isinstance(b, float) and not isinstance(a, bool):
+        return math.isclose(float(a), b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def load_report_file(path: str) -> dict[str, Any]:
@@ -103,8 +118,9 @@ def recompute_metrics(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
-    """Raise ReportError unless the report is internally consistent; return it."""
-    if report.get("report_version") != RUN_REPORT_VERSION:
+    """Raise ReportError unless the report (decflow, or DecGuard 0.1) is internally
+    consistent; return it."""
+    if report.get("report_version") not in (RUN_REPORT_VERSION, DECGUARD_REPORT_VERSION):
         raise ReportError(
             f"{source}: not a decflow run report (report_version "
             f"{report.get('report_version')!r}, expected {RUN_REPORT_VERSION!r})"
@@ -116,7 +132,7 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
                 raise _fail(source, f"results.{i}", f"duplicate case id '{item['case_id']}'")
             seen.add(item["case_id"])
             _check_result(source, i, item, report)
-        if recompute_metrics(report) != report["metrics"]:
+        if not close(recompute_metrics(report), report["metrics"]):
             raise _fail(source, "metrics", "do not match the stored results")
         checks = [Check(**c) for c in report["checks"]]
         if report["mode"] in ("test", "all"):
@@ -127,7 +143,7 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
                     report["contract"]["type"],
                 )
             ]
-            if report["checks"][: len(golden)] != golden:
+            if not close(report["checks"][: len(golden)], golden):
                 raise _fail(source, "checks", "do not match stored metrics and configuration")
         status, exit_code = status_of(checks)
         warn_failed = status == "warn" and report["exit_code"] == 1  # --fail-on-warn
