@@ -229,8 +229,9 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     assert (project / "store" / "runs" / run_id / "report.html").is_file()
     assert by_type["progress"][0].data == pytest.approx(100.0)
 
-    # resuming the finished run through the flow: every stage is a store hit, logged as such
-    resumed = decflow(env, project, "test", contract, "--all", "--prefect", "--store", "store",
+    # resuming the finished run through the flow (PREFECT_API_URL alone selects it): every
+    # stage is a store hit, logged as such
+    resumed = decflow(env, project, "test", contract, "--all", "--store", "store",
                       "--resume", run_id, "-o", "resumed.json")
     assert resumed.returncode == 0, resumed.stderr
     again = json.loads((project / "resumed.json").read_text())
