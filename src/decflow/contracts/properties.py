@@ -20,11 +20,12 @@ from decflow.contracts.base import (
     check_unique,
     placeholders,
 )
+from decflow.contracts.decision import DECISION_TYPES as ALL_TYPES
 from decflow.contracts.paraphrase import IdentitySource, ParaphraseSource
 
-ALL_TYPES = ("choice", "noul", "score")
 LabelStyle = Literal["upper", "lower", "capitalized", "lettered", "numbered", "quoted", "bracketed"]
 LABEL_STYLES: tuple[str, ...] = get_args(LabelStyle)
+# Also the fallback of `properties.insertion` when a config carries no fragments.
 DEFAULT_FRAGMENTS = (
     "The weather was mild that day.",
     "This note was written on a Tuesday.",
@@ -246,3 +247,9 @@ class Properties(StrictModel):
         """Present and enabled properties, in the fixed run order (not contract order)."""
         present = ((name, getattr(self, name)) for name in PROPERTY_ORDER)
         return [(name, cfg) for name, cfg in present if cfg is not None and cfg.enabled]
+
+
+def applies_to(name: str) -> tuple[str, ...]:
+    """The decision types property `name` applies to: its model's `applies_to`."""
+    model = get_args(Properties.model_fields[name].annotation)[0]
+    return tuple(model.applies_to)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from decflow.contracts.properties import PROPERTY_ORDER as CONTRACT_ORDER
+from decflow.contracts.properties import applies_to
 from decflow.properties import (
     case_swap,
     inversion,
@@ -25,32 +27,15 @@ from decflow.properties.insertion import insert
 from decflow.properties.paraphrasers import Paraphraser
 from decflow.properties.stream import Stream
 
-# DecGuard's fixed run order, then decflow's two extensions.
-PROPERTY_ORDER = (
-    "option_order",
-    "label_format",
-    "irrelevant_context",
-    "repeated_context",
-    "whitespace",
-    "paraphrase",
-    "inversion",
-    "monotonic",
-    "case_swap",
-    "normalization",
-)
+# The contract's run order; counterfactual is not a transformation (diagnostics runs it).
+PROPERTY_ORDER = tuple(name for name in CONTRACT_ORDER if name != "counterfactual")
 
 RELATIONS = {name: "invariant" for name in PROPERTY_ORDER} | {
     "inversion": "swapped",
     "monotonic": "monotonic",
 }
 
-DECISION_TYPES: dict[str, tuple[str, ...]] = {
-    name: ("choice", "noul", "score") for name in PROPERTY_ORDER
-} | {
-    "option_order": ("choice", "noul"),
-    "inversion": ("noul",),
-    "monotonic": ("score",),
-}
+DECISION_TYPES = {name: applies_to(name) for name in PROPERTY_ORDER}
 
 # Properties whose failing cases are shrunk by greedy minimisation.
 SHRINKABLE = frozenset(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
+from decflow.contracts.properties import DEFAULT_FRAGMENTS
 from decflow.properties.base import (
     SKIP_EMPTY_TEXT,
     Generated,
@@ -23,17 +24,6 @@ from decflow.properties.base import (
     with_text,
 )
 from decflow.properties.stream import Stream
-
-DEFAULT_FRAGMENTS = (
-    "The weather was mild that day.",
-    "This note was written on a Tuesday.",
-    "The office is on the third floor.",
-    "The meeting room has a large window.",
-    "There is a small plant on the desk.",
-    "The train was on time this morning.",
-    "The corridor lights were repainted last year.",
-    "A colleague brought biscuits to share.",
-)
 
 # A whitespace run after sentence punctuation; the next sentence starts where it ends.
 _SENTENCE_GAP = re.compile(r"[.!?]\s+")
