@@ -9,7 +9,7 @@ the labels are shown canonically (contract order, contract form).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,3 +120,25 @@ def finish(
     if not kept:
         return Generated(skip_reason=SKIP_NO_CHANGE)
     return Generated(kept)
+
+
+@dataclass(frozen=True, slots=True)
+class TextCase:
+    """A case for a text property: its input and the text to edit (the input or its field)."""
+
+    original: Input
+    text_field: str | None
+    text: str
+
+    @classmethod
+    def of(cls, original: Input, text_field: str | None) -> TextCase:
+        """Raises TextNotAvailable, whose message is the skip reason, when there is no text."""
+        return cls(original, text_field, get_text(original, text_field))
+
+    def finish(
+        self, edits: Iterable[tuple[list[Step], str]], *, keep_noop: bool = False
+    ) -> Generated:
+        """`finish` over (steps, edited text), each text put back into the input."""
+        original, text_field = self.original, self.text_field
+        candidates = [(steps, with_text(original, text_field, text), None) for steps, text in edits]
+        return finish(original, candidates, keep_noop=keep_noop)

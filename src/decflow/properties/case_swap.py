@@ -6,17 +6,7 @@ unchanged and therefore skipped, never counted as passed.
 
 from __future__ import annotations
 
-from typing import Any
-
-from decflow.properties.base import (
-    Generated,
-    Input,
-    Step,
-    TextNotAvailable,
-    finish,
-    get_text,
-    with_text,
-)
+from decflow.properties.base import Generated, Step, TextCase
 
 STEPS: list[Step] = [{"case": "swap"}]
 
@@ -25,9 +15,5 @@ def apply(text: str) -> str:
     return text.swapcase()
 
 
-def generate(config: Any, original: Input, text_field: str | None) -> Generated:
-    try:
-        text = get_text(original, text_field)
-    except TextNotAvailable as skip:
-        return Generated(skip_reason=str(skip))
-    return finish(original, [(list(STEPS), with_text(original, text_field, apply(text)), None)])
+def generate(case: TextCase) -> Generated:
+    return case.finish([(list(STEPS), apply(case.text))])

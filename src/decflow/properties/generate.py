@@ -21,7 +21,16 @@ from decflow.properties import (
     paraphrase,
     whitespace,
 )
-from decflow.properties.base import Generated, Input, Presentation, Step, get_text, with_text
+from decflow.properties.base import (
+    Generated,
+    Input,
+    Presentation,
+    Step,
+    TextCase,
+    TextNotAvailable,
+    get_text,
+    with_text,
+)
 from decflow.properties.insertion import generate as generate_insertion
 from decflow.properties.insertion import insert
 from decflow.properties.paraphrasers import Paraphraser
@@ -60,28 +69,28 @@ def generate(
         raise ValueError(f"unknown property {property_name!r}")
     if decision_type not in DECISION_TYPES[property_name]:
         raise ValueError(f"{property_name} does not apply to {decision_type} decisions")
-    if property_name == "paraphrase":
-        return paraphrase.generate(
-            config, input, text_field, case_id=case_id, paraphraser=paraphraser
-        )
-    if property_name == "inversion":
-        return inversion.generate(config, input, text_field)
     if property_name == "monotonic":
         return monotonic.generate(config, input)
-    if property_name == "case_swap":
-        return case_swap.generate(config, input, text_field)
-    if property_name == "normalization":
-        return normalization.generate(config, input, text_field)
-    stream = Stream(seed, property_name, case_id)
     if property_name == "option_order":
-        return option_order.generate(config, stream, input, labels)
+        return option_order.generate(config, Stream(seed, property_name, case_id), input, labels)
     if property_name == "label_format":
-        return label_format.generate(config, stream, input, labels)
+        return label_format.generate(config, Stream(seed, property_name, case_id), input, labels)
+    try:
+        case = TextCase.of(input, text_field)
+    except TextNotAvailable as skip:
+        return Generated(skip_reason=str(skip))
+    if property_name == "paraphrase":
+        return paraphrase.generate(config, case, case_id=case_id, paraphraser=paraphraser)
+    if property_name == "inversion":
+        return inversion.generate(config, case)
+    if property_name == "case_swap":
+        return case_swap.generate(case)
+    if property_name == "normalization":
+        return normalization.generate(case)
+    stream = Stream(seed, property_name, case_id)
     if property_name == "whitespace":
-        return whitespace.generate(config, stream, input, text_field)
-    return generate_insertion(
-        config, stream, input, text_field, repeated=property_name == "repeated_context"
-    )
+        return whitespace.generate(config, stream, case)
+    return generate_insertion(config, stream, case, repeated=property_name == "repeated_context")
 
 
 def apply_steps(

@@ -13,16 +13,7 @@ from operator import itemgetter
 from typing import Any
 
 from decflow.contracts.properties import DEFAULT_FRAGMENTS
-from decflow.properties.base import (
-    SKIP_EMPTY_TEXT,
-    Generated,
-    Input,
-    Step,
-    TextNotAvailable,
-    finish,
-    get_text,
-    with_text,
-)
+from decflow.properties.base import SKIP_EMPTY_TEXT, Generated, Step, TextCase
 from decflow.properties.stream import Stream
 
 # A whitespace run after sentence punctuation; the next sentence starts where it ends.
@@ -58,15 +49,11 @@ def insert(text: str, steps: Sequence[Step], starts: Sequence[int] | None = None
 def generate(
     config: Any,
     stream: Stream,
-    original: Input,
-    text_field: str | None,
+    case: TextCase,
     *,
     repeated: bool,
 ) -> Generated:
-    try:
-        text = get_text(original, text_field)
-    except TextNotAvailable as skip:
-        return Generated(skip_reason=str(skip))
+    text = case.text
     if not text:
         return Generated(skip_reason=SKIP_EMPTY_TEXT)
     fragments = config.fragments or DEFAULT_FRAGMENTS
@@ -81,6 +68,5 @@ def generate(
             chosen = [fragments[draw(len(fragments))] for _ in range(config.insertions)]
         steps = [{"at": draw(boundaries), "text": fragment} for fragment in chosen]
         steps.sort(key=_at)
-        new_text = insert(text, steps, starts)
-        candidates.append((steps, with_text(original, text_field, new_text), None))
-    return finish(original, candidates)
+        candidates.append((steps, insert(text, steps, starts)))
+    return case.finish(candidates)

@@ -9,17 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from decflow.properties.base import (
-    SKIP_NO_REWRITE,
-    Generated,
-    Input,
-    Step,
-    TextNotAvailable,
-    finish,
-    get_text,
-    setting,
-    with_text,
-)
+from decflow.properties.base import SKIP_NO_REWRITE, Generated, Step, TextCase, setting
 
 
 def apply(text: str, steps: Sequence[Step]) -> str:
@@ -28,11 +18,8 @@ def apply(text: str, steps: Sequence[Step]) -> str:
     return text
 
 
-def generate(config: Any, original: Input, text_field: str | None) -> Generated:
-    try:
-        text = get_text(original, text_field)
-    except TextNotAvailable as skip:
-        return Generated(skip_reason=str(skip))
+def generate(config: Any, case: TextCase) -> Generated:
+    text = case.text
     matching = [
         {"find": setting(r, "find"), "replace": setting(r, "replace")}
         for r in config.rewrites
@@ -40,7 +27,4 @@ def generate(config: Any, original: Input, text_field: str | None) -> Generated:
     ][: config.samples]
     if not matching:
         return Generated(skip_reason=SKIP_NO_REWRITE)
-    return finish(
-        original,
-        [([step], with_text(original, text_field, apply(text, [step])), None) for step in matching],
-    )
+    return case.finish([([step], apply(text, [step])) for step in matching])

@@ -10,18 +10,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
 
-from decflow.properties.base import (
-    SKIP_NO_CHANGE,
-    Generated,
-    Input,
-    Step,
-    TextNotAvailable,
-    finish,
-    get_text,
-    with_text,
-)
+from decflow.properties.base import SKIP_NO_CHANGE, Generated, Step, TextCase
 
 _RUN = re.compile(r"\s+")
 
@@ -46,13 +36,9 @@ def apply(text: str, steps: Sequence[Step]) -> str:
     return text
 
 
-def generate(config: Any, original: Input, text_field: str | None) -> Generated:
-    try:
-        text = get_text(original, text_field)
-    except TextNotAvailable as skip:
-        return Generated(skip_reason=str(skip))
+def generate(case: TextCase) -> Generated:
     steps: list[Step] = []
-    current = text
+    current = case.text
     for name, edit in EDITS.items():
         edited = edit(current)
         if edited != current:
@@ -60,4 +46,4 @@ def generate(config: Any, original: Input, text_field: str | None) -> Generated:
             current = edited
     if not steps:
         return Generated(skip_reason=SKIP_NO_CHANGE)
-    return finish(original, [(steps, with_text(original, text_field, current), None)])
+    return case.finish([(steps, current)])

@@ -11,31 +11,22 @@ from typing import Any
 from decflow.properties.base import (
     Generated,
     GenerationFailure,
-    Input,
-    TextNotAvailable,
-    finish,
-    get_text,
+    TextCase,
     skip_provider_gave_none,
-    with_text,
 )
 from decflow.properties.paraphrasers import IdentityParaphraser, ParaphraseFailed, Paraphraser
 
 
 def generate(
     config: Any,
-    original: Input,
-    text_field: str | None,
+    case: TextCase,
     *,
     case_id: str,
     paraphraser: Paraphraser | None,
 ) -> Generated:
-    try:
-        text = get_text(original, text_field)
-    except TextNotAvailable as skip:
-        return Generated(skip_reason=str(skip))
     provider = paraphraser or IdentityParaphraser()
     try:
-        texts = provider.paraphrase(text, n=config.samples, case_id=case_id)
+        texts = provider.paraphrase(case.text, n=config.samples, case_id=case_id)
     except ParaphraseFailed as failed:
         return Generated(
             failure=GenerationFailure(failed.kind, failed.message),
@@ -43,7 +34,7 @@ def generate(
         )
     if not texts:
         return Generated(skip_reason=skip_provider_gave_none(provider.provider))
-    candidates = [([{"text": t}], with_text(original, text_field, t), None) for t in texts]
-    found = finish(original, candidates[: config.samples], keep_noop=True)
+    candidates = [([{"text": t}], t) for t in texts[: config.samples]]
+    found = case.finish(candidates, keep_noop=True)
     found.provenance = provider.provenance()
     return found

@@ -11,15 +11,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-from decflow.properties.base import (
-    Generated,
-    Input,
-    Step,
-    TextNotAvailable,
-    finish,
-    get_text,
-    with_text,
-)
+from decflow.properties.base import Generated, Step, TextCase
 from decflow.properties.stream import Stream
 
 _RUN = re.compile(r"\s+")
@@ -70,11 +62,8 @@ def _choices(run: str) -> tuple[str, ...]:
     return found
 
 
-def generate(config: Any, stream: Stream, original: Input, text_field: str | None) -> Generated:
-    try:
-        text = get_text(original, text_field)
-    except TextNotAvailable as skip:
-        return Generated(skip_reason=str(skip))
+def generate(config: Any, stream: Stream, case: TextCase) -> Generated:
+    text = case.text
     matches = list(_RUN.finditer(text))
     spans = [m.span() for m in matches]
     runs = [m.group() for m in matches]
@@ -97,6 +86,5 @@ def generate(config: Any, stream: Stream, original: Input, text_field: str | Non
             picked.append((t, {"at": at, "ws": choices[draw(len(choices))]}))
         picked.sort(key=_first)
         steps = [step for _t, step in picked]
-        new_text = _render(text, spans, steps)
-        candidates.append((steps, with_text(original, text_field, new_text), None))
-    return finish(original, candidates)
+        candidates.append((steps, _render(text, spans, steps)))
+    return case.finish(candidates)
