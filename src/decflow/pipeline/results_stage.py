@@ -27,6 +27,7 @@ from decflow.pipeline.calls import (
 )
 from decflow.pipeline.journal import SUFFIX as JOURNAL
 from decflow.pipeline.journal import Journal, journal_rows
+from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Part, Store, stage_key
 
@@ -46,8 +47,64 @@ def phase_rows(requests: pl.DataFrame, phase: str) -> pl.DataFrame:
 
 
 def shard_count(store: Store, spec: RunSpec, requests: Manifest, phase: str) -> int:
-    rows = phase_rows(store.read(requests, ["property"]), phase).height
-    return -(-rows // spec.shard_size)
+    return -(-RequestParts(store, requests).phase_count(phase) // spec.shard_size)
+
+
+# What calling needs of a request (the stored steps stay on disk).
+CALL_COLUMNS = ["request_id", "case_id", "property", "input_text", "input_json",
+                "shown_labels", "label_order", "pre_error_kind", "pre_error_message"]
+
+
+class RequestParts:
+    """Shards of a phase read from the requests parts they fall in, one part in memory at a
+    time, so the call stage never holds the whole requests table."""
+
+    def __init__(self, store: Store, requests: Manifest) -> None:
+        self.store = store
+        self.parts = requests.parts
+        self.originals: list[int] = []
+        for part in self.parts:
+            properties = store.read_part(part, ["property"])["property"]
+            self.originals.append(int((properties == "").sum()))
+        self._loaded: tuple[int, pl.DataFrame] | None = None
+
+    def _counts(self, phase: str) -> list[int]:
+        if phase == "originals":
+            return self.originals
+        return [part.rows - n for part, n in zip(self.parts, self.originals, strict=True)]
+
+    def phase_count(self, phase: str) -> int:
+        return sum(self._counts(phase))
+
+    def _part(self, index: int) -> pl.DataFrame:
+        if self._loaded is None or self._loaded[0] != index:
+            self._loaded = (index, self.store.read_part(self.parts[index], CALL_COLUMNS))
+        return self._loaded[1]
+
+    def rows(self, phase: str, start: int, stop: int) -> pl.DataFrame:
+        """Rows [start, stop) of the phase, in stored order."""
+        frames = []
+        offset = 0
+        for index, count in enumerate(self._counts(phase)):
+            if offset < stop and offset + count > start:
+                rows = phase_rows(self._part(index), phase)
+                low = max(start - offset, 0)
+                frames.append(rows.slice(low, min(stop, offset + count) - offset - low))
+            offset += count
+        if not frames:
+            return pl.DataFrame(schema={n: REQUESTS_SCHEMA[n] for n in CALL_COLUMNS})
+        return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+
+    def originals_ids(self) -> pl.DataFrame:
+        """request_id, case_id of every original request."""
+        frames = [
+            phase_rows(self.store.read_part(part, ["request_id", "case_id", "property"]),
+                       "originals").select("request_id", "case_id")
+            for part, n in zip(self.parts, self.originals, strict=True) if n
+        ]
+        if not frames:
+            return pl.DataFrame(schema={"request_id": pl.String, "case_id": pl.String})
+        return pl.concat(frames)
 
 
 def backend_info(spec: RunSpec) -> dict[str, Any]:
@@ -81,23 +138,38 @@ def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
 
 
 class CallSession:
-    """The requests table and what is recorded so far, kept across the shards of one run."""
+    """What one process keeps across the shards of a run: the requests' shard index and the
+    results recorded before the session began (a resumed run's chunks), plus the errors
+    recorded since. Shards are disjoint, so a shard only needs to skip results recorded
+    before the session or by itself (`ShardSink.written`)."""
 
-    def __init__(self, requests: pl.DataFrame, recorded: pl.DataFrame) -> None:
-        self.requests = requests
+    def __init__(self, parts: RequestParts, recorded: pl.DataFrame) -> None:
+        self.parts = parts
         self.recorded = recorded  # request_id, error_kind, error_message
+        self.new_errors: list[pl.DataFrame] = []
+        self._originals: pl.DataFrame | None = None
 
     @classmethod
     def load(cls, store: Store, requests: Manifest, key: str) -> CallSession:
-        return cls(store.read(requests), _original_errors(store, key))
+        return cls(RequestParts(store, requests), _original_errors(store, key))
 
     def add(self, frame: pl.DataFrame) -> None:
-        self.recorded = pl.concat(
-            [self.recorded, frame.select("request_id", "error_kind", "error_message")]
-        )
+        errored = frame.filter(pl.col("error_kind").is_not_null())
+        if errored.height:
+            self.new_errors.append(errored.select("request_id", "error_kind", "error_message"))
 
     def errors(self) -> pl.DataFrame:
-        return self.recorded
+        """Every recorded result that is an error."""
+        recorded = self.recorded.filter(pl.col("error_kind").is_not_null())
+        return pl.concat([recorded, *self.new_errors])
+
+    def failed_originals(self) -> pl.DataFrame:
+        """case_id, error_kind of the cases whose original request errored."""
+        if self._originals is None:
+            self._originals = self.parts.originals_ids()
+        return self._originals.join(self.errors(), on="request_id").select(
+            "case_id", "error_kind"
+        )
 
 
 class ShardSink:
@@ -115,6 +187,7 @@ class ShardSink:
         self.session = session
         self.count = 0
         self.rows = 0
+        self.written: list[pl.DataFrame] = []  # request ids this shard recorded
         self.journal = Journal(store, f"{self.prefix}-{self.attempt}{JOURNAL}")
 
     def recover(self, labels: tuple[str, ...]) -> None:
@@ -127,14 +200,16 @@ class ShardSink:
                     frame = _rows_from_tuples(rows, labels).unique(
                         "request_id", keep="first", maintain_order=True
                     )
-                    self(frame.join(self.session.recorded, on="request_id", how="anti",
-                                    maintain_order="left"))
+                    done = pl.concat([self.session.recorded.select("request_id"),
+                                      *self.written])
+                    self(frame.join(done, on="request_id", how="anti", maintain_order="left"))
                 os.remove(path)
 
     def __call__(self, frame: pl.DataFrame) -> None:
         if frame.height:
             self.store.write_part(f"{self.prefix}-{self.attempt}-{self.count:05d}.parquet", frame)
             self.session.add(frame)
+            self.written.append(frame.select("request_id"))
             self.count += 1
             self.rows += frame.height
 
@@ -161,26 +236,24 @@ def call_shard(
 ) -> int:
     """Decide shard `index` of `phase`; returns how many results it recorded now.
 
-    A `session` lets one process (the in-process runner) keep the requests table and the
-    recorded ids in memory across shards instead of re-reading them from the store.
+    A `session` lets one process (the in-process runner) keep the requests' shard index and
+    the recorded results across shards instead of re-reading them from the store.
     """
     contract = load_contract_cached(spec.contract_path).contract
     session = session or CallSession.load(store, requests, key)
     sink = ShardSink(store, key, phase, index, session)
     decision = decision_spec(contract)
     sink.recover(decision.labels)
-    shard = phase_rows(session.requests, phase).slice(index * spec.shard_size, spec.shard_size)
-    pending = shard.join(session.recorded, on="request_id", how="anti", maintain_order="left")
+    start = index * spec.shard_size
+    shard = session.parts.rows(phase, start, start + spec.shard_size)
+    done = pl.concat([session.recorded.select("request_id"), *sink.written])
+    pending = shard.join(done, on="request_id", how="anti", maintain_order="left")
     if not pending.height:
         return sink.rows
     if phase == "transformed":
         sink(generation_error_rows(pending))
         pending = pending.filter(pl.col("pre_error_kind").is_null())
-        originals = phase_rows(session.requests, "originals").select("request_id", "case_id")
-        failed = originals.join(session.errors(), on="request_id").filter(
-            pl.col("error_kind").is_not_null()
-        ).select("case_id", "error_kind")
-        blocked = original_error_rows(pending, failed)
+        blocked = original_error_rows(pending, session.failed_originals())
         sink(blocked)
         pending = pending.join(
             blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
@@ -223,23 +296,34 @@ def finish_results(
 ) -> Manifest:
     """Publish the chunks as the results artifact once every request has exactly one row."""
     parts = store.chunk_parts("results", key)
-    ids = store.read(requests, ["request_id"])["request_id"]
-    seen: dict[str, Part] = {}
-    kept: list[Part] = []
-    for part in parts:
-        part_ids = store.read_part(part, ["request_id"])["request_id"].to_list()
-        if any(i in seen for i in part_ids):
-            # a shard retried after writing: the earlier chunk already holds these rows
-            continue
-        for i in part_ids:
-            seen[i] = part
-        kept.append(part)
-    missing = ids.filter(~ids.is_in(list(seen))).to_list()
-    if missing:
+    part_ids = [store.read_part(part, ["request_id"])["request_id"] for part in parts]
+    kept = parts
+    if part_ids and pl.concat(part_ids).is_duplicated().any():
+        kept = _without_retried(parts, part_ids)
+    kept_paths = {part.path for part in kept}
+    recorded = pl.concat([ids for part, ids in zip(parts, part_ids, strict=True)
+                          if part.path in kept_paths] or [pl.Series("request_id", [], pl.String)])
+    ids = store.read(requests, ["request_id"])
+    missing = ids.join(recorded.to_frame(), on="request_id", how="anti",
+                       maintain_order="left")["request_id"]
+    if missing.len():
         raise DecflowError(
-            f"run {spec.run_id}: {len(missing)} requests have no result yet "
+            f"run {spec.run_id}: {missing.len()} requests have no result yet "
             f"(first: {missing[0]}); finish it with --resume {spec.run_id}"
         )
     extra = {"backend": backend_info(spec), "health": health}
     schema = {name: str(dtype) for name, dtype in RESULTS_SCHEMA.items()}
     return store.publish("results", key, [], parts=kept, extra=extra, schema=schema)
+
+
+def _without_retried(parts: list[Part], part_ids: list[pl.Series]) -> list[Part]:
+    """Drop chunks of a shard retried after writing: an earlier chunk holds their rows."""
+    seen: set[str] = set()
+    kept = []
+    for part, ids in zip(parts, part_ids, strict=True):
+        listed = ids.to_list()
+        if any(i in seen for i in listed):
+            continue
+        seen.update(listed)
+        kept.append(part)
+    return kept

@@ -147,14 +147,14 @@ def run_results(
         log.info("stage results: cache hit (%s)", key[:12])
         return cached
     health = results_stage.prepare_calls(spec)
-    total = store.read(requests, ["request_id"]).height
+    total = requests.rows
     update = progress("calls", total) if progress else None
     done = 0
     session = results_stage.CallSession.load(store, requests, key)
     for phase in results_stage.PHASES:
         if phase == "transformed":
             results_stage.check_originals(spec, store, requests, key)
-        shards = -(-results_stage.phase_rows(session.requests, phase).height // spec.shard_size)
+        shards = -(-session.parts.phase_count(phase) // spec.shard_size)
         for index in range(shards):
             base = done
 
