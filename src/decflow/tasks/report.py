@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from uuid import UUID
 
@@ -51,7 +51,8 @@ def publish_report(store: Store, relative: str, key: str) -> str:
     from decflow.reports.markdown import render_markdown
 
     report = store.read_json(relative)
-    base, name = relative.rsplit(".", 1)[0], relative.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    name = PurePosixPath(relative).stem
+    base = str(PurePosixPath(relative).with_suffix(""))
     store.write_bytes(f"{base}.html", render_html(report).encode())
     status = str(report["status"]).upper()
     create_markdown_artifact(render_markdown(report), key=f"{key}-{name}",
