@@ -60,7 +60,7 @@ def deploy(file: Path, pool: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("deploy")
+    @app.command("deploy", short_help="Register the scheduled Prefect deployments.")
     def deploy_command(
         file: str = FILE_OPTION,
         pool: str = typer.Option("decflow-process", "--pool", help="Process work pool."),
@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"deployments of {path} registered; start a worker with "
                    f"`prefect worker start --pool {pool}`")
 
-    @app.command("serve")
+    @app.command("serve", short_help="Serve the scheduled Prefect deployments here.")
     def serve_command(file: str = FILE_OPTION) -> None:
         """Serve the scheduled deployments from this process (until stopped)."""
         require_api_url("serve")
