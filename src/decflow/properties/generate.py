@@ -129,33 +129,21 @@ def regeneration_status(
     property_name: str,
     config: Any,
     *,
-    seed: int,
-    case_id: str,
-    input: Input,
-    labels: Sequence[str],
-    decision_type: str,
-    text_field: str | None,
     sample: int,
     steps: Sequence[Step],
     transformed_input: Input,
     presentation: Presentation,
+    **case: Any,
 ) -> str:
     """Replay's check that the stored sample regenerates identically from the seed.
 
-    `yes` or `NO`; paraphrases are never regenerated (the stored text is re-sent).
+    `case` is what `generate` takes for the original case (seed, case_id, input, labels,
+    decision_type, text_field). `yes` or `NO`; paraphrases are never regenerated (the stored
+    text is re-sent).
     """
     if property_name == "paraphrase":
         return "n/a (stored text used)"
-    again = generate(
-        property_name,
-        config,
-        seed=seed,
-        case_id=case_id,
-        input=input,
-        labels=labels,
-        decision_type=decision_type,
-        text_field=text_field,
-    )
+    again = generate(property_name, config, **case)
     match = next((t for t in again.transformed if t.sample == sample), None)
     stored_presentation = None if presentation is None else [tuple(p) for p in presentation]
     same = (
