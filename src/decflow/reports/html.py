@@ -20,6 +20,7 @@ from decflow.reports.markdown import (
     axis_base,
     axis_rate,
     bin_edges,
+    cell,
     confidence_histogram,
     failing_checks,
     labels_of,
@@ -78,19 +79,13 @@ def e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _escape_cell(value: Any) -> str:
+    return e(json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value)
+
+
 def val(value: Any, digits: int = 3) -> str:
     """A value as escaped cell text: numbers to `digits` decimals, JSON for structures."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return num(value, digits)
-    if isinstance(value, dict | list):
-        return e(json.dumps(value, ensure_ascii=False))
-    return e(value)
+    return cell(value, digits, _escape_cell)
 
 
 def clip(value: Any, limit: int = MAX_INPUT) -> str:

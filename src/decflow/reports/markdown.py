@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from decflow.reports.text import MAX_LISTED, VERDICTS, num, preview, short_hash
@@ -120,7 +120,8 @@ def md(value: Any) -> str:
     return MD_SPECIAL.sub(r"\\\1", text)
 
 
-def cell(value: Any, digits: int = 3) -> str:
+def cell(value: Any, digits: int = 3, escape: Callable[[Any], str] = md) -> str:
+    """A value as table cell text: numbers to `digits` decimals, anything else `escape`d."""
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -129,7 +130,7 @@ def cell(value: Any, digits: int = 3) -> str:
         return str(value)
     if isinstance(value, float):
         return num(value, digits)
-    return md(value)
+    return escape(value)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
