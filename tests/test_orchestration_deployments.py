@@ -116,3 +116,13 @@ def test_cli_needs_a_server_and_does_not_import_prefect_at_load() -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
     assert "PREFECT_API_URL" in done.stderr
+
+
+def test_nightly_regression_rejects_an_unknown_mode() -> None:
+    from prefect.exceptions import ParameterTypeError
+
+    from decflow.flows.nightly_regression import nightly_regression
+
+    nightly_regression.validate_parameters({"contract": "c.yaml", "mode": "all"})
+    with pytest.raises(ParameterTypeError):
+        nightly_regression.validate_parameters({"contract": "c.yaml", "mode": "everything"})

@@ -4,7 +4,7 @@ publish artifacts, and fail the flow run when the run or the diff is FAIL."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
@@ -37,7 +37,7 @@ def no_baseline_note(decision: str, backend: str, run_id: str, store: str) -> st
 def nightly_regression(
     contract: str,
     backend: str = "default",
-    mode: str = "test",
+    mode: Literal["test", "fuzz", "all"] = "test",
     store: str = ".decflow",
     dataset: str | None = None,
     fail_on_warn: bool = False,
@@ -48,7 +48,7 @@ def nightly_regression(
 
     logger = get_run_logger()
     spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
-                   mode=mode, backend=backend, dataset=dataset)  # type: ignore[arg-type]
+                   mode=mode, backend=backend, dataset=dataset)
     run = run_stages(spec, fail_on_warn=fail_on_warn)
     decision = decision_name(contract)
     baseline = accepted_run(Store(store), decision, backend)
