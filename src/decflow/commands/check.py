@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from decflow.commands.common import check_format, emit, write_json
+from decflow.commands.common import check_format, publish
 
 
 def run_check(
@@ -69,12 +69,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check production decision records against the contract (offline)."""
         from decflow.reports.check_text import render_check
-        from decflow.reports.views import write_views
 
         check_format(fmt)
         report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn, store=store)
-        write_views(report, html=html, junit=junit, markdown=markdown)
-        if output:
-            write_json(output, report, "production report")
-        emit(report, render_check(report), fmt)
-        raise typer.Exit(report["exit_code"])
+        publish(
+            report, render_check, fmt=fmt, output=output, html=html, junit=junit,
+            markdown=markdown, what="production report",
+        )

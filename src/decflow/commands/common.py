@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -53,3 +54,24 @@ def emit(document: dict[str, Any], text: str, fmt: str) -> None:
         typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         typer.echo(text, nl=False)
+
+
+def publish(
+    report: dict[str, Any],
+    render: Callable[[dict[str, Any]], str],
+    *,
+    fmt: str,
+    output: str | None,
+    html: str | None,
+    junit: str | None,
+    markdown: str | None,
+    what: str = "report",
+) -> NoReturn:
+    """Write the asked-for views and JSON, print the report, exit with its exit code."""
+    from decflow.reports.views import write_views
+
+    write_views(report, html=html, junit=junit, markdown=markdown)
+    if output:
+        write_json(output, report, what)
+    emit(report, render(report), fmt)
+    raise typer.Exit(report["exit_code"])

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
-from decflow.commands.common import check_format, emit, open_store, reject_options, write_json
+from decflow.commands.common import check_format, open_store, publish, reject_options
 from decflow.errors import DecflowError
 
 
@@ -110,14 +110,13 @@ def execute(options: RunOptions) -> dict[str, Any]:
                             fail_on_warn=options.fail_on_warn)
 
 
-def finish(options: RunOptions, report: dict[str, Any]) -> None:
-    from decflow.reports.views import render_text, write_views
+def finish(options: RunOptions, report: dict[str, Any]) -> NoReturn:
+    from decflow.reports.views import render_text
 
-    write_views(report, html=options.html, junit=options.junit, markdown=options.markdown)
-    if options.output:
-        write_json(options.output, report)
-    emit(report, render_text(report), options.fmt)
-    raise typer.Exit(report["exit_code"])
+    publish(
+        report, render_text, fmt=options.fmt, output=options.output, html=options.html,
+        junit=options.junit, markdown=options.markdown,
+    )
 
 
 def _validate(options: RunOptions) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 import decflow
-from decflow.commands.common import check_format, emit, open_store, write_json
+from decflow.commands.common import check_format, open_store, publish
 from decflow.errors import DecflowError
 from decflow.pipeline.spec import now_iso
 
@@ -209,7 +209,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare two runs case by case and gate the regression."""
         from decflow.reports.diff_text import render_diff
-        from decflow.reports.views import write_views
 
         check_format(fmt)
         report = run_diff(
@@ -220,8 +219,7 @@ def register(app: typer.Typer) -> None:
             fail_on_warn=fail_on_warn,
             store=store,
         )
-        write_views(report, html=html, junit=junit, markdown=markdown)
-        if output:
-            write_json(output, report, "diff")
-        emit(report, render_diff(report), fmt)
-        raise typer.Exit(report["exit_code"])
+        publish(
+            report, render_diff, fmt=fmt, output=output, html=html, junit=junit,
+            markdown=markdown, what="diff",
+        )

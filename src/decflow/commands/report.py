@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from decflow.commands.common import check_format, emit, open_store, write_json
+from decflow.commands.common import check_format, open_store, publish
 from decflow.errors import DecflowError
 
 
@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
         markdown: str | None = typer.Option(None, "--markdown"),
     ) -> None:
         """Show a stored run or report; with -c, re-gate it without calling any backend."""
-        from decflow.reports.views import render_text, write_views
+        from decflow.reports.views import render_text
 
         check_format(fmt)
         opened = open_store(store)
@@ -79,8 +79,7 @@ def register(app: typer.Typer) -> None:
                 report = regate_inline(report, loaded, contract, fail_on_warn=fail_on_warn)
         elif fail_on_warn and report["status"] == "warn":
             report = {**report, "exit_code": 1}
-        write_views(report, html=html, junit=junit, markdown=markdown)
-        if output:
-            write_json(output, report)
-        emit(report, render_text(report), fmt)
-        raise typer.Exit(report["exit_code"])
+        publish(
+            report, render_text, fmt=fmt, output=output, html=html, junit=junit,
+            markdown=markdown,
+        )
