@@ -271,7 +271,8 @@ class RemoteCaller:
         on_result: Callable[[tuple[Any, ...]], None] | None = None,
     ) -> None:
         """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`
-        (and each one to `on_result` as soon as it is finished)."""
+        (and each one to `on_result` as soon as it is finished, before its concurrency slot
+        is released)."""
         semaphore = asyncio.Semaphore(self.max_concurrency)
         pending_rows: list[tuple[Any, ...]] = []
 
@@ -282,7 +283,11 @@ class RemoteCaller:
 
         async def guarded(row: tuple[Any, ...]) -> tuple[Any, ...]:
             async with semaphore:
-                return await self._one(*row)
+                result = await self._one(*row)
+                # recorded before the slot frees: at most max_concurrency are unrecorded
+                if on_result is not None:
+                    on_result(result)
+                return result
 
         rows = zip(
             requests["request_id"],
@@ -294,10 +299,7 @@ class RemoteCaller:
         tasks = [asyncio.ensure_future(guarded(row)) for row in rows]
         try:
             for finished in asyncio.as_completed(tasks):
-                row = await finished
-                if on_result is not None:
-                    on_result(row)
-                pending_rows.append(row)
+                pending_rows.append(await finished)
                 if len(pending_rows) >= chunk_size:
                     flush()
         finally:
