@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from decflow.data.strict_json import unique_keys
 from decflow.errors import DatasetError
 
 CASES_SCHEMA = {
@@ -51,24 +52,13 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key '{key}'")
-        out[key] = value
-    return out
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"invalid JSON value {name}")
 
 
 def strict_json_loads(text: str) -> Any:
     """json.loads that rejects duplicate keys and NaN/Infinity literals."""
-    return json.loads(
-        text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant
-    )
+    return json.loads(text, object_pairs_hook=unique_keys, parse_constant=_reject_constant)
 
 
 class _RowChecker:

@@ -18,6 +18,8 @@ from typing import Any
 
 import polars as pl
 
+from decflow.data.strict_json import unique_keys
+
 RECORD_FIELDS = (
     "id",
     "timestamp",
@@ -325,18 +327,9 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key '{key}'")
-        out[key] = value
-    return out
-
-
 def loads_strict(text: str | bytes) -> Any:
     """`json.loads` that rejects duplicate keys (raises ValueError)."""
-    return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    return json.loads(text, object_pairs_hook=unique_keys)
 
 
 def explain_line(line: str | bytes, spec: RecordSpec) -> str | None:
