@@ -55,16 +55,25 @@ def reliability(
     bin_index = calibration_bin_index(confidence, n_bins)
     order = np.argsort(bin_index, kind="stable")
     counts = np.bincount(bin_index, minlength=n_bins)
-    correct_counts = np.bincount(bin_index, weights=correct.astype(np.float64), minlength=n_bins)
+    correct_counts = np.bincount(bin_index, minlength=n_bins, weights=correct.astype(np.float64))
     starts = np.concatenate(([0], np.cumsum(counts)))
     sorted_confidence = confidence[order]
-    total = int(counts.sum())
+    means = [exact_mean(sorted_confidence[starts[i] : starts[i + 1]]) for i in range(n_bins)]
+    return reliability_from_bins(counts.tolist(), means, correct_counts.astype(np.int64).tolist())
+
+
+def reliability_from_bins(
+    counts: Sequence[int], mean_confidences: Sequence[float | None], correct: Sequence[int]
+) -> tuple[list[dict[str, Any]], float | None]:
+    """`reliability` from per-bin case counts, mean confidences and correct counts."""
+    n_bins = len(counts)
+    total = sum(counts)
     bins: list[dict[str, Any]] = []
     gaps: list[float] = []
-    for i in range(n_bins):
-        count = int(counts[i])
-        mean_confidence = exact_mean(sorted_confidence[starts[i] : starts[i + 1]])
-        accuracy = int(correct_counts[i]) / count if count else None
+    for i, (count, mean_confidence, hits) in enumerate(
+        zip(counts, mean_confidences, correct, strict=True)
+    ):
+        accuracy = hits / count if count else None
         if mean_confidence is not None and accuracy is not None:
             gaps.append(count / total * abs(accuracy - mean_confidence))
         bins.append(

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from decflow.metrics.golden import NLL_FLOOR, calibration_bin_index
+from decflow.metrics.golden import NLL_FLOOR, calibration_bin_index, reliability_from_bins
 from decflow.metrics.numeric import row_sums
 from decflow.metrics.partial_sums import group_sums, to_float
 
@@ -352,26 +352,13 @@ def _ratio(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
-def _reliability(stats: GroupStats, n_bins: int) -> tuple[list[dict[str, Any]], float | None]:
-    bins = []
-    gaps = []
-    total = stats.with_correctness
-    for i in range(n_bins):
-        count = stats.bin_count[i]
-        mean = to_float(stats.bin_confidence[i]) / count if count else None
-        accuracy = stats.bin_correct[i] / count if count else None
-        if mean is not None and accuracy is not None:
-            gaps.append(count / total * abs(accuracy - mean))
-        bins.append(
-            {
-                "lower": i / n_bins,
-                "upper": (i + 1) / n_bins,
-                "count": count,
-                "mean_confidence": mean,
-                "accuracy": accuracy,
-            }
-        )
-    return bins, (math.fsum(gaps) if total else None)
+def _reliability(stats: GroupStats) -> tuple[list[dict[str, Any]], float | None]:
+    counts = stats.bin_count
+    means = [
+        to_float(total) / count if count else None
+        for total, count in zip(stats.bin_confidence, counts, strict=True)
+    ]
+    return reliability_from_bins(counts, means, stats.bin_correct)
 
 
 def _spread(n: int, exact_sum: int, values: ValueCounts, *, total: bool) -> Metrics:
@@ -386,7 +373,7 @@ def _spread(n: int, exact_sum: int, values: ValueCounts, *, total: bool) -> Metr
 def production_metrics(stats: GroupStats, n_bins: int, threshold: float | None) -> Metrics:
     """The report's `metrics` object (DecGuard 0.1 keys and order)."""
     accuracy = _ratio(stats.n_correct, stats.with_correctness)
-    reliability, ece = _reliability(stats, n_bins)
+    reliability, ece = _reliability(stats)
     metrics: Metrics = {
         "counts": {
             "total": stats.total,
