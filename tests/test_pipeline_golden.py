@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from tests.cli_helpers import run_cli
+from tests.compare import close
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 EXAMPLES = REFERENCE / "decguard-examples"
@@ -28,16 +28,6 @@ def golden_run(tmp_path: Path, example: str, *extra: str) -> dict[str, object]:
     report = json.loads(out.read_text())
     assert code == report["exit_code"]
     return report
-
-
-def close(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
 
 
 @pytest.mark.parametrize(

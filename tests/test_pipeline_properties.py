@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 
 from tests.cli_helpers import run_cli
+from tests.compare import close
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 EXAMPLES = REFERENCE / "decguard-examples"
@@ -33,16 +33,6 @@ def fuzz(tmp_path: Path, example: str, *args: str) -> dict:
     return report
 
 
-def same(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 @pytest.mark.parametrize(("run", "example", "vector", "args"), RUNS)
 def test_fuzz_summaries_equal_reference(tmp_path, run, example, vector, args):
     expected = json.loads((VECTORS / vector).read_text())
@@ -52,7 +42,7 @@ def test_fuzz_summaries_equal_reference(tmp_path, run, example, vector, args):
     for mine, ref in zip(section["summaries"], expected["summaries"], strict=True):
         extra = {k: v for k, v in mine.items() if k not in ref}
         assert set(extra) <= {"rerun_evidence"}
-        assert same({k: v for k, v in mine.items() if k in ref}, ref), mine["property"]
+        assert close({k: v for k, v in mine.items() if k in ref}, ref), mine["property"]
     assert section["skipped"] == expected["skipped"]
     assert report["checks"] == expected["checks"]
     assert (report["status"], report["exit_code"]) == (expected["status"], expected["exit_code"])
