@@ -554,3 +554,43 @@ def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
     assert "error: http backend 'staging': environment variable DECGUARD_STAGING_TOKEN" \
         in done.stderr
     assert "Traceback" not in done.stderr
+
+
+REPLAY = """
+import json, sys
+from decflow.flows.common import GateFailed
+from decflow.flows.replay import replay
+
+try:
+    replay(sys.argv[1], store="store")
+except GateFailed as exc:
+    open("replay-failed.txt", "w").write(str(exc))
+"""
+
+
+def test_replay_flow_reproduces_stored_failures(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    fuzz = decflow(env, project, "fuzz", "refund/decflow.yaml", "-b", "order_sensitive",
+                   "--no-prefect", "--store", "store", "-p", "option_order", "-o", "fuzz.json")
+    assert fuzz.returncode == 1, fuzz.stderr  # the position-biased model fails option_order
+    run_id = json.loads((project / "fuzz.json").read_text())["run"]["id"]
+    direct = decflow(env, project, "replay", run_id, "--store", "store", "-f", "json")
+    assert direct.returncode == 1, direct.stderr
+    expected = json.loads(direct.stdout)
+    flowed = subprocess.run([sys.executable, "-c", REPLAY, run_id], env=env, cwd=project,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert flowed.returncode == 0, flowed.stderr
+    assert "FAIL" in (project / "replay-failed.txt").read_text()
+
+    async def find(client: Any) -> list[Any]:
+        return [r for r in await client.read_flow_runs() if r.name == f"replay-{run_id}"]
+
+    (flow_run,) = api_call(prefect_api, find)
+    assert flow_run.state.is_failed()
+    seen = recorded(prefect_api, flow_run.id, 1)
+    assert {base_name(t) for t in seen["tasks"]} == {"replay"}
+    (note,) = [a.data for a in seen["artifacts"] if a.type == "markdown"]
+    reproduced = [o for o in expected["outcomes"] if o["reproduced"]]
+    assert reproduced and f"Replay of {run_id}: FAIL" in note
