@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -24,9 +23,9 @@ from decflow.backends.engine import check_probabilities
 from decflow.backends.http import HttpBackend
 from decflow.contracts.providers import HttpSettings
 from decflow.errors import ConfigurationError
+from tests.backend_helpers import decide, run
 from tests.servers.recording import Recorded, RecordingServer, Reply
 
-T = TypeVar("T")
 SPEC = DecisionSpec("refund_request", "choice", ("refund", "reject", "review"), "Refund?")
 GOOD = {"probabilities": {"refund": 0.7, "reject": 0.1, "review": 0.2}}
 
@@ -36,21 +35,6 @@ def make(
 ) -> HttpBackend:
     validated = HttpSettings.model_validate({"url": url, **settings})
     return HttpBackend("default", model, validated, spec)
-
-
-def run(backend: HttpBackend, work: Callable[[HttpBackend], Awaitable[T]]) -> T:
-    async def scenario() -> T:
-        try:
-            return await work(backend)
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(scenario())
-
-
-def decide(backend: HttpBackend, labels: tuple[str, ...] | None = None, text: Any = "x") -> Any:
-    spec = SPEC if labels is None else DecisionSpec(SPEC.name, SPEC.type, labels)
-    return run(backend, lambda b: b.predict(DecisionRequest("r1", spec, text)))
 
 
 def free_port() -> int:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from decflow.backends.base import (
     BackendUnavailable,
-    DecisionRequest,
     DecisionSpec,
     InvalidResponse,
 )
@@ -22,10 +19,10 @@ from decflow.backends.openai import (
 )
 from decflow.contracts.providers import OpenAISettings
 from decflow.errors import ConfigurationError
+from tests.backend_helpers import decide, run
 from tests.servers.fake_openai import SERVED_MODEL, FakeOpenAI
 from tests.servers.recording import RecordingServer, Reply
 
-T = TypeVar("T")
 TEAM = DecisionSpec("support_team", "choice", ("billing", "shipping", "technical"),
                     "Which team should handle this ticket?")
 
@@ -33,22 +30,6 @@ TEAM = DecisionSpec("support_team", "choice", ("billing", "shipping", "technical
 def make(server: RecordingServer, spec: DecisionSpec = TEAM, **settings: Any) -> OpenAIBackend:
     validated = OpenAISettings.model_validate({"url": server.url("/v1"), **settings})
     return OpenAIBackend("default", "smollm2-135m", validated, spec)
-
-
-def run(backend: OpenAIBackend, work: Callable[[OpenAIBackend], Awaitable[T]]) -> T:
-    async def scenario() -> T:
-        try:
-            return await work(backend)
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(scenario())
-
-
-def decide(backend: OpenAIBackend, labels: tuple[str, ...] | None = None, text: Any = "x") -> Any:
-    spec = backend.decision if labels is None else DecisionSpec(
-        backend.decision.name, backend.decision.type, labels, backend.decision.description)
-    return run(backend, lambda b: b.predict(DecisionRequest("r1", spec, text)))
 
 
 # -- logprobs readout -----------------------------------------------------------------------
