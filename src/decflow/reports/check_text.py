@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import decflow
-from decflow.reports.text import num, short_hash
+from decflow.reports.text import checks, num, short_hash
 
 VERDICTS = {
     "pass": "PASS: all post-deployment gates hold",
@@ -88,19 +88,6 @@ def _segment_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _check_lines(report: dict[str, Any]) -> list[str]:
-    if not report["checks"]:
-        return []
-    lines = ["", "  Checks"]
-    for check in report["checks"]:
-        tag = " (warning)" if check["level"] == "warning" else ""
-        lines.append(
-            f"    {check['status'].upper():<4}  {check['gate']:<{GATE_WIDTH}} "
-            f"{check['message']}{tag}"
-        )
-    return lines
-
-
 def render_check(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
     contract, dataset = report["contract"], report["dataset"]
@@ -113,7 +100,7 @@ def render_check(report: dict[str, Any]) -> str:
         *_metric_lines(report["metrics"]),
         *_baseline_lines(report),
         *_segment_lines(report),
-        *_check_lines(report),
+        *checks(report, GATE_WIDTH),
         "",
         VERDICTS[report["status"]],
     ]

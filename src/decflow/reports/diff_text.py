@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import decflow
-from decflow.reports.text import num, preview
+from decflow.reports.text import checks, num, preview
 
 VERDICTS = {
     "pass": "PASS: no regression gate is violated",
@@ -78,16 +78,6 @@ def _segments(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _checks(report: dict[str, Any]) -> list[str]:
-    lines = ["", "  Checks"]
-    for check in report["checks"]:
-        tag = " (warning)" if check["level"] == "warning" else ""
-        lines.append(
-            f"    {check['status'].upper():<4}  {check['gate']:<30} {check['message']}{tag}"
-        )
-    return lines
-
-
 def _answer(selected: str | None, confidence: float | None) -> str:
     return "error" if selected is None else f"{selected} ({confidence:.3g})"
 
@@ -135,7 +125,7 @@ def render_diff(report: dict[str, Any]) -> str:
         *_summary(report),
         *_metrics(report),
         *_segments(report),
-        *_checks(report),
+        *checks(report, gate_width=30),
         *_changes(report),
         "",
         VERDICTS[report["status"]],

@@ -94,14 +94,15 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def checks(report: dict[str, Any]) -> list[str]:
+def checks(report: dict[str, Any], gate_width: int = 38) -> list[str]:
+    """The Checks block of the run, check and diff views (gate names padded to `gate_width`)."""
     if not report["checks"]:
         return []
     lines = ["", "  Checks"]
     for check in report["checks"]:
         tag = " (warning)" if check["level"] == "warning" else ""
         status = check["status"].upper()
-        lines.append(f"    {status:<4}  {check['gate']:<38} {check['message']}{tag}")
+        lines.append(f"    {status:<4}  {check['gate']:<{gate_width}} {check['message']}{tag}")
     return lines
 
 
