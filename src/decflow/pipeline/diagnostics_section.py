@@ -76,7 +76,8 @@ def _rows(store: Store, manifests: dict[str, Manifest]) -> _Rows:
     requests = store.read(
         manifests["requests"],
         ["request_id", "case_id", "property", "sample", "input_text", "input_json"],
-    ).filter(pl.col("property").is_in(wanted))
+        where=pl.col("property").is_in(wanted),
+    )
     results = store.read(
         manifests["results"], ["request_id", "selected", "probabilities", "error_kind"]
     )

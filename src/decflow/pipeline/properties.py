@@ -8,6 +8,7 @@ the report is built, so re-gating a stored run with new limits needs no backend 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -44,23 +45,57 @@ def _direction(config: Any) -> str:
     return getattr(config, "direction", "increasing") or "increasing"
 
 
-def joined_transformed(store: Store, manifests: dict[str, Manifest]) -> pl.DataFrame:
+def joined_transformed(
+    store: Store,
+    manifests: dict[str, Manifest],
+    *,
+    requests: Sequence[str] | None = None,
+    results: Sequence[str] | None = None,
+    original_inputs: bool = True,
+    where: pl.Expr | None = None,
+) -> pl.DataFrame:
     """Transformed property requests with their result, their original's input and
-    probabilities."""
-    requests = store.read(manifests["requests"])
-    results = store.read(manifests["results"])
-    with_results = requests.join(results, on="request_id", how="left", maintain_order="left")
-    originals = with_results.filter(pl.col("property") == "").select(
-        "case_id",
-        pl.col("probabilities").alias("original_probabilities"),
-        pl.col("input_text").alias("original_text"),
-        pl.col("input_json").alias("original_json"),
-    )
+    probabilities.
+
+    `requests` / `results` name the columns wanted besides request_id, case_id, property and
+    probabilities (default: all), `original_inputs=False` leaves out the original's text and
+    JSON, and `where` keeps only the requests it matches; requests are filtered part by part,
+    so only the wanted rows and columns are ever held.
+    """
     # Reruns and persona arms are judged by the diagnostics section, not as properties.
     metamorphic = (pl.col("property") != "") & ~pl.col("property").is_in(DIAGNOSTIC_PROPERTIES)
-    return with_results.filter(metamorphic).join(
-        originals, on="case_id", how="left", maintain_order="left"
+    wanted = metamorphic if where is None else metamorphic & where
+    inputs = ["input_text", "input_json"] if original_inputs else []
+    request_columns = None if requests is None else list(
+        dict.fromkeys(["request_id", "case_id", "property", *requests])
     )
+    read_columns = None if request_columns is None else list(
+        dict.fromkeys([*request_columns, *inputs])
+    )
+    transformed, originals = [], []
+    for part in manifests["requests"].parts:
+        table = store.read_part(part, read_columns)
+        found = table.filter(wanted)
+        transformed.append(found if request_columns is None else found.select(request_columns))
+        originals.append(
+            table.filter(pl.col("property") == "").select("request_id", "case_id", *inputs)
+        )
+    rows = pl.concat(transformed, how="vertical")
+    result_columns = None if results is None else list(
+        dict.fromkeys(["request_id", "probabilities", *results])
+    )
+    # Not filtered by id: a set of ids hashed again for each of hundreds of result chunks
+    # costs more than joining the narrow columns once.
+    answers = store.read(manifests["results"], result_columns)
+    with_results = rows.join(answers, on="request_id", how="left", maintain_order="left")
+    original = pl.concat(originals, how="vertical").join(
+        answers.select("request_id", original_probabilities="probabilities"),
+        on="request_id", how="left", maintain_order="left",
+    ).select(
+        "case_id", "original_probabilities",
+        *[pl.col(name).alias(name.replace("input", "original")) for name in inputs],
+    )
+    return with_results.join(original, on="case_id", how="left", maintain_order="left")
 
 
 def _comparison_of(frame: pl.DataFrame) -> Comparison:
@@ -86,7 +121,9 @@ def stage_comparisons(spec: RunSpec, store: Store, manifests: dict[str, Manifest
     cached = store.manifest("comparisons", key)
     if cached is not None:
         return cached
-    joined = joined_transformed(store, manifests).filter(pl.col("error_kind").is_null())
+    joined = joined_transformed(
+        store, manifests, requests=[], results=["error_kind"], original_inputs=False
+    ).filter(pl.col("error_kind").is_null())
     width = len(contract.decision.labels)
     configs = dict(contract.properties.enabled())
     frames = []
@@ -142,7 +179,6 @@ def stage_minimized(spec: RunSpec, store: Store, manifests: dict[str, Manifest])
     if not minimize_enabled(spec, contract):
         return store.publish("minimized", key, empty)
     comparisons = store.read(manifests["comparisons"])
-    joined = joined_transformed(store, manifests)
     jobs, ids = [], []
     configs = dict(contract.properties.enabled())
     labels = contract.decision.labels
@@ -155,6 +191,11 @@ def stage_minimized(spec: RunSpec, store: Store, manifests: dict[str, Manifest])
         failing = np.flatnonzero(verdict.limit_violated | verdict.flip_violated)
         if not len(failing):
             continue
+        failing_ids = rows["request_id"].gather(failing)
+        joined = joined_transformed(
+            store, manifests, requests=["steps_json"], results=[],
+            where=pl.col("request_id").is_in(failing_ids.implode()),
+        ).drop("case_id", "property")
         details = rows[failing.tolist()].join(
             joined, on="request_id", how="left", maintain_order="left"
         )

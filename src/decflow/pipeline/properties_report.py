@@ -42,7 +42,11 @@ def properties_section(
     contract = loaded.contract
     labels = tuple(contract.decision.labels)
     requests_extra = manifests["requests"].extra
-    joined = joined_transformed(store, manifests)
+    # Only what the summaries need of every transformed request; the listed failures and
+    # the paraphrase inputs are read for their own rows.
+    joined = joined_transformed(
+        store, manifests, requests=[], results=["error_kind"], original_inputs=False
+    )
     comparisons = store.read(manifests["comparisons"])
     minimized = store.read(manifests["minimized"]) if "minimized" in manifests else None
     reduced_of = (
@@ -83,12 +87,23 @@ def properties_section(
             direction=getattr(config, "direction", "increasing") or "increasing",
         )
         if prop == "paraphrase":
-            summary["rerun_evidence"] = _is_identity(rows)
+            summary["rerun_evidence"] = _is_identity(joined_transformed(
+                store, manifests, requests=["input_text", "input_json"], results=[],
+                where=pl.col("property") == prop,
+            ))
         summaries.append(summary)
         checks.extend(c.to_dict() for c in property_checks(summary, prop, config, relation))
-        failures.extend(
-            _failures(rows, labels, failing_ids, violations_of, comparison_of, reduced_of)
-        )
+        listed = rows.filter(
+            pl.col("request_id").is_in(list(failing_ids))
+            | (pl.col("error_kind").is_not_null() & (pl.col("error_kind") != ORIGINAL_ERROR))
+        )["request_id"]
+        if listed.len():
+            details = joined_transformed(
+                store, manifests, where=pl.col("request_id").is_in(listed.implode())
+            )
+            failures.extend(
+                _failures(details, labels, violations_of, comparison_of, reduced_of)
+            )
     seed = run_seed(spec, contract)
     return {
         "seed": seed,
@@ -114,19 +129,15 @@ def _is_identity(rows: pl.DataFrame) -> bool:
 
 
 def _failures(
-    rows: pl.DataFrame,
+    listed: pl.DataFrame,
     labels: tuple[str, ...],
-    failing_ids: set[str],
     violations_of: dict[str, list[str]],
     comparison_of: dict[str, dict[str, Any]],
     reduced_of: dict[str, str | None],
 ) -> list[dict[str, Any]]:
+    """The listed transformed cases (failing or errored), every column of each."""
     items = []
     width = len(labels)
-    listed = rows.filter(
-        pl.col("request_id").is_in(list(failing_ids))
-        | (pl.col("error_kind").is_not_null() & (pl.col("error_kind") != ORIGINAL_ERROR))
-    )
     for row in listed.iter_rows(named=True):
         rid = row["request_id"]
         errored = row["error_kind"] is not None

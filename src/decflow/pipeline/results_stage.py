@@ -10,6 +10,7 @@ its results as chunk files named after the shard.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import uuid
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Part, Store, stage_key
 
 PHASES = ("originals", "transformed")
+CHUNK = "chunk-"  # results are written as chunk-<phase initial><shard>-… files
 VERSION = "1"
 
 
@@ -48,6 +50,14 @@ def phase_rows(requests: pl.DataFrame, phase: str) -> pl.DataFrame:
 
 def shard_count(store: Store, spec: RunSpec, requests: Manifest, phase: str) -> int:
     return -(-RequestParts(store, requests).phase_count(phase) // spec.shard_size)
+
+
+def original_result_parts(results: Manifest) -> Manifest:
+    """The results artifact without the chunks of the `transformed` phase (see `ShardSink`
+    for the names), which hold no original's result."""
+    prefix = f"{CHUNK}{PHASES[1][0]}"
+    kept = tuple(p for p in results.parts if not p.path.rsplit("/", 1)[-1].startswith(prefix))
+    return dataclasses.replace(results, parts=kept)
 
 
 # What calling needs of a request (the stored steps stay on disk).
@@ -181,7 +191,7 @@ class ShardSink:
     ) -> None:
         self.store = store
         self.folder = store.stage_prefix("results", key)
-        self.name = f"chunk-{phase[0]}{index:06d}"
+        self.name = f"{CHUNK}{phase[0]}{index:06d}"
         self.prefix = f"{self.folder}/{self.name}"
         self.attempt = uuid.uuid4().hex[:8]
         self.session = session

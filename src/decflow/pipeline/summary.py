@@ -14,6 +14,7 @@ import decflow
 from decflow.gates import Check, status_of
 from decflow.pipeline.diagnostics_section import diagnostics_section
 from decflow.pipeline.golden import golden_section, originals
+from decflow.pipeline.results_stage import original_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 
@@ -51,6 +52,12 @@ def model_version(results: pl.DataFrame) -> str | None:
     return versions[0] if len(versions) == 1 else None
 
 
+def _model_versions(store: Store, manifest: Manifest) -> pl.DataFrame:
+    """The distinct model versions of every result, read part by part."""
+    frames = [store.read_part(p, ["model_version"]).unique() for p in manifest.parts]
+    return pl.concat(frames).unique() if frames else pl.DataFrame({"model_version": []})
+
+
 def build_report(
     loaded: Any,
     spec: RunSpec,
@@ -62,7 +69,8 @@ def build_report(
     contract = loaded.contract
     cases_manifest, results_manifest = manifests["cases"], manifests["results"]
     cases = store.read(cases_manifest)
-    results = store.read(results_manifest)
+    # The transformed results are read by the sections that use them.
+    results = store.read(original_result_parts(results_manifest))
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
     golden = golden_section(
@@ -106,7 +114,7 @@ def build_report(
             "name": backend_info["name"],
             "provider": backend_info["provider"],
             "model": backend_info["model"],
-            "model_version": model_version(results),
+            "model_version": model_version(_model_versions(store, results_manifest)),
             "details": backend_info["details"],
         },
         "health": results_manifest.extra.get("health"),

@@ -211,8 +211,17 @@ class Store:
         self.write_json(f"{prefix}/{MANIFEST}", manifest.to_dict())
         return manifest
 
-    def read(self, manifest: Manifest, columns: Sequence[str] | None = None) -> pl.DataFrame:
-        frames = [self.read_part(p, columns) for p in manifest.parts]
+    def read(
+        self,
+        manifest: Manifest,
+        columns: Sequence[str] | None = None,
+        where: pl.Expr | None = None,
+    ) -> pl.DataFrame:
+        """The artifact's rows (only `columns`; only rows matching `where`, filtered part by
+        part so the unfiltered table is never in memory at once)."""
+        frames = [self.read_part(p, columns) for p in manifest.parts] if where is None else [
+            self.read_part(p, columns).filter(where) for p in manifest.parts
+        ]
         if not frames:
             return pl.DataFrame()
         return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
