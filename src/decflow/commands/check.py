@@ -6,7 +6,16 @@ from typing import Any
 
 import typer
 
-from decflow.commands.common import check_format, publish
+from decflow.commands.common import (
+    FAIL_ON_WARN_OPTION,
+    FORMAT_OPTION,
+    HTML_OPTION,
+    JUNIT_OPTION,
+    MARKDOWN_OPTION,
+    OUTPUT_OPTION,
+    check_format,
+    publish,
+)
 
 
 def run_check(
@@ -57,12 +66,12 @@ def register(app: typer.Typer) -> None:
         baseline: str | None = typer.Option(
             None, "--baseline", help="Baseline records, or an earlier check report."
         ),
-        output: str | None = typer.Option(None, "-o", "--output"),
-        fmt: str = typer.Option("text", "-f", "--format"),
-        fail_on_warn: bool = typer.Option(False, "--fail-on-warn"),
-        html: str | None = typer.Option(None, "--html"),
-        junit: str | None = typer.Option(None, "--junit"),
-        markdown: str | None = typer.Option(None, "--markdown"),
+        output: str | None = OUTPUT_OPTION,
+        fmt: str = FORMAT_OPTION,
+        fail_on_warn: bool = FAIL_ON_WARN_OPTION,
+        html: str | None = HTML_OPTION,
+        junit: str | None = JUNIT_OPTION,
+        markdown: str | None = MARKDOWN_OPTION,
         store: str | None = typer.Option(
             None, "--store", help="Publish the records/aggregates stages to this store."
         ),

@@ -15,6 +15,18 @@ from decflow.errors import DecflowError
 FORMATS = ("text", "json")
 DEFAULT_STORE = ".decflow"
 
+# Options several commands take, declared once so their flags, defaults and help agree.
+BACKEND_OPTION = typer.Option("default", "-b", "--backend")
+FAIL_ON_WARN_OPTION = typer.Option(False, "--fail-on-warn")
+FORMAT_OPTION = typer.Option("text", "-f", "--format", help="text or json.")
+HEALTHCHECK_OPTION = typer.Option(True, "--healthcheck/--no-healthcheck")
+HTML_OPTION = typer.Option(None, "--html", help="Write HTML here.")
+JUNIT_OPTION = typer.Option(None, "--junit", help="Write JUnit XML here.")
+MARKDOWN_OPTION = typer.Option(None, "--markdown", help="Write Markdown here.")
+MAX_CONCURRENCY_OPTION = typer.Option(None, "--max-concurrency", min=1, max=256)
+OUTPUT_OPTION = typer.Option(None, "-o", "--output", help="Write JSON here.")
+STORE_OPTION = typer.Option(None, "--store", help="Store URL (.decflow).")
+
 
 def store_url(option: str | None) -> str:
     return option or os.environ.get("DECFLOW_STORE") or DEFAULT_STORE

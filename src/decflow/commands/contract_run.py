@@ -12,8 +12,32 @@ from typing import Any, NoReturn
 
 import typer
 
-from decflow.commands.common import check_format, open_store, publish, reject_options
+from decflow.commands.common import (
+    BACKEND_OPTION,
+    FAIL_ON_WARN_OPTION,
+    FORMAT_OPTION,
+    HEALTHCHECK_OPTION,
+    HTML_OPTION,
+    JUNIT_OPTION,
+    MARKDOWN_OPTION,
+    MAX_CONCURRENCY_OPTION,
+    OUTPUT_OPTION,
+    STORE_OPTION,
+    check_format,
+    open_store,
+    publish,
+    reject_options,
+)
 from decflow.errors import DecflowError
+
+# The run options `decflow stability` shares with test and fuzz.
+CONTRACT_ARGUMENT = typer.Argument(..., help="Contract file.")
+DATASET_OPTION = typer.Option(None, "-d", "--dataset")
+RESUME_OPTION = typer.Option(None, "--resume", help="Finish run RUN.")
+FROM_STAGE_OPTION = typer.Option(None, "--from-stage")
+PREFECT_OPTION = typer.Option(None, "--prefect/--no-prefect")
+TASK_RUNNER_OPTION = typer.Option("thread", "--task-runner")
+DASK_ADDRESS_OPTION = typer.Option(None, "--dask-address")
 
 
 @dataclass
@@ -144,29 +168,27 @@ def _validate(options: RunOptions) -> None:
 def register(app: typer.Typer) -> None:
     def command(mode_name: str) -> Any:
         def run_command(
-            contract: str = typer.Argument(..., help="Contract file."),
+            contract: str = CONTRACT_ARGUMENT,
             all_: bool = typer.Option(False, "--all", help="Golden gates + properties."),
-            dataset: str | None = typer.Option(None, "-d", "--dataset"),
-            backend: str = typer.Option("default", "-b", "--backend"),
-            output: str | None = typer.Option(None, "-o", "--output", help="Write JSON here."),
-            fmt: str = typer.Option("text", "-f", "--format", help="text or json."),
-            max_concurrency: int | None = typer.Option(
-                None, "--max-concurrency", min=1, max=256
-            ),
-            fail_on_warn: bool = typer.Option(False, "--fail-on-warn"),
-            healthcheck: bool = typer.Option(True, "--healthcheck/--no-healthcheck"),
+            dataset: str | None = DATASET_OPTION,
+            backend: str = BACKEND_OPTION,
+            output: str | None = OUTPUT_OPTION,
+            fmt: str = FORMAT_OPTION,
+            max_concurrency: int | None = MAX_CONCURRENCY_OPTION,
+            fail_on_warn: bool = FAIL_ON_WARN_OPTION,
+            healthcheck: bool = HEALTHCHECK_OPTION,
             seed: int | None = typer.Option(None, "--seed", min=0),
             properties: list[str] = typer.Option([], "-p", "--property"),
             minimize: bool | None = typer.Option(None, "--minimize/--no-minimize"),
-            store: str | None = typer.Option(None, "--store", help="Store URL (.decflow)."),
-            resume: str | None = typer.Option(None, "--resume", help="Finish run RUN."),
-            from_stage: str | None = typer.Option(None, "--from-stage"),
-            html: str | None = typer.Option(None, "--html"),
-            junit: str | None = typer.Option(None, "--junit"),
-            markdown: str | None = typer.Option(None, "--markdown"),
-            prefect: bool | None = typer.Option(None, "--prefect/--no-prefect"),
-            task_runner: str = typer.Option("thread", "--task-runner"),
-            dask_address: str | None = typer.Option(None, "--dask-address"),
+            store: str | None = STORE_OPTION,
+            resume: str | None = RESUME_OPTION,
+            from_stage: str | None = FROM_STAGE_OPTION,
+            html: str | None = HTML_OPTION,
+            junit: str | None = JUNIT_OPTION,
+            markdown: str | None = MARKDOWN_OPTION,
+            prefect: bool | None = PREFECT_OPTION,
+            task_runner: str = TASK_RUNNER_OPTION,
+            dask_address: str | None = DASK_ADDRESS_OPTION,
         ) -> None:
             if mode_name == "fuzz" and all_:
                 raise typer.BadParameter("fuzz always runs properties only", param_hint="--all")

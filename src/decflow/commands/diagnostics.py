@@ -11,29 +11,53 @@ from typing import Any
 
 import typer
 
-from decflow.commands.contract_run import RunOptions, _validate, execute, finish
+from decflow.commands.common import (
+    BACKEND_OPTION,
+    FAIL_ON_WARN_OPTION,
+    FORMAT_OPTION,
+    HEALTHCHECK_OPTION,
+    HTML_OPTION,
+    JUNIT_OPTION,
+    MARKDOWN_OPTION,
+    MAX_CONCURRENCY_OPTION,
+    OUTPUT_OPTION,
+    STORE_OPTION,
+)
+from decflow.commands.contract_run import (
+    CONTRACT_ARGUMENT,
+    DASK_ADDRESS_OPTION,
+    DATASET_OPTION,
+    FROM_STAGE_OPTION,
+    PREFECT_OPTION,
+    RESUME_OPTION,
+    TASK_RUNNER_OPTION,
+    RunOptions,
+    _validate,
+    execute,
+    finish,
+)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("stability", help="Rerun stability meter and blindness only (no properties).")
     def stability(
-        contract: str = typer.Argument(..., help="Contract file."),
-        dataset: str | None = typer.Option(None, "-d", "--dataset"),
-        backend: str = typer.Option("default", "-b", "--backend"),
-        output: str | None = typer.Option(None, "-o", "--output", help="Write JSON here."),
-        fmt: str = typer.Option("text", "-f", "--format", help="text or json."),
-        max_concurrency: int | None = typer.Option(None, "--max-concurrency", min=1, max=256),
-        fail_on_warn: bool = typer.Option(False, "--fail-on-warn"),
-        healthcheck: bool = typer.Option(True, "--healthcheck/--no-healthcheck"),
-        store: str | None = typer.Option(None, "--store", help="Store URL (.decflow)."),
-        resume: str | None = typer.Option(None, "--resume", help="Finish run RUN."),
-        from_stage: str | None = typer.Option(None, "--from-stage"),
-        html: str | None = typer.Option(None, "--html"),
-        junit: str | None = typer.Option(None, "--junit"),
-        markdown: str | None = typer.Option(None, "--markdown"),
-        prefect: bool | None = typer.Option(None, "--prefect/--no-prefect"),
-        task_runner: str = typer.Option("thread", "--task-runner"),
-        dask_address: str | None = typer.Option(None, "--dask-address"),
+        contract: str = CONTRACT_ARGUMENT,
+        dataset: str | None = DATASET_OPTION,
+        backend: str = BACKEND_OPTION,
+        output: str | None = OUTPUT_OPTION,
+        fmt: str = FORMAT_OPTION,
+        max_concurrency: int | None = MAX_CONCURRENCY_OPTION,
+        fail_on_warn: bool = FAIL_ON_WARN_OPTION,
+        healthcheck: bool = HEALTHCHECK_OPTION,
+        store: str | None = STORE_OPTION,
+        resume: str | None = RESUME_OPTION,
+        from_stage: str | None = FROM_STAGE_OPTION,
+        html: str | None = HTML_OPTION,
+        junit: str | None = JUNIT_OPTION,
+        markdown: str | None = MARKDOWN_OPTION,
+        prefect: bool | None = PREFECT_OPTION,
+        task_runner: str = TASK_RUNNER_OPTION,
+        dask_address: str | None = DASK_ADDRESS_OPTION,
     ) -> None:
         options = RunOptions(
             contract, "stability", dataset, backend, output, fmt, max_concurrency,

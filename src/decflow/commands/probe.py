@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import typer
 
-from decflow.commands.common import check_format, emit, store_url, write_json
+from decflow.commands.common import (
+    FORMAT_OPTION,
+    OUTPUT_OPTION,
+    STORE_OPTION,
+    check_format,
+    emit,
+    store_url,
+    write_json,
+)
 
 LAYER_HELP = "Layer the meter and relations compare: verdict, text or tools."
 
@@ -22,9 +30,9 @@ def register(app: typer.Typer) -> None:
         layer: str = typer.Option("verdict", "--layer", help=LAYER_HELP),
         no_reuse: bool = typer.Option(False, "--no-reuse",
                                       help="Independent draws for blindness and sources."),
-        store: str | None = typer.Option(None, "--store", help="Store URL (.decflow)."),
-        output: str | None = typer.Option(None, "-o", "--output", help="Write JSON here."),
-        fmt: str = typer.Option("text", "-f", "--format", help="text or json."),
+        store: str | None = STORE_OPTION,
+        output: str | None = OUTPUT_OPTION,
+        fmt: str = FORMAT_OPTION,
         write_contract: str | None = typer.Option(
             None, "--write-contract", help="Write decflow.yaml + cases.jsonl into this folder."
         ),

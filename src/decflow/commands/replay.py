@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import typer
 
-from decflow.commands.common import check_format, emit, open_store, write_json
+from decflow.commands.common import (
+    FORMAT_OPTION,
+    MAX_CONCURRENCY_OPTION,
+    OUTPUT_OPTION,
+    STORE_OPTION,
+    check_format,
+    emit,
+    open_store,
+    write_json,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -15,10 +24,10 @@ def register(app: typer.Typer) -> None:
         ids: list[str] = typer.Option([], "--id", help="<property>/<case id>/<sample>"),
         contract: str | None = typer.Option(None, "-c", "--contract"),
         backend: str | None = typer.Option(None, "-b", "--backend"),
-        output: str | None = typer.Option(None, "-o", "--output"),
-        fmt: str = typer.Option("text", "-f", "--format"),
-        max_concurrency: int | None = typer.Option(None, "--max-concurrency", min=1, max=256),
-        store: str | None = typer.Option(None, "--store"),
+        output: str | None = OUTPUT_OPTION,
+        fmt: str = FORMAT_OPTION,
+        max_concurrency: int | None = MAX_CONCURRENCY_OPTION,
+        store: str | None = STORE_OPTION,
     ) -> None:
         """Re-send stored property failures and their reduced examples."""
         from decflow.commands.report import load_verified

@@ -7,9 +7,7 @@ from typing import Any
 
 import typer
 
-from decflow.commands.common import open_store
-
-STORE_OPTION = typer.Option(None, "--store", help="Store URL (.decflow).")
+from decflow.commands.common import STORE_OPTION, open_store
 
 
 def list_runs(store: Any) -> list[dict[str, Any]]:
