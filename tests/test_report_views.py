@@ -266,7 +266,10 @@ def bars(svg: Node) -> list[Node]:
     return [n for n in svg.iter("rect") if n.attrs.get("class") == "bar"]
 
 
-def assert_self_contained(page: str, root: Node) -> None:
+def render_self_contained(report: dict[str, Any]) -> tuple[str, Node]:
+    """The report's HTML page and its parse, checked to load nothing from elsewhere."""
+    page = render_html(report)
+    root = parse(page)
     lowered = page.lower()
     assert "@import" not in lowered
     assert "url(" not in lowered
@@ -276,6 +279,7 @@ def assert_self_contained(page: str, root: Node) -> None:
             assert name not in {"src", "href", "xlink:href", "srcset", "action"}, node.tag
             assert name.startswith("on") is False, f"event handler {name}"
             assert "http://" not in (value or "") and "https://" not in (value or "")
+    return page, root
 
 
 # -- HTML --------------------------------------------------------------------------------
@@ -283,9 +287,7 @@ def assert_self_contained(page: str, root: Node) -> None:
 
 def test_html_parses_is_self_contained_and_escapes_user_text() -> None:
     report = run_report()
-    page = render_html(report)
-    root = parse(page)
-    assert_self_contained(page, root)
+    page, root = render_self_contained(report)
     assert PLANTED not in page
     text = root.all_text()
     # The planted input is shown as text (golden failure, example as sent and minimal).
@@ -432,9 +434,7 @@ def test_fuzz_mode_has_no_golden_metrics_and_test_mode_no_properties() -> None:
 
 def test_diff_report_shows_shift_metrics_and_segments() -> None:
     report = vector("diff-refund-default-vs-order_sensitive.json", "diff")
-    page = render_html(report)
-    root = parse(page)
-    assert_self_contained(page, root)
+    _, root = render_self_contained(report)
     text = root.all_text()
     for name in list(report["shift"]) + list(report["counts"]):
         assert name in text
@@ -453,9 +453,7 @@ def test_diff_report_shows_shift_metrics_and_segments() -> None:
 
 def test_check_report_shows_drift_histogram_and_segments() -> None:
     report = vector("check-refund-drift.json", "check")
-    page = render_html(report)
-    root = parse(page)
-    assert_self_contained(page, root)
+    _, root = render_self_contained(report)
     text = root.all_text()
     assert all(name in text for name in report["drift"])
     assert "No baseline" not in text
@@ -632,9 +630,7 @@ def real_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str
 @pytest.mark.parametrize("mode", ["test", "all"])
 def test_views_of_real_runs(real_reports: dict[str, dict[str, Any]], mode: str) -> None:
     report = real_reports[mode]
-    page = render_html(report)
-    root = parse(page)
-    assert_self_contained(page, root)
+    _, root = render_self_contained(report)
     reliability = bars(plot(root, "reliability"))
     filled = [b for b in report["metrics"]["calibration"]["reliability"] if b["count"]]
     assert [(r.num("data-count"), r.num("data-accuracy")) for r in reliability] == [
