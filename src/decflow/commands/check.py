@@ -6,16 +6,8 @@ from typing import Any
 
 import typer
 
-from decflow.commands.common import (
-    FAIL_ON_WARN_OPTION,
-    FORMAT_OPTION,
-    HTML_OPTION,
-    JUNIT_OPTION,
-    MARKDOWN_OPTION,
-    OUTPUT_OPTION,
-    check_format,
-    publish,
-)
+from decflow.commands import common
+from decflow.commands.common import check_format, publish
 
 
 def run_check(
@@ -66,12 +58,12 @@ def register(app: typer.Typer) -> None:
         baseline: str | None = typer.Option(
             None, "--baseline", help="Baseline records, or an earlier check report."
         ),
-        output: str | None = OUTPUT_OPTION,
-        fmt: str = FORMAT_OPTION,
-        fail_on_warn: bool = FAIL_ON_WARN_OPTION,
-        html: str | None = HTML_OPTION,
-        junit: str | None = JUNIT_OPTION,
-        markdown: str | None = MARKDOWN_OPTION,
+        output: str | None = common.OUTPUT_OPTION,
+        fmt: str = common.FORMAT_OPTION,
+        fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
+        html: str | None = common.HTML_OPTION,
+        junit: str | None = common.JUNIT_OPTION,
+        markdown: str | None = common.MARKDOWN_OPTION,
         store: str | None = typer.Option(
             None, "--store", help="Publish the records/aggregates stages to this store."
         ),

@@ -12,22 +12,8 @@ from typing import Any, NoReturn
 
 import typer
 
-from decflow.commands.common import (
-    BACKEND_OPTION,
-    FAIL_ON_WARN_OPTION,
-    FORMAT_OPTION,
-    HEALTHCHECK_OPTION,
-    HTML_OPTION,
-    JUNIT_OPTION,
-    MARKDOWN_OPTION,
-    MAX_CONCURRENCY_OPTION,
-    OUTPUT_OPTION,
-    STORE_OPTION,
-    check_format,
-    open_store,
-    publish,
-    reject_options,
-)
+from decflow.commands import common
+from decflow.commands.common import check_format, open_store, publish, reject_options
 from decflow.errors import DecflowError
 
 # The run options `decflow stability` shares with test and fuzz.
@@ -171,21 +157,21 @@ def register(app: typer.Typer) -> None:
             contract: str = CONTRACT_ARGUMENT,
             all_: bool = typer.Option(False, "--all", help="Golden gates + properties."),
             dataset: str | None = DATASET_OPTION,
-            backend: str = BACKEND_OPTION,
-            output: str | None = OUTPUT_OPTION,
-            fmt: str = FORMAT_OPTION,
-            max_concurrency: int | None = MAX_CONCURRENCY_OPTION,
-            fail_on_warn: bool = FAIL_ON_WARN_OPTION,
-            healthcheck: bool = HEALTHCHECK_OPTION,
+            backend: str = common.BACKEND_OPTION,
+            output: str | None = common.OUTPUT_OPTION,
+            fmt: str = common.FORMAT_OPTION,
+            max_concurrency: int | None = common.MAX_CONCURRENCY_OPTION,
+            fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
+            healthcheck: bool = common.HEALTHCHECK_OPTION,
             seed: int | None = typer.Option(None, "--seed", min=0),
             properties: list[str] = typer.Option([], "-p", "--property"),
             minimize: bool | None = typer.Option(None, "--minimize/--no-minimize"),
-            store: str | None = STORE_OPTION,
+            store: str | None = common.STORE_OPTION,
             resume: str | None = RESUME_OPTION,
             from_stage: str | None = FROM_STAGE_OPTION,
-            html: str | None = HTML_OPTION,
-            junit: str | None = JUNIT_OPTION,
-            markdown: str | None = MARKDOWN_OPTION,
+            html: str | None = common.HTML_OPTION,
+            junit: str | None = common.JUNIT_OPTION,
+            markdown: str | None = common.MARKDOWN_OPTION,
             prefect: bool | None = PREFECT_OPTION,
             task_runner: str = TASK_RUNNER_OPTION,
             dask_address: str | None = DASK_ADDRESS_OPTION,

@@ -6,7 +6,8 @@ import json
 
 import typer
 
-from decflow.commands.common import BACKEND_OPTION, FORMAT_OPTION, HEALTHCHECK_OPTION, check_format
+from decflow.commands import common
+from decflow.commands.common import check_format
 
 
 def register(app: typer.Typer) -> None:
@@ -14,11 +15,11 @@ def register(app: typer.Typer) -> None:
     def run_command(
         contract: str = typer.Argument(..., help="Contract with a 'policy' section."),
         value: str = typer.Argument(..., metavar="INPUT", help="Input text (or JSON object)."),
-        backend: str = BACKEND_OPTION,
+        backend: str = common.BACKEND_OPTION,
         input_json: bool = typer.Option(False, "--input-json", help="INPUT is a JSON object."),
         case_id: str = typer.Option("runtime", "--id"),
-        fmt: str = FORMAT_OPTION,
-        healthcheck: bool = HEALTHCHECK_OPTION,
+        fmt: str = common.FORMAT_OPTION,
+        healthcheck: bool = common.HEALTHCHECK_OPTION,
     ) -> None:
         """Decide one input and print the policy's action (fallback is never called)."""
         from decflow.sdk import DecisionGuard, parse_input

@@ -11,53 +11,30 @@ from typing import Any
 
 import typer
 
-from decflow.commands.common import (
-    BACKEND_OPTION,
-    FAIL_ON_WARN_OPTION,
-    FORMAT_OPTION,
-    HEALTHCHECK_OPTION,
-    HTML_OPTION,
-    JUNIT_OPTION,
-    MARKDOWN_OPTION,
-    MAX_CONCURRENCY_OPTION,
-    OUTPUT_OPTION,
-    STORE_OPTION,
-)
-from decflow.commands.contract_run import (
-    CONTRACT_ARGUMENT,
-    DASK_ADDRESS_OPTION,
-    DATASET_OPTION,
-    FROM_STAGE_OPTION,
-    PREFECT_OPTION,
-    RESUME_OPTION,
-    TASK_RUNNER_OPTION,
-    RunOptions,
-    _validate,
-    execute,
-    finish,
-)
+from decflow.commands import common, contract_run
+from decflow.commands.contract_run import RunOptions, _validate, execute, finish
 
 
 def register(app: typer.Typer) -> None:
     @app.command("stability", help="Rerun stability meter and blindness only (no properties).")
     def stability(
-        contract: str = CONTRACT_ARGUMENT,
-        dataset: str | None = DATASET_OPTION,
-        backend: str = BACKEND_OPTION,
-        output: str | None = OUTPUT_OPTION,
-        fmt: str = FORMAT_OPTION,
-        max_concurrency: int | None = MAX_CONCURRENCY_OPTION,
-        fail_on_warn: bool = FAIL_ON_WARN_OPTION,
-        healthcheck: bool = HEALTHCHECK_OPTION,
-        store: str | None = STORE_OPTION,
-        resume: str | None = RESUME_OPTION,
-        from_stage: str | None = FROM_STAGE_OPTION,
-        html: str | None = HTML_OPTION,
-        junit: str | None = JUNIT_OPTION,
-        markdown: str | None = MARKDOWN_OPTION,
-        prefect: bool | None = PREFECT_OPTION,
-        task_runner: str = TASK_RUNNER_OPTION,
-        dask_address: str | None = DASK_ADDRESS_OPTION,
+        contract: str = contract_run.CONTRACT_ARGUMENT,
+        dataset: str | None = contract_run.DATASET_OPTION,
+        backend: str = common.BACKEND_OPTION,
+        output: str | None = common.OUTPUT_OPTION,
+        fmt: str = common.FORMAT_OPTION,
+        max_concurrency: int | None = common.MAX_CONCURRENCY_OPTION,
+        fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
+        healthcheck: bool = common.HEALTHCHECK_OPTION,
+        store: str | None = common.STORE_OPTION,
+        resume: str | None = contract_run.RESUME_OPTION,
+        from_stage: str | None = contract_run.FROM_STAGE_OPTION,
+        html: str | None = common.HTML_OPTION,
+        junit: str | None = common.JUNIT_OPTION,
+        markdown: str | None = common.MARKDOWN_OPTION,
+        prefect: bool | None = contract_run.PREFECT_OPTION,
+        task_runner: str = contract_run.TASK_RUNNER_OPTION,
+        dask_address: str | None = contract_run.DASK_ADDRESS_OPTION,
     ) -> None:
         options = RunOptions(
             contract, "stability", dataset, backend, output, fmt, max_concurrency,

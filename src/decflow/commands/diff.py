@@ -8,18 +8,8 @@ from typing import Any
 import typer
 
 import decflow
-from decflow.commands.common import (
-    FAIL_ON_WARN_OPTION,
-    FORMAT_OPTION,
-    HTML_OPTION,
-    JUNIT_OPTION,
-    MARKDOWN_OPTION,
-    OUTPUT_OPTION,
-    STORE_OPTION,
-    check_format,
-    open_store,
-    publish,
-)
+from decflow.commands import common
+from decflow.commands.common import check_format, open_store, publish
 from decflow.errors import DecflowError
 from decflow.pipeline.spec import now_iso
 
@@ -210,13 +200,13 @@ def register(app: typer.Typer) -> None:
         segment_by: list[str] = typer.Option(
             [], "-s", "--segment-by", help="Metadata key to segment by (repeatable)."
         ),
-        output: str | None = OUTPUT_OPTION,
-        fmt: str = FORMAT_OPTION,
-        fail_on_warn: bool = FAIL_ON_WARN_OPTION,
-        store: str | None = STORE_OPTION,
-        html: str | None = HTML_OPTION,
-        junit: str | None = JUNIT_OPTION,
-        markdown: str | None = MARKDOWN_OPTION,
+        output: str | None = common.OUTPUT_OPTION,
+        fmt: str = common.FORMAT_OPTION,
+        fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
+        store: str | None = common.STORE_OPTION,
+        html: str | None = common.HTML_OPTION,
+        junit: str | None = common.JUNIT_OPTION,
+        markdown: str | None = common.MARKDOWN_OPTION,
     ) -> None:
         """Compare two runs case by case and gate the regression."""
         from decflow.reports.diff_text import render_diff

@@ -6,15 +6,8 @@ from __future__ import annotations
 
 import typer
 
-from decflow.commands.common import (
-    FORMAT_OPTION,
-    OUTPUT_OPTION,
-    STORE_OPTION,
-    check_format,
-    emit,
-    store_url,
-    write_json,
-)
+from decflow.commands import common
+from decflow.commands.common import check_format, emit, store_url, write_json
 
 LAYER_HELP = "Layer the meter and relations compare: verdict, text or tools."
 
@@ -30,9 +23,9 @@ def register(app: typer.Typer) -> None:
         layer: str = typer.Option("verdict", "--layer", help=LAYER_HELP),
         no_reuse: bool = typer.Option(False, "--no-reuse",
                                       help="Independent draws for blindness and sources."),
-        store: str | None = STORE_OPTION,
-        output: str | None = OUTPUT_OPTION,
-        fmt: str = FORMAT_OPTION,
+        store: str | None = common.STORE_OPTION,
+        output: str | None = common.OUTPUT_OPTION,
+        fmt: str = common.FORMAT_OPTION,
         write_contract: str | None = typer.Option(
             None, "--write-contract", help="Write decflow.yaml + cases.jsonl into this folder."
         ),

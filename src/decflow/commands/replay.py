@@ -5,16 +5,8 @@ from __future__ import annotations
 
 import typer
 
-from decflow.commands.common import (
-    FORMAT_OPTION,
-    MAX_CONCURRENCY_OPTION,
-    OUTPUT_OPTION,
-    STORE_OPTION,
-    check_format,
-    emit,
-    open_store,
-    write_json,
-)
+from decflow.commands import common
+from decflow.commands.common import check_format, emit, open_store, write_json
 
 
 def register(app: typer.Typer) -> None:
@@ -24,10 +16,10 @@ def register(app: typer.Typer) -> None:
         ids: list[str] = typer.Option([], "--id", help="<property>/<case id>/<sample>"),
         contract: str | None = typer.Option(None, "-c", "--contract"),
         backend: str | None = typer.Option(None, "-b", "--backend"),
-        output: str | None = OUTPUT_OPTION,
-        fmt: str = FORMAT_OPTION,
-        max_concurrency: int | None = MAX_CONCURRENCY_OPTION,
-        store: str | None = STORE_OPTION,
+        output: str | None = common.OUTPUT_OPTION,
+        fmt: str = common.FORMAT_OPTION,
+        max_concurrency: int | None = common.MAX_CONCURRENCY_OPTION,
+        store: str | None = common.STORE_OPTION,
     ) -> None:
         """Re-send stored property failures and their reduced examples."""
         from decflow.commands.report import load_verified

@@ -7,18 +7,8 @@ from typing import Any
 
 import typer
 
-from decflow.commands.common import (
-    FAIL_ON_WARN_OPTION,
-    FORMAT_OPTION,
-    HTML_OPTION,
-    JUNIT_OPTION,
-    MARKDOWN_OPTION,
-    OUTPUT_OPTION,
-    STORE_OPTION,
-    check_format,
-    open_store,
-    publish,
-)
+from decflow.commands import common
+from decflow.commands.common import check_format, open_store, publish
 from decflow.errors import DecflowError
 
 
@@ -63,13 +53,13 @@ def register(app: typer.Typer) -> None:
         contract: str | None = typer.Option(
             None, "-c", "--contract", help="Re-gate offline with this contract."
         ),
-        output: str | None = OUTPUT_OPTION,
-        fmt: str = FORMAT_OPTION,
-        fail_on_warn: bool = FAIL_ON_WARN_OPTION,
-        store: str | None = STORE_OPTION,
-        html: str | None = HTML_OPTION,
-        junit: str | None = JUNIT_OPTION,
-        markdown: str | None = MARKDOWN_OPTION,
+        output: str | None = common.OUTPUT_OPTION,
+        fmt: str = common.FORMAT_OPTION,
+        fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
+        store: str | None = common.STORE_OPTION,
+        html: str | None = common.HTML_OPTION,
+        junit: str | None = common.JUNIT_OPTION,
+        markdown: str | None = common.MARKDOWN_OPTION,
     ) -> None:
         """Show a stored run or report; with -c, re-gate it without calling any backend."""
         from decflow.reports.views import render_text

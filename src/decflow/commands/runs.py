@@ -7,7 +7,8 @@ from typing import Any
 
 import typer
 
-from decflow.commands.common import STORE_OPTION, open_store
+from decflow.commands import common
+from decflow.commands.common import open_store
 
 
 def list_runs(store: Any) -> list[dict[str, Any]]:
@@ -58,7 +59,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(runs, name="runs")
 
     @runs.callback()
-    def runs_list(ctx: typer.Context, store: str | None = STORE_OPTION) -> None:
+    def runs_list(ctx: typer.Context, store: str | None = common.STORE_OPTION) -> None:
         """List stored runs (id, decision, mode, backend, status, time)."""
         if ctx.invoked_subcommand is not None:
             return
@@ -71,14 +72,14 @@ def register(app: typer.Typer) -> None:
                        f"{r['status']:<8} {r['updated_at']}")
 
     @runs.command("show")
-    def runs_show(run_id: str, store: str | None = STORE_OPTION) -> None:
+    def runs_show(run_id: str, store: str | None = common.STORE_OPTION) -> None:
         """Print a run's record (stages, hashes, timings, status) as JSON."""
         from decflow.pipeline.runner import load_run_record
 
         typer.echo(json.dumps(load_run_record(open_store(store), run_id), indent=2))
 
     @runs.command("accept")
-    def runs_accept(run_id: str, store: str | None = STORE_OPTION) -> None:
+    def runs_accept(run_id: str, store: str | None = common.STORE_OPTION) -> None:
         """Mark a run as the accepted baseline for its decision and backend."""
         entry = accept_run(open_store(store), run_id)
         typer.echo(f"accepted {run_id} as the baseline for {entry['decision']} "
