@@ -151,12 +151,15 @@ def _rows_from_matrix(
             "metadata_json": column(metadata, pl.String),
         }
     )
+    typed = [pl.col(name).cast(dtype) for name, dtype in RESULTS_SCHEMA.items()]
+    if not errored.any():
+        return frame.select(typed)
     nulled = ["probabilities", "selected", "confidence", "latency_ms", "model", "model_version",
               "metadata_json"]
     ok = pl.Series("ok", errored).not_()
     return frame.with_columns(
         [pl.when(ok).then(pl.col(name)).otherwise(None).alias(name) for name in nulled]
-    ).select([pl.col(name).cast(dtype) for name, dtype in RESULTS_SCHEMA.items()])
+    ).select(typed)
 
 
 def _inputs(requests: pl.DataFrame) -> list[str | dict[str, Any]]:

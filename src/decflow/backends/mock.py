@@ -87,20 +87,14 @@ class MockBackend(Backend):
         orders = np.asarray(batch.label_orders, dtype=np.int64).reshape(n, width)
         keys = pl.Series("key", batch.input_text, dtype=pl.String).fill_null(
             pl.Series(batch.input_json, dtype=pl.String)
-        )
+        ).to_list()
         # Many requests share an input (reordered or reformatted labels, reruns): match each
-        # distinct text once, then spread the rule index back to the rows.
-        unique = keys.unique(maintain_order=True)
-        rule_of_unique = pl.Series(
-            "rule", [self._rule_index(_WHITESPACE.sub(" ", t).casefold()) for t in unique],
-            dtype=pl.Int64,
-        )
-        rules = (
-            keys.to_frame()
-            .join(pl.DataFrame([unique, rule_of_unique]), on="key", how="left",
-                  maintain_order="left")["rule"]
-            .to_numpy()
-        )
+        # distinct text once.
+        rule_of: dict[str, int] = {}
+        for key in keys:
+            if key not in rule_of:
+                rule_of[key] = self._rule_index(_WHITESPACE.sub(" ", key).casefold())
+        rules = np.fromiter((rule_of[key] for key in keys), dtype=np.int64, count=n)
         matched = rules >= 0
         probabilities = np.empty((n, width), dtype=np.float64)
         if len(self.table):

@@ -76,7 +76,7 @@ class RequestParts:
         for part in self.parts:
             properties = store.read_part(part, ["property"])["property"]
             self.originals.append(int((properties == "").sum()))
-        self._loaded: tuple[int, pl.DataFrame] | None = None
+        self._loaded: tuple[int, str, pl.DataFrame] | None = None
 
     def _counts(self, phase: str) -> list[int]:
         if phase == "originals":
@@ -86,10 +86,12 @@ class RequestParts:
     def phase_count(self, phase: str) -> int:
         return sum(self._counts(phase))
 
-    def _part(self, index: int) -> pl.DataFrame:
-        if self._loaded is None or self._loaded[0] != index:
-            self._loaded = (index, self.store.read_part(self.parts[index], CALL_COLUMNS))
-        return self._loaded[1]
+    def _phase_part(self, index: int, phase: str) -> pl.DataFrame:
+        """The phase's rows of part `index` (the last one asked for stays loaded)."""
+        if self._loaded is None or self._loaded[:2] != (index, phase):
+            rows = phase_rows(self.store.read_part(self.parts[index], CALL_COLUMNS), phase)
+            self._loaded = (index, phase, rows)
+        return self._loaded[2]
 
     def rows(self, phase: str, start: int, stop: int) -> pl.DataFrame:
         """Rows [start, stop) of the phase, in stored order."""
@@ -97,7 +99,7 @@ class RequestParts:
         offset = 0
         for index, count in enumerate(self._counts(phase)):
             if offset < stop and offset + count > start:
-                rows = phase_rows(self._part(index), phase)
+                rows = self._phase_part(index, phase)
                 low = max(start - offset, 0)
                 frames.append(rows.slice(low, min(stop, offset + count) - offset - low))
             offset += count
@@ -158,15 +160,18 @@ class CallSession:
         self.recorded = recorded  # request_id, error_kind, error_message
         self.new_errors: list[pl.DataFrame] = []
         self._originals: pl.DataFrame | None = None
+        self._failed: pl.DataFrame | None = None
 
     @classmethod
     def load(cls, store: Store, requests: Manifest, key: str) -> CallSession:
         return cls(RequestParts(store, requests), _original_errors(store, key))
 
     def add(self, frame: pl.DataFrame) -> None:
+        if frame["error_kind"].null_count() == frame.height:
+            return
         errored = frame.filter(pl.col("error_kind").is_not_null())
-        if errored.height:
-            self.new_errors.append(errored.select("request_id", "error_kind", "error_message"))
+        self.new_errors.append(errored.select("request_id", "error_kind", "error_message"))
+        self._failed = None
 
     def errors(self) -> pl.DataFrame:
         """Every recorded result that is an error."""
@@ -174,12 +179,15 @@ class CallSession:
         return pl.concat([recorded, *self.new_errors])
 
     def failed_originals(self) -> pl.DataFrame:
-        """case_id, error_kind of the cases whose original request errored."""
-        if self._originals is None:
-            self._originals = self.parts.originals_ids()
-        return self._originals.join(self.errors(), on="request_id").select(
-            "case_id", "error_kind"
-        )
+        """case_id, error_kind of the cases whose original request errored (kept until a
+        new error is recorded)."""
+        if self._failed is None:
+            if self._originals is None:
+                self._originals = self.parts.originals_ids()
+            self._failed = self._originals.join(self.errors(), on="request_id").select(
+                "case_id", "error_kind"
+            )
+        return self._failed
 
 
 class ShardSink:
@@ -256,18 +264,26 @@ def call_shard(
     sink.recover(decision.labels)
     start = index * spec.shard_size
     shard = session.parts.rows(phase, start, start + spec.shard_size)
+    # The guards below skip polars work that has nothing to do (a fresh shard without
+    # errors): per-shard overhead adds up over hundreds of shards.
     done = pl.concat([session.recorded.select("request_id"), *sink.written])
-    pending = shard.join(done, on="request_id", how="anti", maintain_order="left")
+    pending = (
+        shard.join(done, on="request_id", how="anti", maintain_order="left")
+        if done.height else shard
+    )
     if not pending.height:
         return sink.rows
     if phase == "transformed":
-        sink(generation_error_rows(pending))
-        pending = pending.filter(pl.col("pre_error_kind").is_null())
-        blocked = original_error_rows(pending, session.failed_originals())
-        sink(blocked)
-        pending = pending.join(
-            blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
-        )
+        if pending["pre_error_kind"].null_count() < pending.height:
+            sink(generation_error_rows(pending))
+            pending = pending.filter(pl.col("pre_error_kind").is_null())
+        failed = session.failed_originals()
+        if failed.height:
+            blocked = original_error_rows(pending, failed)
+            sink(blocked)
+            pending = pending.join(
+                blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
+            )
     backend = build_backend(contract, spec.backend)
 
     async def run() -> None:
