@@ -15,13 +15,14 @@ import os
 from abc import ABC, abstractmethod
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from decflow.errors import ConfigurationError
 from decflow.properties.base import setting
+
+if TYPE_CHECKING:
+    import httpx
 
 ENTRY_POINT_GROUP = "decflow.paraphrasers"
 
@@ -157,6 +158,8 @@ class OpenAIParaphraser(Paraphraser):
                 )
             headers["Authorization"] = f"Bearer {key}"
         timeout = float(setting(source, "timeout_s", 60) or 60)
+        import httpx  # only this provider needs it; every fuzz run imports this module
+
         self._client = httpx.Client(timeout=timeout, headers=headers, transport=transport)
 
     def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]:
@@ -169,6 +172,8 @@ class OpenAIParaphraser(Paraphraser):
             "temperature": self.temperature,
             "seed": self.seed,
         }
+        import httpx
+
         try:
             response = self._client.post(f"{self.url}/chat/completions", json=body)
         except httpx.TimeoutException as exc:
