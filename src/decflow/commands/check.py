@@ -67,12 +67,26 @@ def register(app: typer.Typer) -> None:
         store: str | None = typer.Option(
             None, "--store", help="Publish the records/aggregates stages to this store."
         ),
+        prefect: bool | None = typer.Option(
+            None, "--prefect/--no-prefect",
+            help="Run as a Prefect flow (default: when PREFECT_API_URL is set).",
+        ),
     ) -> None:
         """Check production decision records against the contract (offline)."""
+        from decflow.commands.contract_run import use_prefect
         from decflow.reports.check_text import render_check
 
         check_format(fmt)
-        report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn, store=store)
+        if use_prefect(prefect):
+            from decflow.flows.production_check import run_production_check_flow
+
+            report = run_production_check_flow(
+                contract, dataset, baseline, store=common.store_url(store),
+                fail_on_warn=fail_on_warn,
+            )
+        else:
+            report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,
+                               store=store)
         publish(
             report, render_check, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="production report",
