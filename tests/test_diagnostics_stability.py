@@ -212,6 +212,7 @@ def test_blindness_check_and_vacuous_marking() -> None:
         make_check("case_swap.max_flip_rate", "requirement", "case_swap.flip_rate", "<=", 0, 0),
         make_check("counterfactual.gender.max_flip_rate", "warning", "x", "<=", 0.05, 0.5),
         check,
+        make_check("case_swap.max_error_rate", "requirement", "case_swap.error_rate", "<=", 0, 0),
     ]
     marked = mark_vacuous(checks, blind)
     assert marked[0] == checks[0]
@@ -219,6 +220,7 @@ def test_blindness_check_and_vacuous_marking() -> None:
     assert marked[1].status == "pass"
     assert marked[2] == checks[2]
     assert marked[3] == checks[3]
+    assert marked[4] == checks[4]  # answered cases are not made vacuous by blindness
     assert mark_vacuous(checks, detect_blindness(["a", "b"])) == checks
     failed = blindness_check(detect_blindness([None]), "requirement")
     assert failed.status == "fail" and failed.value is None
