@@ -40,7 +40,7 @@ DIAGNOSTIC_PROPERTIES = (RERUN, COUNTERFACTUAL)
 # Properties whose generators hand out the same step lists for many cases.
 SHARED_STEPS = frozenset({"option_order", "label_format"})
 # Rows per requests part: bounds the Python lists the requests stage holds at once.
-PART_ROWS = 65_536
+PART_ROWS = 8_192
 _dump_steps = json.JSONEncoder(ensure_ascii=False).encode
 
 
