@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from decflow.backends.base import Backend
 from decflow.backends.registry import build_backend
 from decflow.data.golden import load_golden
 from decflow.errors import DecflowError
@@ -96,8 +97,14 @@ def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFr
 def check_presentations(spec: RunSpec, store: Store, requests: Manifest) -> None:
     """Let the backend refuse label presentations it cannot answer, before any call."""
     contract = load_contract_cached(spec.contract_path).contract
-    shown = store.read(requests, ["shown_labels"])["shown_labels"].unique().to_list()
-    build_backend(contract, spec.backend).check_presentations([tuple(s) for s in shown])
+    backend = build_backend(contract, spec.backend)
+    if type(backend).check_presentations is Backend.check_presentations:
+        return  # the default hook accepts every presentation: no need to read them
+    shown: set[tuple[str, ...]] = set()
+    for part in requests.parts:
+        labels = store.read_part(part, ["shown_labels"])["shown_labels"].unique().to_list()
+        shown.update(tuple(s) for s in labels)
+    backend.check_presentations(list(shown))
 
 
 def stage_requests(spec: RunSpec, store: Store, cases: Manifest) -> Manifest:
