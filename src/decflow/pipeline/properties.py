@@ -8,7 +8,7 @@ the report is built, so re-gating a stored run with new limits needs no backend 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -124,30 +124,32 @@ def stage_comparisons(spec: RunSpec, store: Store, manifests: dict[str, Manifest
     joined = joined_transformed(
         store, manifests, requests=[], results=["error_kind"], original_inputs=False
     ).filter(pl.col("error_kind").is_null())
+    if not joined.height:
+        return store.publish("comparisons", key, pl.DataFrame(schema=COMPARISON_COLUMNS))
     width = len(contract.decision.labels)
     configs = dict(contract.properties.enabled())
-    frames = []
-    for prop in joined["property"].unique(maintain_order=True).to_list():
-        rows = joined.filter(pl.col("property") == prop)
-        found = compare(
-            probability_matrix(rows["original_probabilities"], width),
-            probability_matrix(rows["probabilities"], width),
-            relation=RELATIONS[prop],
-            decision_type=contract.decision.type,
-            direction=_direction(configs.get(prop)),
-        )
-        columns = found.columns()
-        if columns["level_delta"] is None:
-            columns["level_delta"] = [None] * rows.height
-        frames.append(
-            pl.DataFrame(
+
+    def frames() -> Iterator[pl.DataFrame]:
+        """One part per property, written as it is compared."""
+        for prop in joined["property"].unique(maintain_order=True).to_list():
+            rows = joined.filter(pl.col("property") == prop)
+            found = compare(
+                probability_matrix(rows["original_probabilities"], width),
+                probability_matrix(rows["probabilities"], width),
+                relation=RELATIONS[prop],
+                decision_type=contract.decision.type,
+                direction=_direction(configs.get(prop)),
+            )
+            columns = found.columns()
+            if columns["level_delta"] is None:
+                columns["level_delta"] = [None] * rows.height
+            yield pl.DataFrame(
                 {"request_id": rows["request_id"], "case_id": rows["case_id"],
                  "property": rows["property"], **columns},
                 schema=COMPARISON_COLUMNS,
             )
-        )
-    table = pl.concat(frames) if frames else pl.DataFrame(schema=COMPARISON_COLUMNS)
-    return store.publish("comparisons", key, table)
+
+    return store.publish("comparisons", key, frames())
 
 
 def judged(contract: Any, prop: str, config: Any, rows: pl.DataFrame) -> tuple[Comparison, Any]:
