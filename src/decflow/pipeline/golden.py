@@ -68,14 +68,10 @@ def decision_result(row: dict[str, Any], contract: Any, backend: dict[str, Any])
     }
 
 
-def golden_section(
-    contract: Any,
-    table: pl.DataFrame,
-    backend: dict[str, Any],
-    *,
-    with_gates: bool,
-) -> dict[str, Any]:
-    """metrics, checks (when gated), failures and per-case results of the original cases."""
+def golden_summary(
+    contract: Any, table: pl.DataFrame, *, with_gates: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, checks when gated) of the original cases."""
     labels = tuple(contract.decision.labels)
     arrays = golden_arrays(table, labels)
     evaluation = contract.evaluation
@@ -93,9 +89,27 @@ def golden_section(
         if with_gates
         else []
     )
+    return metrics, checks
+
+
+CASE_COLUMNS = ("case_id", "input_text", "input_json", "expected", "metadata_json",
+                "probabilities", "selected", "confidence", "model", "model_version",
+                "latency_ms", "result_metadata_json", "error_kind", "error_message")
+
+
+def golden_cases(
+    contract: Any, table: pl.DataFrame, backend: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(per-case results, failures) of the original cases, in dataset order.
+
+    The report's largest part: `build_report` makes it last, after the sections that read
+    the transformed requests, so the two are never in memory together.
+    """
     results: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
-    for row in table.iter_rows(named=True):
+    columns = [table[name].to_list() for name in CASE_COLUMNS]
+    for values in zip(*columns, strict=True):
+        row = dict(zip(CASE_COLUMNS, values, strict=True))
         value = case_input(row["input_text"], row["input_json"])
         errored = row["error_kind"] is not None
         results.append(
@@ -122,4 +136,4 @@ def golden_section(
                     "error": f"{row['error_kind']}: {row['error_message']}" if errored else None,
                 }
             )
-    return {"metrics": metrics, "checks": checks, "failures": failures, "results": results}
+    return results, failures

@@ -13,7 +13,7 @@ import polars as pl
 import decflow
 from decflow.gates import Check, status_of
 from decflow.pipeline.diagnostics_section import diagnostics_section
-from decflow.pipeline.golden import golden_section, originals
+from decflow.pipeline.golden import golden_cases, golden_summary, originals
 from decflow.pipeline.results_stage import original_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
@@ -73,10 +73,7 @@ def build_report(
     results = store.read(original_result_parts(results_manifest))
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
-    golden = golden_section(
-        contract, table, backend_info, with_gates=spec.mode in ("test", "all")
-    )
-    checks = list(golden["checks"])
+    metrics, checks = golden_summary(contract, table, with_gates=spec.mode in ("test", "all"))
     properties = None
     if spec.mode in ("fuzz", "all"):
         from decflow.pipeline.properties_report import properties_section
@@ -87,6 +84,7 @@ def build_report(
         loaded, spec, store, manifests, table, properties, checks
     )
     status, exit_code = status_of([Check(**c) for c in checks], fail_on_warn=fail_on_warn)
+    case_results, failures = golden_cases(contract, table, backend_info)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
     return {
@@ -126,10 +124,10 @@ def build_report(
         },
         "requirements": gate_values(contract.requirements),
         "warnings": gate_values(contract.warnings),
-        "metrics": golden["metrics"],
+        "metrics": metrics,
         "checks": checks,
-        "failures": golden["failures"] if spec.mode != "fuzz" else [],
-        "results": golden["results"],
+        "failures": failures if spec.mode != "fuzz" else [],
+        "results": case_results,
         "properties": properties,
         "diagnostics": diagnostics,
         "run": {
