@@ -52,6 +52,7 @@ def joined_transformed(
     requests: Sequence[str] | None = None,
     results: Sequence[str] | None = None,
     original_inputs: bool = True,
+    probabilities: bool = True,
     where: pl.Expr | None = None,
 ) -> pl.DataFrame:
     """Transformed property requests with their result, their original's input and
@@ -59,8 +60,9 @@ def joined_transformed(
 
     `requests` / `results` name the columns wanted besides request_id, case_id, property and
     probabilities (default: all), `original_inputs=False` leaves out the original's text and
-    JSON, and `where` keeps only the requests it matches; requests are filtered part by part,
-    so only the wanted rows and columns are ever held.
+    JSON, `probabilities=False` both probability columns, and `where` keeps only the
+    requests it matches; requests are filtered part by part, so only the wanted rows and
+    columns are ever held.
     """
     # Reruns and persona arms are judged by the diagnostics section, not as properties.
     metamorphic = (pl.col("property") != "") & ~pl.col("property").is_in(DIAGNOSTIC_PROPERTIES)
@@ -82,17 +84,22 @@ def joined_transformed(
         )
     rows = pl.concat(transformed, how="vertical")
     result_columns = None if results is None else list(
-        dict.fromkeys(["request_id", "probabilities", *results])
+        dict.fromkeys(["request_id", *(["probabilities"] if probabilities else []), *results])
     )
     # Not filtered by id: a set of ids hashed again for each of hundreds of result chunks
     # costs more than joining the narrow columns once.
     answers = store.read(manifests["results"], result_columns)
     with_results = rows.join(answers, on="request_id", how="left", maintain_order="left")
-    original = pl.concat(originals, how="vertical").join(
-        answers.select("request_id", original_probabilities="probabilities"),
-        on="request_id", how="left", maintain_order="left",
-    ).select(
-        "case_id", "original_probabilities",
+    if not probabilities and not inputs:
+        return with_results
+    original = pl.concat(originals, how="vertical")
+    if probabilities:
+        original = original.join(
+            answers.select("request_id", original_probabilities="probabilities"),
+            on="request_id", how="left", maintain_order="left",
+        )
+    original = original.select(
+        "case_id", *(["original_probabilities"] if probabilities else []),
         *[pl.col(name).alias(name.replace("input", "original")) for name in inputs],
     )
     return with_results.join(original, on="case_id", how="left", maintain_order="left")

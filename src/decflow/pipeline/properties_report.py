@@ -45,9 +45,9 @@ def properties_section(
     # Only what the summaries need of every transformed request; the listed failures and
     # the paraphrase inputs are read for their own rows.
     joined = joined_transformed(
-        store, manifests, requests=[], results=["error_kind"], original_inputs=False
+        store, manifests, requests=[], results=["error_kind"], original_inputs=False,
+        probabilities=False,
     )
-    comparisons = store.read(manifests["comparisons"])
     minimized = store.read(manifests["minimized"]) if "minimized" in manifests else None
     reduced_of = (
         dict(zip(minimized["request_id"], minimized["reduced_json"], strict=True))
@@ -63,7 +63,8 @@ def properties_section(
             checks.extend(c.to_dict() for c in property_checks(None, prop, config, relation))
             continue
         rows = joined.filter(pl.col("property") == prop)
-        evaluated = comparisons.filter(pl.col("property") == prop)
+        # The comparisons stage writes a part per property: read one property at a time.
+        evaluated = store.read(manifests["comparisons"], where=pl.col("property") == prop)
         found, verdict = judged(contract, prop, config, evaluated)
         failing = np.flatnonzero(verdict.limit_violated | verdict.flip_violated)
         rids = evaluated["request_id"].gather(failing).to_list() if evaluated.height else []
@@ -89,7 +90,7 @@ def properties_section(
         if prop == "paraphrase":
             summary["rerun_evidence"] = _is_identity(joined_transformed(
                 store, manifests, requests=["input_text", "input_json"], results=[],
-                where=pl.col("property") == prop,
+                probabilities=False, where=pl.col("property") == prop,
             ))
         summaries.append(summary)
         checks.extend(c.to_dict() for c in property_checks(summary, prop, config, relation))
