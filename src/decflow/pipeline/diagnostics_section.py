@@ -53,6 +53,7 @@ from decflow.pipeline.derive import (
     persona_pair_set,
     stability_config,
 )
+from decflow.pipeline.results_stage import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 
@@ -78,9 +79,17 @@ def _rows(store: Store, manifests: dict[str, Manifest]) -> _Rows:
         ["request_id", "case_id", "property", "sample", "input_text", "input_json"],
         where=pl.col("property").is_in(wanted),
     )
-    results = store.read(
-        manifests["results"], ["request_id", "selected", "probabilities", "error_kind"]
+    columns = ["request_id", "selected", "probabilities", "error_kind"]
+    # A derived request's id starts with its property's name (`derive.py`), so the
+    # transformed phase's results are narrowed by prefix before the join, part by part.
+    named = pl.any_horizontal(
+        [pl.col("request_id").str.starts_with(f"{name}/") for name in wanted if name]
     )
+    parts = [
+        store.read(phase_result_parts(manifests["results"], "originals"), columns),
+        store.read(phase_result_parts(manifests["results"], "transformed"), columns, named),
+    ]
+    results = pl.concat([frame for frame in parts if frame.width], how="vertical")
     joined = requests.join(results, on="request_id", how="left")
     by = {name: joined.filter(pl.col("property") == name) for name in wanted}
     return _Rows(by[""], by[RERUN], by["paraphrase"], by[COUNTERFACTUAL])

@@ -52,11 +52,15 @@ def shard_count(store: Store, spec: RunSpec, requests: Manifest, phase: str) -> 
     return -(-RequestParts(store, requests).phase_count(phase) // spec.shard_size)
 
 
-def original_result_parts(results: Manifest) -> Manifest:
-    """The results artifact without the chunks of the `transformed` phase (see `ShardSink`
-    for the names), which hold no original's result."""
+def phase_result_parts(results: Manifest, phase: str) -> Manifest:
+    """The results artifact narrowed to the chunks of `phase` (see `ShardSink` for the
+    names). Parts not written as chunks (an inline re-gate) count as `originals`."""
     prefix = f"{CHUNK}{PHASES[1][0]}"
-    kept = tuple(p for p in results.parts if not p.path.rsplit("/", 1)[-1].startswith(prefix))
+
+    def transformed(part: Part) -> bool:
+        return part.path.rsplit("/", 1)[-1].startswith(prefix)
+
+    kept = tuple(p for p in results.parts if transformed(p) == (phase == PHASES[1]))
     return dataclasses.replace(results, parts=kept)
 
 

@@ -14,7 +14,7 @@ import decflow
 from decflow.gates import Check, status_of
 from decflow.pipeline.diagnostics_section import diagnostics_section
 from decflow.pipeline.golden import golden_cases, golden_summary, originals
-from decflow.pipeline.results_stage import original_result_parts
+from decflow.pipeline.results_stage import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 
@@ -70,7 +70,7 @@ def build_report(
     cases_manifest, results_manifest = manifests["cases"], manifests["results"]
     cases = store.read(cases_manifest)
     # The transformed results are read by the sections that use them.
-    results = store.read(original_result_parts(results_manifest))
+    results = store.read(phase_result_parts(results_manifest, "originals"))
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
     metrics, checks = golden_summary(contract, table, with_gates=spec.mode in ("test", "all"))
