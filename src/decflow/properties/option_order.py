@@ -32,6 +32,13 @@ def _orders(n: int) -> tuple[tuple[int, ...], ...]:
 
 
 @lru_cache(maxsize=4096)
+def _steps(order: tuple[int, ...]) -> list[Step]:
+    """Shared per order (read-only, like label_format's variants): the requests stage
+    serialises each shared step list once."""
+    return [{"order": list(order)}]
+
+
+@lru_cache(maxsize=4096)
 def _presentation(order: tuple[int, ...], labels: tuple[str, ...]) -> Presentation:
     return presentation([{"order": list(order)}], labels)
 
@@ -58,7 +65,7 @@ def generate(config: Any, stream: Stream, original: Input, labels: Sequence[str]
     # Distinct non-identity orders by construction: nothing to drop.
     return Generated(
         [
-            Transformed(i, [{"order": list(order)}], original, _presentation(order, key))
+            Transformed(i, _steps(order), original, _presentation(order, key))
             for i, order in enumerate(chosen)
         ]
     )
