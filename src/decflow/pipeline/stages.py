@@ -75,23 +75,19 @@ def stage_cases(spec: RunSpec, store: Store) -> Manifest:
 
 def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFrame:
     """One request per case with the canonical presentation; request id = case id."""
-    n = cases.height
-    return pl.DataFrame(
-        {
-            "request_id": cases["case_id"],
-            "case_id": cases["case_id"],
-            "property": [""] * n,
-            "sample": [0] * n,
-            "input_text": cases["input_text"],
-            "input_json": cases["input_json"],
-            "shown_labels": [list(labels)] * n,
-            "label_order": [list(range(len(labels)))] * n,
-            "steps_json": [None] * n,
-            "pre_error_kind": [None] * n,
-            "pre_error_message": [None] * n,
-        },
-        schema=REQUESTS_SCHEMA,
-    )
+    return cases.select(
+        pl.col("case_id").alias("request_id"),
+        "case_id",
+        property=pl.lit(""),
+        sample=pl.lit(0, dtype=pl.Int64),
+        input_text="input_text",
+        input_json="input_json",
+        shown_labels=pl.lit(list(labels), dtype=pl.List(pl.String)),
+        label_order=pl.lit(list(range(len(labels))), dtype=pl.List(pl.Int64)),
+        steps_json=pl.lit(None, dtype=pl.String),
+        pre_error_kind=pl.lit(None, dtype=pl.String),
+        pre_error_message=pl.lit(None, dtype=pl.String),
+    ).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
 
 
 def check_presentations(spec: RunSpec, store: Store, requests: Manifest) -> None:
