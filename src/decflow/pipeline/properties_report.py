@@ -7,20 +7,22 @@ fails with "the property was not run"; reduced examples that no longer fail are 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from decflow.data.golden import case_input
-from decflow.pipeline.derive import run_seed, selected_properties
+from decflow.pipeline.derive import DIAGNOSTIC_PROPERTIES, run_seed, selected_properties
 from decflow.pipeline.golden import probability_matrix
-from decflow.pipeline.properties import joined_transformed, judged
+from decflow.pipeline.properties import COMPARISON_COLUMNS, joined_transformed, judged
 from decflow.pipeline.spec import RunSpec
 from decflow.properties.generate import RELATIONS
 from decflow.properties.summary import property_checks, property_summary
-from decflow.store.store import Manifest, Store
+from decflow.store.store import Manifest, Part, Store
 
 ORIGINAL_ERROR = "original_error"
 
@@ -42,29 +44,26 @@ def properties_section(
     contract = loaded.contract
     labels = tuple(contract.decision.labels)
     requests_extra = manifests["requests"].extra
-    # Only what the summaries need of every transformed request; the listed failures and
-    # the paraphrase inputs are read for their own rows.
-    joined = joined_transformed(
-        store, manifests, requests=[], results=["error_kind"], original_inputs=False,
-        probabilities=False,
-    )
+    # Per property the summaries need the number of transformed requests and the errored
+    # ones; the listed failures and the paraphrase inputs are read for their own rows.
+    counts = _transformed_counts(store, manifests["requests"])
+    errored = _errored(store, manifests)
+    comparisons_of = _by_property(store, manifests["comparisons"])
     minimized = store.read(manifests["minimized"]) if "minimized" in manifests else None
     reduced_of = (
         dict(zip(minimized["request_id"], minimized["reduced_json"], strict=True))
         if minimized is not None else {}
     )
     skipped = requests_extra.get("skipped", [])
-    stored_properties = set(joined["property"].unique().to_list())
-    stored_properties |= {s["property"] for s in skipped}
+    stored_properties = set(counts) | {s["property"] for s in skipped}
     summaries, checks, failures = [], [], []
     for prop, config in selected_properties(spec, contract):
         relation = RELATIONS[prop]
         if prop not in stored_properties:
             checks.extend(c.to_dict() for c in property_checks(None, prop, config, relation))
             continue
-        rows = joined.filter(pl.col("property") == prop)
-        # The comparisons stage writes a part per property: read one property at a time.
-        evaluated = store.read(manifests["comparisons"], where=pl.col("property") == prop)
+        errors = errored.filter(pl.col("property") == prop)
+        evaluated = comparisons_of(prop)
         found, verdict = judged(contract, prop, config, evaluated)
         failing = np.flatnonzero(verdict.limit_violated | verdict.flip_violated)
         rids = evaluated["request_id"].gather(failing).to_list() if evaluated.height else []
@@ -81,23 +80,24 @@ def properties_section(
             relation=relation,
             n_cases=table.height,
             n_skipped=sum(1 for s in skipped if s["property"] == prop),
-            error_kinds=rows["error_kind"].to_list(),
+            error_kinds=errors["error_kind"].to_list() + [None] * (
+                counts.get(prop, 0) - errors.height
+            ),
             comparison=found,
             judgement=verdict,
             n_reduced=len(still_failing),
             direction=getattr(config, "direction", "increasing") or "increasing",
         )
         if prop == "paraphrase":
-            summary["rerun_evidence"] = _is_identity(joined_transformed(
-                store, manifests, requests=["input_text", "input_json"], results=[],
-                probabilities=False, where=pl.col("property") == prop,
+            summary["rerun_evidence"] = _is_identity(_with_original_inputs(
+                store, manifests["requests"], prop
             ))
         summaries.append(summary)
         checks.extend(c.to_dict() for c in property_checks(summary, prop, config, relation))
-        listed = rows.filter(
-            pl.col("request_id").is_in(list(failing_ids))
-            | (pl.col("error_kind").is_not_null() & (pl.col("error_kind") != ORIGINAL_ERROR))
-        )["request_id"]
+        listed = pl.concat([
+            pl.Series("request_id", rids, dtype=pl.String),
+            errors.filter(pl.col("error_kind") != ORIGINAL_ERROR)["request_id"],
+        ])
         if listed.len():
             details = joined_transformed(
                 store, manifests, where=pl.col("request_id").is_in(listed.implode())
@@ -119,6 +119,63 @@ def properties_section(
         "n_failures": len(failures),
         "checks": checks,
     }
+
+
+def _by_property(store: Store, comparisons: Manifest) -> Callable[[str], pl.DataFrame]:
+    """A reader of one property's comparisons that reads only the parts holding it (the
+    comparisons stage writes a part per property)."""
+    holding: dict[str, list[Part]] = {}
+    for part in comparisons.parts:
+        for prop in store.read_part(part, ["property"])["property"].unique().to_list():
+            holding.setdefault(prop, []).append(part)
+
+    def read(prop: str) -> pl.DataFrame:
+        parts = tuple(holding.get(prop, ()))
+        if not parts:
+            return pl.DataFrame(schema=COMPARISON_COLUMNS)
+        return store.read(dataclasses.replace(comparisons, parts=parts),
+                          where=pl.col("property") == prop)
+
+    return read
+
+
+def _transformed_counts(store: Store, requests: Manifest) -> dict[str, int]:
+    """Transformed requests per metamorphic property, counted part by part."""
+    counts: dict[str, int] = {}
+    for part in requests.parts:
+        for prop, n in store.read_part(part, ["property"])["property"].value_counts().iter_rows():
+            counts[prop] = counts.get(prop, 0) + n
+    return {p: n for p, n in counts.items() if p and p not in DIAGNOSTIC_PROPERTIES}
+
+
+def _errored(store: Store, manifests: dict[str, Manifest]) -> pl.DataFrame:
+    """request_id, property, error_kind of the transformed requests whose result is an error
+    (joined with the requests only when some result is one)."""
+    failed = store.read(
+        manifests["results"], ["error_kind"], where=pl.col("error_kind").is_not_null()
+    )
+    if not failed.height:
+        return pl.DataFrame(
+            schema={"request_id": pl.String, "property": pl.String, "error_kind": pl.String}
+        )
+    return joined_transformed(
+        store, manifests, requests=[], results=["error_kind"], original_inputs=False,
+        probabilities=False,
+    ).filter(pl.col("error_kind").is_not_null()).select("request_id", "property", "error_kind")
+
+
+def _with_original_inputs(store: Store, requests: Manifest, prop: str) -> pl.DataFrame:
+    """A property's requests with their original's input_text / input_json."""
+    rows = store.read(
+        requests, ["case_id", "property", "input_text", "input_json"],
+        where=pl.col("property").is_in(["", prop]),
+    )
+    originals = rows.filter(pl.col("property") == "").select(
+        "case_id", original_text="input_text", original_json="input_json"
+    )
+    return rows.filter(pl.col("property") == prop).join(
+        originals, on="case_id", how="left", maintain_order="left"
+    )
 
 
 def _is_identity(rows: pl.DataFrame) -> bool:
