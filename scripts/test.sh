@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
-.venv/bin/ruff check src tests
+.venv/bin/ruff check .
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
