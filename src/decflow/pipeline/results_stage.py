@@ -325,8 +325,9 @@ def finish_results(
     spec: RunSpec, store: Store, requests: Manifest, key: str, health: dict[str, str] | None
 ) -> Manifest:
     """Publish the chunks as the results artifact once every request has exactly one row."""
-    parts = store.chunk_parts("results", key)
-    part_ids = [store.read_part(part, ["request_id"])["request_id"] for part in parts]
+    chunks = store.chunk_ids("results", key)
+    parts = [part for part, _ids in chunks]
+    part_ids = [ids for _part, ids in chunks]
     kept = parts
     if part_ids and pl.concat(part_ids).is_duplicated().any():
         kept = _without_retried(parts, part_ids)

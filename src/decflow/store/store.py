@@ -244,12 +244,16 @@ class Store:
 
     def chunk_parts(self, stage: str, key: str) -> list[Part]:
         """Completed chunk files of an unfinished stage, oldest first (for --resume)."""
+        return [part for part, _ids in self.chunk_ids(stage, key)]
+
+    def chunk_ids(self, stage: str, key: str) -> list[tuple[Part, pl.Series]]:
+        """`chunk_parts` with each chunk's request ids (read once for both)."""
         prefix = self.stage_prefix(stage, key)
-        parts = []
+        found = []
         for name in self.list_dir(prefix):
             if name.startswith("chunk-") and name.endswith(".parquet"):
                 relative = f"{prefix}/{name}"
                 data = self.read_bytes(relative)
-                frame = pl.read_parquet(io.BytesIO(data), columns=["request_id"])
-                parts.append(Part(relative, hashlib.sha256(data).hexdigest(), frame.height))
-        return parts
+                ids = pl.read_parquet(io.BytesIO(data), columns=["request_id"])["request_id"]
+                found.append((Part(relative, hashlib.sha256(data).hexdigest(), ids.len()), ids))
+        return found
