@@ -18,13 +18,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# polars allocates through jemalloc, which by default gives each thread its own arena and
-# returns freed pages only after 10 s, so a run's peak RSS sums the high-water marks of its
-# stages. One arena and a short decay keep it near the live size (refund --all, 10k cases:
-# 211-234 -> 185-188 MB over three runs each, CPU unchanged). It applies only when this
-# module is the first to load polars (the CLI) and the variable is not set already.
-os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0")
-
 import fsspec
 import polars as pl
 
