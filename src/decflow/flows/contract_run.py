@@ -11,8 +11,6 @@ reuses the stored upstream manifests of the run.
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -28,7 +26,7 @@ from prefect.utilities.annotations import quote
 from decflow.errors import DecflowError
 from decflow.flows.runners import build_task_runner
 from decflow.pipeline import results_stage
-from decflow.pipeline.runner import record_run, reuse_upstream, save_contract_copy
+from decflow.pipeline.runner import RunBook
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Store
 from decflow.tasks.report import CallProgress, artifact_key, report_task
@@ -105,21 +103,9 @@ def run_stages(
     id, status, exit code and the store path of its report."""
     logger = get_run_logger()
     store = Store(spec.store_url)
-    loaded = load_contract_cached(spec.contract_path)
-    manifests = reuse_upstream(store, spec.run_id, from_stage) if from_stage else {}
-    timings: dict[str, float] = {}
+    book = RunBook(spec, store, from_stage, logger)
+    manifests, timings, stage = book.manifests, book.timings, book.stage
     spec_d = spec.to_dict()
-    save_contract_copy(store, spec)
-    record_run(store, spec, loaded, manifests, timings, "running")
-
-    def stage(name: str, compute: Callable[[], Manifest]) -> None:
-        if name in manifests:
-            logger.info("stage %s: reused from run %s", name, spec.run_id)
-            return
-        started = time.perf_counter()
-        manifests[name] = compute()
-        timings[name] = round(time.perf_counter() - started, 4)
-        record_run(store, spec, loaded, manifests, timings, "running")
 
     stage("cases", lambda: Manifest.from_dict(cases_task(spec_d)))
     stage("requests", lambda: Manifest.from_dict(

@@ -86,25 +86,9 @@ def run_contract(
     on_stage: Callable[[str, Manifest], None] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) every stage of a contract run and write its report."""
-    loaded = load_contract_cached(spec.contract_path)
-    manifests: dict[str, Manifest] = {}
-    if from_stage is not None:
-        manifests = reuse_upstream(store, spec.run_id, from_stage)
-    timings: dict[str, float] = {}
-    save_contract_copy(store, spec)
-    record_run(store, spec, loaded, manifests, timings, "running")
-
-    def run(name: str, fn: Callable[[], Manifest]) -> None:
-        if name in manifests:
-            log.info("stage %s: reused from run %s", name, spec.run_id)
-            return
-        started = time.perf_counter()
-        manifests[name] = fn()
-        timings[name] = round(time.perf_counter() - started, 4)
-        record_run(store, spec, loaded, manifests, timings, "running")
-        if on_stage:
-            on_stage(name, manifests[name])
-
+    book = RunBook(spec, store, from_stage, log, on_stage)
+    run = book.stage
+    manifests = book.manifests
     run("cases", lambda: stage_cases(spec, store))
     run("requests", lambda: stage_requests(spec, store, manifests["cases"]))
     run("results", lambda: run_results(spec, store, manifests["requests"], progress))
@@ -113,7 +97,45 @@ def run_contract(
 
         run("comparisons", lambda: stage_comparisons(spec, store, manifests))
         run("minimized", lambda: stage_minimized(spec, store, manifests))
-    return finish_run(spec, store, manifests, timings, fail_on_warn=fail_on_warn)
+    return finish_run(spec, store, manifests, book.timings, fail_on_warn=fail_on_warn)
+
+
+class RunBook:
+    """What a runner keeps while it runs a contract's stages: the manifests so far (upstream
+    ones reused with `--from-stage`), stage timings, and `runs/<id>/run.json` kept current.
+    Shared by the in-process runner and the Prefect flow."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        store: Store,
+        from_stage: str | None,
+        logger: Any,
+        on_stage: Callable[[str, Manifest], None] | None = None,
+    ) -> None:
+        self.spec, self.store, self.logger, self.on_stage = spec, store, logger, on_stage
+        self.loaded = load_contract_cached(spec.contract_path)
+        self.manifests: dict[str, Manifest] = (
+            reuse_upstream(store, spec.run_id, from_stage) if from_stage else {}
+        )
+        self.timings: dict[str, float] = {}
+        save_contract_copy(store, spec)
+        self._record()
+
+    def _record(self) -> None:
+        record_run(self.store, self.spec, self.loaded, self.manifests, self.timings, "running")
+
+    def stage(self, name: str, compute: Callable[[], Manifest]) -> None:
+        """Compute stage `name` unless it was reused, and record it."""
+        if name in self.manifests:
+            self.logger.info("stage %s: reused from run %s", name, self.spec.run_id)
+            return
+        started = time.perf_counter()
+        self.manifests[name] = compute()
+        self.timings[name] = round(time.perf_counter() - started, 4)
+        self._record()
+        if self.on_stage:
+            self.on_stage(name, self.manifests[name])
 
 
 def finish_run(spec: RunSpec, store: Store, manifests: dict[str, Manifest],
