@@ -17,6 +17,7 @@ from decflow.contracts import load_contract
 from decflow.errors import DatasetError
 from decflow.pipeline.check import check_records
 from decflow.reports.check_text import render_check
+from tests.cli_helpers import run_cli
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 EXAMPLE = REFERENCE / "decguard-examples" / "refund"
@@ -200,15 +201,15 @@ def test_edited_baseline_report_is_rejected(contract, tmp_path: Path) -> None:
 
 
 def test_command_with_a_store_gives_the_same_report(tmp_path: Path) -> None:
-    runner = CliRunner()
     args = ["check", str(EXAMPLE / "decguard.yaml"), "-d", str(EXAMPLE / "production.jsonl"),
             "-f", "json"]
-    direct = json.loads(runner.invoke(_cli(), args).output)
-    staged = runner.invoke(_cli(), [*args, "--store", str(tmp_path / "store")])
-    assert staged.exit_code == 0
+    code, out, _ = run_cli(*args)
+    direct = json.loads(out)
+    code, staged, err = run_cli(*args, "--store", str(tmp_path / "store"))
+    assert code == 0, err
     assert (tmp_path / "store" / "stages" / "records").is_dir()
     for key in (*COMPARED, "dataset", "records"):
-        assert json.loads(staged.output)[key] == direct[key]
+        assert json.loads(staged)[key] == direct[key]
 
 
 def test_mixed_records_equal_decguard() -> None:

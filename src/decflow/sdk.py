@@ -141,7 +141,8 @@ def run_check(contract: str | Path, records: str, *, baseline: str | None = None
     """`decflow check`: the production check report dict."""
     from decflow.commands.check import run_check as check
 
-    return check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=store)
+    return check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=store,
+                 show_progress=False)
 
 
 def run_diff(baseline: str, candidate: str, *, contract: str | None = None,

@@ -17,6 +17,7 @@ def run_check(
     *,
     fail_on_warn: bool = False,
     store: str | None = None,
+    show_progress: bool = True,
 ) -> dict[str, Any]:
     """Load the contract and check the records at `dataset` (a file, folder or glob of
     .jsonl/.json/.parquet), optionally against `baseline` (records or an earlier check
@@ -24,20 +25,38 @@ def run_check(
     URL the `records` and `aggregates` stages are published there (cached by contract and
     input bytes) and large inputs are named in the report by their records artifact.
     Returns the check report; raises `DecflowError` (exit 2) on bad input."""
+    from decflow.commands.progress import progress_factory
     from decflow.contracts import load_contract
     from decflow.pipeline import check as stages
 
     loaded = load_contract(contract_path)
     contract = loaded.contract
     identity = {"contract_path": contract_path, "contract_hash": loaded.hash}
-    if store is None:
-        return stages.check_records(
-            contract, dataset, baseline, fail_on_warn=fail_on_warn, **identity
-        )
+    with progress_factory(show_progress) as factory:
+        update = factory("records", None) if factory else None
+        if store is None:
+            return stages.check_records(
+                contract, dataset, baseline, fail_on_warn=fail_on_warn, progress=update,
+                **identity,
+            )
+        return _check_in_store(store, loaded, identity, dataset, baseline, fail_on_warn, update)
+
+
+def _check_in_store(
+    store: str,
+    loaded: Any,
+    identity: dict[str, str],
+    dataset: str,
+    baseline: str | None,
+    fail_on_warn: bool,
+    update: Any,
+) -> dict[str, Any]:
+    from decflow.pipeline import check as stages
     from decflow.store.store import Store
 
+    contract = loaded.contract
     opened = Store(store)
-    records = stages.stage_records(opened, contract, loaded.hash, dataset)
+    records = stages.stage_records(opened, contract, loaded.hash, dataset, progress=update)
     aggregates = stages.stage_aggregates(opened, contract, loaded.hash, records)
     return stages.summarize(
         contract,

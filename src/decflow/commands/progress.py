@@ -7,23 +7,25 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-Update = Callable[[int, int], None]
-Factory = Callable[[str, int], Update]
+Update = Callable[[int, int | None], None]
+Factory = Callable[[str, int | None], Update]  # total None: unknown (e.g. records in files)
 
 LOG_EVERY_S = 5.0
 
 
-def _plain(name: str, total: int) -> Update:
+def _plain(name: str, total: int | None) -> Update:
     state = {"last": 0.0, "started": time.monotonic()}
 
-    def update(done: int, total_now: int) -> None:
+    def update(done: int, total_now: int | None) -> None:
         now = time.monotonic()
-        if done < total_now and now - state["last"] < LOG_EVERY_S:
+        finished = total_now is not None and done >= total_now
+        if not finished and now - state["last"] < LOG_EVERY_S:
             return
         state["last"] = now
         elapsed = max(now - state["started"], 1e-9)
         rate = done / elapsed
-        print(f"{name}: {done}/{total_now} ({rate:.0f}/s)", file=sys.stderr, flush=True)
+        of = f"/{total_now}" if total_now is not None else ""
+        print(f"{name}: {done}{of} ({rate:.0f}/s)", file=sys.stderr, flush=True)
 
     return update
 
@@ -61,10 +63,10 @@ def progress_factory(enabled: bool = True) -> Iterator[Factory | None]:
         transient=True,
     ) as bar:
 
-        def factory(name: str, total: int) -> Update:
+        def factory(name: str, total: int | None) -> Update:
             task = bar.add_task(name, total=total)
 
-            def update(done: int, total_now: int) -> None:
+            def update(done: int, total_now: int | None) -> None:
                 bar.update(task, completed=done, total=total_now)
 
             return update

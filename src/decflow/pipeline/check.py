@@ -17,6 +17,7 @@ inputs are named, not copied (`records_inline: false`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -117,16 +118,26 @@ def _aggregates(
     return Aggregates(path, digest, files, merged[""], segments)
 
 
+Progress = Callable[[int, int | None], None]
+
+
 def aggregate_records(
-    contract: Any, source: str | Path | list[str | Path], *, shown_path: str | None = None
+    contract: Any,
+    source: str | Path | list[str | Path],
+    *,
+    shown_path: str | None = None,
+    progress: Progress | None = None,
 ) -> Aggregates:
-    """Stages `records` and `aggregates` in one streaming pass over the partitions."""
+    """Stages `records` and `aggregates` in one streaming pass over the partitions;
+    `progress(records so far, None)` after every batch."""
     spec = RecordSpec.from_contract(contract)
     reader = RecordReader(source, spec)
     merged: dict[str, GroupStats] = {}
     kept: list[pl.DataFrame] | None = []
     for batch in reader.batches():
         merged = merge_groups(merged, batch_stats(batch.table, spec, contract))
+        if progress:
+            progress(reader.n_records, None)
         if kept is not None:
             kept = [*kept, batch.table] if reader.n_records <= INLINE_RECORDS else None
     path = shown_path or str(source)
@@ -143,7 +154,13 @@ STAGE_VERSION = "1"
 
 
 def stage_records(
-    store: Store, contract: Any, contract_hash: str, source: str, *, shown_path: str | None = None
+    store: Store,
+    contract: Any,
+    contract_hash: str,
+    source: str,
+    *,
+    shown_path: str | None = None,
+    progress: Progress | None = None,
 ) -> Manifest:
     """Validate and normalize every record into `stages/records/<key>/part-*.parquet`, one
     part per batch. Keyed by contract and the source's bytes."""
@@ -158,10 +175,11 @@ def stage_records(
         return cached
     reader = RecordReader(files, spec)
     prefix = store.stage_prefix("records", key)
-    parts = [
-        store.write_part(f"{prefix}/part-{i:05d}.parquet", batch.table)
-        for i, batch in enumerate(reader.batches())
-    ]
+    parts = []
+    for i, batch in enumerate(reader.batches()):
+        parts.append(store.write_part(f"{prefix}/part-{i:05d}.parquet", batch.table))
+        if progress:
+            progress(reader.n_records, None)
     extra = {
         "path": shown_path or source,
         "hash": reader.dataset_hash,
@@ -481,9 +499,10 @@ def check_records(
     contract_path: str | None = None,
     contract_hash: str | None = None,
     fail_on_warn: bool = False,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the whole production check in-process and return the report."""
-    aggregates = aggregate_records(contract, source, shown_path=str(source))
+    aggregates = aggregate_records(contract, source, shown_path=str(source), progress=progress)
     loaded_baseline = None if baseline is None else load_baseline(contract, baseline)
     return summarize(
         contract,
