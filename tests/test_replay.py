@@ -64,3 +64,20 @@ def test_nothing_to_replay(tmp_path: Path):
     code, text, _ = run_cli("replay", str(out), "--store", store)
     assert code == 0 and "Nothing to replay" in text
     assert os.path.exists(out)
+
+
+DECGUARD_FUZZ = Path(__file__).parent / "fixtures" / "decguard-reports" / (
+    "refund-order_sensitive-fuzz.json"
+)
+
+
+def test_decguard_fuzz_report_is_shown_and_replayed(tmp_path: Path):
+    code, text, err = run_cli("report", str(DECGUARD_FUZZ), "--store", str(tmp_path))
+    assert code == 1, err
+    assert "option_order         33 compared · 27 violating" in text
+    assert "minimal: [reject, refund, review]" in text
+    code, text, err = run_cli("replay", str(DECGUARD_FUZZ), "--id", "option_order/r1/2",
+                              "-c", str(EXAMPLES / "refund" / "decguard.yaml"),
+                              "--store", str(tmp_path))
+    assert code == 1, err
+    assert "option_order/r1/2: reproduces · regenerated from seed: yes" in text

@@ -24,6 +24,7 @@ from decflow.pipeline.golden import probability_matrix
 from decflow.pipeline.spec import now_iso
 from decflow.properties.generate import RELATIONS, regeneration_status
 from decflow.properties.minimize import make_judge
+from decflow.reports.markdown import property_failures
 from decflow.store.store import Store
 
 
@@ -93,7 +94,7 @@ def replay_report(
                            f"the report ('{stored['name']}')")
     backend_name = backend or report["backend"]["name"]
     contract.backend_config(backend_name)
-    failures = _select(report["properties"]["failures"], ids)
+    failures = _select(property_failures(report["properties"]), ids)
     base = {
         "report_version": "decflow/1",
         "kind": "replay",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.reports.markdown import property_failures
 from decflow.reports.text import MAX_LISTED, num, preview
 
 
@@ -38,12 +39,12 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append(f"  Skipped ({min(len(skipped), MAX_LISTED)} of {len(skipped)})")
         for item in skipped[:MAX_LISTED]:
             lines.append(f"    {item['property']}/{item['case_id']}: {item['reason']}")
-    failures = section["failures"]
+    failures = property_failures(section)
     total = section.get("n_failures", len(failures))
     if failures:
         lines.append(f"  Property failures ({min(len(failures), MAX_LISTED)} of {total})")
         for item in failures[:MAX_LISTED]:
-            if item["error"]:
+            if item.get("error"):
                 problem = f"{item['error']['kind']}: {item['error']['message']}"
             else:
                 problem = "; ".join(item["violations"])
