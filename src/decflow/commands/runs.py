@@ -30,6 +30,9 @@ def accept_run(store: Any, run_id: str) -> dict[str, Any]:
     from decflow.pipeline.spec import now_iso
 
     record = load_run_record(store, run_id)
+    if record.get("kind") == "probe":
+        raise DecflowError(f"run {run_id} is a probe; only contract runs can be a regression "
+                           "baseline")
     if record["status"] not in ("pass", "warn", "fail"):
         raise DecflowError(f"run {run_id} did not finish (status {record['status']}); "
                            "finish it with --resume before accepting it")
