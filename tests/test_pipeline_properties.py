@@ -125,3 +125,35 @@ def test_property_not_in_stored_run_fails_when_regated(tmp_path):
     assert check["status"] == "fail"
     assert "the property was not run" in check["message"]
     assert code == 1
+
+
+def test_untransformable_cases_are_skipped_and_a_property_that_changes_nothing_fails(tmp_path):
+    import shutil
+
+    import yaml
+
+    folder = tmp_path / "spam"
+    shutil.copytree(EXAMPLES / "spam", folder)
+    path = folder / "decguard.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["properties"] = {
+        "normalization": {"max_tv_distance": 0.02},  # plain ASCII, single spaces: no change
+        "inversion": {"rewrites": [{"find": "winner", "replace": "loser"}],
+                      "max_tv_distance": 1.0},
+    }
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "fuzz.json"
+    code, text, err = run_cli("fuzz", str(path), "--store", str(tmp_path / "s"), "-o", str(out))
+    report = json.loads(out.read_text())
+    skipped = report["properties"]["skipped"]
+    reasons = {(s["property"], s["reason"]) for s in skipped}
+    assert ("normalization", "no transformation changes this case") in reasons
+    assert ("inversion", "no rewrite matches the text") in reasons
+    assert sum(s["property"] == "normalization" for s in skipped) == 10
+    inverted = [s for s in report["properties"]["summaries"] if s["property"] == "inversion"]
+    assert inverted and inverted[0]["n_transformed"] == 1  # only "Congratulations winner, …"
+    check = next(c for c in report["checks"] if c["gate"] == "normalization.max_error_rate")
+    assert check["status"] == "fail"
+    assert "no case could be transformed" in check["message"]
+    assert code == 1, err
+    assert "normalization/case-1: no transformation changes this case" in text
