@@ -453,3 +453,13 @@ def test_cli_report_shows_a_stored_probe(project: Path) -> None:
     code, shown, err = run_cli("report", run_id)
     assert code == 0, err
     assert shown == first
+
+
+def test_file_views_refuse_probe_reports(tmp_path: Path) -> None:
+    from decflow.errors import DecflowError
+    from decflow.reports.views import write_views
+
+    with pytest.raises(DecflowError, match="not available for probe reports"):
+        write_views({"kind": "probe", "report_version": "decflow/1"},
+                    html=str(tmp_path / "r.html"))
+    assert not (tmp_path / "r.html").exists()

@@ -7,6 +7,9 @@ from typing import Any
 
 from decflow.errors import DecflowError
 
+# Report kinds the file views do not describe (a probe has relations, not gates).
+NO_FILE_VIEWS = frozenset({"probe"})
+
 
 def render_text(report: dict[str, Any]) -> str:
     """The terminal view of any stored report kind (run, diff, check)."""
@@ -53,6 +56,11 @@ def write_views(
     junit: str | None = None,
     markdown: str | None = None,
 ) -> None:
+    if report.get("kind") in NO_FILE_VIEWS and (html or junit or markdown):
+        raise DecflowError(
+            f"--html/--markdown/--junit are not available for {report['kind']} reports "
+            "(they show gates of contract runs, checks and diffs); use the text view or -f json"
+        )
     if html:
         from decflow.reports.html import render_html
 
