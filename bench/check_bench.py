@@ -6,7 +6,7 @@ seconds (user + sys) and peak RSS. With `--decguard PATH` the same JSONL files a
 checked by DecGuard 0.1.1 (installed in a throwaway environment) for the ratio.
 
 usage: python bench/check_bench.py [--sizes 1000000 10000000] [--formats jsonl parquet]
-                                   [--decguard /tmp/dgvenv/bin/decguard] [--decguard-max N]
+                                   [--decguard /tmp/decguard-venv/bin/decguard] [--decguard-max N]
                                    [--continuous]
 """
 
