@@ -4,7 +4,7 @@
     python scripts/render_html_png.py REPORT.html|report.json OUT.png [--width 1280]
         [--height 2000] [--chromium PATH]
 
-A `.json` input is rendered to HTML first with `decflow.reports.html.render_html`.
+A `.json` input is rendered to HTML first with `decflow.views.html.render_html`.
 Chromium runs with networking-related background services off and a throwaway profile, so
 the screenshot shows exactly what the self-contained file shows offline. Needs Debian's
 `chromium` (`apt-get install -y chromium`) or `--chromium PATH` / `$DECFLOW_CHROMIUM`.
@@ -36,7 +36,7 @@ def find_chromium(explicit: str | None) -> str:
 def html_file(source: Path, workdir: Path) -> Path:
     if source.suffix.lower() != ".json":
         return source.resolve()
-    from decflow.reports.html import render_html
+    from decflow.views.html import render_html
 
     target = workdir / (source.stem + ".html")
     target.write_text(render_html(json.loads(source.read_text(encoding="utf-8"))),

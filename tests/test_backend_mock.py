@@ -26,7 +26,7 @@ def mock(**settings: object) -> MockBackend:
 def decide(backend: MockBackend, value: str | dict, shown: tuple[str, ...] = LABELS,
            order: tuple[int, ...] = (0, 1, 2)) -> np.ndarray:
     text = value if isinstance(value, str) else None
-    from decflow.data.golden import compact_json
+    from decflow.data.golden_dataset import compact_json
 
     obj = None if isinstance(value, str) else compact_json(value)
     batch = RequestBatch(["r"], [text], [obj], [list(shown)], np.array([order]))

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from decflow.commands import check as check_command
 from decflow.contracts import load_contract
 from decflow.errors import DatasetError
-from decflow.pipeline.check import check_records
-from decflow.reports.check_text import render_check
+from decflow.pipeline.production.stages import check_records
+from decflow.views.production_text import render_check
 from tests.cli_helpers import run_cli
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
@@ -160,8 +160,8 @@ def _as_parquet(records: list[dict], path: Path) -> None:
 
 
 def test_store_stages_give_the_same_report(contract, tmp_path: Path, monkeypatch) -> None:
-    import decflow.pipeline.check as check_module
-    from decflow.pipeline.check import (
+    import decflow.pipeline.production.stages as check_module
+    from decflow.pipeline.production.stages import (
         load_baseline,
         stage_aggregates,
         stage_records,

@@ -14,7 +14,7 @@ import yaml
 
 from decflow.contracts import load_contract
 from decflow.metrics.partial_sums import group_sums, to_float
-from decflow.pipeline.check import check_records
+from decflow.pipeline.production.stages import check_records
 
 EXAMPLE = Path(__file__).parent / "fixtures" / "reference" / "decguard-examples" / "refund"
 LABELS = ("refund", "reject", "review")

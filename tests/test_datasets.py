@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from decflow.data.golden import load_golden
+from decflow.data.golden_dataset import load_golden
 from decflow.errors import DatasetError
 
 LABELS = ("refund", "reject", "review")

@@ -12,9 +12,9 @@ from importlib import resources
 
 import pytest
 
-from decflow.diagnostics.catalogue import AXES, GENDERS, load_catalogue
+from decflow.catalogue.entries import AXES, GENDERS, load_catalogue
+from decflow.catalogue.templates import unknown_slots
 from decflow.diagnostics.personas import build_pairs
-from decflow.diagnostics.render import unknown_slots
 from decflow.errors import ConfigurationError
 
 CASES_EN = [(f"c{i}", f"I ask for a loan of {1000 + 250 * i} EUR to buy a car.") for i in range(6)]
@@ -22,8 +22,7 @@ CASES_DE = [(f"c{i}", f"Ich beantrage einen Kredit über {1000 + 250 * i} EUR.")
 
 
 def _raw(language: str) -> bytes:
-    path = f"catalogues/{language}.json"
-    return resources.files("decflow.diagnostics").joinpath(path).read_bytes()
+    return resources.files("decflow.catalogue").joinpath(f"{language}.json").read_bytes()
 
 
 def _strings(node: object) -> list[str]:

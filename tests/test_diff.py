@@ -12,7 +12,7 @@ import pytest
 from decflow.commands.diff import diff_reports
 from decflow.contracts import load_contract
 from decflow.errors import DecflowError
-from decflow.reports.diff_text import render_diff
+from decflow.views.diff_text import render_diff
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 EXAMPLE = REFERENCE / "decguard-examples" / "refund"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from decflow.metrics.golden import calibration_bin_index, golden_metrics, metric_value
+from decflow.metrics.golden_metrics import calibration_bin_index, golden_metrics, metric_value
 from decflow.metrics.numeric import exact_mean, percentiles, row_sums
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"

@@ -182,7 +182,7 @@ def project(tmp_path: Path) -> Path:
 def test_contract_run_flow_matches_direct_run_and_is_recorded(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from decflow.reports.markdown import render_markdown
+    from decflow.views.markdown import render_markdown
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     contract = "refund/decflow.yaml"
@@ -306,7 +306,7 @@ def test_dask_two_workers_give_the_thread_runners_report(
 ) -> None:
     pytest.importorskip("prefect_dask")
     distributed = pytest.importorskip("distributed")
-    from decflow.pipeline.runner import run_contract
+    from decflow.pipeline.contract_run.runner import run_contract
     from decflow.pipeline.spec import RunSpec, new_run_id
     from decflow.store.store import Store
 

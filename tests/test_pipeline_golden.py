@@ -105,11 +105,9 @@ def test_regate_uses_no_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         raise AssertionError("re-gating must not build or call a backend")
 
     # import first: a module imported while the registry is patched would keep the fake
-    import decflow.pipeline.direct_calls
-    import decflow.pipeline.results_stage  # noqa: F401
 
     monkeypatch.setattr("decflow.backends.registry.build_backend", no_backend)
-    monkeypatch.setattr("decflow.pipeline.results_stage.build_backend", no_backend)
+    monkeypatch.setattr("decflow.pipeline.contract_run.results.build_backend", no_backend)
     monkeypatch.setattr("decflow.pipeline.direct_calls.build_backend", no_backend)
     out = tmp_path / "regated.json"
     code, text, _ = run_cli("report", run_id, "-c", str(edited), "--store", store, "-o", str(out))

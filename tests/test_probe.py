@@ -457,7 +457,7 @@ def test_cli_report_shows_a_stored_probe(project: Path) -> None:
 
 def test_file_views_refuse_probe_reports(tmp_path: Path) -> None:
     from decflow.errors import DecflowError
-    from decflow.reports.views import write_views
+    from decflow.views.outputs import write_views
 
     with pytest.raises(DecflowError, match="not available for probe reports"):
         write_views({"kind": "probe", "report_version": "decflow/1"},

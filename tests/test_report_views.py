@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from decflow.reports.html import render_html
-from decflow.reports.junit import render_junit
-from decflow.reports.markdown import render_markdown
+from decflow.views.html import render_html
+from decflow.views.junit import render_junit
+from decflow.views.markdown import render_markdown
 
 HERE = Path(__file__).parent
 VECTORS = HERE / "fixtures" / "reference" / "decguard-vectors"
@@ -593,7 +593,7 @@ def test_junit_survives_control_characters_and_no_checks() -> None:
 
 
 def test_views_of_a_report_without_golden_metrics_or_contract(tmp_path: Path) -> None:
-    from decflow.reports.views import write_views
+    from decflow.views.outputs import write_views
 
     report = {"report_version": "decflow/1", "mode": "stability", "status": "pass",
               "exit_code": 0, "checks": [], "metrics": None, "properties": None,
@@ -612,7 +612,7 @@ def test_views_of_a_report_without_golden_metrics_or_contract(tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def real_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    from decflow.pipeline.runner import run_contract
+    from decflow.pipeline.contract_run.runner import run_contract
     from decflow.pipeline.spec import RunSpec
     from decflow.store.store import Store
 

@@ -159,7 +159,7 @@ def finished(process: subprocess.Popen[bytes]) -> int:
 
 def recorded_ids(store: Path) -> set[str]:
     """Results the killed run left in the store: chunk files and per-result journals."""
-    from decflow.pipeline.journal import SUFFIX, journal_rows
+    from decflow.pipeline.contract_run.journal import SUFFIX, journal_rows
 
     ids: set[str] = set()
     for chunk in store.glob("stages/results/*/chunk-*.parquet"):

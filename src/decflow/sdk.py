@@ -85,7 +85,7 @@ class DecisionGuard:
             raise DecflowError(
                 f"backend '{self.backend_name}' failed: {row['error_kind']}: {row['error_message']}"
             )
-        from decflow.pipeline.golden import decision_result
+        from decflow.pipeline.contract_run.golden_section import decision_result
 
         result = decision_result(
             {**row, "case_id": case_id, "result_metadata_json": row["metadata_json"]},
@@ -122,7 +122,7 @@ def run_test(
     """`decflow test` (mode test|all), `decflow fuzz` (mode fuzz) or `decflow stability`:
     the report dict the CLI prints. Gate failures are in the report; problems raise."""
     from decflow.commands.common import open_store
-    from decflow.pipeline.runner import run_contract
+    from decflow.pipeline.contract_run.runner import run_contract
     from decflow.pipeline.spec import RunSpec, new_run_id
 
     opened = open_store(store)

@@ -28,7 +28,7 @@ from decflow.backends.base import (
     Prediction,
     RequestBatch,
 )
-from decflow.data.golden import case_input
+from decflow.data.golden_dataset import case_input
 
 RESULTS_SCHEMA = {
     "request_id": pl.String,

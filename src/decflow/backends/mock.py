@@ -26,7 +26,7 @@ from decflow.backends.base import (
     Prediction,
     RequestBatch,
 )
-from decflow.data.golden import compact_json
+from decflow.data.golden_dataset import compact_json
 
 _WHITESPACE = re.compile(r"\s+")
 _ENUMERATOR = re.compile(r"^(?:\d{1,3}|[A-Za-z])[).:]\s+")

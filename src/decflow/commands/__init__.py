@@ -9,13 +9,13 @@ import typer
 COMMAND_MODULES = (
     "validate",
     "contract_run",
-    "diagnostics",
+    "stability",
     "report",
     "runs",
     "replay",
     "diff",
     "check",
-    "decide",
+    "run",
     "orchestrate",
     "probe",
 )

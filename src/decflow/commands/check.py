@@ -27,7 +27,7 @@ def run_check(
     Returns the check report; raises `DecflowError` (exit 2) on bad input."""
     from decflow.commands.progress import progress_factory
     from decflow.contracts import load_contract
-    from decflow.pipeline import check as stages
+    from decflow.pipeline.production import stages
 
     loaded = load_contract(contract_path)
     contract = loaded.contract
@@ -51,7 +51,7 @@ def _check_in_store(
     fail_on_warn: bool,
     update: Any,
 ) -> dict[str, Any]:
-    from decflow.pipeline import check as stages
+    from decflow.pipeline.production import stages
     from decflow.store.store import Store
 
     contract = loaded.contract
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check production decision records against the contract (offline)."""
         from decflow.commands.contract_run import use_prefect
-        from decflow.reports.check_text import render_check
+        from decflow.views.production_text import render_check
 
         check_format(fmt)
         if use_prefect(prefect):

@@ -80,7 +80,7 @@ def publish(
     what: str = "report",
 ) -> NoReturn:
     """Write the asked-for views and JSON, print the report, exit with its exit code."""
-    from decflow.reports.views import write_views
+    from decflow.views.outputs import write_views
 
     write_views(report, html=html, junit=junit, markdown=markdown)
     if output:

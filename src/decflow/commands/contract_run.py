@@ -58,7 +58,7 @@ def use_prefect(flag: bool | None) -> bool:
 
 
 def build_spec(options: RunOptions, store: Any) -> Any:
-    from decflow.pipeline.runner import load_run_record
+    from decflow.pipeline.contract_run.runner import load_run_record
     from decflow.pipeline.spec import RunSpec, new_run_id
 
     if options.resume:
@@ -87,7 +87,7 @@ def build_spec(options: RunOptions, store: Any) -> Any:
 
 def check_resume(spec: Any, store: Any) -> None:
     """A resumed run must use the same contract (by hash) as the interrupted one."""
-    from decflow.pipeline.runner import load_run_record
+    from decflow.pipeline.contract_run.runner import load_run_record
     from decflow.pipeline.spec import load_contract_cached
 
     record = load_run_record(store, spec.run_id)
@@ -113,7 +113,7 @@ def execute(options: RunOptions) -> dict[str, Any]:
             spec.to_dict(), from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
             task_runner=options.task_runner, dask_address=options.dask_address,
         )
-    from decflow.pipeline.runner import run_contract
+    from decflow.pipeline.contract_run.runner import run_contract
 
     with progress_factory() as progress:
         return run_contract(spec, store, progress=progress, from_stage=options.from_stage,
@@ -121,7 +121,7 @@ def execute(options: RunOptions) -> dict[str, Any]:
 
 
 def finish(options: RunOptions, report: dict[str, Any]) -> NoReturn:
-    from decflow.reports.views import render_text
+    from decflow.views.outputs import render_text
 
     publish(
         report, render_text, fmt=options.fmt, output=options.output, html=options.html,

@@ -209,7 +209,7 @@ def register(app: typer.Typer) -> None:
         markdown: str | None = common.MARKDOWN_OPTION,
     ) -> None:
         """Compare two runs case by case and gate the regression."""
-        from decflow.reports.diff_text import render_diff
+        from decflow.views.diff_text import render_diff
 
         check_format(fmt)
         report = run_diff(

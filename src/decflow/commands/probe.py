@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         from decflow.probe.loading import load_agent, read_inputs
-        from decflow.probe.render import render_probe
         from decflow.probe.runner import probe
+        from decflow.views.probe_text import render_probe
 
         check_format(fmt)
         agent_callable = load_agent(agent)

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         from decflow.commands.report import load_verified
         from decflow.contracts import load_contract
         from decflow.errors import DecflowError
-        from decflow.pipeline.replay import render_replay, replay_report, stored_contract
+        from decflow.pipeline.stored.replay import render_replay, replay_report, stored_contract
 
         check_format(fmt)
         report, source, _run_id = load_verified(target, open_store(store))

@@ -14,7 +14,7 @@ from decflow.errors import DecflowError
 
 def resolve_report(target: str, store: Any) -> tuple[dict[str, Any], str, str | None]:
     """(report, source name, run id when the run's artifacts are in the store)."""
-    from decflow.reports.verify import load_report_file
+    from decflow.report.verify import load_report_file
 
     if os.path.exists(target):
         report = load_report_file(target)
@@ -33,7 +33,7 @@ def resolve_report(target: str, store: Any) -> tuple[dict[str, Any], str, str | 
 
 
 def load_verified(target: str, store: Any) -> tuple[dict[str, Any], str, str | None]:
-    from decflow.reports.verify import verify_run_report
+    from decflow.report.verify import verify_run_report
 
     report, source, run_id = resolve_report(target, store)
     kind = report.get("kind", "run")
@@ -62,14 +62,14 @@ def register(app: typer.Typer) -> None:
         markdown: str | None = common.MARKDOWN_OPTION,
     ) -> None:
         """Show a stored run or report; with -c, re-gate it without calling any backend."""
-        from decflow.reports.views import render_text
+        from decflow.views.outputs import render_text
 
         check_format(fmt)
         opened = open_store(store)
         report, _source, run_id = load_verified(target, opened)
         if contract is not None:
             from decflow.contracts import load_contract
-            from decflow.pipeline.regate import regate_inline, regate_stored_run
+            from decflow.pipeline.stored.regate import regate_inline, regate_stored_run
 
             loaded = load_contract(contract)
             if run_id is not None:

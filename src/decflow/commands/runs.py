@@ -26,7 +26,7 @@ def accepted_path(decision: str, backend: str) -> str:
 
 def accept_run(store: Any, run_id: str) -> dict[str, Any]:
     from decflow.errors import DecflowError
-    from decflow.pipeline.runner import load_run_record
+    from decflow.pipeline.contract_run.runner import load_run_record
     from decflow.pipeline.spec import now_iso
 
     record = load_run_record(store, run_id)
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
     @runs.command("show")
     def runs_show(run_id: str, store: str | None = common.STORE_OPTION) -> None:
         """Print a run's record (stages, hashes, timings, status) as JSON."""
-        from decflow.pipeline.runner import load_run_record
+        from decflow.pipeline.contract_run.runner import load_run_record
 
         typer.echo(json.dumps(load_run_record(open_store(store), run_id), indent=2))
 

@@ -14,7 +14,7 @@ def _backends_line(contract: Any) -> str:
 
 
 def _count_gates(gates: Any) -> int:
-    from decflow.pipeline.summary import GATE_KEYS
+    from decflow.pipeline.contract_run.summary import GATE_KEYS
 
     return sum(getattr(gates, key) is not None for key in GATE_KEYS)
 
@@ -34,7 +34,7 @@ def _production_line(contract: Any) -> str | None:
 def validate(contract_path: str, dataset: str | None) -> str:
     from decflow.backends.registry import build_backend
     from decflow.contracts import load_contract
-    from decflow.data.golden import load_golden
+    from decflow.data.golden_dataset import load_golden
 
     loaded = load_contract(contract_path)
     contract = loaded.contract

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from decflow.contracts import checks
+from decflow.contracts import cross_section as checks
 from decflow.contracts.base import check_name
 from decflow.contracts.contract import DEFAULT_BACKEND, Contract
 from decflow.contracts.decision import DECISION_MODELS, DECISION_TYPES, LABEL_KEYS, Decision

@@ -3,7 +3,7 @@
 - ``stability``: rerun meter (disjoint rerun pairs, Wilson tri-state against ε, oracle advice)
 - ``blindness``: modal-label skew of first draws; marks passes of a blind suite as vacuous
 - ``catalogue`` / ``personas`` / ``render``: seeded single-axis persona pairs from the
-  versioned ``catalogues/<language>.json``, with placebo partners and a diff check
+  versioned catalogues (``decflow.catalogue``), with placebo partners and a diff check
 - ``counterfactual``: per-axis attributable flip rates, attribution and direction tests
 
 Statistics live in ``decflow.metrics.stats``.

@@ -27,14 +27,14 @@ from typing import Any, Literal
 
 import polars as pl
 
-from decflow.diagnostics.catalogue import AXES, Catalogue, Entry, Persona, load_catalogue
+from decflow.catalogue.entries import AXES, Catalogue, Entry, Persona, load_catalogue
+from decflow.catalogue.templates import unknown_slots
 from decflow.diagnostics.render import (
     Rendered,
     RenderError,
     changed_slots,
     off_axis_slots,
     render_input,
-    unknown_slots,
 )
 from decflow.errors import ConfigurationError
 from decflow.properties.stream import Stream

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import difflib
 import re
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from decflow.diagnostics.catalogue import AGREEING_SLOTS, Catalogue
+from decflow.catalogue.entries import AGREEING_SLOTS, Catalogue
+from decflow.catalogue.templates import template_pieces
 
 PREAMBLE_SEPARATOR = "\n\n"
 _TEXT_SLOT = re.compile(r"\{([a-z][a-z0-9_]*)\}")
@@ -63,22 +62,6 @@ def _text_pieces(text: str, known: frozenset[str]) -> list[tuple[str, str | None
     return pieces
 
 
-@lru_cache(maxsize=64)
-def _template_pieces(template: str) -> tuple[tuple[str, str | None], ...]:
-    # string.Formatter handles the template's {{ }} escapes; the case text is appended verbatim.
-    return tuple((literal, name) for literal, name, _, _ in string.Formatter().parse(template))
-
-
-def template_slots(template: str) -> list[str]:
-    return [name for _, name in _template_pieces(template) if name is not None]
-
-
-def unknown_slots(template: str, catalogue: Catalogue) -> list[str]:
-    """Template placeholders the catalogue cannot fill (for contract validation)."""
-    known = set(catalogue.slot_names)
-    return sorted({name for name in template_slots(template) if name not in known})
-
-
 def render_text(
     text: str, slots: Mapping[str, str], template: str, catalogue: Catalogue
 ) -> Rendered:
@@ -90,7 +73,7 @@ def render_text(
     pieces = _text_pieces(text, known)
     if len(pieces) > 1:
         return _assemble(pieces, slots)
-    head = [*_template_pieces(template), (PREAMBLE_SEPARATOR + text, None)]
+    head = [*template_pieces(template), (PREAMBLE_SEPARATOR + text, None)]
     return _assemble(head, slots)
 
 

@@ -1,8 +1,8 @@
 """The `contract_run` flow (modes test / fuzz / all) and the stage sequence it shares with
 `nightly_regression`.
 
-The order mirrors `decflow.pipeline.runner.run_contract` step for step: cases → requests
-→ results (health check, originals shards, originals check, transformed shards, publish)
+The order mirrors `decflow.pipeline.contract_run.runner.run_contract` step for step: cases →
+requests → results (health check, originals shards, originals check, transformed shards, publish)
 → comparisons → minimized (fuzz/all) → summary → report. `--resume RUN` reruns the same
 steps (finished stages are store hits, finished chunks are not re-sent); `--from-stage`
 reuses the stored upstream manifests of the run.
@@ -25,8 +25,8 @@ from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
 from decflow.flows.runners import build_task_runner
-from decflow.pipeline import results_stage
-from decflow.pipeline.runner import RunBook
+from decflow.pipeline.contract_run import results as results_stage
+from decflow.pipeline.contract_run.runner import RunBook
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Store
 from decflow.tasks.report import CallProgress, artifact_key, report_task

@@ -28,7 +28,7 @@ def replay(
     max_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """`target` is a fuzz / test --all report file or a run id in the store."""
-    from decflow.pipeline.replay import render_replay
+    from decflow.pipeline.stored.replay import render_replay
 
     result: dict[str, Any] = replay_task(target, store, list(ids or []), contract, backend,
                                          max_concurrency)

@@ -9,7 +9,7 @@ from decflow.gates.checks import (
     make_check,
     status_of,
 )
-from decflow.gates.golden import GOLDEN_GATES, configured_gates, golden_checks
+from decflow.gates.golden_gates import GOLDEN_GATES, configured_gates, golden_checks
 
 __all__ = [
     "GOLDEN_GATES",

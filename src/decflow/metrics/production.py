@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from decflow.metrics.golden import NLL_FLOOR, calibration_bin_index, reliability_from_bins
+from decflow.metrics.golden_metrics import NLL_FLOOR, calibration_bin_index, reliability_from_bins
 from decflow.metrics.numeric import row_sums
 from decflow.metrics.partial_sums import group_sums, to_float
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from decflow.metrics.compare import compare
-from decflow.metrics.golden import golden_metrics, metric_value
+from decflow.metrics.golden_metrics import golden_metrics, metric_value
 from decflow.metrics.numeric import percentiles, row_sums
 
 MISSING_SEGMENT = "(missing)"

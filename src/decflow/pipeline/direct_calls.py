@@ -12,9 +12,9 @@ import polars as pl
 from decflow.backends.base import Backend
 from decflow.backends.engine import RemoteCaller, decide_in_process
 from decflow.backends.registry import build_backend, decision_spec
-from decflow.data.golden import compact_json
-from decflow.pipeline.golden import probability_matrix
-from decflow.pipeline.schemas import REQUESTS_SCHEMA
+from decflow.data.golden_dataset import compact_json
+from decflow.pipeline.contract_run.golden_section import probability_matrix
+from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
 
 Candidate = tuple[Any, Any]  # (input, presentation or None)
 

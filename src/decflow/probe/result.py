@@ -107,7 +107,7 @@ class ProbeResult:
         }
 
     def summary(self) -> str:
-        from decflow.probe.render import render_probe
+        from decflow.views.probe_text import render_probe
 
         return render_probe(self.to_dict())
 

@@ -62,7 +62,7 @@ def save(store: Any, frame: Any, settings: ProbeSettings) -> ProbeResult:
 def load(store: Any, run_id: str) -> ProbeResult:
     """The stored probe, re-analysed from its observations (no agent call)."""
     from decflow.errors import DecflowError
-    from decflow.pipeline.runner import load_run_record
+    from decflow.pipeline.contract_run.runner import load_run_record
 
     opened = open_store(store)
     record = load_run_record(opened, run_id)

@@ -18,7 +18,7 @@ from decflow.tasks.common import outcome, stage_task
 
 @stage_task("records")
 def records_task(contract: str, records: str, store_url: str) -> dict[str, Any]:
-    from decflow.pipeline.check import stage_records
+    from decflow.pipeline.production.stages import stage_records
 
     loaded = load_contract_cached(contract)
     manifest = stage_records(Store(store_url), loaded.contract, loaded.hash, records)
@@ -27,7 +27,7 @@ def records_task(contract: str, records: str, store_url: str) -> dict[str, Any]:
 
 @stage_task("aggregates")
 def aggregates_task(contract: str, store_url: str, records: dict[str, Any]) -> dict[str, Any]:
-    from decflow.pipeline.check import stage_aggregates
+    from decflow.pipeline.production.stages import stage_aggregates
 
     loaded = load_contract_cached(contract)
     manifest = stage_aggregates(Store(store_url), loaded.contract, loaded.hash,
@@ -41,7 +41,7 @@ def check_summary_task(
     records: dict[str, Any], aggregates: dict[str, Any], fail_on_warn: bool = False,
 ) -> dict[str, Any]:
     """Merge the statistics, judge drift and gates; the report is stored as run `run_id`."""
-    from decflow.pipeline.check import load_baseline, stored_aggregates, summarize
+    from decflow.pipeline.production.stages import load_baseline, stored_aggregates, summarize
 
     loaded = load_contract_cached(contract)
     store = Store(store_url)
@@ -97,7 +97,7 @@ def replay_task(
     """Re-send a stored run's property failures (a report file or a run id in the store)."""
     from decflow.commands.report import load_verified
     from decflow.contracts import load_contract
-    from decflow.pipeline.replay import replay_report, stored_contract
+    from decflow.pipeline.stored.replay import replay_report, stored_contract
 
     report, source, _ = load_verified(target, Store(store_url))
     loaded = load_contract(contract or stored_contract(report) or report["contract"]["path"])

@@ -47,8 +47,8 @@ def check_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
 def publish_report(store: Store, relative: str, key: str) -> str:
     """Publish the artifacts of the report stored at `relative` (`…/<name>.json`), with its
     HTML view written next to it; returns the link to the stored JSON."""
-    from decflow.reports.html import render_html
-    from decflow.reports.markdown import render_markdown
+    from decflow.views.html import render_html
+    from decflow.views.markdown import render_markdown
 
     report = store.read_json(relative)
     name = PurePosixPath(relative).stem

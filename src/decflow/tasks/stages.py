@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.errors import DecflowError
-from decflow.pipeline import results_stage
-from decflow.pipeline.runner import finish_run, run_dir
-from decflow.pipeline.stages import stage_cases, stage_requests
+from decflow.pipeline.contract_run import results as results_stage
+from decflow.pipeline.contract_run.inputs import stage_cases, stage_requests
+from decflow.pipeline.contract_run.runner import finish_run, run_dir
 from decflow.store.store import Manifest, Store
 from decflow.tasks.common import (
     SHARD_RETRIES,
@@ -82,7 +82,7 @@ def finish_results_task(
 
 @stage_task("comparisons")
 def comparisons_task(spec: Spec, manifests: dict[str, ManifestDict]) -> ManifestDict:
-    from decflow.pipeline.properties import stage_comparisons
+    from decflow.pipeline.contract_run.comparisons import stage_comparisons
 
     run_spec, store = spec_and_store(spec)
     return stage_comparisons(run_spec, store, manifests_of(manifests)).to_dict()
@@ -90,7 +90,7 @@ def comparisons_task(spec: Spec, manifests: dict[str, ManifestDict]) -> Manifest
 
 @stage_task("minimized")
 def minimized_task(spec: Spec, manifests: dict[str, ManifestDict]) -> ManifestDict:
-    from decflow.pipeline.properties import stage_minimized
+    from decflow.pipeline.contract_run.comparisons import stage_minimized
 
     run_spec, store = spec_and_store(spec)
     return stage_minimized(run_spec, store, manifests_of(manifests)).to_dict()

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from decflow.gates.checks import NO_ELIGIBLE_CASES, Check, Comparison, Level, make_check
-from decflow.metrics.golden import Metrics, metric_value
+from decflow.metrics.golden_metrics import Metrics, metric_value
 
 GOLDEN_GATES: Mapping[str, tuple[str, Comparison]] = {
     "min_accuracy": ("accuracy", ">="),

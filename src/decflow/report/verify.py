@@ -16,7 +16,7 @@ import numpy as np
 
 from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
-from decflow.metrics.golden import golden_metrics
+from decflow.metrics.golden_metrics import golden_metrics
 
 RUN_REPORT_VERSION = "decflow/1"
 DECGUARD_REPORT_VERSION = "0.1"

@@ -19,13 +19,13 @@ import numpy as np
 
 import decflow
 from decflow.errors import DecflowError
+from decflow.pipeline.contract_run.golden_section import probability_matrix
 from decflow.pipeline.direct_calls import CandidateDecider
-from decflow.pipeline.golden import probability_matrix
 from decflow.pipeline.spec import now_iso
 from decflow.properties.generate import RELATIONS, regeneration_status
 from decflow.properties.minimize import make_judge
-from decflow.reports.markdown import property_failures
 from decflow.store.store import Store
+from decflow.views.markdown import property_failures
 
 
 def stored_contract(report: dict[str, Any]) -> Path | None:

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from decflow.data.golden import case_input
+from decflow.data.golden_dataset import case_input
 from decflow.gates import golden_checks
-from decflow.metrics.golden import golden_metrics
+from decflow.metrics.golden_metrics import golden_metrics
 
 
 def probability_matrix(series: pl.Series, width: int) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import decflow
-from decflow.reports.text import checks, num, short_hash
+from decflow.views.text import checks, num, short_hash
 
 VERDICTS = {
     "pass": "PASS: all post-deployment gates hold",

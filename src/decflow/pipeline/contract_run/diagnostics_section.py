@@ -44,7 +44,7 @@ from decflow.diagnostics.stability import (
     stability_check,
 )
 from decflow.gates import Check, make_check
-from decflow.pipeline.derive import (
+from decflow.pipeline.contract_run.derive import (
     COUNTERFACTUAL,
     FUZZ_MODES,
     RERUN,
@@ -53,7 +53,7 @@ from decflow.pipeline.derive import (
     persona_pair_set,
     stability_config,
 )
-from decflow.pipeline.results_stage import phase_result_parts
+from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 

@@ -13,11 +13,11 @@ from typing import Any
 import polars as pl
 
 from decflow.backends.engine import RESULTS_SCHEMA
-from decflow.data.golden import CASES_SCHEMA, compact_json
+from decflow.data.golden_dataset import CASES_SCHEMA, compact_json
 from decflow.errors import DecflowError
-from decflow.pipeline.runner import load_run_record, stored_manifests
+from decflow.pipeline.contract_run.runner import load_run_record, stored_manifests
+from decflow.pipeline.contract_run.summary import build_report
 from decflow.pipeline.spec import RunSpec, now_iso
-from decflow.pipeline.summary import build_report
 from decflow.store.store import Store
 
 

@@ -21,14 +21,14 @@ import polars as pl
 from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.errors import DecflowError
-from decflow.pipeline.calls import (
+from decflow.pipeline.contract_run.calls import (
     decide_requests,
     generation_error_rows,
     original_error_rows,
 )
-from decflow.pipeline.journal import SUFFIX as JOURNAL
-from decflow.pipeline.journal import Journal, journal_rows
-from decflow.pipeline.schemas import REQUESTS_SCHEMA
+from decflow.pipeline.contract_run.journal import SUFFIX as JOURNAL
+from decflow.pipeline.contract_run.journal import Journal, journal_rows
+from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Part, Store, stage_key
 
@@ -196,7 +196,7 @@ class CallSession:
 
 class ShardSink:
     """Writes one shard's result chunks; names are unique per shard and attempt. Each
-    result is journalled as it arrives (`decflow.pipeline.journal`)."""
+    result is journalled as it arrives (`decflow.pipeline.contract_run.journal`)."""
 
     def __init__(
         self, store: Store, key: str, phase: str, index: int, session: CallSession

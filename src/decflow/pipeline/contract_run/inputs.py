@@ -17,10 +17,10 @@ import polars as pl
 
 from decflow.backends.base import Backend
 from decflow.backends.registry import build_backend
-from decflow.data.golden import load_golden
+from decflow.data.golden_dataset import load_golden
 from decflow.errors import DecflowError
-from decflow.pipeline.derive import PART_ROWS, derived_requests
-from decflow.pipeline.schemas import REQUESTS_SCHEMA
+from decflow.pipeline.contract_run.derive import PART_ROWS, derived_requests
+from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Store, stage_key
 

@@ -1,6 +1,6 @@
 """Persona catalogues: versioned data files, their entries per axis, and persona → slot values.
 
-A catalogue (``catalogues/<language>.json``) holds grammar as data: gender forms (honorific,
+A catalogue (``decflow/catalogue/<language>.json``) holds grammar as data: gender forms (honorific,
 pronouns, and in German articles and the applicant noun), names keyed by (ethnicity, gender)
 with gendered surname forms, religion clauses built from frames shared by every group, and
 occupations with their gender forms. The file's SHA-256 is recorded with every run, and it
@@ -226,5 +226,5 @@ def load_catalogue(language: str) -> Catalogue:
     """The packaged catalogue for ``language`` (en or de)."""
     if language not in LANGUAGES:
         raise ValueError(f"no persona catalogue for language {language!r}; use one of {LANGUAGES}")
-    raw = resources.files("decflow.diagnostics").joinpath(f"catalogues/{language}.json")
+    raw = resources.files("decflow.catalogue").joinpath(f"{language}.json")
     return parse_catalogue(raw.read_bytes())

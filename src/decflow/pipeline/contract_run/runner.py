@@ -15,10 +15,10 @@ from typing import Any
 import polars as pl
 
 from decflow.errors import DecflowError
-from decflow.pipeline import results_stage
+from decflow.pipeline.contract_run import results as results_stage
+from decflow.pipeline.contract_run.inputs import ProgressFactory, stage_cases, stage_requests
+from decflow.pipeline.contract_run.summary import artifact_ref, build_report
 from decflow.pipeline.spec import STAGES, RunSpec, load_contract_cached, now_iso
-from decflow.pipeline.stages import ProgressFactory, stage_cases, stage_requests
-from decflow.pipeline.summary import artifact_ref, build_report
 from decflow.store.store import Manifest, Store, stage_key
 
 log = logging.getLogger("decflow")
@@ -93,7 +93,7 @@ def run_contract(
     run("requests", lambda: stage_requests(spec, store, manifests["cases"]))
     run("results", lambda: run_results(spec, store, manifests["requests"], progress))
     if spec.mode in ("fuzz", "all"):
-        from decflow.pipeline.properties import stage_comparisons, stage_minimized
+        from decflow.pipeline.contract_run.comparisons import stage_comparisons, stage_minimized
 
         run("comparisons", lambda: stage_comparisons(spec, store, manifests))
         run("minimized", lambda: stage_minimized(spec, store, manifests))

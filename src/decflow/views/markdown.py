@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from decflow.reports.text import MAX_LISTED, VERDICTS, num, preview, short_hash
+from decflow.views.text import MAX_LISTED, VERDICTS, num, preview, short_hash
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 

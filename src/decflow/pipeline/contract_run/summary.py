@@ -12,9 +12,9 @@ import polars as pl
 
 import decflow
 from decflow.gates import Check, status_of
-from decflow.pipeline.diagnostics_section import diagnostics_section
-from decflow.pipeline.golden import golden_cases, golden_summary, originals
-from decflow.pipeline.results_stage import phase_result_parts
+from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
+from decflow.pipeline.contract_run.golden_section import golden_cases, golden_summary, originals
+from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 
@@ -76,7 +76,7 @@ def build_report(
     metrics, checks = golden_summary(contract, table, with_gates=spec.mode in ("test", "all"))
     properties = None
     if spec.mode in ("fuzz", "all"):
-        from decflow.pipeline.properties_report import properties_section
+        from decflow.pipeline.contract_run.properties_section import properties_section
 
         properties = properties_section(loaded, spec, store, manifests, table)
         checks.extend(properties.pop("checks"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.reports.markdown import property_failures
-from decflow.reports.text import MAX_LISTED, num, preview
+from decflow.views.markdown import property_failures
+from decflow.views.text import MAX_LISTED, num, preview
 
 
 def _shown(item: dict[str, Any], labels: list[str]) -> str:

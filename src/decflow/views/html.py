@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import decflow
-from decflow.reports.markdown import (
+from decflow.views.markdown import (
     axis_base,
     axis_rate,
     bin_edges,
@@ -31,8 +31,8 @@ from decflow.reports.markdown import (
     shown_pairs,
     shows_golden,
 )
-from decflow.reports.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
-from decflow.reports.text import VERDICTS, num
+from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
+from decflow.views.text import VERDICTS, num
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")

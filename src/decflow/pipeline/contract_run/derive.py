@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from decflow.contracts.sections import Stability
-from decflow.data.golden import case_input, compact_json
+from decflow.data.golden_dataset import case_input, compact_json
 from decflow.errors import DecflowError
-from decflow.pipeline.schemas import REQUESTS_SCHEMA
+from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import decflow
-from decflow.reports.text import checks, num, preview
+from decflow.views.text import checks, num, preview
 
 VERDICTS = {
     "pass": "PASS: no regression gate is violated",

@@ -88,8 +88,8 @@ def property_problems(properties: Properties, decision: Decision) -> list[str]:
 
 def counterfactual_slot_problems(config: Counterfactual) -> list[str]:
     """Template and `persona_pairs` slots the language's persona catalogue cannot fill."""
-    from decflow.diagnostics.catalogue import load_catalogue
-    from decflow.diagnostics.render import unknown_slots
+    from decflow.catalogue.entries import load_catalogue
+    from decflow.catalogue.templates import unknown_slots
 
     catalogue = load_catalogue(config.language)
     usable = sorted(s for s in catalogue.slot_names if not s.endswith("_cap"))

@@ -15,10 +15,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from decflow.data.golden import case_input
-from decflow.pipeline.derive import DIAGNOSTIC_PROPERTIES, run_seed, selected_properties
-from decflow.pipeline.golden import probability_matrix
-from decflow.pipeline.properties import COMPARISON_COLUMNS, joined_transformed, judged
+from decflow.data.golden_dataset import case_input
+from decflow.pipeline.contract_run.comparisons import COMPARISON_COLUMNS, joined_transformed, judged
+from decflow.pipeline.contract_run.derive import (
+    DIAGNOSTIC_PROPERTIES,
+    run_seed,
+    selected_properties,
+)
+from decflow.pipeline.contract_run.golden_section import probability_matrix
 from decflow.pipeline.spec import RunSpec
 from decflow.properties.generate import RELATIONS
 from decflow.properties.summary import property_checks, property_summary

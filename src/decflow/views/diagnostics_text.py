@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.reports.text import num, short_hash
+from decflow.views.text import num, short_hash
 
 LABEL_WIDTH = 16
 

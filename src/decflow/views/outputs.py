@@ -15,26 +15,26 @@ def render_text(report: dict[str, Any]) -> str:
     """The terminal view of any stored report kind (run, diff, check)."""
     kind = report.get("kind", "run")
     if kind == "diff":
-        from decflow.reports.diff_text import render_diff
+        from decflow.views.diff_text import render_diff
 
         return render_diff(report)
     if kind == "probe":
-        from decflow.probe.render import render_probe
+        from decflow.views.probe_text import render_probe
 
         return render_probe(report)
     if kind == "check":
-        from decflow.reports.check_text import render_check
+        from decflow.views.production_text import render_check
 
         return render_check(report)
-    from decflow.reports.text import render
+    from decflow.views.text import render
 
     sections = []
     if report.get("diagnostics"):
-        from decflow.reports.diagnostics_text import diagnostics_block
+        from decflow.views.diagnostics_text import diagnostics_block
 
         sections.append(diagnostics_block)
     if report.get("properties"):
-        from decflow.reports.properties_text import properties_block
+        from decflow.views.properties_text import properties_block
 
         sections.append(properties_block)
     return render(report, sections)
@@ -62,14 +62,14 @@ def write_views(
             "(they show gates of contract runs, checks and diffs); use the text view or -f json"
         )
     if html:
-        from decflow.reports.html import render_html
+        from decflow.views.html import render_html
 
         _write(html, render_html(report), "HTML report")
     if markdown:
-        from decflow.reports.markdown import render_markdown
+        from decflow.views.markdown import render_markdown
 
         _write(markdown, render_markdown(report), "Markdown report")
     if junit:
-        from decflow.reports.junit import render_junit
+        from decflow.views.junit import render_junit
 
         _write(junit, render_junit(report), "JUnit report")

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from decflow.data.golden import case_input
+from decflow.data.golden_dataset import case_input
 from decflow.metrics.compare import Comparison, Limits, compare, judge
-from decflow.pipeline.derive import DIAGNOSTIC_PROPERTIES
+from decflow.pipeline.contract_run.derive import DIAGNOSTIC_PROPERTIES
+from decflow.pipeline.contract_run.golden_section import probability_matrix
 from decflow.pipeline.direct_calls import CandidateDecider
-from decflow.pipeline.golden import probability_matrix
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.properties.generate import RELATIONS
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
