@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from decflow.commands.diff import diff_reports
 from decflow.contracts import load_contract
 from decflow.errors import DecflowError
+from decflow.pipeline.regression import diff_reports
 from decflow.views.diff_text import render_diff
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"

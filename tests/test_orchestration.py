@@ -280,6 +280,9 @@ def test_production_check_flow(
     other = json.loads((project / "direct-check.json").read_text())
     report.pop("created_at")
     other.pop("created_at")
+    # both are stored as runs, each in its own store
+    assert report.pop("run")["store"].endswith("/store")
+    assert other.pop("run")["store"].endswith("/direct-store")
     assert report == other
 
     async def find(client: Any) -> list[Any]:
@@ -307,7 +310,8 @@ def test_dask_two_workers_give_the_thread_runners_report(
     pytest.importorskip("prefect_dask")
     distributed = pytest.importorskip("distributed")
     from decflow.pipeline.contract_run.runner import run_contract
-    from decflow.pipeline.spec import RunSpec, new_run_id
+    from decflow.pipeline.spec import RunSpec
+    from decflow.store.runs import new_run_id
     from decflow.store.store import Store
 
     home = tmp_path_factory.mktemp("prefect-client-home")
@@ -385,7 +389,7 @@ def test_decflow_deploy_registers_the_scheduled_deployments(
 
 NIGHTLY = """
 import json
-from decflow.commands.runs import accept_run
+from decflow.store.runs import accept_run
 from decflow.flows.common import GateFailed
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.store.store import Store

@@ -11,9 +11,11 @@ pytestmark = pytest.mark.orchestration
 def all_tasks() -> list[object]:
     from prefect import Task
 
-    from decflow.tasks import check, report, stages
+    from decflow.tasks import production, regression, replay, report, stages
 
-    return [value for module in (stages, check, report) for value in vars(module).values()
+    modules = (stages, production, regression, replay, report)
+    found = [value for module in modules for value in vars(module).values()]
+    return [value for value in [*found, *stages.STAGE_TASKS.values()]
             if isinstance(value, Task)]
 
 

@@ -93,7 +93,7 @@ def test_quickstart_without_reuse_costs_40_calls_and_reads_the_same() -> None:
 
 
 def test_summary_is_diagnostics_first_and_names_what_was_not_exercised() -> None:
-    text = decflow.probe(my_gate, QUICKSTART).summary()
+    text = decflow.render_text(decflow.probe(my_gate, QUICKSTART).to_dict())
     order = ["RERUN STABILITY METER", "BLINDNESS DETECTOR", "ORACLE GUIDANCE",
              "RELATION RESULTS", "RESULT"]
     positions = [text.index(heading) for heading in order]
@@ -122,7 +122,7 @@ def test_seeded_random_agent_is_stochastic() -> None:
                            relations=[])
     assert result.meter.pairs == 60
     assert result.is_stochastic and result.meter.ci_low > 0.01
-    assert "STOCHASTIC" in result.summary()
+    assert "STOCHASTIC" in decflow.render_text(result.to_dict())
 
 
 def test_constant_agent_is_blind_and_its_green_relations_are_vacuous() -> None:
@@ -133,7 +133,7 @@ def test_constant_agent_is_blind_and_its_green_relations_are_vacuous() -> None:
     assert not result.violated_relations  # everything "holds"...
     assert not result.suite_is_meaningful  # ...and says nothing
     assert result.exit_code == 1
-    text = result.summary()
+    text = decflow.render_text(result.to_dict())
     assert "call:        BLIND" in text and "BLIND —" in text
 
 
@@ -155,7 +155,7 @@ def test_failed_calls_make_a_series_incomplete_not_an_agreeing_pair() -> None:
     result = decflow.probe(flaky, ["boom", "fine", "also fine"], relations=[])
     assert result.meter.n_incomplete == 1 and result.meter.pairs == 4
     assert result.blindness.n == 2  # the errored first draw is left out
-    assert "TimeoutError: upstream timed out" in result.summary()
+    assert "TimeoutError: upstream timed out" in decflow.render_text(result.to_dict())
 
 
 def test_every_call_failing_is_an_error() -> None:
@@ -181,7 +181,7 @@ def test_tools_layer_relation_catches_case_sensitive_tool_choice() -> None:
     case = by_name(result)["case_swap"]
     assert (case.held, case.violated, case.violation_rate) == (0, 3, 1.0)
     assert result.exit_code == 1
-    assert "violated: case_swap" in result.summary()
+    assert "violated: case_swap" in decflow.render_text(result.to_dict())
 
 
 def test_tool_selection_is_exercised_by_accented_input() -> None:
@@ -194,7 +194,7 @@ def test_tool_selection_is_exercised_by_accented_input() -> None:
     selection = relations["tool_selection"]
     assert (selection.exercised, selection.violated, selection.skipped) == (2, 2, 1)
     assert relations["normalization"].violated == 0  # verdict layer: same answer
-    assert "PARTIAL: tool_selection ran on 2/3 inputs" in result.summary()
+    assert "PARTIAL: tool_selection ran on 2/3 inputs" in decflow.render_text(result.to_dict())
 
 
 def test_custom_monotone_relation_and_identity_skip() -> None:
@@ -226,7 +226,7 @@ def test_relations_empty_is_diagnostics_only_and_meaningful() -> None:
     result = decflow.probe(agent, QUICKSTART, relations=[])
     assert agent.calls == 20 and result.relation_results == ()
     assert result.suite_is_meaningful
-    assert "none requested" in result.summary()
+    assert "none requested" in decflow.render_text(result.to_dict())
 
 
 def test_relation_validation() -> None:

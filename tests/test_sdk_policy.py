@@ -72,9 +72,15 @@ def test_sdk_reports_equal_the_cli(tmp_path: Path):
 def test_diff_against_accepted_baseline(tmp_path: Path):
     store = str(tmp_path / "s")
     first = decflow.run_test(REFUND, store=store)
-    report = decflow.run_diff("accepted", first["run"]["id"], store=store)
-    assert (report["status"], report["exit_code"]) == ("warn", 0)
-    assert "no accepted baseline" in report["note"]
+    # Nothing to compare with is not a verdict: the diff cannot run (exit 2) and says how
+    # to accept a baseline.
+    with pytest.raises(DecflowError) as raised:
+        decflow.run_diff("accepted", first["run"]["id"], store=store)
+    message = str(raised.value)
+    assert "no accepted baseline for decision 'refund_request' and backend 'default'" in message
+    assert f"decflow runs accept {first['run']['id']} --store {store}" in message
+    code, out, err = run_cli("diff", "accepted", first["run"]["id"], "--store", store)
+    assert (code, out) == (2, "") and "decflow runs accept" in err and "WARN" not in err
     code, _, _ = run_cli("runs", "accept", first["run"]["id"], "--store", store)
     assert code == 0
     second = decflow.run_test(REFUND, store=store)

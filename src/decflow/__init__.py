@@ -2,7 +2,7 @@
 
 The SDK names below load lazily, so `import decflow` stays light (no polars, never prefect):
 `decflow.DecisionGuard`, `decflow.PolicyDecision`, `decflow.run_test`, `decflow.run_check`,
-`decflow.run_diff` (from `decflow.sdk`) and `decflow.probe`.
+`decflow.run_diff`, `decflow.render_text` (from `decflow.sdk`) and `decflow.probe`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from decflow.version import __version__
 
-_SDK_NAMES = frozenset({"DecisionGuard", "PolicyDecision", "run_test", "run_check", "run_diff"})
+__all__ = ["__version__"]
+
+_SDK_NAMES = frozenset(
+    {"DecisionGuard", "PolicyDecision", "run_test", "run_check", "run_diff", "render_text"}
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -15,8 +15,8 @@ import traceback
 import typer
 from typer.exceptions import TyperException
 
-from decflow import __version__
 from decflow.errors import DecflowError
+from decflow.version import __version__
 
 app = typer.Typer(
     name="decflow",

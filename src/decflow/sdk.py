@@ -121,9 +121,10 @@ def run_test(
 ) -> dict[str, Any]:
     """`decflow test` (mode test|all), `decflow fuzz` (mode fuzz) or `decflow stability`:
     the report dict the CLI prints. Gate failures are in the report; problems raise."""
-    from decflow.commands.common import open_store
     from decflow.pipeline.contract_run.runner import run_contract
-    from decflow.pipeline.spec import RunSpec, new_run_id
+    from decflow.pipeline.spec import RunSpec
+    from decflow.store.runs import new_run_id
+    from decflow.store.store import open_store
 
     opened = open_store(store)
     spec = RunSpec(
@@ -139,20 +140,27 @@ def run_test(
 def run_check(contract: str | Path, records: str, *, baseline: str | None = None,
               store: str | None = None, fail_on_warn: bool = False) -> dict[str, Any]:
     """`decflow check`: the production check report dict."""
-    from decflow.commands.check import run_check as check
+    from decflow.pipeline.production.run import run_check as check
 
-    return check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=store,
-                 show_progress=False)
+    return check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=store)
 
 
 def run_diff(baseline: str, candidate: str, *, contract: str | None = None,
              segment_by: list[str] | None = None, store: str | None = None,
              fail_on_warn: bool = False) -> dict[str, Any]:
     """`decflow diff`: the regression diff report dict (`baseline="accepted"` supported)."""
-    from decflow.commands.diff import run_diff as diff
+    from decflow.pipeline.regression import run_diff as diff
+    from decflow.store.store import open_store
 
-    return diff(baseline, candidate, contract_path=contract, segment_by=segment_by,
-                fail_on_warn=fail_on_warn, store=store)
+    return diff(baseline, candidate, open_store(store), contract_path=contract,
+                segment_by=segment_by, fail_on_warn=fail_on_warn)
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The terminal view of any report dict (run, diff, check, probe), as the CLI prints it."""
+    from decflow.views.outputs import render_text as render
+
+    return render(report)
 
 
 def parse_input(text: str, as_json: bool) -> str | dict[str, Any]:

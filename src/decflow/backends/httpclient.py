@@ -30,7 +30,6 @@ from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from decflow import __version__
 from decflow.backends.base import (
     BackendError,
     BackendTimeout,
@@ -48,6 +47,7 @@ from decflow.backends.http11 import (
     TransportError,
 )
 from decflow.errors import ConfigurationError
+from decflow.version import __version__
 
 USER_AGENT = f"decflow/{__version__}"
 UNAVAILABLE_STATUSES = frozenset({502, 503, 504})

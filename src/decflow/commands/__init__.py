@@ -9,7 +9,6 @@ import typer
 COMMAND_MODULES = (
     "validate",
     "contract_run",
-    "stability",
     "report",
     "runs",
     "replay",

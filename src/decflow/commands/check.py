@@ -2,69 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
 from decflow.commands import common
 from decflow.commands.common import check_format, publish
-
-
-def run_check(
-    contract_path: str,
-    dataset: str,
-    baseline: str | None = None,
-    *,
-    fail_on_warn: bool = False,
-    store: str | None = None,
-    show_progress: bool = True,
-) -> dict[str, Any]:
-    """Load the contract and check the records at `dataset` (a file, folder or glob of
-    .jsonl/.json/.parquet), optionally against `baseline` (records or an earlier check
-    report). Without `store` everything runs in memory, one batch at a time; with a store
-    URL the `records` and `aggregates` stages are published there (cached by contract and
-    input bytes) and large inputs are named in the report by their records artifact.
-    Returns the check report; raises `DecflowError` (exit 2) on bad input."""
-    from decflow.commands.progress import progress_factory
-    from decflow.contracts import load_contract
-    from decflow.pipeline.production import stages
-
-    loaded = load_contract(contract_path)
-    contract = loaded.contract
-    identity = {"contract_path": contract_path, "contract_hash": loaded.hash}
-    with progress_factory(show_progress) as factory:
-        update = factory("records", None) if factory else None
-        if store is None:
-            return stages.check_records(
-                contract, dataset, baseline, fail_on_warn=fail_on_warn, progress=update,
-                **identity,
-            )
-        return _check_in_store(store, loaded, identity, dataset, baseline, fail_on_warn, update)
-
-
-def _check_in_store(
-    store: str,
-    loaded: Any,
-    identity: dict[str, str],
-    dataset: str,
-    baseline: str | None,
-    fail_on_warn: bool,
-    update: Any,
-) -> dict[str, Any]:
-    from decflow.pipeline.production import stages
-    from decflow.store.store import Store
-
-    contract = loaded.contract
-    opened = Store(store)
-    records = stages.stage_records(opened, contract, loaded.hash, dataset, progress=update)
-    aggregates = stages.stage_aggregates(opened, contract, loaded.hash, records)
-    return stages.summarize(
-        contract,
-        stages.stored_aggregates(opened, contract, aggregates, records, shown_path=dataset),
-        None if baseline is None else stages.load_baseline(contract, baseline),
-        fail_on_warn=fail_on_warn,
-        **identity,
-    )
 
 
 def register(app: typer.Typer) -> None:
@@ -98,14 +39,19 @@ def register(app: typer.Typer) -> None:
         check_format(fmt)
         if use_prefect(prefect):
             from decflow.flows.production_check import run_production_check_flow
+            from decflow.store.store import store_url
 
             report = run_production_check_flow(
-                contract, dataset, baseline, store=common.store_url(store),
-                fail_on_warn=fail_on_warn,
+                contract, dataset, baseline, store=store_url(store), fail_on_warn=fail_on_warn,
             )
         else:
-            report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,
-                               store=store)
+            from decflow.commands.progress import progress_factory
+            from decflow.pipeline.production.run import run_check
+
+            with progress_factory() as factory:
+                report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,
+                                   store=store, progress=factory("records", None)
+                                   if factory else None)
         publish(
             report, render_check, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="production report",

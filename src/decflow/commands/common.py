@@ -1,10 +1,15 @@
-"""Options and output handling shared by the commands."""
+"""Options and output handling shared by the commands.
+
+Options several commands take are declared once here, so their flags, defaults and help
+agree. Commands with many options declare them as a table (`Param`) and get their typer
+signature from `with_params`, instead of a function with twenty parameters.
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -13,29 +18,46 @@ import typer
 from decflow.errors import DecflowError
 
 FORMATS = ("text", "json")
-DEFAULT_STORE = ".decflow"
 
-# Options several commands take, declared once so their flags, defaults and help agree.
-BACKEND_OPTION = typer.Option("default", "-b", "--backend")
-FAIL_ON_WARN_OPTION = typer.Option(False, "--fail-on-warn")
-FORMAT_OPTION = typer.Option("text", "-f", "--format", help="text or json.")
-HEALTHCHECK_OPTION = typer.Option(True, "--healthcheck/--no-healthcheck")
-HTML_OPTION = typer.Option(None, "--html", help="Write HTML here.")
-JUNIT_OPTION = typer.Option(None, "--junit", help="Write JUnit XML here.")
-MARKDOWN_OPTION = typer.Option(None, "--markdown", help="Write Markdown here.")
-MAX_CONCURRENCY_OPTION = typer.Option(None, "--max-concurrency", min=1, max=256)
-OUTPUT_OPTION = typer.Option(None, "-o", "--output", help="Write JSON here.")
-STORE_OPTION = typer.Option(None, "--store", help="Store URL (.decflow).")
+BACKEND_OPTION = typer.Option(
+    "default", "-b", "--backend", help="Backend to call: 'default' or a name under backends."
+)
+FAIL_ON_WARN_OPTION = typer.Option(False, "--fail-on-warn", help="Exit 1 on WARN too.")
+FORMAT_OPTION = typer.Option("text", "-f", "--format", help="Output: text or json.")
+HEALTHCHECK_OPTION = typer.Option(
+    True, "--healthcheck/--no-healthcheck", help="Check the backend before the first call."
+)
+HTML_OPTION = typer.Option(None, "--html", help="Also write the HTML report here.")
+JUNIT_OPTION = typer.Option(None, "--junit", help="Also write JUnit XML here.")
+MARKDOWN_OPTION = typer.Option(None, "--markdown", help="Also write Markdown here.")
+MAX_CONCURRENCY_OPTION = typer.Option(
+    None, "--max-concurrency", min=1, max=256, help="Backend calls in flight (1-256)."
+)
+OUTPUT_OPTION = typer.Option(None, "-o", "--output", help="Also write the JSON report here.")
+STORE_OPTION = typer.Option(
+    None, "--store", help="Store URL (default $DECFLOW_STORE, else .decflow)."
+)
+
+Param = tuple[str, Any, Any]  # (parameter name, type, typer.Option/Argument)
 
 
-def store_url(option: str | None) -> str:
-    return option or os.environ.get("DECFLOW_STORE") or DEFAULT_STORE
+def with_params(params: Sequence[Param]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give `body(**values)` the typer signature of `params` (one keyword per entry)."""
 
+    def wrap(body: Callable[..., None]) -> Callable[..., None]:
+        def command(**values: Any) -> None:
+            body(**values)
 
-def open_store(option: str | None) -> Any:
-    from decflow.store.store import Store
+        command.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                              annotation=annotation)
+            for name, annotation, option in params
+        ])
+        command.__doc__ = body.__doc__
+        command.__name__ = body.__name__
+        return command
 
-    return Store(store_url(option))
+    return wrap
 
 
 def check_format(value: str) -> str:

@@ -1,4 +1,4 @@
-"""`decflow test`, `decflow fuzz`: a contract run through the stage graph.
+"""`decflow test`, `decflow fuzz`, `decflow stability`: a contract run through the stage graph.
 
 Runs in-process by default; as a Prefect flow when PREFECT_API_URL is set or `--prefect`
 is given (`--no-prefect` forces the direct runner).
@@ -8,22 +8,56 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, open_store, publish, reject_options
-from decflow.errors import DecflowError
+from decflow.commands.common import Param, check_format, publish, reject_options, with_params
 
-# The run options `decflow stability` shares with test and fuzz.
-CONTRACT_ARGUMENT = typer.Argument(..., help="Contract file.")
-DATASET_OPTION = typer.Option(None, "-d", "--dataset")
-RESUME_OPTION = typer.Option(None, "--resume", help="Finish run RUN.")
-FROM_STAGE_OPTION = typer.Option(None, "--from-stage")
-PREFECT_OPTION = typer.Option(None, "--prefect/--no-prefect")
-TASK_RUNNER_OPTION = typer.Option("thread", "--task-runner")
-DASK_ADDRESS_OPTION = typer.Option(None, "--dask-address")
+PREFECT_OPTION = typer.Option(
+    None, "--prefect/--no-prefect", help="Run as a Prefect flow (default: when PREFECT_API_URL "
+    "is set)."
+)
+TASK_RUNNER_OPTION = typer.Option(
+    "thread", "--task-runner", help="Prefect task runner: thread or dask."
+)
+DASK_ADDRESS_OPTION = typer.Option(
+    None, "--dask-address", help="Dask scheduler address (with --task-runner dask)."
+)
+
+# The options of a run, as a table `test`, `fuzz` and `stability` share.
+RUN_PARAMS: tuple[Param, ...] = (
+    ("contract", str, typer.Argument(..., help="Contract file (.yaml/.yml/.json).")),
+    ("dataset", str | None, typer.Option(None, "-d", "--dataset",
+                                         help="Golden dataset (overrides the contract's).")),
+    ("backend", str, common.BACKEND_OPTION),
+    ("output", str | None, common.OUTPUT_OPTION),
+    ("fmt", str, common.FORMAT_OPTION),
+    ("max_concurrency", int | None, common.MAX_CONCURRENCY_OPTION),
+    ("fail_on_warn", bool, common.FAIL_ON_WARN_OPTION),
+    ("healthcheck", bool, common.HEALTHCHECK_OPTION),
+    ("store", str | None, common.STORE_OPTION),
+    ("resume", str | None, typer.Option(None, "--resume", help="Finish the stored run RUN.")),
+    ("from_stage", str | None, typer.Option(
+        None, "--from-stage", help="With --resume: recompute from this stage on.")),
+    ("html", str | None, common.HTML_OPTION),
+    ("junit", str | None, common.JUNIT_OPTION),
+    ("markdown", str | None, common.MARKDOWN_OPTION),
+    ("prefect", bool | None, PREFECT_OPTION),
+    ("task_runner", str, TASK_RUNNER_OPTION),
+    ("dask_address", str | None, DASK_ADDRESS_OPTION),
+)
+PROPERTY_PARAMS: tuple[Param, ...] = (
+    ("seed", int | None, typer.Option(None, "--seed", min=0,
+                                      help="Seed of the transformations (contract's fuzz.seed).")),
+    ("properties", list[str], typer.Option([], "-p", "--property",
+                                           help="Run only this property (repeatable).")),
+    ("minimize", bool | None, typer.Option(None, "--minimize/--no-minimize",
+                                           help="Shrink failing cases (contract's default).")),
+)
+ALL_PARAM: Param = ("all_", bool, typer.Option(
+    False, "--all", help="Golden gates + properties + diagnostics in one report."))
 
 
 @dataclass
@@ -37,9 +71,6 @@ class RunOptions:
     max_concurrency: int | None
     fail_on_warn: bool
     healthcheck: bool
-    seed: int | None
-    properties: list[str]
-    minimize: bool | None
     store: str | None
     resume: str | None
     from_stage: str | None
@@ -49,6 +80,9 @@ class RunOptions:
     prefect: bool | None
     task_runner: str
     dask_address: str | None
+    seed: int | None = None
+    properties: tuple[str, ...] = ()
+    minimize: bool | None = None
 
 
 def use_prefect(flag: bool | None) -> bool:
@@ -57,55 +91,24 @@ def use_prefect(flag: bool | None) -> bool:
     return bool(os.environ.get("PREFECT_API_URL"))
 
 
-def build_spec(options: RunOptions, store: Any) -> Any:
-    from decflow.pipeline.contract_run.runner import load_run_record
-    from decflow.pipeline.spec import RunSpec, new_run_id
-
-    if options.resume:
-        record = load_run_record(store, options.resume)
-        stored = RunSpec.from_dict(record["spec"])
-        if stored.mode != options.mode:
-            raise DecflowError(
-                f"run {options.resume} was a '{stored.mode}' run; resume it with the same mode"
-            )
-        return RunSpec(**{**stored.to_dict(), "properties": stored.properties,
-                          "contract_path": options.contract})
-    return RunSpec(
-        contract_path=options.contract,
-        store_url=store.url,
-        run_id=new_run_id(),
-        mode=options.mode,  # type: ignore[arg-type]
-        backend=options.backend,
-        dataset=options.dataset,
-        seed=options.seed,
-        properties=tuple(options.properties) if options.properties else None,
-        minimize=options.minimize,
-        max_concurrency=options.max_concurrency,
-        healthcheck=options.healthcheck,
-    )
-
-
-def check_resume(spec: Any, store: Any) -> None:
-    """A resumed run must use the same contract (by hash) as the interrupted one."""
-    from decflow.pipeline.contract_run.runner import load_run_record
-    from decflow.pipeline.spec import load_contract_cached
-
-    record = load_run_record(store, spec.run_id)
-    current = load_contract_cached(spec.contract_path).hash
-    if record["contract_hash"] != current:
-        raise DecflowError(
-            f"run {spec.run_id} used contract {record['contract_hash']}, but "
-            f"{spec.contract_path} now hashes to {current}; start a new run instead"
-        )
-
-
 def execute(options: RunOptions) -> dict[str, Any]:
     from decflow.commands.progress import progress_factory
+    from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
+    from decflow.pipeline.spec import RunSpec
+    from decflow.store.runs import new_run_id
+    from decflow.store.store import open_store
 
     store = open_store(options.store)
-    spec = build_spec(options, store)
     if options.resume:
-        check_resume(spec, store)
+        spec = resumed_spec(store, options.resume, options.contract, options.mode)
+    else:
+        spec = RunSpec(
+            contract_path=options.contract, store_url=store.url, run_id=new_run_id(),
+            mode=options.mode,  # type: ignore[arg-type]
+            backend=options.backend, dataset=options.dataset, seed=options.seed,
+            properties=options.properties or None, minimize=options.minimize,
+            max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
+        )
     if use_prefect(options.prefect):
         from decflow.flows.contract_run import run_contract_flow
 
@@ -113,23 +116,12 @@ def execute(options: RunOptions) -> dict[str, Any]:
             spec.to_dict(), from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
             task_runner=options.task_runner, dask_address=options.dask_address,
         )
-    from decflow.pipeline.contract_run.runner import run_contract
-
     with progress_factory() as progress:
         return run_contract(spec, store, progress=progress, from_stage=options.from_stage,
                             fail_on_warn=options.fail_on_warn)
 
 
-def finish(options: RunOptions, report: dict[str, Any]) -> NoReturn:
-    from decflow.views.outputs import render_text
-
-    publish(
-        report, render_text, fmt=options.fmt, output=options.output, html=options.html,
-        junit=options.junit, markdown=options.markdown,
-    )
-
-
-def _validate(options: RunOptions) -> None:
+def validate_options(options: RunOptions) -> None:
     check_format(options.fmt)
     if options.mode == "test":
         reject_options(
@@ -151,45 +143,27 @@ def _validate(options: RunOptions) -> None:
         raise typer.BadParameter("needs --task-runner dask", param_hint="--dask-address")
 
 
+def run_and_print(options: RunOptions) -> None:
+    from decflow.views.outputs import render_text
+
+    validate_options(options)
+    publish(execute(options), render_text, fmt=options.fmt, output=options.output,
+            html=options.html, junit=options.junit, markdown=options.markdown)
+
+
 def register(app: typer.Typer) -> None:
-    def command(mode_name: str) -> Any:
-        def run_command(
-            contract: str = CONTRACT_ARGUMENT,
-            all_: bool = typer.Option(False, "--all", help="Golden gates + properties."),
-            dataset: str | None = DATASET_OPTION,
-            backend: str = common.BACKEND_OPTION,
-            output: str | None = common.OUTPUT_OPTION,
-            fmt: str = common.FORMAT_OPTION,
-            max_concurrency: int | None = common.MAX_CONCURRENCY_OPTION,
-            fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
-            healthcheck: bool = common.HEALTHCHECK_OPTION,
-            seed: int | None = typer.Option(None, "--seed", min=0),
-            properties: list[str] = typer.Option([], "-p", "--property"),
-            minimize: bool | None = typer.Option(None, "--minimize/--no-minimize"),
-            store: str | None = common.STORE_OPTION,
-            resume: str | None = RESUME_OPTION,
-            from_stage: str | None = FROM_STAGE_OPTION,
-            html: str | None = common.HTML_OPTION,
-            junit: str | None = common.JUNIT_OPTION,
-            markdown: str | None = common.MARKDOWN_OPTION,
-            prefect: bool | None = PREFECT_OPTION,
-            task_runner: str = TASK_RUNNER_OPTION,
-            dask_address: str | None = DASK_ADDRESS_OPTION,
-        ) -> None:
-            if mode_name == "fuzz" and all_:
-                raise typer.BadParameter("fuzz always runs properties only", param_hint="--all")
-            mode = "all" if all_ else mode_name
-            options = RunOptions(
-                contract, mode, dataset, backend, output, fmt, max_concurrency, fail_on_warn,
-                healthcheck, seed, properties, minimize, store, resume, from_stage, html,
-                junit, markdown, prefect, task_runner, dask_address,
-            )
-            _validate(options)
-            finish(options, execute(options))
+    @app.command("test", help="Golden run (--all: + properties and diagnostics).")
+    @with_params((*RUN_PARAMS, ALL_PARAM, *PROPERTY_PARAMS))
+    def test(all_: bool, properties: list[str], **values: Any) -> None:
+        run_and_print(RunOptions(mode="all" if all_ else "test",
+                                 properties=tuple(properties), **values))
 
-        return run_command
+    @app.command("fuzz", help="Metamorphic properties only (originals still decided).")
+    @with_params((*RUN_PARAMS, *PROPERTY_PARAMS))
+    def fuzz(properties: list[str], **values: Any) -> None:
+        run_and_print(RunOptions(mode="fuzz", properties=tuple(properties), **values))
 
-    app.command("test", help="Golden run (--all: + properties and diagnostics).")(command("test"))
-    app.command("fuzz", help="Metamorphic properties only (originals still decided).")(
-        command("fuzz")
-    )
+    @app.command("stability", help="Rerun stability meter and blindness only (no properties).")
+    @with_params(RUN_PARAMS)
+    def stability(**values: Any) -> None:
+        run_and_print(RunOptions(mode="stability", **values))

@@ -14,9 +14,9 @@ def _backends_line(contract: Any) -> str:
 
 
 def _count_gates(gates: Any) -> int:
-    from decflow.pipeline.contract_run.summary import GATE_KEYS
+    from decflow.gates import GOLDEN_GATES
 
-    return sum(getattr(gates, key) is not None for key in GATE_KEYS)
+    return sum(getattr(gates, key) is not None for key in GOLDEN_GATES)
 
 
 def _production_line(contract: Any) -> str | None:

@@ -209,6 +209,28 @@ def _table_label(value: Any) -> Any:
     return value
 
 
+def _read_dataset(file: Path, name: str) -> bytes:
+    suffix = file.suffix.lower()
+    if suffix not in (".jsonl", ".json", ".parquet", ".csv"):
+        raise DatasetError(
+            f"{name}: unsupported dataset format '{suffix}' (use .jsonl, .json, .parquet or .csv)"
+        )
+    try:
+        return file.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"{name}: cannot read dataset ({exc.strerror or exc})") from None
+
+
+def _digest(raw: bytes) -> str:
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def dataset_hash(path: str | Path, *, shown_path: str | None = None) -> str:
+    """The dataset's hash (sha256 of its bytes) without parsing it: what the `cases`
+    stage is keyed by."""
+    return _digest(_read_dataset(Path(path), shown_path or str(path)))
+
+
 def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | None = None) -> (
     GoldenDataset
 ):
@@ -216,15 +238,8 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
     file = Path(path)
     name = shown_path or str(path)
     suffix = file.suffix.lower()
-    if suffix not in (".jsonl", ".json", ".parquet", ".csv"):
-        raise DatasetError(
-            f"{name}: unsupported dataset format '{suffix}' (use .jsonl, .json, .parquet or .csv)"
-        )
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise DatasetError(f"{name}: cannot read dataset ({exc.strerror or exc})") from None
-    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    raw = _read_dataset(file, name)
+    digest = _digest(raw)
     rows: Iterator[tuple[int, Any]]
     if suffix in (".jsonl", ".json"):
         try:

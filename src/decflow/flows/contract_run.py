@@ -1,11 +1,11 @@
-"""The `contract_run` flow (modes test / fuzz / all) and the stage sequence it shares with
-`nightly_regression`.
+"""The `contract_run` flow (modes test / fuzz / all / stability) and the stage sequence it
+shares with `nightly_regression`.
 
-The order mirrors `decflow.pipeline.contract_run.runner.run_contract` step for step: cases →
-requests → results (health check, originals shards, originals check, transformed shards, publish)
-→ comparisons → minimized (fuzz/all) → summary → report. `--resume RUN` reruns the same
-steps (finished stages are store hits, finished chunks are not re-sent); `--from-stage`
-reuses the stored upstream manifests of the run.
+It drives the pipeline's own graph (`stages_for(mode)`) through the same `RunBook` as the
+in-process runner: every stage is a task named after it, except the call stage, whose one
+shard loop (`call_stage`) runs in the flow and submits each shard as a task. `--resume RUN`
+reruns the same steps (finished stages are store hits, finished chunks are not re-sent);
+`--from-stage` reuses the stored upstream manifests of the run.
 """
 
 from __future__ import annotations
@@ -25,21 +25,19 @@ from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
 from decflow.flows.runners import build_task_runner
-from decflow.pipeline.contract_run import results as results_stage
-from decflow.pipeline.contract_run.runner import RunBook
+from decflow.pipeline.contract_run.call_stage import RESULTS
+from decflow.pipeline.contract_run.results import RequestParts
+from decflow.pipeline.contract_run.runner import RunBook, stages_for
 from decflow.pipeline.spec import RunSpec, load_contract_cached
+from decflow.pipeline.stage import StageContext
 from decflow.store.store import Manifest, Store
 from decflow.tasks.report import CallProgress, artifact_key, report_task
 from decflow.tasks.stages import (
-    cases_task,
-    comparisons_task,
+    STAGE_TASKS,
     finish_results_task,
     health_task,
-    minimized_task,
     originals_task,
-    requests_task,
     shard_task,
-    summary_task,
 )
 
 
@@ -65,34 +63,42 @@ def _dicts(manifests: dict[str, Manifest]) -> Any:
     return quote({name: m.to_dict() for name, m in manifests.items()})
 
 
-def call_stage(spec: RunSpec, store: Store, requests: Manifest, parallel: bool) -> Manifest:
-    """The results stage as tasks: health, shards per phase, originals check, publish."""
-    logger = get_run_logger()
-    key = results_stage.results_key(spec, requests)
-    cached = store.manifest("results", key)
-    if cached is not None:
-        logger.info("stage results: cache hit (%s)", key[:12])
-        return cached
-    spec_d = spec.to_dict()
-    health = health_task(spec_d)
-    counts = {phase: results_stage.shard_count(store, spec, requests, phase)
-              for phase in results_stage.PHASES}
-    progress = CallProgress(sum(counts.values()),
-                            f"backend calls of run {spec.run_id}: shards done")
-    for phase in results_stage.PHASES:
-        if phase == "transformed":
-            originals_task(spec_d, requests.key, key)
-        shards = range(counts[phase])
-        if parallel:
-            futures = [shard_task.submit(spec_d, requests.key, key, phase, i) for i in shards]
+class PrefectShards:
+    """The call stage's steps as tasks of the current flow run (see `call_stage`); shards
+    run one after another, or all submitted at once to a Dask cluster."""
+
+    def __init__(self, context: StageContext, key: str, parts: RequestParts,
+                 parallel: bool) -> None:
+        self.spec = context.spec.to_dict()
+        self.requests_key = context.manifests["requests"].key
+        self.key, self.parallel = key, parallel
+        shards = sum(-(-parts.phase_count(phase) // context.spec.shard_size)
+                     for phase in ("originals", "transformed"))
+        self.progress = CallProgress(shards,
+                                     f"backend calls of run {context.spec.run_id}: shards done")
+
+    def health(self) -> dict[str, str] | None:
+        health: dict[str, str] | None = health_task(self.spec)
+        return health
+
+    def run(self, phase: str, shards: int) -> None:
+        args = (self.spec, self.requests_key, self.key, phase)
+        if self.parallel:
+            futures = [shard_task.submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
                 future.result()
-                progress.advance()
-        else:
-            for index in shards:
-                shard_task(spec_d, requests.key, key, phase, index)
-                progress.advance()
-    return Manifest.from_dict(finish_results_task(spec_d, requests.key, key, health))
+                self.progress.advance()
+            return
+        for index in range(shards):
+            shard_task(*args, index)
+            self.progress.advance()
+
+    def check_originals(self) -> None:
+        originals_task(self.spec, self.requests_key, self.key)
+
+    def finish(self, health: dict[str, str] | None) -> Manifest:
+        return Manifest.from_dict(finish_results_task(self.spec, self.requests_key, self.key,
+                                                      health))
 
 
 def run_stages(
@@ -103,23 +109,24 @@ def run_stages(
     id, status, exit code and the store path of its report."""
     logger = get_run_logger()
     store = Store(spec.store_url)
-    book = RunBook(spec, store, from_stage, logger)
-    manifests, timings, stage = book.manifests, book.timings, book.stage
-    spec_d = spec.to_dict()
 
-    stage("cases", lambda: Manifest.from_dict(cases_task(spec_d)))
-    stage("requests", lambda: Manifest.from_dict(
-        requests_task(spec_d, quote(manifests["cases"].to_dict()))))
-    stage("results", lambda: call_stage(spec, store, manifests["requests"], parallel_shards))
-    if spec.mode in ("fuzz", "all"):
-        stage("comparisons", lambda: Manifest.from_dict(
-            comparisons_task(spec_d, _dicts(manifests))))
-        stage("minimized", lambda: Manifest.from_dict(
-            minimized_task(spec_d, _dicts(manifests))))
-    outcome: dict[str, Any] = summary_task(spec_d, _dicts(manifests), timings, fail_on_warn)
-    report_task(spec.store_url, outcome["report"], artifact_key(run_label(spec_d)))
-    logger.info("run %s: %s (exit %s)", spec.run_id, outcome["status"], outcome["exit_code"])
-    return {"run_id": spec.run_id, **outcome}
+    def shards(context: StageContext, key: str, parts: RequestParts) -> PrefectShards:
+        return PrefectShards(context, key, parts, parallel_shards)
+
+    book = RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
+                   fail_on_warn=fail_on_warn)
+    spec_d = spec.to_dict()
+    for stage in stages_for(spec.mode):
+        if stage is RESULTS:
+            book.run(stage)
+            continue
+        task = STAGE_TASKS[stage.name]
+        book.run(stage, lambda task=task: Manifest.from_dict(
+            task(spec_d, _dicts(book.manifests), fail_on_warn)))
+    verdict = book.manifests["summary"].extra
+    report_task(spec.store_url, verdict["report"], artifact_key(run_label(spec_d)))
+    logger.info("run %s: %s (exit %s)", spec.run_id, verdict["status"], verdict["exit_code"])
+    return {"run_id": spec.run_id, **verdict}
 
 
 @flow(name="contract_run", flow_run_name=_contract_run_name, persist_result=False)

@@ -12,9 +12,10 @@ from prefect.runtime import flow_run
 
 from decflow.flows.common import fail_on_status
 from decflow.flows.contract_run import decision_name, run_stages
-from decflow.pipeline.spec import RunSpec, new_run_id
+from decflow.pipeline.spec import RunSpec
+from decflow.store.runs import accepted_run, new_run_id
 from decflow.store.store import Store
-from decflow.tasks.check import diff_task
+from decflow.tasks.regression import diff_task
 from decflow.tasks.report import artifact_key, report_task
 
 
@@ -44,8 +45,6 @@ def nightly_regression(
 ) -> dict[str, Any]:
     """Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
     (outcomes: run id, status, exit code and the store path of the report)."""
-    from decflow.commands.runs import accepted_run
-
     logger = get_run_logger()
     spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
                    mode=mode, backend=backend, dataset=dataset)

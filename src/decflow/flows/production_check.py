@@ -12,9 +12,9 @@ from prefect.utilities.annotations import quote
 
 from decflow.flows.common import fail_on_status
 from decflow.flows.contract_run import decision_name
-from decflow.pipeline.spec import new_run_id
+from decflow.store.runs import new_run_id
 from decflow.store.store import Store
-from decflow.tasks.check import aggregates_task, check_summary_task, records_task
+from decflow.tasks.production import aggregates_task, check_summary_task, records_task
 from decflow.tasks.report import artifact_key, report_task
 
 

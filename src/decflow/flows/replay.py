@@ -10,8 +10,9 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from decflow.flows.common import fail_on_status
-from decflow.tasks.check import replay_task
+from decflow.tasks.replay import replay_task
 from decflow.tasks.report import artifact_key
+from decflow.views.replay_text import render_replay
 
 
 def _replay_run_name() -> str:
@@ -28,8 +29,6 @@ def replay(
     max_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """`target` is a fuzz / test --all report file or a run id in the store."""
-    from decflow.pipeline.stored.replay import render_replay
-
     result: dict[str, Any] = replay_task(target, store, list(ids or []), contract, backend,
                                          max_concurrency)
     create_markdown_artifact(

@@ -6,14 +6,13 @@ tasks that wrap them) receive it plus upstream manifests, never DataFrames or cl
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from decflow.errors import DecflowError
+from decflow.store.runs import now_iso
 
 Mode = Literal["test", "fuzz", "all", "stability"]
 STAGES = ("cases", "requests", "results", "comparisons", "minimized", "summary", "report")
@@ -46,15 +45,6 @@ class RunSpec:
         if values.get("properties") is not None:
             values["properties"] = tuple(values["properties"])
         return cls(**values)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
-
-
-def new_run_id() -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{secrets.token_hex(3)}"
 
 
 @lru_cache(maxsize=16)

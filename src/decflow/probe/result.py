@@ -20,8 +20,7 @@ from decflow.probe.analyse import (
     relation_results,
 )
 from decflow.probe.relations import RelationResult
-
-REPORT_VERSION = "decflow/1"
+from decflow.report.versions import REPORT_VERSION
 
 
 @dataclass(frozen=True)
@@ -107,9 +106,17 @@ class ProbeResult:
         }
 
     def summary(self) -> str:
-        from decflow.views.probe_text import render_probe
-
-        return render_probe(self.to_dict())
+        """One line: the meter's call, blindness and the calls made, e.g. `undecided 0/8
+        pairs [0.000, 0.324] at ε 0.01; 75% 'allow'; 28 calls` (the whole report:
+        `decflow.render_text(result.to_dict())`)."""
+        meter, blind = self.meter, self.blindness
+        skew = "no decided input" if blind.skew is None else (
+            f"{blind.skew:.0%} '{blind.modal_label}'" + (" BLIND" if blind.blind else ""))
+        violated = [r.name for r in self.violated_relations]
+        relations = f"; violated: {', '.join(violated)}" if violated else ""
+        return (f"{meter.verdict} {meter.flips}/{meter.pairs} pairs [{meter.ci_low:.3f}, "
+                f"{meter.ci_high:.3f}] at ε {meter.epsilon:g}; {skew}{relations}; "
+                f"{self.calls} calls")
 
     def to_contract(self, *, as_yaml: bool = True, name: str = "probed_agent",
                     dataset: str = "cases.jsonl", labels: Sequence[str] | None = None) -> (

@@ -11,17 +11,20 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from decflow.pipeline.spec import new_run_id, now_iso
+from decflow.errors import DecflowError
 from decflow.probe.analyse import ProbeSettings
 from decflow.probe.result import ProbeResult, build_result
-from decflow.store.store import Manifest, Store, stage_key
+from decflow.store.runs import (
+    new_run_id,
+    now_iso,
+    read_run_record,
+    write_report,
+    write_run_record,
+)
+from decflow.store.store import Manifest, open_store, stage_key
 
 STAGE = "probe_observations"
 STAGE_VERSION = "1"
-
-
-def open_store(store: Any) -> Store:
-    return store if isinstance(store, Store) else Store(str(store))
 
 
 def _inputs_hash(inputs: tuple[str, ...]) -> str:
@@ -48,24 +51,20 @@ def save(store: Any, frame: Any, settings: ProbeSettings) -> ProbeResult:
         "backend": "python",
         "status": report["status"],
         "created_at": created,
-        "updated_at": now_iso(),
         "contract_hash": None,
         "dataset_hash": _inputs_hash(result.inputs),
         "settings": settings.to_dict(),
         "stages": {STAGE: manifest.to_dict()},
     }
-    opened.write_json(f"runs/{run_id}/report.json", report)
-    opened.write_json(f"runs/{run_id}/run.json", record)
+    write_report(opened, run_id, report)
+    write_run_record(opened, record)
     return result
 
 
 def load(store: Any, run_id: str) -> ProbeResult:
     """The stored probe, re-analysed from its observations (no agent call)."""
-    from decflow.errors import DecflowError
-    from decflow.pipeline.contract_run.runner import load_run_record
-
     opened = open_store(store)
-    record = load_run_record(opened, run_id)
+    record = read_run_record(opened, run_id)
     if record.get("kind") != "probe":
         raise DecflowError(f"run {run_id} is not a probe (mode {record.get('mode')})")
     manifest = Manifest.from_dict(record["stages"][STAGE])

@@ -17,9 +17,7 @@ import numpy as np
 from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
 from decflow.metrics.golden_metrics import golden_metrics
-
-RUN_REPORT_VERSION = "decflow/1"
-DECGUARD_REPORT_VERSION = "0.1"
+from decflow.report.versions import REPORT_VERSION, RUN_REPORT_VERSIONS
 
 
 def close(a: Any, b: Any) -> bool:
@@ -120,10 +118,10 @@ def recompute_metrics(report: dict[str, Any]) -> dict[str, Any]:
 def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
     """Raise ReportError unless the report (decflow, or DecGuard 0.1) is internally
     consistent; return it."""
-    if report.get("report_version") not in (RUN_REPORT_VERSION, DECGUARD_REPORT_VERSION):
+    if report.get("report_version") not in RUN_REPORT_VERSIONS:
         raise ReportError(
             f"{source}: not a decflow run report (report_version "
-            f"{report.get('report_version')!r}, expected {RUN_REPORT_VERSION!r})"
+            f"{report.get('report_version')!r}, expected {REPORT_VERSION!r})"
         )
     try:
         seen: set[str] = set()

@@ -24,6 +24,8 @@ import polars as pl
 from decflow.errors import DecflowError
 
 MANIFEST = "_manifest.json"
+DEFAULT_STORE = ".decflow"
+STORE_ENV = "DECFLOW_STORE"
 
 
 @dataclass(frozen=True)
@@ -250,3 +252,13 @@ class Store:
                 ids = pl.read_parquet(io.BytesIO(data), columns=["request_id"])["request_id"]
                 found.append((Part(relative, hashlib.sha256(data).hexdigest(), ids.len()), ids))
         return found
+
+
+def store_url(option: str | None = None) -> str:
+    """The store to use: the given URL, else `$DECFLOW_STORE`, else `.decflow` here."""
+    return option or os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
+def open_store(store: Store | str | None = None) -> Store:
+    """A `Store`, given one, a URL, or nothing (see `store_url`)."""
+    return store if isinstance(store, Store) else Store(store_url(store))

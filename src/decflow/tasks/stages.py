@@ -1,40 +1,49 @@
 """Contract-run tasks: one per stage, one per shard of backend calls.
 
-Each takes the run's `RunSpec` as a dict and upstream manifests as dicts, calls the pure
-stage function from `decflow.pipeline`, and returns a manifest dict.
+Every stage task runs the pipeline's own `Stage` through `run_stage` (key, cache lookup,
+compute, manifest), so a stage computes exactly as in the in-process runner. Tasks take the
+run's `RunSpec` as a dict and upstream manifests as dicts, and return a manifest dict. The
+call stage runs in the flow itself (`flows.contract_run`), which submits its shards as
+`results-shard` tasks around the `results-health`, `results-check-originals` and `results`
+(publish) steps.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from prefect import get_run_logger
 
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import results as results_stage
-from decflow.pipeline.contract_run.inputs import stage_cases, stage_requests
-from decflow.pipeline.contract_run.runner import finish_run, run_dir
+from decflow.pipeline.contract_run.runner import STAGE_BY_NAME
+from decflow.pipeline.spec import load_contract_cached
+from decflow.pipeline.stage import StageContext, run_stage
 from decflow.store.store import Manifest, Store
-from decflow.tasks.common import (
-    SHARD_RETRIES,
-    manifests_of,
-    outcome,
-    spec_and_store,
-    stage_task,
-)
+from decflow.tasks.common import SHARD_RETRIES, manifests_of, spec_and_store, stage_task
 
 Spec = dict[str, Any]
 ManifestDict = dict[str, Any]
 
 
-@stage_task("cases")
-def cases_task(spec: Spec) -> ManifestDict:
-    run_spec, store = spec_and_store(spec)
-    return stage_cases(run_spec, store).to_dict()
+def _stage_task(name: str) -> Any:
+    def compute(spec: Spec, manifests: dict[str, ManifestDict],
+                fail_on_warn: bool = False) -> ManifestDict:
+        run_spec, store = spec_and_store(spec)
+        context = StageContext(run_spec, store, load_contract_cached(run_spec.contract_path),
+                               manifests_of(manifests), fail_on_warn=fail_on_warn,
+                               logger=get_run_logger())
+        return run_stage(STAGE_BY_NAME[name], context).to_dict()
+
+    compute.__name__ = compute.__qualname__ = f"{name}_task"
+    return stage_task(name)(compute)
 
 
-@stage_task("requests")
-def requests_task(spec: Spec, cases: ManifestDict) -> ManifestDict:
-    run_spec, store = spec_and_store(spec)
-    return stage_requests(run_spec, store, Manifest.from_dict(cases)).to_dict()
+# One task per stage besides the call stage, named after it (the names Prefect shows).
+STAGE_TASKS: dict[str, Callable[..., ManifestDict]] = {
+    name: _stage_task(name) for name in STAGE_BY_NAME if name != "results"
+}
 
 
 @stage_task("results-health")
@@ -78,34 +87,3 @@ def finish_results_task(
         run_spec, store, _requests(store, requests_key), key, health
     )
     return manifest.to_dict()
-
-
-@stage_task("comparisons")
-def comparisons_task(spec: Spec, manifests: dict[str, ManifestDict]) -> ManifestDict:
-    from decflow.pipeline.contract_run.comparisons import stage_comparisons
-
-    run_spec, store = spec_and_store(spec)
-    return stage_comparisons(run_spec, store, manifests_of(manifests)).to_dict()
-
-
-@stage_task("minimized")
-def minimized_task(spec: Spec, manifests: dict[str, ManifestDict]) -> ManifestDict:
-    from decflow.pipeline.contract_run.comparisons import stage_minimized
-
-    run_spec, store = spec_and_store(spec)
-    return stage_minimized(run_spec, store, manifests_of(manifests)).to_dict()
-
-
-@stage_task("summary")
-def summary_task(
-    spec: Spec,
-    manifests: dict[str, ManifestDict],
-    timings: dict[str, float],
-    fail_on_warn: bool = False,
-) -> dict[str, Any]:
-    """Metrics, checks and the report; writes `runs/<id>/report.json` and the run record.
-    Returns the report's status, exit code and store path."""
-    run_spec, store = spec_and_store(spec)
-    report = finish_run(run_spec, store, manifests_of(manifests), timings,
-                        fail_on_warn=fail_on_warn)
-    return outcome(report, f"{run_dir(run_spec.run_id)}/report.json")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import decflow
+from decflow.version import __version__
 from decflow.views.text import checks, num, preview
 
 VERDICTS = {
@@ -107,12 +107,12 @@ def render_diff(report: dict[str, Any]) -> str:
     contract = report["contract"]
     if report["baseline"] is None:
         return (
-            f"decflow {decflow.__version__} · diff {contract['name']} ({contract['type']}) · "
+            f"decflow {__version__} · diff {contract['name']} ({contract['type']}) · "
             f"{report['status'].upper()}\n\n  note      {report['note']}\n\n"
             "WARN: requirements hold, some warning gates do not\n"
         )
     lines = [
-        f"decflow {decflow.__version__} · diff {contract['name']} ({contract['type']}) · "
+        f"decflow {__version__} · diff {contract['name']} ({contract['type']}) · "
         f"{report['status'].upper()}",
         "",
         _side("baseline", report["baseline"]),

@@ -15,22 +15,20 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import decflow
-from decflow.views.markdown import (
+from decflow.report.sections import (
     axis_base,
     axis_rate,
     bin_edges,
-    cell,
     confidence_histogram,
     failing_checks,
     labels_of,
-    level_tag,
-    problems,
     property_failures,
     report_kind,
     shown_pairs,
     shows_golden,
 )
+from decflow.version import __version__
+from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import VERDICTS, num
 
@@ -543,7 +541,7 @@ def render_html(report: dict[str, Any]) -> str:
     """The whole self-contained HTML page of a run, diff or check report."""
     bodies = {"diff": diff_body, "check": check_body}
     title, parts = bodies.get(report_kind(report), run_body)(report)
-    version = report.get("decflow_version") or decflow.__version__
+    version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
               f"{e(report.get('report_version', 'decguard 0.1'))}</footer>")
     return (

@@ -19,7 +19,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from decflow.views.markdown import level_tag, report_kind
+from decflow.report.sections import report_kind
+from decflow.views.markdown import level_tag
 
 # Characters XML 1.0 cannot carry at all (control characters other than tab/newline/CR).
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

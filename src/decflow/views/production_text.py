@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import decflow
+from decflow.version import __version__
 from decflow.views.text import checks, num, short_hash
 
 VERDICTS = {
@@ -92,7 +92,7 @@ def render_check(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
     contract, dataset = report["contract"], report["dataset"]
     lines = [
-        f"decflow {decflow.__version__} · {contract['name']} ({contract['type']}) · "
+        f"decflow {__version__} · {contract['name']} ({contract['type']}) · "
         f"{report['status'].upper()}",
         "",
         f"  dataset   {dataset['path']}  {short_hash(dataset['hash'])}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.views.markdown import property_failures
+from decflow.report.sections import property_failures
 from decflow.views.text import MAX_LISTED, num, preview
 
 

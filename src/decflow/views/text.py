@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import decflow
+from decflow.version import __version__
 
 VERDICTS = {
     "pass": "PASS: all gates hold",
@@ -44,7 +44,7 @@ def header(report: dict[str, Any]) -> list[str]:
     contract, dataset, backend = report["contract"], report["dataset"], report["backend"]
     model = backend.get("model") or "n/a"
     lines = [
-        f"decflow {decflow.__version__} · {contract['name']} ({contract['type']}) · "
+        f"decflow {__version__} · {contract['name']} ({contract['type']}) · "
         f"{report['status'].upper()}",
         "",
         f"  contract  {contract['path']}  {short_hash(contract['hash'])}",

@@ -1,46 +1,29 @@
-"""Stage functions: pure functions of a `RunSpec` and upstream manifests.
+"""The `cases` and `requests` stages of a contract run.
 
-Each reads its inputs from the store, writes its output artifact, and returns a small
-`Manifest`. A stage whose key already has a published manifest is a cache hit, except the
-call stage, which is keyed by run id so a fresh run always calls the model.
+`cases` is the golden dataset as a table, keyed by the dataset's bytes; `requests` is every
+backend request of the run (originals, transformed cases, reruns, persona arms), keyed by
+the cases and the run's mode, seed and properties. Before any call the backend sees every
+label presentation the run will send and may refuse it (exit 2).
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import polars as pl
 
 from decflow.backends.base import Backend
 from decflow.backends.registry import build_backend
-from decflow.data.golden_dataset import load_golden
+from decflow.data.golden_dataset import dataset_hash, load_golden
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.derive import PART_ROWS, derived_requests
 from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
-from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.store.store import Manifest, Store, stage_key
-
-log = logging.getLogger("decflow")
-STAGE_VERSIONS = {
-    "cases": "1",
-    "requests": "1",
-    "results": "1",
-    "comparisons": "1",
-    "minimized": "1",
-    "summary": "1",
-}
-ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
-
-
-def _cached(store: Store, stage: str, key: str) -> Manifest | None:
-    manifest = store.manifest(stage, key)
-    if manifest is not None:
-        log.info("stage %s: cache hit (%s)", stage, key[:12])
-    return manifest
+from decflow.pipeline.spec import RunSpec
+from decflow.pipeline.stage import Stage, StageContext
+from decflow.store.store import Manifest
 
 
 def dataset_location(spec: RunSpec, contract: Any) -> tuple[str, str]:
@@ -55,22 +38,31 @@ def dataset_location(spec: RunSpec, contract: Any) -> tuple[str, str]:
     return shown, shown
 
 
-def stage_cases(spec: RunSpec, store: Store) -> Manifest:
-    loaded = load_contract_cached(spec.contract_path)
-    contract = loaded.contract
-    read_path, shown = dataset_location(spec, contract)
+def _dataset_hash(context: StageContext) -> list[str]:
+    read_path, shown = dataset_location(context.spec, context.loaded.contract)
+    return [dataset_hash(read_path, shown_path=shown)]
+
+
+def _same_path(context: StageContext, cached: Manifest) -> bool:
+    """A cached `cases` stage names the dataset by the path it was first read from."""
+    return bool(cached.extra.get("path") == dataset_location(context.spec,
+                                                              context.loaded.contract)[1])
+
+
+def _compute_cases(context: StageContext, key: str) -> Manifest:
+    contract = context.loaded.contract
+    read_path, shown = dataset_location(context.spec, contract)
     dataset = load_golden(read_path, contract.decision.labels, shown_path=shown)
-    key = stage_key("cases", STAGE_VERSIONS["cases"], loaded.hash, [dataset.hash], {})
     extra = {
         "path": shown,
         "hash": dataset.hash,
         "n_cases": dataset.n_cases,
         "n_labeled": dataset.n_labeled,
     }
-    cached = _cached(store, "cases", key)
-    if cached is not None and cached.extra == extra:
-        return cached
-    return store.publish("cases", key, dataset.cases, extra=extra)
+    return context.store.publish("cases", key, dataset.cases, extra=extra)
+
+
+CASES = Stage("cases", "1", (), _compute_cases, inputs=_dataset_hash, reusable=_same_path)
 
 
 def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFrame:
@@ -90,41 +82,36 @@ def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFr
     ).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
 
 
-def check_presentations(spec: RunSpec, store: Store, requests: Manifest) -> None:
+def check_presentations(context: StageContext, requests: Manifest) -> None:
     """Let the backend refuse label presentations it cannot answer, before any call."""
-    contract = load_contract_cached(spec.contract_path).contract
-    backend = build_backend(contract, spec.backend)
+    backend = build_backend(context.loaded.contract, context.spec.backend)
     if type(backend).check_presentations is Backend.check_presentations:
         return  # the default hook accepts every presentation: no need to read them
     shown: set[tuple[str, ...]] = set()
     for part in requests.parts:
-        labels = store.read_part(part, ["shown_labels"])["shown_labels"].unique().to_list()
-        shown.update(tuple(s) for s in labels)
+        labels = context.store.read_part(part, ["shown_labels"])["shown_labels"]
+        shown.update(tuple(s) for s in labels.unique().to_list())
     backend.check_presentations(list(shown))
 
 
-def stage_requests(spec: RunSpec, store: Store, cases: Manifest) -> Manifest:
-    manifest = _requests_manifest(spec, store, cases)
-    check_presentations(spec, store, manifest)
-    return manifest
+def _request_params(context: StageContext) -> dict[str, Any]:
+    spec = context.spec
+    return {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
 
 
-def _requests_manifest(spec: RunSpec, store: Store, cases: Manifest) -> Manifest:
-    loaded = load_contract_cached(spec.contract_path)
+def _compute_requests(context: StageContext, key: str) -> Manifest:
+    store, loaded = context.store, context.loaded
     labels = tuple(loaded.contract.decision.labels)
-    params = {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
-    key = stage_key(
-        "requests", STAGE_VERSIONS["requests"], loaded.hash, [cases.sha256], params
-    )
-    cached = _cached(store, "requests", key)
-    if cached is not None:
-        return cached
-    case_table = store.read(cases)
-    derived, extra = derived_requests(spec, loaded, case_table)
+    case_table = store.read(context.manifests["cases"])
+    derived, extra = derived_requests(context.spec, loaded, case_table)
     # publish writes each frame as a part as it is generated and reads `extra` only after
     # the last one, when the generators have filled it in.
     frames = itertools.chain([original_requests(case_table, labels)], derived)
     return store.publish("requests", key, _coalesced(frames, PART_ROWS), extra=extra)
+
+
+REQUESTS = Stage("requests", "1", ("cases",), _compute_requests, params=_request_params,
+                 validate=check_presentations)
 
 
 def _coalesced(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:

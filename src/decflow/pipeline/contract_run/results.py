@@ -1,8 +1,6 @@
-"""The `results` stage as steps that a runner (in-process or Prefect) can schedule.
-
-`prepare_calls` (health check) → `call_shard` for every shard of the `originals` phase →
-`check_originals` → `call_shard` for every shard of the `transformed` phase →
-`finish_results`. Shards are fixed slices of the requests table, so a shard can be retried
+"""The steps of the `results` stage, which `call_stage` drives (in-process or as Prefect
+tasks): `prepare_calls` (health check), `call_shard`, `check_originals`, `finish_results`.
+Shards are fixed slices of the requests table, so a shard can be retried
 or resumed on its own: each one sends only requests without a recorded result, and writes
 its results as chunk files named after the shard.
 """
@@ -30,26 +28,16 @@ from decflow.pipeline.contract_run.journal import SUFFIX as JOURNAL
 from decflow.pipeline.contract_run.journal import Journal, journal_rows
 from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.store.store import Manifest, Part, Store, stage_key
+from decflow.store.store import Manifest, Part, Store
 
 PHASES = ("originals", "transformed")
 CHUNK = "chunk-"  # results are written as chunk-<phase initial><shard>-… files
 VERSION = "1"
 
 
-def results_key(spec: RunSpec, requests: Manifest) -> str:
-    loaded = load_contract_cached(spec.contract_path)
-    params = {"run_id": spec.run_id, "backend": spec.backend}
-    return stage_key("results", VERSION, loaded.hash, [requests.sha256], params)
-
-
 def phase_rows(requests: pl.DataFrame, phase: str) -> pl.DataFrame:
     is_original = pl.col("property") == ""
     return requests.filter(is_original if phase == "originals" else ~is_original)
-
-
-def shard_count(store: Store, spec: RunSpec, requests: Manifest, phase: str) -> int:
-    return -(-RequestParts(store, requests).phase_count(phase) // spec.shard_size)
 
 
 def phase_result_parts(results: Manifest, phase: str) -> Manifest:
@@ -168,7 +156,11 @@ class CallSession:
 
     @classmethod
     def load(cls, store: Store, requests: Manifest, key: str) -> CallSession:
-        return cls(RequestParts(store, requests), _original_errors(store, key))
+        return cls.load_with(store, RequestParts(store, requests), key)
+
+    @classmethod
+    def load_with(cls, store: Store, parts: RequestParts, key: str) -> CallSession:
+        return cls(parts, _original_errors(store, key))
 
     def add(self, frame: pl.DataFrame) -> None:
         if frame["error_kind"].null_count() == frame.height:

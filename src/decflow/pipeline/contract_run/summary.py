@@ -1,4 +1,6 @@
-"""The `summary` stage: metrics, diagnostics, property summaries and checks → the report body.
+"""The `summary` and `report` stages: metrics, diagnostics, property summaries and checks →
+the report, stored as `runs/<run_id>/report.json`; the checks table is the summary's
+artifact and its manifest carries the verdict (status, exit code, report path).
 
 `build_report` reads only stored artifacts and the contract it is given, so the same code
 produces the report of a fresh run and re-gates a stored run with an edited contract.
@@ -10,32 +12,31 @@ from typing import Any
 
 import polars as pl
 
-import decflow
-from decflow.gates import Check, status_of
+from decflow.gates import GOLDEN_GATES, Check, status_of
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
 from decflow.pipeline.contract_run.golden_section import golden_cases, golden_summary, originals
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
+from decflow.pipeline.stage import Stage, StageContext
+from decflow.report.versions import REPORT_VERSION
+from decflow.store.runs import report_path, write_report
 from decflow.store.store import Manifest, Store
+from decflow.version import __version__
 
-REPORT_VERSION = "decflow/1"
-GATE_KEYS = (
-    "min_accuracy",
-    "min_macro_f1",
-    "max_nll",
-    "max_brier",
-    "max_ece",
-    "min_coverage",
-    "max_abstention_rate",
-    "min_selective_accuracy",
-    "max_error_rate",
-    "max_latency_p95_ms",
-    "max_ordinal_mae",
-)
+CHECKS_SCHEMA = {
+    "gate": pl.String,
+    "level": pl.String,
+    "metric": pl.String,
+    "comparison": pl.String,
+    "threshold": pl.Float64,
+    "value": pl.Float64,
+    "status": pl.String,
+    "message": pl.String,
+}
 
 
 def gate_values(gates: Any) -> dict[str, float | None]:
-    return {key: getattr(gates, key) for key in GATE_KEYS}
+    return {key: getattr(gates, key) for key in GOLDEN_GATES}
 
 
 def artifact_ref(store: Store, manifest: Manifest) -> dict[str, Any]:
@@ -89,7 +90,7 @@ def build_report(
     dataset = cases_manifest.extra
     return {
         "report_version": REPORT_VERSION,
-        "decflow_version": decflow.__version__,
+        "decflow_version": __version__,
         "created_at": spec.created_at,
         "mode": spec.mode,
         "status": status,
@@ -138,3 +139,28 @@ def build_report(
         },
     }
 
+
+def _mode(context: StageContext) -> dict[str, Any]:
+    return {"mode": context.spec.mode}
+
+
+def _compute_summary(context: StageContext, key: str) -> Manifest:
+    """Build the report from the stored stages, publish its checks, store the report."""
+    spec, store = context.spec, context.store
+    upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM
+                if name in context.manifests}
+    report = build_report(context.loaded, spec, store, upstream,
+                          fail_on_warn=context.fail_on_warn)
+    checks = pl.DataFrame(report["checks"], schema=CHECKS_SCHEMA)
+    verdict = {"status": report["status"], "exit_code": report["exit_code"],
+               "report": report_path(spec.run_id)}
+    manifest = store.publish("summary", key, checks, extra=verdict)
+    report["run"]["artifacts"]["summary"] = artifact_ref(store, manifest)
+    write_report(store, spec.run_id, report)
+    context.outputs["report"] = report
+    return manifest
+
+
+SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
+# Recomputed on every run and re-gate: its verdict depends on --fail-on-warn.
+SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False)

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-import decflow
 from decflow.data.records import (
     RecordReader,
     RecordSpec,
@@ -59,12 +58,13 @@ from decflow.metrics.production import (
     stats_from_row,
     stats_row,
 )
-from decflow.pipeline.spec import now_iso
+from decflow.report.versions import REPORT_VERSION
+from decflow.store.runs import now_iso
+from decflow.version import __version__
 
 if TYPE_CHECKING:
     from decflow.store.store import Manifest, Store
 
-REPORT_VERSION = "decflow/1"
 INLINE_RECORDS = 10_000
 
 
@@ -456,7 +456,7 @@ def summarize(
     evaluation = contract.evaluation
     report: dict[str, Any] = {
         "report_version": REPORT_VERSION,
-        "decflow_version": decflow.__version__,
+        "decflow_version": __version__,
         "kind": "check",
         "created_at": now_iso(),
         "status": status,

@@ -15,9 +15,10 @@ import polars as pl
 from decflow.backends.engine import RESULTS_SCHEMA
 from decflow.data.golden_dataset import CASES_SCHEMA, compact_json
 from decflow.errors import DecflowError
-from decflow.pipeline.contract_run.runner import load_run_record, stored_manifests
+from decflow.pipeline.contract_run.runner import stored_manifests
 from decflow.pipeline.contract_run.summary import build_report
-from decflow.pipeline.spec import RunSpec, now_iso
+from decflow.pipeline.spec import RunSpec
+from decflow.store.runs import now_iso, read_run_record, report_path
 from decflow.store.store import Store
 
 
@@ -37,9 +38,9 @@ def same_decision(contract: Any, report: dict[str, Any]) -> None:
 def regate_stored_run(
     store: Store, run_id: str, loaded: Any, contract_path: str, *, fail_on_warn: bool
 ) -> dict[str, Any]:
-    record = load_run_record(store, run_id)
+    record = read_run_record(store, run_id)
     spec = replace(RunSpec.from_dict(record["spec"]), contract_path=contract_path)
-    stored_report = store.read_json(f"runs/{run_id}/report.json")
+    stored_report = store.read_json(report_path(run_id))
     same_decision(loaded.contract, stored_report)
     manifests = {
         name: m for name, m in stored_manifests(store, run_id).items() if name != "summary"
@@ -111,3 +112,23 @@ def regate_inline(
     regated = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
     regated["run"] = {"id": spec.run_id, "store": None, "regated_at": now_iso(), "artifacts": {}}
     return regated
+
+
+def show_or_regate(
+    target: str, store: Store, contract_path: str | None, *, fail_on_warn: bool = False
+) -> dict[str, Any]:
+    """A stored report (a file, or a run id in `store`), verified; with `contract_path`,
+    re-gated with that contract: from the run's stored stages when they are reachable, else
+    the golden part from the report's inline results."""
+    from decflow.contracts import load_contract
+    from decflow.report.loading import load_verified
+
+    report, _source, run_id = load_verified(target, store)
+    if contract_path is None:
+        if fail_on_warn and report["status"] == "warn":
+            return {**report, "exit_code": 1}
+        return report
+    loaded = load_contract(contract_path)
+    if run_id is not None:
+        return regate_stored_run(store, run_id, loaded, contract_path, fail_on_warn=fail_on_warn)
+    return regate_inline(report, loaded, contract_path, fail_on_warn=fail_on_warn)

@@ -17,15 +17,16 @@ from typing import Any
 
 import numpy as np
 
-import decflow
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.golden_section import probability_matrix
 from decflow.pipeline.direct_calls import CandidateDecider
-from decflow.pipeline.spec import now_iso
 from decflow.properties.generate import RELATIONS, regeneration_status
 from decflow.properties.minimize import make_judge
+from decflow.report.sections import property_failures
+from decflow.report.versions import REPORT_VERSION
+from decflow.store.runs import contract_copy, now_iso
 from decflow.store.store import Store
-from decflow.views.markdown import property_failures
+from decflow.version import __version__
 
 
 def stored_contract(report: dict[str, Any]) -> Path | None:
@@ -37,16 +38,14 @@ def stored_contract(report: dict[str, Any]) -> Path | None:
         store = Store(run["store"])
     except DecflowError:
         return None
-    for name in store.list_dir(f"runs/{run['id']}"):
-        if name.startswith("contract."):
-            relative = f"runs/{run['id']}/{name}"
-            if store.is_local:
-                return Path(store.path(relative))
-            folder = Path(tempfile.mkdtemp(prefix="decflow-replay-"))
-            target = folder / name
-            target.write_bytes(store.read_bytes(relative))
-            return target
-    return None
+    relative = contract_copy(store, run["id"])
+    if relative is None:
+        return None
+    if store.is_local:
+        return Path(store.path(relative))
+    target = Path(tempfile.mkdtemp(prefix="decflow-replay-")) / relative.rsplit("/", 1)[-1]
+    target.write_bytes(store.read_bytes(relative))
+    return target
 
 
 def _select(failures: list[dict[str, Any]], ids: list[str]) -> list[dict[str, Any]]:
@@ -96,9 +95,9 @@ def replay_report(
     contract.backend_config(backend_name)
     failures = _select(property_failures(report["properties"]), ids)
     base = {
-        "report_version": "decflow/1",
+        "report_version": REPORT_VERSION,
         "kind": "replay",
-        "decflow_version": decflow.__version__,
+        "decflow_version": __version__,
         "created_at": now_iso(),
         "source": source,
         "contract_path": str(loaded.path),
@@ -185,29 +184,25 @@ def _replay_one(
     }
 
 
-def render_replay(replay: dict[str, Any]) -> str:
-    changed = " (changed since the run)" if replay["contract_changed"] else ""
-    lines = [
-        f"decflow {decflow.__version__} · replay of {replay['source']} · "
-        f"{replay['status'].upper()}",
-        "",
-        f"  contract  {replay['contract_path']}  {replay['contract_hash'][:19]}{changed}",
-        f"  backend   {replay['backend']}",
-    ]
-    if not replay["outcomes"]:
-        return "\n".join([*lines, "", replay["message"]]) + "\n"
-    lines.append("")
-    for outcome in replay["outcomes"]:
-        verdict = "reproduces" if outcome["reproduced"] else "holds now"
-        lines.append(f"  {outcome['id']}: {verdict} · regenerated from seed: "
-                     f"{outcome['regenerated']}")
-        if outcome["original_error"]:
-            lines.append(f"    original: {outcome['original_error']}")
-        for example in outcome["examples"]:
-            found = example["error"] or "; ".join(example["violations"]) or "no violation"
-            lines.append(f"    {example['kind']:<11} {found}")
-    count = sum(o["reproduced"] for o in replay["outcomes"])
-    total = len(replay["outcomes"])
-    verdict = (f"FAIL: {count} of {total} stored failures reproduce" if count
-               else f"PASS: none of {total} stored failures reproduces")
-    return "\n".join([*lines, "", verdict]) + "\n"
+def replay_target(
+    target: str,
+    store: Store,
+    *,
+    ids: list[str] | None = None,
+    contract: str | None = None,
+    backend: str | None = None,
+    max_concurrency: int | None = None,
+) -> dict[str, Any]:
+    """Replay a stored report (a file, or a run id in `store`) with `contract`, else the
+    contract copy kept with the run, else the contract path the report names."""
+    from decflow.contracts import load_contract
+    from decflow.report.loading import load_verified
+
+    report, source, _run_id = load_verified(target, store)
+    path = contract or stored_contract(report) or report["contract"]["path"]
+    try:
+        loaded = load_contract(path)
+    except DecflowError as exc:
+        raise DecflowError(f"cannot read contract {path} ({exc}); pass --contract") from None
+    return replay_report(report, loaded, source=source, backend=backend, ids=list(ids or []),
+                         max_concurrency=max_concurrency)

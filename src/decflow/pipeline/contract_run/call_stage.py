@@ -1,0 +1,86 @@
+"""The `results` stage: the one shard loop both runners drive.
+
+`prepare_calls` (health check) → every shard of the `originals` phase → `check_originals`
+(every case errored ⇒ exit 2) → every shard of the `transformed` phase → `finish_results`.
+How shards run is the runner's choice: `InProcessShards` runs them here, one after the
+other, keeping the requests' shard index and the recorded results across shards; the
+Prefect flow submits each shard as a task (`decflow.flows.contract_run`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from decflow.pipeline.contract_run import results
+from decflow.pipeline.stage import Stage, StageContext
+from decflow.store.store import Manifest
+
+
+class ShardRunner(Protocol):
+    """The steps of the call stage, as a runner executes them."""
+
+    def health(self) -> dict[str, str] | None: ...
+
+    def run(self, phase: str, shards: int) -> None: ...
+
+    def check_originals(self) -> None: ...
+
+    def finish(self, health: dict[str, str] | None) -> Manifest: ...
+
+
+class InProcessShards:
+    """Shards called in this process, in order, with progress per recorded result."""
+
+    def __init__(self, context: StageContext, key: str, parts: results.RequestParts) -> None:
+        self.context, self.key = context, key
+        self.requests = context.manifests["requests"]
+        self.session = results.CallSession.load_with(context.store, parts, key)
+        total = self.requests.rows
+        self.update = context.progress("calls", total) if context.progress else None
+        self.done = 0
+
+    def health(self) -> dict[str, str] | None:
+        return results.prepare_calls(self.context.spec)
+
+    def run(self, phase: str, shards: int) -> None:
+        context = self.context
+        for index in range(shards):
+            base = self.done
+
+            def progress(shard_done: int, _total: int, base: int = base) -> None:
+                if self.update:
+                    self.update(base + shard_done, self.requests.rows)
+
+            self.done += results.call_shard(
+                context.spec, context.store, self.requests, self.key, phase, index, progress,
+                session=self.session,
+            )
+
+    def check_originals(self) -> None:
+        results.check_originals(self.context.spec, self.context.store, self.requests,
+                                self.key)
+
+    def finish(self, health: dict[str, str] | None) -> Manifest:
+        return results.finish_results(self.context.spec, self.context.store, self.requests,
+                                      self.key, health)
+
+
+def call_stage(context: StageContext, key: str) -> Manifest:
+    parts = results.RequestParts(context.store, context.manifests["requests"])
+    factory = context.shards or InProcessShards
+    runner: ShardRunner = factory(context, key, parts)
+    health = runner.health()
+    size = context.spec.shard_size
+    for phase in results.PHASES:
+        if phase == "transformed":
+            runner.check_originals()
+        runner.run(phase, -(-parts.phase_count(phase) // size))
+    return runner.finish(health)
+
+
+def _backend(context: StageContext) -> dict[str, Any]:
+    return {"backend": context.spec.backend}
+
+
+RESULTS = Stage("results", results.VERSION, ("requests",), call_stage, params=_backend,
+                keyed_by_run=True)

@@ -1,0 +1,175 @@
+"""Regression diff of two runs or reports, and accepted baselines.
+
+`run_diff` loads and verifies both sides (report files, or run ids in the store; decflow or
+DecGuard 0.1 run reports), and `diff_reports` matches them case by case and gates the
+regression. `accepted` as the baseline means the run accepted for the candidate's decision
+and backend (`decflow runs accept`); when there is none, `NoAcceptedBaseline` (exit 2)
+names the decision, the backend and the command that accepts a run. Shared by the CLI, the
+SDK and the nightly regression flow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from decflow.errors import DecflowError
+from decflow.gates.checks import status_of
+from decflow.gates.regression import regression_checks
+from decflow.metrics.regression import diff_results
+from decflow.report.loading import load_verified
+from decflow.report.versions import REPORT_VERSION
+from decflow.store.runs import accepted_run, now_iso
+from decflow.store.store import Store
+from decflow.version import __version__
+
+ACCEPTED = "accepted"
+Decision = tuple[str, str, tuple[str, ...]]
+
+
+class NoAcceptedBaseline(DecflowError):
+    """`accepted` was asked for, but no run is accepted for the decision and backend."""
+
+    def __init__(self, decision: str, backend: str, candidate_run: str | None,
+                 store: Store) -> None:
+        self.decision, self.backend = decision, backend
+        accept = f"decflow runs accept {candidate_run or 'RUN'} --store {store.url}"
+        super().__init__(
+            f"no accepted baseline for decision '{decision}' and backend '{backend}' in the "
+            f"store {store.url}; nothing was compared. Accept a run as the baseline with "
+            f"`{accept}`"
+        )
+
+
+def _decision(report: dict[str, Any]) -> Decision:
+    contract = report.get("contract") or {}
+    return contract.get("name"), contract.get("type"), tuple(contract.get("labels") or ())
+
+
+def _describe(decision: Decision) -> str:
+    name, kind, labels = decision
+    return f"'{name}' ({kind}: {', '.join(labels)})"
+
+
+def _identity(report: dict[str, Any], path: str) -> dict[str, Any]:
+    return {
+        "path": path,
+        "created_at": report.get("created_at"),
+        "mode": report.get("mode"),
+        "contract_hash": (report.get("contract") or {}).get("hash"),
+        "dataset": report.get("dataset"),
+        "backend": report.get("backend"),
+    }
+
+
+def diff_reports(
+    baseline: dict[str, Any],
+    candidate: dict[str, Any],
+    *,
+    baseline_path: str,
+    candidate_path: str,
+    contract: Any | None = None,
+    contract_path: str | None = None,
+    segment_by: Sequence[str] | None = None,
+    fail_on_warn: bool = False,
+) -> dict[str, Any]:
+    """The diff report of two loaded (already verified) run reports. Evaluation settings
+    and gates come from `contract` when given, else from the candidate report (gates: only
+    the implicit error-rate requirement). Raises `DecflowError` for different decisions."""
+    before, after = _decision(baseline), _decision(candidate)
+    if before != after:
+        raise DecflowError(f"cannot compare {_describe(before)} with {_describe(after)}")
+    regression = None
+    if contract is not None:
+        decision = contract.decision
+        own = (decision.name, decision.type, tuple(decision.labels))
+        if own != after:
+            raise DecflowError(
+                f"{contract_path}: the contract describes {_describe(own)}, "
+                f"but the reports are for {_describe(after)}"
+            )
+        regression = contract.regression
+        evaluation = contract.evaluation.model_dump()
+    else:
+        evaluation = dict(candidate.get("evaluation") or {})
+    keys = list(segment_by) if segment_by else list(regression.segment_by if regression else [])
+    diff = diff_results(
+        baseline["results"],
+        candidate["results"],
+        labels=after[2],
+        decision_type=after[1],
+        calibration_bins=int(evaluation.get("calibration_bins", 10)),
+        confidence_threshold=evaluation.get("confidence_threshold"),
+        segment_by=keys,
+        min_segment_size=regression.min_segment_size if regression else 5,
+    )
+    checks = regression_checks(regression, diff)
+    status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    same = (baseline.get("dataset") or {}).get("hash") == (candidate.get("dataset") or {}).get(
+        "hash"
+    )
+    return {
+        "report_version": REPORT_VERSION,
+        "decflow_version": __version__,
+        "kind": "diff",
+        "created_at": now_iso(),
+        "status": status,
+        "exit_code": exit_code,
+        "contract": {
+            "name": after[0],
+            "type": after[1],
+            "labels": list(after[2]),
+            "path": contract_path,
+        },
+        "baseline": _identity(baseline, baseline_path),
+        "candidate": _identity(candidate, candidate_path),
+        "same_dataset": same,
+        "evaluation": evaluation,
+        "counts": diff["counts"],
+        "shift": diff["shift"],
+        "metrics": diff["metrics"],
+        "segments": diff["segments"],
+        "checks": [c.to_dict() for c in checks],
+        "changes": diff["changes"],
+    }
+
+
+def accepted_baseline(store: Store, candidate: dict[str, Any]) -> str:
+    """The run accepted for the candidate's decision and backend (`NoAcceptedBaseline`
+    when there is none)."""
+    decision, backend = candidate["contract"]["name"], candidate["backend"]["name"]
+    found = accepted_run(store, decision, backend)
+    if found is None:
+        raise NoAcceptedBaseline(decision, backend, (candidate.get("run") or {}).get("id"),
+                                 store)
+    return found
+
+
+def run_diff(
+    baseline: str,
+    candidate: str,
+    store: Store,
+    *,
+    contract_path: str | None = None,
+    segment_by: Sequence[str] | None = None,
+    fail_on_warn: bool = False,
+) -> dict[str, Any]:
+    """Load and verify two reports (files, or run ids in `store`; `baseline` may be
+    `accepted`) and diff them."""
+    from decflow.contracts import load_contract
+
+    new, new_source, _ = load_verified(candidate, store)
+    if baseline == ACCEPTED:
+        baseline = accepted_baseline(store, new)
+    old, old_source, _ = load_verified(baseline, store)
+    contract = None if contract_path is None else load_contract(contract_path).contract
+    return diff_reports(
+        old,
+        new,
+        baseline_path=baseline if old_source == baseline else old_source,
+        candidate_path=candidate if new_source == candidate else new_source,
+        contract=contract,
+        contract_path=contract_path,
+        segment_by=segment_by,
+        fail_on_warn=fail_on_warn,
+    )

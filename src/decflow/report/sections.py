@@ -1,0 +1,92 @@
+"""What a report's sections decide, as pure functions over report dicts: the report's kind,
+which transformed cases failed, how options were shown, histogram counts and the persona
+axis rates. Shared by the pipeline (replay reads the failures) and every view.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any
+
+
+def report_kind(report: dict[str, Any]) -> str:
+    """run, diff or check; DecGuard 0.1 diff/check reports carry only their version key."""
+    if "kind" in report:
+        return str(report["kind"])
+    if "diff_version" in report:
+        return "diff"
+    if "check_version" in report:
+        return "check"
+    return "run"
+
+
+def property_failures(properties: dict[str, Any]) -> list[dict[str, Any]]:
+    """Failing transformed cases: the report's `failures`, or the failing stored `pairs`
+    (DecGuard's shape: a violation, or an error other than the original's)."""
+    if properties.get("failures") is not None:
+        return list(properties["failures"])
+    failing = []
+    for pair in properties.get("pairs") or []:
+        error = pair.get("error") or {}
+        if pair.get("violations") or (error and error.get("kind") != "original_error"):
+            failing.append(pair)
+    return failing
+
+
+def shown_pairs(item: dict[str, Any], labels: Sequence[str]) -> list[tuple[str, str]]:
+    """(label as shown, contract label) in the order the backend saw them."""
+    if item.get("presentation"):
+        return [(str(shown), str(label)) for shown, label in item["presentation"]]
+    if item.get("shown_labels"):
+        order = item.get("label_order") or range(len(item["shown_labels"]))
+        return [(str(shown), labels[i] if i < len(labels) else "?")
+                for shown, i in zip(item["shown_labels"], order, strict=False)]
+    return [(label, label) for label in labels]
+
+
+def bin_edges(report: dict[str, Any]) -> list[tuple[float, float]]:
+    bins = ((report.get("metrics") or {}).get("calibration") or {}).get("reliability") or []
+    return [(b["lower"], b["upper"]) for b in bins]
+
+
+def confidence_histogram(report: dict[str, Any]) -> list[int] | None:
+    """Cases per calibration bin: the report's own histogram when it has one (check
+    reports), else counted from the decided per-case results with the bins' edges (a
+    confidence goes to the first bin whose upper edge is at or above it)."""
+    given = ((report.get("metrics") or {}).get("confidence") or {}).get("histogram")
+    if given is not None:
+        return [int(c) for c in given]
+    edges = bin_edges(report)
+    if not edges or not report.get("results"):
+        return None
+    uppers = [upper for _, upper in edges]
+    counts = [0] * len(edges)
+    for item in report["results"]:
+        if item.get("result"):
+            index = bisect_left(uppers, item["result"]["confidence"])
+            counts[min(index, len(counts) - 1)] += 1
+    return counts
+
+
+def axis_rate(axis: dict[str, Any]) -> float | None:
+    """The persona-axis rate its interval is about (attributable flips per exercised pair)."""
+    return axis.get("attributable_rate", axis.get("rate"))
+
+
+def axis_base(axis: dict[str, Any]) -> int | None:
+    return axis.get("exercised", axis.get("pairs"))
+
+
+def shows_golden(report: dict[str, Any]) -> bool:
+    """Golden metrics are shown unless the run is fuzz-only or carries none."""
+    metrics = report.get("metrics") or {}
+    return report.get("mode") != "fuzz" and bool(metrics.get("classification"))
+
+
+def labels_of(report: dict[str, Any]) -> list[str]:
+    return list((report.get("contract") or {}).get("labels") or [])
+
+
+def failing_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in report.get("checks") or [] if c["status"] != "pass"]

@@ -1,0 +1,22 @@
+"""The regression diff as a task of the nightly regression flow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decflow.pipeline.regression import run_diff
+from decflow.store.runs import write_report
+from decflow.store.store import Store
+from decflow.tasks.common import outcome, stage_task
+
+
+@stage_task("diff")
+def diff_task(
+    baseline_run: str, candidate_run: str, contract: str, store_url: str,
+    fail_on_warn: bool = False,
+) -> dict[str, Any]:
+    """The regression diff of two stored runs, written as `runs/<candidate>/diff.json`."""
+    store = Store(store_url)
+    diff = run_diff(baseline_run, candidate_run, store, contract_path=contract,
+                    fail_on_warn=fail_on_warn)
+    return outcome(diff, write_report(store, candidate_run, diff, "diff.json"))
