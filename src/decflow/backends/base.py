@@ -16,9 +16,9 @@ Two ways to answer:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 DecisionType = Literal["choice", "noul", "score"]
 HealthStatus = Literal["ok", "unhealthy", "unknown"]
@@ -85,6 +85,19 @@ class InvalidResponse(BackendError):
     kind = "invalid_response"
 
 
+Item = TypeVar("Item", covariant=True)
+
+
+class Column(Protocol[Item]):
+    """A column of a request batch: a list, or a polars Series (no copy to a list)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Item: ...
+
+    def __iter__(self) -> Iterator[Item]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RequestBatch:
     """A shard of requests for `decide_batch`, as columns.
@@ -94,10 +107,10 @@ class RequestBatch:
     position j of request i, and `shown_labels[i]` are the labels as shown (same order).
     """
 
-    request_ids: Sequence[str]
-    input_text: Sequence[str | None]
-    input_json: Sequence[str | None]
-    shown_labels: Sequence[Sequence[str]]
+    request_ids: Column[str]
+    input_text: Column[str | None]
+    input_json: Column[str | None]
+    shown_labels: Column[Sequence[str]]
     label_orders: Any  # numpy int array, n x L
 
 

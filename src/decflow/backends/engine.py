@@ -30,18 +30,18 @@ from decflow.backends.base import (
 )
 from decflow.data.golden_dataset import case_input
 
-RESULTS_SCHEMA = {
-    "request_id": pl.String,
+RESULTS_SCHEMA = pl.Schema({
+    "request_id": pl.String(),
     "probabilities": pl.List(pl.Float64),
-    "selected": pl.String,
-    "confidence": pl.Float64,
-    "latency_ms": pl.Float64,
-    "error_kind": pl.String,
-    "error_message": pl.String,
-    "model": pl.String,
-    "model_version": pl.String,
-    "metadata_json": pl.String,
-}
+    "selected": pl.String(),
+    "confidence": pl.Float64(),
+    "latency_ms": pl.Float64(),
+    "error_kind": pl.String(),
+    "error_message": pl.String(),
+    "model": pl.String(),
+    "model_version": pl.String(),
+    "metadata_json": pl.String(),
+})
 
 SECRET_KEYS = frozenset(
     {

@@ -14,7 +14,7 @@ levels sent). The provider's `confidence` is ignored.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from decflow.backends.base import DecisionRequest, DecisionSpec, InvalidResponse, Prediction
 from decflow.backends.http import HttpBackend
@@ -25,7 +25,7 @@ PROTOCOL = "typesafe.systemone/v1"
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cost")
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

@@ -21,14 +21,14 @@ import polars as pl
 from decflow.data.strict_json import unique_keys
 from decflow.errors import DatasetError
 
-CASES_SCHEMA = {
+CASES_SCHEMA = pl.Schema({
     "case_id": pl.String,
     "input_text": pl.String,
     "input_json": pl.String,
     "expected": pl.String,
     "metadata_json": pl.String,
     "position": pl.Int64,
-}
+})
 ROW_FIELDS = ("id", "input", "expected", "metadata")
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from decflow.metrics import columns
+
 
 def probability_matrix(column: pl.Series, width: int) -> tuple[np.ndarray, np.ndarray]:
     """A list column of probabilities → (n × width matrix with zero rows for nulls, present)."""
     present = column.is_not_null().to_numpy()
-    filled = column.fill_null(pl.lit([0.0] * width, dtype=pl.List(pl.Float64)))
-    return np.asarray(filled.list.to_array(width).to_numpy(), dtype=np.float64), present
+    return columns.probability_matrix(column, width, missing=0.0), present
 
 
 def label_codes(column: pl.Series) -> np.ndarray:

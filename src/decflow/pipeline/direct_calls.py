@@ -13,8 +13,8 @@ from decflow.backends.base import Backend
 from decflow.backends.engine import RemoteCaller, decide_in_process
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.data.golden_dataset import compact_json
-from decflow.pipeline.contract_run.golden_section import probability_matrix
-from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
+from decflow.metrics.columns import probability_matrix
+from decflow.pipeline.schemas import REQUESTS_SCHEMA
 
 Candidate = tuple[Any, Any]  # (input, presentation or None)
 

@@ -24,7 +24,7 @@ from decflow.store.store import Store
 from decflow.version import __version__
 
 ACCEPTED = "accepted"
-Decision = tuple[str, str, tuple[str, ...]]
+Decision = tuple[str | None, str | None, tuple[str, ...]]
 
 
 class NoAcceptedBaseline(DecflowError):
@@ -97,7 +97,7 @@ def diff_reports(
         baseline["results"],
         candidate["results"],
         labels=after[2],
-        decision_type=after[1],
+        decision_type=str(after[1]),
         calibration_bins=int(evaluation.get("calibration_bins", 10)),
         confidence_threshold=evaluation.get("confidence_threshold"),
         segment_by=keys,

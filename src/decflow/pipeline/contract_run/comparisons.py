@@ -15,8 +15,8 @@ import numpy as np
 import polars as pl
 
 from decflow.data.golden_dataset import case_input
+from decflow.metrics.columns import probability_matrix
 from decflow.metrics.compare import compare
-from decflow.pipeline.contract_run.golden_section import probability_matrix
 from decflow.pipeline.contract_run.transformed import (
     COMPARISON_COLUMNS,
     joined_transformed,
@@ -69,7 +69,9 @@ def minimize_enabled(spec: RunSpec, contract: Any) -> bool:
     return spec.minimize if spec.minimize is not None else contract.fuzz.minimize
 
 
-MINIMIZED_SCHEMA = {"request_id": pl.String, "reduced_json": pl.String, "backend_calls": pl.Int64}
+MINIMIZED_SCHEMA = pl.Schema(
+    {"request_id": pl.String, "reduced_json": pl.String, "backend_calls": pl.Int64}
+)
 
 
 def _minimize_param(context: StageContext) -> dict[str, Any]:

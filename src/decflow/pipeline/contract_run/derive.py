@@ -24,7 +24,7 @@ import polars as pl
 from decflow.contracts.sections import Stability
 from decflow.data.golden_dataset import case_input, compact_json
 from decflow.errors import DecflowError
-from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
+from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def rerun_requests(cases: pl.DataFrame, labels: tuple[str, ...], repeats: int) -
         pre_error_kind=pl.lit(None, dtype=pl.String),
         pre_error_message=pl.lit(None, dtype=pl.String),
         **_canonical_presentation(table.height, labels),
-    ).select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
+    ).select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)
 
 
 def counterfactual_requests(pairs: PairSet, labels: tuple[str, ...]) -> pl.DataFrame:
@@ -366,5 +366,5 @@ class _RequestRows:
         return joined.with_columns(
             request_id=pl.format("{}/{}/{}", pl.lit(self.prop), "case_id", "sample"),
             property=pl.lit(self.prop, dtype=pl.String),
-        ).select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
+        ).select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)
 

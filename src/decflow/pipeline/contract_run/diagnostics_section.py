@@ -114,7 +114,8 @@ def _identity_reasks(rows: _Rows) -> pl.DataFrame:
 
 def _meter_input(rows: _Rows, reasks: pl.DataFrame) -> pl.DataFrame:
     """One series per case: original (repeat 0), reruns (their sample), then re-asks."""
-    after_reruns = int(rows.reruns["sample"].max() or 0) + 1
+    last = rows.reruns["sample"].max()
+    after_reruns = (last if isinstance(last, int) else 0) + 1
     columns = ["case_id", "repeat", "selected", "probabilities", "error_kind"]
     parts = [
         rows.originals.with_columns(repeat=pl.lit(0, dtype=pl.Int64)),

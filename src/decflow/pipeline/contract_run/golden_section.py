@@ -14,13 +14,8 @@ import polars as pl
 
 from decflow.data.golden_dataset import case_input
 from decflow.gates import golden_checks
+from decflow.metrics.columns import probability_matrix
 from decflow.metrics.golden_metrics import golden_metrics
-
-
-def probability_matrix(series: pl.Series, width: int) -> np.ndarray:
-    """A list column of probabilities → n × width float array (NaN rows for errors)."""
-    filled = series.fill_null(pl.lit([float("nan")] * width, dtype=pl.List(pl.Float64)))
-    return np.asarray(filled.list.to_array(width).to_numpy(), dtype=np.float64)
 
 
 def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:

@@ -20,7 +20,7 @@ from decflow.backends.registry import build_backend
 from decflow.data.golden_dataset import dataset_hash, load_golden
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.derive import PART_ROWS, derived_requests
-from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
+from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
 from decflow.store.store import Manifest
@@ -79,7 +79,7 @@ def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFr
         steps_json=pl.lit(None, dtype=pl.String),
         pre_error_kind=pl.lit(None, dtype=pl.String),
         pre_error_message=pl.lit(None, dtype=pl.String),
-    ).cast(REQUESTS_SCHEMA)  # type: ignore[arg-type]
+    ).cast(REQUESTS_SCHEMA)
 
 
 def check_presentations(context: StageContext, requests: Manifest) -> None:

@@ -16,13 +16,13 @@ import numpy as np
 import polars as pl
 
 from decflow.data.golden_dataset import case_input
+from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.contract_run.comparisons import COMPARISON_COLUMNS, joined_transformed, judged
 from decflow.pipeline.contract_run.derive import (
     DIAGNOSTIC_PROPERTIES,
     run_seed,
     selected_properties,
 )
-from decflow.pipeline.contract_run.golden_section import probability_matrix
 from decflow.pipeline.spec import RunSpec
 from decflow.properties.generate import RELATIONS
 from decflow.properties.summary import property_checks, property_summary
@@ -60,7 +60,9 @@ def properties_section(
     )
     skipped = requests_extra.get("skipped", [])
     stored_properties = set(counts) | {s["property"] for s in skipped}
-    summaries, checks, failures = [], [], []
+    summaries: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
     for prop, config in selected_properties(spec, contract):
         relation = RELATIONS[prop]
         if prop not in stored_properties:

@@ -26,7 +26,7 @@ from decflow.pipeline.contract_run.calls import (
 )
 from decflow.pipeline.contract_run.journal import SUFFIX as JOURNAL
 from decflow.pipeline.contract_run.journal import Journal, journal_rows
-from decflow.pipeline.contract_run.schemas import REQUESTS_SCHEMA
+from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Part, Store
 

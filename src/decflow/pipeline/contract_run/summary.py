@@ -23,7 +23,7 @@ from decflow.store.runs import report_path, write_report
 from decflow.store.store import Manifest, Store
 from decflow.version import __version__
 
-CHECKS_SCHEMA = {
+CHECKS_SCHEMA = pl.Schema({
     "gate": pl.String,
     "level": pl.String,
     "metric": pl.String,
@@ -32,7 +32,7 @@ CHECKS_SCHEMA = {
     "value": pl.Float64,
     "status": pl.String,
     "message": pl.String,
-}
+})
 
 
 def gate_values(gates: Any) -> dict[str, float | None]:

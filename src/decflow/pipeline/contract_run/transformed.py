@@ -5,7 +5,7 @@ the report's `properties` section.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -37,7 +37,7 @@ def relation_direction(config: Any) -> str:
 
 def joined_transformed(
     store: Store,
-    manifests: dict[str, Manifest],
+    manifests: Mapping[str, Manifest],
     *,
     requests: Sequence[str] | None = None,
     results: Sequence[str] | None = None,

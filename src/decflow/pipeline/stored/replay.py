@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from decflow.errors import DecflowError
-from decflow.pipeline.contract_run.golden_section import probability_matrix
+from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.properties.generate import RELATIONS, regeneration_status
 from decflow.properties.minimize import make_judge
@@ -147,7 +147,7 @@ def _replay_one(
     for position, (kind_name, example) in enumerate(examples, start=1):
         stored_error = (item.get("error") or {}).get("kind") if kind_name == "transformed" else None
         error_kind = kinds[position]
-        comparison, violations = None, []
+        comparison, violations = None, list[str]()
         if original_error is None and error_kind is None:
             comparison, violations = judge(matrix[0], matrix[position])
         reproduced = error_kind == stored_error if stored_error else bool(violations)

@@ -1,0 +1,2 @@
+"""Integration tests: the CLI end to end, real HTTP servers and the local LLM on 127.0.0.1,
+the store on disk."""

@@ -1,0 +1,109 @@
+"""The HTTP/1.1 client under the remote backends, against raw scripted servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from decflow.backends.base import BackendUnavailable
+from decflow.backends.http11 import Http11Pool, HttpResponse, Target
+from decflow.backends.httpclient import HttpCaller
+from tests.support.servers.raw import Raw, RawServer
+
+BODY = b'{"ok": true}'
+
+
+def ok(extra: bytes = b"", body: bytes = BODY) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+def get_all(url: str, count: int, caller: HttpCaller | None = None) -> list[HttpResponse]:
+    caller = caller or HttpCaller(provider="http", backend_name="t", timeout_s=2,
+                                  max_retries=0, retry_backoff_s=0)
+
+    async def calls() -> list[HttpResponse]:
+        try:
+            return [await caller.post_json(url, {"n": n}) for n in range(count)]
+        finally:
+            await caller.aclose()
+
+    return asyncio.run(calls())
+
+
+def test_keep_alive_reuses_one_connection() -> None:
+    with RawServer([Raw(ok())] * 3) as server:
+        responses = get_all(server.url("/d?x=1"), 3)
+    assert [json.loads(r.content) for r in responses] == [{"ok": True}] * 3
+    assert server.connections == 1
+    first = server.requests[0].decode()
+    assert first.startswith("POST /d?x=1 HTTP/1.1\r\n")
+    assert f"Host: 127.0.0.1:{server.url().split(':')[2].rstrip('/')}" in first
+    assert first.endswith('\r\n\r\n{"n":0}')
+
+
+def test_chunked_body_with_extension_and_trailer() -> None:
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5;ext=1\r\n{\"ok\"\r\n7\r\n: true}\r\n0\r\nX-Trailer: y\r\n\r\n")
+    with RawServer([Raw(chunked), Raw(ok())]) as server:
+        first, second = get_all(server.url(), 2)
+    assert first.content == BODY and second.content == BODY
+    assert server.connections == 1
+
+
+def test_body_until_close_and_connection_close_open_new_connections() -> None:
+    until_close = Raw(b"HTTP/1.1 200 OK\r\n\r\n" + BODY, close=True)
+    with RawServer([until_close, Raw(ok(b"Connection: close\r\n"), close=True), Raw(ok())]) \
+            as server:
+        responses = get_all(server.url(), 3)
+    assert [r.content for r in responses] == [BODY] * 3
+    assert server.connections == 3
+
+
+def test_interim_1xx_is_skipped() -> None:
+    with RawServer([Raw(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" + ok())]) as server:
+        (response,) = get_all(server.url(), 1)
+    assert response.status == 200 and response.content == BODY
+
+
+def test_idle_connection_closed_by_the_server_is_replaced_transparently() -> None:
+    # The server answers, then closes the kept-alive connection without saying so.
+    with RawServer([Raw(ok(), close=True), Raw(ok())]) as server:
+        responses = get_all(server.url(), 2)
+    assert [r.status for r in responses] == [200, 200]
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{\"short\"",
+     b"HTTP/1.1 200 OK\r\nbad header line\r\n\r\n",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"],
+)
+def test_malformed_answers_are_unavailable(data: bytes) -> None:
+    with RawServer([Raw(data, close=True)]) as server, pytest.raises(
+        BackendUnavailable, match="failed: RemoteProtocolError"
+    ):
+        get_all(server.url(), 1)
+
+
+def test_target_parsing() -> None:
+    assert Target.parse("https://api.example.com/v1/x?a=1#frag") == Target(
+        True, "api.example.com", 443, "api.example.com", "/v1/x?a=1")
+    assert Target.parse("http://[::1]:8080") == Target(False, "::1", 8080, "[::1]:8080", "/")
+    with pytest.raises(ValueError):
+        Target.parse("ftp://x/")
+
+
+def test_pool_closes_idle_connections() -> None:
+    async def scenario(url: str) -> None:
+        pool = Http11Pool(2.0)
+        response = await pool.request("GET", Target.parse(url), {}, None)
+        assert response.status == 200
+        await pool.aclose()
+
+    with RawServer([Raw(ok())]) as server:
+        asyncio.run(scenario(server.url()))
+    assert server.requests[0].startswith(b"GET / HTTP/1.1\r\n")
+    assert b"Content-Length" not in server.requests[0]

@@ -1,0 +1,234 @@
+"""Production check end to end, against DecGuard 0.1.1's own check reports (external
+oracle): numbers, checks, statuses and exit codes of the refund example, with the baseline
+given as records, as an earlier decflow report and as DecGuard's report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from decflow.commands import check as check_command
+from decflow.contracts import load_contract
+from decflow.errors import DatasetError
+from decflow.pipeline.production.stages import check_records
+from decflow.views.production_text import render_check
+from tests.support.cli import run_cli
+from tests.support.paths import FIXTURES, REFERENCE
+
+EXAMPLE = REFERENCE / "decguard-examples" / "refund"
+VECTORS = REFERENCE / "decguard-vectors"
+COMPARED = ("status", "exit_code", "evaluation", "config", "metrics", "drift", "segments", "checks")
+
+
+@pytest.fixture(scope="module")
+def contract():
+    return load_contract(EXAMPLE / "decguard.yaml").contract
+
+
+def _oracle(name: str) -> dict:
+    return json.loads((VECTORS / name).read_text())
+
+
+def _assert_matches(report: dict, oracle: dict) -> None:
+    for key in COMPARED:
+        assert report[key] == oracle[key], key
+
+
+def test_production_records_equal_decguard(contract) -> None:
+    report = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    _assert_matches(report, _oracle("check-refund.json"))
+    assert report["dataset"]["n_records"] == 4
+    assert report["baseline"] is None
+    assert report["report_version"] == "decflow/1" and report["kind"] == "check"
+
+
+def test_drift_against_records_baseline_equals_decguard(contract) -> None:
+    report = check_records(
+        contract,
+        str(EXAMPLE / "production-drift.jsonl"),
+        baseline=str(EXAMPLE / "production.jsonl"),
+    )
+    _assert_matches(report, _oracle("check-refund-drift.json"))
+    assert report["exit_code"] == 1
+    assert report["baseline"]["source"] == "dataset"
+    assert report["baseline"]["n_records"] == 4
+
+
+def test_drift_against_earlier_reports_equals_decguard(contract, tmp_path: Path) -> None:
+    earlier = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    ours = tmp_path / "earlier.json"
+    ours.write_text(json.dumps(earlier))
+    oracle = _oracle("check-refund-drift.json")
+    # Our own report (records inline) and DecGuard's stored report (metrics only).
+    for baseline in (ours, VECTORS / "check-refund.json"):
+        report = check_records(
+            contract, str(EXAMPLE / "production-drift.jsonl"), baseline=str(baseline)
+        )
+        _assert_matches(report, oracle)
+        assert report["baseline"]["source"] == "report"
+        assert report["baseline"]["n_records"] == 4
+
+
+def test_baseline_report_for_another_decision_is_rejected(contract, tmp_path: Path) -> None:
+    earlier = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    earlier["contract"]["name"] = "is_spam"
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(earlier))
+    with pytest.raises(DatasetError, match="decision 'is_spam'"):
+        check_records(contract, str(EXAMPLE / "production-drift.jsonl"), baseline=str(path))
+
+
+def test_text_view_shape(contract) -> None:
+    report = check_records(
+        contract,
+        str(EXAMPLE / "production-drift.jsonl"),
+        baseline=str(EXAMPLE / "production.jsonl"),
+    )
+    text = render_check(report)
+    assert "  Calibration   ECE 0.975 · Brier 1.924 · NLL 4.432\n" in text
+    assert "  Baseline      dataset · 4 records\n" in text
+    assert (
+        "  Drift         confidence TV 0.750 · mean delta 0.135 · accuracy drop 1.000 · "
+        "ECE increase 0.815\n"
+    ) in text
+    assert "    FAIL locale=en · 2 records · accuracy 0.000 · ECE 0.985\n" in text
+    assert text.endswith("FAIL: at least one post-deployment requirement does not hold\n")
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer()
+    check_command.register(app)
+
+    @app.callback()
+    def main() -> None:
+        """decflow"""
+
+    return app
+
+
+def test_command_exit_codes_and_json_output(tmp_path: Path) -> None:
+    runner = CliRunner()
+    contract = str(EXAMPLE / "decguard.yaml")
+    passing = runner.invoke(_cli(), ["check", contract, "-d", str(EXAMPLE / "production.jsonl")])
+    assert passing.exit_code == 0, passing.output
+    assert passing.output.endswith("PASS: all post-deployment gates hold\n")
+    out = tmp_path / "out" / "check.json"
+    failing = runner.invoke(
+        _cli(),
+        [
+            "check", contract, "-d", str(EXAMPLE / "production-drift.jsonl"),
+            "--baseline", str(EXAMPLE / "production.jsonl"), "-f", "json", "-o", str(out),
+        ],
+    )
+    assert failing.exit_code == 1
+    written = json.loads(out.read_text())
+    assert written["drift"] == _oracle("check-refund-drift.json")["drift"]
+
+
+def test_partitioned_folder_and_parquet_give_the_same_report(contract, tmp_path: Path) -> None:
+    lines = (EXAMPLE / "production.jsonl").read_text().splitlines()
+    folder = tmp_path / "parts"
+    (folder / "day=1").mkdir(parents=True)
+    (folder / "day=2").mkdir()
+    (folder / "day=1" / "a.jsonl").write_text("\n".join(lines[:1]) + "\n")
+    (folder / "day=2" / "b.jsonl").write_text("\n".join(lines[1:3]) + "\n")
+    (folder / "day=2" / "c.json").write_text(json.dumps([json.loads(lines[3])]))
+    parquet = tmp_path / "records.parquet"
+    _as_parquet([json.loads(line) for line in lines], parquet)
+    single = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    for source in (str(folder), str(parquet), str(folder / "day=*" / "*.json*")):
+        other = check_records(contract, source)
+        for key in (*COMPARED, "records"):
+            assert other[key] == single[key], (source, key)
+    assert check_records(contract, str(folder))["dataset"]["partitions"] == 3
+
+
+def _as_parquet(records: list[dict], path: Path) -> None:
+    rows = []
+    for record in records:
+        row = dict(record)
+        row["metadata_json"] = json.dumps(row.pop("metadata"))
+        rows.append(row)
+    pl.DataFrame(rows).with_columns(
+        pl.col("timestamp").str.to_datetime(time_zone="UTC")
+    ).write_parquet(path)
+
+
+def test_store_stages_give_the_same_report(contract, tmp_path: Path, monkeypatch) -> None:
+    import decflow.pipeline.production.stages as check_module
+    from decflow.pipeline.production.stages import (
+        load_baseline,
+        stage_aggregates,
+        stage_records,
+        stored_aggregates,
+        summarize,
+    )
+    from decflow.store.store import Store
+
+    store = Store(str(tmp_path / "store"))
+    source = str(EXAMPLE / "production-drift.jsonl")
+    records = stage_records(store, contract, "sha256:c", source)
+    assert stage_records(store, contract, "sha256:c", source) == records  # cache hit
+    aggregates = stage_aggregates(store, contract, "sha256:c", records)
+    baseline = load_baseline(contract, str(EXAMPLE / "production.jsonl"))
+    staged = summarize(contract, stored_aggregates(store, contract, aggregates, records),
+                       baseline)
+    direct = check_records(contract, source, baseline=str(EXAMPLE / "production.jsonl"))
+    for key in (*COMPARED, "dataset", "records"):
+        assert staged[key] == direct[key], key
+    _assert_matches(staged, _oracle("check-refund-drift.json"))
+    monkeypatch.setattr(check_module, "INLINE_RECORDS", 2)
+    large = summarize(contract, stored_aggregates(store, contract, aggregates, records))
+    assert "records" not in large and large["records_inline"] is False
+    assert large["records_artifact"]["rows"] == 4
+    assert large["records_artifact"]["sha256"] == records.sha256
+
+
+def test_edited_baseline_report_is_rejected(contract, tmp_path: Path) -> None:
+    from decflow.errors import ReportError
+
+    earlier = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    earlier["records"][0]["latency_ms"] = 1.0  # the stored metrics no longer follow
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(earlier))
+    with pytest.raises(ReportError, match="does not verify"):
+        check_records(contract, str(EXAMPLE / "production-drift.jsonl"), baseline=str(path))
+
+
+def test_command_with_a_store_gives_the_same_report(tmp_path: Path) -> None:
+    args = ["check", str(EXAMPLE / "decguard.yaml"), "-d", str(EXAMPLE / "production.jsonl"),
+            "-f", "json"]
+    code, out, _ = run_cli(*args)
+    direct = json.loads(out)
+    code, staged, err = run_cli(*args, "--store", str(tmp_path / "store"))
+    assert code == 0, err
+    assert (tmp_path / "store" / "stages" / "records").is_dir()
+    for key in (*COMPARED, "dataset", "records"):
+        assert json.loads(staged)[key] == direct[key]
+
+
+def test_mixed_records_equal_decguard() -> None:
+    """Every optional field present or absent, a type-mixed segment key, a baseline:
+    DecGuard's own report on the same files (tests/fixtures/check/README.md)."""
+    fixtures = FIXTURES / "check"
+    contract = load_contract(fixtures / "mixed-contract.yaml").contract
+    oracle = json.loads((fixtures / "check-mixed.json").read_text())
+    report = check_records(
+        contract,
+        str(fixtures / "mixed-current.jsonl"),
+        baseline=str(fixtures / "mixed-baseline.jsonl"),
+    )
+    _assert_matches(report, oracle)
+    assert report["baseline"]["metrics"] == oracle["baseline_metrics"]
+    assert len(report["segments"]) == 12 and len(report["checks"]) == 59
+
+
+def test_empty_dataset_is_an_error(contract, tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("\n  \n")
+    with pytest.raises(DatasetError, match=r"empty\.jsonl: production dataset contains no"):
+        check_records(contract, str(tmp_path / "empty.jsonl"))

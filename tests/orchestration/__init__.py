@@ -1,0 +1,1 @@
+"""Orchestration tests: a real Prefect server, flows, tasks and deployments."""

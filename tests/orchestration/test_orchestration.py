@@ -1,0 +1,595 @@
+"""Prefect orchestration against a real `prefect server start` on 127.0.0.1.
+
+One server for the whole module (SQLite under a temporary PREFECT_HOME); few flow runs.
+Each run goes through the CLI in a subprocess with PREFECT_API_URL set, and what Prefect
+recorded (flow run, task runs, logs, artifacts) is read back through its client API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.orchestration
+
+REFUND = ROOT / "contracts" / "refund"
+SERVER_START_TIMEOUT_S = 120
+INGEST_TIMEOUT_S = 60
+RUN_KEYED_STAGES = ("results", "comparisons", "minimized", "summary")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("prefect-server-home")
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    log = (home / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while not healthy(url):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"prefect server did not start: {(home / 'server.log')}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def client_env(api: str, home: Path) -> dict[str, str]:
+    env = {**os.environ, "PREFECT_API_URL": api, "PREFECT_HOME": str(home),
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env.pop("DECFLOW_STORE", None)
+    return env
+
+
+def decflow(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "decflow", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def normalized(report: dict[str, Any]) -> dict[str, Any]:
+    """A report without what differs between two runs of the same inputs: run id, time,
+    run-keyed artifact locations, and measured latency."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            if "metric" in value and str(value["metric"]).startswith("latency"):
+                value = {**value, "value": None, "message": None}
+            return {k: strip(v) for k, v in value.items() if "latency" not in k}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    copy = json.loads(json.dumps(report))
+    copy.pop("created_at", None)
+    run = copy.get("run") or {}
+    run.pop("id", None)
+    for stage in RUN_KEYED_STAGES:
+        (run.get("artifacts") or {}).pop(stage, None)
+    return strip(copy)
+
+
+def api_call(api: str, fn: Any) -> Any:
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    async def run() -> Any:
+        async with get_client() as client:
+            return await fn(client)
+
+    with temporary_settings({PREFECT_API_URL: api}):
+        return asyncio.run(run())
+
+
+def flow_run_of(api: str, run_id: str) -> Any:
+    async def find(client: Any) -> Any:
+        runs = await client.read_flow_runs()
+        return [r for r in runs if (r.parameters.get("spec") or {}).get("run_id") == run_id]
+
+    matches = api_call(api, find)
+    assert len(matches) >= 1, f"no flow run for run {run_id}"
+    return matches[-1]
+
+
+def recorded(api: str, flow_run_id: Any, expected_tasks: int) -> dict[str, Any]:
+    """Task runs, artifacts and logs of a flow run (the server ingests events after the
+    flow ends, so wait until the expected task runs are there)."""
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    async def read(client: Any) -> dict[str, Any]:
+        runs = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        return {
+            "flow_run": await client.read_flow_run(flow_run_id),
+            "tasks": await client.read_task_runs(flow_run_filter=runs),
+            "artifacts": await client.read_artifacts(artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))),
+            "logs": await client.read_logs(LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))),
+        }
+
+    deadline = time.monotonic() + INGEST_TIMEOUT_S
+    while True:
+        seen = api_call(api, read)
+        done = [t for t in seen["tasks"] if t.state and t.state.is_final()]
+        if len(done) >= expected_tasks or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.5)
+
+
+def base_name(task_run: Any) -> str:
+    """Task runs are named `<task>-<suffix>`; shard runs `results-<phase>-<index>`."""
+    name: str = task_run.name
+    if name.startswith(("results-originals-", "results-transformed-")) and \
+            name.rsplit("-", 1)[-1].isdigit():
+        return "results-shard"
+    return name.rsplit("-", 1)[0]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A working directory with a copy of the refund example."""
+    shutil.copytree(REFUND, tmp_path / "refund")
+    return tmp_path
+
+
+def test_contract_run_flow_matches_direct_run_and_is_recorded(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from decflow.views.markdown import render_markdown
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    contract = "refund/decflow.yaml"
+    direct = decflow(env, project, "test", contract, "--all", "--no-prefect", "--store",
+                     "store", "-o", "direct.json")
+    assert direct.returncode == 0, direct.stderr
+    flowed = decflow(env, project, "test", contract, "--all", "--prefect", "--store", "store",
+                     "-o", "flow.json")
+    assert flowed.returncode == 0, flowed.stderr
+    report = json.loads((project / "flow.json").read_text())
+    assert normalized(report) == normalized(json.loads((project / "direct.json").read_text()))
+    run_id = report["run"]["id"]
+    stored = json.loads((project / "store" / "runs" / run_id / "report.json").read_text())
+    assert stored == report
+
+    flow_run = flow_run_of(prefect_api, run_id)
+    assert flow_run.name == "refund_request-all-default"
+    assert flow_run.parameters["spec"]["mode"] == "all"
+    shards = 2  # one shard of originals and one of transformed cases at the default size
+    stages = {"cases", "requests", "results-health", "results-shard",
+              "results-check-originals", "results", "comparisons", "minimized", "summary",
+              "report"}
+    seen = recorded(prefect_api, flow_run.id, len(stages) - 1 + shards)
+    assert seen["flow_run"].state.is_completed()
+    tasks = seen["tasks"]
+    assert {base_name(t) for t in tasks} == stages
+    assert len(tasks) <= 20 + shards
+    assert sum(base_name(t) == "results-shard" for t in tasks) == shards
+    assert all(t.state.is_completed() for t in tasks)
+
+    by_type: dict[str, list[Any]] = {}
+    for artifact in seen["artifacts"]:
+        by_type.setdefault(artifact.type, []).append(artifact)
+    assert set(by_type) >= {"markdown", "table", "progress"}
+    markdown = {a.key: a.data for a in by_type["markdown"]}
+    summary = markdown["refund-request-all-default-report"]
+    assert summary == render_markdown(report)
+    table = by_type["table"][0]
+    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert [r["gate"] for r in rows] == [c["gate"] for c in report["checks"]]
+    # Prefect stores link artifacts as Markdown links
+    report_link = (project / "store" / "runs" / run_id / "report.json").resolve().as_uri()
+    assert f"({report_link})" in markdown["refund-request-all-default-report-json"]
+    assert (project / "store" / "runs" / run_id / "report.html").is_file()
+    assert by_type["progress"][0].data == pytest.approx(100.0)
+
+    # resuming the finished run through the flow (PREFECT_API_URL alone selects it): every
+    # stage is a store hit, logged as such
+    resumed = decflow(env, project, "test", contract, "--all", "--store", "store",
+                      "--resume", run_id, "-o", "resumed.json")
+    assert resumed.returncode == 0, resumed.stderr
+    again = json.loads((project / "resumed.json").read_text())
+    assert normalized(again) == normalized(report)
+    assert again["run"]["artifacts"]["results"] == report["run"]["artifacts"]["results"]
+    second = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+              if (r.parameters.get("spec") or {}).get("run_id") == run_id]
+    assert len(second) == 2
+    rerun = max(second, key=lambda r: r.created)
+    logs = [entry.message for entry in recorded(prefect_api, rerun.id, 4)["logs"]]
+    for stage in ("cases", "requests", "results"):
+        assert any(f"stage {stage}: cache hit" in m for m in logs), (stage, logs)
+    tasks = recorded(prefect_api, rerun.id, 4)["tasks"]
+    assert "results-shard" not in {base_name(t) for t in tasks}  # nothing re-sent
+
+    # --from-stage recomputes from a stage on the run's stored upstream artifacts
+    regated = decflow(env, project, "test", contract, "--all", "--prefect", "--store", "store",
+                      "--resume", run_id, "--from-stage", "comparisons", "-o", "from.json")
+    assert regated.returncode == 0, regated.stderr
+    assert normalized(json.loads((project / "from.json").read_text())) == normalized(report)
+    third = max((r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+                 if (r.parameters.get("spec") or {}).get("run_id") == run_id),
+                key=lambda r: r.created)
+    assert third.parameters["from_stage"] == "comparisons"
+    seen = recorded(prefect_api, third.id, 4)
+    assert {base_name(t) for t in seen["tasks"]} == {"comparisons", "minimized", "summary",
+                                                      "report"}
+    logs = [entry.message for entry in seen["logs"]]
+    for stage in ("cases", "requests", "results"):
+        assert any(f"stage {stage}: reused from run {run_id}" in m for m in logs), (stage, logs)
+
+
+def test_production_check_flow(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    # PREFECT_API_URL is set: `decflow check` runs as the production_check flow
+    flowed = decflow(env, project, "check", "refund/decflow.yaml", "-d",
+                     "refund/production.jsonl", "--store", "store", "-o", "flow-check.json")
+    assert flowed.returncode == 0, flowed.stderr
+    direct = decflow(env, project, "check", "refund/decflow.yaml", "-d",
+                     "refund/production.jsonl", "--store", "direct-store", "-o",
+                     "direct-check.json", "--no-prefect")
+    assert direct.returncode == 0, direct.stderr
+    report = json.loads((project / "flow-check.json").read_text())
+    other = json.loads((project / "direct-check.json").read_text())
+    report.pop("created_at")
+    other.pop("created_at")
+    # both are stored as runs, each in its own store
+    assert report.pop("run")["store"].endswith("/store")
+    assert other.pop("run")["store"].endswith("/direct-store")
+    assert report == other
+
+    async def find(client: Any) -> list[Any]:
+        return [r for r in await client.read_flow_runs()
+                if r.parameters.get("records") == "refund/production.jsonl"]
+
+    (flow_run,) = api_call(prefect_api, find)
+    assert flow_run.name == "refund_request-check-records"
+    seen = recorded(prefect_api, flow_run.id, 4)
+    assert {base_name(t) for t in seen["tasks"]} == {"records", "aggregates", "summary",
+                                                      "report"}
+    keys = {a.key for a in seen["artifacts"]}
+    assert {"refund-request-check-records-report",
+            "refund-request-check-records-report-checks",
+            "refund-request-check-records-report-json"} <= keys
+    (run_dir,) = list((project / "store" / "runs").iterdir())
+    assert json.loads((run_dir / "run.json").read_text())["mode"] == "check"
+    assert json.loads((run_dir / "report.json").read_text())["status"] == report["status"]
+
+
+def test_dask_two_workers_give_the_thread_runners_report(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("prefect_dask")
+    distributed = pytest.importorskip("distributed")
+    from decflow.pipeline.contract_run.runner import run_contract
+    from decflow.pipeline.spec import RunSpec
+    from decflow.store.runs import new_run_id
+    from decflow.store.store import Store
+
+    home = tmp_path_factory.mktemp("prefect-client-home")
+    env = client_env(prefect_api, home)
+    for name in ("PREFECT_API_URL", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        monkeypatch.setenv(name, env[name])  # the spawned Dask workers inherit these
+    monkeypatch.chdir(project)
+    contract = str(project / "refund" / "decflow.yaml")
+    # small shards, so the call stage fans out over both workers
+    spec = RunSpec(contract_path=contract, store_url=str(project / "store"),
+                   run_id=new_run_id(), mode="all", shard_size=8)
+    direct = run_contract(spec, Store(spec.store_url))
+    flow_spec = RunSpec(**{**spec.to_dict(), "run_id": new_run_id(), "properties": None})
+    script = (
+        "import json, sys\n"
+        "from decflow.flows.contract_run import run_contract_flow\n"
+        "spec, address = json.loads(sys.argv[1]), sys.argv[2]\n"
+        "report = run_contract_flow(spec, task_runner='dask', dask_address=address)\n"
+        "json.dump(report, open('dask.json', 'w'))\n"
+    )
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        done = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(flow_spec.to_dict()),
+             cluster.scheduler_address],
+            env=env, cwd=project, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr
+        ran_tasks = client.run(lambda: "decflow.tasks.stages" in sys.modules)
+    assert len(ran_tasks) == 2 and any(ran_tasks.values())
+    report = json.loads((project / "dask.json").read_text())
+    assert normalized(report) == normalized(direct)
+    seen = recorded(prefect_api, flow_run_of(prefect_api, flow_spec.run_id).id, 8)
+    shards = [t for t in seen["tasks"] if base_name(t) == "results-shard"]
+    assert len(shards) > 2 and all(t.state.is_completed() for t in shards)
+
+
+def test_decflow_deploy_registers_the_scheduled_deployments(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    done = decflow(env, ROOT, "deploy", "--file", str(ROOT / "deployments" / "prefect.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    async def read(client: Any) -> list[Any]:
+        return list(await client.read_deployments())
+
+    deployments = {d.name: d for d in api_call(prefect_api, read)}
+    assert {"nightly-regression-refund", "drift-check-refund"} <= set(deployments)
+    nightly = deployments["nightly-regression-refund"]
+    assert nightly.work_pool_name == "decflow-process"
+    assert nightly.entrypoint == "src/decflow/flows/nightly_regression.py:nightly_regression"
+    assert nightly.parameters["contract"] == "contracts/refund/decflow.yaml"
+    assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
+    drift = deployments["drift-check-refund"]
+    assert [s.schedule.cron for s in drift.schedules] == ["0 */6 * * *"]
+    step = nightly.pull_steps[0]["prefect.deployments.steps.set_working_directory"]
+    assert step["directory"] == str(ROOT)
+
+    # a worker of the process pool runs it (the store overridden, so nothing lands in ROOT)
+    store = tmp_path / "deployed-store"
+    prefect = [sys.executable, "-m", "prefect"]
+    started = subprocess.run(
+        [*prefect, "deployment", "run", "nightly_regression/nightly-regression-refund",
+         "--param", f"store={store}"], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=120, check=False)
+    assert started.returncode == 0, started.stderr
+    worker = subprocess.run(
+        [*prefect, "worker", "start", "--pool", "decflow-process", "--run-once"], env=env,
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    (run_dir,) = list((store / "runs").iterdir())
+    assert json.loads((run_dir / "report.json").read_text())["status"] == "pass"
+
+
+NIGHTLY = """
+import json
+from decflow.store.runs import accept_run
+from decflow.flows.common import GateFailed
+from decflow.flows.nightly_regression import nightly_regression
+from decflow.store.store import Store
+
+first = nightly_regression("refund/decflow.yaml", store="store")
+json.dump(first, open("first.json", "w"))
+accept_run(Store("store"), first["run"]["run_id"])
+try:
+    nightly_regression("refund/drifted.yaml", store="store")
+except GateFailed as exc:
+    open("second.txt", "w").write(str(exc))
+"""
+
+
+def test_nightly_regression_diffs_against_the_accepted_baseline(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import yaml
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    document = yaml.safe_load((project / "refund" / "decflow.yaml").read_text())
+    # the served model changed: damaged items are now rejected
+    document["backend"]["rules"][0]["probabilities"] = {"refund": 0.02, "reject": 0.95,
+                                                        "review": 0.03}
+    (project / "refund" / "drifted.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    done = subprocess.run([sys.executable, "-c", NIGHTLY], env=env, cwd=project,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+
+    first = json.loads((project / "first.json").read_text())
+    assert first["baseline"] is None and first["diff"] is None
+    baseline_id = first["run"]["run_id"]
+    assert first["run"]["status"] == "pass"
+    assert (project / "second.txt").read_text().endswith("see its artifacts")
+    (candidate_id,) = [p.name for p in (project / "store" / "runs").iterdir()
+                       if p.name != baseline_id]
+    diff = json.loads((project / "store" / "runs" / candidate_id / "diff.json").read_text())
+    assert diff["kind"] == "diff" and diff["status"] == "fail"
+    cases = [json.loads(line) for line in (project / "refund" / "cases.jsonl").open()]
+    damaged = sum("damaged" in case["input"] for case in cases)  # the rule that changed
+    assert damaged and diff["counts"]["answer_flips"] == damaged
+
+    async def nightly_runs(client: Any) -> list[Any]:
+        runs = [r for r in await client.read_flow_runs()
+                if r.name == "refund_request-test-default-nightly"
+                and r.parameters.get("store") == "store"]
+        return sorted(runs, key=lambda r: r.created)
+
+    runs = api_call(prefect_api, nightly_runs)
+    assert len(runs) == 2
+    assert runs[0].state.is_completed() and runs[1].state.is_failed()
+    first_seen = recorded(prefect_api, runs[0].id, 7)
+    note = {a.key: a.data for a in first_seen["artifacts"]}["refund-request-default-regression"]
+    assert f"decflow runs accept {baseline_id}" in note
+    second_seen = recorded(prefect_api, runs[1].id, 8)
+    assert "diff" in {base_name(t) for t in second_seen["tasks"]}
+    keys = {a.key for a in second_seen["artifacts"]}
+    assert {"refund-request-default-regression-diff",
+            "refund-request-default-regression-diff-checks"} <= keys
+
+
+def test_decflow_serve_serves_the_deployments(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import signal
+
+    import yaml
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    document = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
+    for entry in document["deployments"]:
+        entry["name"] += "-served"
+    (tmp_path / "deployments").mkdir()
+    served_file = tmp_path / "deployments" / "prefect.yaml"
+    served_file.write_text(yaml.safe_dump(document))
+    server = subprocess.Popen([sys.executable, "-m", "decflow", "serve", "--file",
+                               str(served_file)], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    async def served(client: Any) -> dict[str, Any]:
+        return {d.name: d for d in await client.read_deployments()
+                if d.name.endswith("-served")}
+
+    try:
+        deadline = time.monotonic() + 120
+        found: dict[str, Any] = {}
+        while len(found) < 2:
+            assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+            assert time.monotonic() < deadline, "decflow serve registered no deployments"
+            time.sleep(1)
+            found = api_call(prefect_api, served)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    nightly = found["nightly-regression-refund-served"]
+    assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
+    assert nightly.parameters["store"] == ".decflow"
+    drift = found["drift-check-refund-served"]
+    assert drift.parameters["records"] == "contracts/refund/production.jsonl"
+
+
+def test_a_killed_flow_run_resumes_through_the_flow(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tests.integration.test_resume_kill import (
+        CASES,
+        CountingService,
+        kill_when_sent,
+        recorded_ids,
+        write_contract,
+    )
+
+    service = CountingService()
+    service.thread.start()
+    try:
+        contract = write_contract(tmp_path, service.url)
+        env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+        run = subprocess.Popen(
+            [sys.executable, "-m", "decflow", "test", str(contract), "--store", "store",
+             "--prefect"], cwd=tmp_path, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        kill_when_sent(service, run, 300)
+        (run_id,) = [p.name for p in (tmp_path / "store" / "runs").iterdir()]
+        recorded = recorded_ids(tmp_path / "store")
+        sent_before, _ = service.snapshot()
+        resumed = decflow(env, tmp_path, "test", str(contract), "--store", "store",
+                          "--prefect", "--resume", run_id, "-o", "resumed.json")
+        assert resumed.returncode in (0, 1), resumed.stderr
+        resent = service.snapshot()[0] - sent_before
+    finally:
+        service.server.shutdown()
+        service.server.server_close()
+    assert recorded and not recorded & set(resent)
+    assert set(resent) == {f"c{i:04d}" for i in range(CASES)} - recorded
+    assert set(resent.values()) == {1}
+    report = json.loads((tmp_path / "resumed.json").read_text())
+    assert report["run"]["id"] == run_id
+    assert report["metrics"]["counts"]["total"] == CASES
+    assert report["metrics"]["counts"]["errored"] == 0
+
+    async def runs_of(client: Any) -> list[Any]:
+        return sorted((r for r in await client.read_flow_runs()
+                       if (r.parameters.get("spec") or {}).get("run_id") == run_id),
+                      key=lambda r: r.created)
+
+    killed, finished = api_call(prefect_api, runs_of)
+    assert finished.state.is_completed()
+    assert not killed.state.is_completed()
+
+
+def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    env.pop("DECGUARD_STAGING_TOKEN", None)
+    env.pop("DECFLOW_DEBUG", None)
+    done = decflow(env, project, "test", "refund/decflow.yaml", "-b", "staging", "--prefect",
+                   "--store", "store")
+    assert done.returncode == 2
+    assert "error: http backend 'staging': environment variable DECGUARD_STAGING_TOKEN" \
+        in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+REPLAY = """
+import json, sys
+from decflow.flows.common import GateFailed
+from decflow.flows.replay import replay
+
+try:
+    replay(sys.argv[1], store="store")
+except GateFailed as exc:
+    open("replay-failed.txt", "w").write(str(exc))
+"""
+
+
+def test_replay_flow_reproduces_stored_failures(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    fuzz = decflow(env, project, "fuzz", "refund/decflow.yaml", "-b", "order_sensitive",
+                   "--no-prefect", "--store", "store", "-p", "option_order", "-o", "fuzz.json")
+    assert fuzz.returncode == 1, fuzz.stderr  # the position-biased model fails option_order
+    run_id = json.loads((project / "fuzz.json").read_text())["run"]["id"]
+    direct = decflow(env, project, "replay", run_id, "--store", "store", "-f", "json")
+    assert direct.returncode == 1, direct.stderr
+    expected = json.loads(direct.stdout)
+    flowed = subprocess.run([sys.executable, "-c", REPLAY, run_id], env=env, cwd=project,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert flowed.returncode == 0, flowed.stderr
+    assert "FAIL" in (project / "replay-failed.txt").read_text()
+
+    async def find(client: Any) -> list[Any]:
+        return [r for r in await client.read_flow_runs() if r.name == f"replay-{run_id}"]
+
+    (flow_run,) = api_call(prefect_api, find)
+    assert flow_run.state.is_failed()
+    seen = recorded(prefect_api, flow_run.id, 1)
+    assert {base_name(t) for t in seen["tasks"]} == {"replay"}
+    (note,) = [a.data for a in seen["artifacts"] if a.type == "markdown"]
+    reproduced = [o for o in expected["outcomes"] if o["reproduced"]]
+    assert reproduced and f"Replay of {run_id}: FAIL" in note

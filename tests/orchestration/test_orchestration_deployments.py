@@ -1,0 +1,129 @@
+"""Deployment definitions (deployments/prefect.yaml, the serve entrypoint) checked without a
+Prefect server: schedules, parameters, entrypoints and the files they name."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.orchestration
+
+DEPLOYMENTS = ROOT / "deployments" / "prefect.yaml"
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, object]:
+    from decflow.flows.deployments import build_deployments
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # entrypoints are relative to the project root, as `prefect deploy` sees it
+    try:
+        return {d.name: d for d in build_deployments(DEPLOYMENTS)}
+    finally:
+        os.chdir(cwd)
+
+
+def test_nightly_regression_and_drift_check_are_declared(built: dict[str, object]) -> None:
+    assert set(built) == {"nightly-regression-refund", "drift-check-refund"}
+    nightly, drift = built["nightly-regression-refund"], built["drift-check-refund"]
+    assert nightly.flow_name == "nightly_regression"  # type: ignore[attr-defined]
+    assert drift.flow_name == "production_check"  # type: ignore[attr-defined]
+    assert nightly.parameters == {  # type: ignore[attr-defined]
+        "contract": "contracts/refund/decflow.yaml", "backend": "default", "mode": "test",
+        "store": ".decflow",
+    }
+    assert drift.parameters["records"] == "contracts/refund/production.jsonl"  # type: ignore[attr-defined]
+
+
+def test_schedules_fire_nightly_and_every_six_hours(built: dict[str, object]) -> None:
+    from cronsim import CronSim
+
+    start = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)
+    fires = {}
+    for name, deployment in built.items():
+        (schedule,) = deployment.schedules  # type: ignore[attr-defined]
+        assert schedule.active
+        assert schedule.schedule.timezone == "UTC"
+        sim = CronSim(schedule.schedule.cron, start)
+        fires[name] = [next(sim) for _ in range(3)]
+    assert [t.hour for t in fires["nightly-regression-refund"]] == [2, 2, 2]
+    assert [t.day for t in fires["nightly-regression-refund"]] == [1, 2, 3]
+    assert [t.hour for t in fires["drift-check-refund"]] == [12, 18, 0]
+
+
+def test_entrypoints_resolve_to_the_flows(built: dict[str, object]) -> None:
+    from prefect.flows import load_flow_from_entrypoint
+
+    from decflow.flows.deployments import flow_of
+
+    entries = {e["name"]: e for e in yaml.safe_load(DEPLOYMENTS.read_text())["deployments"]}
+    for name, deployment in built.items():
+        assert deployment.entrypoint == entries[name]["entrypoint"]  # type: ignore[attr-defined]
+        path, _, function = entries[name]["entrypoint"].partition(":")
+        loaded = load_flow_from_entrypoint(f"{ROOT / path}:{function}")
+        assert loaded.name == flow_of(entries[name]).name == deployment.flow_name  # type: ignore[attr-defined]
+        assert entries[name]["work_pool"]["name"] == "decflow-process"
+
+
+def test_parameters_name_real_files_and_validate() -> None:
+    from decflow.contracts import load_contract
+    from decflow.flows.deployments import flow_of, load_definitions
+
+    for entry in load_definitions(DEPLOYMENTS):
+        params = entry["parameters"]
+        flow_of(entry).validate_parameters(params)
+        assert load_contract(str(ROOT / params["contract"])).contract.decision.name == (
+            "refund_request")
+        if "records" in params:
+            assert (ROOT / params["records"]).is_file()
+
+
+def test_unknown_entrypoint_is_an_error(tmp_path: Path) -> None:
+    from decflow.errors import DecflowError
+    from decflow.flows.deployments import build_deployments
+
+    bad = tmp_path / "prefect.yaml"
+    bad.write_text(yaml.safe_dump({"deployments": [
+        {"name": "x", "entrypoint": "flows.py:not_a_flow", "parameters": {}}]}))
+    with pytest.raises(DecflowError, match="not_a_flow"):
+        build_deployments(bad)
+
+
+def test_serve_entrypoint_is_import_safe() -> None:
+    namespace = runpy.run_path(str(ROOT / "deployments" / "serve.py"), run_name="not_main")
+    assert callable(namespace["serve_deployments"])
+
+
+def test_cli_needs_a_server_and_does_not_import_prefect_at_load() -> None:
+    script = (
+        "import sys\n"
+        "from decflow.cli import _register\n"
+        "_register()\n"
+        "assert 'prefect' not in sys.modules, 'the CLI imported prefect'\n"
+        "from decflow.cli import invoke\n"
+        "sys.exit(invoke(['deploy', '--file', sys.argv[1]]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    done = subprocess.run([sys.executable, "-c", script, str(DEPLOYMENTS)], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "PREFECT_API_URL" in done.stderr
+
+
+def test_nightly_regression_rejects_an_unknown_mode() -> None:
+    from prefect.exceptions import ParameterTypeError
+
+    from decflow.flows.nightly_regression import nightly_regression
+
+    nightly_regression.validate_parameters({"contract": "c.yaml", "mode": "all"})
+    with pytest.raises(ParameterTypeError):
+        nightly_regression.validate_parameters({"contract": "c.yaml", "mode": "everything"})
