@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal
 
 Z95 = 1.96
@@ -111,8 +112,10 @@ def student_t_sf(t: float, df: int) -> float:
     return tail if t >= 0 else 1.0 - tail
 
 
+@lru_cache(maxsize=4096)
 def student_t_quantile(q: float, df: int) -> float:
-    """The t with P(T ≤ t) = q, by bisection on ``student_t_sf`` (to 1e-12)."""
+    """The t with P(T ≤ t) = q, by bisection on ``student_t_sf`` (to 1e-12); cached, since
+    every axis of a run asks for the same few levels."""
     if not 0.0 < q < 1.0:
         raise ValueError(f"quantile level must be in (0, 1), got {q}")
     if q < 0.5:
