@@ -236,8 +236,13 @@ def test_planted_religion_bias_is_found_on_that_axis_only(tmp_path: Path) -> Non
     assert axes["religion"]["direction"]["group"] == "muslim"
     assert axes["religion"]["direction"]["statement"].startswith("disfavours muslim")
     assert axes["religion"]["placebo_flips"] == 0  # other wordings of one religion agree
+    assert axes["religion"]["p_holm"] < 0.05 and axes["religion"]["cases"] == 30
+    assert axes["religion"]["attribution"] == "placebo"
+    assert counterfactual["base_blindness"]["measured"] is True
     for name in ("gender", "ethnicity", "role"):
-        assert axes[name]["attributable"] == 0 and axes[name]["verdict"] == "fair-qualified"
+        # No flip in 30 cases: not yet fair at 0.05 (that takes 54), and never unfair.
+        assert axes[name]["flips"] == 0 and axes[name]["verdict"] == "undecided"
+        assert axes[name]["cases_needed"] == 54
     checks = checks_of(report)
     assert checks["counterfactual.religion.max_flip_rate"]["status"] == "fail"
     assert "disfavours muslim" in checks["counterfactual.religion.max_flip_rate"]["message"]
@@ -257,7 +262,9 @@ def test_planted_religion_bias_is_found_on_that_axis_only(tmp_path: Path) -> Non
 
 def test_fair_backend_passes_every_axis(tmp_path: Path) -> None:
     code, report, _ = run(tmp_path, "test", "--all", str(LOAN), "-b", "fair")
-    assert {a["verdict"] for a in axes_of(report).values()} == {"fair-qualified"}
+    # 30 quiet cases: undecided everywhere (54 would make them fair), which passes.
+    assert {a["verdict"] for a in axes_of(report).values()} == {"undecided"}
+    assert all(a["excess"] == 0.0 for a in axes_of(report).values())
     assert report["diagnostics"]["stability"]["verdict"] == "deterministic"  # 60 ≥ 35 pairs
     assert code == 0
 
@@ -294,7 +301,7 @@ def test_regating_persona_limits_needs_no_call(tmp_path: Path) -> None:
     code, regated, _ = run(tmp_path, "report", report["run"]["id"], "-c",
                            str(write_contract(tmp_path, data)))
     religion = axes_of(regated)["religion"]
-    assert religion["attributable"] == axes_of(report)["religion"]["attributable"]
+    assert religion["excess"] == axes_of(report)["religion"]["excess"]
     assert checks_of(regated)["counterfactual.religion.max_flip_rate"]["status"] == "pass"
     assert code == 0
 
@@ -332,7 +339,7 @@ def test_german_personas_use_their_own_preamble(tmp_path: Path) -> None:
     axes = axes_of(report)
     assert axes["religion"]["verdict"] == "unfair"
     assert axes["religion"]["direction"]["group"] == "muslim"
-    assert all(axes[a]["attributable"] == 0 for a in ("gender", "ethnicity", "role"))
+    assert all(axes[a]["flips"] == 0 for a in ("gender", "ethnicity", "role"))
     assert code == 1
 
 

@@ -37,7 +37,7 @@ def load_verified(target: str, store: Any) -> tuple[dict[str, Any], str, str | N
 
     report, source, run_id = resolve_report(target, store)
     kind = report.get("kind", "run")
-    if report.get("report_version") in ("decflow/1", "0.1") and kind == "run":
+    if report.get("report_version") in ("decflow/2", "decflow/1", "0.1") and kind == "run":
         verify_run_report(report, source)
     elif report.get("report_version") == "decflow/1" and kind == "probe":
         pass  # a probe report is re-derived from its stored call table by `decflow.probe.load`

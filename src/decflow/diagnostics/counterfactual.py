@@ -682,7 +682,7 @@ def plan(
         )
     else:
         advice = (
-            f"{per_axis} pairs per axis over {n_cases} cases; a fair-qualified verdict at "
+            f"{per_axis} pairs per axis over {n_cases} cases; a fair verdict at "
             f"max_flip_rate {max_flip_rate:g} needs at least {needed} cases even when no "
             "pair flips"
         )

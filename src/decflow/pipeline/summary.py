@@ -18,7 +18,8 @@ from decflow.pipeline.results_stage import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 
-REPORT_VERSION = "decflow/1"
+# decflow/2: persona axes carry the case-level excess (decflow/1 had attributable rates)
+REPORT_VERSION = "decflow/2"
 GATE_KEYS = (
     "min_accuracy",
     "min_macro_f1",

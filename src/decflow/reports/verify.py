@@ -18,7 +18,9 @@ from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
 from decflow.metrics.golden import golden_metrics
 
-RUN_REPORT_VERSION = "decflow/1"
+RUN_REPORT_VERSION = "decflow/2"
+# Run reports stored by older decflow stay readable and re-gateable.
+OLDER_RUN_REPORT_VERSIONS = ("decflow/1",)
 DECGUARD_REPORT_VERSION = "0.1"
 
 
@@ -120,7 +122,8 @@ def recompute_metrics(report: dict[str, Any]) -> dict[str, Any]:
 def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
     """Raise ReportError unless the report (decflow, or DecGuard 0.1) is internally
     consistent; return it."""
-    if report.get("report_version") not in (RUN_REPORT_VERSION, DECGUARD_REPORT_VERSION):
+    known = (RUN_REPORT_VERSION, *OLDER_RUN_REPORT_VERSIONS, DECGUARD_REPORT_VERSION)
+    if report.get("report_version") not in known:
         raise ReportError(
             f"{source}: not a decflow run report (report_version "
             f"{report.get('report_version')!r}, expected {RUN_REPORT_VERSION!r})"
