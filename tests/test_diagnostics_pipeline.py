@@ -367,3 +367,32 @@ def test_stability_command_uses_the_defaults_without_a_section(tmp_path: Path) -
     assert checks_of(report)["stability.verdict"]["level"] == "warning"
     assert report["properties"] is None and report["diagnostics"]["counterfactual"] is None
     assert "Properties" not in text and code == 0
+
+
+OLD_RUN = Path(__file__).parent / "fixtures" / "old-run-decflow1"
+OLD_RUN_ID = "20261201-193155-c7bc19"
+
+
+def test_a_stored_decflow1_run_still_shows_and_regates(tmp_path: Path) -> None:
+    """A run stored before report_version decflow/2 (attributable rates, no base-persona
+    arms): `report` shows it as stored, `report -c` re-gates it with today's statistics."""
+    import shutil
+
+    shutil.copytree(OLD_RUN, tmp_path / "old")
+    store = str(tmp_path / "old" / "store")
+    code, text, err = run_cli("report", OLD_RUN_ID, "--store", store)
+    assert code == 1, err
+    assert "attributable 20.8% [0.092, 0.405]" in text and "UNFAIR (disfavours muslim" in text
+    out = tmp_path / "regated.json"
+    code, text, err = run_cli("report", OLD_RUN_ID, "--store", store, "-c",
+                              str(tmp_path / "old" / "decflow.yaml"), "-o", str(out))
+    regated = json.loads(out.read_text())
+    assert regated["report_version"] == "decflow/2"
+    counterfactual = regated["diagnostics"]["counterfactual"]
+    assert counterfactual["base_blindness"]["measured"] is False
+    religion = axes_of(regated)["religion"]
+    # 5 flips in 12 cases, no placebo flip: excess 0.208, not yet proven above 0.05 after Holm.
+    assert religion["excess"] == pytest.approx(5 / 24) and religion["cases"] == 12
+    assert religion["verdict"] == "undecided" and religion["direction"]["significant"] is False
+    assert code == 0 == regated["exit_code"], err
+    assert "older decflow" in text

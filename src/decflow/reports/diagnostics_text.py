@@ -98,7 +98,7 @@ def _legacy_axis_row(axis: dict[str, Any]) -> str:
     placebo = f"{axis['placebo_flips']}/{axis['placebo_pairs']}" if "placebo_pairs" in axis else "-"
     return (
         f"      {axis['axis']:<11}{axis.get('pairs', 0):>6}{counted or 0:>8}"
-        f"{axis.get('flips', 0):>7}{placebo:>9}{'':>7}  {shown:<34}{_verdict(axis)}"
+        f"{axis.get('flips', 0):>7}{placebo:>9}{'':>7}  {shown:<38}{_verdict(axis)}"
     )
 
 
@@ -120,7 +120,7 @@ def _axis_rows(axis: dict[str, Any]) -> list[str]:
     )
     rows = [
         f"      {axis['axis']:<11}{axis.get('pairs', 0):>6}{counted:>8}"
-        f"{axis.get('flips', 0):>7}{placebo:>9}{axis.get('cases') or 0:>7}  {shown:<34}"
+        f"{axis.get('flips', 0):>7}{placebo:>9}{axis.get('cases') or 0:>7}  {shown:<38}"
         f"{_verdict(axis)}"
     ]
     if counted:
@@ -168,7 +168,7 @@ def counterfactual_lines(section: dict[str, Any]) -> list[str]:
     what = "raw flip share" if unattributed else "excess over placebo"
     lines.append(
         f"      {'axis':<11}{'pairs':>6}{'counted':>8}{'flips':>7}{'placebo':>9}{'cases':>7}"
-        f"  {what + ' [bounds] p (Holm)':<34}verdict"
+        f"  {what + ' [bounds] p (Holm)':<38}verdict"
     )
     for axis in section.get("axes", []):
         lines.extend(_axis_rows(axis))
