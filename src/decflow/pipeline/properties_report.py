@@ -21,7 +21,7 @@ from decflow.pipeline.golden import probability_matrix
 from decflow.pipeline.properties import COMPARISON_COLUMNS, joined_transformed, judged
 from decflow.pipeline.spec import RunSpec
 from decflow.properties.generate import RELATIONS
-from decflow.properties.summary import property_checks, property_summary
+from decflow.properties.summary import property_checks, property_summary, rate_evidence
 from decflow.store.store import Manifest, Part, Store
 
 ORIGINAL_ERROR = "original_error"
@@ -57,6 +57,7 @@ def properties_section(
     skipped = requests_extra.get("skipped", [])
     stored_properties = set(counts) | {s["property"] for s in skipped}
     summaries, checks, failures = [], [], []
+    evidence: list[dict[str, Any]] = []  # Wilson intervals beside DecGuard's checks
     for prop, config in selected_properties(spec, contract):
         relation = RELATIONS[prop]
         if prop not in stored_properties:
@@ -94,6 +95,7 @@ def properties_section(
             ))
         summaries.append(summary)
         checks.extend(c.to_dict() for c in property_checks(summary, prop, config, relation))
+        evidence.extend(rate_evidence(summary, prop, config, relation))
         listed = pl.concat([
             pl.Series("request_id", rids, dtype=pl.String),
             errors.filter(pl.col("error_kind") != ORIGINAL_ERROR)["request_id"],
@@ -118,6 +120,7 @@ def properties_section(
         "failures": failures[:200],
         "n_failures": len(failures),
         "checks": checks,
+        "rate_evidence": evidence,
     }
 
 

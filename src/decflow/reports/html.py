@@ -277,8 +277,14 @@ def properties_view(report: dict[str, Any]) -> str:
         table(("property", "level", "relation", "evaluated", "violations", "flips", "max TV",
                "errors", "skipped", "minimized"), rows),
         plots(chart),
-        failing_examples(report),
     ]
+    evidence = properties.get("rate_evidence") or []
+    if evidence:
+        parts.append("<h3>Rate evidence (Wilson 95% intervals)</h3>" + table(
+            ("gate", "count", "rate", "95% CI", "limit", "evidence"),
+            ((e(i["gate"]), f"{i['count']}/{i['n']}", val(i["rate"]), interval_text(i),
+              val(i["limit"]), e(i["statement"])) for i in evidence)))
+    parts.append(failing_examples(report))
     skipped = properties.get("skipped") or []
     if skipped:
         parts.append(f"<h3>Skipped cases ({len(skipped)})</h3>")

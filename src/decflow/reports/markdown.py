@@ -225,6 +225,10 @@ def properties_block(report: dict[str, Any]) -> list[str]:
           str(s.get("n_errors", 0)), str(s.get("n_skipped", 0)))
          for s in properties.get("summaries") or []),
     ))
+    for item in properties.get("rate_evidence") or []:
+        lines.append(f"- {md(item['gate'])}: {md(item['statement'])}")
+    if properties.get("rate_evidence"):
+        lines.append("")
     failing = property_failures(properties)
     labels = labels_of(report)
     if failing:
