@@ -396,3 +396,48 @@ def test_a_stored_decflow1_run_still_shows_and_regates(tmp_path: Path) -> None:
     assert religion["verdict"] == "undecided" and religion["direction"]["significant"] is False
     assert code == 0 == regated["exit_code"], err
     assert "older decflow" in text
+
+
+# -- the plan -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [("test", "--all"), ("fuzz",), ("stability",)])
+def test_plan_prints_the_calls_and_needs_without_any_call(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    with CoinFlipServer() as server:
+        data = loan(tmp_path, backend={"provider": "http", "url": server.url("/decide"),
+                                       "model": "coin-flip"}, backends={})
+        contract = write_contract(tmp_path, data)
+        code, text, err = run_cli(*command, str(contract), "--plan",
+                                  "--store", str(tmp_path / "store"))
+        assert server.requests == []  # not even a health check
+    assert code == 0, err
+    assert text.startswith(f"plan ({'all' if command[0] == 'test' else command[0]}): 30 cases")
+    if command[0] != "fuzz":
+        # 4 repeats: 3 reruns per case, 2 pairs per case; 35 quiet pairs decide ε = 0.1.
+        assert "stability           90 calls · enough to decide" in text
+        assert "needs 35 quiet pairs" in text
+    if command[0] != "stability":
+        assert "counterfactual     893 calls · NOT enough to decide" in text
+        assert "needs at least 54 cases" in text
+        assert "religion: 120 cross + 120 placebo pairs over 30 cases" in text
+    assert not (tmp_path / "store" / "runs").exists()
+
+
+def test_a_real_run_prints_the_same_plan_before_its_calls(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    _, planned, _ = run_cli("test", "--all", str(LOAN), "--plan", "--store", store)
+    code, _, err = run_cli("test", "--all", str(LOAN), "--store", store,
+                           "-o", str(tmp_path / "r.json"))
+    assert code == 1
+    assert planned.strip() in err
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["diagnostics"]["counterfactual"]["arms_sent"] == 893  # as planned
+    json_plan = json.loads(run_cli("fuzz", str(LOAN), "--plan", "-f", "json", "--store", store)[1])
+    assert json_plan["diagnostics"][-1]["calls"] == 893
+
+
+def test_plan_refuses_options_that_need_a_run(tmp_path: Path) -> None:
+    code, _, err = run_cli("test", "--all", str(LOAN), "--plan", "-o", str(tmp_path / "x.json"))
+    assert code == 2 and "--plan" in err

@@ -49,6 +49,28 @@ class RunOptions:
     prefect: bool | None
     task_runner: str
     dask_address: str | None
+    plan: bool = False  # print the diagnostics plan and stop, without any backend call
+
+
+PLAN_OPTION = typer.Option(
+    False, "--plan", help="Print the calls each diagnostic will make and the evidence a verdict "
+    "needs, then stop (no backend call).",
+)
+
+
+def print_plan(options: RunOptions, store: Any, *, to_stderr: bool) -> None:
+    """The diagnostics plan: on stdout for --plan (text or JSON), on stderr before a run."""
+    import json
+
+    from decflow.pipeline.plan import diagnostics_plan, makes_diagnostic_calls
+    from decflow.reports.plan_text import plan_lines
+
+    plan = diagnostics_plan(build_spec(options, store))
+    if to_stderr:
+        if makes_diagnostic_calls(plan):
+            typer.echo("\n".join(plan_lines(plan)), err=True)
+        return
+    typer.echo(json.dumps(plan, indent=2) if options.fmt == "json" else "\n".join(plan_lines(plan)))
 
 
 def use_prefect(flag: bool | None) -> bool:
@@ -106,6 +128,8 @@ def execute(options: RunOptions) -> dict[str, Any]:
     spec = build_spec(options, store)
     if options.resume:
         check_resume(spec, store)
+    else:
+        print_plan(options, store, to_stderr=True)
     if use_prefect(options.prefect):
         from decflow.flows.contract_run import run_contract_flow
 
@@ -149,6 +173,21 @@ def _validate(options: RunOptions) -> None:
         )
     if options.dask_address and options.task_runner != "dask":
         raise typer.BadParameter("needs --task-runner dask", param_hint="--dask-address")
+    if options.plan:
+        reject_options(
+            "does not apply with --plan (nothing is run)",
+            **{"--resume": options.resume, "-o/--output": options.output,
+               "--html": options.html, "--junit": options.junit,
+               "--markdown": options.markdown},
+        )
+
+
+def plan_or_run(options: RunOptions) -> NoReturn:
+    """`--plan`: print the plan and exit 0 without calling anything; otherwise run."""
+    if options.plan:
+        print_plan(options, open_store(options.store), to_stderr=False)
+        raise typer.Exit(0)
+    finish(options, execute(options))
 
 
 def register(app: typer.Typer) -> None:
@@ -175,6 +214,7 @@ def register(app: typer.Typer) -> None:
             prefect: bool | None = PREFECT_OPTION,
             task_runner: str = TASK_RUNNER_OPTION,
             dask_address: str | None = DASK_ADDRESS_OPTION,
+            plan: bool = PLAN_OPTION,
         ) -> None:
             if mode_name == "fuzz" and all_:
                 raise typer.BadParameter("fuzz always runs properties only", param_hint="--all")
@@ -182,10 +222,10 @@ def register(app: typer.Typer) -> None:
             options = RunOptions(
                 contract, mode, dataset, backend, output, fmt, max_concurrency, fail_on_warn,
                 healthcheck, seed, properties, minimize, store, resume, from_stage, html,
-                junit, markdown, prefect, task_runner, dask_address,
+                junit, markdown, prefect, task_runner, dask_address, plan,
             )
             _validate(options)
-            finish(options, execute(options))
+            plan_or_run(options)
 
         return run_command
 

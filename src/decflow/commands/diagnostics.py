@@ -7,12 +7,10 @@ with the golden metrics of the first draws for context but no golden gates.
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
 from decflow.commands import common, contract_run
-from decflow.commands.contract_run import RunOptions, _validate, execute, finish
+from decflow.commands.contract_run import RunOptions, _validate, plan_or_run
 
 
 def register(app: typer.Typer) -> None:
@@ -35,12 +33,12 @@ def register(app: typer.Typer) -> None:
         prefect: bool | None = contract_run.PREFECT_OPTION,
         task_runner: str = contract_run.TASK_RUNNER_OPTION,
         dask_address: str | None = contract_run.DASK_ADDRESS_OPTION,
+        plan: bool = contract_run.PLAN_OPTION,
     ) -> None:
         options = RunOptions(
             contract, "stability", dataset, backend, output, fmt, max_concurrency,
             fail_on_warn, healthcheck, None, [], None, store, resume, from_stage, html, junit,
-            markdown, prefect, task_runner, dask_address,
+            markdown, prefect, task_runner, dask_address, plan,
         )
         _validate(options)
-        report: dict[str, Any] = execute(options)
-        finish(options, report)
+        plan_or_run(options)
