@@ -58,19 +58,19 @@ PLAN_OPTION = typer.Option(
 )
 
 
-def print_plan(options: RunOptions, store: Any, *, to_stderr: bool) -> None:
+def print_plan(spec: Any, fmt: str, *, to_stderr: bool) -> None:
     """The diagnostics plan: on stdout for --plan (text or JSON), on stderr before a run."""
     import json
 
     from decflow.pipeline.plan import diagnostics_plan, makes_diagnostic_calls
     from decflow.reports.plan_text import plan_lines
 
-    plan = diagnostics_plan(build_spec(options, store))
     if to_stderr:
-        if makes_diagnostic_calls(plan):
-            typer.echo("\n".join(plan_lines(plan)), err=True)
+        if makes_diagnostic_calls(spec):
+            typer.echo("\n".join(plan_lines(diagnostics_plan(spec))), err=True)
         return
-    typer.echo(json.dumps(plan, indent=2) if options.fmt == "json" else "\n".join(plan_lines(plan)))
+    plan = diagnostics_plan(spec)
+    typer.echo(json.dumps(plan, indent=2) if fmt == "json" else "\n".join(plan_lines(plan)))
 
 
 def use_prefect(flag: bool | None) -> bool:
@@ -129,7 +129,7 @@ def execute(options: RunOptions) -> dict[str, Any]:
     if options.resume:
         check_resume(spec, store)
     else:
-        print_plan(options, store, to_stderr=True)
+        print_plan(spec, options.fmt, to_stderr=True)
     if use_prefect(options.prefect):
         from decflow.flows.contract_run import run_contract_flow
 
@@ -185,7 +185,7 @@ def _validate(options: RunOptions) -> None:
 def plan_or_run(options: RunOptions) -> NoReturn:
     """`--plan`: print the plan and exit 0 without calling anything; otherwise run."""
     if options.plan:
-        print_plan(options, open_store(options.store), to_stderr=False)
+        print_plan(build_spec(options, open_store(options.store)), options.fmt, to_stderr=False)
         raise typer.Exit(0)
     finish(options, execute(options))
 

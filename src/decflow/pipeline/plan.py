@@ -104,5 +104,11 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     }
 
 
-def makes_diagnostic_calls(plan: dict[str, Any]) -> bool:
-    return plan["diagnostic_calls"] > 0
+def makes_diagnostic_calls(spec: RunSpec) -> bool:
+    """Whether the run sends reruns or persona arms (decided from the contract alone, so a
+    run without them does not read its dataset twice)."""
+    contract = load_contract_cached(spec.contract_path).contract
+    return (
+        stability_config(spec, contract) is not None
+        or counterfactual_config(spec, contract) is not None
+    )
