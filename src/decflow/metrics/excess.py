@@ -30,7 +30,7 @@ Why a t interval on case means, and why its standard error has a floor
   seen, and case excesses of that kind are skewed to the right, which makes the lower tail
   of a t interval optimistic. With the larger of the two on both sides, a fair verdict
   at an excess exactly at the limit came out in 6.5 % of 400 simulated verdicts when the
-  excess was concentrated in whole cases (nominal 5 %); with the sum, within 5 %. The lower
+  excess was concentrated in whole cases (nominal 5 %); with the sum, 3.25 %. The lower
   bound keeps the larger of the two: it is the side whose errors the skew makes rarer, and
   the sum would cost the power to find a real excess.
 - Both bounds are one-sided 95 % statements (together a 90 % interval): the lower bound is
