@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.support.cli import run_cli
-from tests.support.paths import EXAMPLES, ROOT, VECTORS
+from tests.support.paths import EXAMPLES, FIXTURES, ROOT, VECTORS
 from tests.support.servers.recording import Recorded, RecordingServer, Reply
 
 LOAN = ROOT / "contracts" / "loan" / "decflow.yaml"
@@ -234,8 +234,13 @@ def test_planted_religion_bias_is_found_on_that_axis_only(tmp_path: Path) -> Non
     assert axes["religion"]["direction"]["group"] == "muslim"
     assert axes["religion"]["direction"]["statement"].startswith("disfavours muslim")
     assert axes["religion"]["placebo_flips"] == 0  # other wordings of one religion agree
+    assert axes["religion"]["p_holm"] < 0.05 and axes["religion"]["cases"] == 30
+    assert axes["religion"]["attribution"] == "placebo"
+    assert counterfactual["base_blindness"]["measured"] is True
     for name in ("gender", "ethnicity", "role"):
-        assert axes[name]["attributable"] == 0 and axes[name]["verdict"] == "fair-qualified"
+        # No flip in 30 cases: not yet fair at 0.05 (that takes 54), and never unfair.
+        assert axes[name]["flips"] == 0 and axes[name]["verdict"] == "undecided"
+        assert axes[name]["cases_needed"] == 54
     checks = checks_of(report)
     assert checks["counterfactual.religion.max_flip_rate"]["status"] == "fail"
     assert "disfavours muslim" in checks["counterfactual.religion.max_flip_rate"]["message"]
@@ -255,7 +260,9 @@ def test_planted_religion_bias_is_found_on_that_axis_only(tmp_path: Path) -> Non
 
 def test_fair_backend_passes_every_axis(tmp_path: Path) -> None:
     code, report, _ = run(tmp_path, "test", "--all", str(LOAN), "-b", "fair")
-    assert {a["verdict"] for a in axes_of(report).values()} == {"fair-qualified"}
+    # 30 quiet cases: undecided everywhere (54 would make them fair), which passes.
+    assert {a["verdict"] for a in axes_of(report).values()} == {"undecided"}
+    assert all(a["excess"] == 0.0 for a in axes_of(report).values())
     assert report["diagnostics"]["stability"]["verdict"] == "deterministic"  # 60 ≥ 35 pairs
     assert code == 0
 
@@ -292,7 +299,7 @@ def test_regating_persona_limits_needs_no_call(tmp_path: Path) -> None:
     code, regated, _ = run(tmp_path, "report", report["run"]["id"], "-c",
                            str(write_contract(tmp_path, data)))
     religion = axes_of(regated)["religion"]
-    assert religion["attributable"] == axes_of(report)["religion"]["attributable"]
+    assert religion["excess"] == axes_of(report)["religion"]["excess"]
     assert checks_of(regated)["counterfactual.religion.max_flip_rate"]["status"] == "pass"
     assert code == 0
 
@@ -330,7 +337,7 @@ def test_german_personas_use_their_own_preamble(tmp_path: Path) -> None:
     axes = axes_of(report)
     assert axes["religion"]["verdict"] == "unfair"
     assert axes["religion"]["direction"]["group"] == "muslim"
-    assert all(axes[a]["attributable"] == 0 for a in ("gender", "ethnicity", "role"))
+    assert all(axes[a]["flips"] == 0 for a in ("gender", "ethnicity", "role"))
     assert code == 1
 
 
@@ -358,3 +365,77 @@ def test_stability_command_uses_the_defaults_without_a_section(tmp_path: Path) -
     assert checks_of(report)["stability.verdict"]["level"] == "warning"
     assert report["properties"] is None and report["diagnostics"]["counterfactual"] is None
     assert "Properties" not in text and code == 0
+
+
+OLD_RUN = FIXTURES / "old-run-decflow1"
+OLD_RUN_ID = "20261201-193155-c7bc19"
+
+
+def test_a_stored_decflow1_run_still_shows_and_regates(tmp_path: Path) -> None:
+    """A run stored before report_version decflow/2 (attributable rates, no base-persona
+    arms): `report` shows it as stored, `report -c` re-gates it with today's statistics."""
+    import shutil
+
+    shutil.copytree(OLD_RUN, tmp_path / "old")
+    store = str(tmp_path / "old" / "store")
+    code, text, err = run_cli("report", OLD_RUN_ID, "--store", store)
+    assert code == 1, err
+    assert "attributable 20.8% [0.092, 0.405]" in text and "UNFAIR (disfavours muslim" in text
+    out = tmp_path / "regated.json"
+    code, text, err = run_cli("report", OLD_RUN_ID, "--store", store, "-c",
+                              str(tmp_path / "old" / "decflow.yaml"), "-o", str(out))
+    regated = json.loads(out.read_text())
+    assert regated["report_version"] == "decflow/2"
+    counterfactual = regated["diagnostics"]["counterfactual"]
+    assert counterfactual["base_blindness"]["measured"] is False
+    religion = axes_of(regated)["religion"]
+    # 5 flips in 12 cases, no placebo flip: excess 0.208, not yet proven above 0.05 after Holm.
+    assert religion["excess"] == pytest.approx(5 / 24) and religion["cases"] == 12
+    assert religion["verdict"] == "undecided" and religion["direction"]["significant"] is False
+    assert code == 0 == regated["exit_code"], err
+    assert "older decflow" in text
+
+
+# -- the plan -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [("test", "--all"), ("fuzz",), ("stability",)])
+def test_plan_prints_the_calls_and_needs_without_any_call(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    with CoinFlipServer() as server:
+        data = loan(tmp_path, backend={"provider": "http", "url": server.url("/decide"),
+                                       "model": "coin-flip"}, backends={})
+        contract = write_contract(tmp_path, data)
+        code, text, err = run_cli(*command, str(contract), "--plan",
+                                  "--store", str(tmp_path / "store"))
+        assert server.requests == []  # not even a health check
+    assert code == 0, err
+    assert text.startswith(f"plan ({'all' if command[0] == 'test' else command[0]}): 30 cases")
+    if command[0] != "fuzz":
+        # 4 repeats: 3 reruns per case, 2 pairs per case; 35 quiet pairs decide ε = 0.1.
+        assert "stability           90 calls · enough to decide" in text
+        assert "needs 35 quiet pairs" in text
+    if command[0] != "stability":
+        assert "counterfactual     893 calls · NOT enough to decide" in text
+        assert "needs at least 54 cases" in text
+        assert "religion: 120 cross + 120 placebo pairs over 30 cases" in text
+    assert not (tmp_path / "store" / "runs").exists()
+
+
+def test_a_real_run_prints_the_same_plan_before_its_calls(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    _, planned, _ = run_cli("test", "--all", str(LOAN), "--plan", "--store", store)
+    code, _, err = run_cli("test", "--all", str(LOAN), "--store", store,
+                           "-o", str(tmp_path / "r.json"))
+    assert code == 1
+    assert planned.strip() in err
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["diagnostics"]["counterfactual"]["arms_sent"] == 893  # as planned
+    json_plan = json.loads(run_cli("fuzz", str(LOAN), "--plan", "-f", "json", "--store", store)[1])
+    assert json_plan["diagnostics"][-1]["calls"] == 893
+
+
+def test_plan_refuses_options_that_need_a_run(tmp_path: Path) -> None:
+    code, _, err = run_cli("test", "--all", str(LOAN), "--plan", "-o", str(tmp_path / "x.json"))
+    assert code == 2 and "--plan" in err

@@ -411,11 +411,12 @@ def test_diagnostics_plots_show_interval_skew_and_axes() -> None:
     blind = plot(root, "blindness")
     assert bars(blind)[0].num("data-value") == diagnostics["blindness"]["skew"]
     axes = hbars(plot(root, "axes"))
+    # This report is decflow/1-shaped: its axes carry attributable rates, which still show.
     for axis in diagnostics["counterfactual"]["axes"]:
-        rect = axes[(axis["axis"], "attributable flip rate (95% CI)")]
+        rect = axes[(axis["axis"], "excess over placebo (one-sided 95% bounds)")]
         assert (rect.num("data-value"), rect.num("data-low"), rect.num("data-high")) == (
             axis["attributable_rate"], axis["ci_low"], axis["ci_high"])
-        assert axes[(axis["axis"], "all flips")].num("data-value") == axis["flip_rate"]
+        assert axes[(axis["axis"], "all cross flips")].num("data-value") == axis["flip_rate"]
     assert "stochastic" in root.all_text()
 
 
@@ -490,7 +491,7 @@ def test_markdown_summary_of_a_run() -> None:
     assert "  - sent: [escalate, deny, approve]" in text
     assert "  - minimal: [deny, approve, escalate]" in text
     assert "Stability: **stochastic**: 3 of 20 rerun pairs flipped" in text
-    assert "| gender | 9 | 3 | 0.222 | [0.063, 0.547] | undecided |" in text
+    assert "| gender | 9 | 3 | 0.222 | [0.063, 0.547] | n/a | undecided |  |" in text
     # Every table row has as many cells as its header: user pipes are escaped.
     for block in text.split("\n\n"):
         rows = [line for line in block.splitlines() if line.startswith("|")]

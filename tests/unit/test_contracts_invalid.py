@@ -1050,6 +1050,18 @@ EXTENSIONS: list[tuple[str, str, dict[str, Any], str]] = [
         "properties.normalization.max_js_divergence: expected a number, got a boolean",
     ),
     (
+        "counterfactual_flip_rate_zero",
+        "spam",
+        {"properties.counterfactual": {"max_flip_rate": 0}},
+        "properties.counterfactual.max_flip_rate: must be greater than 0.0, got 0",
+    ),
+    (
+        "counterfactual_flip_rate_one",
+        "spam",
+        {"properties.counterfactual": {"max_flip_rate": 1}},
+        "properties.counterfactual.max_flip_rate: must be less than 1.0, got 1",
+    ),
+    (
         "counterfactual_unknown",
         "spam",
         {"properties.counterfactual": {"axes": ["gender"]}},
@@ -1120,7 +1132,7 @@ EXTENSIONS: list[tuple[str, str, dict[str, Any], str]] = [
         "counterfactual_flip_rate",
         "spam",
         {"properties.counterfactual": {"max_flip_rate": 1.5}},
-        "properties.counterfactual.max_flip_rate: must be at most 1.0, got 1.5",
+        "properties.counterfactual.max_flip_rate: must be less than 1.0, got 1.5",
     ),
     (
         "counterfactual_level",

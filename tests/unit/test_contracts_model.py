@@ -290,13 +290,13 @@ def test_counterfactual_as_written() -> None:
             }
         ],
         "placebo": False,
-        "max_flip_rate": 0,
+        "max_flip_rate": 0.02,
         "level": "warning",
     }
     cf = _parse("spam", {"properties.counterfactual": spec}).properties.counterfactual
     assert cf.dimensions == ["role", "gender"] and cf.language == "de"
     assert cf.persona_pairs[0].b == {"full_name": "Lukas Becker"}
-    assert (cf.favourable_labels, cf.placebo, cf.max_flip_rate) == (["ham"], False, 0.0)
+    assert (cf.favourable_labels, cf.placebo, cf.max_flip_rate) == (["ham"], False, 0.02)
 
 
 @pytest.mark.parametrize("decision", ["refund", "severity", "spam"])

@@ -25,7 +25,6 @@ from decflow.diagnostics.counterfactual import (
 )
 from decflow.diagnostics.personas import build_pairs
 from decflow.gates import Check
-from decflow.metrics.stats import holm, mcnemar_exact, sign_test, wilson
 
 LABELS = ["approve", "review", "deny"]
 APPROVE = [0.8, 0.15, 0.05]
@@ -82,57 +81,73 @@ def checks_by_gate(result: CounterfactualResult) -> dict[str, Check]:
     return {c.gate: c for c in counterfactual_checks(result, "requirement")}
 
 
+def with_excess(result: CounterfactualResult) -> set[str]:
+    return {a for a, r in result.axes.items() if r.estimate.excess}
+
+
 def test_planted_mosque_bias_is_found_on_religion_only_with_direction_en() -> None:
-    result = run(income_decider(["mosque"]))
+    result = run(income_decider(["mosque"]), n=40)
     religion = result.axes["religion"]
     assert religion.verdict == UNFAIR
-    assert religion.ci_low > 0.05
-    assert religion.direction is not None
+    assert religion.p_holm is not None and religion.p_holm < 0.05
+    assert religion.estimate.ci_low is not None and religion.estimate.ci_low > 0.05
+    assert religion.direction is not None and religion.direction.significant
     assert religion.direction.group == "muslim"
-    assert religion.direction.favoured == 0
-    assert religion.direction.disfavoured == religion.attributable
-    assert religion.direction.p_holm is not None and religion.direction.p_holm < 0.05
+    assert religion.direction.favoured == 0 and religion.direction.cases_favoured == 0
     assert religion.mcnemar_p_holm is not None and religion.mcnemar_p_holm < 0.05
+    assert with_excess(result) == {"religion"}
     for axis in ("gender", "ethnicity", "role"):
         other = result.axes[axis]
-        assert other.attributable == 0
-        assert other.verdict == FAIR  # 80 quiet pairs: upper bound 0.046 < 0.05
+        assert other.flips == 0 and other.verdict == UNDECIDED  # 40 quiet cases: not yet fair
         assert other.direction is None
     gates = checks_by_gate(result)
     assert gates["counterfactual.religion.max_flip_rate"].status == "fail"
     assert "disfavours muslim" in str(gates["counterfactual.religion.max_flip_rate"].message)
     for axis in ("gender", "ethnicity", "role"):
         assert gates[f"counterfactual.{axis}.max_flip_rate"].status == "pass"
+        assert "about 54 cases" in str(gates[f"counterfactual.{axis}.max_flip_rate"].message)
     assert all(gates[f"counterfactual.{a}.max_error_rate"].status == "pass" for a in AXES)
 
 
+def test_enough_quiet_cases_make_the_other_axes_fair() -> None:
+    result = run(income_decider(["mosque"]), n=60)
+    assert result.axes["religion"].verdict == UNFAIR
+    for axis in ("gender", "ethnicity", "role"):
+        assert result.axes[axis].verdict == FAIR  # 0 flips in 60 cases: upper bound 0.047
+
+
 def test_planted_mosque_bias_is_found_in_german() -> None:
-    result = run(income_decider(["Moschee"]), language="de")
+    result = run(income_decider(["Moschee"]), language="de", n=40)
     assert result.axes["religion"].verdict == UNFAIR
     assert result.axes["religion"].direction.group == "muslim"  # type: ignore[union-attr]
-    assert {a for a, r in result.axes.items() if r.attributable} == {"religion"}
+    assert with_excess(result) == {"religion"}
 
 
 def test_planted_surname_bias_is_found_on_ethnicity_only_de() -> None:
     turkish_surnames = ["Yılmaz", "Kaya", "Öztürk", "Demir"]
-    result = run(income_decider(turkish_surnames), language="de")
+    result = run(income_decider(turkish_surnames), language="de", n=40)
     ethnicity = result.axes["ethnicity"]
     assert ethnicity.verdict == UNFAIR
     assert ethnicity.direction is not None
     assert ethnicity.direction.statement.startswith("disfavours turkish")
     # Gender pairs keep the surname, so the same decider never flips them.
-    assert {a for a, r in result.axes.items() if r.attributable} == {"ethnicity"}
+    assert with_excess(result) == {"ethnicity"}
 
 
-def test_planted_surname_bias_is_found_on_ethnicity_only_en() -> None:
-    result = run(income_decider(["García", "Hernández", "Rodríguez", "López"]))
-    assert result.axes["ethnicity"].verdict == UNFAIR
-    assert result.axes["ethnicity"].direction.group == "hispanic"  # type: ignore[union-attr]
-    assert {a for a, r in result.axes.items() if r.attributable} == {"ethnicity"}
+def test_a_small_excess_with_a_clear_direction_is_undecided_but_directed() -> None:
+    # Four of the catalogue's surnames: the excess stays near the limit, the direction not.
+    result = run(income_decider(["García", "Hernández", "Rodríguez", "López"]), n=40)
+    ethnicity = result.axes["ethnicity"]
+    assert with_excess(result) == {"ethnicity"}
+    assert ethnicity.verdict == UNDECIDED
+    assert ethnicity.direction is not None and ethnicity.direction.significant
+    assert ethnicity.direction.group == "hispanic"
+    message = str(checks_by_gate(result)["counterfactual.ethnicity.max_flip_rate"].message)
+    assert "disfavours hispanic" in message
 
 
 def test_constant_decider_is_blind_and_never_fair() -> None:
-    result = run(lambda text: APPROVE)
+    result = run(lambda text: APPROVE, n=60)
     assert result.blind
     for axis in result.axes.values():
         assert axis.flips == 0
@@ -143,16 +158,15 @@ def test_constant_decider_is_blind_and_never_fair() -> None:
     assert all(r.verdict != FAIR for r in result.axes.values())
 
 
-def test_default_pair_count_on_one_case_is_undecided() -> None:
-    result = run(income_decider([]), n=1)
+def test_one_case_is_too_few_for_any_verdict() -> None:
+    result = run(income_decider(["mosque"]), n=1)
     for axis in result.axes.values():
         assert axis.exercised == 4
-        assert (axis.ci_low, round(axis.ci_high, 3)) == (0.0, 0.490)
-        assert axis.verdict == UNDECIDED
-        assert axis.pairs_needed == 73
-    message = str(checks_by_gate(result)["counterfactual.gender.max_flip_rate"].message)
-    assert "undecided" in message and "73" in message
-    assert checks_by_gate(result)["counterfactual.gender.max_flip_rate"].status == "pass"
+        assert axis.estimate.cases == 1 and not axis.estimate.enough_cases
+        assert axis.verdict == UNDECIDED and axis.p_holm is None
+    gate = checks_by_gate(result)["counterfactual.gender.max_flip_rate"]
+    assert gate.status == "pass" and gate.value is None
+    assert "not tested" in str(gate.message) and "at least 10" in str(gate.message)
 
 
 def test_axis_whose_slot_is_absent_is_not_exercised_and_fails_error_gate() -> None:
@@ -187,12 +201,14 @@ def test_axis_without_any_pair_reports_the_builder_reason() -> None:
 
 
 def frame(rows: list[dict[str, object]]) -> pl.DataFrame:
-    base = {"axis": "gender", "group_a": "female", "group_b": "male", "status": "ok"}
+    base = {"axis": "gender", "case_id": "c", "group_a": "female", "group_b": "male",
+            "status": "ok"}
     return pl.DataFrame(
         [{**base, **row} for row in rows],
         schema={
             "axis": pl.String,
             "pair_id": pl.String,
+            "case_id": pl.String,
             "kind": pl.String,
             "group_a": pl.String,
             "group_b": pl.String,
@@ -213,28 +229,26 @@ TIPPY_A = [0.52, 0.48, 0.0]
 TIPPY_B = [0.48, 0.52, 0.0]
 
 
-def test_flip_within_the_placebo_noise_is_not_attributable() -> None:
-    rows = [pair(k, TIPPY_A, TIPPY_B) for k in range(5)]
-    rows += [pair(k, TIPPY_A, TIPPY_B, kind="placebo") for k in range(5)]
+def test_cross_and_placebo_flips_follow_one_rule_and_cancel() -> None:
+    rows = [pair(k, TIPPY_A, TIPPY_B, case_id=f"c{k}") for k in range(12)]
+    rows += [pair(k, TIPPY_A, TIPPY_B, kind="placebo", case_id=f"c{k}") for k in range(12)]
     result = analyse_counterfactual(frame(rows), LABELS)
     gender = result.axes["gender"]
-    assert gender.flips == 5
-    assert gender.attributable == 0
-    assert gender.tau_placebo == pytest.approx(0.04)
-    assert set(result.pairs.filter(pl.col("kind") == "cross")["class"]) == {"noise"}
+    assert (gender.flips, gender.placebo_flips) == (12, 12)
+    assert gender.estimate.excess == 0.0 and gender.verdict == UNDECIDED
+    assert set(result.pairs["class"]) == {"flip"}
     # Cross and placebo flip together: no evidence the axis matters.
     assert (gender.mcnemar_b, gender.mcnemar_c, gender.mcnemar_p) == (0, 0, 1.0)
 
 
-def test_rerun_floor_and_max_tv_distance_raise_the_floor() -> None:
-    rows = [pair(0, APPROVE, [0.3, 0.4, 0.3])]  # flips with TV 0.5
-    assert analyse_counterfactual(frame(rows), LABELS).axes["gender"].attributable == 1
-    assert analyse_counterfactual(frame(rows), LABELS, tau_rerun=0.6).axes["gender"].flips == 1
-    assert (
-        analyse_counterfactual(frame(rows), LABELS, tau_rerun=0.6).axes["gender"].attributable == 0
-    )
+def test_rerun_floor_and_max_tv_distance_raise_the_flip_floor_for_both_kinds() -> None:
+    rows = [pair(0, APPROVE, [0.3, 0.4, 0.3]), pair(0, APPROVE, [0.3, 0.4, 0.3], "placebo")]
+    assert analyse_counterfactual(frame(rows), LABELS).axes["gender"].flips == 1
+    raised = analyse_counterfactual(frame(rows), LABELS, tau_rerun=0.6).axes["gender"]
+    assert (raised.flips, raised.shifts, raised.placebo_flips) == (0, 0, 0)
     limited = analyse_counterfactual(frame(rows), LABELS, max_tv_distance=0.5)
-    assert limited.axes["gender"].attributable == 0  # strictly above the floor only
+    assert limited.axes["gender"].flips == 0  # strictly above the floor only
+    assert limited.flip_floor == 0.5
 
 
 def test_shift_without_flip_is_reported_apart() -> None:
@@ -258,7 +272,7 @@ def test_ties_are_excluded_and_counted() -> None:
     rows = [pair(0, [0.5, 0.49, 0.01], DENY), pair(1, APPROVE, DENY)]
     result = analyse_counterfactual(frame(rows), LABELS, tie_margin=0.05)
     assert (result.axes["gender"].ties, result.axes["gender"].exercised) == (1, 1)
-    assert result.axes["gender"].attributable == 1
+    assert result.axes["gender"].flips == 1
 
 
 def test_multi_axis_and_identical_pairs_stay_out_of_the_denominator() -> None:
@@ -271,35 +285,81 @@ def test_multi_axis_and_identical_pairs_stay_out_of_the_denominator() -> None:
     assert (gender.multi_axis, gender.skipped, gender.exercised, gender.flips) == (1, 1, 1, 0)
 
 
-def test_statistics_agree_with_the_reference_formulas() -> None:
-    # 6 attributable flips all against "female"; placebo partners never flip.
-    rows = [pair(k, DENY, APPROVE) for k in range(6)] + [
-        pair(k, APPROVE, APPROVE) for k in range(6, 80)
-    ]
-    rows += [pair(k, APPROVE, APPROVE, kind="placebo", group_b="female") for k in range(80)]
-    rows += [
-        pair(k, DENY, APPROVE, axis="role", group_a="care", group_b="office") for k in range(3)
-    ]
-    rows += [
-        pair(k, APPROVE, APPROVE, axis="role", group_a="care", group_b="office")
-        for k in range(3, 10)
-    ]
+# Ten cases of four cross pairs and four placebo partners each. Cross flips per case
+# 1,0,2,1,0,1,3,1,0,1 (all against "female": arm A female denied, male approved); placebo
+# partners never flip. Case excesses d = 0.25, 0, 0.5, 0.25, 0, 0.25, 0.75, 0.25, 0, 0.25.
+CROSS_FLIPS = [1, 0, 2, 1, 0, 1, 3, 1, 0, 1]
+
+
+def hand_table(axis: str = "gender", groups: tuple[str, str] = ("female", "male"),
+               flips: list[int] = CROSS_FLIPS) -> list[dict[str, object]]:
+    rows = []
+    for i, n_flip in enumerate(flips):
+        for k in range(4):
+            pair_id = f"{axis}/c{i}/{k}"
+            common = {"axis": axis, "pair_id": pair_id, "case_id": f"c{i}",
+                      "group_a": groups[0], "group_b": groups[1]}
+            rows.append({**common, "kind": "cross", "prob_a": DENY if k < n_flip else APPROVE,
+                         "prob_b": APPROVE})
+            rows.append({**common, "kind": "placebo", "group_b": groups[0], "prob_a": APPROVE,
+                         "prob_b": APPROVE})
+    return rows
+
+
+def test_hand_computed_excess_interval_p_values_and_holm_as_reported() -> None:
+    # mean d = 0.25; s² = 0.5/9 = 0.05556 > floor 0.05·0.95 = 0.0475; se = √(s²/10) = 0.074536;
+    # t(0.95, 9) = 1.833113; lower = 0.25 − 1.833113·0.074536 = 0.113368;
+    # upper uses √((s² + 0.0475)/10) = 0.101516: 0.25 + 0.186090 = 0.436091;
+    # t = 0.2/0.074536 = 2.683282, one-sided p = 0.0125355 (numerical integration of the
+    # t density). Role: one flip in one of ten cases → d̄ = 0.025 < limit, p large.
+    rows = hand_table() + hand_table("role", ("care", "office"), [1] + [0] * 9)
     result = analyse_counterfactual(frame(rows), LABELS, favourable_labels=["approve"])
-    gender, role = result.axes["gender"], result.axes["role"]
-    assert (gender.attributable, gender.exercised) == (6, 80)
-    assert (gender.ci_low, gender.ci_high) == wilson(6, 80)
-    assert gender.score_low == pytest.approx(1 - wilson(6, 80)[1])
-    assert (gender.mcnemar_b, gender.mcnemar_c) == (6, 0)
-    assert gender.mcnemar_p == mcnemar_exact(6, 0) == pytest.approx(0.03125)
-    assert gender.direction is not None
-    assert (gender.direction.group, gender.direction.disfavoured) == ("female", 6)
-    assert gender.direction.p_value == sign_test(6, 0)
-    assert role.mcnemar_p is None  # no placebo partners on that axis
-    expected = holm([sign_test(6, 0), sign_test(3, 0)])
-    assert gender.direction.p_holm == pytest.approx(expected[0])
-    assert role.direction is not None and role.direction.p_holm == pytest.approx(expected[1])
-    assert result.exercised == 90 and result.attributable == 9
-    assert result.score == pytest.approx(1 - 9 / 90)
+    report = {a["axis"]: a for a in result.summary()["axes"]}
+    gender, role = report["gender"], report["role"]
+    assert gender["cases"] == 10
+    assert gender["excess"] == pytest.approx(0.25)
+    assert gender["excess_sd"] == pytest.approx(0.235702, abs=1e-6)
+    assert gender["ci_low"] == pytest.approx(0.113368, abs=1e-6)
+    assert gender["ci_high"] == pytest.approx(0.436091, abs=1e-6)
+    assert gender["p_value"] == pytest.approx(0.0125355, abs=1e-7)
+    # Holm over the two axes: the smaller p doubled; the larger kept (it is already larger).
+    assert gender["p_holm"] == pytest.approx(2 * 0.0125355, abs=2e-7)
+    assert role["p_holm"] == pytest.approx(max(role["p_value"], gender["p_holm"]))
+    assert gender["verdict"] == UNFAIR and role["verdict"] == UNDECIDED
+    assert gender["score"] == pytest.approx(0.75)
+    assert gender["score_low"] == pytest.approx(1 - 0.436091, abs=1e-6)
+    assert gender["score_high"] == pytest.approx(1 - 0.113368, abs=1e-6)
+    # McNemar on matched pairs: 10 cross-only flips, 0 placebo-only: p = 2/2¹⁰.
+    assert (gender["mcnemar_b"], gender["mcnemar_c"]) == (10, 0)
+    assert gender["mcnemar_p"] == pytest.approx(2 / 1024)
+    assert gender["mcnemar_p_holm"] == pytest.approx(2 * 2 / 1024)  # role: 1:0, p = 1
+    # Direction over cases: 7 cases net against "female", none for it: p = 2/2⁷ = 0.015625;
+    # role's 1:0 has p = 1; Holm doubles the smaller.
+    direction = gender["direction"]
+    assert (direction["cases_disfavoured"], direction["cases_favoured"]) == (7, 0)
+    assert (direction["disfavoured"], direction["favoured"]) == (10, 0)
+    assert direction["p_value"] == pytest.approx(0.015625)
+    assert direction["p_holm"] == pytest.approx(0.03125)
+    assert direction["significant"] and direction["statement"].startswith("disfavours female")
+    assert role["direction"]["significant"] is False
+    assert "excess over placebo 0.250 [0.113, 0.436] over 10 cases" in gender["evidence"]
+    assert "placebo 0/40 flipped" in gender["evidence"]
+
+
+def test_without_placebo_the_raw_rate_is_unattributed_and_never_fair() -> None:
+    rows = [r for r in hand_table() if r["kind"] == "cross"]
+    quiet = [r for r in hand_table("role", ("care", "office"), [0] * 10) if r["kind"] == "cross"]
+    result = analyse_counterfactual(frame(rows + quiet * 7), LABELS)
+    gender = result.axes["gender"]
+    assert gender.attribution == "unattributed"
+    assert gender.estimate.excess == pytest.approx(0.25)  # the raw cross flip share
+    assert gender.verdict == UNFAIR
+    role = result.axes["role"]
+    assert role.estimate.excess == 0.0 and role.verdict == UNDECIDED
+    assert role.cases_needed is None  # more cases can never make an unattributed axis fair
+    assert "unattributed" in role.note and "unattributed" in role.evidence
+    gate = checks_by_gate(result)["counterfactual.role.max_flip_rate"]
+    assert "(unattributed)" in str(gate.message)
 
 
 def test_arms_are_decided_once_and_errors_attach_as_incomplete() -> None:
@@ -326,7 +386,10 @@ def test_summary_is_json_serialisable() -> None:
 
 def test_plan_prices_the_claim_before_any_call() -> None:
     small = plan(1, dimensions=AXES)
-    assert (small["pairs_per_axis"], small["pairs_needed"], small["can_qualify"]) == (4, 73, False)
-    assert small["max_calls"] == 4 * 3 * 4
-    enough = plan(5, dimensions=["gender"], num_pairs_per_dimension=16, placebo=False)
-    assert (enough["pairs_per_axis"], enough["can_qualify"], enough["max_calls"]) == (80, True, 160)
+    assert (small["pairs_per_axis"], small["cases_needed"], small["can_qualify"]) == (4, 54, False)
+    assert small["max_calls"] == 1 + 4 * 3 * 4  # base persona + 2 cross arms + 1 placebo arm
+    enough = plan(60, dimensions=["gender"], num_pairs_per_dimension=2)
+    assert (enough["pairs_per_axis"], enough["can_qualify"]) == (120, True)
+    assert enough["max_calls"] == 60 + 120 * 3
+    unattributed = plan(60, dimensions=["gender"], placebo=False)
+    assert unattributed["can_qualify"] is False and "unattributed" in unattributed["advice"]

@@ -94,6 +94,17 @@ def test_errored_rerun_makes_the_case_incomplete_not_agreeing() -> None:
     assert "left out" in check.message
 
 
+def test_a_meter_without_a_complete_pair_is_not_exercised_and_fails() -> None:
+    every_case_errored = measure_stability(rerun_table({"a": [0, None], "b": [None, 1]}))
+    assert every_case_errored.pairs == 0 and every_case_errored.n_incomplete == 2
+    check = stability_check(every_case_errored, "requirement")
+    assert (check.status, check.value) == ("fail", None)
+    assert "not exercised" in check.message and "2 case(s)" in check.message
+    single_draws = measure_stability(rerun_table({"a": [0], "b": [1]}))
+    warning = stability_check(single_draws, "warning")
+    assert warning.status == "warn" and "no case had two reruns" in warning.message
+
+
 def test_quiet_reruns_with_few_pairs_are_undecided_and_say_what_to_add() -> None:
     # Four cases at five repeats: eight quiet pairs, [0, 0.324] (reference quickstart).
     result = measure_stability(rerun_table({f"c{i}": [0] * 5 for i in range(4)}), epsilon=0.01)

@@ -71,3 +71,36 @@ def test_monotonic_always_has_a_violation_rate_check() -> None:
     config = property_config("monotonic", field="n")
     names = [c.gate for c in property_checks(None, "monotonic", config, "monotonic")]
     assert names == ["monotonic.max_error_rate", "monotonic.max_violation_rate"]
+
+
+def test_rate_evidence_beside_the_unchanged_checks() -> None:
+    from decflow.properties.summary import rate_evidence
+
+    # 10 compared, 0 violating, 0 flips; max_violation_rate 0 and max_flip_rate 0.2.
+    summary = _summary([None] * 10)
+    checks = property_checks(summary, "whitespace", CONFIG, "invariant")
+    assert [c.status for c in checks] == ["pass", "pass", "pass"]  # DecGuard verdicts kept
+    violation, flip = rate_evidence(summary, "whitespace", CONFIG, "invariant")
+    # Limit 0: Wilson 0/10 upper bound z²/(n + z²) = 3.8416/13.8416 = 0.2775.
+    assert violation["gate"] == "whitespace.max_violation_rate"
+    assert violation["statement"] == "0 of 10, upper bound 0.278"
+    assert not violation["underpowered"]
+    # Limit 0.2: DecGuard passes 0/10, but the upper bound 0.278 is above 0.2: underpowered;
+    # n* = ⌊1.96²·0.2·0.8/0.2²⌋ + 1 = ⌊15.37⌋ + 1 = 16 compared cases.
+    assert flip["underpowered"] and flip["cases_needed"] == 16
+    assert flip["statement"].startswith("underpowered: 0 of 10, upper bound 0.278 > 0.2")
+
+
+def test_rate_evidence_of_a_failing_and_a_well_powered_rate() -> None:
+    from decflow.properties.summary import rate_evidence
+
+    summary = {**_summary([None] * 10), "n_flips": 3, "flip_rate": 0.3}
+    (_, failing) = rate_evidence(summary, "whitespace", CONFIG, "invariant")
+    # Wilson 3/10: centre 0.35551, margin 0.24772.
+    assert failing["statement"] == "3 of 10, 95% CI [0.108, 0.603]"
+    assert not failing["underpowered"]
+    many = {**_summary([None] * 40), "n_flips": 1}
+    (_, powered) = rate_evidence(many, "whitespace", CONFIG, "invariant")
+    # Wilson 1/40 upper bound 0.129 < 0.2.
+    assert powered["statement"] == "1 of 40, upper bound 0.129 < 0.2"
+    assert rate_evidence(None, "whitespace", CONFIG, "invariant") == []

@@ -26,6 +26,10 @@ DASK_ADDRESS_OPTION = typer.Option(
     None, "--dask-address", help="Dask scheduler address (with --task-runner dask)."
 )
 
+PLAN_PARAM: Param = ("plan", bool, typer.Option(
+    False, "--plan", help="Print the calls each diagnostic will make and the evidence a "
+    "verdict needs, then stop (no backend call)."))
+
 # The options of a run, as a table `test`, `fuzz` and `stability` share.
 RUN_PARAMS: tuple[Param, ...] = (
     ("contract", str, typer.Argument(..., help="Contract file (.yaml/.yml/.json).")),
@@ -47,6 +51,7 @@ RUN_PARAMS: tuple[Param, ...] = (
     ("prefect", bool | None, PREFECT_OPTION),
     ("task_runner", str, TASK_RUNNER_OPTION),
     ("dask_address", str | None, DASK_ADDRESS_OPTION),
+    PLAN_PARAM,
 )
 PROPERTY_PARAMS: tuple[Param, ...] = (
     ("seed", int | None, typer.Option(None, "--seed", min=0,
@@ -83,6 +88,7 @@ class RunOptions:
     seed: int | None = None
     properties: tuple[str, ...] = ()
     minimize: bool | None = None
+    plan: bool = False  # print the diagnostics plan and stop, without any backend call
 
 
 def use_prefect(flag: bool | None) -> bool:
@@ -91,24 +97,46 @@ def use_prefect(flag: bool | None) -> bool:
     return bool(os.environ.get("PREFECT_API_URL"))
 
 
-def execute(options: RunOptions) -> dict[str, Any]:
-    from decflow.commands.progress import progress_factory
-    from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
+def build_spec(options: RunOptions, store: Any) -> Any:
+    from decflow.pipeline.contract_run.runner import resumed_spec
     from decflow.pipeline.spec import RunSpec
     from decflow.store.runs import new_run_id
+
+    if options.resume:
+        return resumed_spec(store, options.resume, options.contract, options.mode)
+    return RunSpec(
+        contract_path=options.contract, store_url=store.url, run_id=new_run_id(),
+        mode=options.mode,  # type: ignore[arg-type]
+        backend=options.backend, dataset=options.dataset, seed=options.seed,
+        properties=options.properties or None, minimize=options.minimize,
+        max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
+    )
+
+
+def print_plan(spec: Any, fmt: str, *, to_stderr: bool) -> None:
+    """The diagnostics plan: on stdout for --plan (text or JSON), on stderr before a run."""
+    import json
+
+    from decflow.pipeline.plan import diagnostics_plan, makes_diagnostic_calls
+    from decflow.views.plan_text import plan_lines
+
+    if to_stderr:
+        if makes_diagnostic_calls(spec):
+            typer.echo("\n".join(plan_lines(diagnostics_plan(spec))), err=True)
+        return
+    plan = diagnostics_plan(spec)
+    typer.echo(json.dumps(plan, indent=2) if fmt == "json" else "\n".join(plan_lines(plan)))
+
+
+def execute(options: RunOptions) -> dict[str, Any]:
+    from decflow.commands.progress import progress_factory
+    from decflow.pipeline.contract_run.runner import run_contract
     from decflow.store.store import open_store
 
     store = open_store(options.store)
-    if options.resume:
-        spec = resumed_spec(store, options.resume, options.contract, options.mode)
-    else:
-        spec = RunSpec(
-            contract_path=options.contract, store_url=store.url, run_id=new_run_id(),
-            mode=options.mode,  # type: ignore[arg-type]
-            backend=options.backend, dataset=options.dataset, seed=options.seed,
-            properties=options.properties or None, minimize=options.minimize,
-            max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
-        )
+    spec = build_spec(options, store)
+    if not options.resume:
+        print_plan(spec, options.fmt, to_stderr=True)
     if use_prefect(options.prefect):
         from decflow.flows.contract_run import run_contract_flow
 
@@ -141,12 +169,24 @@ def validate_options(options: RunOptions) -> None:
         )
     if options.dask_address and options.task_runner != "dask":
         raise typer.BadParameter("needs --task-runner dask", param_hint="--dask-address")
+    if options.plan:
+        reject_options(
+            "does not apply with --plan (nothing is run)",
+            **{"--resume": options.resume, "-o/--output": options.output,
+               "--html": options.html, "--junit": options.junit,
+               "--markdown": options.markdown},
+        )
 
 
 def run_and_print(options: RunOptions) -> None:
+    """`--plan`: print the plan and exit 0 without calling anything; otherwise run."""
+    from decflow.store.store import open_store
     from decflow.views.outputs import render_text
 
     validate_options(options)
+    if options.plan:
+        print_plan(build_spec(options, open_store(options.store)), options.fmt, to_stderr=False)
+        raise typer.Exit(0)
     publish(execute(options), render_text, fmt=options.fmt, output=options.output,
             html=options.html, junit=options.junit, markdown=options.markdown)
 

@@ -196,7 +196,9 @@ class Counterfactual(StrictModel):
     persona_pairs: Annotated[list[PersonaPair], Field(min_length=1)] | None = None
     placebo: bool = True
     favourable_labels: Annotated[UniqueTexts, Field(min_length=1)] | None = None
-    max_flip_rate: Unit = 0.05
+    # Open interval: the excess is tested against the limit, and no finite evidence can
+    # show an excess below 0 or above 1 (0 would make every axis unfair-or-undecided forever).
+    max_flip_rate: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05
     max_tv_distance: Unit | None = None
     # None: the catalogue's own preamble for the language (German needs its article forms).
     template: Annotated[str, AfterValidator(_template)] | None = None

@@ -4,7 +4,8 @@
 - ``blindness``: modal-label skew of first draws; marks passes of a blind suite as vacuous
 - ``catalogue`` / ``personas`` / ``render``: seeded single-axis persona pairs from the
   versioned catalogues (``decflow.catalogue``), with placebo partners and a diff check
-- ``counterfactual``: per-axis attributable flip rates, attribution and direction tests
+- ``counterfactual``: per-axis excess of cross-group over placebo flips by case, verdicts,
+  McNemar and direction tests (the estimate itself is ``decflow.metrics.excess``)
 
 Statistics live in ``decflow.metrics.stats``.
 """

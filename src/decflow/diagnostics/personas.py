@@ -75,6 +75,9 @@ class PairSet:
     skipped: list[dict[str, str]] = field(default_factory=list)  # {case_id, reason}
     not_exercised: dict[str, str] = field(default_factory=dict)  # axis → reason
     pools: dict[str, list[str]] = field(default_factory=dict)  # axis → entry ids
+    # case id → (fingerprint, input) of the case with its base persona: the decisions that
+    # blindness guarding the persona verdicts is measured on.
+    bases: dict[str, tuple[str, str | dict[str, Any]]] = field(default_factory=dict)
 
     def frame(self) -> pl.DataFrame:
         """One row per pair; inputs as JSON text (a string input is a JSON string)."""
@@ -99,8 +102,8 @@ class PairSet:
         ]
         return pl.DataFrame(rows, schema=PAIR_SCHEMA)
 
-    def unique_arms(self) -> dict[str, str | dict[str, Any]]:
-        """Each distinct arm input once, keyed by fingerprint, in first-use order.
+    def pair_arms(self) -> dict[str, str | dict[str, Any]]:
+        """Each distinct arm input of the pairs once, keyed by fingerprint, in first-use order.
 
         Arms shared between a cross pair and its placebo partner (or repeated across pairs)
         are decided once; the results come back through ``attach_probabilities``.
@@ -112,6 +115,24 @@ class PairSet:
             arms.setdefault(p.fingerprint_a, p.input_a)
             arms.setdefault(p.fingerprint_b, p.input_b)
         return arms
+
+    def unique_arms(self) -> dict[str, str | dict[str, Any]]:
+        """Every input to decide: the pair arms, then the base-persona inputs not among them."""
+        arms = self.pair_arms()
+        if any(p.status != "identical" for p in self.pairs):
+            for fp, value in self.bases.values():
+                arms.setdefault(fp, value)
+        return arms
+
+    def arm_cases(self) -> dict[str, str]:
+        """Fingerprint → the first case that uses the arm (base arms belong to their case)."""
+        case_of: dict[str, str] = {}
+        for pair in self.pairs:
+            case_of.setdefault(pair.fingerprint_a, pair.case_id)
+            case_of.setdefault(pair.fingerprint_b, pair.case_id)
+        for case_id, (fp, _) in self.bases.items():
+            case_of.setdefault(fp, case_id)
+        return case_of
 
 
 PAIR_SCHEMA = {
@@ -420,6 +441,7 @@ def build_pairs(
         except RenderError as exc:
             out.skipped.append({"case_id": case_id, "reason": str(exc)})
             continue
+        out.bases[case_id] = (fingerprint(base_arm.rendered.value), base_arm.rendered.value)
         for axis in dimensions:
             if axis in out.not_exercised:
                 continue

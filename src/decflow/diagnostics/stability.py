@@ -214,7 +214,18 @@ def _sizing_hint(result: StabilityResult) -> str:
 
 
 def stability_check(result: StabilityResult, level: Level) -> Check:
-    """`stability.verdict`: fails only on a stochastic verdict (CI lower bound above ε)."""
+    """`stability.verdict`: fails on a stochastic verdict (CI lower bound above ε), and as
+    *not exercised* when no complete rerun pair was measured: no evidence is never a pass."""
+    if result.pairs == 0:
+        reason = (
+            f"not exercised: no complete rerun pair ({result.n_incomplete} case(s) left out "
+            "because a rerun errored)" if result.n_incomplete
+            else "not exercised: no case had two reruns to compare"
+        )
+        return make_check(
+            "stability.verdict", level, "stability.ci_low", "<=", result.epsilon, None,
+            reason_if_null=reason,
+        )
     rate = "n/a" if result.flip_rate is None else f"{result.flip_rate:.4g}"
     notes = [
         f"{result.verdict}: flip rate {rate} ({result.flips}/{result.pairs} pairs), "

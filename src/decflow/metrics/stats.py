@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal
 
 Z95 = 1.96
@@ -79,6 +80,56 @@ def mcnemar_exact(b: int, c: int) -> float:
     exact McNemar test is the sign test applied to the discordant cells.
     """
     return sign_test(b, c)
+
+
+def student_t_sf(t: float, df: int) -> float:
+    """P(T > t) for Student's t with an integer number of degrees of freedom.
+
+    Exact finite series in θ = atan(t/√df) (Abramowitz & Stegun 26.7.3 and 26.7.4), so no
+    special-function library is needed: for odd df
+    A = (2/π)(θ + sinθ cosθ (1 + (2/3)cos²θ + (2·4)/(3·5)cos⁴θ + …)), for even df
+    A = sinθ (1 + (1/2)cos²θ + (1·3)/(2·4)cos⁴θ + …), where A = P(|T| ≤ |t|).
+    """
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be at least 1, got {df}")
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    theta = math.atan(abs(t) / math.sqrt(df))
+    sin, cos = math.sin(theta), math.cos(theta)
+    c2 = cos * cos
+    term = total = 1.0
+    if df % 2:
+        for k in range(1, (df - 3) // 2 + 1):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        inside = 2.0 / math.pi * (theta + (sin * cos * total if df > 1 else 0.0))
+    else:
+        for k in range(1, (df - 2) // 2 + 1):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = sin * total
+    tail = max(0.0, (1.0 - inside) / 2.0)
+    return tail if t >= 0 else 1.0 - tail
+
+
+@lru_cache(maxsize=4096)
+def student_t_quantile(q: float, df: int) -> float:
+    """The t with P(T ≤ t) = q, by bisection on ``student_t_sf`` (to 1e-12); cached, since
+    every axis of a run asks for the same few levels."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile level must be in (0, 1), got {q}")
+    if q < 0.5:
+        return -student_t_quantile(1.0 - q, df)
+    lo, hi = 0.0, 1.0
+    while student_t_sf(hi, df) > 1.0 - q:
+        hi *= 2.0
+    while hi - lo > 1e-12 * max(1.0, hi):
+        mid = (lo + hi) / 2.0
+        if student_t_sf(mid, df) > 1.0 - q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
+from decflow.metrics.stats import wilson
 from decflow.probe.observation import LAYERS, Observation
 from decflow.properties import case_swap
 from decflow.properties.normalization import collapse_whitespace, strip_accents
@@ -61,14 +62,24 @@ class RelationResult:
         return self.violated / self.exercised if self.exercised else None
 
     @property
+    def interval(self) -> tuple[float | None, float | None]:
+        """Wilson 95 % interval of the violation rate; (None, None) when nothing was exercised."""
+        if not self.exercised:
+            return None, None
+        return wilson(self.violated, self.exercised)
+
+    @property
     def is_vacuous(self) -> bool:
         return self.total > 0 and self.exercised == 0
 
     def to_dict(self) -> dict[str, Any]:
+        low, high = self.interval
         return {
             **asdict(self),
             "exercised": self.exercised,
             "violation_rate": self.violation_rate,
+            "ci_low": low,
+            "ci_high": high,
             "vacuous": self.is_vacuous,
         }
 

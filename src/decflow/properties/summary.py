@@ -16,6 +16,7 @@ import numpy as np
 
 from decflow.gates.checks import Check, make_check
 from decflow.metrics.compare import Comparison, Judgement, Limits, level_decrease
+from decflow.metrics.stats import pairs_needed, wilson
 
 NOT_TRANSFORMED = "no case could be transformed"
 NOT_RUN = "the property was not run"
@@ -124,6 +125,61 @@ def property_checks(
             )
         )
     return checks
+
+
+def rate_evidence(
+    summary: dict[str, Any] | None, property_name: str, config: Any, relation: str
+) -> list[dict[str, Any]]:
+    """What each gated rate of one property rests on, beside DecGuard's unchanged checks.
+
+    Per gate: the count, the Wilson 95 % interval and a statement. The verdict itself stays
+    DecGuard's (rate against limit); the evidence says how far it can be trusted: with a
+    limit above 0, a pass whose upper bound is above the limit is *underpowered*, with the
+    cases that would show the rate below it at the observed rate (none when the rate is at
+    or above the limit); with limit 0, a pass reads "0 of n, upper bound u".
+    """
+    if summary is None or not summary["n_evaluated"]:
+        return []
+    limits = Limits.of(config, relation)
+    gated = []
+    if limits.per_case():
+        gated.append(("max_violation_rate", summary["n_violations"],
+                      getattr(config, "max_violation_rate", 0.0)))
+    if limits.max_flip_rate is not None:
+        gated.append(("max_flip_rate", summary["n_flips"], limits.max_flip_rate))
+    n = summary["n_evaluated"]
+    out = []
+    for gate, count, limit in gated:
+        low, high = wilson(count, n)
+        rate = count / n
+        passed = rate <= limit
+        underpowered = passed and limit > 0 and high > limit
+        needed = pairs_needed(limit, rate) if underpowered and 0 < limit < 1 else None
+        if not passed:
+            statement = f"{count} of {n}, 95% CI [{low:.3f}, {high:.3f}]"
+        elif limit == 0:
+            statement = f"{count} of {n}, upper bound {high:.3f}"
+        elif underpowered:
+            more = (
+                f"; about {needed} compared cases at this rate would show it below the limit"
+                if needed is not None else "; at this rate no number of cases shows it below"
+            )
+            statement = f"underpowered: {count} of {n}, upper bound {high:.3f} > {limit:g}{more}"
+        else:
+            statement = f"{count} of {n}, upper bound {high:.3f} < {limit:g}"
+        out.append({
+            "gate": f"{property_name}.{gate}",
+            "count": count,
+            "n": n,
+            "rate": rate,
+            "limit": limit,
+            "ci_low": low,
+            "ci_high": high,
+            "underpowered": underpowered,
+            "cases_needed": needed,
+            "statement": statement,
+        })
+    return out
 
 
 def _null_reason(summary: dict[str, Any] | None) -> str:

@@ -70,8 +70,17 @@ def confidence_histogram(report: dict[str, Any]) -> list[int] | None:
 
 
 def axis_rate(axis: dict[str, Any]) -> float | None:
-    """The persona-axis rate its interval is about (attributable flips per exercised pair)."""
+    """The persona-axis figure its bounds are about: the case-level excess (decflow/2), the
+    attributable flip rate (decflow/1 reports), or a plain rate."""
+    if "excess" in axis:
+        return axis["excess"]
     return axis.get("attributable_rate", axis.get("rate"))
+
+
+def axis_verdict(axis: dict[str, Any]) -> str:
+    """The verdict, labelled *unattributed* when no placebo stood behind it."""
+    verdict = str(axis.get("verdict", "n/a"))
+    return verdict + (" (unattributed)" if axis.get("attribution") == "unattributed" else "")
 
 
 def axis_base(axis: dict[str, Any]) -> int | None:

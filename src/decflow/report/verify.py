@@ -17,7 +17,7 @@ import numpy as np
 from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
 from decflow.metrics.golden_metrics import golden_metrics
-from decflow.report.versions import REPORT_VERSION, RUN_REPORT_VERSIONS
+from decflow.report.versions import RUN_REPORT_VERSION, RUN_REPORT_VERSIONS
 
 
 def close(a: Any, b: Any) -> bool:
@@ -121,7 +121,7 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
     if report.get("report_version") not in RUN_REPORT_VERSIONS:
         raise ReportError(
             f"{source}: not a decflow run report (report_version "
-            f"{report.get('report_version')!r}, expected {REPORT_VERSION!r})"
+            f"{report.get('report_version')!r}, expected {RUN_REPORT_VERSION!r})"
         )
     try:
         seen: set[str] = set()

@@ -67,55 +67,125 @@ def blindness_lines(blindness: dict[str, Any]) -> list[str]:
     return [_line("Blindness", summary + gated)]
 
 
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2g}"
+
+
 def _verdict(axis: dict[str, Any]) -> str:
     verdict = str(axis.get("verdict", "n/a"))
+    unattributed = " (unattributed)" if axis.get("attribution") == "unattributed" else ""
+    direction = axis.get("direction") or {}
+    # decflow/1 reports stated the direction of every unfair axis; decflow/2 only a
+    # significant one.
+    stated = direction.get("statement") and direction.get("significant", verdict == "unfair")
     if verdict == "unfair":
-        direction = axis.get("direction") or {}
-        if not direction.get("statement"):
-            return "UNFAIR"
+        if not stated:
+            return "UNFAIR" + unattributed
         p_value = direction.get("p_holm", direction.get("p_value"))
-        return f"UNFAIR ({direction['statement']}, sign test p {p_value:.2g})"
+        return f"UNFAIR{unattributed} ({direction['statement']}, sign test p {_p(p_value)})"
     if verdict == "not exercised":
         return "NOT EXERCISED"
-    return verdict
+    if verdict == "undecided" and axis.get("cases_needed"):
+        return f"undecided{unattributed} (about {axis['cases_needed']} cases would decide it)"
+    return verdict + unattributed
+
+
+def _legacy_axis_row(axis: dict[str, Any]) -> str:
+    """An axis of a decflow/1 report (attributable flip rate with a Wilson interval)."""
+    counted = axis.get("exercised")
+    rate = axis.get("attributable_rate")
+    shown = "n/a" if not counted else f"attributable {_rate(rate)} {_interval(axis)}"
+    placebo = f"{axis['placebo_flips']}/{axis['placebo_pairs']}" if "placebo_pairs" in axis else "-"
+    return (
+        f"      {axis['axis']:<11}{axis.get('pairs', 0):>6}{counted or 0:>8}"
+        f"{axis.get('flips', 0):>7}{placebo:>9}{'':>7}  {shown:<38}{_verdict(axis)}"
+    )
+
+
+def _axis_rows(axis: dict[str, Any]) -> list[str]:
+    if "excess" not in axis:
+        rows = [_legacy_axis_row(axis)]
+        if axis.get("note"):
+            rows.append(f"      {'':<11}{axis['note']}")
+        return rows
+    counted = axis.get("exercised") or 0
+    placebo = (
+        "-" if axis.get("attribution") == "unattributed"
+        else f"{axis['placebo_flips']}/{axis['placebo_pairs']}"
+    )
+    excess = axis.get("excess")
+    shown = "n/a" if excess is None else (
+        f"{excess:.3f} [{num(axis.get('ci_low'))}, {num(axis.get('ci_high'))}] "
+        f"p {_p(axis.get('p_holm'))}"
+    )
+    rows = [
+        f"      {axis['axis']:<11}{axis.get('pairs', 0):>6}{counted:>8}"
+        f"{axis.get('flips', 0):>7}{placebo:>9}{axis.get('cases') or 0:>7}  {shown:<38}"
+        f"{_verdict(axis)}"
+    ]
+    if counted:
+        tests = []
+        if axis.get("mcnemar_p") is not None:
+            tests.append(
+                f"McNemar cross vs placebo {axis['mcnemar_b']}:{axis['mcnemar_c']} "
+                f"p {_p(axis['mcnemar_p'])} (Holm {_p(axis.get('mcnemar_p_holm'))})"
+            )
+        direction = axis.get("direction")
+        if direction:
+            claim = direction["statement"] if direction.get("significant") else (
+                f"no direction shown ({direction['group']} "
+                f"{direction['cases_disfavoured']}:{direction['cases_favoured']} cases)"
+            )
+            tests.append(
+                f"{claim}, sign test p {_p(direction['p_value'])} "
+                f"(Holm {_p(direction.get('p_holm'))})"
+            )
+        tests.append("base decisions blind" if axis.get("blind") else "base decisions not blind")
+        rows.append(f"      {'':<11}{' · '.join(tests)}")
+    if axis.get("note"):
+        rows.append(f"      {'':<11}{axis['note']}")
+    return rows
 
 
 def counterfactual_lines(section: dict[str, Any]) -> list[str]:
+    unattributed = section.get("attribution") == "unattributed"
     head = [
         section.get("language"),
         f"catalogue {section['catalogue_version']} {short_hash(section.get('catalogue_sha256'))}"
         if section.get("catalogue_version") else None,
-        f"placebo {'on' if section.get('placebo', True) else 'off'}",
+        "placebo off: unattributed" if unattributed
+        else f"placebo {'on' if section.get('placebo', True) else 'off'}",
         f"limit {section['max_flip_rate']:g}" if section.get("max_flip_rate") is not None else None,
+        f"α {section['alpha']:g} one-sided, Holm across axes" if "alpha" in section else None,
         f"{section['arms_sent']} arms sent" if "arms_sent" in section else None,
     ]
     lines = [_line("Counterfactual", " · ".join(str(h) for h in head if h))]
+    base = section.get("base_blindness") or {}
+    if base.get("measured"):
+        lines.append(_more(f"base-persona decisions {base.get('summary')}"))
+    elif base.get("note"):
+        lines.append(_more(base["note"]))
+    what = "raw flip share" if unattributed else "excess over placebo"
     lines.append(
-        f"      {'axis':<11}{'pairs':>6}{'counted':>8}{'flips':>7}{'attrib':>7}{'placebo':>9}"
-        f"  {'attributable rate [95% CI]':<28}verdict"
+        f"      {'axis':<11}{'pairs':>6}{'counted':>8}{'flips':>7}{'placebo':>9}{'cases':>7}"
+        f"  {what + ' [bounds] p (Holm)':<38}verdict"
     )
     for axis in section.get("axes", []):
-        counted = axis.get("exercised")
-        rate = axis.get("attributable_rate")
-        shown = "n/a" if not counted else f"{_rate(rate)} {_interval(axis)}"
-        placebo = (
-            f"{axis['placebo_flips']}/{axis['placebo_pairs']}" if "placebo_pairs" in axis else "-"
-        )
-        lines.append(
-            f"      {axis['axis']:<11}{axis.get('pairs', 0):>6}{counted or 0:>8}"
-            f"{axis.get('flips', 0):>7}{axis.get('attributable', 0):>7}{placebo:>9}"
-            f"  {shown:<28}{_verdict(axis)}"
-        )
-        if axis.get("note"):
-            lines.append(f"      {'':<11}{axis['note']}")
+        lines.extend(_axis_rows(axis))
     if section.get("blind"):
         lines.append(_more("score not shown: the suite is blind, so no flip rate shows fairness"))
     elif section.get("score") is not None:
         low, high = section.get("score_ci") or [None, None]
-        lines.append(_more(
-            f"score (1 − attributable rate, exercised axes) {num(section['score'])} "
-            f"[{num(low)}, {num(high)}]; each interval is a separate 95% statement"
-        ))
+        pooled = section.get("pooled") or {}
+        label = (
+            f"score (1 − pooled excess over {pooled['cases']} cases)" if pooled
+            else "score (1 − attributable rate, exercised axes)"
+        )
+        bounds = (
+            "bounds are one-sided 95% statements, p-values Holm-adjusted across axes"
+            if pooled else "each interval is a separate 95% statement"
+        )
+        lines.append(_more(f"{label} {num(section['score'])} [{num(low)}, {num(high)}]; {bounds}"))
     plan = section.get("plan") or {}
     if plan and not plan.get("can_qualify"):
         lines.append(_more(plan.get("advice", "")))

@@ -18,6 +18,7 @@ from typing import Any
 from decflow.report.sections import (
     axis_base,
     axis_rate,
+    axis_verdict,
     bin_edges,
     confidence_histogram,
     failing_checks,
@@ -274,8 +275,14 @@ def properties_view(report: dict[str, Any]) -> str:
         table(("property", "level", "relation", "evaluated", "violations", "flips", "max TV",
                "errors", "skipped", "minimized"), rows),
         plots(chart),
-        failing_examples(report),
     ]
+    evidence = properties.get("rate_evidence") or []
+    if evidence:
+        parts.append("<h3>Rate evidence (Wilson 95% intervals)</h3>" + table(
+            ("gate", "count", "rate", "95% CI", "limit", "evidence"),
+            ((e(i["gate"]), f"{i['count']}/{i['n']}", val(i["rate"]), interval_text(i),
+              val(i["limit"]), e(i["statement"])) for i in evidence)))
+    parts.append(failing_examples(report))
     skipped = properties.get("skipped") or []
     if skipped:
         parts.append(f"<h3>Skipped cases ({len(skipped)})</h3>")
@@ -386,28 +393,48 @@ def diagnostics_view(report: dict[str, Any]) -> str:
 
 
 def axes_view(counterfactual: dict[str, Any]) -> str:
-    """Per persona axis: attributable flip rate with its 95% interval against the limit."""
+    """Per persona axis: the case-level excess over placebo flips with its one-sided bounds
+    against the limit, the tests beside it and what the verdict rests on (decflow/1 reports:
+    the attributable flip rate)."""
     axes = counterfactual["axes"]
     limit = counterfactual.get("max_flip_rate")
     top = nice_max(max([a.get("ci_high") or 0.0 for a in axes] + [limit or 0.0]) * 1.1)
     rows = []
     for a in axes:
-        direction = (a.get("direction") or {}).get("statement")
-        notes = "; ".join(str(n) for n in (direction, a.get("note")) if n)
+        direction = a.get("direction") or {}
+        stated = direction.get("statement") if direction.get("significant", True) else None
+        mcnemar = (
+            None if a.get("mcnemar_p") is None
+            else f"McNemar {a.get('mcnemar_b')}:{a.get('mcnemar_c')} p {num(a['mcnemar_p'])} "
+            f"(Holm {num(a.get('mcnemar_p_holm'))})"
+        )
+        sign = (
+            None if not direction
+            else f"sign test over cases p {num(direction.get('p_value'))} "
+            f"(Holm {num(direction.get('p_holm'))})"
+        )
+        notes = "; ".join(str(n) for n in (stated, mcnemar, sign, a.get("evidence"),
+                                           a.get("note")) if n)
         rows.append((e(a["axis"]), val(axis_base(a)), val(a.get("flips")),
-                     val(a.get("attributable")), val(axis_rate(a)), interval_text(a),
-                     val(a.get("score")), val(a.get("verdict")), e(notes)))
+                     val(a.get("placebo_flips")), val(a.get("cases")), val(axis_rate(a)),
+                     interval_text(a), val(a.get("p_holm")), val(a.get("score")),
+                     e(axis_verdict(a)), e(notes)))
+
+    def shown(value: float | None) -> float | None:
+        return None if value is None else max(0.0, value)  # the chart starts at 0
+
     chart = hbar_chart(
-        [BarRow(a["axis"], (Bar(axis_rate(a), a.get("ci_low"), a.get("ci_high"),
-                                note=f"{a.get('attributable', a.get('flips'))}/{axis_base(a)}"),
-                            Bar(a.get("flip_rate") if "attributable_rate" in a else None)))
+        [BarRow(a["axis"], (Bar(shown(axis_rate(a)), shown(a.get("ci_low")),
+                                shown(a.get("ci_high")),
+                                note=f"{a.get('cases', a.get('attributable'))}"),
+                            Bar(a.get("flip_rate"))))
          for a in axes],
-        ("attributable flip rate (95% CI)", "all flips"), "Per-axis flip rate",
+        ("excess over placebo (one-sided 95% bounds)", "all cross flips"), "Per-axis excess",
         domain_max=min(top, 1.0), marker=limit,
         marker_label="" if limit is None else f"limit {limit:g}", kind="axes")
     return "<h3>Counterfactual axes</h3>" + table(
-        ("axis", "pairs", "flips", "attributable", "attributable rate", "95% CI", "score",
-         "verdict", "notes"), rows) + plots(chart)
+        ("axis", "pairs", "flips", "placebo flips", "cases", "excess (or rate)", "bounds",
+         "p (Holm)", "score", "verdict", "evidence and tests"), rows) + plots(chart)
 
 
 def golden_failures(report: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from decflow.report.sections import (
     axis_base,
     axis_rate,
+    axis_verdict,
     failing_checks,
     labels_of,
     property_failures,
@@ -139,6 +140,10 @@ def properties_block(report: dict[str, Any]) -> list[str]:
           str(s.get("n_errors", 0)), str(s.get("n_skipped", 0)))
          for s in properties.get("summaries") or []),
     ))
+    for item in properties.get("rate_evidence") or []:
+        lines.append(f"- {md(item['gate'])}: {md(item['statement'])}")
+    if properties.get("rate_evidence"):
+        lines.append("")
     failing = property_failures(properties)
     labels = labels_of(report)
     if failing:
@@ -205,9 +210,11 @@ def diagnostics_block(report: dict[str, Any]) -> list[str]:
     lines.append("")
     if axes:
         lines.extend(table(
-            ("axis", "pairs", "flips", "attributable rate", "95% CI", "verdict"),
+            ("axis", "pairs", "flips", "excess (or rate)", "bounds", "p (Holm)", "verdict",
+             "evidence"),
             ((md(a["axis"]), cell(axis_base(a)), cell(a.get("flips")), cell(axis_rate(a)),
-              interval(a), cell(a.get("verdict"))) for a in axes),
+              interval(a), cell(a.get("p_holm")), md(axis_verdict(a)),
+              md(a.get("evidence") or "")) for a in axes),
         ))
     return lines
 

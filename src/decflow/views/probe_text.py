@@ -14,7 +14,7 @@ _LABEL = 13
 _WIDTH = 78
 _LAYER_NOUNS = {"verdict": "verdicts", "text": "texts", "tools": "tool sequences"}
 _COLUMNS = (("relation", 30, "<"), ("type", 12, "<"), ("held", 6, ">"), ("violated", 10, ">"),
-            ("skipped", 8, ">"), ("errors", 8, ">"), ("rate", 8, ">"))
+            ("skipped", 8, ">"), ("errors", 8, ">"), ("rate", 8, ">"), ("95% CI", 16, ">"))
 
 
 def _field(label: str, text: str) -> list[str]:
@@ -67,6 +67,12 @@ def _blindness(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _interval(relation: dict[str, Any]) -> str:
+    """The rate's Wilson interval (reports stored before it was added show n/a)."""
+    low, high = relation.get("ci_low"), relation.get("ci_high")
+    return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
 def _table(relations: list[dict[str, Any]]) -> list[str]:
     def row(values: list[str]) -> str:
         return _INDENT + " ".join(f"{v:{align}{width}}"
@@ -76,7 +82,8 @@ def _table(relations: list[dict[str, Any]]) -> list[str]:
              row(["-" * width for _, width, _ in _COLUMNS])]
     for r in relations:
         lines.append(row([r["name"], r["type"], str(r["held"]), str(r["violated"]),
-                          str(r["skipped"]), str(r["errors"]), _percent(r["violation_rate"])]))
+                          str(r["skipped"]), str(r["errors"]), _percent(r["violation_rate"]),
+                          _interval(r)]))
     return lines
 
 

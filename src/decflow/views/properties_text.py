@@ -34,6 +34,9 @@ def properties_block(report: dict[str, Any]) -> list[str]:
             + (f" · {s['n_skipped']} skipped" if s["n_skipped"] else "")
             + note
         )
+        for item in section.get("rate_evidence") or []:
+            if item["gate"].split(".")[0] == s["property"]:
+                lines.append(f"    {'':<20} {item['gate'].split('.', 1)[1]}: {item['statement']}")
     skipped = section["skipped"]
     if skipped:
         lines.append(f"  Skipped ({min(len(skipped), MAX_LISTED)} of {len(skipped)})")

@@ -145,10 +145,7 @@ def rerun_requests(cases: pl.DataFrame, labels: tuple[str, ...], repeats: int) -
 def counterfactual_requests(pairs: PairSet, labels: tuple[str, ...]) -> pl.DataFrame:
     """One request per distinct persona arm, attributed to the first case that uses it."""
     arms = pairs.unique_arms()
-    case_of: dict[str, str] = {}
-    for pair in pairs.pairs:
-        case_of.setdefault(pair.fingerprint_a, pair.case_id)
-        case_of.setdefault(pair.fingerprint_b, pair.case_id)
+    case_of = pairs.arm_cases()
     values = list(arms.values())
     n = len(arms)
     return pl.DataFrame(

@@ -37,6 +37,7 @@ from decflow.diagnostics.counterfactual import (
     counterfactual_checks,
     plan,
 )
+from decflow.diagnostics.personas import PairSet
 from decflow.diagnostics.stability import (
     StabilityResult,
     measure_stability,
@@ -186,6 +187,7 @@ def _counterfactual(
             strict=True,
         )
     }
+    base_blindness = _base_persona_blindness(contract, pairs, rows.arms)
     result = analyse_counterfactual(
         attach_probabilities(pairs.frame(), probabilities),
         labels,
@@ -195,10 +197,11 @@ def _counterfactual(
         favourable_labels=config.favourable_labels,
         tau_rerun=None if meter is None else meter.tv_p95,
         max_tv_distance=config.max_tv_distance,
-        blind=blind,
+        blind=blind if base_blindness is None else base_blindness.blind,
+        attributed=config.placebo and config.persona_pairs is None,
     )
     checks = counterfactual_checks(result, config.level)
-    needed = pairs.unique_arms()
+    needed = pairs.pair_arms()
     missing = sum(fp not in probabilities for fp in needed)
     if missing:
         # Persona settings changed since the run (or it made no arm calls): its results
@@ -218,6 +221,9 @@ def _counterfactual(
         "catalogue_sha256": pairs.catalogue_sha256,
         "template": pairs.template,
         "placebo": config.placebo,
+        "attribution": "placebo" if config.placebo and config.persona_pairs is None
+        else "unattributed",
+        "base_blindness": _base_blindness_section(base_blindness),
         "arms_sent": rows.arms.height,
         "skipped_cases": pairs.skipped[:MAX_LISTED],
         "n_skipped_cases": len(pairs.skipped),
@@ -233,11 +239,49 @@ def _counterfactual(
     return section, checks
 
 
+def _base_persona_blindness(
+    contract: Any, pairs: PairSet, arms: pl.DataFrame
+) -> BlindnessResult | None:
+    """Blindness over the cases' base-persona decisions; None when the run has none of them
+    (runs stored before the base arms were sent)."""
+    selected = {
+        arm_fingerprint(rid): label
+        for rid, label, kind in zip(
+            arms["request_id"], arms["selected"], arms["error_kind"], strict=True
+        )
+        if kind is None
+    } | {
+        arm_fingerprint(rid): None
+        for rid, kind in zip(arms["request_id"], arms["error_kind"], strict=True)
+        if kind is not None
+    }
+    bases = list(pairs.bases.values())
+    if not bases or any(fp not in selected for fp, _ in bases):
+        return None
+    config = contract.diagnostics.blindness if contract.diagnostics is not None else None
+    kwargs = {} if config is None else {"threshold": config.threshold}
+    return detect_blindness(
+        [selected[fp] for fp, _ in bases], inputs=[fp for fp, _ in bases], **kwargs
+    )
+
+
+def _base_blindness_section(result: BlindnessResult | None) -> dict[str, Any]:
+    if result is None:
+        return {
+            "measured": False,
+            "note": "the run has no base-persona decisions (stored by an older decflow); "
+            "the original inputs' blindness guards the persona verdicts",
+        }
+    return result.to_dict() | {"measured": True, "summary": describe(result)}
+
+
 def _examples(result: CounterfactualResult) -> list[dict[str, Any]]:
-    """Attributable flips (fingerprints, not persona text), most distant first."""
+    """Cross-group flips (fingerprints, not persona text), most distant first."""
     columns = ["axis", "pair_id", "group_a", "group_b", "selected_a", "selected_b", "tv",
                "fingerprint_a", "fingerprint_b"]
-    flips = result.pairs.filter(pl.col("class") == "attributable").sort("tv", descending=True)
+    flips = result.pairs.filter((pl.col("kind") == "cross") & pl.col("flipped")).sort(
+        "tv", descending=True
+    )
     return flips.select(columns).head(MAX_EXAMPLES).to_dicts()
 
 

@@ -17,15 +17,19 @@ import polars as pl
 
 from decflow.data.golden_dataset import case_input
 from decflow.metrics.columns import probability_matrix
-from decflow.pipeline.contract_run.comparisons import COMPARISON_COLUMNS, joined_transformed, judged
 from decflow.pipeline.contract_run.derive import (
     DIAGNOSTIC_PROPERTIES,
     run_seed,
     selected_properties,
 )
+from decflow.pipeline.contract_run.transformed import (
+    COMPARISON_COLUMNS,
+    joined_transformed,
+    judged,
+)
 from decflow.pipeline.spec import RunSpec
 from decflow.properties.generate import RELATIONS
-from decflow.properties.summary import property_checks, property_summary
+from decflow.properties.summary import property_checks, property_summary, rate_evidence
 from decflow.store.store import Manifest, Part, Store
 
 ORIGINAL_ERROR = "original_error"
@@ -63,6 +67,7 @@ def properties_section(
     summaries: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
+    evidence: list[dict[str, Any]] = []  # Wilson intervals beside DecGuard's checks
     for prop, config in selected_properties(spec, contract):
         relation = RELATIONS[prop]
         if prop not in stored_properties:
@@ -100,6 +105,7 @@ def properties_section(
             ))
         summaries.append(summary)
         checks.extend(c.to_dict() for c in property_checks(summary, prop, config, relation))
+        evidence.extend(rate_evidence(summary, prop, config, relation))
         listed = pl.concat([
             pl.Series("request_id", rids, dtype=pl.String),
             errors.filter(pl.col("error_kind") != ORIGINAL_ERROR)["request_id"],
@@ -124,6 +130,7 @@ def properties_section(
         "failures": failures[:200],
         "n_failures": len(failures),
         "checks": checks,
+        "rate_evidence": evidence,
     }
 
 

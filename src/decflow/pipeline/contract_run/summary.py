@@ -18,7 +18,7 @@ from decflow.pipeline.contract_run.golden_section import golden_cases, golden_su
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
-from decflow.report.versions import REPORT_VERSION
+from decflow.report.versions import RUN_REPORT_VERSION
 from decflow.store.runs import report_path, write_report
 from decflow.store.store import Manifest, Store
 from decflow.version import __version__
@@ -89,7 +89,7 @@ def build_report(
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
     return {
-        "report_version": REPORT_VERSION,
+        "report_version": RUN_REPORT_VERSION,
         "decflow_version": __version__,
         "created_at": spec.created_at,
         "mode": spec.mode,

@@ -1,0 +1,118 @@
+"""The diagnostics plan: the calls each diagnostic will make and the evidence a verdict needs,
+computed from the contract and the dataset alone — no backend is built or called.
+
+`decflow test|fuzz|stability --plan` prints it and stops; a real run prints the same plan
+before its first call. Sizes come from the same statistics the verdicts use:
+
+- stability: k reruns per case give ⌊k/2⌋ disjoint pairs each; a `deterministic` verdict
+  at ε needs n* = ⌊z²ε(1 − ε)/ε²⌋ + 1 quiet pairs (Wilson);
+- counterfactual: the distinct persona arms (base persona, cross pairs, placebo partners),
+  and the cases a `fair-qualified` verdict needs when no pair flips (the clustered excess);
+- blindness: no call of its own (it reads the originals' and base personas' decisions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decflow.data.golden_dataset import load_golden
+from decflow.diagnostics.counterfactual import plan as counterfactual_plan
+from decflow.metrics.stats import pairs_needed
+from decflow.pipeline.contract_run.derive import (
+    counterfactual_config,
+    persona_pair_set,
+    stability_config,
+)
+from decflow.pipeline.contract_run.inputs import dataset_location
+from decflow.pipeline.spec import RunSpec, load_contract_cached
+
+
+def _stability(config: Any, n_cases: int) -> dict[str, Any]:
+    pairs = n_cases * (config.repeats // 2)
+    needed = pairs_needed(config.epsilon)
+    return {
+        "name": "stability",
+        "calls": n_cases * (config.repeats - 1),  # the original is repeat 0
+        "repeats": config.repeats,
+        "epsilon": config.epsilon,
+        "pairs": pairs,
+        "pairs_needed": needed,
+        "can_decide": needed is not None and pairs >= needed,
+        "advice": f"{pairs} rerun pairs; a deterministic verdict at ε {config.epsilon:g} needs "
+        f"{needed} quiet pairs"
+        + ("" if pairs >= (needed or 0) else
+           f" (raise repeats to {2 * -(-(needed or 0) // max(n_cases, 1))} or add cases)"),
+    }
+
+
+def _counterfactual(contract: Any, config: Any, cases: Any) -> dict[str, Any]:
+    pairs = persona_pair_set(contract, config, cases)
+    frame = pairs.frame()
+    sized = counterfactual_plan(
+        cases.height,
+        dimensions=config.dimensions,
+        num_pairs_per_dimension=config.num_pairs_per_dimension,
+        placebo=config.placebo and config.persona_pairs is None,
+        max_flip_rate=config.max_flip_rate,
+    )
+    axes = []
+    for axis in config.dimensions:
+        rows = frame.filter((frame["axis"] == axis) & (frame["status"] != "identical"))
+        cross = rows.filter(rows["kind"] == "cross")
+        axes.append({
+            "axis": axis,
+            "cross_pairs": cross.height,
+            "placebo_pairs": rows.height - cross.height,
+            "cases": cross["case_id"].n_unique(),
+            "not_exercised": pairs.not_exercised.get(axis),
+        })
+    return {
+        "name": "counterfactual",
+        "calls": len(pairs.unique_arms()),
+        "max_flip_rate": config.max_flip_rate,
+        "attribution": "placebo" if config.placebo and config.persona_pairs is None
+        else "unattributed",
+        "cases_needed": sized["cases_needed"],
+        "can_decide": sized["can_qualify"],
+        "axes": axes,
+        "advice": sized["advice"],
+    }
+
+
+def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
+    """The plan of a run (see the module docstring); reads the contract and dataset only."""
+    contract = load_contract_cached(spec.contract_path).contract
+    read_path, shown = dataset_location(spec, contract)
+    cases = load_golden(read_path, contract.decision.labels, shown_path=shown).cases
+    diagnostics: list[dict[str, Any]] = []
+    stability = stability_config(spec, contract)
+    if stability is not None:
+        diagnostics.append(_stability(stability, cases.height))
+    if spec.mode != "test":
+        diagnostics.append({
+            "name": "blindness",
+            "calls": 0,
+            "advice": "reads one decision per case that other steps make anyway",
+        })
+    counterfactual = counterfactual_config(spec, contract)
+    if counterfactual is not None:
+        diagnostics.append(_counterfactual(contract, counterfactual, cases))
+    return {
+        "mode": spec.mode,
+        "cases": cases.height,
+        "original_calls": cases.height,
+        "diagnostics": diagnostics,
+        "diagnostic_calls": sum(d["calls"] for d in diagnostics),
+        "note": "transformed cases of metamorphic properties are derived and counted when the "
+        "run starts; identical inputs are decided once",
+    }
+
+
+def makes_diagnostic_calls(spec: RunSpec) -> bool:
+    """Whether the run sends reruns or persona arms (decided from the contract alone, so a
+    run without them does not read its dataset twice)."""
+    contract = load_contract_cached(spec.contract_path).contract
+    return (
+        stability_config(spec, contract) is not None
+        or counterfactual_config(spec, contract) is not None
+    )
