@@ -357,6 +357,22 @@ def test_regating_with_settings_the_run_did_not_make_fails_those_gates(tmp_path:
     assert code == 1
 
 
+def test_the_summary_reads_the_stored_pairs_instead_of_drawing_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    contract = write_contract(tmp_path, loan(tmp_path))
+    _, report, _ = run(tmp_path, "test", "--all", str(contract))
+    from decflow.pipeline.contract_run import diagnostics_section
+
+    def drawn_again(*_args: Any) -> None:
+        raise AssertionError("the summary drew the persona pairs again")
+
+    monkeypatch.setattr(diagnostics_section, "persona_pair_set", drawn_again)
+    _, regated, _ = run(tmp_path, "report", report["run"]["id"], "-c", str(contract))
+    assert axes_of(regated) == axes_of(report)
+    assert axes_of(regated)["religion"]["verdict"] == "unfair"
+
+
 def test_stability_command_uses_the_defaults_without_a_section(tmp_path: Path) -> None:
     code, report, text = run(tmp_path, "stability", str(EXAMPLES / "refund" / "decguard.yaml"))
     meter = report["diagnostics"]["stability"]

@@ -258,3 +258,14 @@ def test_template_with_a_slot_the_language_lacks_is_refused() -> None:
         build_pairs(CASES_EN[:1], template="{article_definite} {full_name}")
     pairs = build_pairs(CASES_DE[:1], language="de", template="{article_definite} {full_name}")
     assert {str(p.input_a).split(" ")[0] for p in pairs.pairs} <= {"die", "der"}
+
+
+def test_stored_pair_table_reads_back_the_same_pairs() -> None:
+    from decflow.diagnostics.pair_storage import pair_meta, pair_table, pairs_from
+
+    built = build_pairs([*CASES_EN[:3], ("obj", {"text": "Need a loan", "amount": 3})])
+    built.skipped.append({"case_id": "odd", "reason": "no text field"})
+    again = pairs_from(pair_table(built), pair_meta(built))
+    assert again == built
+    assert again.pairs and again.bases
+    assert [item["case_id"] for item in again.skipped] == ["obj", "odd"]

@@ -34,6 +34,8 @@ FUZZ_MODES = ("fuzz", "all")
 RERUN_MODES = ("all", "stability")
 RERUN = "stability"
 COUNTERFACTUAL = "counterfactual"
+# The artifact holding a run's persona pairs (named in the requests manifest's extra).
+PERSONA_PAIRS = "persona_pairs"
 # Request properties that are diagnostics, judged in the summary's diagnostics section and
 # never by the generic property comparisons.
 DIAGNOSTIC_PROPERTIES = (RERUN, COUNTERFACTUAL)
@@ -88,9 +90,19 @@ def stability_config(spec: RunSpec, contract: Any) -> Stability | None:
     return configured
 
 
+def persona_settings(contract: Any, config: Any) -> dict[str, Any]:
+    """The settings that decide which persona pairs a run draws (stored with the pairs, so
+    a re-gate with other settings knows the run's arms are not the ones it asks for)."""
+    drawn = config.model_dump(include={
+        "dimensions", "language", "catalog_seed", "num_pairs_per_dimension",
+        "pool_size_per_dimension", "persona_pairs", "placebo", "template",
+    })
+    return {**drawn, "text_field": contract.fuzz.text_field}
+
+
 def persona_pair_set(contract: Any, config: Any, cases: pl.DataFrame) -> PairSet:
-    """The run's persona pairs: a pure function of contract and cases, so the summary
-    rebuilds exactly the pairs whose arms the requests stage sent."""
+    """The persona pairs of a contract's cases (a pure function of both): drawn once by the
+    requests stage, which stores them for the summary (`inputs.py`)."""
     from decflow.diagnostics.personas import build_pairs
 
     inputs = [
@@ -170,9 +182,10 @@ def run_seed(spec: RunSpec, contract: Any) -> int:
 
 
 def derived_requests(
-    spec: RunSpec, loaded: Any, cases: pl.DataFrame
+    spec: RunSpec, loaded: Any, cases: pl.DataFrame, pairs: PairSet | None
 ) -> tuple[Iterator[pl.DataFrame], dict[str, Any]]:
-    """Transformed requests, reruns and persona arms of this run as frames in stored order,
+    """Transformed requests, reruns and the arms of `pairs` (the run's persona pairs, when
+    it decides them) as frames in stored order,
     plus the requests manifest's extra (skipped cases, provenance), which is complete once the
     frames are consumed. Frames are generated lazily, at most `PART_ROWS` rows each, so the
     stage never holds every transformed request in Python lists."""
@@ -182,17 +195,14 @@ def derived_requests(
     # Resolved now, so a bad `-p` fails before any part is written.
     properties = selected_properties(spec, contract) if spec.mode in FUZZ_MODES else []
     stability = stability_config(spec, contract)
-    counterfactual = counterfactual_config(spec, contract)
 
     def frames() -> Iterator[pl.DataFrame]:
         if properties:
             yield from _property_requests(spec, loaded, cases, properties, extra)
         if stability is not None:
             yield rerun_requests(cases, labels, stability.repeats)
-        if counterfactual is not None:
-            yield counterfactual_requests(
-                persona_pair_set(contract, counterfactual, cases), labels
-            )
+        if pairs is not None:
+            yield counterfactual_requests(pairs, labels)
 
     return frames(), extra
 

@@ -7,8 +7,8 @@ contract at hand, so re-gating a stored run recomputes the diagnostics without a
   the `paraphrase` re-asks when the identity provider made them (rerun evidence, not a
   paraphrase test), paired consecutively and disjointly;
 - blindness reads one decision per case, the original's (no extra call);
-- persona pairs are rebuilt from the contract (a pure function of it and the cases) and get
-  their arms' probabilities from the `counterfactual` results by fingerprint.
+- persona pairs are read back as the requests stage stored them, and get their arms'
+  probabilities from the `counterfactual` results by fingerprint.
 
 A blind suite marks the passing property and persona checks as potentially vacuous, and
 properties or axes that changed nothing are named as *not exercised* (n/a, never a pass).
@@ -37,6 +37,7 @@ from decflow.diagnostics.counterfactual import (
     counterfactual_checks,
     plan,
 )
+from decflow.diagnostics.pair_storage import pairs_from
 from decflow.diagnostics.personas import PairSet
 from decflow.diagnostics.stability import (
     StabilityResult,
@@ -48,10 +49,12 @@ from decflow.gates import Check, make_check
 from decflow.pipeline.contract_run.derive import (
     COUNTERFACTUAL,
     FUZZ_MODES,
+    PERSONA_PAIRS,
     RERUN,
     arm_fingerprint,
     counterfactual_config,
     persona_pair_set,
+    persona_settings,
     stability_config,
 )
 from decflow.pipeline.contract_run.results import phase_result_parts
@@ -167,9 +170,24 @@ def _blindness(
     return section, result, checks
 
 
+def _run_pairs(
+    store: Store, requests: Manifest, contract: Any, config: Any, cases: pl.DataFrame
+) -> tuple[PairSet, dict[str, Any]]:
+    """The persona pairs the run's requests stage drew and stored, with the settings it
+    drew them with. Runs stored before pairs were kept get them drawn again from this
+    contract (the arms they sent then decide which of them have results)."""
+    stored = requests.extra.get(PERSONA_PAIRS)
+    if stored is None:
+        return persona_pair_set(contract, config, cases), persona_settings(contract, config)
+    table = store.read(Manifest.from_dict(stored["manifest"]))
+    return pairs_from(table, stored["meta"]), stored["settings"]
+
+
 def _counterfactual(
     spec: RunSpec,
     contract: Any,
+    store: Store,
+    requests: Manifest,
     cases: pl.DataFrame,
     rows: _Rows,
     meter: StabilityResult | None,
@@ -179,7 +197,7 @@ def _counterfactual(
     if config is None:
         return None, []
     labels = tuple(contract.decision.labels)
-    pairs = persona_pair_set(contract, config, cases)
+    pairs, drawn_with = _run_pairs(store, requests, contract, config, cases)
     probabilities = {
         arm_fingerprint(rid): None if kind is not None else probs
         for rid, probs, kind in zip(
@@ -203,13 +221,16 @@ def _counterfactual(
     checks = counterfactual_checks(result, config.level)
     needed = pairs.pair_arms()
     missing = sum(fp not in probabilities for fp in needed)
-    if missing:
+    changed = persona_settings(contract, config) != drawn_with
+    if missing or changed:
         # Persona settings changed since the run (or it made no arm calls): its results
         # cannot stand in for arms it never sent.
         reason = (
+            "the run's persona arms were drawn with other persona settings than this "
+            "contract's" if changed else
             f"the run has no result for {missing} of the {len(needed)} persona arms this "
-            "contract needs; run it again with this contract"
-        )
+            "contract needs"
+        ) + "; run it again with this contract"
         checks = [
             make_check(c.gate, c.level, c.metric, c.comparison, c.threshold, None,
                        reason_if_null=reason)
@@ -348,7 +369,7 @@ def diagnostics_section(
     stability, meter, stability_checks = _stability(spec, contract, rows)
     blindness, blind, blindness_checks = _blindness(contract, table)
     counterfactual, persona_checks = _counterfactual(
-        spec, contract, cases, rows, meter, blind.blind
+        spec, contract, store, manifests["requests"], cases, rows, meter, blind.blind
     )
     own = stability_checks + blindness_checks + persona_checks
     before = [Check(**c) for c in checks] + own

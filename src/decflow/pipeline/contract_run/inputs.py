@@ -18,8 +18,16 @@ import polars as pl
 from decflow.backends.base import Backend
 from decflow.backends.registry import build_backend
 from decflow.data.golden_dataset import dataset_hash, load_golden
+from decflow.diagnostics.pair_storage import pair_meta, pair_table
 from decflow.errors import DecflowError
-from decflow.pipeline.contract_run.derive import PART_ROWS, derived_requests
+from decflow.pipeline.contract_run.derive import (
+    PART_ROWS,
+    PERSONA_PAIRS,
+    counterfactual_config,
+    derived_requests,
+    persona_pair_set,
+    persona_settings,
+)
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
@@ -101,9 +109,17 @@ def _request_params(context: StageContext) -> dict[str, Any]:
 
 def _compute_requests(context: StageContext, key: str) -> Manifest:
     store, loaded = context.store, context.loaded
-    labels = tuple(loaded.contract.decision.labels)
+    contract = loaded.contract
+    labels = tuple(contract.decision.labels)
     case_table = store.read(context.manifests["cases"])
-    derived, extra = derived_requests(context.spec, loaded, case_table)
+    config = counterfactual_config(context.spec, contract)
+    pairs = None if config is None else persona_pair_set(contract, config, case_table)
+    derived, extra = derived_requests(context.spec, loaded, case_table, pairs)
+    if pairs is not None:
+        # The summary reads the pairs back from here instead of drawing them again.
+        stored = store.publish(PERSONA_PAIRS, key, pair_table(pairs))
+        extra[PERSONA_PAIRS] = {"manifest": stored.to_dict(), "meta": pair_meta(pairs),
+                                "settings": persona_settings(contract, config)}
     # publish writes each frame as a part as it is generated and reads `extra` only after
     # the last one, when the generators have filled it in.
     frames = itertools.chain([original_requests(case_table, labels)], derived)
