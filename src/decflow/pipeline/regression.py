@@ -17,8 +17,9 @@ from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
 from decflow.gates.regression import regression_checks
 from decflow.metrics.regression import diff_results
+from decflow.pipeline.stored.contracts import stored_contract
 from decflow.report.loading import load_verified
-from decflow.report.versions import REPORT_VERSION
+from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
 from decflow.store.runs import accepted_run, now_iso
 from decflow.store.store import Store
 from decflow.version import __version__
@@ -145,6 +146,26 @@ def accepted_baseline(store: Store, candidate: dict[str, Any]) -> str:
     return found
 
 
+def gating_contract(
+    candidate: dict[str, Any], store: Store, contract_path: str | None
+) -> tuple[str | None, str]:
+    """(contract to gate with, what the report says about it). `-c` wins; else a decflow
+    run is gated by the contract it was made with (kept with the run); a DecGuard report,
+    or a run whose store is out of reach, gets DecGuard's implicit error-rate gate only."""
+    if contract_path is not None:
+        return contract_path, f"the contract {contract_path}"
+    only_errors = "only the implicit error-rate requirement applies, as in DecGuard"
+    if candidate.get("report_version") == DECGUARD_REPORT_VERSION:
+        return None, (f"{only_errors} (a DecGuard report carries no contract; pass -c "
+                      "CONTRACT to gate the regression)")
+    copy = stored_contract(candidate, store)
+    if copy is not None:
+        return str(copy), f"the candidate run's own contract ({copy})"
+    where = (candidate.get("run") or {}).get("store") or "unknown"
+    return None, (f"{only_errors}: the candidate run's store ({where}) is not reachable, so "
+                  "its contract is not either; pass -c CONTRACT to gate the regression")
+
+
 def run_diff(
     baseline: str,
     candidate: str,
@@ -155,21 +176,23 @@ def run_diff(
     fail_on_warn: bool = False,
 ) -> dict[str, Any]:
     """Load and verify two reports (files, or run ids in `store`; `baseline` may be
-    `accepted`) and diff them."""
+    `accepted`) and diff them, gated by `gating_contract`."""
     from decflow.contracts import load_contract
 
     new, new_source, _ = load_verified(candidate, store)
     if baseline == ACCEPTED:
         baseline = accepted_baseline(store, new)
     old, old_source, _ = load_verified(baseline, store)
-    contract = None if contract_path is None else load_contract(contract_path).contract
-    return diff_reports(
+    gates_path, gates_from = gating_contract(new, store, contract_path)
+    contract = None if gates_path is None else load_contract(gates_path).contract
+    report = diff_reports(
         old,
         new,
         baseline_path=baseline if old_source == baseline else old_source,
         candidate_path=candidate if new_source == candidate else new_source,
         contract=contract,
-        contract_path=contract_path,
+        contract_path=gates_path,
         segment_by=segment_by,
         fail_on_warn=fail_on_warn,
     )
+    return {**report, "gates_from": gates_from}

@@ -105,12 +105,6 @@ def _changes(report: dict[str, Any]) -> list[str]:
 def render_diff(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
     contract = report["contract"]
-    if report["baseline"] is None:
-        return (
-            f"decflow {__version__} · diff {contract['name']} ({contract['type']}) · "
-            f"{report['status'].upper()}\n\n  note      {report['note']}\n\n"
-            "WARN: requirements hold, some warning gates do not\n"
-        )
     lines = [
         f"decflow {__version__} · diff {contract['name']} ({contract['type']}) · "
         f"{report['status'].upper()}",
@@ -118,6 +112,8 @@ def render_diff(report: dict[str, Any]) -> str:
         _side("baseline", report["baseline"]),
         _side("candidate", report["candidate"]),
     ]
+    if report.get("gates_from"):
+        lines.append(f"  gates     {report['gates_from']}")
     if not report["same_dataset"]:
         lines.append("  note      the runs used different datasets; cases are matched by id")
     lines += [

@@ -192,6 +192,8 @@ def identity(report: dict[str, Any]) -> str:
     for key in ("baseline", "candidate", "source"):
         if isinstance(report.get(key), dict | str):
             rows.append((key, val(report[key])))
+    if report.get("gates_from"):
+        rows.append(("gates", e(report["gates_from"])))
     if not rows:
         return ""
     return section("Identity", table(("", ""), ((e(k), v) for k, v in rows)))

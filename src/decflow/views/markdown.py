@@ -259,6 +259,8 @@ def segments_table(segments: list[dict[str, Any]], columns: Sequence[str]) -> li
 def render_diff(report: dict[str, Any]) -> list[str]:
     lines = status_line(report, "decflow diff")
     lines.extend(identity(report))
+    if report.get("gates_from"):
+        lines.extend([f"Gates: {md(report['gates_from'])}", ""])
     lines.extend(["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))])
     lines.extend(["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))])
     lines.extend(["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (

@@ -10,8 +10,6 @@ Replay also says whether the seed still regenerates the stored sample.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,32 +18,14 @@ import numpy as np
 from decflow.errors import DecflowError
 from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.direct_calls import CandidateDecider
+from decflow.pipeline.stored.contracts import stored_contract
 from decflow.properties.generate import RELATIONS, regeneration_status
 from decflow.properties.minimize import make_judge
 from decflow.report.sections import property_failures
 from decflow.report.versions import REPORT_VERSION
-from decflow.store.runs import contract_copy, now_iso
+from decflow.store.runs import now_iso
 from decflow.store.store import Store
 from decflow.version import __version__
-
-
-def stored_contract(report: dict[str, Any]) -> Path | None:
-    """The contract copy kept with the run, when its store is reachable."""
-    run = report.get("run") or {}
-    if not run.get("store") or not run.get("id"):
-        return None
-    try:
-        store = Store(run["store"])
-    except DecflowError:
-        return None
-    relative = contract_copy(store, run["id"])
-    if relative is None:
-        return None
-    if store.is_local:
-        return Path(store.path(relative))
-    target = Path(tempfile.mkdtemp(prefix="decflow-replay-")) / relative.rsplit("/", 1)[-1]
-    target.write_bytes(store.read_bytes(relative))
-    return target
 
 
 def _select(failures: list[dict[str, Any]], ids: list[str]) -> list[dict[str, Any]]:
@@ -199,7 +179,7 @@ def replay_target(
     from decflow.report.loading import load_verified
 
     report, source, _run_id = load_verified(target, store)
-    path = contract or stored_contract(report) or report["contract"]["path"]
+    path = contract or stored_contract(report, store) or report["contract"]["path"]
     try:
         loaded = load_contract(path)
     except DecflowError as exc:
