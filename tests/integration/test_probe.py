@@ -348,7 +348,7 @@ def test_cli_probe_prints_the_report_and_keeps_the_run(project: Path) -> None:
 
     code, listing, _ = run_cli("runs")
     assert code == 0 and " probe " in listing and agent in listing
-    run_id = listing.split()[0]
+    run_id = listing.splitlines()[1].split()[0]  # below the header
 
     stored = load(project / "store", run_id)
     assert stored.calls == 28 and stored.meter.pairs == 8
@@ -451,7 +451,7 @@ def test_contract_puts_longer_texts_first_so_each_input_finds_its_rule() -> None
 def test_cli_report_shows_a_stored_probe(project: Path) -> None:
     agent = f"{module_of(project)}:build_gate"
     code, first, _ = run_cli("probe", "--agent", agent, "--inputs", "seeds.txt")
-    run_id = run_cli("runs")[1].split()[0]
+    run_id = run_cli("runs")[1].splitlines()[1].split()[0]  # below the header
     code, shown, err = run_cli("report", run_id)
     assert code == 0, err
     assert shown == first

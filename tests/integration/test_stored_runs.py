@@ -48,3 +48,31 @@ def test_an_old_run_is_accepted_and_diffed_against_a_new_one(tmp_path: Path) -> 
     assert diff["baseline"]["path"].endswith(OLD_RUN_ID)
     # the same mock on the same cases: nothing moved
     assert diff["counts"]["answer_flips"] == 0
+
+
+def test_every_stored_run_ends_with_where_it_went(tmp_path: Path) -> None:
+    from tests.support.paths import ROOT
+
+    store = tmp_path / "store"
+    code, out, err = run_cli("test", str(ROOT / "contracts" / "refund" / "decflow.yaml"),
+                             "--store", str(store), "-f", "json")
+    report = json.loads(out)  # stdout stays JSON
+    run_id = report["run"]["id"]
+    last = err.strip().splitlines()[-1]
+    assert last == f"run {run_id} stored: {store}/runs/{run_id}/report.json"
+    assert json.loads((store / "runs" / run_id / "report.json").read_text())["run"]["id"] == \
+        run_id
+    assert code == 0
+
+
+def test_runs_lists_with_a_header_and_marks_the_accepted_run(tmp_path: Path) -> None:
+    store = tmp_path / "empty"
+    assert run_cli("runs", "--store", str(store))[1].strip() == f"no runs in the store {store}"
+    store = old_store(tmp_path)
+    assert run_cli("runs", "accept", OLD_RUN_ID, "--store", store)[0] == 0
+    code, text, _ = run_cli("runs", "--store", store)
+    header, row = text.splitlines()
+    assert code == 0
+    assert header.split() == ["run", "accepted", "decision", "mode", "backend", "status",
+                              "updated", "(UTC)"]
+    assert row.split()[:3] == [OLD_RUN_ID, "*", "loan_precheck"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, publish
+from decflow.commands.common import check_format, publish, say_report_stored
 
 
 def register(app: typer.Typer) -> None:
@@ -52,7 +52,9 @@ def register(app: typer.Typer) -> None:
                 report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,
                                    store=store, progress=factory("records", None)
                                    if factory else None)
-        publish(
+        code = publish(
             report, render_check, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="production report",
         )
+        say_report_stored(report)
+        raise typer.Exit(code)

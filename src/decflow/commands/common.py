@@ -11,7 +11,7 @@ import inspect
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 
@@ -90,6 +90,21 @@ def emit(document: dict[str, Any], text: str, fmt: str) -> None:
         typer.echo(text, nl=False)
 
 
+def say_stored(run_id: str | None, store: str | None) -> None:
+    """The last line of every command that stores something: where its result went (on
+    stderr, so stdout can stay JSON)."""
+    if run_id and store:
+        from decflow.store.runs import report_path
+
+        typer.echo(f"run {run_id} stored: {store.rstrip('/')}/{report_path(run_id)}",
+                   err=True)
+
+
+def say_report_stored(report: dict[str, Any]) -> None:
+    run = report.get("run") or {}
+    say_stored(run.get("id"), run.get("store"))
+
+
 def publish(
     report: dict[str, Any],
     render: Callable[[dict[str, Any]], str],
@@ -100,12 +115,13 @@ def publish(
     junit: str | None,
     markdown: str | None,
     what: str = "report",
-) -> NoReturn:
-    """Write the asked-for views and JSON, print the report, exit with its exit code."""
+) -> int:
+    """Write the asked-for views and JSON, print the report; returns its exit code."""
     from decflow.views.outputs import write_views
 
     write_views(report, html=html, junit=junit, markdown=markdown)
     if output:
         write_json(output, report, what)
     emit(report, render(report), fmt)
-    raise typer.Exit(report["exit_code"])
+    code: int = report["exit_code"]
+    return code

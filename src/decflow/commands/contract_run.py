@@ -13,7 +13,14 @@ from typing import Any
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import Param, check_format, publish, reject_options, with_params
+from decflow.commands.common import (
+    Param,
+    check_format,
+    publish,
+    reject_options,
+    say_report_stored,
+    with_params,
+)
 
 PREFECT_OPTION = typer.Option(
     None, "--prefect/--no-prefect", help="Run as a Prefect flow (default: when PREFECT_API_URL "
@@ -187,8 +194,11 @@ def run_and_print(options: RunOptions) -> None:
     if options.plan:
         print_plan(build_spec(options, open_store(options.store)), options.fmt, to_stderr=False)
         raise typer.Exit(0)
-    publish(execute(options), render_text, fmt=options.fmt, output=options.output,
-            html=options.html, junit=options.junit, markdown=options.markdown)
+    report = execute(options)
+    code = publish(report, render_text, fmt=options.fmt, output=options.output,
+                   html=options.html, junit=options.junit, markdown=options.markdown)
+    say_report_stored(report)
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

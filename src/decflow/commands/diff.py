@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
         check_format(fmt)
         report = run_diff(baseline, candidate, open_store(store), contract_path=contract,
                           segment_by=segment_by or None, fail_on_warn=fail_on_warn)
-        publish(
+        raise typer.Exit(publish(
             report, render_diff, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="diff",
-        )
+        ))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, emit, write_json
+from decflow.commands.common import check_format, emit, say_stored, write_json
 
 LAYER_HELP = "Layer the meter and relations compare: verdict, text or tools."
 
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from decflow.probe.loading import load_agent, read_inputs
         from decflow.probe.runner import probe
-        from decflow.store.store import store_url
+        from decflow.store.store import open_store, store_url
         from decflow.views.probe_text import render_probe
 
         check_format(fmt)
@@ -49,4 +49,5 @@ def register(app: typer.Typer) -> None:
         if output:
             write_json(output, report)
         emit(report, render_probe(report), fmt)
+        say_stored(result.run_id, open_store(store).location)
         raise typer.Exit(result.exit_code)

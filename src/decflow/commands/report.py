@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
         check_format(fmt)
         report = show_or_regate(target, open_store(store), contract, fail_on_warn=fail_on_warn)
-        publish(
+        raise typer.Exit(publish(
             report, render_text, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown,
-        )
+        ))

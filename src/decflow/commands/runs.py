@@ -16,19 +16,27 @@ def register(app: typer.Typer) -> None:
 
     @runs.callback()
     def runs_list(ctx: typer.Context, store: str | None = common.STORE_OPTION) -> None:
-        """List stored runs (id, decision, mode, backend, status, time)."""
+        """List stored runs (id, accepted baseline, decision, mode, backend, status, time)."""
         if ctx.invoked_subcommand is not None:
             return
-        from decflow.store.runs import list_runs
+        from decflow.store.runs import accepted_run, list_runs
         from decflow.store.store import open_store
 
-        records = list_runs(open_store(store))
+        opened = open_store(store)
+        records = list_runs(opened)
         if not records:
-            typer.echo("no runs in the store")
+            typer.echo(f"no runs in the store {opened.location}")
             return
-        for r in records:
-            typer.echo(f"{r['run_id']}  {r['decision']:<24} {r['mode']:<9} {r['backend']:<16} "
-                       f"{r['status']:<8} {r['updated_at']}")
+        rows = [("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")]
+        rows += [
+            (r["run_id"], "*" if accepted_run(opened, r["decision"], r["backend"]) == r["run_id"]
+             else "", r["decision"], r["mode"], r["backend"], r["status"], r["updated_at"])
+            for r in records
+        ]
+        widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            typer.echo("  ".join(f"{value!s:<{width}}" for value, width in
+                                 zip(row, widths, strict=True)).rstrip())
 
     @runs.command("show")
     def runs_show(run_id: str, store: str | None = common.STORE_OPTION) -> None:
