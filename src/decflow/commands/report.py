@@ -18,8 +18,8 @@ def resolve_report(target: str, store: Any) -> tuple[dict[str, Any], str, str | 
 
     if os.path.exists(target):
         report = load_report_file(target)
-        run = report.get("run") or {}
-        run_id = run.get("id")
+        run = report.get("run")
+        run_id = run.get("id") if isinstance(run, dict) else None  # checked when verified
         if run_id and store.exists(f"runs/{run_id}/run.json"):
             return report, target, run_id
         return report, target, None
