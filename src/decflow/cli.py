@@ -17,6 +17,7 @@ from typer.exceptions import TyperException
 
 from decflow import __version__
 from decflow.errors import DecflowError
+from decflow.untrusted import escape
 
 app = typer.Typer(
     name="decflow",
@@ -72,7 +73,7 @@ def invoke(args: list[str] | None = None) -> int:
         return 2
     except Exception as exc:
         typer.echo(
-            f"internal error: {type(exc).__name__}: {exc} "
+            f"internal error: {type(exc).__name__}: {escape(str(exc))} "
             "(set DECFLOW_DEBUG=1 for a traceback)",
             err=True,
         )

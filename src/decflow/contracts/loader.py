@@ -23,7 +23,7 @@ from decflow.errors import ContractError, DecflowError
 from decflow.strictjson import MAX_DEPTH, JsonProblem, key_lines, loads
 from decflow.strictjson import problems as json_problems
 from decflow.textfile import TextProblem, decode_utf8
-from decflow.untrusted import quote, shorten
+from decflow.untrusted import escape, quote, shorten
 
 MAX_BYTES = 1_000_000
 MAX_NODES = 1_000_000
@@ -258,7 +258,9 @@ def load_contract(path: str | Path) -> LoadedContract:
     try:
         contract = parse_contract(document, str(path))
     except ContractError as exc:
-        raise ContractError(exc.source, with_lines(exc.problems, lines)) from None
+        # Problems come escaped (ContractError): look their paths up the same way.
+        escaped = {escape(path): line for path, line in lines.items()}
+        raise ContractError(exc.source, with_lines(exc.problems, escaped)) from None
     return LoadedContract(
         contract=contract,
         hash=contract_hash(contract),

@@ -10,6 +10,7 @@ from typing import Any
 
 import decflow
 from decflow.reports.text import checks, num, short_hash
+from decflow.untrusted import escape
 
 VERDICTS = {
     "pass": "PASS: all post-deployment gates hold",
@@ -104,4 +105,5 @@ def render_check(report: dict[str, Any]) -> str:
         "",
         VERDICTS[report["status"]],
     ]
-    return "\n".join(lines) + "\n"
+    # Segment values and paths come from the records: shown escaped, one line each.
+    return "\n".join(escape(line) for line in lines) + "\n"

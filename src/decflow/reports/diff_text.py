@@ -10,6 +10,7 @@ from typing import Any
 
 import decflow
 from decflow.reports.text import checks, num, preview
+from decflow.untrusted import escape
 
 VERDICTS = {
     "pass": "PASS: no regression gate is violated",
@@ -108,7 +109,7 @@ def render_diff(report: dict[str, Any]) -> str:
     if report["baseline"] is None:
         return (
             f"decflow {decflow.__version__} · diff {contract['name']} ({contract['type']}) · "
-            f"{report['status'].upper()}\n\n  note      {report['note']}\n\n"
+            f"{report['status'].upper()}\n\n  note      {escape(report['note'])}\n\n"
             "WARN: requirements hold, some warning gates do not\n"
         )
     lines = [
@@ -130,4 +131,5 @@ def render_diff(report: dict[str, Any]) -> str:
         "",
         VERDICTS[report["status"]],
     ]
-    return "\n".join(lines) + "\n"
+    # Lines quote case inputs, answers and segment values: shown escaped, one line each.
+    return "\n".join(escape(line) for line in lines) + "\n"
