@@ -31,9 +31,8 @@ class ContractError(DecflowError):
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
-        self.problems = [shorten(escape(p), MAX_PROBLEM_CHARS) for p in problems]
-        problems = self.problems
-        lines = "\n".join(f"  {p}" for p in problems)
+        self.problems = [escape(p) for p in problems]
+        lines = "\n".join(f"  {shorten(p, MAX_PROBLEM_CHARS)}" for p in self.problems)
         super().__init__(f"{source}: invalid contract:\n{lines}")
 
 

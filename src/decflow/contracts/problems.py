@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,6 +12,7 @@ from pydantic_core import ErrorDetails
 from decflow.untrusted import quote
 
 UNKNOWN_FIELD = "unknown field (check the spelling)"
+_BARE_EXPONENT = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")  # YAML 1.1 reads `1e-3` as a string
 
 _EXPECTED = {
     "float_type": "a number",
@@ -83,9 +85,13 @@ def _message(error: ErrorDetails) -> str:
     if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
         return f"must be a finite number, got {describe(value)} (too large for a float)"
     if kind in _EXPECTED:
-        hint = (
-            " (remove the quotes)" if kind in ("float_type", "int_type") and _numeric(value) else ""
-        )
+        hint = ""
+        if kind in ("float_type", "int_type") and _numeric(value):
+            hint = (
+                " (YAML reads an exponent without a decimal point as text: write 1.0e-3)"
+                if _BARE_EXPONENT.fullmatch(value)
+                else " (remove the quotes)"
+            )
         return f"expected {_EXPECTED[kind]}, got {describe(value)}{hint}"
     if kind in _BOUNDS:
         return f"{_BOUNDS[kind].format(**ctx)}, got {quote(value)}"
