@@ -68,32 +68,38 @@ def _constant(name: str) -> Any:
     raise _Refused(name)
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused("out of range")
+    return value
+
+
 def loads(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
     """Parse `text`; raise JsonProblem (a ValueError) naming the first problem's place."""
     try:
-        value = json.loads(text, object_pairs_hook=_unique, parse_constant=_constant)
+        value = json.loads(
+            text, object_pairs_hook=_unique, parse_constant=_constant, parse_float=_finite
+        )
     except json.JSONDecodeError as exc:
         path = _Walk(text, max_depth).path_at(exc.pos)
         raise JsonProblem(exc.msg, exc.lineno, exc.colno, path) from None
     except (ValueError, RecursionError) as exc:
         raise _Walk(text, max_depth).problem() or JsonProblem(str(exc), 1, 1) from None
-    if _needs_walk(value, max_depth):
-        raise _Walk(text, max_depth).problem() or JsonProblem("refused", 1, 1)
+    # Counting brackets (strings included) bounds the depth: most texts need no walk.
+    if text.count("[") + text.count("{") > max_depth and _too_deep(value, max_depth):
+        raise _Walk(text, max_depth).problem() or JsonProblem("nested too deeply", 1, 1)
     return value
 
 
-def _needs_walk(value: Any, max_depth: int) -> bool:
-    """Whether the parsed value nests too deeply or holds a non-finite float."""
+def _too_deep(value: Any, max_depth: int) -> bool:
     pending = [(value, 1)]
     while pending:
         item, depth = pending.pop()
-        if isinstance(item, dict | list):
-            if depth > max_depth:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            pending.extend((child, depth + 1) for child in children)
-        elif isinstance(item, float) and not math.isfinite(item):
+        if depth > max_depth:
             return True
+        children = item.values() if isinstance(item, dict) else item
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
 
 
