@@ -16,6 +16,7 @@ import typer
 from typer.exceptions import TyperException
 
 from decflow.errors import DecflowError
+from decflow.untrusted import escape
 from decflow.version import __version__
 
 app = typer.Typer(
@@ -72,7 +73,7 @@ def invoke(args: list[str] | None = None) -> int:
         return 2
     except Exception as exc:
         typer.echo(
-            f"internal error: {type(exc).__name__}: {exc} "
+            f"internal error: {type(exc).__name__}: {escape(str(exc))} "
             "(set DECFLOW_DEBUG=1 for a traceback)",
             err=True,
         )

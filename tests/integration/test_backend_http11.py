@@ -79,7 +79,10 @@ def test_idle_connection_closed_by_the_server_is_replaced_transparently() -> Non
     "data",
     [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{\"short\"",
      b"HTTP/1.1 200 OK\r\nbad header line\r\n\r\n",
-     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"],
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+     b"HTTP/1.1 \xb2\xb2\xb2 OK\r\n\r\n",  # digits to str.isdigit, not to int()
+     b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n",
+     b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n"],
 )
 def test_malformed_answers_are_unavailable(data: bytes) -> None:
     with RawServer([Raw(data, close=True)]) as server, pytest.raises(
@@ -107,3 +110,78 @@ def test_pool_closes_idle_connections() -> None:
         asyncio.run(scenario(server.url()))
     assert server.requests[0].startswith(b"GET / HTTP/1.1\r\n")
     assert b"Content-Length" not in server.requests[0]
+
+
+# -- what is sent again, and what never is ---------------------------------------------------
+# The server counts every request it read in full: a request the client sends twice shows up
+# twice, whatever the client reports.
+
+RETRYING = {"max_retries": 3, "retry_backoff_s": 0}
+
+
+def caller(**settings: float) -> HttpCaller:
+    return HttpCaller(provider="http", backend_name="t", timeout_s=2,
+                      **{"max_retries": 0, "retry_backoff_s": 0, **settings})
+
+
+@pytest.mark.parametrize("reset", [True, False], ids=["reset", "closed"])
+def test_fresh_connection_failing_after_the_request_is_never_sent_again(reset: bool) -> None:
+    # The request was written in full on a new connection: the server may have done the work.
+    with RawServer([Raw(b"", close=True, reset=reset), Raw(ok())]) as server, pytest.raises(
+        BackendUnavailable, match=r"failed: (ConnectionResetError|RemoteProtocolError)"
+    ):
+        get_all(server.url(), 1, caller(**RETRYING))
+    assert len(server.requests) == 1
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize("reset", [True, False], ids=["reset", "closed"])
+def test_reused_connection_closed_before_any_answer_byte_is_sent_once_more(reset: bool) -> None:
+    # Second request: the kept-alive connection is closed as it arrives (the stale-connection
+    # race), so it goes out once more, on a new connection.
+    script = [Raw(ok()), Raw(b"", close=True, reset=reset), Raw(ok())]
+    with RawServer(script) as server:
+        responses = get_all(server.url(), 2)
+    assert [r.status for r in responses] == [200, 200]
+    assert len(server.requests) == 3
+    assert server.connections == 2
+
+
+def test_the_stale_connection_retry_happens_once() -> None:
+    # The one resend fails too, on its new connection: no further attempt, retries or not.
+    script = [Raw(ok()), Raw(b"", close=True, reset=True), Raw(b"", close=True, reset=True),
+              Raw(ok())]
+    with RawServer(script) as server, pytest.raises(BackendUnavailable):
+        get_all(server.url(), 2, caller(**RETRYING))
+    assert len(server.requests) == 3
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize("reset", [True, False], ids=["reset", "closed"])
+def test_reused_connection_failing_after_the_first_answer_byte_is_not_sent_again(
+    reset: bool,
+) -> None:
+    partial = b"HTTP/1.1 200 OK\r\nContent-Le"
+    script = [Raw(ok()), Raw(partial, close=True, reset=reset), Raw(ok())]
+    with RawServer(script) as server, pytest.raises(BackendUnavailable, match="failed: "):
+        get_all(server.url(), 2, caller(**RETRYING))
+    assert len(server.requests) == 2
+    assert server.connections == 1
+
+
+def test_idle_connection_closed_long_before_reuse_gets_no_request() -> None:
+    # The server's close arrived while the connection was idle: nothing is written to it.
+    async def scenario(url: str) -> list[int]:
+        client = caller()
+        try:
+            first = await client.get(url)
+            await asyncio.sleep(0.2)  # the server's FIN arrives meanwhile
+            second = await client.get(url)
+        finally:
+            await client.aclose()
+        return [first.status, second.status]
+
+    with RawServer([Raw(ok(), close=True), Raw(ok())]) as server:
+        assert asyncio.run(scenario(server.url())) == [200, 200]
+    assert len(server.requests) == 2
+    assert server.connections == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,10 @@ def test_size_limit(tmp_path: Path) -> None:
 def test_utf8_only(tmp_path: Path) -> None:
     latin1 = MINIMAL.replace("name: d", "name: d, description: caf\xe9").encode("latin-1")
     problems = _problems(_write(tmp_path, "c.yaml", latin1))
-    assert problems[0].startswith("the file is not valid UTF-8")
+    assert problems == [
+        "line 2, column 37: byte 0xe9 is not UTF-8 (is the file Latin-1 or Windows-1252?); "
+        "save it as UTF-8"
+    ]
     utf8 = MINIMAL.replace("name: d", "name: d, description: café")
     assert load_contract(_write(tmp_path, "ok.yaml", utf8)).contract.decision.description == "café"
 
@@ -86,8 +90,8 @@ def test_non_ascii_is_hashed_unescaped(tmp_path: Path) -> None:
 def test_unquoted_schema_version(tmp_path: Path) -> None:
     problems = _problems(_write(tmp_path, "c.yaml", MINIMAL.replace('"0.1"', "0.1")))
     assert problems == [
-        'schema_version: must be the string "0.1", got the number 0.1; quote it in YAML: '
-        'schema_version: "0.1"'
+        'line 1: schema_version: must be the string "0.1", got the number 0.1; quote it in '
+        'YAML: schema_version: "0.1"'
     ]
 
 
@@ -100,9 +104,10 @@ def test_yaml_duplicate_keys_name_path_and_line(tmp_path: Path) -> None:
     second_name = lines.index("  name: again") + 1
     problems = _problems(_write(tmp_path, "c.yaml", text))
     assert problems[0] == (
-        f"decision.name: duplicate key (line {second_name}; first defined on line {first_name})"
+        f"line {second_name}: decision.name: duplicate key (first defined on line {first_name})"
     )
-    assert problems[1].startswith("backend.model: duplicate key (line ")
+    assert re.fullmatch(r"line \d+: backend.model: duplicate key \(first defined on line \d+\)",
+                        problems[1])
 
 
 def test_yaml_duplicate_keys_inside_lists(tmp_path: Path) -> None:
@@ -110,12 +115,12 @@ def test_yaml_duplicate_keys_inside_lists(tmp_path: Path) -> None:
         '    - contains: "winner"\n', '    - contains: "winner"\n      contains: "loser"\n'
     )
     problems = _problems(_write(tmp_path, "c.yaml", text))
-    assert problems[0].startswith("backend.rules.0.contains: duplicate key (line ")
+    assert re.match(r"line \d+: backend.rules.0.contains: duplicate key \(", problems[0])
 
 
 def test_yaml_duplicate_top_level_flow_keys(tmp_path: Path) -> None:
     problems = _problems(_write(tmp_path, "c.yaml", MINIMAL + "backend: {provider: mock}\n"))
-    assert problems == ["backend: duplicate key (line 4; first defined on line 3)"]
+    assert problems == ["line 4: backend: duplicate key (first defined on line 3)"]
 
 
 def test_json_duplicate_keys(tmp_path: Path) -> None:
@@ -124,8 +129,9 @@ def test_json_duplicate_keys(tmp_path: Path) -> None:
         ' "backend": {"provider": "mock", "rules": [{"contains": "a", "contains": "b"}]}}'
     )
     assert _problems(_write(tmp_path, "c.json", text)) == [
-        "decision.type: duplicate key",
-        "backend.rules.0.contains: duplicate key",
+        "invalid JSON: line 1, column 69: decision.type: duplicate key (first defined on line 1)",
+        "invalid JSON: line 1, column 146: backend.rules.0.contains: duplicate key (first "
+        "defined on line 1)",
     ]
 
 
@@ -134,8 +140,9 @@ def test_json_duplicate_keys(tmp_path: Path) -> None:
     [
         ("bad.yaml", "a: [\n", "invalid YAML: line 2, column 1:"),
         ("bad.json", '{"a": 1,}', "invalid JSON: line 1, column 9:"),
-        ("nan.json", '{"a": NaN}', "invalid JSON: NaN is not a JSON number"),
-        ("inf.json", '{"a": -Infinity}', "invalid JSON: -Infinity is not a JSON number"),
+        ("nan.json", '{"a": NaN}', "invalid JSON: line 1, column 7: a: NaN is not a JSON number"),
+        ("inf.json", '{"a": -Infinity}',
+         "invalid JSON: line 1, column 7: a: -Infinity is not a JSON number"),
         ("tag.yaml", "a: !!python/object:os.system x\n", "invalid YAML:"),
         ("empty.yaml", "", "the contract must be a mapping at the top level, got null"),
         ("list.json", "[]", "the contract must be a mapping at the top level, got a list"),
@@ -148,7 +155,7 @@ def test_syntax_errors(tmp_path: Path, name: str, text: str, expected: str) -> N
 
 def test_yaml_infinity_is_rejected_in_gates(tmp_path: Path) -> None:
     problems = _problems(_write(tmp_path, "c.yaml", MINIMAL + "requirements: {max_nll: .inf}\n"))
-    assert problems == ["requirements.max_nll: must be a finite number, got inf"]
+    assert problems == ["line 4: requirements.max_nll: must be a finite number, got inf"]
 
 
 def test_yaml_anchors_expand_like_written_out_values(tmp_path: Path) -> None:
@@ -224,11 +231,11 @@ def test_unquoted_yes_no_get_a_yaml_hint(tmp_path: Path) -> None:
     text = MINIMAL.replace("{provider: mock}", "{provider: mock, default: {yes: 0.5, no: 0.5}}")
     problems = _problems(_write(tmp_path, "c.yaml", text))
     assert problems[0] == (
-        "backend.default.True: keys must be strings, got a boolean (YAML reads unquoted "
-        "yes/no/on/off/true/false as booleans; quote it)"
+        "line 3: backend.default.True: keys must be strings, got a boolean (YAML reads "
+        "unquoted yes/no/on/off/true/false as booleans; quote it)"
     )
     labels = MINIMAL.replace("type: noul}", "type: noul, labels: [yes, no]}")
     assert _problems(_write(tmp_path, "l.yaml", labels))[0] == (
-        "decision.labels.0: expected a string, got a boolean (YAML reads unquoted "
+        "line 2: decision.labels.0: expected a string, got a boolean (YAML reads unquoted "
         "yes/no/on/off/true/false as booleans; quote it)"
     )

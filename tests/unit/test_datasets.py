@@ -49,7 +49,8 @@ def test_integer_expected_becomes_a_level(tmp_path: Path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"input": "a"}\n{"input": }\n', "line 2: invalid JSON"),
+        ('{"input": "a"}\n{"input": }\n',
+         "line 2, column 11: invalid JSON: input: Expecting value"),
         ('{"input": "a", "expectd": "refund"}\n', "line 1: unknown field 'expectd'"),
         ('{"expected": "refund"}\n', "line 1: missing required field 'input'"),
         ('{"input": "a", "expected": "nope"}\n', "line 1: unknown label 'nope'"),
@@ -58,7 +59,8 @@ def test_integer_expected_becomes_a_level(tmp_path: Path):
         ('{"input": ["a"]}\n', "line 1: input must be a string or a JSON object"),
         ('{"input": "a", "id": 7}\n', "line 1: id must be a non-empty string"),
         ('{"input": "a", "expected": true}\n', "line 1: expected True is not a label"),
-        ('{"input": "a", "input": "b"}\n', "line 1: invalid JSON (duplicate key 'input')"),
+        ('{"input": "a", "input": "b"}\n',
+         "line 1, column 16: invalid JSON: input: duplicate key (first defined on line 1)"),
         ("\n  \n", "dataset contains no cases"),
     ],
 )
@@ -72,7 +74,7 @@ def test_jsonl_errors_name_file_and_line(tmp_path: Path, text: str, message: str
 
 def test_json_list_errors_name_the_case(tmp_path: Path):
     path = write(tmp_path, "bad.json", '[{"input": "a"}, {"input": "b", "metadata": 3}]')
-    with pytest.raises(DatasetError, match="case 2: metadata must be a JSON object"):
+    with pytest.raises(DatasetError, match=r"case 2 \(line 1\): metadata must be a JSON object"):
         load_golden(path, LABELS)
 
 

@@ -29,6 +29,7 @@ from decflow.backends.base import (
     RequestBatch,
 )
 from decflow.data.golden_dataset import case_input
+from decflow.untrusted import escape, quote, shorten
 
 RESULTS_SCHEMA = pl.Schema({
     "request_id": pl.String(),
@@ -42,6 +43,9 @@ RESULTS_SCHEMA = pl.Schema({
     "model_version": pl.String(),
     "metadata_json": pl.String(),
 })
+
+MAX_ERROR_MESSAGE = 1000
+MAX_LISTED_LABELS = 10
 
 SECRET_KEYS = frozenset(
     {
@@ -76,10 +80,19 @@ def redact(value: Any) -> Any:
 
 def error_kind(exc: BaseException) -> tuple[str, str]:
     """(kind, message) recorded for a per-case failure raised by backend code: a
-    `BackendError` keeps its kind, anything else is `exception` (`RuntimeError: boom`)."""
+    `BackendError` keeps its kind, anything else is `exception` (`RuntimeError: boom`).
+    Messages may quote what a backend sent: they are escaped and cut (`decflow.untrusted`)."""
     if isinstance(exc, BackendError):
-        return exc.kind, str(exc)
-    return "exception", f"{type(exc).__name__}: {exc}"
+        kind, message = exc.kind, str(exc)
+    else:
+        kind, message = "exception", f"{type(exc).__name__}: {exc}"
+    return kind, shorten(escape(message), MAX_ERROR_MESSAGE)
+
+
+def _labels(labels: Sequence[object]) -> str:
+    shown = ", ".join(quote(str(label), 40) for label in labels[:MAX_LISTED_LABELS])
+    more = len(labels) - MAX_LISTED_LABELS
+    return f"[{shown}{f', … {more} more' if more > 0 else ''}]"
 
 
 def check_probabilities(
@@ -93,18 +106,25 @@ def check_probabilities(
     if missing or unknown:
         parts = []
         if missing:
-            parts.append(f"missing labels {missing}")
+            parts.append(f"missing labels {_labels(missing)}")
         if unknown:
-            parts.append(f"unknown labels {unknown}")
+            parts.append(f"unknown labels {_labels(unknown)}")
         raise InvalidResponse("probabilities: " + "; ".join(parts))
     values = []
     for label in shown:
         value = answer[label]
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidResponse(f"probability of '{label}' is not a number")
-        value = float(value)
+            raise InvalidResponse(f"probability of {quote(label)} is not a number")
+        try:
+            value = float(value)
+        except OverflowError:  # an integer beyond a float's range
+            raise InvalidResponse(
+                f"probability of {quote(label)} is {quote(value)}, not a finite value >= 0"
+            ) from None
         if not math.isfinite(value) or value < 0:
-            raise InvalidResponse(f"probability of '{label}' is {value}, not a finite value >= 0")
+            raise InvalidResponse(
+                f"probability of {quote(label)} is {value}, not a finite value >= 0"
+            )
         values.append(value)
     total = math.fsum(values)
     if abs(total - 1.0) > tolerance:

@@ -10,6 +10,16 @@ compression (none is asked for).
 
 Connections belong to the event loop that opened them; each loop using a pool gets its own
 idle list, dropped with the loop.
+
+Requests are never sent twice, with one exception. A kept-alive connection that the server
+closed while it sat idle is noticed before reuse (its end of stream has arrived) and
+dropped without sending anything. If it closes in the instant the request goes out
+(before any byte of an answer arrives), the request is sent once more on a new connection:
+the server closed an idle connection and most likely never read it (the stale-connection
+case, retried the same way by browsers and most HTTP clients). Anything else that goes
+wrong after a request was written, on a new connection or after the first byte of the
+answer, is a `ProtocolFailed` and is not retried here or by the caller: the server may
+already have done the (paid) work.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ class ProtocolFailed(TransportError):
 
 
 class _StaleConnection(Exception):
-    """A reused keep-alive connection closed by the server before answering."""
+    """A reused keep-alive connection closed by the server before any byte of an answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +99,10 @@ class _Connection:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.writer.close()
+
+    def closed_by_peer(self) -> bool:
+        """Whether the server ended or reset the connection while it was idle."""
+        return self.reader.at_eof() or self.reader.exception() is not None
 
 
 class Http11Pool:
@@ -131,17 +145,14 @@ class Http11Pool:
             head.append(f"Content-Length: {len(body)}")
         message = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
         idle = self._idle_list(target)
-        while idle:
-            connection = idle.pop()
+        connection = _take_open(idle)
+        if connection is not None:
             try:
                 return await self._exchange(connection, message, method, idle, reused=True)
             except _StaleConnection:
-                continue  # the server closed it while idle: nothing was processed
+                pass  # closed as the request went out, before any answer: send it once more
         connection = await self._connect(target)
-        try:
-            return await self._exchange(connection, message, method, idle, reused=False)
-        except _StaleConnection:
-            raise ProtocolFailed("server closed the connection without answering") from None
+        return await self._exchange(connection, message, method, idle, reused=False)
 
     async def _exchange(
         self,
@@ -153,16 +164,13 @@ class Http11Pool:
     ) -> HttpResponse:
         try:
             async with asyncio.timeout(self.timeout_s):
-                connection.writer.write(message)
-                await connection.writer.drain()
-                response, reusable = await _read_response(connection.reader, method, reused)
+                first = await _send(connection, message, reused)
+                response, reusable = await _read_response(connection.reader, first, method)
         except BaseException as exc:
             connection.close()
             if isinstance(exc, TimeoutError):
                 raise TimedOut() from None
-            if isinstance(exc, OSError | asyncio.IncompleteReadError | asyncio.LimitOverrunError):
-                if reused and isinstance(exc, ConnectionError):
-                    raise _StaleConnection() from None
+            if isinstance(exc, OSError | EOFError | asyncio.LimitOverrunError | ValueError):
                 raise ProtocolFailed(type(exc).__name__) from None
             raise
         if reusable and len(idle) < MAX_IDLE_PER_ORIGIN:
@@ -180,22 +188,54 @@ class Http11Pool:
         await asyncio.sleep(0)  # let the transports finish closing
 
 
+def _take_open(idle: list[_Connection]) -> _Connection | None:
+    """The most recently used idle connection the server has not closed (closed ones are
+    dropped: nothing was sent on them)."""
+    while idle:
+        connection = idle.pop()
+        if not connection.closed_by_peer():
+            return connection
+        connection.close()
+    return None
+
+
+async def _send(connection: _Connection, message: bytes, reused: bool) -> bytes:
+    """Write the request and wait for the first byte of the answer.
+
+    On a reused connection, a close or reset before that byte is `_StaleConnection`; on a
+    new connection it is a failure like any other.
+    """
+    try:
+        connection.writer.write(message)
+        await connection.writer.drain()
+        first = await connection.reader.read(1)
+    except ConnectionError:
+        if reused:
+            raise _StaleConnection() from None
+        raise
+    if not first:
+        if reused:
+            raise _StaleConnection()
+        raise ProtocolFailed("server closed the connection without answering")
+    return first
+
+
+def _digits(text: str, limit: int) -> bool:
+    """ASCII decimal digits only, at most `limit` of them (`isdigit` alone accepts `²`)."""
+    return text.isascii() and text.isdigit() and len(text) <= limit
+
+
 async def _read_response(
-    reader: asyncio.StreamReader, method: str, reused: bool
+    reader: asyncio.StreamReader, first: bytes, method: str
 ) -> tuple[HttpResponse, bool]:
-    """(response, whether the connection can be reused)."""
+    """(response, whether the connection can be reused); `first` is its first byte."""
     while True:
-        try:
-            raw = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if reused and not exc.partial:
-                raise _StaleConnection() from None
-            raise
-        reused = False
+        raw = first + await reader.readuntil(b"\r\n\r\n")
+        first = b""
         status_line, *lines = raw[:-4].decode("latin-1").split("\r\n")
         version, _, rest = status_line.partition(" ")
         code = rest[:3]
-        if not version.startswith("HTTP/1.") or not code.isdigit():
+        if not version.startswith("HTTP/1.") or not _digits(code, 3):
             raise ProtocolFailed("malformed status line")
         status = int(code)
         if status >= 200:
@@ -217,7 +257,7 @@ async def _read_response(
         return HttpResponse(status, headers, await _read_chunked(reader)), reusable
     if "content-length" in headers:
         length = headers["content-length"]
-        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+        if not _digits(length, 18) or int(length) > MAX_BODY_BYTES:
             raise ProtocolFailed("bad Content-Length")
         return HttpResponse(status, headers, await reader.readexactly(int(length))), reusable
     # Neither length nor chunks: the body ends when the server closes the connection.

@@ -12,7 +12,12 @@ HTTP outcomes to per-case error kinds:
 | connection refused / other connect failure after the retries | unavailable |
 | connect timeout after the retries | timeout |
 | no complete response within `timeout_s` after connecting (never retried) | timeout |
-| any other transport error | unavailable |
+| any other transport error (never retried) | unavailable |
+
+"Never retried" because the request may have reached the server, which may already have
+done the (paid) work. The one exception lives in `http11`: a request on a reused
+keep-alive connection that the server closed before sending any byte of an answer (the
+stale-connection race) is sent once more on a new connection, without counting as a retry.
 
 Response bodies never enter error messages (they may echo credentials or user data).
 `timeout_s` bounds the connect and, separately, the whole exchange (send the request, read
@@ -47,6 +52,8 @@ from decflow.backends.http11 import (
     TransportError,
 )
 from decflow.errors import ConfigurationError
+from decflow.strictjson import JsonProblem, loads
+from decflow.textfile import TextProblem, decode_utf8
 from decflow.version import __version__
 
 USER_AGENT = f"decflow/{__version__}"
@@ -197,16 +204,17 @@ class HttpCaller:
         await self.pool.aclose()
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def json_object(response: HttpResponse) -> dict[str, Any]:
-    """The body as a JSON object (strict: NaN/Infinity are rejected) or InvalidResponse."""
+    """The body as a JSON object, or InvalidResponse naming the place of the problem.
+
+    Strict (`decflow.strictjson`): UTF-8 only, no duplicate keys, NaN, Infinity, numbers
+    that overflow a float or nesting deeper than 100 levels, so an answer that would crash
+    a later step (a 100,000-level `metadata`) is `invalid_response` here.
+    """
     try:
-        body = json.loads(response.content, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidResponse("response is not valid JSON") from None
+        body = loads(decode_utf8(response.content))
+    except (TextProblem, JsonProblem) as exc:
+        raise InvalidResponse(f"response is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise InvalidResponse("response body is not a JSON object")
     return body

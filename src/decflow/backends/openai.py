@@ -36,11 +36,13 @@ from decflow.backends.base import (
 )
 from decflow.backends.httpclient import HttpCaller, json_object, public_url
 from decflow.errors import ConfigurationError
+from decflow.untrusted import quote
 
 PROTOCOL = "openai.chat.completions"
 TOP_LOGPROBS = 20  # the OpenAI API's maximum
 SAMPLE_MAX_TOKENS = 32
 RETRY_BACKOFF_S = 0.5
+LOGPROB_SLACK = 1e-6  # a log-probability is <= 0; servers may round log(1) a hair above
 RETRY_STATUSES = frozenset({429, *range(500, 600)})
 UNAVAILABLE_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -222,6 +224,11 @@ class OpenAIBackend(Backend):
                 logprob, int | float
             ):
                 raise InvalidResponse("top_logprobs entries need a string token and a logprob")
+            if not _is_log_probability(logprob):
+                raise InvalidResponse(
+                    f"top_logprobs: the logprob of token {quote(token)} is {quote(logprob)}, "
+                    "not a log-probability (a finite number <= 0)"
+                )
             piece = _first_token_form(token)
             matching = [label for label, form in zip(labels, forms, strict=True)
                         if piece and form.startswith(piece)]
@@ -285,6 +292,14 @@ class OpenAIBackend(Backend):
 
     async def aclose(self) -> None:
         await self.caller.aclose()
+
+
+def _is_log_probability(value: int | float) -> bool:
+    # An integer beyond a float's range fails the comparison's conversion.
+    try:
+        return math.isfinite(value) and value <= LOGPROB_SLACK
+    except OverflowError:
+        return False
 
 
 def _served(body: dict[str, Any]) -> str | None:

@@ -20,6 +20,7 @@ from decflow.backends.base import DecisionRequest, DecisionSpec, InvalidResponse
 from decflow.backends.http import HttpBackend
 from decflow.backends.http11 import HttpResponse
 from decflow.backends.httpclient import json_object
+from decflow.untrusted import quote
 
 PROTOCOL = "typesafe.systemone/v1"
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cost")
@@ -27,6 +28,14 @@ USAGE_FIELDS = ("input_tokens", "output_tokens", "cost")
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_finite(value: Any) -> bool:
+    """A number a float can hold (a 400-digit integer cannot)."""
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 class SystemOneBackend(HttpBackend):
@@ -93,13 +102,15 @@ def _answer(response: HttpResponse, decision: DecisionSpec) -> tuple[dict[str, A
     body = json_object(response)
     answers = body.get("answers")
     if not isinstance(answers, dict) or set(answers) != {decision.name}:
-        raise InvalidResponse(f"response 'answers' must be an object keyed by '{decision.name}'")
+        raise InvalidResponse(
+            f"response 'answers' must be an object keyed by {quote(decision.name)}"
+        )
     answer = answers[decision.name]
     if not isinstance(answer, dict):
-        raise InvalidResponse(f"answer '{decision.name}' is not an object")
+        raise InvalidResponse(f"answer {quote(decision.name)} is not an object")
     if answer.get("type") != decision.type:
         raise InvalidResponse(
-            f"answer type {answer.get('type')!r} does not match the decision type "
+            f"answer type {quote(answer.get('type'))} does not match the decision type "
             f"'{decision.type}'"
         )
     return body, answer
@@ -111,20 +122,18 @@ def _choice(answer: dict[str, Any], sent: tuple[str, ...]) -> dict[str, Any]:
         raise InvalidResponse("choice answer has no 'probabilities' object")
     choice = answer.get("choice")
     if not isinstance(choice, str) or choice not in sent or choice not in probabilities:
-        raise InvalidResponse(f"choice {choice!r} is not one of the options sent")
+        raise InvalidResponse(f"choice {quote(choice)} is not one of the options sent")
     values = list(probabilities.values())
     # Only comparable when every value is a number; otherwise the engine reports the value.
-    if all(_is_number(v) and math.isfinite(v) for v in values) and probabilities[choice] < max(
-        values
-    ):
-        raise InvalidResponse(f"choice '{choice}' does not have the highest probability")
+    if all(_is_finite(v) for v in values) and probabilities[choice] < max(values):
+        raise InvalidResponse(f"choice {quote(choice)} does not have the highest probability")
     return probabilities
 
 
 def _noul(answer: dict[str, Any], shown: tuple[str, ...]) -> dict[str, Any]:
     noul = answer.get("noul")
     if not _is_number(noul) or not 0.0 <= noul <= 1.0:
-        raise InvalidResponse(f"noul answer {noul!r} is not a number in [0, 1]")
+        raise InvalidResponse(f"noul answer {quote(noul)} is not a number in [0, 1]")
     # Positional: `noul` is the probability of the first label as shown.
     return {shown[0]: noul, shown[1]: 1.0 - noul}
 

@@ -1,13 +1,15 @@
 """Read a contract file: size and encoding limits, safe YAML or JSON, duplicate keys.
 
 Contracts are untrusted data. YAML goes through the safe loader (no tags that build
-objects), duplicate keys are errors rather than last-one-wins, and YAML aliases may not
-expand into an oversized document.
+objects), duplicate keys are errors rather than last-one-wins, YAML aliases may not expand
+into an oversized document, nesting is limited to `MAX_DEPTH` levels and integers to what
+Python converts. Every problem names its line: parse problems where the parser stopped,
+schema problems at the line of the key (or list item) they are about.
 """
 
 from __future__ import annotations
 
-import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,12 +20,17 @@ from decflow.contracts.canonical import contract_hash
 from decflow.contracts.contract import Contract
 from decflow.contracts.parse import parse_contract
 from decflow.errors import ContractError, DecflowError
+from decflow.strictjson import MAX_DEPTH, JsonProblem, key_lines, loads
+from decflow.strictjson import problems as json_problems
+from decflow.textfile import TextProblem, decode_utf8
+from decflow.untrusted import escape, quote, shorten
 
 MAX_BYTES = 1_000_000
 MAX_NODES = 1_000_000
 SUFFIXES = (".yaml", ".yml", ".json")
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_INT_TAG = "tag:yaml.org,2002:int"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,54 +61,99 @@ _Loader.yaml_implicit_resolvers = {
 
 
 class _YamlChecker:
-    """Walks the composed node graph: duplicate keys, and the expanded size of aliases."""
+    """Walks the composed node graph: duplicate keys, nesting depth, integer sizes, the
+    expanded size of aliases, and the line of every key and list item (`lines`)."""
 
     def __init__(self) -> None:
         self.problems: list[str] = []
+        self.lines: dict[str, int] = {}
         self._sizes: dict[int, int] = {}
+        self._heights: dict[int, int] = {}
         self._open: set[int] = set()
 
-    def size(self, node: yaml.Node, path: str) -> int:
+    def size(self, node: yaml.Node, path: str, depth: int = 1) -> int:
         key = id(node)
         if key in self._sizes:
+            if depth - 1 + self._heights[key] > MAX_DEPTH:  # an alias placed deeper
+                raise ValueError(_too_deep(node, path))
             return self._sizes[key]
         if key in self._open:
             raise ValueError(f"{path or 'the document'}: recursive YAML aliases are not allowed")
         self._open.add(key)
-        total = 1
-        if isinstance(node, yaml.MappingNode):
-            total += self._mapping(node, path)
-        elif isinstance(node, yaml.SequenceNode):
-            total += sum(self.size(item, _join(path, i)) for i, item in enumerate(node.value))
+        total, height = 1, 0
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            if depth > MAX_DEPTH:
+                raise ValueError(_too_deep(node, path))
+            if isinstance(node, yaml.MappingNode):
+                total += self._mapping(node, path, depth)
+            else:
+                for i, item in enumerate(node.value):
+                    self.lines.setdefault(_join(path, i), item.start_mark.line + 1)
+                    total += self.size(item, _join(path, i), depth + 1)
+            children = node.value if isinstance(node, yaml.SequenceNode) else [
+                value for _, value in node.value
+            ]
+            height = 1 + max((self._heights[id(child)] for child in children), default=0)
+        elif node.tag == _INT_TAG:
+            self._integer(node, path)
         self._open.discard(key)
         self._sizes[key] = total
+        self._heights[key] = height
         if total > MAX_NODES:
             raise ValueError("the document expands to too many values (check YAML aliases)")
         return total
 
-    def _mapping(self, node: yaml.MappingNode, path: str) -> int:
+    def _mapping(self, node: yaml.MappingNode, path: str, depth: int) -> int:
         first_line: dict[tuple[str, str], int] = {}
         total = 0
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
+            at = _join(path, key_node.value)
             if isinstance(key_node, yaml.ScalarNode) and key_node.tag != _MERGE_TAG:
                 ident = (key_node.tag, key_node.value)
                 if ident in first_line:
                     self.problems.append(
-                        f"{_join(path, key_node.value)}: duplicate key (line {line}; first "
-                        f"defined on line {first_line[ident]})"
+                        f"line {line}: {at}: duplicate key (first defined on line "
+                        f"{first_line[ident]})"
                     )
                 else:
                     first_line[ident] = line
-            total += self.size(key_node, path) + self.size(value_node, _join(path, key_node.value))
+                    self.lines.setdefault(at, line)
+            total += self.size(key_node, path, depth + 1) + self.size(value_node, at, depth + 1)
         return total
+
+    def _integer(self, node: yaml.Node, path: str) -> None:
+        digits = sum(char.isdigit() for char in node.value)
+        limit = sys.get_int_max_str_digits()
+        if limit and digits > limit:
+            self.problems.append(
+                f"line {node.start_mark.line + 1}: {path or 'the document'}: an integer of "
+                f"{digits:,} digits is too long (at most {limit:,})"
+            )
+
+
+def _too_deep(node: yaml.Node, path: str) -> str:
+    return (
+        f"line {node.start_mark.line + 1}: {shorten(path, 60) or 'the document'}: nested "
+        f"deeper than {MAX_DEPTH} levels"
+    )
 
 
 def _join(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _yaml_error(exc: yaml.YAMLError) -> str:
+def _yaml_error(exc: yaml.YAMLError, text: str) -> str:
+    if isinstance(exc, yaml.reader.ReaderError):
+        # Reader errors carry a character offset, not a mark.
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - text.rfind("\n", 0, exc.position)
+        character = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        return (
+            f"invalid YAML: line {line}, column {column}: character {quote(character)} is not "
+            "allowed (YAML refuses control characters; write it as an escape in a "
+            'double-quoted string, e.g. "\\x1b")'
+        )
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -109,11 +161,16 @@ def _yaml_error(exc: yaml.YAMLError) -> str:
 
 
 def parse_yaml(text: str, source: str) -> Any:
+    return _parse_yaml(text, source)[0]
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    """The document and the line of every key and list item (by dotted path)."""
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, {}
         checker = _YamlChecker()
         try:
             checker.size(node, "")
@@ -121,68 +178,56 @@ def parse_yaml(text: str, source: str) -> Any:
             raise ContractError(source, [str(exc)]) from None
         if checker.problems:
             raise ContractError(source, checker.problems)
-        return loader.construct_document(node)
+        return loader.construct_document(node), checker.lines
     except yaml.YAMLError as exc:
-        raise ContractError(source, [_yaml_error(exc)]) from None
+        raise ContractError(source, [_yaml_error(exc, text)]) from None
+    except RecursionError:  # the pure-Python composer, when libyaml is missing
+        raise ContractError(source, [f"nested deeper than {MAX_DEPTH} levels"]) from None
     finally:
         loader.dispose()
 
 
-class _JsonObject(dict[str, Any]):
-    duplicates: list[str]
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
-    obj = _JsonObject()
-    obj.duplicates = []
-    for key, value in pairs:
-        if key in obj:
-            obj.duplicates.append(key)
-        obj[key] = value
-    return obj
-
-
-def _json_duplicates(value: Any, path: str) -> list[str]:
-    problems = []
-    if isinstance(value, _JsonObject):
-        problems += [f"{_join(path, key)}: duplicate key" for key in value.duplicates]
-        for key, item in value.items():
-            problems += _json_duplicates(item, _join(path, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            problems += _json_duplicates(item, _join(path, i))
-    return problems
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    return value
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def parse_json(text: str, source: str) -> Any:
+    return _parse_json(text, source)[0]
+
+
+def _parse_json(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    """The document and the line of every key and list item (by dotted path)."""
     try:
-        data = json.loads(text, object_pairs_hook=_json_object, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise ContractError(
-            source, [f"invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}"]
-        ) from None
-    except ValueError as exc:
-        raise ContractError(source, [f"invalid JSON: {exc}"]) from None
-    problems = _json_duplicates(data, "")
-    if problems:
-        raise ContractError(source, problems)
-    return _plain(data)
+        document = loads(text)
+    except JsonProblem:
+        raise ContractError(source, [_json_problem(p) for p in json_problems(text)]) from None
+    return document, {_dotted(path): line for path, line in key_lines(text).items()}
+
+
+def _json_problem(problem: JsonProblem) -> str:
+    return f"invalid JSON: {problem}"
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def with_lines(problems: list[str], lines: dict[str, int]) -> list[str]:
+    """Prefix each `path: message` problem with the line of its path (or of the nearest
+    enclosing path the file has: a missing field is shown at its parent)."""
+    shown = []
+    for problem in problems:
+        path = problem.split(": ", 1)[0].split(" ", 1)[0]
+        while path and path not in lines and "." in path:
+            path = path.rsplit(".", 1)[0]
+        line = lines.get(path) if not problem.startswith("line ") else None
+        shown.append(problem if line is None else f"line {line}: {problem}")
+    return shown
 
 
 def read_document(path: Path) -> Any:
     """The parsed document of a contract file, before validation."""
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[Any, dict[str, int]]:
+    """The parsed document and the line of every key and list item in it (dotted path)."""
     source = str(path)
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
@@ -199,19 +244,23 @@ def read_document(path: Path) -> Any:
     if len(raw) > MAX_BYTES:
         raise ContractError(source, [f"the file is larger than {MAX_BYTES:,} bytes"])
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ContractError(
-            source, [f"the file is not valid UTF-8 (byte {exc.start}); save it as UTF-8"]
-        ) from None
-    text = text.removeprefix("\ufeff")
-    return parse_json(text, source) if suffix == ".json" else parse_yaml(text, source)
+        text = decode_utf8(raw)
+    except TextProblem as exc:
+        raise ContractError(source, [str(exc)]) from None
+    return _parse_json(text, source) if suffix == ".json" else _parse_yaml(text, source)
 
 
 def load_contract(path: str | Path) -> LoadedContract:
-    """Read, validate and hash a contract file; raises ContractError (exit 2) on any problem."""
+    """Read, validate and hash a contract file; raises ContractError (exit 2) on any problem,
+    each problem with the line it is about."""
     path = Path(path)
-    contract = parse_contract(read_document(path), str(path))
+    document, lines = _read(path)
+    try:
+        contract = parse_contract(document, str(path))
+    except ContractError as exc:
+        # Problems come escaped (ContractError): look their paths up the same way.
+        escaped = {escape(path): line for path, line in lines.items()}
+        raise ContractError(exc.source, with_lines(exc.problems, escaped)) from None
     return LoadedContract(
         contract=contract,
         hash=contract_hash(contract),

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from decflow.untrusted import quote
+
 UNKNOWN_FIELD = "unknown field (check the spelling)"
+_BARE_EXPONENT = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")  # YAML 1.1 reads `1e-3` as a string
 
 _EXPECTED = {
     "float_type": "a number",
@@ -33,15 +37,18 @@ _BOUNDS = {
 
 
 def describe(value: Any) -> str:
-    """How a YAML/JSON value reads to the user (`true`, not `True`)."""
+    """How a YAML/JSON value reads to the user (`true`, not `True`); untrusted text is
+    escaped and long values are cut (`a 400-digit integer`)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
+    if isinstance(value, int) and abs(value) >= 10**80:
+        return quote(value)
     if isinstance(value, int | float):
-        return f"the number {value!r}"
+        return f"the number {quote(value)}"
     if isinstance(value, str):
-        return f"the string {value!r}"
+        return f"the string {quote(value)}"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):
@@ -75,15 +82,21 @@ def _message(error: ErrorDetails) -> str:
         return UNKNOWN_FIELD
     if kind == "missing":
         return "required field is missing"
+    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+        return f"must be a finite number, got {describe(value)} (too large for a float)"
     if kind in _EXPECTED:
-        hint = (
-            " (remove the quotes)" if kind in ("float_type", "int_type") and _numeric(value) else ""
-        )
+        hint = ""
+        if kind in ("float_type", "int_type") and _numeric(value):
+            hint = (
+                " (YAML reads an exponent without a decimal point as text: write 1.0e-3)"
+                if _BARE_EXPONENT.fullmatch(value)
+                else " (remove the quotes)"
+            )
         return f"expected {_EXPECTED[kind]}, got {describe(value)}{hint}"
     if kind in _BOUNDS:
-        return f"{_BOUNDS[kind].format(**ctx)}, got {value!r}"
+        return f"{_BOUNDS[kind].format(**ctx)}, got {quote(value)}"
     if kind == "finite_number":
-        return f"must be a finite number, got {value!r}"
+        return f"must be a finite number, got {quote(value)}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {describe(value)}"
     if kind in ("too_short", "too_long"):
@@ -130,7 +143,7 @@ def plain_json_problems(value: Any, path: str = "") -> list[str]:
     if isinstance(value, list):
         return [p for i, item in enumerate(value) for p in plain_json_problems(item, f"{path}.{i}")]
     if isinstance(value, float) and not math.isfinite(value):
-        return [f"{path}: must be a finite number, got {value!r}"]
+        return [f"{path}: must be a finite number, got {quote(value)}"]
     if value is None or isinstance(value, str | int | float):
         return []
     return [f"{path}: {type(value).__name__} values are not allowed (use plain JSON data)"]

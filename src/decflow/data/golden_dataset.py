@@ -4,22 +4,33 @@ Row rules follow DecGuard 0.1 exactly (fields `input`, `expected`, `id`, `metada
 ids become `case-<n>` counting non-blank rows; integers in `expected` become strings so
 score levels can be written `4`). The table columns are the `cases` stage schema:
 `case_id, input_text, input_json, expected, metadata_json, position`.
+
+Datasets are untrusted files: text formats must be UTF-8 (`decflow.textfile`), JSON is
+strict (`decflow.strictjson`: no duplicate keys, NaN, Infinity, overflowing numbers or
+nesting deeper than 100 levels), and every refusal names the file, the line (JSONL), case
+(JSON list, with its line) or row (tables), and the field. JSONL lines end at `\n` only: a
+U+2028 inside a JSON string is text, not a line break.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from decflow.data.strict_json import unique_keys
 from decflow.errors import DatasetError
+from decflow.strictjson import JsonProblem, dotted, key_lines
+from decflow.strictjson import loads as strict_json_loads
+from decflow.textfile import TextProblem, decode_utf8
+from decflow.untrusted import quote
 
 CASES_SCHEMA = pl.Schema({
     "case_id": pl.String,
@@ -47,32 +58,35 @@ class GoldenDataset:
         return int(self.cases["expected"].is_not_null().sum())
 
 
-def compact_json(value: Any) -> str:
-    """The canonical compact form of an object input (keys sorted, non-ASCII kept)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"invalid JSON value {name}")
-
-
-def strict_json_loads(text: str) -> Any:
-    """json.loads that rejects duplicate keys and NaN/Infinity literals."""
-    return json.loads(text, object_pairs_hook=unique_keys, parse_constant=_reject_constant)
+def compact_json(value: Any, *, allow_nan: bool = True) -> str:
+    """The canonical compact form of an object input (keys sorted, non-ASCII kept);
+    `allow_nan=False` raises ValueError on NaN/Infinity (and TypeError on non-JSON types)."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan
+    )
 
 
 class _RowChecker:
     """Validates rows one by one and accumulates the columns of the cases table."""
 
-    def __init__(self, path: str, labels: Sequence[str], unit: str) -> None:
+    def __init__(
+        self,
+        path: str,
+        labels: Sequence[str],
+        unit: str,
+        line_of: Callable[[int], int | None] | None = None,
+    ) -> None:
         self.path = path
         self.labels = set(labels)
         self.unit = unit  # "line" for JSONL, "case" for JSON lists, "row" for tables
+        self.line_of = line_of  # the line a case starts on (JSON lists)
         self.first_seen: dict[str, int] = {}
         self.columns: dict[str, list[Any]] = {name: [] for name in CASES_SCHEMA}
 
     def fail(self, where: int, message: str) -> DatasetError:
-        return DatasetError(f"{self.path}: {self.unit} {where}: {message}")
+        line = self.line_of(where) if self.line_of is not None else None
+        at = f"{self.unit} {where}" + ("" if line is None else f" (line {line})")
+        return DatasetError(f"{self.path}: {at}: {message}")
 
     def add(self, row: Any, where: int) -> None:
         if not isinstance(row, dict):
@@ -80,7 +94,8 @@ class _RowChecker:
         unknown = sorted(set(row) - set(ROW_FIELDS))
         if unknown:
             raise self.fail(
-                where, f"unknown field '{unknown[0]}' (allowed: id, input, expected, metadata)"
+                where,
+                f"unknown field {quote(unknown[0])} (allowed: id, input, expected, metadata)",
             )
         position = len(self.columns["case_id"]) + 1
         case_id = self._case_id(row, where, position)
@@ -95,7 +110,7 @@ class _RowChecker:
         self.columns["input_text"].append(text)
         self.columns["input_json"].append(obj)
         self.columns["expected"].append(expected)
-        self.columns["metadata_json"].append(compact_json(metadata))
+        self.columns["metadata_json"].append(self._json(metadata, where, "metadata"))
         self.columns["position"].append(position)
 
     def _case_id(self, row: dict[str, Any], where: int, position: int) -> str:
@@ -107,7 +122,9 @@ class _RowChecker:
                 raise self.fail(where, "id must be a non-empty string")
         first = self.first_seen.get(case_id)
         if first is not None:
-            raise self.fail(where, f"duplicate case id '{case_id}' (first at {self.unit} {first})")
+            raise self.fail(
+                where, f"duplicate case id {quote(case_id)} (first at {self.unit} {first})"
+            )
         self.first_seen[case_id] = where
         return case_id
 
@@ -118,22 +135,33 @@ class _RowChecker:
         if isinstance(value, str):
             return value, None
         if isinstance(value, dict):
-            return None, compact_json(value)
+            return None, self._json(value, where, "input")
         raise self.fail(where, "input must be a string or a JSON object")
+
+    def _json(self, value: dict[str, Any], where: int, field: str) -> str:
+        # JSON files were parsed strictly; a Parquet struct may still hold NaN or a date.
+        try:
+            return compact_json(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise self.fail(where, f"{field} is not plain JSON data ({exc})") from None
 
     def _expected(self, row: dict[str, Any], where: int) -> str | None:
         value = row.get("expected")
         if value is None:
             return None
         if isinstance(value, bool | float):
-            raise self.fail(where, f"expected {value!r} is not a label (write labels as strings)")
+            raise self.fail(
+                where, f"expected {quote(value)} is not a label (write labels as strings)"
+            )
         if isinstance(value, int):
             value = str(value)
         if not isinstance(value, str):
             raise self.fail(where, "expected must be a label string")
         if value not in self.labels:
             known = ", ".join(sorted(self.labels))
-            raise self.fail(where, f"unknown label '{value}' (the contract defines: {known})")
+            raise self.fail(
+                where, f"unknown label {quote(value)} (the contract defines: {known})"
+            )
         return value
 
     def table(self) -> pl.DataFrame:
@@ -143,23 +171,57 @@ class _RowChecker:
 
 
 def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, Any]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            yield number, strict_json_loads(line)
-        except ValueError as exc:
-            raise DatasetError(f"{path}: line {number}: invalid JSON ({exc})") from None
+            yield number, strict_json_loads(line.removesuffix("\r"))
+        except JsonProblem as exc:
+            raise DatasetError(
+                f"{path}: line {number}, column {exc.column}: {_problem(exc)}"
+            ) from None
+
+
+def _problem(exc: JsonProblem, skip: int = 0) -> str:
+    """`invalid JSON: field: reason`, the first `skip` parts of the path left out."""
+    field = dotted(exc.path[skip:])
+    return f"invalid JSON: {field}: {exc.reason}" if field else f"invalid JSON: {exc.reason}"
 
 
 def _json_rows(path: str, text: str) -> Iterator[tuple[int, Any]]:
     try:
         data = strict_json_loads(text)
-    except ValueError as exc:
-        raise DatasetError(f"{path}: invalid JSON ({exc})") from None
+    except JsonProblem as exc:
+        where = f"line {exc.line}, column {exc.column}"
+        if exc.path and isinstance(exc.path[0], int):
+            where = f"case {exc.path[0] + 1} ({where})"
+        raise DatasetError(f"{path}: {where}: {_problem(exc, skip=1)}") from None
     if not isinstance(data, list):
         raise DatasetError(f"{path}: a .json dataset must be a list of case objects")
     yield from enumerate(data, start=1)
+
+
+def _json_case_lines(text: str) -> Callable[[int], int | None]:
+    """The line each case of a JSON list starts on, worked out once and only when needed."""
+    lines: dict[tuple[str | int, ...], int] = {}
+
+    def line_of(case: int) -> int | None:
+        if not lines:
+            lines.update(key_lines(text))
+        return lines.get((case - 1,))
+
+    return line_of
+
+
+def _json_cell(path: str, number: int, column: str, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return strict_json_loads(raw)
+    except JsonProblem as exc:
+        raise DatasetError(
+            f"{path}: row {number}: {column}, column {exc.column} of the cell: {_problem(exc)}"
+        ) from None
 
 
 def _table_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, Any]]:
@@ -168,7 +230,7 @@ def _table_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, Any]]:
     unknown = sorted(columns - allowed)
     if unknown:
         raise DatasetError(
-            f"{path}: unknown column '{unknown[0]}' "
+            f"{path}: unknown column {quote(unknown[0])} "
             "(allowed: id, input or input_json, expected, metadata_json)"
         )
     if ("input" in columns) == ("input_json" in columns):
@@ -180,26 +242,22 @@ def _table_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, Any]]:
         if "input" in columns:
             row["input"] = record["input"]
         else:
-            raw = record["input_json"]
-            try:
-                row["input"] = strict_json_loads(raw) if isinstance(raw, str) else raw
-            except ValueError as exc:
-                raise DatasetError(
-                    f"{path}: row {number}: input_json: invalid JSON ({exc})"
-                ) from None
+            row["input"] = _json_cell(path, number, "input_json", record["input_json"])
             if not isinstance(row["input"], dict):
                 raise DatasetError(f"{path}: row {number}: input_json must be a JSON object")
         if record.get("expected") is not None:
             row["expected"] = _table_label(record["expected"])
         meta = record.get("metadata_json")
         if meta is not None:
-            try:
-                row["metadata"] = strict_json_loads(meta)
-            except (TypeError, ValueError) as exc:
-                raise DatasetError(
-                    f"{path}: row {number}: metadata_json: invalid JSON ({exc})"
-                ) from None
+            row["metadata"] = _json_cell(path, number, "metadata_json", meta)
         yield number, row
+
+
+def _csv_header(path: str, text: str) -> None:
+    header = next(csv.reader(io.StringIO(text)), [])
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise DatasetError(f"{path}: line 1: column {quote(repeated[0])} appears more than once")
 
 
 def _table_label(value: Any) -> Any:
@@ -241,25 +299,32 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
     raw = _read_dataset(file, name)
     digest = _digest(raw)
     rows: Iterator[tuple[int, Any]]
-    if suffix in (".jsonl", ".json"):
+    line_of = None
+    if suffix in (".jsonl", ".json", ".csv"):
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise DatasetError(f"{name}: the dataset must be UTF-8") from None
+            text = decode_utf8(raw)
+        except TextProblem as exc:
+            raise DatasetError(f"{name}: {exc}") from None
+    if suffix in (".jsonl", ".json"):
         unit = "line" if suffix == ".jsonl" else "case"
-        rows = _jsonl_rows(name, text) if suffix == ".jsonl" else _json_rows(name, text)
+        if suffix == ".jsonl":
+            rows = _jsonl_rows(name, text)
+        else:
+            rows, line_of = _json_rows(name, text), _json_case_lines(text)
     else:
         unit = "row"
+        if suffix == ".csv":
+            _csv_header(name, text)
         try:
             frame = (
-                pl.read_parquet(file)
+                pl.read_parquet(io.BytesIO(raw))
                 if suffix == ".parquet"
-                else pl.read_csv(file, infer_schema=False)
+                else pl.read_csv(io.BytesIO(raw), infer_schema=False)
             )
-        except Exception as exc:  # polars raises many error types for unreadable files
+        except (Exception, pl.exceptions.PanicException) as exc:  # polars raises many types
             raise DatasetError(f"{name}: cannot read dataset ({exc})") from None
         rows = _table_rows(name, frame)
-    checker = _RowChecker(name, labels, unit)
+    checker = _RowChecker(name, labels, unit, line_of)
     for where, row in rows:
         checker.add(row, where)
     return GoldenDataset(path=name, hash=digest, cases=checker.table())

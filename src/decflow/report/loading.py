@@ -20,7 +20,8 @@ def resolve_report(target: str, store: Store) -> tuple[dict[str, Any], str, str 
     """(report, source name, run id when the run's artifacts are in the store)."""
     if os.path.exists(target):
         report = load_report_file(target)
-        run_id = (report.get("run") or {}).get("id")
+        run = report.get("run")
+        run_id = run.get("id") if isinstance(run, dict) else None  # checked when verified
         if run_id and has_run(store, run_id):
             return report, target, run_id
         return report, target, None

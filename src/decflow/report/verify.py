@@ -1,13 +1,14 @@
 """Loading a stored report re-verifies what it contains; a tampered report is exit 2.
 
-Every per-case result must satisfy the decision invariants (exact labels, valid sum, argmax,
-confidence = p(selected)), and the metrics, golden checks, status and exit code must be
-recomputable from the stored results and gates.
+A report file is read as strict UTF-8 JSON (`decflow.strictjson`), must have the shape the
+verifier and the views read (`report_shape`), every per-case result must satisfy the
+decision invariants (exact labels, valid sum, argmax, confidence = p(selected)), and the
+metrics, golden checks, status and exit code must be recomputable from the stored results
+and gates. Every refusal names the file and the place (line and column, or field).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,16 @@ import numpy as np
 from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
 from decflow.metrics.golden_metrics import golden_metrics
+from decflow.report.shape import shape_problems
 from decflow.report.versions import RUN_REPORT_VERSION, RUN_REPORT_VERSIONS
+from decflow.strictjson import MAX_DEPTH, JsonProblem, loads
+from decflow.textfile import TextProblem, decode_utf8
+
+# A report nests case inputs and backend metadata (each at most MAX_DEPTH deep when read)
+# a few levels down.
+REPORT_MAX_DEPTH = MAX_DEPTH + 8
+SHOWN_PROBLEMS = 5
+REWRITE = "write it again from its run (`decflow report RUN -o FILE`)"
 
 
 def close(a: Any, b: Any) -> bool:
@@ -36,11 +46,13 @@ def close(a: Any, b: Any) -> bool:
 
 def load_report_file(path: str) -> dict[str, Any]:
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise ReportError(f"{path}: cannot read report ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise ReportError(f"{path}: not a JSON report ({exc})") from None
+    try:
+        document = loads(decode_utf8(raw), max_depth=REPORT_MAX_DEPTH)
+    except (TextProblem, JsonProblem) as exc:
+        raise ReportError(f"{path}: not a JSON report: {exc}") from None
     if not isinstance(document, dict):
         raise ReportError(f"{path}: not a report (expected a JSON object)")
     return document
@@ -123,6 +135,14 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
             f"{source}: not a decflow run report (report_version "
             f"{report.get('report_version')!r}, expected {RUN_REPORT_VERSION!r})"
         )
+    problems = shape_problems(report)
+    if problems:
+        more = len(problems) - SHOWN_PROBLEMS
+        listed = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
+        raise ReportError(
+            f"{source}: not a valid decflow report ({REWRITE}):\n{listed}"
+            + (f"\n  … and {more} more" if more > 0 else "")
+        )
     try:
         seen: set[str] = set()
         for i, item in enumerate(report["results"]):
@@ -147,6 +167,8 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
         warn_failed = status == "warn" and report["exit_code"] == 1  # --fail-on-warn
         if report["status"] != status or (report["exit_code"] != exit_code and not warn_failed):
             raise _fail(source, "status", "does not follow from the checks")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ReportError(f"{source}: not a valid decflow report: missing or bad {exc}") from None
+    except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise ReportError(
+            f"{source}: not a valid decflow report: missing or bad {exc} ({REWRITE})"
+        ) from None
     return report

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.text import checks, num, preview
 
@@ -126,4 +127,5 @@ def render_diff(report: dict[str, Any]) -> str:
         "",
         VERDICTS[report["status"]],
     ]
-    return "\n".join(lines) + "\n"
+    # Lines quote case inputs, answers and segment values: shown escaped, one line each.
+    return "\n".join(escape(line) for line in lines) + "\n"

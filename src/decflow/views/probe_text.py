@@ -8,6 +8,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from decflow.untrusted import escape
+
 RULE = "=" * 60
 _INDENT = "   "
 _LABEL = 13
@@ -146,4 +148,5 @@ def render_probe(report: dict[str, Any]) -> str:
     body: list[str] = []
     for section in sections:
         body += [*section, ""]
-    return "\n".join(head + body)
+    # Lines quote the agent's answers and errors: shown escaped, one line each.
+    return "\n".join(escape(line) for line in head + body)

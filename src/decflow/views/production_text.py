@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.text import checks, num, short_hash
 
@@ -104,4 +105,5 @@ def render_check(report: dict[str, Any]) -> str:
         "",
         VERDICTS[report["status"]],
     ]
-    return "\n".join(lines) + "\n"
+    # Segment values and paths come from the records: shown escaped, one line each.
+    return "\n".join(escape(line) for line in lines) + "\n"

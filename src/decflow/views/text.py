@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from decflow.untrusted import escape
 from decflow.version import __version__
 
 VERDICTS = {
@@ -139,4 +140,5 @@ def render(report: dict[str, Any], extra_sections: list[Section] | None = None) 
     lines.extend(["", VERDICTS[report["status"]]])
     # A blind suite or an axis that changed nothing qualifies the verdict itself.
     lines.extend(f"  {caveat}" for caveat in (report.get("diagnostics") or {}).get("caveats", []))
-    return "\n".join(lines) + "\n"
+    # Lines quote case inputs, answers and labels: shown escaped, one line each.
+    return "\n".join(escape(line) for line in lines) + "\n"

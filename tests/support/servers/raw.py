@@ -1,13 +1,17 @@
 """A TCP server on 127.0.0.1 that answers each HTTP request with scripted raw bytes.
 
 For testing the HTTP/1.1 client on what ordinary servers rarely send: chunked bodies,
-bodies delimited by closing the connection, interim 1xx responses, malformed answers and
-keep-alive connections closed while idle.
+bodies delimited by closing the connection, interim 1xx responses, malformed answers,
+keep-alive connections closed while idle, and connections reset (TCP RST) after the
+request was read. `requests` counts every request read in full, so a test can tell
+whether the client sent one twice.
 """
 
 from __future__ import annotations
 
+import socket
 import socketserver
+import struct
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 class Raw:
     data: bytes
     close: bool = False  # close the connection after sending
+    reset: bool = False  # then abort it with a TCP reset instead of a normal close
 
 
 class RawServer:
@@ -49,6 +54,11 @@ class RawServer:
                         reply = owner.script.popleft() if owner.script else Raw(b"", True)
                     self.wfile.write(reply.data)
                     self.wfile.flush()
+                    if reply.reset:
+                        linger = struct.pack("ii", 1, 0)  # close() then sends RST
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                        self.connection.close()
+                        return
                     if reply.close:
                         return
 
