@@ -79,3 +79,13 @@ def quote(value: object, limit: int = 80) -> str:
     if isinstance(value, str):
         return f"'{shorten(escape(value), limit)}'"
     return shorten(escape(str(value)), limit)
+
+
+_JSON_UNSAFE = re.compile(f"[{_OTHERS}]")
+
+
+def json_for_terminal(text: str) -> str:
+    """JSON text (as `json.dumps(..., ensure_ascii=False)` writes it) with the characters
+    above that JSON leaves raw — DEL, C1, bidi controls, line separators — written as
+    `\\uXXXX` escapes, which any JSON reader decodes back to the same value."""
+    return _JSON_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

@@ -66,6 +66,16 @@ def test_run_view_failures_and_property_failures(tmp_path: Path) -> None:
     assert_safe(out)
 
 
+def test_json_on_stdout_carries_no_raw_terminal_controls(tmp_path: Path) -> None:
+    contract = write_contract(tmp_path)
+    code, out, _ = run_cli("test", "--all", str(contract), "--store", str(tmp_path / "s"),
+                           "-f", "json")
+    assert code == 1
+    assert not [char for char in RAW if char in out]
+    report = json.loads(out)  # the same values, decoded back
+    assert report["results"][0]["input"] == HOSTILE
+
+
 def test_stored_run_shown_again_and_diff_view(tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     base = write_contract(tmp_path, "base.yaml", bias=0.0)

@@ -107,3 +107,14 @@ def test_quote_integers_beyond_the_interpreter_limit() -> None:
     if limit == 0:
         pytest.skip("the interpreter has no integer string limit")
     assert quote(10 ** (limit + 10)) == "an integer too long to show"
+
+
+def test_json_for_terminal_escapes_what_json_leaves_raw_and_decodes_the_same() -> None:
+    import json
+
+    from decflow.untrusted import json_for_terminal
+
+    value = {"k\u202e": "a\x9bb\u2028c\x7f\u061c é 🙂"}
+    text = json_for_terminal(json.dumps(value, ensure_ascii=False))
+    assert not any(ch in text for ch in "\u202e\x9b\u2028\x7f\u061c")
+    assert "é 🙂" in text and json.loads(text) == value

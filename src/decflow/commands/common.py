@@ -85,7 +85,9 @@ def write_json(path: str, document: dict[str, Any], what: str = "report") -> Non
 
 def emit(document: dict[str, Any], text: str, fmt: str) -> None:
     if fmt == "json":
-        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        from decflow.untrusted import json_for_terminal
+
+        typer.echo(json_for_terminal(json.dumps(document, indent=2, ensure_ascii=False)))
     else:
         typer.echo(text, nl=False)
 

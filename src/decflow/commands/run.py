@@ -31,8 +31,10 @@ def register(app: typer.Typer) -> None:
         if fmt == "json":
             typer.echo(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False))
             return
+        from decflow.untrusted import escape
+
         target = f" -> {decision.fallback_backend}" if decision.fallback_backend else ""
-        typer.echo(
+        typer.echo(escape(
             f"{decision.action}{target} · selected {decision.result['selected']} · confidence "
             f"{decision.result['confidence']:.3f} · route {decision.route_index}"
-        )
+        ))

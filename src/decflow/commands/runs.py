@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
             return
         from decflow.store.runs import accepted_run, list_runs
         from decflow.store.store import open_store
+        from decflow.untrusted import escape
 
         opened = open_store(store)
         records = list_runs(opened)
@@ -33,9 +34,10 @@ def register(app: typer.Typer) -> None:
              else "", r["decision"], r["mode"], r["backend"], r["status"], r["updated_at"])
             for r in records
         ]
-        widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+        rows = [tuple(escape(str(value)) for value in row) for row in rows]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
-            typer.echo("  ".join(f"{value!s:<{width}}" for value, width in
+            typer.echo("  ".join(f"{value:<{width}}" for value, width in
                                  zip(row, widths, strict=True)).rstrip())
 
     @runs.command("show")
