@@ -12,6 +12,10 @@ if [ "${1:-}" != "--test" ]; then
   exit 0
 fi
 .venv/bin/pip install --quiet -e '.[test,dask]'
+if ! command -v chromium >/dev/null; then
+  # The HTML-to-PNG script's tests render in headless Chromium (Debian's package, ≈40 s).
+  apt-get install -y -q chromium >/dev/null
+fi
 if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
   # PyPI ships llama-cpp-python only as an sdist: build it portable and lean (~3 minutes).
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" \

@@ -22,6 +22,7 @@ import pytest
 from decflow.views.html import render_html
 from decflow.views.junit import render_junit
 from decflow.views.markdown import render_markdown
+from tests.support.cli import run_cli
 from tests.support.paths import EXAMPLES, ROOT, VECTORS
 
 SCRIPT = ROOT / "scripts" / "render_html_png.py"
@@ -651,8 +652,8 @@ def test_views_of_real_runs(real_reports: dict[str, dict[str, Any]], mode: str) 
 
 
 def test_render_script_writes_a_png(tmp_path: Path) -> None:
-    if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
-        pytest.skip("no Chromium installed (apt-get install -y chromium)")
+    # scripts/install.sh --test installs Debian's chromium
+    assert any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome"))
     source = tmp_path / "report.json"
     source.write_text(json.dumps(copy.deepcopy(run_report())))
     out = tmp_path / "report.png"
@@ -664,3 +665,25 @@ def test_render_script_writes_a_png(tmp_path: Path) -> None:
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", data[16:24]) == (800, 600)
+
+
+def test_render_script_shows_a_long_report_whole(tmp_path: Path) -> None:
+    """Without --height the PNG is as tall as the page (it used to stop at 2000 px)."""
+    out_json = tmp_path / "long.json"
+    run_cli("test", "--all", str(ROOT / "contracts" / "refund" / "decflow.yaml"), "-b",
+            "order_sensitive", "--store", str(tmp_path / "store"), "-o", str(out_json))
+    out = tmp_path / "long.png"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(out_json), str(out)],
+                          capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    width, height = struct.unpack(">II", out.read_bytes()[16:24])
+    assert width == 1280 and height > 4 * 2000  # dozens of failing cases listed
+
+
+def test_numbers_that_round_to_zero_show_no_sign_and_counts_agree() -> None:
+    from decflow.views.text import counted, num
+
+    assert [num(-0.0), num(-0.0004), num(-0.0006), num(None)] == \
+        ["0.000", "0.000", "-0.001", "n/a"]
+    assert [counted(1, "call"), counted(2, "call"), counted(0, "call")] == \
+        ["1 call", "2 calls", "0 calls"]

@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         value: str = typer.Argument(..., metavar="INPUT", help="Input text (or JSON object)."),
         backend: str = common.BACKEND_OPTION,
         input_json: bool = typer.Option(False, "--input-json", help="INPUT is a JSON object."),
-        case_id: str = typer.Option("runtime", "--id"),
+        case_id: str = typer.Option("runtime", "--id", help="Case id the decision carries."),
         fmt: str = common.FORMAT_OPTION,
         healthcheck: bool = common.HEALTHCHECK_OPTION,
     ) -> None:

@@ -41,7 +41,8 @@ def register(app: typer.Typer) -> None:
                                  zip(row, widths, strict=True)).rstrip())
 
     @runs.command("show")
-    def runs_show(run_id: str, store: str | None = common.STORE_OPTION) -> None:
+    def runs_show(run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
+                  store: str | None = common.STORE_OPTION) -> None:
         """Print a run's record (stages, hashes, timings, status) as JSON."""
         from decflow.store.runs import read_run_record
         from decflow.store.store import open_store
@@ -49,7 +50,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(json.dumps(read_run_record(open_store(store), run_id), indent=2))
 
     @runs.command("accept")
-    def runs_accept(run_id: str, store: str | None = common.STORE_OPTION) -> None:
+    def runs_accept(run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
+                    store: str | None = common.STORE_OPTION) -> None:
         """Mark a run as the accepted baseline for its decision and backend."""
         from decflow.store.runs import accept_run
         from decflow.store.store import open_store

@@ -31,7 +31,7 @@ from decflow.report.sections import (
 from decflow.version import __version__
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
-from decflow.views.text import VERDICTS, num
+from decflow.views.text import VERDICTS, counted, num
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
@@ -342,7 +342,7 @@ def failing_examples(report: dict[str, Any]) -> str:
         reduced = item.get("reduced")
         if reduced:
             calls = reduced.get("backend_calls")
-            note = f" ({calls} minimisation calls)" if calls is not None else ""
+            note = f" ({counted(calls, 'minimisation call')})" if calls is not None else ""
             body += example_part(reduced, labels, f"minimal example{note}")
         parts.append(f'<div class="example"><b>{e(name)}</b> · property '
                      f'{e(item.get("property"))} · case {e(item.get("case_id"))}{body}</div>')

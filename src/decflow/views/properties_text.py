@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.report.sections import property_failures
-from decflow.views.text import MAX_LISTED, num, preview
+from decflow.views.text import MAX_LISTED, counted, num, preview
 
 
 def _shown(item: dict[str, Any], labels: list[str]) -> str:
@@ -57,6 +57,6 @@ def properties_block(report: dict[str, Any]) -> list[str]:
             if reduced:
                 lines.append(
                     f"      minimal: {_shown(reduced, labels)} {preview(reduced['input'])} "
-                    f"({reduced['backend_calls']} calls)"
+                    f"({counted(reduced['backend_calls'], 'call')})"
                 )
     return lines

@@ -25,7 +25,16 @@ Section = Callable[[dict[str, Any]], list[str]]
 
 
 def num(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
+    """A number to `digits` decimals; one that rounds to zero shows as 0, never -0."""
+    if value is None:
+        return "n/a"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 call`, `2 calls`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def short_hash(value: str | None) -> str:
