@@ -19,6 +19,7 @@ from decflow.metrics.compare import Comparison, Limits, compare, judge
 from decflow.pipeline.derive import DIAGNOSTIC_PROPERTIES
 from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.pipeline.golden import probability_matrix
+from decflow.pipeline.run_plan import run_backend
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.properties.generate import RELATIONS
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
@@ -219,7 +220,8 @@ def stage_minimized(spec: RunSpec, store: Store, manifests: dict[str, Manifest])
             ids.append(row["request_id"])
     if not jobs:
         return store.publish("minimized", key, empty)
-    decider = CandidateDecider(contract, spec.backend, spec.max_concurrency)
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
+    decider = CandidateDecider(contract, spec.backend, spec.max_concurrency, backend)
     try:
         shrunk = minimize_many(jobs, decider, labels=labels, text_field=contract.fuzz.text_field,
                                max_calls=contract.fuzz.max_minimize_calls)

@@ -28,6 +28,7 @@ from decflow.pipeline.calls import (
 )
 from decflow.pipeline.journal import SUFFIX as JOURNAL
 from decflow.pipeline.journal import Journal, journal_rows
+from decflow.pipeline.run_plan import run_backend
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.store import Manifest, Part, Store, stage_key
@@ -123,9 +124,9 @@ class RequestParts:
         return pl.concat(frames)
 
 
-def backend_info(spec: RunSpec) -> dict[str, Any]:
+def backend_info(spec: RunSpec, store: Store) -> dict[str, Any]:
     contract = load_contract_cached(spec.contract_path).contract
-    backend = build_backend(contract, spec.backend)
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
     return {
         "name": spec.backend,
         "provider": backend.provider,
@@ -288,7 +289,7 @@ def call_shard(
             pending = pending.join(
                 blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
             )
-    backend = build_backend(contract, spec.backend)
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
 
     async def run() -> None:
         try:
@@ -342,7 +343,7 @@ def finish_results(
             f"run {spec.run_id}: {missing.len()} requests have no result yet "
             f"(first: {missing[0]}); finish it with --resume {spec.run_id}"
         )
-    extra = {"backend": backend_info(spec), "health": health}
+    extra = {"backend": backend_info(spec, store), "health": health}
     schema = {name: str(dtype) for name, dtype in RESULTS_SCHEMA.items()}
     return store.publish("results", key, [], parts=kept, extra=extra, schema=schema)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import polars as pl
 
-from decflow.backends.base import Backend
 from decflow.backends.registry import build_backend
 from decflow.data.golden import load_golden
 from decflow.errors import DecflowError
+from decflow.pipeline import run_plan
 from decflow.pipeline.derive import PART_ROWS, derived_requests
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
@@ -91,16 +91,19 @@ def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFr
 
 
 def check_presentations(spec: RunSpec, store: Store, requests: Manifest) -> None:
-    """Let the backend refuse label presentations it cannot answer, before any call."""
+    """Let the backend refuse label presentations it cannot answer, before any call, and
+    store the plan it makes from them with the run (`pipeline.run_plan`)."""
     contract = load_contract_cached(spec.contract_path).contract
     backend = build_backend(contract, spec.backend)
-    if type(backend).check_presentations is Backend.check_presentations:
-        return  # the default hook accepts every presentation: no need to read them
+    if not run_plan.makes_plans(backend):
+        return  # the default hooks accept every presentation: no need to read them
+    if run_plan.stored_plan(store, spec.run_id) is not None:
+        return  # a resumed run keeps the plan its earlier results were read with
     shown: set[tuple[str, ...]] = set()
     for part in requests.parts:
         labels = store.read_part(part, ["shown_labels"])["shown_labels"].unique().to_list()
         shown.update(tuple(s) for s in labels)
-    backend.check_presentations(list(shown))
+    run_plan.prepare(backend, store, spec.run_id, sorted(shown))
 
 
 def stage_requests(spec: RunSpec, store: Store, cases: Manifest) -> Manifest:
