@@ -51,6 +51,7 @@ class ReadoutPlan:
     tokenizer: dict[str, Any] | None = None
     tables: dict[tuple[str, ...], PieceTable] = field(default_factory=dict)
     echo_check: dict[str, Any] | None = None
+    pieces: dict[str, str | None] = field(default_factory=dict)  # form → its first piece
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -61,6 +62,7 @@ class ReadoutPlan:
             data["tokenizer"] = self.tokenizer
         if self.rule == "first_pieces":
             data["first_pieces"] = [self.tables[key].to_json() for key in sorted(self.tables)]
+            data["forms"] = dict(sorted(self.pieces.items()))
         if self.echo_check is not None:
             data["echo_check"] = self.echo_check
         return data
@@ -71,8 +73,15 @@ class ReadoutPlan:
         return cls(
             data["readout"], data["api"], data["options_as"], data.get("rule"),
             data.get("tokenizer"), {table_key(t.labels): t for t in tables},
-            data.get("echo_check"),
+            data.get("echo_check"), dict(data.get("forms", {})),
         )
+
+    def missing_forms(self, name_sets: Iterable[Sequence[str]], *, variants: bool) -> set[str]:
+        """Forms of these presentations whose first piece the plan does not know."""
+        needed: set[str] = set()
+        for names in name_sets:
+            needed |= forms_needed(names, variants=variants)
+        return needed - set(self.pieces)
 
     def owner(self, names: Sequence[str], exact: bool) -> Any:
         """token text → the name it counts for (or None), for one presentation's names.
@@ -89,24 +98,25 @@ def _quoted(items: Iterable[str]) -> str:
 
 
 async def add_tables(
-    plan: ReadoutPlan, tokenizer: Tokenizer, name_sets: Iterable[Sequence[str]], *,
+    plan: ReadoutPlan, tokenizer: Tokenizer | None, name_sets: Iterable[Sequence[str]], *,
     variants: bool, backend_name: str,
 ) -> None:
-    """Tables for presentations the plan does not have yet; refuses true collisions."""
+    """Tables for presentations the plan does not have yet; refuses true collisions. The
+    tokenizer is asked only for forms the plan does not know (None: it knows them all)."""
     missing = {table_key(names): tuple(names) for names in name_sets}
     missing = {key: names for key, names in missing.items() if key not in plan.tables}
-    pieces: dict[str, str | None] = {}
-    for names in missing.values():
-        for text in sorted(forms_needed(names, variants=variants)):
-            if text not in pieces:
-                pieces[text] = await tokenizer.first_piece(text)
+    for text in sorted(plan.missing_forms(missing.values(), variants=variants)):
+        assert tokenizer is not None, "add_tables needs the tokenizer for unknown forms"
+        plan.pieces[text] = await tokenizer.first_piece(text)
     collisions: dict[tuple[str, str, str], Collision] = {}
     without: set[str] = set()
+    endpoint = (plan.tokenizer or {}).get("endpoint")
+    tables = {}
     for key, names in missing.items():
-        table, found, unusable = build_table(names, pieces.__getitem__, variants=variants)
+        tables[key], found, unusable = build_table(names, plan.pieces.__getitem__,
+                                                   variants=variants)
         collisions.update({(c.first, c.second, c.piece): c for c in found})
         without.update(unusable)
-        plan.tables[key] = table
     where = f"openai backend '{backend_name}': readout 'logprobs'"
     if collisions:
         named = "; ".join(
@@ -115,7 +125,7 @@ async def add_tables(
         )
         raise ConfigurationError(
             f"{where} cannot tell these labels apart by the first token of the answer, "
-            f"in the server's tokenizer ({tokenizer.describe()['endpoint']}): {named}. "
+            f"in the server's tokenizer ({endpoint}): {named}. "
             f"{ALTERNATIVES}"
         )
     if without:
@@ -123,6 +133,7 @@ async def add_tables(
             f"{where}: the answers {_quoted(sorted(without))} start with a whitespace token "
             f"in the server's tokenizer, which no label owns. {ALTERNATIVES}"
         )
+    plan.tables.update(tables)
 
 
 def check_characters(

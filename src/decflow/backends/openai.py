@@ -193,22 +193,30 @@ class OpenAIBackend(Backend):
         return plan
 
     async def _plan_for(self, shown: Sequence[str]) -> ReadoutPlan:
-        """The plan, covering this presentation (made or extended on first use outside a
-        run; within a run every presentation is planned before the first call)."""
-        plan = self.plan
-        if plan is not None and (plan.rule != "first_pieces" or
-                                 table_key(self.names(shown)) in plan.tables):
-            if plan.rule == "characters":
-                check_characters([self.names(shown)], tried=plan.tokenizer["tried"],  # type: ignore[index]
-                                 backend_name=self.name)
-            return plan
+        """The plan, covering this presentation. Within a run every presentation is planned
+        before the first call; outside one (SDK, replay) the plan is made on first use. A
+        presentation the plan does not cover (a minimisation candidate mixing label styles)
+        is covered from the same tokenizer, and answered `invalid_response` if its labels
+        collide: it must not stop the run."""
+        names = self.names(shown)
         async with self._planning:
             if self.plan is None:
                 self.plan = await self._make_plan([shown])
-            elif self.plan.rule == "first_pieces":
-                await add_tables(self.plan, self._stored_tokenizer(), [self.names(shown)],
-                                 variants=self.options_as == "labels", backend_name=self.name)
-        return self.plan
+                return self.plan
+            plan = self.plan
+            try:
+                if plan.rule == "characters":
+                    check_characters([names], tried=(plan.tokenizer or {}).get("tried", {}),
+                                     backend_name=self.name)
+                elif plan.rule == "first_pieces" and table_key(names) not in plan.tables:
+                    variants = self.options_as == "labels"
+                    tokenizer = (self._stored_tokenizer()
+                                 if plan.missing_forms([names], variants=variants) else None)
+                    await add_tables(plan, tokenizer, [names], variants=variants,
+                                     backend_name=self.name)
+            except ConfigurationError as exc:
+                raise InvalidResponse(f"{exc} (a presentation the plan did not cover)") from None
+        return plan
 
     def _stored_tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
