@@ -221,7 +221,7 @@ def test_a_presentation_outside_the_plan_is_read_from_known_forms_and_never_stop
         shard = make(server, ACTION)
         shard.use_plan(plan)
         # a minimisation candidate mixing the two: Replace and Reject collide ("Re")
-        with pytest.raises(InvalidResponse, match="'Replace' and 'Reject'.*did not cover"):
+        with pytest.raises(InvalidResponse, match=r"'Replace' and 'Reject'.*did not cover"):
             decide(shard, labels=("refund", "Replace", "Reject"))
         shard = make(server, ACTION)
         shard.use_plan(plan)
