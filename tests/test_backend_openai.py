@@ -307,6 +307,16 @@ def test_completions_logprobs_request() -> None:
         {"positive": 0.8, "negative": 0.0, "neutral": 0.2})
 
 
+def test_an_answer_ending_at_once_is_asked_again_for_one_token() -> None:
+    for api in ("chat", "completions"):
+        with smollm2({" positive": 0.3, "neutral": 0.1}, ends_at_once=True).serve() as server:
+            prediction = decide(make(server, SENTIMENT, api=api))
+        first, again = calls(server)
+        assert "min_tokens" not in first.json() and again.json()["min_tokens"] == 1
+        assert prediction.probabilities == pytest.approx(
+            {"positive": 0.75, "negative": 0.0, "neutral": 0.25})
+
+
 # -- sequence readout ----------------------------------------------------------------------------
 
 ANSWERS = {" refund": [(" ref", -1.0), ("und", -0.1)], " replace": [(" replace", -2.0)],

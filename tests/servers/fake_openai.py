@@ -6,7 +6,9 @@
   `{token: logprob}` object; `echo: true` gets the echoed prompt tokens with log
   probabilities: the prompt as one token (no log probability, as for a first token), then
   the tokens of whichever configured `answers` entry the prompt ends with (or of a
-  configured first token), then the generated token `"\\n"`. With `misaligned_echo` the
+  configured first token), then the generated token `"\\n"`. With `ends_at_once`, a
+  logprobs request without `min_tokens` ends at once (no token, no candidates), as servers
+  answer when end of text is the most likely first token. With `misaligned_echo` the
   echo behaves like llama-cpp-python 0.3.x for a model without BOS: each value belongs to
   the next token, and the generated token is missing from the list.
 - Tokenizer endpoints, in the style of `tokenizer` (`"llama-cpp-python"`:
@@ -66,6 +68,7 @@ class FakeOpenAI:
         vocab: Sequence[str] = (),
         bos: bool = False,
         misaligned_echo: bool = False,
+        ends_at_once: bool = False,
     ) -> None:
         self.first_tokens = first_tokens or {}  # token -> probability
         self.completions = list(completions)
@@ -73,6 +76,7 @@ class FakeOpenAI:
         self.tokenizer_style = tokenizer
         self.tokenizer = ToyTokenizer(vocab, bos)
         self.misaligned_echo = misaligned_echo
+        self.ends_at_once = ends_at_once
         self._next = 0
 
     def _next_completion(self) -> str | None:
@@ -115,6 +119,9 @@ class FakeOpenAI:
         })
 
     def _chat_choice(self, body: dict) -> dict:
+        if body.get("logprobs") and self.ends_at_once and not body.get("min_tokens"):
+            return {"index": 0, "message": {"role": "assistant", "content": ""},
+                    "logprobs": {"content": []}, "finish_reason": "stop"}
         if body.get("logprobs"):
             top = [
                 {"token": token, "logprob": logprob, "bytes": list(token.encode())}
@@ -134,6 +141,10 @@ class FakeOpenAI:
         prompt = body["prompt"]
         if body.get("echo"):
             return self._echo(prompt)
+        if body.get("logprobs") is not None and self.ends_at_once and not body.get("min_tokens"):
+            return {"index": 0, "text": "", "finish_reason": "stop",
+                    "logprobs": {"tokens": [], "token_logprobs": [], "top_logprobs": [],
+                                 "text_offset": []}}
         if body.get("logprobs") is not None:
             top = self._top()
             first = next(iter(top), "")

@@ -64,6 +64,19 @@ def top_candidates(body: dict[str, Any], api: str) -> list[tuple[str, float]]:
     return pairs
 
 
+def generated_nothing(body: dict[str, Any], api: str) -> bool:
+    """Whether the model ended its answer at once (end of text as the first token): servers
+    then return no first-token candidates at all."""
+    choices = body.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict) or choice.get("finish_reason") != "stop":
+        return False
+    logprobs = choice.get("logprobs")
+    entries = logprobs.get("content" if api == "chat" else "top_logprobs") \
+        if isinstance(logprobs, dict) else None
+    return not entries
+
+
 def first_token_distribution(
     candidates: Sequence[tuple[str, float]],
     owner: Callable[[str], str | None],

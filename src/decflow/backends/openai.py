@@ -8,9 +8,13 @@ Three readouts (`settings.readout`):
 
 - `logprobs`: one request with `max_tokens: 1` and the top 20 first-token candidates
   (`top_logprobs: 20` for chat, `logprobs: 20` for completions; the OpenAI API's legacy
-  completions endpoint caps `logprobs` at 5 and refuses 20). Candidates count for a label
-  through the first pieces learnt from the server's tokenizer (`first_pieces`,
-  `tokenizer`), or, with no tokenize endpoint, the conservative character rule.
+  completions endpoint caps `logprobs` at 5 and refuses 20). When the model's most likely
+  first token ends the text, the server generates nothing and returns no candidates; the
+  request is then sent again with `min_tokens: 1` (measured with llama-cpp-python 0.3.36: the
+  reported log probabilities stay as they were, end of text included, and another token is
+  sampled). Candidates count for a label through the first pieces learnt from the server's
+  tokenizer (`first_pieces`, `tokenizer`), or, with no tokenize endpoint, the conservative
+  character rule.
 - `sequence` (completions only): one scoring request per label with `echo: true,
   logprobs: 1, max_tokens: 1` (llama-cpp-python takes `max_tokens: 0` as "unlimited", and
   refuses a list of prompts), log P(label | prompt) read from the echoed prompt-token log
@@ -56,6 +60,7 @@ from decflow.backends.llm_prompts import (
 from decflow.backends.llm_readouts import (
     answer_logprob,
     first_token_distribution,
+    generated_nothing,
     normalised,
     path,
     top_candidates,
@@ -234,8 +239,11 @@ class OpenAIBackend(Backend):
         start with the model's BOS token, which would make every label score wrong."""
         probe = DecisionRequest("echo-check", self.decision, PROBE_INPUT)
         prompt = self.prompt_text(probe)
-        body = await self._post({"prompt": prompt, "max_tokens": 1, "temperature": 0.0,
-                                 "logprobs": ECHO_CHECK_CANDIDATES})
+        request = {"prompt": prompt, "max_tokens": 1, "temperature": 0.0,
+                   "logprobs": ECHO_CHECK_CANDIDATES}
+        body = await self._post(request)
+        if generated_nothing(body, "completions"):
+            body = await self._post({**request, "min_tokens": 1})
         candidates = sorted(top_candidates(body, "completions"), key=lambda c: -c[1])
         where = f"openai backend '{self.name}': readout 'sequence'"
         for token, expected in candidates[:ECHO_CHECK_CANDIDATES]:
@@ -291,6 +299,8 @@ class OpenAIBackend(Backend):
         else:
             options.update(logprobs=TOP_LOGPROBS)
         body = await self._ask(request, **options)
+        if generated_nothing(body, self.api):
+            body = await self._ask(request, **options, min_tokens=1)
         owner = plan.owner(names, exact=self.options_as == "letters")
         distribution, label_mass = first_token_distribution(
             top_candidates(body, self.api), owner, names
