@@ -9,6 +9,7 @@ CPU ms per decision (the server process, from /proc), plus the load average.
 
     python bench/openai_readouts.py                         # SmolLM2, 20 decisions a readout
     python bench/openai_readouts.py --model gemma --decisions 10 --sequence-decisions 2
+    python bench/openai_readouts.py --only sequence          # one readout
 
 Not part of the test run.
 """
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from decflow.backends.base import DecisionRequest, DecisionSpec
+from decflow.backends.base import BackendError, DecisionRequest, DecisionSpec
 from decflow.backends.openai import OpenAIBackend
 from decflow.contracts.providers import OpenAISettings
 
@@ -88,11 +89,16 @@ def measure(server: LlamaServer, settings: dict[str, Any], decisions: int) -> di
     planning = time.perf_counter() - started
     requests = _count_requests(backend)
 
+    errors: list[str] = []
+
     async def decide_all() -> None:
         try:
             for i in range(decisions):
                 text = REVIEWS[i % len(REVIEWS)]
-                await backend.predict(DecisionRequest(f"r{i}", SENTIMENT, text))
+                try:
+                    await backend.predict(DecisionRequest(f"r{i}", SENTIMENT, text))
+                except BackendError as exc:  # counted, as a run would record it
+                    errors.append(f"{exc.kind}: {exc}")
         finally:
             await backend.aclose()
 
@@ -105,6 +111,8 @@ def measure(server: LlamaServer, settings: dict[str, Any], decisions: int) -> di
         "requests_per_decision": requests["n"] / decisions,
         "client_cpu_ms": (client_cpu_s() - cpu0) * 1000 / decisions,
         "server_cpu_ms": (server_cpu_s(pid) - server0) * 1000 / decisions,
+        "errored": len(errors),
+        "first_error": errors[0] if errors else "",
     }
 
 
@@ -127,24 +135,27 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=20)
     parser.add_argument("--sequence-decisions", type=int, default=5)
     parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--only", default="", help="readouts whose name contains this")
     args = parser.parse_args()
     gguf = smollm2_gguf() if args.model == "smollm2" else gemma_gguf()
     print(f"load average before: {os.getloadavg()}")
     rows = []
     with LlamaServer(gguf) as server:
         for name, settings in readouts(args.model, args.samples).items():
+            if args.only not in name:
+                continue
             count = args.sequence_decisions if settings["readout"] == "sequence" else args.decisions
             figures = measure(server, settings, count)
             rows.append((name, count, figures))
             print(f"  {name}: {figures}", flush=True)
     print(f"load average after: {os.getloadavg()}")
     print(f"\n{args.model}, 3 labels, one decision at a time\n")
-    print("| readout | decisions | decisions/s | requests/decision | client CPU ms/decision "
-          "| server CPU ms/decision | planning s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| readout | decisions | errored | decisions/s | requests/decision "
+          "| client CPU ms/decision | server CPU ms/decision | planning s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, count, f in rows:
-        print(f"| {name} | {count} | {f['decisions_per_s']:.2f} | "
-              f"{f['requests_per_decision']:.0f} | {f['client_cpu_ms']:.1f} | "
+        print(f"| {name} | {count} | {f['errored']} | {f['decisions_per_s']:.2f} | "
+              f"{f['requests_per_decision']:.1f} | {f['client_cpu_ms']:.1f} | "
               f"{f['server_cpu_ms']:.0f} | {f['planning_s']:.2f} |")
 
 
