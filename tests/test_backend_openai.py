@@ -245,6 +245,10 @@ def test_unreachable_server_is_an_error_not_a_missing_tokenizer() -> None:
     backend = OpenAIBackend("default", None, settings, SENTIMENT)
     with pytest.raises(ConfigurationError, match="cannot reach the server"):
         backend.prepare_run([SENTIMENT.labels])
+    with RecordingServer(script=[Reply(503)]) as server:
+        backend = make(server, SENTIMENT, max_retries=0)
+        with pytest.raises(ConfigurationError, match=r"cannot reach the server.*HTTP 503"):
+            backend.prepare_run([SENTIMENT.labels])
 
 
 def test_zero_label_mass_is_invalid_response() -> None:

@@ -113,8 +113,8 @@ async def find_tokenizer(
     caller: HttpCaller, candidates: list[str], model: str | None
 ) -> tuple[Tokenizer | None, dict[str, str]]:
     """The first candidate that tokenizes and detokenizes, and why each earlier one did not
-    (public URL → reason). Transport failures are raised: an unreachable server says
-    nothing about its tokenizer."""
+    (public URL → reason). Transport failures, 429 and 5xx are raised: a server that cannot
+    answer now says nothing about whether it has a tokenizer."""
     tried: dict[str, str] = {}
     for endpoint in candidates:
         probe = Tokenizer(caller, endpoint, model, [])
@@ -126,7 +126,8 @@ async def find_tokenizer(
                 raise InvalidResponse("tokenize made no token of 'yes'")
             await tokenizer.piece(ids[0])
         except BackendError as exc:
-            if exc.status is None and not isinstance(exc, InvalidResponse):
+            unavailable = exc.status is None and not isinstance(exc, InvalidResponse)
+            if unavailable or exc.status == 429 or (exc.status or 0) >= 500:
                 raise
             tried[public_url(endpoint)] = str(exc)
             continue
