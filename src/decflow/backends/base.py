@@ -68,9 +68,11 @@ class Health:
 
 
 class BackendError(Exception):
-    """A per-case failure; `kind` is the typed error kind recorded for the case."""
+    """A per-case failure; `kind` is the typed error kind recorded for the case, `status`
+    the HTTP status that caused it (None for transport failures and bad bodies)."""
 
     kind = "backend_error"
+    status: int | None = None
 
 
 class BackendTimeout(BackendError):
@@ -147,6 +149,18 @@ class Backend(ABC):
         self, presentations: Sequence[Sequence[str]]
     ) -> None:
         """Refuse, before any call, label presentations this backend cannot answer."""
+
+    def prepare_run(self, presentations: Sequence[Sequence[str]]) -> dict[str, Any] | None:
+        """Before a run's first call, from every presentation the run will send: refuse what
+        this backend cannot answer (raise a `DecflowError`) and return the run's plan, a
+        JSON-able dict that every instance of the backend calling for this run adopts
+        (`use_plan`) so that all shards read answers the same way; None when there is
+        nothing to share."""
+        self.check_presentations(presentations)
+        return None
+
+    def use_plan(self, plan: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Adopt the plan `prepare_run` returned for this run (possibly in another process)."""
 
     async def healthcheck(self) -> Health:
         return Health("unknown", "no health_url configured")

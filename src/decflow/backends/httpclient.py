@@ -196,9 +196,11 @@ class HttpCaller:
         if 200 <= status < 300:
             return response
         message = f"returned HTTP {status}"
-        if status in self.unavailable_statuses:
-            return status in self.retry_statuses, BackendUnavailable(message)
-        return status in self.retry_statuses, BackendError(message)
+        error = (BackendUnavailable if status in self.unavailable_statuses else BackendError)(
+            message
+        )
+        error.status = status
+        return status in self.retry_statuses, error
 
     async def aclose(self) -> None:
         await self.pool.aclose()

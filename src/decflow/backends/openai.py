@@ -1,143 +1,86 @@
-"""The `openai` backend: label probabilities from any OpenAI-compatible chat completions API.
+"""The `openai` backend: label probabilities from any OpenAI-compatible server.
 
-Two readouts (`settings.readout`):
+`api: chat` asks `<url>/chat/completions` (a fixed system message plus the prompt);
+`api: completions` asks `<url>/completions` with one plain prompt (base models, or a chat
+model whose markup is written into the prompt). See `llm_prompts`.
 
-- `logprobs`: one request with `max_tokens: 1, logprobs: true, top_logprobs: 20`. A returned
-  first token counts for a label when, stripped and case-folded, it is a non-empty prefix of
-  exactly that label's shown form (case-folded). Label masses are renormalised; the raw
-  mass that fell on labels is kept as metadata `label_mass`; zero mass is
-  `invalid_response`. Labels whose first tokens cannot be told apart are refused before any
-  call (`first_token_collisions`).
+Three readouts (`settings.readout`):
+
+- `logprobs`: one request with `max_tokens: 1` and the top 20 first-token candidates
+  (`top_logprobs: 20` for chat, `logprobs: 20` for completions; the OpenAI API's legacy
+  completions endpoint caps `logprobs` at 5 and refuses 20). When the model's most likely
+  first token ends the text, the server generates nothing and returns no candidates; the
+  request is then sent again with `min_tokens: 1` (measured with llama-cpp-python 0.3.36: the
+  reported log probabilities stay as they were, end of text included, and another token is
+  sampled). Candidates count for a label through the first pieces learnt from the server's
+  tokenizer (`first_pieces`, `tokenizer`), or, with no tokenize endpoint, the conservative
+  character rule.
+- `sequence` (completions only): one scoring request per label with `echo: true,
+  logprobs: 1, max_tokens: 1` (llama-cpp-python takes `max_tokens: 0` as "unlimited", and
+  refuses a list of prompts), log P(label | prompt) read from the echoed prompt-token log
+  probabilities, normalised over the labels (`llm_readouts`).
 - `sample`: `samples` separate requests at `temperature` (no fixed seed; llama.cpp ignores
   `n`), each answer parsed to a label; the distribution is the share of parsed answers.
 
-Works against llama.cpp's server (llama-cpp-python) and the OpenAI API. The model always
-gets an explicit system message: chat servers otherwise insert their template's default.
+With `options_as: letters` the readouts work on the option codes and map them back to the
+labels shown at those positions. What a run reads and how is decided once, before its first
+call, by `prepare_run` (see `llm_plan`); a backend used outside a run (SDK, replay) makes
+the same plan on its first request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import math
-import re
-import unicodedata
 from collections import Counter
-from collections.abc import Sequence
-from itertools import combinations
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from decflow.backends.base import (
     Backend,
+    BackendError,
     DecisionRequest,
     DecisionSpec,
     Health,
     InvalidResponse,
     Prediction,
 )
+from decflow.backends.first_pieces import table_key
 from decflow.backends.httpclient import HttpCaller, json_object, public_url
+from decflow.backends.llm_plan import ReadoutPlan, add_tables, check_characters
+from decflow.backends.llm_prompts import (
+    SYSTEM_MESSAGES,
+    codes,
+    continuation,
+    default_prompt,
+    parse_answer,
+    parse_code,
+    render,
+)
+from decflow.backends.llm_readouts import (
+    answer_logprob,
+    first_token_distribution,
+    generated_nothing,
+    normalised,
+    path,
+    top_candidates,
+)
+from decflow.backends.tokenizer import Tokenizer, find_tokenizer, tokenize_candidates
 from decflow.errors import ConfigurationError
-from decflow.untrusted import quote
 
-PROTOCOL = "openai.chat.completions"
-TOP_LOGPROBS = 20  # the OpenAI API's maximum
+TOP_LOGPROBS = 20  # the OpenAI chat API's maximum
 SAMPLE_MAX_TOKENS = 32
 RETRY_BACKOFF_S = 0.5
-LOGPROB_SLACK = 1e-6  # a log-probability is <= 0; servers may round log(1) a hair above
 RETRY_STATUSES = frozenset({429, *range(500, 600)})
 UNAVAILABLE_STATUSES = frozenset({429, 502, 503, 504})
-
-SYSTEM_MESSAGE = (
-    "You are a classifier. Read the question, the input and the options. Answer with exactly "
-    "one of the options, written exactly as shown, and nothing else."
-)
-DEFAULT_PROMPT = (
-    "Question: {description}\n\nInput:\n{input}\n\nOptions:\n{options}\n\n"
-    "Answer with one option, exactly as written."
-)
-
-
-def _first_token_form(label: str) -> str:
-    return label.strip().casefold()
-
-
-def first_token_collisions(shown_labels: Sequence[str]) -> list[tuple[str, str]]:
-    """Pairs of shown labels that a first-token readout may not tell apart.
-
-    decflow cannot see the server's tokenizer, so the rule is conservative and
-    tokenizer-independent, on stripped, case-folded forms: two labels collide when one is a
-    prefix of the other (then the shorter can never get a token of its own), when they
-    share their first two characters (a first token such as "Re" for "Replace"/"Reject" lies
-    inside the shared part), or when they share a first character that is not a letter
-    (tokenizers emit punctuation and digits as tokens of their own: `"yes"`/`"no"`).
-    """
-    pairs = []
-    for a, b in combinations(shown_labels, 2):
-        x, y = _first_token_form(a), _first_token_form(b)
-        shared = len(_common_prefix(x, y))
-        if x.startswith(y) or y.startswith(x) or shared >= 2 or (
-            shared == 1 and not x[0].isalpha()
-        ):
-            pairs.append((a, b))
-    return pairs
-
-
-def _common_prefix(x: str, y: str) -> str:
-    n = 0
-    while n < min(len(x), len(y)) and x[n] == y[n]:
-        n += 1
-    return x[:n]
-
-
-def check_first_tokens(shown_labels: Sequence[str], backend_name: str = "default") -> None:
-    """Raise ConfigurationError (exit 2) naming the labels a logprobs readout cannot separate."""
-    pairs = first_token_collisions(shown_labels)
-    if pairs:
-        named = "; ".join(f"{a!r} and {b!r}" for a, b in pairs)
-        raise ConfigurationError(
-            f"openai backend '{backend_name}': readout 'logprobs' cannot tell these labels "
-            f"apart by their first token: {named}. Rename the labels (or drop the "
-            "label_format styles that produce them), or use readout: sample"
-        )
-
-
-def _normalise_answer(text: str) -> str:
-    """Case-folded, punctuation removed, whitespace collapsed."""
-    kept = "".join(" " if unicodedata.category(c).startswith("P") else c for c in text)
-    return " ".join(kept.casefold().split())
-
-
-def parse_answer(text: str, labels: Sequence[str]) -> str | None:
-    """The label a sampled answer names: an exact match after stripping punctuation and
-    case, else the single label it contains as whole words; None when neither applies."""
-    answer = _normalise_answer(text)
-    forms = {label: _normalise_answer(label) for label in labels}
-    exact = [label for label, form in forms.items() if form and form == answer]
-    if len(exact) == 1:
-        return exact[0]
-    contained = [
-        label
-        for label, form in forms.items()
-        if form and re.search(rf"(?<!\w){re.escape(form)}(?!\w)", answer)
-    ]
-    return contained[0] if len(contained) == 1 else None
-
-
-def _path(body: Any, *steps: str | int) -> Any:
-    """body[steps...] or InvalidResponse naming the missing part."""
-    current = body
-    for step in steps:
-        try:
-            current = current[step]
-        except (KeyError, IndexError, TypeError):
-            where = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in steps)
-            raise InvalidResponse(f"response has no {where.lstrip('.')}") from None
-    return current
+ECHO_CHECK_TOLERANCE = 1e-3  # the same log probability computed twice by the same server
+ECHO_CHECK_CANDIDATES = 5
+PROBE_INPUT = "(an example input)"
 
 
 class OpenAIBackend(Backend):
-    """`settings` has the attributes of `contracts.providers.OpenAISettings` (url,
-    api_key_env, readout, samples, temperature, prompt, timeout_s, max_retries, health_url,
-    max_tokens); `decision` is the canonical decision spec."""
+    """`settings` has the attributes of `contracts.providers.OpenAISettings`; `decision` is
+    the canonical decision spec."""
 
     provider = "openai"
 
@@ -145,10 +88,14 @@ class OpenAIBackend(Backend):
         super().__init__(name, model)
         self.settings = settings
         self.decision = decision
+        self.api: str = settings.api
+        self.readout: str = settings.readout
+        self.options_as: str = settings.options_as
         self.url: str = settings.url.rstrip("/")
-        self.endpoint = f"{self.url}/chat/completions"
+        route = "chat/completions" if self.api == "chat" else "completions"
+        self.endpoint = f"{self.url}/{route}"
         self.health_url: str = settings.health_url or f"{self.url}/models"
-        self.prompt: str = settings.prompt or DEFAULT_PROMPT
+        self.prompt: str = settings.prompt or default_prompt(self.api, self.options_as)
         self.caller = HttpCaller(
             provider=self.provider,
             backend_name=name,
@@ -160,11 +107,17 @@ class OpenAIBackend(Backend):
             unavailable_statuses=UNAVAILABLE_STATUSES,
         )
         self.served_models: set[str] = set()
-        self._separable: set[tuple[str, ...]] = set()
+        self.plan: ReadoutPlan | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._planning = asyncio.Lock()
 
-    # -- request ---------------------------------------------------------------------------
+    # -- requests ------------------------------------------------------------------------------
 
-    def messages(self, request: DecisionRequest) -> list[dict[str, str]]:
+    def names(self, shown: Sequence[str]) -> tuple[str, ...]:
+        """What the readout reads: the shown labels, or their option codes."""
+        return codes(len(shown)) if self.options_as == "letters" else tuple(shown)
+
+    def prompt_text(self, request: DecisionRequest) -> str:
         value = request.input
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         description = (
@@ -172,134 +125,269 @@ class OpenAIBackend(Backend):
             or self.decision.description
             or f"Decide '{request.decision.name}' for the input."
         )
-        user = self.prompt.format(
-            description=description, input=text, options="\n".join(request.decision.labels)
-        )
-        return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": user}]
+        return render(self.prompt, description=description, text=text,
+                      shown=request.decision.labels, options_as=self.options_as)
 
-    async def _complete(self, request: DecisionRequest, **options: Any) -> dict[str, Any]:
-        payload: dict[str, Any] = {"messages": self.messages(request), **options}
+    def messages(self, request: DecisionRequest) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": SYSTEM_MESSAGES[self.options_as]},
+            {"role": "user", "content": self.prompt_text(request)},
+        ]
+
+    async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self.model is not None:
-            payload["model"] = self.model
+            payload = {**payload, "model": self.model}
         body = json_object(await self.caller.post_json(self.endpoint, payload))
         served = body.get("model")
         if isinstance(served, str) and served:
             self.served_models.add(served)
         return body
 
-    # -- readouts ----------------------------------------------------------------------------
+    async def _ask(self, request: DecisionRequest, **options: Any) -> dict[str, Any]:
+        """One request for `request` through the configured API."""
+        if self.api == "chat":
+            return await self._post({"messages": self.messages(request), **options})
+        return await self._post({"prompt": self.prompt_text(request), **options})
 
-    def check_presentations(self, presentations: Sequence[Sequence[str]]) -> None:
-        if self.settings.readout == "logprobs":
-            for shown in presentations:
-                check_first_tokens(shown, self.name)
+    # -- the run's plan ------------------------------------------------------------------------
+
+    def prepare_run(self, presentations: Sequence[Sequence[str]]) -> dict[str, Any]:
+        async def prepare() -> ReadoutPlan:
+            try:
+                return await self._make_plan(presentations or [self.decision.labels])
+            finally:
+                await self.caller.aclose()
+
+        self.plan = asyncio.run(prepare())
+        return self.plan.to_json()
+
+    def use_plan(self, plan: Mapping[str, Any]) -> None:
+        adopted = ReadoutPlan.from_json(plan)
+        configured = (self.readout, self.api, self.options_as)
+        if (adopted.readout, adopted.api, adopted.options_as) != configured:
+            raise ConfigurationError(
+                f"openai backend '{self.name}': the run's stored plan reads "
+                f"{adopted.readout}/{adopted.api}/{adopted.options_as}, but the backend is "
+                f"configured for {'/'.join(configured)}; start a new run"
+            )
+        self.plan = adopted
+
+    async def _make_plan(self, presentations: Sequence[Sequence[str]]) -> ReadoutPlan:
+        plan = ReadoutPlan(self.readout, self.api, self.options_as)
+        name_sets = [self.names(shown) for shown in presentations]
+        if self.readout == "logprobs":
+            candidates = tokenize_candidates(self.url, self.settings.tokenize_url)
+            try:
+                tokenizer, tried = await find_tokenizer(self.caller, candidates, self.model)
+            except BackendError as exc:
+                raise ConfigurationError(
+                    f"openai backend '{self.name}': cannot reach the server to learn its "
+                    f"tokenizer ({public_url(candidates[0])}: {exc}); start it, or check url "
+                    "and tokenize_url"
+                ) from None
+            if tokenizer is None:
+                plan.rule, plan.tokenizer = "characters", {"endpoint": None, "tried": tried}
+                check_characters(name_sets, tried=tried, backend_name=self.name)
+            else:
+                self._tokenizer = tokenizer
+                plan.rule, plan.tokenizer = "first_pieces", tokenizer.describe()
+                await add_tables(plan, tokenizer, name_sets,
+                                 variants=self.options_as == "labels", backend_name=self.name)
+        elif self.readout == "sequence":
+            plan.echo_check = await self._check_echo()
+        return plan
+
+    async def _plan_for(self, shown: Sequence[str]) -> ReadoutPlan:
+        """The plan, covering this presentation. Within a run every presentation is planned
+        before the first call; outside one (SDK, replay) the plan is made on first use. A
+        presentation the plan does not cover (a minimisation candidate mixing label styles)
+        is covered from the same tokenizer, and answered `invalid_response` if its labels
+        collide: it must not stop the run."""
+        names = self.names(shown)
+        async with self._planning:
+            if self.plan is None:
+                self.plan = await self._make_plan([shown])
+                return self.plan
+            plan = self.plan
+            try:
+                if plan.rule == "characters":
+                    check_characters([names], tried=(plan.tokenizer or {}).get("tried", {}),
+                                     backend_name=self.name)
+                elif plan.rule == "first_pieces" and table_key(names) not in plan.tables:
+                    variants = self.options_as == "labels"
+                    tokenizer = (self._stored_tokenizer()
+                                 if plan.missing_forms([names], variants=variants) else None)
+                    await add_tables(plan, tokenizer, [names], variants=variants,
+                                     backend_name=self.name)
+            except ConfigurationError as exc:
+                raise InvalidResponse(f"{exc} (a presentation the plan did not cover)") from None
+        return plan
+
+    def _stored_tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            described = self.plan.tokenizer if self.plan else None
+            assert described is not None and described["endpoint"]
+            self._tokenizer = Tokenizer(self.caller, described["endpoint"], self.model,
+                                        list(described["special_prefix"]))
+        return self._tokenizer
+
+    async def _check_echo(self) -> dict[str, Any]:
+        """Check, before the first call, that the server's echo gives each prompt token's
+        log probability given the tokens before it: the top candidate after a prompt must
+        get, echoed at the prompt's end, the log probability `top_logprobs` gave it.
+        llama-cpp-python 0.3.x shifts echoed values by one token when the prompt does not
+        start with the model's BOS token, which would make every label score wrong."""
+        probe = DecisionRequest("echo-check", self.decision, PROBE_INPUT)
+        prompt = self.prompt_text(probe)
+        request = {"prompt": prompt, "max_tokens": 1, "temperature": 0.0,
+                   "logprobs": ECHO_CHECK_CANDIDATES}
+        body = await self._post(request)
+        if generated_nothing(body, "completions"):
+            body = await self._post({**request, "min_tokens": 1})
+        candidates = sorted(top_candidates(body, "completions"), key=lambda c: -c[1])
+        where = f"openai backend '{self.name}': readout 'sequence'"
+        for token, expected in candidates[:ECHO_CHECK_CANDIDATES]:
+            if not token.strip():
+                continue
+            echo = await self._post({"prompt": prompt + token, "max_tokens": 1,
+                                     "temperature": 0.0, "logprobs": 1, "echo": True})
+            try:
+                echoed = answer_logprob(echo, prompt + token, token)
+            except InvalidResponse:
+                try:
+                    echoed = answer_logprob(echo, prompt + token, token, generated_listed=False)
+                except InvalidResponse:
+                    continue  # the token merges with the prompt's end; try the next one
+            if abs(echoed - expected) > ECHO_CHECK_TOLERANCE:
+                raise ConfigurationError(
+                    f"{where} reads each label's log probability from the prompt tokens the "
+                    f"server echoes, and this server's echo is not aligned: the token "
+                    f"{token!r} after the prompt has log probability {expected:.4f} in "
+                    f"top_logprobs but {echoed:.4f} in the echo. llama-cpp-python 0.3.x "
+                    "shifts echoed values by one token when the prompt does not start with "
+                    "the model's BOS token (SmolLM2's is <|im_start|>: start the prompt with "
+                    "its chat markup). Use readout: logprobs, or a server whose echo is aligned"
+                )
+            return {"token": token, "top_logprob": expected, "echo_logprob": echoed}
+        raise ConfigurationError(
+            f"{where}: could not check the server's echoed log probabilities: none of the "
+            f"top {ECHO_CHECK_CANDIDATES} tokens after the prompt came back as a token of its "
+            "own (does the server honour echo: true with logprobs?)"
+        )
+
+    # -- readouts ------------------------------------------------------------------------------
 
     async def predict(self, request: DecisionRequest) -> Prediction:
-        if self.settings.readout == "sample":
+        if self.readout == "sample":
             return await self._sample(request)
-        return await self._logprobs(request)
+        plan = await self._plan_for(request.decision.labels)
+        if self.readout == "sequence":
+            return await self._sequence(request)
+        return await self._logprobs(request, plan)
 
-    async def _logprobs(self, request: DecisionRequest) -> Prediction:
-        labels = request.decision.labels
-        if labels not in self._separable:
-            check_first_tokens(labels, self.name)
-            self._separable.add(labels)
-        body = await self._complete(
-            request,
-            max_tokens=1,
-            logprobs=True,
-            top_logprobs=TOP_LOGPROBS,
-            temperature=self.settings.temperature,
+    def _shown(self, request: DecisionRequest, by_name: Mapping[str, float]) -> dict[str, float]:
+        """Values keyed by the readout's names → keyed by the labels as shown."""
+        shown = request.decision.labels
+        return {label: by_name[name] for label, name in zip(shown, self.names(shown),
+                                                             strict=True)}
+
+    async def _logprobs(self, request: DecisionRequest, plan: ReadoutPlan) -> Prediction:
+        names = self.names(request.decision.labels)
+        options: dict[str, Any] = {"max_tokens": 1, "temperature": self.settings.temperature}
+        if self.api == "chat":
+            options.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+        else:
+            options.update(logprobs=TOP_LOGPROBS)
+        body = await self._ask(request, **options)
+        if generated_nothing(body, self.api):
+            body = await self._ask(request, **options, min_tokens=1)
+        owner = plan.owner(names, exact=self.options_as == "letters")
+        distribution, label_mass = first_token_distribution(
+            top_candidates(body, self.api), owner, names
         )
-        first = _path(body, "choices", 0, "logprobs", "content", 0)
-        candidates = (first.get("top_logprobs") or [first]) if isinstance(first, dict) else None
-        if not isinstance(candidates, list):
-            raise InvalidResponse("response has no choices[0].logprobs.content[0].top_logprobs")
-        forms = [_first_token_form(label) for label in labels]
-        mass = dict.fromkeys(labels, 0.0)
-        for candidate in candidates:
-            token = candidate.get("token") if isinstance(candidate, dict) else None
-            logprob = candidate.get("logprob") if isinstance(candidate, dict) else None
-            if not isinstance(token, str) or isinstance(logprob, bool) or not isinstance(
-                logprob, int | float
-            ):
-                raise InvalidResponse("top_logprobs entries need a string token and a logprob")
-            if not _is_log_probability(logprob):
-                raise InvalidResponse(
-                    f"top_logprobs: the logprob of token {quote(token)} is {quote(logprob)}, "
-                    "not a log-probability (a finite number <= 0)"
-                )
-            piece = _first_token_form(token)
-            matching = [label for label, form in zip(labels, forms, strict=True)
-                        if piece and form.startswith(piece)]
-            if len(matching) == 1:
-                mass[matching[0]] += math.exp(logprob)
-        label_mass = math.fsum(mass.values())
-        if not label_mass > 0.0:
-            raise InvalidResponse(
-                f"no probability mass on any label among the top {TOP_LOGPROBS} first tokens"
-            )
-        return Prediction(
-            {label: value / label_mass for label, value in mass.items()},
-            model=self.model,
-            model_version=_served(body),
-            metadata={"label_mass": label_mass},
-        )
+        return Prediction(self._shown(request, distribution), model=self.model,
+                          model_version=_served(body), metadata={"label_mass": label_mass})
+
+    async def _sequence(self, request: DecisionRequest) -> Prediction:
+        prompt = self.prompt_text(request)
+        logprobs: dict[str, float] = {}
+        served = None
+        # One label at a time: the engine's concurrency bound counts decisions.
+        for name in self.names(request.decision.labels):
+            sent = prompt + continuation(prompt, name)
+            body = await self._post({"prompt": sent, "max_tokens": 1, "temperature": 0.0,
+                                     "logprobs": 1, "echo": True})
+            served = _served(body) or served
+            logprobs[name] = answer_logprob(body, sent, sent[len(prompt):])
+        distribution, label_mass = normalised(logprobs)
+        return Prediction(self._shown(request, distribution), model=self.model,
+                          model_version=served, metadata={"label_mass": label_mass})
 
     async def _sample(self, request: DecisionRequest) -> Prediction:
-        labels = request.decision.labels
+        shown = request.decision.labels
+        names = self.names(shown)
         samples: int = self.settings.samples
         counts: Counter[str] = Counter()
         served = None
+        options: dict[str, Any] = {
+            "temperature": self.settings.temperature,
+            "max_tokens": self.settings.max_tokens or SAMPLE_MAX_TOKENS,
+        }
+        if self.api == "completions":
+            options["stop"] = ["\n"]  # a base model goes on writing after its answer
         # One request at a time: the engine's concurrency bound counts decisions, and
         # parallel samples would multiply the load it allows.
         for _ in range(samples):
-            body = await self._complete(
-                request,
-                temperature=self.settings.temperature,
-                max_tokens=self.settings.max_tokens or SAMPLE_MAX_TOKENS,
-            )
+            body = await self._ask(request, **options)
             served = _served(body) or served
-            message = _path(body, "choices", 0, "message")
-            if not isinstance(message, dict):
-                raise InvalidResponse("response has no choices[0].message object")
-            content = message.get("content")
-            label = parse_answer(content, labels) if isinstance(content, str) else None
-            if label is not None:
-                counts[label] += 1
+            answer = self._answer_text(body)
+            if answer is None:
+                continue
+            name = (parse_code(answer, names) if self.options_as == "letters"
+                    else parse_answer(answer, names))
+            if name is not None:
+                counts[name] += 1
         parsed = sum(counts.values())
         if not parsed:
             raise InvalidResponse(f"none of the {samples} sampled answers names one option")
         return Prediction(
-            {label: counts[label] / parsed for label in labels},
+            self._shown(request, {name: counts[name] / parsed for name in names}),
             model=self.model,
             model_version=served,
             metadata={"samples": samples, "parsed": parsed, "unparseable": samples - parsed},
         )
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    def _answer_text(self, body: dict[str, Any]) -> str | None:
+        if self.api == "completions":
+            text = path(body, "choices", 0, "text")
+            return text if isinstance(text, str) else None
+        message = path(body, "choices", 0, "message")
+        if not isinstance(message, dict):
+            raise InvalidResponse("response has no choices[0].message object")
+        content = message.get("content")
+        return content if isinstance(content, str) else None
+
+    # -- lifecycle -----------------------------------------------------------------------------
 
     async def healthcheck(self) -> Health:
         return await self.caller.health(self.health_url)
 
     def details(self) -> dict[str, Any]:
-        return {
+        details: dict[str, Any] = {
             "url": public_url(self.url),
-            "protocol": PROTOCOL,
-            "readout": self.settings.readout,
+            "protocol": "openai.chat.completions" if self.api == "chat" else "openai.completions",
+            "api": self.api,
+            "readout": self.readout,
+            "options_as": self.options_as,
             "served_models": sorted(self.served_models),
         }
+        if self.plan is not None:
+            plan = self.plan.to_json()
+            details.update({k: v for k, v in plan.items() if k not in details})
+        return details
 
     async def aclose(self) -> None:
         await self.caller.aclose()
-
-
-def _is_log_probability(value: int | float) -> bool:
-    # An integer beyond a float's range fails the comparison's conversion.
-    try:
-        return math.isfinite(value) and value <= LOGPROB_SLACK
-    except OverflowError:
-        return False
 
 
 def _served(body: dict[str, Any]) -> str | None:

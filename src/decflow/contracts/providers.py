@@ -45,6 +45,7 @@ BACKEND_GROUP = "decflow.backends"
 RESERVED_PROVIDERS = ("mock", "http", "systemone", "openai", "python")
 DEFAULT_MODELS = {"mock": "mock", "openai": "smollm2-135m"}
 OPENAI_PROMPT_FIELDS = ("description", "input", "options")
+MAX_OPTION_CODES = 26  # options_as: letters codes options A-Z
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +129,12 @@ HeaderValue = Annotated[str, AfterValidator(check_header_value)]
 Url = Annotated[str, AfterValidator(check_url)]
 
 
-def _same_origin(url: str, health_url: str | None, credentials: bool) -> None:
-    if credentials and health_url is not None and origin(health_url) != origin(url):
+def _same_origin(
+    url: str, other: str | None, credentials: bool, field: str = "health_url"
+) -> None:
+    if credentials and other is not None and origin(other) != origin(url):
         raise ValueError(
-            "health_url must use the backend URL's origin (scheme, host and port) when "
+            f"{field} must use the backend URL's origin (scheme, host and port) when "
             "credentials come from the environment"
         )
 
@@ -194,7 +197,10 @@ def _prompt(value: str) -> str:
 class OpenAISettings(StrictModel):
     url: Url = "http://127.0.0.1:8765/v1"
     api_key_env: EnvName | None = None
-    readout: Literal["logprobs", "sample"] = "logprobs"
+    api: Literal["chat", "completions"] = "chat"
+    readout: Literal["logprobs", "sequence", "sample"] = "logprobs"
+    options_as: Literal["labels", "letters"] = "labels"
+    tokenize_url: Url | None = None
     samples: int = Field(default=8, ge=1, le=100)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     prompt: Annotated[str, AfterValidator(_prompt)] | None = None
@@ -213,9 +219,33 @@ class OpenAISettings(StrictModel):
                 return {**data, "health_url": url.rstrip("/") + "/models"}
         return data
 
+    @field_validator("readout")
+    @classmethod
+    def _sequence_needs_completions(cls, value: str, info: ValidationInfo) -> str:
+        if value == "sequence" and info.data.get("api", "chat") != "completions":
+            raise ValueError(
+                "readout 'sequence' needs api: completions (prompt log probabilities come "
+                "only from the completions endpoint; for a chat model, write its chat markup "
+                "into prompt)"
+            )
+        return value
+
+    @field_validator("options_as")
+    @classmethod
+    def _letters_for_few_labels(cls, value: str, info: ValidationInfo) -> str:
+        ctx = _context(info)
+        if value == "letters" and ctx is not None and len(ctx.labels) > MAX_OPTION_CODES:
+            raise ValueError(
+                f"options_as 'letters' codes at most {MAX_OPTION_CODES} options (A-Z); the "
+                f"decision has {len(ctx.labels)} labels"
+            )
+        return value
+
     @model_validator(mode="after")
     def _credentials(self) -> OpenAISettings:
-        _same_origin(self.url, self.health_url, self.api_key_env is not None)
+        credentials = self.api_key_env is not None
+        _same_origin(self.url, self.health_url, credentials)
+        _same_origin(self.url, self.tokenize_url, credentials, "tokenize_url")
         return self
 
 

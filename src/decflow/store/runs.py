@@ -6,6 +6,7 @@ Layout (the only module that spells it):
     runs/<run_id>/run.json        the run record `decflow runs` lists
     runs/<run_id>/report.json     the run's report (also diff.json, report.html beside it)
     runs/<run_id>/contract.<ext>  the contract the run used (replay/report from anywhere)
+    runs/<run_id>/backend-plan.json  how the backend reads answers for the whole run
     accepted/<decision>/<backend>.json   the accepted baseline run of a decision and backend
 
 Run records are plain JSON written atomically by the store; every runner (in-process,

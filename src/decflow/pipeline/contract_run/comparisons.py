@@ -17,6 +17,7 @@ import polars as pl
 from decflow.data.golden_dataset import case_input
 from decflow.metrics.columns import probability_matrix
 from decflow.metrics.compare import compare
+from decflow.pipeline.contract_run.backend_plan import run_backend
 from decflow.pipeline.contract_run.transformed import (
     COMPARISON_COLUMNS,
     joined_transformed,
@@ -117,7 +118,8 @@ def _compute_minimized(context: StageContext, key: str) -> Manifest:
             ids.append(row["request_id"])
     if not jobs:
         return store.publish("minimized", key, empty)
-    decider = CandidateDecider(contract, spec.backend, spec.max_concurrency)
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
+    decider = CandidateDecider(contract, spec.backend, spec.max_concurrency, backend)
     try:
         shrunk = minimize_many(jobs, decider, labels=labels, text_field=contract.fuzz.text_field,
                                max_calls=contract.fuzz.max_minimize_calls)

@@ -15,11 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from decflow.backends.base import Backend
 from decflow.backends.registry import build_backend
 from decflow.data.golden_dataset import dataset_hash, load_golden
 from decflow.diagnostics.pair_storage import pair_meta, pair_table
 from decflow.errors import DecflowError
+from decflow.pipeline.contract_run import backend_plan
 from decflow.pipeline.contract_run.derive import (
     PART_ROWS,
     PERSONA_PAIRS,
@@ -91,15 +91,19 @@ def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFr
 
 
 def check_presentations(context: StageContext, requests: Manifest) -> None:
-    """Let the backend refuse label presentations it cannot answer, before any call."""
-    backend = build_backend(context.loaded.contract, context.spec.backend)
-    if type(backend).check_presentations is Backend.check_presentations:
-        return  # the default hook accepts every presentation: no need to read them
+    """Let the backend refuse label presentations it cannot answer, before any call, and
+    store the plan it makes from them with the run (`backend_plan`)."""
+    spec, store = context.spec, context.store
+    backend = build_backend(context.loaded.contract, spec.backend)
+    if not backend_plan.makes_plans(backend):
+        return  # the default hooks accept every presentation: no need to read them
+    if backend_plan.stored_plan(store, spec.run_id) is not None:
+        return  # a resumed run keeps the plan its earlier results were read with
     shown: set[tuple[str, ...]] = set()
     for part in requests.parts:
-        labels = context.store.read_part(part, ["shown_labels"])["shown_labels"]
+        labels = store.read_part(part, ["shown_labels"])["shown_labels"]
         shown.update(tuple(s) for s in labels.unique().to_list())
-    backend.check_presentations(list(shown))
+    backend_plan.prepare(backend, store, spec.run_id, sorted(shown))
 
 
 def _request_params(context: StageContext) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import polars as pl
 from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.errors import DecflowError
+from decflow.pipeline.contract_run.backend_plan import run_backend
 from decflow.pipeline.contract_run.calls import (
     decide_requests,
     generation_error_rows,
@@ -111,9 +112,9 @@ class RequestParts:
         return pl.concat(frames)
 
 
-def backend_info(spec: RunSpec) -> dict[str, Any]:
+def backend_info(spec: RunSpec, store: Store) -> dict[str, Any]:
     contract = load_contract_cached(spec.contract_path).contract
-    backend = build_backend(contract, spec.backend)
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
     return {
         "name": spec.backend,
         "provider": backend.provider,
@@ -280,7 +281,7 @@ def call_shard(
             pending = pending.join(
                 blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
             )
-    backend = build_backend(contract, spec.backend)
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
 
     async def run() -> None:
         try:
@@ -334,7 +335,7 @@ def finish_results(
             f"run {spec.run_id}: {missing.len()} requests have no result yet "
             f"(first: {missing[0]}); finish it with --resume {spec.run_id}"
         )
-    extra = {"backend": backend_info(spec), "health": health}
+    extra = {"backend": backend_info(spec, store), "health": health}
     schema = {name: str(dtype) for name, dtype in RESULTS_SCHEMA.items()}
     return store.publish("results", key, [], parts=kept, extra=extra, schema=schema)
 

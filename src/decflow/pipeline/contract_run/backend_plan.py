@@ -1,0 +1,52 @@
+"""A backend's run plan, stored with the run (`runs/<run_id>/backend-plan.json`).
+
+Some backends decide before the first call how the whole run reads answers (the `openai`
+backend: which tokenizer answered, each label's first pieces, the echo check). Call shards
+may run in other processes (Prefect tasks, Dask workers) that build the backend anew, so the
+plan is made once, when the requests stage checks the presentations, stored with the run,
+and adopted by every backend built to call for the run. A resumed run keeps the plan its
+earlier results were read with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from decflow.backends.base import Backend
+from decflow.backends.registry import build_backend
+from decflow.store.runs import run_path
+from decflow.store.store import Store
+
+
+def plan_path(run_id: str) -> str:
+    return run_path(run_id, "backend-plan.json")
+
+
+def makes_plans(backend: Backend) -> bool:
+    """Whether the backend looks at presentations before a run (the default hooks do not)."""
+    kind = type(backend)
+    return (kind.check_presentations is not Backend.check_presentations
+            or kind.prepare_run is not Backend.prepare_run)
+
+
+def stored_plan(store: Store, run_id: str) -> dict[str, Any] | None:
+    relative = plan_path(run_id)
+    return store.read_json(relative) if store.exists(relative) else None
+
+
+def prepare(backend: Backend, store: Store, run_id: str,
+            presentations: Sequence[Sequence[str]]) -> None:
+    """Let the backend refuse or plan the run's presentations; store its plan."""
+    plan = backend.prepare_run(presentations)
+    if plan is not None:
+        store.write_json(plan_path(run_id), plan)
+
+
+def run_backend(contract: Any, backend_name: str, store: Store, run_id: str) -> Backend:
+    """The backend, built to call for run `run_id` (its stored plan adopted)."""
+    backend = build_backend(contract, backend_name)
+    plan = stored_plan(store, run_id)
+    if plan is not None:
+        backend.use_plan(plan)
+    return backend
