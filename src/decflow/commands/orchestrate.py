@@ -49,20 +49,17 @@ def prefect_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
 
 def crash_detection(window_s: float | None = None) -> str:
     """Create or update the crash automation; returns a line saying what was done."""
-    from decflow.flows.crash_detection import AUTOMATION_NAME, HEARTBEAT_S, ensure_crash_automation
+    from decflow.flows.crash_detection import describe, ensure_crash_automation
 
-    done, window = ensure_crash_automation(window_s)
-    return (f"crash detection {done}: automation '{AUTOMATION_NAME}' marks a watched flow run "
-            f"Crashed after {window:g} s without a heartbeat (runs send one every "
-            f"{HEARTBEAT_S} s)")
+    return describe(*ensure_crash_automation(window_s))
 
 
 def deploy(file: Path, pool: str) -> None:
     """Create the process work pool if needed, register every deployment of `file` and
     the crash automation."""
-    from decflow.flows.deployments import build_deployments
+    from decflow.flows.deployments import checked_definitions
 
-    build_deployments(file)  # checks the file before anything is registered
+    checked_definitions(file)  # before anything is registered
     typer.echo(crash_detection(), err=True)
     project = file.parent.parent
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}

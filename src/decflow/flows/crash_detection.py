@@ -118,3 +118,10 @@ def ensure_crash_automation(window_s: float | None = None) -> tuple[str, float]:
             return "unchanged", window_s
         client.update_automation(current.id, wanted)
         return "updated", window_s
+
+
+def describe(done: str, window_s: float) -> str:
+    """One line on what `ensure_crash_automation` did."""
+    return (f"crash detection {done}: the Prefect automation '{AUTOMATION_NAME}' marks a "
+            f"flow run tagged {WATCHED_TAG} Crashed after {window_s:g} s without a heartbeat "
+            f"(decflow's runs send one every {HEARTBEAT_S} s)")

@@ -21,6 +21,7 @@ from decflow.flows.contract_run import contract_run
 from decflow.flows.crash_detection import (
     HEARTBEAT_S,
     WATCHED_TAG,
+    describe,
     ensure_crash_automation,
     watched_run,
 )
@@ -79,13 +80,21 @@ def check_heartbeat(entry: dict[str, Any]) -> None:
         )
 
 
+def checked_definitions(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of the deployments file, each checked: a decflow flow, valid
+    parameters, heartbeats as the crash automation expects."""
+    entries = load_definitions(path)
+    for entry in entries:
+        check_heartbeat(entry)
+        flow_of(entry).validate_parameters(entry.get("parameters") or {})
+    return entries
+
+
 def build_deployments(path: str | Path) -> list[Any]:
     """A `RunnerDeployment` per entry of the deployments file."""
     deployments = []
-    for entry in load_definitions(path):
-        check_heartbeat(entry)
+    for entry in checked_definitions(path):
         flow = flow_of(entry)
-        flow.validate_parameters(entry.get("parameters") or {})
         deployments.append(flow.to_deployment(
             name=entry["name"],
             description=entry.get("description"),
@@ -107,9 +116,7 @@ def serve_deployments(path: str | Path) -> None:
     runs heartbeat and are watched (their processes inherit the setting and the tag)."""
     path = Path(path).resolve()
     deployments = build_deployments(path)
-    done, window = ensure_crash_automation()
-    print(f"decflow: crash detection {done} (a watched run is marked Crashed after {window:g} s "
-          "without a heartbeat)", file=sys.stderr)
+    print(f"decflow: {describe(*ensure_crash_automation())}", file=sys.stderr)
     # runs resolve the parameters' relative paths (and the entrypoints) from here
     os.chdir(project_dir(path))
     with watched_run():
