@@ -112,12 +112,13 @@ def project_dir(path: str | Path) -> Path:
 
 
 def serve_deployments(path: str | Path) -> None:
-    """Serve every deployment of the file from this process until it is stopped; its
-    runs heartbeat and are watched (their processes inherit the setting and the tag)."""
+    """Serve every deployment of the file from this process until it is stopped. Its
+    runs' processes inherit the heartbeat setting; deployments tagged `WATCHED_TAG` are
+    watched by the crash automation, created here if needed."""
     path = Path(path).resolve()
-    deployments = build_deployments(path)
-    print(f"decflow: {describe(*ensure_crash_automation())}", file=sys.stderr)
     # runs resolve the parameters' relative paths (and the entrypoints) from here
     os.chdir(project_dir(path))
+    deployments = build_deployments(path)
+    print(f"decflow: {describe(*ensure_crash_automation())}", file=sys.stderr)
     with watched_run():
         serve(*deployments)

@@ -97,7 +97,7 @@ def identity(report: dict[str, Any]) -> list[str]:
 
 # Comparisons as words: a cell starting with `>` renders as a quote bar in Markdown tables
 # (the Prefect UI renders table-artifact cells as Markdown too).
-COMPARISONS = {">=": "at least", "<=": "at most", "<": "below", ">": "above"}
+COMPARISONS = {">=": "at least", "<=": "at most", "<": "below"}  # gates.checks.Comparison
 CHECK_HEADERS = ("status", "gate", "metric", "comparison", "threshold", "value", "message")
 
 
