@@ -3,7 +3,9 @@
 Starts `prefect server start` on 127.0.0.1 (temporary PREFECT_HOME, SQLite), then runs
 `decflow test CONTRACT --all` alternately with `--no-prefect` and `--prefect`, each as a
 fresh process (what a user or CI pays), and reads the flow run's task runs back from the
-API. Targets (PRODUCT.md §7): ≤ 3 s more than the direct run; ≤ 20 + shards task runs.
+API; then times one empty sync flow, in one process, with and without decflow's
+heartbeats (what crash detection costs a run). Targets (PRODUCT.md §7): ≤ 3 s more than
+the direct run; ≤ 20 + shards task runs.
 
 usage: python bench/prefect_overhead.py [--cases 1000] [--repeats 3] [--readme]
 (--readme appends the measured numbers as a section of bench/README.md)
@@ -103,6 +105,41 @@ asyncio.run(empty())
 """
 
 
+# One process, the same empty sync flow alternately with decflow's heartbeats
+# (`watched_run`, as every CLI flow run) and with them off; prints the median wall times.
+HEARTBEAT_PROBE = """
+import json, statistics, sys, time
+from prefect import flow
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+from decflow.flows.crash_detection import watched_run
+
+@flow(name="heartbeat-probe")
+def probe() -> None:
+    return None
+
+def timed(context) -> float:
+    with context:
+        started = time.perf_counter()
+        probe()
+        return time.perf_counter() - started
+
+probe()
+times = {"on": [], "off": []}
+for _ in range(int(sys.argv[1])):
+    times["on"].append(timed(watched_run()))
+    off = temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    times["off"].append(timed(off))
+print(json.dumps({mode: statistics.median(values) for mode, values in times.items()}))
+"""
+
+
+def heartbeat_cost(env: dict[str, str], cwd: Path, flows: int) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", HEARTBEAT_PROBE, str(flows)], env=env,
+                          cwd=cwd, capture_output=True, text=True, check=True)
+    medians: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return medians
+
+
 def timed_script(script: str, env: dict[str, str], cwd: Path) -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True,
@@ -157,6 +194,7 @@ def measure(cases: int, repeats: int) -> dict[str, Any]:
                                     env, work))
             empty.append(timed_script(EMPTY_FLOW, env, work))
             bare.append(timed_script("pass", env, work))
+        heartbeat = heartbeat_cost(env, work, 5 * repeats)
         last = json.loads((work / f"f{repeats - 1}.json").read_text())
         run_id = last["run"]["id"]
         shards = shard_count(work / "store", run_id)
@@ -179,6 +217,10 @@ def measure(cases: int, repeats: int) -> dict[str, Any]:
         "prefect_cold_wall_s": round(cold["wall_s"], 2),
         "added_s": round(flow_wall - direct_wall, 2),
         "empty_flow_process_s": round(statistics.median(empty) - statistics.median(bare), 2),
+        "sync_flow_with_heartbeats_s": round(heartbeat["on"], 2),
+        "sync_flow_without_heartbeats_s": round(heartbeat["off"], 2),
+        "heartbeat_cost_s": round(heartbeat["on"] - heartbeat["off"], 2),
+        "heartbeat_flows": 5 * repeats,
         "shards": shards,
         "task_runs": tasks,
         "peak_rss_mb_any_child": round(peak_mb),
@@ -212,6 +254,10 @@ def readme_section(result: dict[str, Any]) -> str:
         f"shards) | ≤ 20 + shards ({'met' if tasks_ok else 'not met'}) |",
         f"| a process running one empty flow (Prefect's own floor) | "
         f"{result['empty_flow_process_s']} s | |",
+        f"| heartbeats (crash detection), per flow run | {result['heartbeat_cost_s']} s "
+        f"(empty sync flow {result['sync_flow_with_heartbeats_s']} s with, "
+        f"{result['sync_flow_without_heartbeats_s']} s without; median of "
+        f"{result['heartbeat_flows']}) | |",
         f"| server start until /api/health | {result['server_startup_s']} s | |",
         f"| peak RSS of any child process | {result['peak_rss_mb_any_child']} MB | |",
         "",
@@ -219,8 +265,10 @@ def readme_section(result: dict[str, Any]) -> str:
         "Prefect's own floor, paid by any process that runs one flow (importing prefect, "
         "≈1–2 s here, most of it `prefect.settings`/`prefect.context`; creating and "
         "finishing the flow run; draining its event and log workers at exit). The rest is "
-        "this run's task runs and its artifacts (Markdown, checks table, two links, "
-        "progress), one server round trip each. The stages are the same code as the direct "
+        "this run's task runs and its artifacts (Markdown, checks table, progress), one "
+        "server round trip each, and the heartbeats: a sync flow run waits at its end for "
+        "Prefect's heartbeat thread, which sleeps in 1-second steps (so up to 1 s per run, "
+        "whatever its length). The stages are the same code as the direct "
         "run; their timings in `run.json` are within tens of milliseconds of the direct "
         "run's. Absolute times vary about 2× with the machine's load (other processes "
         "ran beside the benchmark).",

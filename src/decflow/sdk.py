@@ -125,6 +125,7 @@ def run_test(
     from decflow.pipeline.spec import RunSpec
     from decflow.store.runs import new_run_id
     from decflow.store.store import open_store
+    from decflow.views.stored import write_run_html
 
     opened = open_store(store)
     spec = RunSpec(
@@ -134,15 +135,22 @@ def run_test(
         properties=tuple(properties) if properties else None, minimize=minimize,
         max_concurrency=max_concurrency, healthcheck=check_health,
     )
-    return run_contract(spec, opened, fail_on_warn=fail_on_warn)
+    report = run_contract(spec, opened, fail_on_warn=fail_on_warn)
+    write_run_html(opened, report)
+    return report
 
 
 def run_check(contract: str | Path, records: str, *, baseline: str | None = None,
               store: str | None = None, fail_on_warn: bool = False) -> dict[str, Any]:
     """`decflow check`: the production check report dict."""
     from decflow.pipeline.production.run import run_check as check
+    from decflow.store.store import open_store
+    from decflow.views.stored import write_run_html
 
-    return check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=store)
+    report = check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=store)
+    if store is not None:  # stored as a run
+        write_run_html(open_store(store), report)
+    return report
 
 
 def run_diff(baseline: str, candidate: str, *, contract: str | None = None,

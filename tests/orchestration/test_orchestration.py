@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.test_artifact_views import rendered, text_of
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.orchestration
@@ -183,6 +185,7 @@ def project(tmp_path: Path) -> Path:
 def test_contract_run_flow_matches_direct_run_and_is_recorded(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    from decflow.views.html import render_html
     from decflow.views.markdown import render_markdown
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
@@ -217,17 +220,33 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     by_type: dict[str, list[Any]] = {}
     for artifact in seen["artifacts"]:
         by_type.setdefault(artifact.type, []).append(artifact)
-    assert set(by_type) >= {"markdown", "table", "progress"}
-    markdown = {a.key: a.data for a in by_type["markdown"]}
-    summary = markdown["refund-request-all-default-report"]
-    assert summary == render_markdown(report)
-    table = by_type["table"][0]
+    # a local store is named, not linked: no link artifacts, no file:// anywhere
+    assert set(by_type) == {"markdown", "table", "progress"}
+    assert not any("file:" in str(a.data) for a in seen["artifacts"])
+    run_dir = (project / "store" / "runs" / run_id).resolve()
+    summary = {a.key: a.data for a in by_type["markdown"]}["refund-request-all-default-report"]
+    assert summary.startswith(render_markdown(report))
+    html = rendered(summary)
+    for name in ("report.json", "report.html"):
+        assert f"<td>{run_dir / name}</td>" in html.split("<h2>Stored</h2>", 1)[1]
+    assert (run_dir / "report.html").read_text() == render_html(report)
+    hold = sum(c["status"] == "pass" for c in report["checks"])
+    checks = html.split(f"<h2>Checks: {hold} of {len(report['checks'])} hold</h2>", 1)[1]
+    body = checks.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    assert body.count("<tr>") == len(report["checks"])
+    (table,) = by_type["table"]
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data
-    assert [r["gate"] for r in rows] == [c["gate"] for c in report["checks"]]
-    # Prefect stores link artifacts as Markdown links
-    report_link = (project / "store" / "runs" / run_id / "report.json").resolve().as_uri()
-    assert f"({report_link})" in markdown["refund-request-all-default-report-json"]
-    assert (project / "store" / "runs" / run_id / "report.html").is_file()
+    assert len(rows) == len(report["checks"])
+    for row, check in zip(rows, report["checks"], strict=True):
+        cells = {column: rendered(str(text)) for column, text in row.items()}
+        assert not any("<blockquote>" in cell for cell in cells.values()), row
+        shown = {column: text_of(cell) for column, cell in cells.items()}
+        assert shown["gate"].startswith(check["gate"])
+        assert shown["comparison"] in ("at least", "at most", "below")
+        assert shown["message"] == check["message"]
+        # the message prints the value as the table should: "<metric> <value> …"
+        expected = "n/a" if check["value"] is None else check["message"].split()[1]
+        assert shown["value"] == expected, (row, check)
     assert by_type["progress"][0].data == pytest.approx(100.0)
 
     # resuming the finished run through the flow (PREFECT_API_URL alone selects it): every
@@ -268,6 +287,8 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
 def test_production_check_flow(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    from decflow.views.html import render_html
+
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     # PREFECT_API_URL is set: `decflow check` runs as the production_check flow
     flowed = decflow(env, project, "check", "refund/decflow.yaml", "-d",
@@ -295,13 +316,16 @@ def test_production_check_flow(
     seen = recorded(prefect_api, flow_run.id, 4)
     assert {base_name(t) for t in seen["tasks"]} == {"records", "aggregates", "summary",
                                                       "report"}
-    keys = {a.key for a in seen["artifacts"]}
-    assert {"refund-request-check-records-report",
-            "refund-request-check-records-report-checks",
-            "refund-request-check-records-report-json"} <= keys
+    keys = {a.key for a in seen["artifacts"] if a.type != "progress"}
+    assert keys == {"refund-request-check-records-report",
+                    "refund-request-check-records-report-checks"}  # a local store: no links
     (run_dir,) = list((project / "store" / "runs").iterdir())
     assert json.loads((run_dir / "run.json").read_text())["mode"] == "check"
     assert json.loads((run_dir / "report.json").read_text())["status"] == report["status"]
+    for store in ("store", "direct-store"):  # the HTML view beside it, however it ran
+        (stored,) = list((project / store / "runs").iterdir())
+        assert (stored / "report.html").read_text() == render_html(
+            json.loads((stored / "report.json").read_text()))
 
 
 def test_dask_two_workers_give_the_thread_runners_report(
@@ -408,14 +432,10 @@ except GateFailed as exc:
 def test_nightly_regression_diffs_against_the_accepted_baseline(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    import yaml
+    from decflow.views.text import short_hash
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
-    document = yaml.safe_load((project / "refund" / "decflow.yaml").read_text())
-    # the served model changed: damaged items are now rejected
-    document["backend"]["rules"][0]["probabilities"] = {"refund": 0.02, "reject": 0.95,
-                                                        "review": 0.03}
-    (project / "refund" / "drifted.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    drifted_contract(project)
     done = subprocess.run([sys.executable, "-c", NIGHTLY], env=env, cwd=project,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
@@ -442,59 +462,145 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     runs = api_call(prefect_api, nightly_runs)
     assert len(runs) == 2
     assert runs[0].state.is_completed() and runs[1].state.is_failed()
+    # the failed run's state is one line naming the run and the diff
+    assert runs[1].state.message == (project / "second.txt").read_text()
+    assert runs[1].state.message.startswith(f"run {candidate_id}: FAIL (exit 1)")
+    assert f"regression diff {baseline_id} → {candidate_id}: FAIL" in runs[1].state.message
+    assert "\n" not in runs[1].state.message
     first_seen = recorded(prefect_api, runs[0].id, 7)
     note = {a.key: a.data for a in first_seen["artifacts"]}["refund-request-default-regression"]
-    assert f"decflow runs accept {baseline_id}" in note
+    assert f"`decflow runs accept {baseline_id} --store store`" in note  # it passed
     second_seen = recorded(prefect_api, runs[1].id, 8)
     assert "diff" in {base_name(t) for t in second_seen["tasks"]}
-    keys = {a.key for a in second_seen["artifacts"]}
-    assert {"refund-request-default-regression-diff",
-            "refund-request-default-regression-diff-checks"} <= keys
+    artifacts = {a.key: a.data for a in second_seen["artifacts"]}
+    assert "refund-request-default-regression-diff-checks" in artifacts
+    # the diff names both runs and the contract hash each ran with
+    identity = rendered(artifacts["refund-request-default-regression-diff"]).split(
+        "</table>", 1)[0]
+    rows = {text_of(cells[0]): [text_of(c) for c in cells[1:]] for cells in (
+        re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", identity,
+                                                             flags=re.S)) if cells}
+    assert rows["run"] == [f"run {baseline_id}", f"run {candidate_id}"]
+    hashes = [json.loads((project / "store" / "runs" / r / "run.json").read_text())[
+        "contract_hash"] for r in (baseline_id, candidate_id)]
+    assert rows["contract"] == [short_hash(h) for h in hashes]
 
 
-def test_decflow_serve_serves_the_deployments(
-    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+def drifted_contract(folder: Path) -> Path:
+    """The refund example with a changed model: damaged items are now rejected (FAIL)."""
+    import yaml
+
+    document = yaml.safe_load((folder / "refund" / "decflow.yaml").read_text())
+    document["backend"]["rules"][0]["probabilities"] = {"refund": 0.02, "reject": 0.95,
+                                                        "review": 0.03}
+    drifted = folder / "refund" / "drifted.yaml"
+    drifted.write_text(yaml.safe_dump(document, sort_keys=False))
+    return drifted
+
+
+def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one_line(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import signal
 
     import yaml
 
-    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    env = {**client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home")),
+           "PREFECT_RUNNER_POLL_FREQUENCY": "2"}  # pick the run up without the 10 s default
     document = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
     for entry in document["deployments"]:
         entry["name"] += "-served"
-    (tmp_path / "deployments").mkdir()
-    served_file = tmp_path / "deployments" / "prefect.yaml"
+    (project / "deployments").mkdir()
+    served_file = project / "deployments" / "prefect.yaml"
     served_file.write_text(yaml.safe_dump(document))
-    server = subprocess.Popen([sys.executable, "-m", "decflow", "serve", "--file",
-                               str(served_file)], env=env, cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    output = project / "serve.log"
+    with output.open("wb") as log:
+        server = subprocess.Popen([sys.executable, "-m", "decflow", "serve", "--file",
+                                   str(served_file)], env=env, cwd=project,
+                                  stdout=log, stderr=subprocess.STDOUT)
 
     async def served(client: Any) -> dict[str, Any]:
         return {d.name: d for d in await client.read_deployments()
                 if d.name.endswith("-served")}
 
+    async def runs_of(client: Any, deployment: Any) -> list[Any]:
+        # the schedule pre-creates runs too: ours is the one with our store
+        return [r for r in await client.read_flow_runs() if r.deployment_id == deployment.id
+                and r.parameters.get("store") == str(store)]
+
+    store = project / "served-store"
     try:
         deadline = time.monotonic() + 120
         found: dict[str, Any] = {}
         while len(found) < 2:
-            assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+            assert server.poll() is None, output.read_text()
             assert time.monotonic() < deadline, "decflow serve registered no deployments"
             time.sleep(1)
             found = api_call(prefect_api, served)
+        nightly = found["nightly-regression-refund-served"]
+        # a nightly run whose contract run FAILs, with no accepted baseline yet
+        started = subprocess.run(
+            [sys.executable, "-m", "prefect", "deployment", "run",
+             "nightly_regression/nightly-regression-refund-served",
+             "--param", f"contract={drifted_contract(project)}", "--param", f"store={store}"],
+            env=env, cwd=project, capture_output=True, text=True, timeout=120, check=False)
+        assert started.returncode == 0, started.stderr
+        deadline = time.monotonic() + 180
+        while True:
+            (run,) = api_call(prefect_api, lambda c: runs_of(c, nightly))
+            if run.state.is_final():
+                break
+            assert server.poll() is None, output.read_text()
+            assert time.monotonic() < deadline, f"the served run is still {run.state.type}"
+            time.sleep(1)
+        time.sleep(1)  # the run's process writes its last lines
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
-    nightly = found["nightly-regression-refund-served"]
     assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
     assert nightly.parameters["store"] == ".decflow"
     drift = found["drift-check-refund-served"]
     assert drift.parameters["records"] == "contracts/refund/production.jsonl"
 
+    (run_id,) = [p.name for p in (store / "runs").iterdir()]
+    assert run.state.is_failed()
+    assert run.state.message == f"run {run_id}: FAIL (exit 1); see its artifacts"
+    assert "decflow-heartbeat" in run.tags  # watched by the crash automation
+    printed = output.read_text()
+    assert "crash detection" in printed
+    assert "Traceback" not in printed and "Engine execution exited" not in printed
+    finished = [line for line in printed.splitlines() if "Finished in state Failed(" in line]
+    assert len(finished) == 1 and run_id in finished[0], printed
+    seen = recorded(prefect_api, run.id, 8)
+    note = {a.key: a.data for a in seen["artifacts"]}["refund-request-default-regression"]
+    assert f"decflow runs accept {run_id}" not in note
+    assert "it is FAIL, so it should not become the baseline" in note
+    assert "accept a run that passes" in note
 
-def test_a_killed_flow_run_resumes_through_the_flow(
+
+# The shortest crash window decflow allows: its runs heartbeat every 30 s (Prefect's
+# minimum), so a killed run is marked Crashed 40-45 s after its last heartbeat.
+CRASH_WINDOW_S = 40
+
+
+def heartbeat_times(api: str, flow_run_id: Any) -> list[Any]:
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    async def read(client: Any) -> list[Any]:
+        page = await client.read_events(EventFilter(
+            event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
+            resource=EventResourceFilter(id=[f"prefect.flow-run.{flow_run_id}"])),
+            limit=50)  # the server refuses the client's default of 100
+        return sorted(event.occurred for event in page.events)
+
+    found: list[Any] = api_call(api, read)
+    return found
+
+
+def test_a_killed_flow_run_ends_crashed_and_resumes_through_the_flow(
     prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    from decflow.flows.crash_detection import AUTOMATION_NAME
     from tests.integration.test_resume_kill import (
         CASES,
         CountingService,
@@ -503,42 +609,63 @@ def test_a_killed_flow_run_resumes_through_the_flow(
         write_contract,
     )
 
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    setup = [decflow(env, tmp_path, "prefect-setup", "--crash-after", str(CRASH_WINDOW_S))
+             for _ in range(2)]
+    assert [d.returncode for d in setup] == [0, 0], setup[0].stderr + setup[1].stderr
+    assert setup[0].stdout.startswith(("crash detection created", "crash detection updated"))
+    assert setup[1].stdout.startswith("crash detection unchanged")  # idempotent
+    (automation,) = api_call(prefect_api,
+                             lambda c: c.read_automations_by_name(AUTOMATION_NAME))
+    assert automation.trigger.within.total_seconds() == CRASH_WINDOW_S
     service = CountingService()
     service.thread.start()
     try:
         contract = write_contract(tmp_path, service.url)
-        env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
         run = subprocess.Popen(
             [sys.executable, "-m", "decflow", "test", str(contract), "--store", "store",
              "--prefect"], cwd=tmp_path, env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         kill_when_sent(service, run, 300)
         (run_id,) = [p.name for p in (tmp_path / "store" / "runs").iterdir()]
-        recorded = recorded_ids(tmp_path / "store")
+        recorded_before_kill = recorded_ids(tmp_path / "store")
         sent_before, _ = service.snapshot()
         resumed = decflow(env, tmp_path, "test", str(contract), "--store", "store",
                           "--prefect", "--resume", run_id, "-o", "resumed.json")
         assert resumed.returncode in (0, 1), resumed.stderr
         resent = service.snapshot()[0] - sent_before
+
+        async def runs_of(client: Any) -> list[Any]:
+            return sorted((r for r in await client.read_flow_runs()
+                           if (r.parameters.get("spec") or {}).get("run_id") == run_id),
+                          key=lambda r: r.created)
+
+        # the killed run: Crashed by the automation once its heartbeats stopped
+        deadline = time.monotonic() + CRASH_WINDOW_S + 60
+        while True:
+            killed, finished = api_call(prefect_api, runs_of)
+            if killed.state.is_final() or time.monotonic() > deadline:
+                break
+            time.sleep(1)
     finally:
         service.server.shutdown()
         service.server.server_close()
-    assert recorded and not recorded & set(resent)
-    assert set(resent) == {f"c{i:04d}" for i in range(CASES)} - recorded
+        decflow(env, tmp_path, "prefect-setup", "--crash-after", "90")  # the default again
+    assert killed.state.is_crashed(), killed.state
+    assert "No heartbeat for 40 s" in killed.state.message
+    beats = heartbeat_times(prefect_api, killed.id)
+    assert beats, "the killed run sent no heartbeat"
+    silent = (killed.state.timestamp - beats[-1]).total_seconds()
+    assert CRASH_WINDOW_S <= silent <= CRASH_WINDOW_S + 30, silent
+    assert finished.state.is_completed()  # a live run with heartbeats is left alone
+    assert "decflow-heartbeat" in finished.tags
+    assert recorded_before_kill and not recorded_before_kill & set(resent)
+    assert set(resent) == {f"c{i:04d}" for i in range(CASES)} - recorded_before_kill
     assert set(resent.values()) == {1}
     report = json.loads((tmp_path / "resumed.json").read_text())
     assert report["run"]["id"] == run_id
     assert report["metrics"]["counts"]["total"] == CASES
     assert report["metrics"]["counts"]["errored"] == 0
-
-    async def runs_of(client: Any) -> list[Any]:
-        return sorted((r for r in await client.read_flow_runs()
-                       if (r.parameters.get("spec") or {}).get("run_id") == run_id),
-                      key=lambda r: r.created)
-
-    killed, finished = api_call(prefect_api, runs_of)
-    assert finished.state.is_completed()
-    assert not killed.state.is_completed()
 
 
 def test_a_flow_that_cannot_run_exits_2_without_a_traceback(

@@ -127,3 +127,70 @@ def test_nightly_regression_rejects_an_unknown_mode() -> None:
     nightly_regression.validate_parameters({"contract": "c.yaml", "mode": "all"})
     with pytest.raises(ParameterTypeError):
         nightly_regression.validate_parameters({"contract": "c.yaml", "mode": "everything"})
+
+
+def test_watched_deployments_heartbeat_as_often_as_the_crash_automation_expects(
+    tmp_path: Path,
+) -> None:
+    from decflow.errors import DecflowError
+    from decflow.flows.crash_detection import HEARTBEAT_S, WATCHED_TAG
+    from decflow.flows.deployments import build_deployments, load_definitions
+
+    for entry in load_definitions(DEPLOYMENTS):
+        assert WATCHED_TAG in entry["tags"], entry["name"]
+        env = entry["work_pool"]["job_variables"]["env"]
+        assert env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] == str(HEARTBEAT_S)
+    entry = load_definitions(DEPLOYMENTS)[0]
+    del entry["work_pool"]["job_variables"]
+    unwatched = tmp_path / "prefect.yaml"
+    unwatched.write_text(yaml.safe_dump({"deployments": [entry]}))
+    with pytest.raises(DecflowError, match="PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
+        build_deployments(unwatched)
+
+
+def test_crash_automation_watches_tagged_runs_for_missing_heartbeats() -> None:
+    from datetime import timedelta
+
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.schemas.automations import Posture
+
+    from decflow.errors import DecflowError
+    from decflow.flows.crash_detection import (
+        HEARTBEAT_S,
+        MIN_WINDOW_S,
+        WATCHED_TAG,
+        crash_automation,
+    )
+
+    automation = crash_automation(90)
+    trigger = automation.trigger
+    assert trigger.posture == Posture.Proactive  # type: ignore[union-attr]
+    assert trigger.after == {"prefect.flow-run.heartbeat"}  # type: ignore[union-attr]
+    assert trigger.expect == {"prefect.flow-run.heartbeat", "prefect.flow-run.Completed",  # type: ignore[union-attr]
+                              "prefect.flow-run.Failed", "prefect.flow-run.Cancelled",
+                              "prefect.flow-run.Crashed"}
+    assert trigger.for_each == {"prefect.resource.id"}  # type: ignore[union-attr]
+    assert trigger.within == timedelta(seconds=90)  # type: ignore[union-attr]
+    assert trigger.match_related.root["prefect.resource.id"] == f"prefect.tag.{WATCHED_TAG}"  # type: ignore[union-attr]
+    (action,) = automation.actions
+    assert action.state == StateType.CRASHED  # type: ignore[union-attr]
+    assert HEARTBEAT_S == 30 and MIN_WINDOW_S > HEARTBEAT_S
+    with pytest.raises(DecflowError, match="at least"):
+        crash_automation(HEARTBEAT_S)
+
+
+def test_the_no_baseline_note_suggests_accepting_only_a_passing_run() -> None:
+    from decflow.flows.nightly_regression import baseline_advice, no_baseline_note
+
+    passed = {"run_id": "r-pass", "status": "pass"}
+    advice = baseline_advice(passed, "c.yaml", "default", "store")
+    assert "`decflow runs accept r-pass --store store`" in advice
+    note = no_baseline_note("refund_request", "default", passed, advice, "store")
+    assert "`r-pass` (PASS) was not diffed" in note
+    for status in ("fail", "warn"):
+        run = {"run_id": "r-bad", "status": status}
+        advice = baseline_advice(run, "c.yaml", "default", "store")
+        assert "r-bad" not in advice
+        assert f"it is {status.upper()}, so it should not become the baseline" in advice
+        assert "accept a run that passes with `decflow runs accept RUN_ID --store store`" \
+            in advice

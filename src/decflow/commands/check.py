@@ -52,6 +52,11 @@ def register(app: typer.Typer) -> None:
                 report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,
                                    store=store, progress=factory("records", None)
                                    if factory else None)
+            if report.get("run"):  # stored as a run: its HTML beside it, as the flow does
+                from decflow.store.store import open_store
+                from decflow.views.stored import write_run_html
+
+                write_run_html(open_store(store), report)
         code = publish(
             report, render_check, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="production report",

@@ -151,9 +151,13 @@ def execute(options: RunOptions) -> dict[str, Any]:
             spec.to_dict(), from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
             task_runner=options.task_runner, dask_address=options.dask_address,
         )
+    from decflow.views.stored import write_run_html
+
     with progress_factory() as progress:
-        return run_contract(spec, store, progress=progress, from_stage=options.from_stage,
-                            fail_on_warn=options.fail_on_warn)
+        report = run_contract(spec, store, progress=progress, from_stage=options.from_stage,
+                              fail_on_warn=options.fail_on_warn)
+    write_run_html(store, report)  # as the flow's report task does
+    return report
 
 
 def validate_options(options: RunOptions) -> None:

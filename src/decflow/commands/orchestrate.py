@@ -1,5 +1,6 @@
 """`decflow deploy` and `decflow serve`: the scheduled Prefect deployments of
-`deployments/prefect.yaml` (nightly regression, drift check).
+`deployments/prefect.yaml` (nightly regression, drift check); `decflow prefect-setup`: the
+server-side automation that marks killed flow runs Crashed (deploy and serve create it too).
 
 Prefect is imported only inside the command bodies (and `deploy` runs Prefect's own CLI
 in a subprocess), so loading the CLI stays fast.
@@ -46,8 +47,20 @@ def prefect_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
     return code
 
 
+def crash_detection(window_s: float | None = None) -> str:
+    """Create or update the crash automation; returns a line saying what was done."""
+    from decflow.flows.crash_detection import describe, ensure_crash_automation
+
+    return describe(*ensure_crash_automation(window_s))
+
+
 def deploy(file: Path, pool: str) -> None:
-    """Create the process work pool if needed and register every deployment of `file`."""
+    """Create the process work pool if needed, register every deployment of `file` and
+    the crash automation."""
+    from decflow.flows.deployments import checked_definitions
+
+    checked_definitions(file)  # before anything is registered
+    typer.echo(crash_detection(), err=True)
     project = file.parent.parent
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     exists = subprocess.run([sys.executable, "-m", "prefect", "work-pool", "inspect", pool],
@@ -72,6 +85,19 @@ def register(app: typer.Typer) -> None:
         deploy(path, pool)
         typer.echo(f"deployments of {path} registered; start a worker with "
                    f"`prefect worker start --pool {pool}`")
+
+    @app.command("prefect-setup", short_help="Make killed flow runs end Crashed (once).")
+    def prefect_setup_command(
+        crash_after: float | None = typer.Option(
+            None, "--crash-after", min=1,
+            help="Seconds without a heartbeat before a run is marked Crashed (default: keep "
+            "the current window, 90 on creation)."),
+    ) -> None:
+        """Create (or update) the Prefect server's automation that marks a decflow flow run
+        Crashed when its heartbeats stop (killed process, lost machine). Run it once per
+        server; `decflow deploy` and `decflow serve` do it too."""
+        require_api_url("prefect-setup")
+        typer.echo(crash_detection(crash_after))
 
     @app.command("serve", short_help="Serve the scheduled Prefect deployments here.")
     def serve_command(file: str = FILE_OPTION) -> None:

@@ -1,15 +1,36 @@
-"""Helpers shared by the flows."""
+"""Helpers shared by the flows: how a flow run whose report is FAIL ends.
+
+A FAIL is a verdict, not a crash: the flow publishes its artifacts, then returns a Failed
+state whose message is one line ("run X: FAIL (exit 1); see its artifacts"). Prefect shows
+that line as the run's final state, no traceback; a Python caller of the flow gets
+`GateFailed` raised, as before.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from prefect.states import Failed, State
 
-class GateFailed(Exception):
-    """Raised at the end of a scheduled flow run whose report is FAIL (after its artifacts
-    are published), so the run shows as Failed in the Prefect UI and alerts can fire."""
+from decflow.tasks.logs import ReportedFailure
 
 
-def fail_on_status(report: dict[str, Any], what: str) -> None:
+class GateFailed(ReportedFailure):
+    """The report of a scheduled flow run is FAIL (its artifacts are published): the run
+    shows as Failed in the Prefect UI, so alerts can fire."""
+
+
+def failure(report: dict[str, Any], what: str) -> str | None:
+    """`<what>: FAIL (exit 1); see its artifacts` when the report failed, else None."""
     if report.get("exit_code") == 1:
-        raise GateFailed(f"{what}: {report['status'].upper()} (exit 1); see its artifacts")
+        return f"{what}: {report['status'].upper()} (exit 1); see its artifacts"
+    return None
+
+
+def finish(result: dict[str, Any], *failures: str | None) -> dict[str, Any] | State[Any]:
+    """The flow's return value: `result`, or a Failed state naming every failure."""
+    found = [f for f in failures if f]
+    if not found:
+        return result
+    message = "; ".join(found)
+    return Failed(message=message, data=GateFailed(message))

@@ -16,14 +16,11 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
-from prefect.settings import (
-    PREFECT_API_URL,
-    PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-    temporary_settings,
-)
+from prefect.settings import PREFECT_API_URL
 from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
+from decflow.flows.crash_detection import watched_run
 from decflow.flows.runners import build_task_runner
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.results import RequestParts
@@ -162,10 +159,8 @@ def run_contract_flow(
     warn_if_ephemeral()
     runner = build_task_runner(task_runner, dask_address)
     configured = contract_run.with_options(task_runner=runner)
-    # The flow runs inside this command's process, which reports its end itself; without
-    # heartbeats a sync flow does not wait for the heartbeat thread at its end (≈1 s per
-    # run, measured). Deployed runs keep Prefect's heartbeats.
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+    # heartbeats, so a killed run ends Crashed (see crash_detection for their cost)
+    with watched_run():
         outcome: dict[str, Any] = configured(
             spec=spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
             parallel_shards=task_runner == "dask",

@@ -8,6 +8,7 @@ the definitions are testable offline); `serve_deployments` serves them all from 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,13 @@ from prefect.schedules import Cron
 
 from decflow.errors import DecflowError
 from decflow.flows.contract_run import contract_run
+from decflow.flows.crash_detection import (
+    HEARTBEAT_S,
+    WATCHED_TAG,
+    describe,
+    ensure_crash_automation,
+    watched_run,
+)
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.flows.production_check import production_check
 from decflow.flows.replay import replay
@@ -28,6 +36,7 @@ FLOWS: dict[str, Flow[Any, Any]] = {
     "replay": replay,
 }
 WORK_POOL = "decflow-process"
+HEARTBEAT_SETTING = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"
 
 
 def load_definitions(path: str | Path) -> list[dict[str, Any]]:
@@ -58,12 +67,34 @@ def schedules_of(entry: dict[str, Any]) -> list[Cron]:
     ]
 
 
+def check_heartbeat(entry: dict[str, Any]) -> None:
+    """A watched deployment must make its worker-run processes heartbeat as often as the
+    crash automation expects, or the automation would mark its live runs Crashed."""
+    if WATCHED_TAG not in (entry.get("tags") or []):
+        return
+    env = ((entry.get("work_pool") or {}).get("job_variables") or {}).get("env") or {}
+    if str(env.get(HEARTBEAT_SETTING)) != str(HEARTBEAT_S):
+        raise DecflowError(
+            f"deployment '{entry.get('name')}': it is tagged {WATCHED_TAG}, so its "
+            f"work_pool.job_variables.env must set {HEARTBEAT_SETTING}: \"{HEARTBEAT_S}\""
+        )
+
+
+def checked_definitions(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of the deployments file, each checked: a decflow flow, valid
+    parameters, heartbeats as the crash automation expects."""
+    entries = load_definitions(path)
+    for entry in entries:
+        check_heartbeat(entry)
+        flow_of(entry).validate_parameters(entry.get("parameters") or {})
+    return entries
+
+
 def build_deployments(path: str | Path) -> list[Any]:
     """A `RunnerDeployment` per entry of the deployments file."""
     deployments = []
-    for entry in load_definitions(path):
+    for entry in checked_definitions(path):
         flow = flow_of(entry)
-        flow.validate_parameters(entry.get("parameters") or {})
         deployments.append(flow.to_deployment(
             name=entry["name"],
             description=entry.get("description"),
@@ -81,8 +112,13 @@ def project_dir(path: str | Path) -> Path:
 
 
 def serve_deployments(path: str | Path) -> None:
-    """Serve every deployment of the file from this process until it is stopped."""
+    """Serve every deployment of the file from this process until it is stopped. Its
+    runs' processes inherit the heartbeat setting; deployments tagged `WATCHED_TAG` are
+    watched by the crash automation, created here if needed."""
     path = Path(path).resolve()
     # runs resolve the parameters' relative paths (and the entrypoints) from here
     os.chdir(project_dir(path))
-    serve(*build_deployments(path))
+    deployments = build_deployments(path)
+    print(f"decflow: {describe(*ensure_crash_automation())}", file=sys.stderr)
+    with watched_run():
+        serve(*deployments)

@@ -1,6 +1,7 @@
 """The `nightly_regression` flow: run the contract against its backend, diff the run
 against the accepted baseline for its decision and backend (`decflow runs accept RUN`),
-publish artifacts, and fail the flow run when the run or the diff is FAIL."""
+publish artifacts, and end the flow run Failed (one line) when the run or the diff is FAIL.
+The first run, with no accepted baseline yet, completes with a note saying what to do."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
-from decflow.flows.common import fail_on_status
+from decflow.flows.common import failure, finish
 from decflow.flows.contract_run import decision_name, run_stages
 from decflow.pipeline.spec import RunSpec
 from decflow.store.runs import accepted_run, new_run_id
@@ -25,12 +26,24 @@ def _nightly_run_name() -> str:
             f"{params.get('backend', 'default')}-nightly")
 
 
-def no_baseline_note(decision: str, backend: str, run_id: str, store: str) -> str:
+def baseline_advice(run: dict[str, Any], contract: str, backend: str, store: str) -> str:
+    """What to do without a baseline: accept this run only if it passed."""
+    accept = f"decflow runs accept {run['run_id']} --store {store}"
+    if run["status"] == "pass":
+        return f"if its answers are the ones to keep, accept it as the baseline: `{accept}`"
+    return (f"it is {run['status'].upper()}, so it should not become the baseline: fix the "
+            f"backend or the contract, run again (this deployment, or `decflow test {contract} "
+            f"-b {backend} --store {store}`) and accept a run that passes with "
+            f"`decflow runs accept RUN_ID --store {store}`")
+
+
+def no_baseline_note(decision: str, backend: str, run: dict[str, Any], advice: str,
+                     store: str) -> str:
     return (
         f"# No accepted baseline\n\nThere is no accepted baseline run for decision "
-        f"`{decision}` and backend `{backend}` in the store `{store}`, so this run was not "
-        f"diffed.\n\nIf run `{run_id}` is good, accept it as the baseline:\n\n"
-        f"```\ndecflow runs accept {run_id} --store {store}\n```\n"
+        f"`{decision}` and backend `{backend}` in the store `{store}`, so run "
+        f"`{run['run_id']}` ({run['status'].upper()}) was not diffed.\n\nWhat to do: "
+        f"{advice}.\n"
     )
 
 
@@ -42,9 +55,10 @@ def nightly_regression(
     store: str = ".decflow",
     dataset: str | None = None,
     fail_on_warn: bool = False,
-) -> dict[str, Any]:
+) -> Any:
     """Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
-    (outcomes: run id, status, exit code and the store path of the report)."""
+    (outcomes: run id, status, exit code and the store path of the report); when the run
+    or the diff is FAIL the flow run ends Failed and a Python caller gets `GateFailed`."""
     logger = get_run_logger()
     spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
                    mode=mode, backend=backend, dataset=dataset)
@@ -53,11 +67,11 @@ def nightly_regression(
     baseline = accepted_run(Store(store), decision, backend)
     diff = None
     if baseline is None:
-        logger.warning("no accepted baseline for decision %s and backend %s; accept this run "
-                       "with `decflow runs accept %s --store %s`", decision, backend,
-                       spec.run_id, store)
+        advice = baseline_advice(run, contract, backend, store)
+        logger.warning("no accepted baseline for decision %s and backend %s; %s", decision,
+                       backend, advice)
         create_markdown_artifact(
-            no_baseline_note(decision, backend, spec.run_id, store),
+            no_baseline_note(decision, backend, run, advice, store),
             key=artifact_key(decision, backend, "regression"),
             description="nightly regression: no accepted baseline",
         )
@@ -67,7 +81,8 @@ def nightly_regression(
             store, diff["report"], artifact_key(decision, backend, "regression")
         )
         logger.info("diff %s → %s: %s", baseline, spec.run_id, diff["status"])
-    fail_on_status(run, f"run {spec.run_id}")
-    if diff is not None:
-        fail_on_status(diff, f"regression diff {baseline} → {spec.run_id}")
-    return {"run": run, "diff": diff, "baseline": baseline}
+    return finish(
+        {"run": run, "diff": diff, "baseline": baseline},
+        failure(run, f"run {spec.run_id}"),
+        None if diff is None else failure(diff, f"regression diff {baseline} → {spec.run_id}"),
+    )

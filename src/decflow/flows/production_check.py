@@ -10,8 +10,9 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
-from decflow.flows.common import fail_on_status
+from decflow.flows.common import failure, finish
 from decflow.flows.contract_run import decision_name
+from decflow.flows.crash_detection import watched_run
 from decflow.store.runs import new_run_id
 from decflow.store.store import Store
 from decflow.tasks.production import aggregates_task, check_summary_task, records_task
@@ -30,10 +31,12 @@ def production_check(
     store: str = ".decflow",
     fail_on_warn: bool = False,
     fail_flow_on_fail: bool = True,
-) -> dict[str, Any]:
+) -> Any:
     """Check production records (a file, folder or glob) against the contract and an
     optional baseline (records or an earlier check report); the report is stored as a run
-    (`runs/<run_id>/report.json`). Returns the run id, status, exit code, report path."""
+    (`runs/<run_id>/report.json`). Returns the run id, status, exit code, report path; a
+    FAIL ends the flow run Failed (`GateFailed` for a Python caller) unless
+    `fail_flow_on_fail` is off."""
     run_id = new_run_id()
     stored = records_task(contract, records, store)
     aggregates = aggregates_task(contract, store, quote(stored))
@@ -45,9 +48,10 @@ def production_check(
     report_task(store, outcome["report"], artifact_key(label))
     get_run_logger().info("check %s: %s (exit %s)", run_id, outcome["status"],
                           outcome["exit_code"])
-    if fail_flow_on_fail:
-        fail_on_status(outcome, f"production check {run_id}")
-    return {"run_id": run_id, **outcome}
+    result = {"run_id": run_id, **outcome}
+    if not fail_flow_on_fail:
+        return result
+    return finish(result, failure(outcome, f"production check {run_id}"))
 
 
 def run_production_check_flow(
@@ -59,9 +63,10 @@ def run_production_check_flow(
     from decflow.flows.contract_run import warn_if_ephemeral
 
     warn_if_ephemeral()
-    outcome: dict[str, Any] = production_check(
-        contract=contract, records=records, baseline=baseline, store=store,
-        fail_on_warn=fail_on_warn, fail_flow_on_fail=False,
-    )
+    with watched_run():
+        outcome: dict[str, Any] = production_check(
+            contract=contract, records=records, baseline=baseline, store=store,
+            fail_on_warn=fail_on_warn, fail_flow_on_fail=False,
+        )
     report: dict[str, Any] = Store(store).read_json(outcome["report"])
     return report

@@ -9,7 +9,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
-from decflow.flows.common import fail_on_status
+from decflow.flows.common import failure, finish
 from decflow.tasks.replay import replay_task
 from decflow.tasks.report import artifact_key
 from decflow.views.replay_text import render_replay
@@ -27,7 +27,7 @@ def replay(
     contract: str | None = None,
     backend: str | None = None,
     max_concurrency: int | None = None,
-) -> dict[str, Any]:
+) -> Any:
     """`target` is a fuzz / test --all report file or a run id in the store."""
     result: dict[str, Any] = replay_task(target, store, list(ids or []), contract, backend,
                                          max_concurrency)
@@ -36,5 +36,4 @@ def replay(
         key=artifact_key("replay", target),
         description="replayed property failures",
     )
-    fail_on_status(result, f"replay of {target}")
-    return result
+    return finish(result, failure(result, f"replay of {target}"))

@@ -4,7 +4,9 @@ Pure pipeline code logs through `logging.getLogger("decflow…")` and knows noth
 Prefect; inside a flow or task run `RunLogForwarder` re-emits those records on the run
 logger, so a cache hit shows up in the Prefect UI next to the task that hit it.
 `QuietUserErrors` keeps Prefect from printing a traceback for a `DecflowError` (bad input,
-unhealthy backend: its message says what to do), as the CLI does, unless DECFLOW_DEBUG=1.
+unhealthy backend: its message says what to do), as the CLI does, unless DECFLOW_DEBUG=1,
+and drops the records of a `ReportedFailure` (a gate verdict the run's final state already
+states in one line; Prefect's process runner would log it again with a traceback).
 """
 
 from __future__ import annotations
@@ -34,10 +36,18 @@ class RunLogForwarder(logging.Handler):
         logger.log(record.levelno, "%s", record.getMessage())
 
 
+class ReportedFailure(Exception):
+    """A failure the flow run's final state reports in one line (see `flows.common`)."""
+
+
 class QuietUserErrors(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], DecflowError) and \
-                os.environ.get("DECFLOW_DEBUG") != "1":
+        error = record.exc_info[1] if record.exc_info else None
+        if os.environ.get("DECFLOW_DEBUG") == "1":
+            return True
+        if isinstance(error, ReportedFailure):
+            return False
+        if isinstance(error, DecflowError):
             record.exc_info = None
             record.exc_text = None
         return True

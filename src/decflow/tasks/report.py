@@ -1,16 +1,16 @@
 """The `report` stage under Prefect: the run's artifacts in the Prefect UI.
 
-Every flow run publishes a Markdown summary, a table of checks and links to the stored
-report (JSON, and the HTML view written next to it). Artifacts are keyed by decision,
-mode and backend, so nightly runs of the same contract become versions of one artifact.
+Every flow run publishes the Markdown report (ending with where the report and the HTML
+view written next to it are stored) and a table of checks; stores a browser can reach also
+get link artifacts. Artifacts are keyed by decision, mode and backend, so nightly runs of
+the same contract become versions of one artifact.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from pathlib import Path, PurePosixPath
-from typing import Any
+from pathlib import PurePosixPath
 from uuid import UUID
 
 from prefect.artifacts import (
@@ -24,9 +24,6 @@ from prefect.artifacts import (
 from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
-CHECK_COLUMNS = ("gate", "level", "metric", "comparison", "threshold", "value", "status",
-                 "message")
-
 
 def artifact_key(*parts: str) -> str:
     """Prefect keys allow lowercase letters, digits and dashes only."""
@@ -34,43 +31,32 @@ def artifact_key(*parts: str) -> str:
     return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]", "-", joined)).strip("-")
 
 
-def store_link(store: Store, relative: str) -> str:
-    uri = store.uri(relative)
-    return Path(uri).as_uri() if store.is_local else uri
-
-
-def check_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{column: check.get(column) for column in CHECK_COLUMNS}
-            for check in report.get("checks") or []]
-
-
 def publish_report(store: Store, relative: str, key: str) -> str:
     """Publish the artifacts of the report stored at `relative` (`…/<name>.json`), with its
-    HTML view written next to it; returns the link to the stored JSON."""
-    from decflow.views.html import render_html
-    from decflow.views.markdown import render_markdown
+    HTML view written next to it; returns where the stored JSON is (path or URL)."""
+    from decflow.views.artifacts import check_rows, linkable, report_artifact
+    from decflow.views.stored import write_stored_html
 
     report = store.read_json(relative)
     name = PurePosixPath(relative).stem
-    base = str(PurePosixPath(relative).with_suffix(""))
-    store.write_bytes(f"{base}.html", render_html(report).encode())
+    files = {f"{name}.json": relative, f"{name}.html": write_stored_html(store, relative, report)}
+    locations = {file: store.uri(path) for file, path in files.items()}
     status = str(report["status"]).upper()
-    create_markdown_artifact(render_markdown(report), key=f"{key}-{name}",
+    create_markdown_artifact(report_artifact(report, locations), key=f"{key}-{name}",
                              description=f"decflow {name} ({status})")
     create_table_artifact(check_rows(report), key=f"{key}-{name}-checks",
                           description=f"checks ({status})")
-    links = {}
-    for kind in ("json", "html"):
-        links[kind] = store_link(store, f"{base}.{kind}")
-        create_link_artifact(links[kind], link_text=f"{name}.{kind}",
-                             key=f"{key}-{name}-{kind}",
-                             description=f"the stored {kind.upper()} {name}")
-    return links["json"]
+    for file, location in locations.items():
+        if linkable(location):
+            kind = PurePosixPath(file).suffix[1:]
+            create_link_artifact(location, link_text=file, key=f"{key}-{name}-{kind}",
+                                 description=f"the stored {file}")
+    return locations[f"{name}.json"]
 
 
 @stage_task("report")
 def report_task(store_url: str, relative: str, key: str) -> str:
-    """Publish the artifacts of a stored report; returns its link."""
+    """Publish the artifacts of a stored report; returns where it is stored."""
     return publish_report(Store(store_url), relative, key)
 
 

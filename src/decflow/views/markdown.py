@@ -95,16 +95,40 @@ def identity(report: dict[str, Any]) -> list[str]:
     return table(("", ""), rows) if rows else []
 
 
+# Comparisons as words: a cell starting with `>` renders as a quote bar in Markdown tables
+# (the Prefect UI renders table-artifact cells as Markdown too).
+COMPARISONS = {">=": "at least", "<=": "at most", "<": "below"}  # gates.checks.Comparison
+CHECK_HEADERS = ("status", "gate", "metric", "comparison", "threshold", "value", "message")
+
+
+def check_value(value: float | None) -> str:
+    """A check's value as its message shows it (4 significant digits)."""
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def check_cells(check: dict[str, Any]) -> dict[str, str]:
+    """One check as Markdown-safe cell text, keyed by `CHECK_HEADERS`."""
+    comparison = str(check.get("comparison"))
+    threshold = check.get("threshold")
+    return {
+        "status": str(check["status"]).upper(),
+        "gate": md(check["gate"]) + level_tag(str(check.get("level"))),
+        "metric": md(check.get("metric") or "n/a"),
+        "comparison": COMPARISONS.get(comparison, md(comparison)),
+        "threshold": "n/a" if threshold is None else f"{threshold:g}",
+        "value": check_value(check.get("value")),
+        "message": md(check.get("message") or ""),
+    }
+
+
 def checks_block(report: dict[str, Any]) -> list[str]:
     checks = report.get("checks") or []
     if not checks:
         return ["## Checks", "", "No gate is configured for this run.", ""]
     failing = failing_checks(report)
     lines = [f"## Checks: {len(checks) - len(failing)} of {len(checks)} hold", ""]
-    if failing:
-        lines.extend(table(("status", "gate", "message"), (
-            (c["status"].upper(), md(c["gate"]) + level_tag(c["level"]), md(c["message"]))
-            for c in failing)))
+    rows = (check_cells(c) for c in checks)
+    lines.extend(table(CHECK_HEADERS, ([row[h] for h in CHECK_HEADERS] for row in rows)))
     return lines
 
 
@@ -256,11 +280,35 @@ def segments_table(segments: list[dict[str, Any]], columns: Sequence[str]) -> li
         (md(f"{s['key']}={s['value']}"), *(cell(s.get(c)) for c in columns)) for s in segments))
 
 
+def side_identity(side: dict[str, Any]) -> dict[str, str]:
+    dataset, backend = side.get("dataset") or {}, side.get("backend") or {}
+    return {
+        "run": md(side.get("path") or "n/a"),
+        "created": md(side.get("created_at") or "n/a"),
+        "mode": md(side.get("mode") or "n/a"),
+        "contract": f"`{short_hash(side.get('contract_hash'))}`",
+        "dataset": f"{md(dataset.get('path') or 'n/a')} · `{short_hash(dataset.get('hash'))}`",
+        "backend": f"{md(backend.get('name') or 'n/a')}: {md(backend.get('provider') or 'n/a')}"
+                   f" · {md(backend.get('model') or 'n/a')}",
+    }
+
+
+def diff_identity(report: dict[str, Any]) -> list[str]:
+    """The two runs compared (run, contract hash, dataset, backend) and whose gates apply."""
+    baseline = side_identity(report.get("baseline") or {})
+    candidate = side_identity(report.get("candidate") or {})
+    lines = table(("", "baseline", "candidate"),
+                  ((name, baseline[name], candidate[name]) for name in baseline))
+    path = (report.get("contract") or {}).get("path")
+    gates = md(report["gates_from"]) if report.get("gates_from") else (
+        f"the contract {md(path)}" if path else
+        "no contract given: the implicit error-rate requirement only")
+    return [*lines, f"Gates: {gates}", ""]
+
+
 def render_diff(report: dict[str, Any]) -> list[str]:
     lines = status_line(report, "decflow diff")
-    lines.extend(identity(report))
-    if report.get("gates_from"):
-        lines.extend([f"Gates: {md(report['gates_from'])}", ""])
+    lines.extend(diff_identity(report))
     lines.extend(["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))])
     lines.extend(["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))])
     lines.extend(["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (

@@ -1,0 +1,34 @@
+"""The HTML view stored next to a stored report (`runs/<id>/report.json` → `report.html`).
+
+One function for every runner: the CLI commands call it after a direct run, the Prefect
+`report` task after a flow's summary, so a run stores the same files however it ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+from decflow.store.runs import report_path
+from decflow.store.store import Store
+
+
+def html_path(relative: str) -> str:
+    """`…/<name>.json` → `…/<name>.html` (store-relative)."""
+    return str(PurePosixPath(relative).with_suffix(".html"))
+
+
+def write_stored_html(store: Store, relative: str, report: dict[str, Any] | None = None) -> str:
+    """Write the HTML view of the report stored at `relative` beside it (`report`, when
+    given, is that stored report, not read again); returns the HTML's store path."""
+    from decflow.views.html import render_html
+
+    shown = store.read_json(relative) if report is None else report
+    target = html_path(relative)
+    store.write_bytes(target, render_html(shown).encode())
+    return target
+
+
+def write_run_html(store: Store, report: dict[str, Any]) -> str:
+    """`write_stored_html` for a report just stored as run `report["run"]["id"]`."""
+    return write_stored_html(store, report_path(report["run"]["id"]), report)
