@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from decflow.data.record_bytes import may_nest_deeper
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_rules import (
     BOOL_FIELDS,
@@ -142,11 +143,14 @@ def _parse_json_column(text: pl.Series, path: Path, first_row: int, name: str) -
     if text.is_null().all():
         return pl.repeat(None, text.len(), dtype=pl.Null, eager=True)
     joined = text.fill_null("{}").str.replace_all("\n", " ", literal=True).str.join("\n")
+    data = joined.item().encode()
     options = pa_json.ParseOptions(unexpected_field_behavior="infer")
-    try:
-        arrow = pa_json.read_json(io.BytesIO(joined.item().encode()), parse_options=options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        arrow = None
+    arrow = None
+    if not may_nest_deeper(data):  # Arrow's reader overflows its stack on deep nesting
+        try:
+            arrow = pa_json.read_json(io.BytesIO(data), parse_options=options)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            arrow = None
     if arrow is not None and arrow.num_rows == text.len():
         parsed = pl.from_arrow(arrow)
         assert isinstance(parsed, pl.DataFrame)

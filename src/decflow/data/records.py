@@ -36,6 +36,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from decflow.data.record_bytes import check_chunk, may_nest_deeper
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_parquet import parquet_batches
 from decflow.data.record_rules import (
@@ -180,6 +181,7 @@ class RecordReader:
                 yield self._accept(path, self._json_list(data, path), lambda i: f"record {i + 1}")
             else:
                 for data, first_line, n_lines in _jsonl_chunks(path, digest):
+                    check_chunk(data, str(path), first_line)
                     try:
                         table, lines = self._jsonl(data, path, first_line, n_lines)
                     except _LineError as error:
@@ -321,7 +323,9 @@ class RecordReader:
     def _jsonl(
         self, data: bytes, path: Path, first_line: int, n_lines: int
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
-        fast = _fast_jsonl(data, path, self.spec, first_line, n_lines)
+        fast = None if may_nest_deeper(data) else _fast_jsonl(
+            data, path, self.spec, first_line, n_lines
+        )
         if fast is not None:
             return fast, _Consecutive(first_line)
         return _strict_jsonl(data, path, self.spec, self.n_records, first_line)
@@ -406,10 +410,8 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _decode(data: bytes, path: Path) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 (byte {exc.start})") from None
+    check_chunk(data, str(path), 1)
+    return data.decode("utf-8")
 
 
 def _strict_jsonl(
