@@ -56,11 +56,12 @@ def _check_in_store(
 
     contract = loaded.contract
     opened = Store(store)
-    records = stages.stage_records(opened, contract, loaded.hash, dataset, progress=update)
-    aggregates = stages.stage_aggregates(opened, contract, loaded.hash, records)
+    plan = stages.plan_source(dataset)
+    outcomes = stages.stage_records(opened, contract, loaded.hash, plan, progress=update)
+    aggregates = stages.stage_aggregates(opened, contract, loaded.hash, plan, outcomes)
     return stages.summarize(
         contract,
-        stages.stored_aggregates(opened, contract, aggregates, records, shown_path=dataset),
+        stages.stored_aggregates(opened, contract, aggregates, shown_path=dataset),
         None if baseline is None else stages.load_baseline(contract, baseline),
         fail_on_warn=fail_on_warn,
         **identity,

@@ -36,8 +36,12 @@ from decflow.errors import DatasetError
 PARQUET_BATCH_ROWS = 250_000
 
 
-def parquet_batches(path: Path, spec: RecordSpec) -> Iterator[tuple[pl.DataFrame, int]]:
-    """Validated tables of one Parquet file with the 1-based row number of their first row."""
+def parquet_batches(
+    path: Path, spec: RecordSpec, row_groups: tuple[int, int] | None = None, first_row: int = 1
+) -> Iterator[tuple[pl.DataFrame, int]]:
+    """Validated tables of one Parquet file (or of its row groups `[start, stop)`, whose
+    first row is row `first_row` of the file) with the 1-based row number of their first
+    row."""
     try:
         handle = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
@@ -48,8 +52,17 @@ def parquet_batches(path: Path, spec: RecordSpec) -> Iterator[tuple[pl.DataFrame
         raise DatasetError(
             f"{path}: unknown column(s) {unknown} (record columns are {list(_PARQUET_COLUMNS)})"
         )
-    first_row = 1
-    for batch in handle.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+    groups = None if row_groups is None else range(*row_groups)
+    batches = handle.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as exc:
+            raise DatasetError(
+                f"{path}: row {first_row}: unreadable Parquet data ({exc})"
+            ) from None
         raw = pl.from_arrow(batch)
         assert isinstance(raw, pl.DataFrame)
         yield _parquet_table(raw, path, spec, first_row), first_row

@@ -55,6 +55,7 @@ from decflow.data.record_rules import (
     segment_display,
     segment_value,
 )
+from decflow.data.record_units import WHITESPACE, FilePart
 from decflow.errors import DatasetError
 
 __all__ = [
@@ -121,7 +122,8 @@ class _LineError(DatasetError):
 
 
 def _id_hashes(ids: pl.Series) -> np.ndarray:
-    # A fixed seed keeps the hashes comparable across partitions within one process.
+    """64-bit hashes of ids (`polars` hashing with a fixed seed: equal across processes of
+    the same polars version, which the records stage key includes)."""
     return ids.hash(seed=0x5EED).to_numpy()
 
 
@@ -140,11 +142,25 @@ class RecordReader:
     """Reads the partitions of a source in order, validating every record, one batch at a
     time (a JSONL or JSON file is one batch; Parquet row groups are grouped into batches)."""
 
-    def __init__(self, source: str | Path | Sequence[str | Path], spec: RecordSpec) -> None:
+    def __init__(
+        self,
+        source: str | Path | Sequence[str | Path],
+        spec: RecordSpec,
+        *,
+        parts: Sequence[FilePart] | None = None,
+        offset: int = 0,
+    ) -> None:
+        """`parts` (instead of the whole `source`) reads only those files or Parquet row
+        groups, numbering records from `offset + 1` (one unit of a partitioned check)."""
         self.spec = spec
-        self.files = list_partitions(source)
+        self.parts = (
+            list(parts) if parts is not None
+            else [FilePart(str(f)) for f in list_partitions(source)]
+        )
+        self.files = list(dict.fromkeys(Path(p.path) for p in self.parts))
         self.digests: list[str] = []
-        self.n_records = 0
+        self.offset = offset
+        self.n_records = offset
         # 64-bit hashes of every id accepted so far (8 bytes per record): ids are unique
         # within a batch by an exact check, across batches by sorting these once.
         self._hashes: list[np.ndarray] = []
@@ -169,11 +185,14 @@ class RecordReader:
                 raise DatasetError(self._segment_problems[key])
 
     def _read_files(self) -> Iterator[Batch]:
-        for path in self.files:
+        for part in self.parts:
+            path = Path(part.path)
             digest = hashlib.sha256()
             if path.suffix == ".parquet":
-                _hash_file(path, digest)
-                for table, first_row in parquet_batches(path, self.spec):
+                if part.row_groups is None:
+                    _hash_file(path, digest)
+                batches = parquet_batches(path, self.spec, part.row_groups, part.first_row)
+                for table, first_row in batches:
                     yield self._accept(path, table, lambda i, f=first_row: f"row {f + i}")
             elif path.suffix == ".json":
                 data = _read_bytes(path)
@@ -189,6 +208,21 @@ class RecordReader:
                         raise
                     yield self._accept(path, table, lambda i, n=lines: f"line {n[i]}")
             self.digests.append(digest.hexdigest())
+
+    def unit_batches(self) -> Iterator[Batch]:
+        """The validated batches of the parts, with ids checked within each batch only:
+        one unit of a partitioned check, whose ids the merge checks across all units."""
+        yield from self._read_files()
+
+    def id_hashes(self) -> np.ndarray:
+        """Sorted 64-bit hashes of every id accepted so far."""
+        if not self._hashes:
+            return np.empty(0, dtype=np.uint64)
+        return np.sort(np.concatenate(self._hashes))
+
+    def segment_problems(self) -> dict[str, str]:
+        """The first unusable segment value per key seen so far (key → message)."""
+        return dict(self._segment_problems)
 
     def read_all(self) -> pl.DataFrame:
         """Every record of the source in one table (for small inputs and tests)."""
@@ -246,7 +280,7 @@ class RecordReader:
         candidates = ordered[1:][ordered[1:] == ordered[:-1]]
         if not candidates.size:
             return
-        again = RecordReader(self.files, self.spec)
+        again = RecordReader(self.files, self.spec, parts=self.parts, offset=self.offset)
         again._watch = set(candidates.tolist())
         first: dict[str, tuple[Path, str]] = {}
         try:
@@ -273,7 +307,7 @@ class RecordReader:
         chunk (those lines are valid; they were never accepted as a batch)."""
         ids: list[tuple[str, int]] = []
         for number, text in enumerate(data.split(b"\n")[: bad_line - first_line], first_line):
-            if text.strip():
+            if text.strip(WHITESPACE):
                 record_id = loads_strict(text).get("id")
                 position = self.n_records + len(ids) + 1
                 ids.append((record_id or f"record-{position}", number))
@@ -295,7 +329,7 @@ class RecordReader:
 
     def _first_place(self, record_id: str, path: Path) -> str | None:
         """Where an id first occurs among the batches accepted so far (re-read)."""
-        again = RecordReader(self.files, self.spec)
+        again = RecordReader(self.files, self.spec, parts=self.parts, offset=self.offset)
         again._watch = set(_id_hashes(pl.Series([record_id], dtype=pl.String)).tolist())
         try:
             for _ in again._read_files():
@@ -420,7 +454,7 @@ def _strict_jsonl(
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
     for number, line in enumerate(_decode(data, path).split("\n"), start=first_line):
-        if not line.strip():
+        if not line.strip(WHITESPACE.decode()):
             continue
         try:
             obj = loads_strict(line)

@@ -178,6 +178,11 @@ class Store:
         self.write_bytes(relative, data)
         return Part(relative, hashlib.sha256(data).hexdigest(), frame.height)
 
+    def write_part_bytes(self, relative: str, data: bytes, rows: int) -> Part:
+        """A part already encoded as Parquet (for encodings polars does not write)."""
+        self.write_bytes(relative, data)
+        return Part(relative, hashlib.sha256(data).hexdigest(), rows)
+
     def publish(
         self,
         stage: str,

@@ -1,0 +1,194 @@
+"""Units of a partitioned production check: which bytes each task reads.
+
+A record source is planned once: every file is hashed (sha256 of every byte: the identity
+of the input, never its size, mtime or footer) and its records counted (Parquet from the
+footer, JSONL by its non-blank lines, a JSON list by parsing it), so every record's 1-based
+position — and with it the default id `record-<n>` — is known before any unit is read.
+Units are consecutive files, or row-group ranges of one large Parquet file, of about
+`UNIT_ROWS` rows (`UNIT_BYTES` of JSON); they depend only on the input, never on the number
+of workers, so a fan-out and a single process split the records the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from decflow.errors import DatasetError
+
+UNIT_ROWS = 2_000_000
+UNIT_BYTES = 256 << 20
+# What counts as a blank line of a JSONL file (skipped): ASCII whitespace only.
+WHITESPACE = b" \t\r\n\x0b\x0c"
+_BLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*$", re.MULTILINE)
+_READ_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """One file, or the Parquet row groups `[start, stop)` of it (first row `first_row`)."""
+
+    path: str
+    row_groups: tuple[int, int] | None = None
+    first_row: int = 1
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Records `offset + 1 … offset + n_records` of the source, read from `parts`."""
+
+    index: int
+    offset: int
+    n_records: int
+    parts: tuple[FilePart, ...]
+    digests: tuple[str, ...]  # sha256 of each part's whole file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "offset": self.offset,
+            "n_records": self.n_records,
+            "parts": [
+                {"path": p.path, "row_groups": None if p.row_groups is None
+                 else list(p.row_groups), "first_row": p.first_row}
+                for p in self.parts
+            ],
+            "digests": list(self.digests),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Unit:
+        parts = tuple(
+            FilePart(p["path"], None if p["row_groups"] is None else tuple(p["row_groups"]),
+                     p["first_row"])  # type: ignore[arg-type]
+            for p in data["parts"]
+        )
+        return cls(data["index"], data["offset"], data["n_records"], parts,
+                   tuple(data["digests"]))
+
+    def identity(self) -> list[Any]:
+        """What the unit's output depends on in the input: its files' bytes and ranges
+        (never their paths, so a moved file is still a cache hit)."""
+        return [[d, p.row_groups] for d, p in zip(self.digests, self.parts, strict=True)]
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    path: str
+    digest: str
+    n_records: int
+    row_group_rows: tuple[int, ...] | None  # Parquet only
+    size: int
+
+
+def scan_file(path: str) -> ScannedFile:
+    """sha256 of every byte, the number of records and (Parquet) the rows per row group."""
+    digest = hashlib.sha256()
+    size = 0
+    file = Path(path)
+    try:
+        with file.open("rb") as handle:
+            if file.suffix == ".jsonl":
+                n_records = 0
+                while block := handle.read(_READ_BYTES):
+                    if not block.endswith(b"\n"):
+                        block += handle.readline()
+                    digest.update(block)
+                    size += len(block)
+                    n_records += _jsonl_records(block)
+                return ScannedFile(path, digest.hexdigest(), n_records, None, size)
+            while block := handle.read(_READ_BYTES):
+                digest.update(block)
+                size += len(block)
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+    if file.suffix == ".json":
+        return ScannedFile(path, digest.hexdigest(), _json_records(file), None, size)
+    rows = _row_group_rows(file)
+    return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
+
+
+def _jsonl_records(block: bytes) -> int:
+    lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    blank = len(_BLANK_LINE.findall(block))
+    # the empty "line" after a final newline matches the pattern but is no line
+    return lines - blank + (1 if block.endswith(b"\n") else 0)
+
+
+def _json_records(file: Path) -> int:
+    # A file that does not parse counts 0: reading its unit reports the error.
+    try:
+        items = json.loads(file.read_bytes())
+    except (ValueError, RecursionError):
+        return 0
+    return len(items) if isinstance(items, list) else 0
+
+
+def _row_group_rows(file: Path) -> tuple[int, ...]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.ParquetFile(file).metadata
+    except (pa.ArrowException, OSError) as exc:
+        raise DatasetError(f"{file}: not a readable Parquet file ({exc})") from None
+    return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+
+
+def scan_files(files: Sequence[str], threads: int) -> list[ScannedFile]:
+    """`scan_file` of every file, `threads` at a time (hashing releases the GIL)."""
+    if threads <= 1 or len(files) <= 1:
+        return [scan_file(f) for f in files]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(scan_file, files))
+
+
+def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
+    """Group the files into units of about `UNIT_ROWS` rows (Parquet, splitting a large
+    file at row-group boundaries) or `UNIT_BYTES` (JSON)."""
+    units: list[Unit] = []
+    pending: list[tuple[FilePart, str, int]] = []
+    weight = 0
+    offset = 0
+
+    def close() -> None:
+        nonlocal pending, weight, offset
+        if pending:
+            n = sum(rows for _, _, rows in pending)
+            units.append(Unit(len(units), offset, n, tuple(p for p, _, _ in pending),
+                              tuple(d for _, d, _ in pending)))
+            offset += n
+        pending, weight = [], 0
+
+    for file in scanned:
+        if file.row_group_rows is None:
+            share = file.size / UNIT_BYTES * UNIT_ROWS
+            if weight and weight + share > UNIT_ROWS:
+                close()
+            pending.append((FilePart(file.path), file.digest, file.n_records))
+            weight += share
+            continue
+        rows = file.row_group_rows
+        if weight and weight + sum(rows) > UNIT_ROWS:
+            close()
+        if sum(rows) <= UNIT_ROWS:
+            pending.append((FilePart(file.path), file.digest, file.n_records))
+            weight += sum(rows)
+            continue
+        start, first_row, taken = 0, 1, 0
+        for i, n in enumerate(rows):
+            if taken and taken + n > UNIT_ROWS:
+                pending.append((FilePart(file.path, (start, i), first_row), file.digest, taken))
+                close()
+                start, first_row, taken = i, first_row + taken, 0
+            taken += n
+        pending.append((FilePart(file.path, (start, len(rows)), first_row), file.digest, taken))
+        weight += taken
+    close()
+    return units
