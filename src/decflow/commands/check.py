@@ -68,6 +68,19 @@ def _check_in_store(
     )
 
 
+def _check_runner_options(prefect: bool, task_runner: str, dask_address: str | None) -> None:
+    if task_runner not in ("thread", "dask"):
+        raise typer.BadParameter("must be 'thread' or 'dask'", param_hint="--task-runner")
+    if not prefect:
+        common.reject_options(
+            "applies only to Prefect runs (--prefect or PREFECT_API_URL)",
+            **{"--dask-address": dask_address,
+               "--task-runner": None if task_runner == "thread" else "dask"},
+        )
+    if dask_address and task_runner != "dask":
+        raise typer.BadParameter("needs --task-runner dask", param_hint="--dask-address")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check_command(
@@ -91,18 +104,26 @@ def register(app: typer.Typer) -> None:
             None, "--prefect/--no-prefect",
             help="Run as a Prefect flow (default: when PREFECT_API_URL is set).",
         ),
+        task_runner: str = typer.Option(
+            "thread", "--task-runner",
+            help="Prefect task runner for the record units: thread or dask.",
+        ),
+        dask_address: str | None = typer.Option(
+            None, "--dask-address", help="An existing Dask scheduler (with --task-runner dask)."
+        ),
     ) -> None:
         """Check production decision records against the contract (offline)."""
         from decflow.commands.contract_run import use_prefect
         from decflow.reports.check_text import render_check
 
         check_format(fmt)
+        _check_runner_options(use_prefect(prefect), task_runner, dask_address)
         if use_prefect(prefect):
             from decflow.flows.production_check import run_production_check_flow
 
             report = run_production_check_flow(
                 contract, dataset, baseline, store=common.store_url(store),
-                fail_on_warn=fail_on_warn,
+                fail_on_warn=fail_on_warn, task_runner=task_runner, dask_address=dask_address,
             )
         else:
             report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,

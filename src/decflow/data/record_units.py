@@ -4,9 +4,9 @@ A record source is planned once: every file is hashed (sha256 of every byte: the
 of the input, never its size, mtime or footer) and its records counted (Parquet from the
 footer, JSONL by its non-blank lines, a JSON list by parsing it), so every record's 1-based
 position — and with it the default id `record-<n>` — is known before any unit is read.
-Units are consecutive files, or row-group ranges of one large Parquet file, of about
-`UNIT_ROWS` rows (`UNIT_BYTES` of JSON); they depend only on the input, never on the number
-of workers, so a fan-out and a single process split the records the same way.
+Units are the files (the partitions of the log), and row-group ranges of about `UNIT_ROWS`
+rows of a large Parquet file; they depend only on the input, never on the number of
+workers.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 from decflow.errors import DatasetError
 
 UNIT_ROWS = 2_000_000
-UNIT_BYTES = 256 << 20
 # What counts as a blank line of a JSONL file (skipped): ASCII whitespace only.
 WHITESPACE = b" \t\r\n\x0b\x0c"
 _BLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*$", re.MULTILINE)
@@ -150,45 +149,26 @@ def scan_files(files: Sequence[str], threads: int) -> list[ScannedFile]:
 
 
 def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
-    """Group the files into units of about `UNIT_ROWS` rows (Parquet, splitting a large
-    file at row-group boundaries) or `UNIT_BYTES` (JSON)."""
+    """One unit per file (a partition of the log), except that a Parquet file of more than
+    `UNIT_ROWS` rows is split at row-group boundaries into units of about that many."""
     units: list[Unit] = []
-    pending: list[tuple[FilePart, str, int]] = []
-    weight = 0
     offset = 0
 
-    def close() -> None:
-        nonlocal pending, weight, offset
-        if pending:
-            n = sum(rows for _, _, rows in pending)
-            units.append(Unit(len(units), offset, n, tuple(p for p, _, _ in pending),
-                              tuple(d for _, d, _ in pending)))
-            offset += n
-        pending, weight = [], 0
+    def add(part: FilePart, digest: str, n: int) -> None:
+        nonlocal offset
+        units.append(Unit(len(units), offset, n, (part,), (digest,)))
+        offset += n
 
     for file in scanned:
-        if file.row_group_rows is None:
-            share = file.size / UNIT_BYTES * UNIT_ROWS
-            if weight and weight + share > UNIT_ROWS:
-                close()
-            pending.append((FilePart(file.path), file.digest, file.n_records))
-            weight += share
-            continue
         rows = file.row_group_rows
-        if weight and weight + sum(rows) > UNIT_ROWS:
-            close()
-        if sum(rows) <= UNIT_ROWS:
-            pending.append((FilePart(file.path), file.digest, file.n_records))
-            weight += sum(rows)
+        if rows is None or file.n_records <= UNIT_ROWS:
+            add(FilePart(file.path), file.digest, file.n_records)
             continue
         start, first_row, taken = 0, 1, 0
         for i, n in enumerate(rows):
             if taken and taken + n > UNIT_ROWS:
-                pending.append((FilePart(file.path, (start, i), first_row), file.digest, taken))
-                close()
+                add(FilePart(file.path, (start, i), first_row), file.digest, taken)
                 start, first_row, taken = i, first_row + taken, 0
             taken += n
-        pending.append((FilePart(file.path, (start, len(rows)), first_row), file.digest, taken))
-        weight += taken
-    close()
+        add(FilePart(file.path, (start, len(rows)), first_row), file.digest, taken)
     return units

@@ -4,17 +4,19 @@ the stages `records` → `aggregates` → `summary` → `report`, through the st
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, unmapped
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
 from decflow.flows.common import fail_on_status
 from decflow.flows.contract_run import decision_name
+from decflow.flows.runners import build_task_runner
 from decflow.pipeline.spec import new_run_id
 from decflow.store.store import Store
-from decflow.tasks.check import aggregates_task, check_summary_task, records_task
+from decflow.tasks.check import aggregates_task, check_summary_task, plan_task, unit_task
 from decflow.tasks.report import artifact_key, report_task
 
 
@@ -35,11 +37,16 @@ def production_check(
     optional baseline (records or an earlier check report); the report is stored as a run
     (`runs/<run_id>/report.json`). Returns the run id, status, exit code, report path."""
     run_id = new_run_id()
-    stored = records_task(contract, records, store)
-    aggregates = aggregates_task(contract, store, quote(stored))
+    plan = plan_task(records)
+    # Workers may run in another directory: they get absolute local paths.
+    contract_file = contract if "://" in contract else os.path.abspath(contract)
+    store = Store(store).location
+    # one task per unit: with the Dask runner each worker reads only its own units
+    futures = unit_task.map(unmapped(contract_file), unmapped(store), plan["units"])
+    outcomes = [future.result() for future in futures]
+    aggregates = aggregates_task(contract_file, store, quote(plan), quote(outcomes))
     outcome: dict[str, Any] = check_summary_task(
-        contract, records, baseline, store, run_id, quote(stored), quote(aggregates),
-        fail_on_warn,
+        contract, records, baseline, store, run_id, quote(aggregates), fail_on_warn,
     )
     label = f"{decision_name(contract)}-check-records"
     report_task(store, outcome["report"], artifact_key(label))
@@ -52,14 +59,17 @@ def production_check(
 
 def run_production_check_flow(
     contract: str, records: str, baseline: str | None = None, *, store: str = ".decflow",
-    fail_on_warn: bool = False,
+    fail_on_warn: bool = False, task_runner: str = "thread", dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """What `decflow check --prefect` calls: the flow, returning the report (a FAIL is the
-    report's exit code 1, not a failed call)."""
+    """What `decflow check --prefect` calls: the flow with the chosen task runner,
+    returning the report (a FAIL is the report's exit code 1, not a failed call)."""
     from decflow.flows.contract_run import warn_if_ephemeral
 
     warn_if_ephemeral()
-    outcome: dict[str, Any] = production_check(
+    configured = production_check.with_options(
+        task_runner=build_task_runner(task_runner, dask_address)
+    )
+    outcome: dict[str, Any] = configured(
         contract=contract, records=records, baseline=baseline, store=store,
         fail_on_warn=fail_on_warn, fail_flow_on_fail=False,
     )

@@ -78,9 +78,10 @@ class SourcePlan:
 
 
 def plan_source(source: str | Path | Sequence[str | Path], shown_path: str | None = None,
-                threads: int | None = None) -> SourcePlan:
-    """List, hash and count the files of a source and split them into units."""
-    files = [str(f) for f in list_partitions(source)]
+                threads: int | None = None, *, absolute: bool = False) -> SourcePlan:
+    """List, hash and count the files of a source and split them into units (`absolute`:
+    local files by absolute path, for workers that run elsewhere)."""
+    files = [os.path.abspath(f) if absolute else str(f) for f in list_partitions(source)]
     scanned = scan_files(files, threads or os.cpu_count() or 1)
     return SourcePlan(shown_path or str(source), files, [s.digest for s in scanned],
                       plan_units(scanned))

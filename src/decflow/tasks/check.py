@@ -1,10 +1,10 @@
 """Production-check and regression tasks.
 
 The production check's stages as tasks, exchanging manifests through the store exactly
-as `decflow check --store` runs them: `records` (validate and normalise every partition,
-one part per batch; one pass, so duplicate ids are caught across partitions) →
-`aggregates` (mergeable statistics per part) → `summary` (merge, drift against the
-baseline, gates, segments; stored as a run) → `report`.
+as `decflow check --store` runs them: `records-plan` (hash, count and split the inputs)
+→ `records` mapped over the units (each validates its files or row groups into mergeable
+statistics and id hashes) → `aggregates` (ids across units, merged statistics) →
+`summary` (drift against the baseline, gates, segments; stored as a run) → `report`.
 """
 
 from __future__ import annotations
@@ -16,29 +16,41 @@ from decflow.store.store import Manifest, Store
 from decflow.tasks.common import outcome, stage_task
 
 
-@stage_task("records")
-def records_task(contract: str, records: str, store_url: str) -> dict[str, Any]:
-    from decflow.pipeline.check import stage_records
+@stage_task("records-plan")
+def plan_task(records: str) -> dict[str, Any]:
+    """Hash and count the record files and split them into units (small JSON)."""
+    from decflow.pipeline.check import plan_source
+
+    return plan_source(records, absolute=True).to_dict()
+
+
+@stage_task("records", run_name="records-{unit[index]}")
+def unit_task(contract: str, store_url: str, unit: dict[str, Any]) -> dict[str, Any]:
+    """The `records` stage of one unit: only its files or row groups are read here."""
+    from decflow.data.record_units import Unit
+    from decflow.pipeline.check import stage_unit
 
     loaded = load_contract_cached(contract)
-    manifest = stage_records(Store(store_url), loaded.contract, loaded.hash, records)
-    return manifest.to_dict()
+    return stage_unit(Store(store_url), loaded.contract, loaded.hash, Unit.from_dict(unit))
 
 
 @stage_task("aggregates")
-def aggregates_task(contract: str, store_url: str, records: dict[str, Any]) -> dict[str, Any]:
-    from decflow.pipeline.check import stage_aggregates
+def aggregates_task(
+    contract: str, store_url: str, plan: dict[str, Any], outcomes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Ids across all units, then the merged statistics."""
+    from decflow.pipeline.check import SourcePlan, stage_aggregates
 
     loaded = load_contract_cached(contract)
     manifest = stage_aggregates(Store(store_url), loaded.contract, loaded.hash,
-                                Manifest.from_dict(records))
+                                SourcePlan.from_dict(plan), outcomes)
     return manifest.to_dict()
 
 
 @stage_task("summary")
 def check_summary_task(
     contract: str, records_path: str, baseline: str | None, store_url: str, run_id: str,
-    records: dict[str, Any], aggregates: dict[str, Any], fail_on_warn: bool = False,
+    aggregates: dict[str, Any], fail_on_warn: bool = False,
 ) -> dict[str, Any]:
     """Merge the statistics, judge drift and gates; the report is stored as run `run_id`."""
     from decflow.pipeline.check import load_baseline, stored_aggregates, summarize
@@ -46,7 +58,7 @@ def check_summary_task(
     loaded = load_contract_cached(contract)
     store = Store(store_url)
     merged = stored_aggregates(store, loaded.contract, Manifest.from_dict(aggregates),
-                               Manifest.from_dict(records), shown_path=records_path)
+                               shown_path=records_path)
     report = summarize(
         loaded.contract, merged,
         None if baseline is None else load_baseline(loaded.contract, baseline),
