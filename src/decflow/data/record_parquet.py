@@ -15,7 +15,6 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
-import pyarrow.parquet as pq
 
 from decflow.data.record_bytes import may_nest_deeper
 from decflow.data.record_checks import NeedStrict, vectorized_table
@@ -37,34 +36,35 @@ PARQUET_BATCH_ROWS = 250_000
 
 
 def parquet_batches(
-    path: Path, spec: RecordSpec, row_groups: tuple[int, int] | None = None, first_row: int = 1
+    path: Path, spec: RecordSpec, rows: tuple[int, int] | None = None
 ) -> Iterator[tuple[pl.DataFrame, int]]:
-    """Validated tables of one Parquet file (or of its row groups `[start, stop)`, whose
-    first row is row `first_row` of the file) with the 1-based row number of their first
-    row."""
+    """Validated tables of one Parquet file (or of its rows `[first, first + n)`, 1-based,
+    read from the row groups that hold them) with the 1-based row number of their first
+    row. polars streams the file in batches of about `PARQUET_BATCH_ROWS` rows."""
+    scan = pl.scan_parquet(path)
     try:
-        handle = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+        names = scan.collect_schema().names()
+    except (pl.exceptions.PolarsError, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
-    names = handle.schema_arrow.names
     unknown = [n for n in names if n not in _PARQUET_COLUMNS]
     if unknown:
         raise DatasetError(
             f"{path}: unknown column(s) {unknown} (record columns are {list(_PARQUET_COLUMNS)})"
         )
-    groups = None if row_groups is None else range(*row_groups)
-    batches = handle.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups)
+    first_row = 1
+    if rows is not None:
+        first_row = rows[0]
+        scan = scan.slice(rows[0] - 1, rows[1])
+    batches = scan.collect_batches(chunk_size=PARQUET_BATCH_ROWS)
     while True:
         try:
-            batch = next(batches)
+            raw = next(batches)
         except StopIteration:
             return
-        except (pa.ArrowException, OSError) as exc:
+        except (pl.exceptions.PolarsError, OSError) as exc:
             raise DatasetError(
                 f"{path}: row {first_row}: unreadable Parquet data ({exc})"
             ) from None
-        raw = pl.from_arrow(batch)
-        assert isinstance(raw, pl.DataFrame)
         yield _parquet_table(raw, path, spec, first_row), first_row
         first_row += raw.height
 
@@ -152,9 +152,26 @@ class _MixedTypes(Exception):
 def _parse_json_column(text: pl.Series, path: Path, first_row: int, name: str) -> pl.Series:
     """A column of JSON objects as text → a struct column, parsed strictly by Arrow. Raises
     `DatasetError` for a row that is not a JSON object, `_MixedTypes` when Arrow cannot
-    type the column."""
+    type the column. Logs repeat their metadata: when most texts repeat, each distinct
+    text is parsed once (and the whole column again only to name a bad row)."""
     if text.is_null().all():
         return pl.repeat(None, text.len(), dtype=pl.Null, eager=True)
+    distinct = text.drop_nulls().unique()
+    if distinct.len() * 4 < text.len():
+        try:
+            parsed = _parse_json_texts(distinct, path, first_row, name)
+        except DatasetError:
+            pass  # parsed row by row below, to name the first bad row in file order
+        else:
+            lookup = pl.DataFrame({"text": distinct, "parsed": parsed})
+            joined = text.to_frame("text").join(
+                lookup, on="text", how="left", maintain_order="left"
+            )
+            return joined["parsed"].alias(text.name)
+    return _parse_json_texts(text, path, first_row, name)
+
+
+def _parse_json_texts(text: pl.Series, path: Path, first_row: int, name: str) -> pl.Series:
     joined = text.fill_null("{}").str.replace_all("\n", " ", literal=True).str.join("\n")
     data = joined.item().encode()
     options = pa_json.ParseOptions(unexpected_field_behavior="infer")

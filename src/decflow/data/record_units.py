@@ -31,11 +31,18 @@ _READ_BYTES = 16 << 20
 
 @dataclass(frozen=True)
 class FilePart:
-    """One file, or the Parquet row groups `[start, stop)` of it (first row `first_row`)."""
+    """One file, or the Parquet row groups `[start, stop)` of it: `n_rows` rows from row
+    `first_row` (1-based) of the file."""
 
     path: str
     row_groups: tuple[int, int] | None = None
     first_row: int = 1
+    n_rows: int = 0
+
+    @property
+    def rows(self) -> tuple[int, int] | None:
+        """(first row, number of rows) of a row-group range; None for the whole file."""
+        return None if self.row_groups is None else (self.first_row, self.n_rows)
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,7 @@ class Unit:
             "n_records": self.n_records,
             "parts": [
                 {"path": p.path, "row_groups": None if p.row_groups is None
-                 else list(p.row_groups), "first_row": p.first_row}
+                 else list(p.row_groups), "first_row": p.first_row, "n_rows": p.n_rows}
                 for p in self.parts
             ],
             "digests": list(self.digests),
@@ -65,7 +72,7 @@ class Unit:
     def from_dict(cls, data: dict[str, Any]) -> Unit:
         parts = tuple(
             FilePart(p["path"], None if p["row_groups"] is None else tuple(p["row_groups"]),
-                     p["first_row"])  # type: ignore[arg-type]
+                     p["first_row"], p["n_rows"])  # type: ignore[arg-type]
             for p in data["parts"]
         )
         return cls(data["index"], data["offset"], data["n_records"], parts,
@@ -167,8 +174,8 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
         start, first_row, taken = 0, 1, 0
         for i, n in enumerate(rows):
             if taken and taken + n > UNIT_ROWS:
-                add(FilePart(file.path, (start, i), first_row), file.digest, taken)
+                add(FilePart(file.path, (start, i), first_row, taken), file.digest, taken)
                 start, first_row, taken = i, first_row + taken, 0
             taken += n
-        add(FilePart(file.path, (start, len(rows)), first_row), file.digest, taken)
+        add(FilePart(file.path, (start, len(rows)), first_row, taken), file.digest, taken)
     return units

@@ -87,6 +87,8 @@ def merge_groups(
 
 
 def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int) -> list[int]:
+    if n == 1:
+        return [int(np.count_nonzero(mask))]
     return np.bincount(groups[mask], minlength=n).astype(np.int64).tolist()
 
 
@@ -96,14 +98,15 @@ def _counts_by(groups: np.ndarray, bins: np.ndarray, n_groups: int, n_bins: int)
 
 
 def _distributions(values: np.ndarray, groups: np.ndarray, n_groups: int) -> list[Distribution]:
-    """Each group's values as a `Distribution`: exact value→count tables for groups of at
-    most `EXACT_LIMIT` values, log-bucket sketches beyond (computed straight from the
-    values, never through an exact table)."""
+    """Each group's values as a `Distribution`: the values themselves for groups of at most
+    `EXACT_LIMIT` values, log-bucket sketches beyond."""
     sizes = np.bincount(groups, minlength=n_groups)
     out = [Distribution() for _ in range(n_groups)]
     if n_groups == 1:
         return [Distribution.of(values)] if values.size else out
-    order = np.argsort(groups, kind="stable")
+    # a stable sort of small integers is a radix sort in numpy
+    small = groups.astype(np.int16) if n_groups < 1 << 15 else groups
+    order = np.argsort(small, kind="stable")
     ends = np.cumsum(sizes)
     for g in np.flatnonzero(sizes).tolist():
         part = values[order[ends[g] - sizes[g]:ends[g]]]

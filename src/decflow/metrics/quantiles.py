@@ -39,9 +39,9 @@ _LOG_GAMMA = math.log(_GAMMA)
 
 class ValueCounts:
     """Exact distribution of a column, enough for exact percentiles and never larger than
-    the column: parts of (sorted distinct values, counts), where counts of None mean every
-    value occurs once (continuous confidences and latencies). Merging only collects parts;
-    percentiles select the needed ranks across them in linear time."""
+    the column: parts of (values, counts), where counts of None mean each value stands for
+    itself once (the values need not be distinct or sorted then). Merging only collects
+    parts; percentiles select the needed ranks across them in linear time."""
 
     def __init__(self, values: npt.ArrayLike | None = None,
                  counts: npt.ArrayLike | None = None) -> None:
@@ -96,7 +96,14 @@ class ValueCounts:
         return _interpolated(self.n, q, self._ranked)
 
     def sketch(self) -> LogSketch:
-        values, counts = self.compact()
+        if not self._parts:
+            return LogSketch()
+        values = np.concatenate([v for v, _ in self._parts])
+        if all(c is None for _, c in self._parts):
+            return LogSketch.of(values)
+        counts = np.concatenate(
+            [np.ones(v.size, dtype=np.int64) if c is None else c for v, c in self._parts]
+        )
         return LogSketch.of(values, counts)
 
 
@@ -124,14 +131,23 @@ class LogSketch:
     @classmethod
     def of(cls, values: npt.ArrayLike, counts: npt.ArrayLike | None = None) -> LogSketch:
         x = np.asarray(values, dtype=np.float64)
-        weights = np.ones(x.size, dtype=np.int64) if counts is None else np.asarray(
-            counts, dtype=np.int64
-        )
         positive = x > 0
-        zeros = int(weights[~positive].sum())
+        weights = None if counts is None else np.asarray(counts, dtype=np.int64)
+        zeros = int(x.size - np.count_nonzero(positive)) if weights is None else int(
+            weights[~positive].sum()
+        )
         index = np.ceil(np.log(x[positive]) / _LOG_GAMMA).astype(np.int64)
+        if not index.size:
+            return cls(zeros)
+        low = int(index.min())
+        span = int(index.max()) - low + 1
+        chosen = None if weights is None else weights[positive]
+        if span <= max(1 << 16, 4 * index.size):  # a dense count is cheaper than a sort
+            dense = np.bincount(index - low, weights=chosen, minlength=span)
+            buckets = np.flatnonzero(dense)
+            return cls(zeros, buckets + low, dense[buckets].astype(np.int64))
         buckets, inverse = np.unique(index, return_inverse=True)
-        summed = np.bincount(inverse, weights=weights[positive], minlength=buckets.size)
+        summed = np.bincount(inverse, weights=chosen, minlength=buckets.size)
         return cls(zeros, buckets, summed.astype(np.int64))
 
     @property
@@ -181,8 +197,8 @@ class Distribution:
         n = array.size if counts is None else int(np.asarray(counts).sum())
         if n > EXACT_LIMIT:
             return cls(sketch=LogSketch.of(array, counts), n=n)
-        exact = ValueCounts.of(array) if counts is None else ValueCounts(array, counts)
-        return cls(exact=exact, n=n)
+        # the values as they are: percentiles select ranks without sorting
+        return cls(exact=ValueCounts(array, counts), n=n)
 
     @property
     def is_exact(self) -> bool:

@@ -55,6 +55,7 @@ from decflow.metrics.production import (
     drift,
     group_ids,
     grouped_stats,
+    merge_groups,
     partition_stats,
     percentile_method,
     production_metrics,
@@ -111,13 +112,22 @@ def batch_stats(table: pl.DataFrame, spec: RecordSpec, contract: Any) -> dict[st
         return {}
     n_bins, threshold = _settings(contract)
     columns = record_columns(table, spec.labels, n_bins, threshold)
-    keys, groups = group_ids(table, None)
-    out = grouped_stats(columns, keys, groups, n_bins)
+    if not spec.segments:
+        keys, groups = group_ids(table, None)
+        return grouped_stats(columns, keys, groups, n_bins)
+    out: dict[str, GroupStats] = {}
     for key in spec.segments:
         keys, groups = group_ids(table, segment_column(key))
         for token, stats in grouped_stats(columns, keys, groups, n_bins).items():
             out[f"{key}{SEGMENT_SEPARATOR}{token}"] = stats
-    return out
+    # Every record is in exactly one group of a key: the whole batch is their merge
+    # (exact, like every merge), not a second pass over the records.
+    first = spec.segments[0]
+    overall: dict[str, GroupStats] = {}
+    for group, stats in out.items():
+        if group.partition(SEGMENT_SEPARATOR)[0] == first:
+            overall = merge_groups(overall, {"": stats})
+    return {**overall, **out}
 
 
 def _aggregates(
