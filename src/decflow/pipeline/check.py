@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 import decflow
-from decflow.data.record_units import Unit
+from decflow.data.record_units import UNIT_ROWS, Unit
 from decflow.data.records import (
     RecordReader,
     RecordSpec,
+    list_partitions,
     normalize_objects,
     segment_column,
     segment_display,
@@ -159,10 +160,16 @@ def aggregate_records(
     shown_path: str | None = None,
     progress: Progress | None = None,
 ) -> Aggregates:
-    """Stages `records` and `aggregates` in this process: the units of the source on all
-    cores, merged; `progress(records so far, None)` after every unit."""
+    """Stages `records` and `aggregates` in this process; `progress(records so far, None)`
+    as they are read. One file is read once, in one pass (hashed on the way); several
+    files, or a Parquet file large enough to split, are planned and their units read on
+    all cores."""
     spec = RecordSpec.from_contract(contract)
-    plan = plan_source(source, shown_path)
+    path = shown_path or str(source)
+    files = list_partitions(source)
+    if len(files) == 1 and not _splits(files[0]):
+        return _one_pass(contract, spec, files, path, progress)
+    plan = plan_source(files, path)
     results = aggregate_units(
         plan.units, spec, _batch_stats(spec, contract),
         None if progress is None else (lambda n: progress(n, None)),
@@ -174,6 +181,37 @@ def aggregate_records(
             RecordReader((), spec, parts=[p for u in plan.units for p in u.parts]).read_all(),
             spec,
         )
+    return aggregates
+
+
+def _splits(file: Path) -> bool:
+    """Whether a single file is split into several units (a large Parquet file)."""
+    if file.suffix != ".parquet":
+        return False
+    import polars
+
+    try:
+        rows = polars.scan_parquet(file).select(polars.len()).collect().item()
+    except (polars.exceptions.PolarsError, OSError):
+        return False  # reading it reports the problem
+    return bool(rows > UNIT_ROWS)
+
+
+def _one_pass(
+    contract: Any, spec: RecordSpec, files: list[Path], path: str, progress: Progress | None
+) -> Aggregates:
+    reader = RecordReader(files, spec)
+    merged: dict[str, GroupStats] = {}
+    kept: list[pl.DataFrame] | None = []
+    for batch in reader.batches():
+        merged = merge_groups(merged, batch_stats(batch.table, spec, contract))
+        if progress:
+            progress(reader.n_records, None)
+        if kept is not None:
+            kept = [*kept, batch.table] if reader.n_records <= INLINE_RECORDS else None
+    aggregates = _aggregates(merged, spec, path, reader.dataset_hash, [str(f) for f in files])
+    if kept:
+        aggregates.records = _records_json(pl.concat(kept), spec)
     return aggregates
 
 
