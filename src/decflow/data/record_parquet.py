@@ -31,17 +31,18 @@ from decflow.data.record_rules import (
     normalize_record,
 )
 from decflow.errors import DatasetError
+from decflow.store.remote import polars_options
 
 PARQUET_BATCH_ROWS = 250_000
 
 
 def parquet_batches(
-    path: Path, spec: RecordSpec, rows: tuple[int, int] | None = None
+    path: Path | str, spec: RecordSpec, rows: tuple[int, int] | None = None
 ) -> Iterator[tuple[pl.DataFrame, int]]:
     """Validated tables of one Parquet file (or of its rows `[first, first + n)`, 1-based,
     read from the row groups that hold them) with the 1-based row number of their first
     row. polars streams the file in batches of about `PARQUET_BATCH_ROWS` rows."""
-    scan = pl.scan_parquet(path)
+    scan = pl.scan_parquet(path, storage_options=polars_options(str(path)))
     try:
         names = scan.collect_schema().names()
     except (pl.exceptions.PolarsError, OSError) as exc:
@@ -76,7 +77,9 @@ _PARQUET_COLUMNS = (
 )
 
 
-def _parquet_table(raw: pl.DataFrame, path: Path, spec: RecordSpec, first_row: int) -> pl.DataFrame:
+def _parquet_table(
+    raw: pl.DataFrame, path: Path | str, spec: RecordSpec, first_row: int
+) -> pl.DataFrame:
     """Parquet columns → the raw shape of the JSONL path, then the same checks. The
     `metadata_json` texts are parsed by Arrow in one go."""
     for name in _PARQUET_COLUMNS:
@@ -149,7 +152,7 @@ class _MixedTypes(Exception):
     """Valid JSON objects whose fields change type between rows: needs the strict path."""
 
 
-def _parse_json_column(text: pl.Series, path: Path, first_row: int, name: str) -> pl.Series:
+def _parse_json_column(text: pl.Series, path: Path | str, first_row: int, name: str) -> pl.Series:
     """A column of JSON objects as text → a struct column, parsed strictly by Arrow. Raises
     `DatasetError` for a row that is not a JSON object, `_MixedTypes` when Arrow cannot
     type the column. Logs repeat their metadata: when most texts repeat, each distinct
@@ -171,7 +174,7 @@ def _parse_json_column(text: pl.Series, path: Path, first_row: int, name: str) -
     return _parse_json_texts(text, path, first_row, name)
 
 
-def _parse_json_texts(text: pl.Series, path: Path, first_row: int, name: str) -> pl.Series:
+def _parse_json_texts(text: pl.Series, path: Path | str, first_row: int, name: str) -> pl.Series:
     joined = text.fill_null("{}").str.replace_all("\n", " ", literal=True).str.join("\n")
     data = joined.item().encode()
     options = pa_json.ParseOptions(unexpected_field_behavior="infer")
@@ -221,7 +224,9 @@ class _RowLines:
         return json.dumps(record, ensure_ascii=False)
 
 
-def _parquet_strict(lines: _RowLines, path: Path, spec: RecordSpec, first_row: int) -> pl.DataFrame:
+def _parquet_strict(
+    lines: _RowLines, path: Path | str, spec: RecordSpec, first_row: int
+) -> pl.DataFrame:
     rows = []
     for i in range(len(lines)):
         try:

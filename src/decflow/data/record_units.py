@@ -17,10 +17,11 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
 
 from decflow.errors import DatasetError
+from decflow.store.remote import is_url, open_input
 
 UNIT_ROWS = 2_000_000
 # What counts as a blank line of a JSONL file (skipped): ASCII whitespace only.
@@ -93,30 +94,47 @@ class ScannedFile:
     size: int
 
 
+def suffix(path: str | Path) -> str:
+    return PurePosixPath(str(path)).suffix
+
+
+def open_records(path: Path | str) -> IO[bytes]:
+    """A record file opened for reading, local or remote; exit 2 when it cannot be."""
+    try:
+        if isinstance(path, str) and is_url(path):
+            return open_input(path)  # type: ignore[return-value]
+        return Path(path).open("rb")
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def location(path: str) -> Path | str:
+    """How a listed file is handled: a `Path` when local, the URL string when remote."""
+    return path if is_url(path) else Path(path)
+
+
 def scan_file(path: str) -> ScannedFile:
     """sha256 of every byte, the number of records and (Parquet) the rows per row group."""
     digest = hashlib.sha256()
     size = 0
-    file = Path(path)
-    try:
-        with file.open("rb") as handle:
-            if file.suffix == ".jsonl":
-                n_records = 0
-                while block := handle.read(_READ_BYTES):
-                    if not block.endswith(b"\n"):
-                        block += handle.readline()
-                    digest.update(block)
-                    size += len(block)
-                    n_records += _jsonl_records(block)
-                return ScannedFile(path, digest.hexdigest(), n_records, None, size)
-            while block := handle.read(_READ_BYTES):
-                digest.update(block)
-                size += len(block)
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
-    if file.suffix == ".json":
-        return ScannedFile(path, digest.hexdigest(), _json_records(file), None, size)
-    rows = _row_group_rows(file)
+    kind = suffix(path)
+    n_records = 0
+    json_text = b""
+    with open_records(location(path)) as handle:
+        while block := handle.read(_READ_BYTES):
+            if kind == ".jsonl" and not block.endswith(b"\n"):
+                block += handle.readline()
+            digest.update(block)
+            size += len(block)
+            if kind == ".jsonl":
+                n_records += _jsonl_records(block)
+            elif kind == ".json":
+                json_text += block
+    if kind == ".jsonl":
+        return ScannedFile(path, digest.hexdigest(), n_records, None, size)
+    if kind == ".json":
+        return ScannedFile(path, digest.hexdigest(), _json_records(json_text), None, size)
+    rows = _row_group_rows(path)
     return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
 
 
@@ -127,21 +145,22 @@ def _jsonl_records(block: bytes) -> int:
     return lines - blank + (1 if block.endswith(b"\n") else 0)
 
 
-def _json_records(file: Path) -> int:
+def _json_records(data: bytes) -> int:
     # A file that does not parse counts 0: reading its unit reports the error.
     try:
-        items = json.loads(file.read_bytes())
+        items = json.loads(data)
     except (ValueError, RecursionError):
         return 0
     return len(items) if isinstance(items, list) else 0
 
 
-def _row_group_rows(file: Path) -> tuple[int, ...]:
+def _row_group_rows(file: str) -> tuple[int, ...]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        metadata = pq.ParquetFile(file).metadata
+        with open_records(location(file)) as handle:
+            metadata = pq.ParquetFile(handle).metadata
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{file}: not a readable Parquet file ({exc})") from None
     return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))

@@ -28,7 +28,7 @@ import glob
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -55,8 +55,9 @@ from decflow.data.record_rules import (
     segment_display,
     segment_value,
 )
-from decflow.data.record_units import WHITESPACE, FilePart
+from decflow.data.record_units import WHITESPACE, FilePart, location, open_records, suffix
 from decflow.errors import DatasetError
+from decflow.store.remote import filesystem, is_url
 
 __all__ = [
     "Batch",
@@ -76,10 +77,13 @@ __all__ = [
 # -- partitions ----------------------------------------------------------------------------
 
 
-def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path]:
-    """Files of a source: one file, a folder (recursively, sorted) or a glob pattern."""
+def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path | str]:
+    """Files of a source: one file, a folder (recursively, sorted) or a glob pattern; local
+    paths, or `s3://…` URLs (as strings) read through `store.remote`."""
     if not isinstance(source, str | Path):
         return [p for item in source for p in list_partitions(item)]
+    if isinstance(source, str) and is_url(source):
+        return _remote_partitions(source)
     path = Path(source)
     if path.is_dir():
         files = sorted(
@@ -88,7 +92,7 @@ def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path]:
         )
         if not files:
             raise DatasetError(f"{source}: no .jsonl, .json or .parquet files in this folder")
-        return files
+        return list(files)
     if path.is_file():
         if path.suffix not in SUFFIXES:
             raise DatasetError(
@@ -100,15 +104,36 @@ def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path]:
     files = [m for m in matches if m.is_file() and m.suffix in SUFFIXES]
     if not files:
         raise DatasetError(f"{source}: no such file, folder or matching record files")
-    return files
+    return list(files)
 
 
-def source_hash(files: Sequence[Path], digests: Sequence[str]) -> str:
+def _remote_partitions(url: str) -> list[Path | str]:
+    fs, inner = filesystem(url)
+    try:
+        if fs.isdir(inner):
+            found = sorted(p for p in fs.find(inner) if suffix(p) in SUFFIXES)
+        elif fs.isfile(inner):
+            if suffix(inner) not in SUFFIXES:
+                raise DatasetError(f"{url}: unsupported record file type '{suffix(inner)}' "
+                                   "(use .jsonl, .json or .parquet)")
+            found = [inner]
+        else:
+            found = sorted(p for p in fs.glob(inner) if suffix(p) in SUFFIXES)
+    except OSError as exc:
+        raise DatasetError(f"{url}: cannot list ({exc})") from None
+    if not found:
+        raise DatasetError(f"{url}: no such file, folder or matching record files")
+    return [fs.unstrip_protocol(p) for p in found]
+
+
+def source_hash(files: Sequence[Path | str], digests: Sequence[str]) -> str:
     """`sha256:` of the file bytes for one file (as DecGuard); for several partitions, of
-    the lines `<name>\\t<sha256 of its bytes>` in partition order."""
+    the lines `<name>\t<sha256 of its bytes>` in partition order."""
     if len(files) == 1:
         return f"sha256:{digests[0]}"
-    listing = "".join(f"{f.name}\t{d}\n" for f, d in zip(files, digests, strict=True))
+    listing = "".join(
+        f"{PurePosixPath(str(f)).name}\t{d}\n" for f, d in zip(files, digests, strict=True)
+    )
     return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
 
 
@@ -134,7 +159,7 @@ def _id_hashes(ids: pl.Series) -> np.ndarray:
 class Batch:
     """A validated slice of one partition, in file order."""
 
-    path: Path
+    path: Path | str
     table: pl.DataFrame
 
 
@@ -157,7 +182,7 @@ class RecordReader:
             list(parts) if parts is not None
             else [FilePart(str(f)) for f in list_partitions(source)]
         )
-        self.files = list(dict.fromkeys(Path(p.path) for p in self.parts))
+        self.files = list(dict.fromkeys(location(p.path) for p in self.parts))
         # A unit of a planned check is read, not hashed: its files were hashed by the plan.
         self._hashing = parts is None
         self.digests: list[str] = []
@@ -188,15 +213,15 @@ class RecordReader:
 
     def _read_files(self) -> Iterator[Batch]:
         for part in self.parts:
-            path = Path(part.path)
+            path = location(part.path)
             digest = hashlib.sha256()
-            if path.suffix == ".parquet":
+            if suffix(path) == ".parquet":
                 if self._hashing:
                     _hash_file(path, digest)
                 batches = parquet_batches(path, self.spec, part.rows)
                 for table, first_row in batches:
                     yield self._accept(path, table, lambda i, f=first_row: f"row {f + i}")
-            elif path.suffix == ".json":
+            elif suffix(path) == ".json":
                 data = _read_bytes(path)
                 if self._hashing:
                     digest.update(data)
@@ -235,7 +260,7 @@ class RecordReader:
 
     # -- shared finishing: positions, ids, duplicates ------------------------------------
 
-    def _accept(self, path: Path, table: pl.DataFrame, where: Any) -> Batch:
+    def _accept(self, path: Path | str, table: pl.DataFrame, where: Any) -> Batch:
         offset = self.n_records
         table = table.with_columns(
             (pl.int_range(1, table.height + 1, dtype=pl.Int64) + offset).alias("position")
@@ -263,7 +288,7 @@ class RecordReader:
         self.n_records += table.height
         return Batch(path, table.select(list(self.spec.schema)))
 
-    def _note_segment_problems(self, path: Path, table: pl.DataFrame, where: Any) -> None:
+    def _note_segment_problems(self, path: Path | str, table: pl.DataFrame, where: Any) -> None:
         for key in self.spec.segments:
             if key in self._segment_problems:
                 continue
@@ -305,7 +330,7 @@ class RecordReader:
             # a later invalid record: the duplicate check only covers what came before it
 
     def _raise_duplicate_before(
-        self, path: Path, data: bytes, first_line: int, bad_line: int
+        self, path: Path | str, data: bytes, first_line: int, bad_line: int
     ) -> None:
         """Before reporting a bad line, report a duplicate id on an earlier line of the same
         chunk (those lines are valid; they were never accepted as a batch)."""
@@ -331,7 +356,7 @@ class RecordReader:
                 )
             seen[record_id] = number
 
-    def _first_place(self, record_id: str, path: Path) -> str | None:
+    def _first_place(self, record_id: str, path: Path | str) -> str | None:
         """Where an id first occurs among the batches accepted so far (re-read)."""
         again = RecordReader(self.files, self.spec, parts=self.parts, offset=self.offset)
         again._watch = set(_id_hashes(pl.Series([record_id], dtype=pl.String)).tolist())
@@ -349,7 +374,7 @@ class RecordReader:
 
     # -- formats ----------------------------------------------------------------------------
 
-    def _json_list(self, data: bytes, path: Path) -> pl.DataFrame:
+    def _json_list(self, data: bytes, path: Path | str) -> pl.DataFrame:
         try:
             items = loads_strict(_decode(data, path))
         except ValueError as exc:
@@ -359,7 +384,7 @@ class RecordReader:
         return normalize_objects(items, self.spec, str(path), offset=self.n_records)
 
     def _jsonl(
-        self, data: bytes, path: Path, first_line: int, n_lines: int
+        self, data: bytes, path: Path | str, first_line: int, n_lines: int
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
         fast = None if may_nest_deeper(data) else _fast_jsonl(
             data, path, self.spec, first_line, n_lines
@@ -406,15 +431,11 @@ class _Consecutive:
 JSONL_CHUNK_BYTES = 16 << 20
 
 
-def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int, int]]:
+def _jsonl_chunks(path: Path | str, digest: Any) -> Iterator[tuple[bytes, int, int]]:
     """Whole lines of a JSONL file in blocks of about `JSONL_CHUNK_BYTES`, with the number
     of each block's first line and its line count; feeds the bytes to `digest` on the way."""
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
     first_line = 1
-    with handle:
+    with open_records(path) as handle:
         while block := handle.read(JSONL_CHUNK_BYTES):
             if not block.endswith(b"\n"):
                 block += handle.readline()
@@ -425,36 +446,31 @@ def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int, int]]:
             first_line += n_lines
 
 
-def _hash_file(path: Path, digest: Any) -> None:
-    try:
-        with path.open("rb") as handle:
-            while block := handle.read(JSONL_CHUNK_BYTES):
-                digest.update(block)
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+def _hash_file(path: Path | str, digest: Any) -> None:
+    with open_records(path) as handle:
+        while block := handle.read(JSONL_CHUNK_BYTES):
+            digest.update(block)
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path | str) -> str:
     """Hex SHA-256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     _hash_file(path, digest)
     return digest.hexdigest()
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+def _read_bytes(path: Path | str) -> bytes:
+    with open_records(path) as handle:
+        return handle.read()
 
 
-def _decode(data: bytes, path: Path) -> str:
+def _decode(data: bytes, path: Path | str) -> str:
     check_chunk(data, str(path), 1)
     return data.decode("utf-8")
 
 
 def _strict_jsonl(
-    data: bytes, path: Path, spec: RecordSpec, offset: int, first_line: int = 1
+    data: bytes, path: Path | str, spec: RecordSpec, offset: int, first_line: int = 1
 ) -> tuple[pl.DataFrame, list[int]]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
@@ -487,7 +503,7 @@ def _arrow_schema(spec: RecordSpec) -> pa.Schema:
 
 
 def _fast_jsonl(
-    data: bytes, path: Path, spec: RecordSpec, first_line: int, n_lines: int
+    data: bytes, path: Path | str, spec: RecordSpec, first_line: int, n_lines: int
 ) -> pl.DataFrame | None:
     """Arrow + polars path; None when the file needs the strict parser.
 

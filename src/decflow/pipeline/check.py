@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 import decflow
-from decflow.data.record_units import UNIT_ROWS, Unit
+from decflow.data.record_units import UNIT_ROWS, Unit, suffix
 from decflow.data.records import (
     RecordReader,
     RecordSpec,
@@ -184,21 +184,25 @@ def aggregate_records(
     return aggregates
 
 
-def _splits(file: Path) -> bool:
+def _splits(file: Path | str) -> bool:
     """Whether a single file is split into several units (a large Parquet file)."""
-    if file.suffix != ".parquet":
+    if suffix(file) != ".parquet":
         return False
     import polars
 
+    from decflow.store.remote import polars_options
+
     try:
-        rows = polars.scan_parquet(file).select(polars.len()).collect().item()
+        scan = polars.scan_parquet(file, storage_options=polars_options(str(file)))
+        rows = scan.select(polars.len()).collect().item()
     except (polars.exceptions.PolarsError, OSError):
         return False  # reading it reports the problem
     return bool(rows > UNIT_ROWS)
 
 
 def _one_pass(
-    contract: Any, spec: RecordSpec, files: list[Path], path: str, progress: Progress | None
+    contract: Any, spec: RecordSpec, files: list[Path | str], path: str,
+    progress: Progress | None,
 ) -> Aggregates:
     reader = RecordReader(files, spec)
     merged: dict[str, GroupStats] = {}

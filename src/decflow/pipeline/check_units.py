@@ -65,7 +65,7 @@ class SourcePlan:
 
     @property
     def hash(self) -> str:
-        return source_hash([Path(f) for f in self.files], self.digests)
+        return source_hash(self.files, self.digests)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "files": self.files, "digests": self.digests,
@@ -81,7 +81,10 @@ def plan_source(source: str | Path | Sequence[str | Path], shown_path: str | Non
                 threads: int | None = None, *, absolute: bool = False) -> SourcePlan:
     """List, hash and count the files of a source and split them into units (`absolute`:
     local files by absolute path, for workers that run elsewhere)."""
-    files = [os.path.abspath(f) if absolute else str(f) for f in list_partitions(source)]
+    files = [
+        os.path.abspath(f) if absolute and isinstance(f, Path) else str(f)
+        for f in list_partitions(source)
+    ]
     scanned = scan_files(files, threads or os.cpu_count() or 1)
     return SourcePlan(shown_path or str(source), files, [s.digest for s in scanned],
                       plan_units(scanned))

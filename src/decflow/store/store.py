@@ -22,6 +22,7 @@ import fsspec
 import polars as pl
 
 from decflow.errors import DecflowError
+from decflow.store.remote import fsspec_options
 
 MANIFEST = "_manifest.json"
 
@@ -100,7 +101,7 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = url
         try:
-            self.fs, root = fsspec.core.url_to_fs(url)
+            self.fs, root = fsspec.core.url_to_fs(url, **fsspec_options(url))
         except (ImportError, ValueError) as exc:
             raise DecflowError(f"store '{url}': {exc}") from None
         self.root = root.rstrip("/") if root not in ("/", "") else root
