@@ -2,18 +2,26 @@
 
 Generates refund-like records under a work folder (default /tmp/decflow-check-bench), then
 runs each check in a fresh process under `/usr/bin/time -v` and reports wall time, CPU
-seconds (user + sys) and peak RSS. With `--decguard PATH` the same JSONL files are also
-checked by DecGuard 0.1.1 (installed in a throwaway environment) for the ratio.
+seconds (user + sys) and peak RSS, side by side in one run:
+
+- `decflow` (in-process, no store) and `decflow --store` (a fresh store: every stage
+  written; the store's size and what it holds are printed after);
+- for Parquet, a bare polars lazy scan computing the same groupings on the same file
+  (`bare_scan.py`: counts, correct, mean and p95 of confidence and latency, confidence
+  bins, per-segment stats, distinct ids);
+- with `--decguard PATH`, DecGuard 0.1.1 (installed in a throwaway environment) on the
+  same JSONL files.
 
 usage: python bench/check_bench.py [--sizes 1000000 10000000] [--formats jsonl parquet]
                                    [--decguard /tmp/decguard-venv/bin/decguard] [--decguard-max N]
-                                   [--continuous]
+                                   [--continuous] [--no-store]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +40,11 @@ DISTRIBUTIONS = np.array(
 RUN = (
     "import sys\n"
     "from decflow.commands.check import run_check\n"
-    "report = run_check(sys.argv[1], sys.argv[2])\n"
+    "store = sys.argv[3] if len(sys.argv) > 3 else None\n"
+    "report = run_check(sys.argv[1], sys.argv[2], store=store, show_progress=False)\n"
     "print(report['status'], report['dataset']['n_records'])\n"
 )
+BARE = Path(__file__).resolve().parent / "bare_scan.py"
 
 
 def records(n: int, seed: int = 0, continuous: bool = False) -> pl.DataFrame:
@@ -98,10 +108,10 @@ def write_inputs(
     return paths
 
 
-def measure(command: list[str]) -> dict[str, float | str]:
+def measure(command: list[str], env: dict[str, str] | None = None) -> dict[str, float | str]:
     """Run under /usr/bin/time -v: wall s, CPU s (user + sys), peak RSS MB, stdout."""
     done = subprocess.run(
-        ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False
+        ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False, env=env
     )
 
     def field(name: str) -> str:
@@ -128,21 +138,49 @@ def main() -> None:
                         help="largest size to run DecGuard on (it keeps every record)")
     parser.add_argument("--continuous", action="store_true",
                         help="random distributions (distinct confidences and latencies)")
+    parser.add_argument("--no-store", action="store_true", help="skip the --store runs")
     args = parser.parse_args()
     print("| records | format | tool | wall s | CPU s | peak RSS MB | result |")
     print("| ---: | --- | --- | ---: | ---: | ---: | --- |")
+    notes = []
     for n in args.sizes:
         paths = write_inputs(n, args.work, args.formats, args.continuous)
         for fmt, path in paths.items():
+            store = args.work / f"store-{fmt}-{n}"
+            shutil.rmtree(store, ignore_errors=True)
             runs = [("decflow", [sys.executable, "-c", RUN, str(CONTRACT), str(path)])]
+            if not args.no_store:
+                runs.append(("decflow --store", [sys.executable, "-c", RUN, str(CONTRACT),
+                                                 str(path), str(store)]))
+            if fmt == "parquet":
+                runs.append(("bare polars scan", [sys.executable, str(BARE), str(path)]))
             if args.decguard and fmt == "jsonl" and n <= args.decguard_max:
                 runs.append(("DecGuard 0.1.1", [args.decguard, "check", str(CONTRACT), "-d",
                                                 str(path)]))
             for tool, command in runs:
                 m = measure(command)
-                result = m["out"] if tool == "decflow" else f"exit {m['exit']}"
+                result = m["out"] if tool.startswith(("decflow", "bare")) else f"exit {m['exit']}"
                 print(f"| {n:,} | {fmt} | {tool} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | "
                       f"{m['rss_mb']:.0f} | {result} |", flush=True)
+            if store.exists():
+                notes.append(store_note(store, path))
+                shutil.rmtree(store)
+    for note in notes:
+        print(note)
+
+
+def store_note(store: Path, source: Path) -> str:
+    """What a store holds after a check, and its size against the input's."""
+    sizes: dict[str, int] = {}
+    for file in store.rglob("*"):
+        if file.is_file():
+            kind = "id hashes" if file.name.startswith("ids-") else (
+                "statistics" if file.name.startswith("part-") else "manifests")
+            sizes[kind] = sizes.get(kind, 0) + file.stat().st_size
+    total = sum(sizes.values())
+    held = ", ".join(f"{kind} {size / 1e6:.1f} MB" for kind, size in sorted(sizes.items()))
+    return (f"store after {source.name}: {total / 1e6:.1f} MB = "
+            f"{100 * total / source.stat().st_size:.1f} % of the input ({held})")
 
 
 if __name__ == "__main__":
