@@ -79,6 +79,11 @@ def test_units_give_the_single_pass_report_bit_for_bit(
     monkeypatch.setattr(record_units, "UNIT_ROWS", 120)
     parquet = _parquet(tmp_path / "all.parquet", records, row_group_size=50)
     plans = [check_records(contract, str(folder)), check_records(contract, str(parquet))]
+    # one JSONL file split at line boundaries into units of about 30 kB
+    monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
+    monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
+    monkeypatch.setattr("decflow.pipeline.check.UNIT_BYTES", 30_000)
+    plans.append(check_records(contract, str(tmp_path / "all.jsonl")))
     for other in plans:
         for key in COMPARED:
             assert other[key] == single[key], key
@@ -116,6 +121,29 @@ def test_duplicate_ids_across_units_are_found(
     (folder / "b.jsonl").write_text(json.dumps({**_records(1, start=300)[0], "cost": -1}) + "\n")
     with pytest.raises(DatasetError, match=r"b.jsonl: line 1: invalid production record"):
         check_records(contract, str(folder))
+
+
+def test_a_large_jsonl_file_is_split_at_lines_and_errors_keep_their_line(
+    contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decflow.pipeline.check_units import plan_source
+
+    monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
+    monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
+    monkeypatch.setattr("decflow.pipeline.check.UNIT_BYTES", 30_000)
+    records = _records(600)
+    path = _jsonl(tmp_path / "r.jsonl", [*records[:100], *records[100:]])
+    units = plan_source(str(path)).units
+    assert len(units) > 3
+    assert sum(u.n_records for u in units) == 600
+    firsts = [u.parts[0].first_row for u in units]
+    assert firsts == [1 + sum(u.n_records for u in units[:k]) for k in range(len(units))]
+    lines = path.read_text().splitlines()
+    lines[450] = lines[450].replace('"decision": "refund_request"', '"decision": "x"')
+    lines.insert(300, "   ")  # a blank line: line numbers and positions part ways
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetError, match=r"r.jsonl: line 452: decision 'x' does not match"):
+        check_records(contract, str(path))
 
 
 def test_default_ids_count_positions_across_units(

@@ -24,6 +24,7 @@ from decflow.errors import DatasetError
 from decflow.store.remote import is_url, open_input
 
 UNIT_ROWS = 2_000_000
+UNIT_BYTES = 128 << 20
 # What counts as a blank line of a JSONL file (skipped): ASCII whitespace only.
 WHITESPACE = b" \t\r\n\x0b\x0c"
 _BLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*$", re.MULTILINE)
@@ -32,13 +33,15 @@ _READ_BYTES = 16 << 20
 
 @dataclass(frozen=True)
 class FilePart:
-    """One file, or the Parquet row groups `[start, stop)` of it: `n_rows` rows from row
-    `first_row` (1-based) of the file."""
+    """One file, the Parquet row groups `[start, stop)` of it (`n_rows` rows from row
+    `first_row`, 1-based), or the lines of a JSONL file in `byte_range` (from line
+    `first_row`)."""
 
     path: str
     row_groups: tuple[int, int] | None = None
-    first_row: int = 1
+    first_row: int = 1  # or the first line of a JSONL byte range
     n_rows: int = 0
+    byte_range: tuple[int, int] | None = None  # JSONL: bytes [start, stop) of whole lines
 
     @property
     def rows(self) -> tuple[int, int] | None:
@@ -63,7 +66,8 @@ class Unit:
             "n_records": self.n_records,
             "parts": [
                 {"path": p.path, "row_groups": None if p.row_groups is None
-                 else list(p.row_groups), "first_row": p.first_row, "n_rows": p.n_rows}
+                 else list(p.row_groups), "first_row": p.first_row, "n_rows": p.n_rows,
+                 "byte_range": None if p.byte_range is None else list(p.byte_range)}
                 for p in self.parts
             ],
             "digests": list(self.digests),
@@ -73,7 +77,8 @@ class Unit:
     def from_dict(cls, data: dict[str, Any]) -> Unit:
         parts = tuple(
             FilePart(p["path"], None if p["row_groups"] is None else tuple(p["row_groups"]),
-                     p["first_row"], p["n_rows"])  # type: ignore[arg-type]
+                     p["first_row"], p["n_rows"],
+                     None if p["byte_range"] is None else tuple(p["byte_range"]))  # type: ignore[arg-type]
             for p in data["parts"]
         )
         return cls(data["index"], data["offset"], data["n_records"], parts,
@@ -82,7 +87,8 @@ class Unit:
     def identity(self) -> list[Any]:
         """What the unit's output depends on in the input: its files' bytes and ranges
         (never their paths, so a moved file is still a cache hit)."""
-        return [[d, p.row_groups] for d, p in zip(self.digests, self.parts, strict=True)]
+        return [[d, p.row_groups, p.byte_range]
+                for d, p in zip(self.digests, self.parts, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,8 @@ class ScannedFile:
     n_records: int
     row_group_rows: tuple[int, ...] | None  # Parquet only
     size: int
+    # JSONL only: (first byte, first line, records) of each block of whole lines
+    blocks: tuple[tuple[int, int, int], ...] = ()
 
 
 def suffix(path: str | Path) -> str:
@@ -118,20 +126,24 @@ def scan_file(path: str) -> ScannedFile:
     digest = hashlib.sha256()
     size = 0
     kind = suffix(path)
-    n_records = 0
+    n_records, line = 0, 1
+    blocks: list[tuple[int, int, int]] = []
     json_text = b""
     with open_records(location(path)) as handle:
         while block := handle.read(_READ_BYTES):
             if kind == ".jsonl" and not block.endswith(b"\n"):
                 block += handle.readline()
             digest.update(block)
-            size += len(block)
             if kind == ".jsonl":
-                n_records += _jsonl_records(block)
+                records = _jsonl_records(block)
+                blocks.append((size, line, records))
+                n_records += records
+                line += block.count(b"\n")
             elif kind == ".json":
                 json_text += block
+            size += len(block)
     if kind == ".jsonl":
-        return ScannedFile(path, digest.hexdigest(), n_records, None, size)
+        return ScannedFile(path, digest.hexdigest(), n_records, None, size, tuple(blocks))
     if kind == ".json":
         return ScannedFile(path, digest.hexdigest(), _json_records(json_text), None, size)
     rows = _row_group_rows(path)
@@ -176,7 +188,9 @@ def scan_files(files: Sequence[str], threads: int) -> list[ScannedFile]:
 
 def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
     """One unit per file (a partition of the log), except that a Parquet file of more than
-    `UNIT_ROWS` rows is split at row-group boundaries into units of about that many."""
+    `UNIT_ROWS` rows is split at row-group boundaries into units of about that many, and a
+    JSONL file of more than `UNIT_BYTES` at line boundaries into units of about that
+    size."""
     units: list[Unit] = []
     offset = 0
 
@@ -186,6 +200,9 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
         offset += n
 
     for file in scanned:
+        if file.blocks and file.size > UNIT_BYTES:
+            _split_jsonl(file, add)
+            continue
         rows = file.row_group_rows
         if rows is None or file.n_records <= UNIT_ROWS:
             add(FilePart(file.path), file.digest, file.n_records)
@@ -198,3 +215,15 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
             taken += n
         add(FilePart(file.path, (start, len(rows)), first_row, taken), file.digest, taken)
     return units
+
+
+def _split_jsonl(file: ScannedFile, add: Any) -> None:
+    ends = [start for start, _, _ in file.blocks[1:]] + [file.size]
+    start, first_line, taken = 0, 1, 0
+    for (block_start, line, records), end in zip(file.blocks, ends, strict=True):
+        if block_start > start and block_start - start + (end - block_start) > UNIT_BYTES:
+            add(FilePart(file.path, None, first_line, taken, (start, block_start)),
+                file.digest, taken)
+            start, first_line, taken = block_start, line, 0
+        taken += records
+    add(FilePart(file.path, None, first_line, taken, (start, file.size)), file.digest, taken)

@@ -227,7 +227,9 @@ class RecordReader:
                     digest.update(data)
                 yield self._accept(path, self._json_list(data, path), lambda i: f"record {i + 1}")
             else:
-                chunks = _jsonl_chunks(path, digest if self._hashing else None)
+                chunks = _jsonl_chunks(
+                    path, digest if self._hashing else None, part.byte_range, part.first_row
+                )
                 for data, first_line, n_lines in chunks:
                     check_chunk(data, str(path), first_line)
                     try:
@@ -431,14 +433,25 @@ class _Consecutive:
 JSONL_CHUNK_BYTES = 16 << 20
 
 
-def _jsonl_chunks(path: Path | str, digest: Any) -> Iterator[tuple[bytes, int, int]]:
-    """Whole lines of a JSONL file in blocks of about `JSONL_CHUNK_BYTES`, with the number
-    of each block's first line and its line count; feeds the bytes to `digest` on the way."""
-    first_line = 1
+def _jsonl_chunks(
+    path: Path | str, digest: Any, byte_range: tuple[int, int] | None = None, first_line: int = 1
+) -> Iterator[tuple[bytes, int, int]]:
+    """Whole lines of a JSONL file (or of its bytes `byte_range`, which start at line
+    `first_line`) in blocks of about `JSONL_CHUNK_BYTES`, with the number of each block's
+    first line and its line count; feeds the bytes to `digest` on the way."""
+    start, stop = byte_range if byte_range is not None else (0, None)
     with open_records(path) as handle:
-        while block := handle.read(JSONL_CHUNK_BYTES):
-            if not block.endswith(b"\n"):
+        if start:
+            handle.seek(start)
+        position = start
+        while stop is None or position < stop:
+            size = JSONL_CHUNK_BYTES if stop is None else min(JSONL_CHUNK_BYTES, stop - position)
+            block = handle.read(size)
+            if not block:
+                break
+            if not block.endswith(b"\n") and (stop is None or position + len(block) < stop):
                 block += handle.readline()
+            position += len(block)
             if digest is not None:
                 digest.update(block)
             n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 import decflow
-from decflow.data.record_units import UNIT_ROWS, Unit, suffix
+from decflow.data.record_units import UNIT_BYTES, UNIT_ROWS, Unit, suffix
 from decflow.data.records import (
     RecordReader,
     RecordSpec,
@@ -185,7 +185,14 @@ def aggregate_records(
 
 
 def _splits(file: Path | str) -> bool:
-    """Whether a single file is split into several units (a large Parquet file)."""
+    """Whether a single file is split into several units (a large Parquet or JSONL file)."""
+    if suffix(file) == ".jsonl":
+        from decflow.store.remote import filesystem, is_url
+
+        if isinstance(file, str) and is_url(file):
+            fs, inner = filesystem(file)
+            return bool(fs.size(inner) > UNIT_BYTES)
+        return Path(file).stat().st_size > UNIT_BYTES
     if suffix(file) != ".parquet":
         return False
     import polars
