@@ -89,6 +89,10 @@ def test_units_give_the_single_pass_report_bit_for_bit(
             assert other[key] == single[key], key
     sketched = single["percentiles"]["sketched"]
     assert ("confidence" in sketched) == (exact_limit < 600)
+    from decflow.reports.check_text import render_check
+
+    said = "within 0.1 % of the exact value" in render_check(single)
+    assert said == (exact_limit < 600)
     if exact_limit < 600:
         exact = sorted(max(r["probabilities"].values()) for r in records)
         p95 = single["metrics"]["confidence"]["p95"]

@@ -289,8 +289,9 @@ def stage_aggregates(
     spec = RecordSpec.from_contract(contract)
     errors = [o.get("error") for o in outcomes]
     manifests = [Manifest.from_dict(o) for o in outcomes if "error" not in o]
+    # the files are part of the key: the stage names them, and reads small inputs again
     key = stage_key("aggregates", STAGE_VERSION, contract_hash,
-                    [m.sha256 for m in manifests], {})
+                    [m.sha256 for m in manifests], {"files": plan.files})
     if all(e is None for e in errors):
         cached = store.manifest("aggregates", key)
         if cached is not None:
