@@ -169,11 +169,12 @@ def aggregate_records(
     files = list_partitions(source)
     if len(files) == 1 and not _splits(files[0]):
         return _one_pass(contract, spec, files, path, progress)
-    plan = plan_source(files, path)
-    results = aggregate_units(
-        plan.units, spec, _batch_stats(spec, contract),
-        None if progress is None else (lambda n: progress(n, None)),
-    )
+    plan = plan_source(files, path, exact=False)
+    report = None if progress is None else (lambda n: progress(n, None))
+    results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
+    if any(r.miscounted for r in results):  # blank lines: count them, and read again
+        plan = plan_source(files, path)
+        results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
     merged = merge_in_memory(results, spec)
     aggregates = _aggregates(merged, spec, plan.path, plan.hash, plan.files)
     if aggregates.overall.total <= INLINE_RECORDS:

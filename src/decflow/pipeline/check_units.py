@@ -52,6 +52,7 @@ class UnitAggregates:
     segment_problems: dict[str, str] = field(default_factory=dict)
     stats: dict[str, GroupStats] = field(default_factory=dict)
     id_hashes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    miscounted: bool = False  # fewer records than planned (blank lines, or a changed file)
 
 
 @dataclass(frozen=True)
@@ -78,14 +79,16 @@ class SourcePlan:
 
 
 def plan_source(source: str | Path | Sequence[str | Path], shown_path: str | None = None,
-                threads: int | None = None, *, absolute: bool = False) -> SourcePlan:
+                threads: int | None = None, *, absolute: bool = False,
+                exact: bool = True) -> SourcePlan:
     """List, hash and count the files of a source and split them into units (`absolute`:
-    local files by absolute path, for workers that run elsewhere)."""
+    local files by absolute path, for workers that run elsewhere; not `exact`: JSONL lines
+    counted as records, see `scan_file`)."""
     files = [
         os.path.abspath(f) if absolute and isinstance(f, Path) else str(f)
         for f in list_partitions(source)
     ]
-    scanned = scan_files(files, threads or os.cpu_count() or 1)
+    scanned = scan_files(files, threads or os.cpu_count() or 1, exact)
     return SourcePlan(shown_path or str(source), files, [s.digest for s in scanned],
                       plan_units(scanned))
 
@@ -104,7 +107,7 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
         files = ", ".join(dict.fromkeys(p.path for p in unit.parts))
         return UnitAggregates(unit, n_records, f"{files}: changed while the check ran "
                               f"({unit.n_records} records planned, {n_records} read); run "
-                              "it again")
+                              "it again", miscounted=True)
     return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
                           reader.id_hashes())
 
