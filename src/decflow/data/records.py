@@ -63,7 +63,6 @@ __all__ = [
     "Batch",
     "RecordReader",
     "RecordSpec",
-    "file_sha256",
     "list_partitions",
     "normalize_objects",
     "record_schema",
@@ -463,13 +462,6 @@ def _hash_file(path: Path | str, digest: Any) -> None:
     with open_records(path) as handle:
         while block := handle.read(JSONL_CHUNK_BYTES):
             digest.update(block)
-
-
-def file_sha256(path: Path | str) -> str:
-    """Hex SHA-256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    _hash_file(path, digest)
-    return digest.hexdigest()
 
 
 def _read_bytes(path: Path | str) -> bytes:

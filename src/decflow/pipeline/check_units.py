@@ -231,8 +231,3 @@ def stored_repeats(store: Store, manifests: Sequence[Manifest]) -> bool:
             return True
     return False
 
-
-def unit_outcome(manifest_or_error: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
-    """(error, segment problems) of a unit task's outcome."""
-    extra = manifest_or_error.get("extra", manifest_or_error)
-    return extra.get("error"), dict(extra.get("segment_problems") or {})
