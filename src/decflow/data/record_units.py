@@ -23,7 +23,7 @@ from typing import IO, Any
 from decflow.errors import DatasetError
 from decflow.store.remote import is_url, open_input
 
-UNIT_ROWS = 2_000_000
+UNIT_ROWS = 5_000_000
 UNIT_BYTES = 64 << 20
 # What counts as a blank line of a JSONL file (skipped): ASCII whitespace only.
 WHITESPACE = b" \t\r\n\x0b\x0c"

@@ -170,8 +170,14 @@ def merge_in_memory(
     """`merge_units` of results held in this process."""
 
     def repeated() -> bool:
+        # one hash bucket at a time: never a second copy of every hash in memory
         hashes = [r.id_hashes for r in results if r.error is None]
-        return bool(hashes) and _has_repeats(np.sort(np.concatenate(hashes), kind="stable"))
+        bounds = [np.searchsorted(h >> _BUCKET_SHIFT, np.arange(ID_BUCKETS + 1)) for h in hashes]
+        for b in range(ID_BUCKETS):
+            bucket = [h[i[b] : i[b + 1]] for h, i in zip(hashes, bounds, strict=True)]
+            if _has_repeats(np.sort(np.concatenate(bucket)) if bucket else np.empty(0)):
+                return True
+        return False
 
     return merge_units(
         [r.unit for r in results], spec, [r.error for r in results],
