@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
@@ -56,6 +57,7 @@ def _check_in_store(
 
     contract = loaded.contract
     opened = Store(store)
+    print(f"decflow: record statistics are stored in {opened.location}/stages", file=sys.stderr)
     plan = stages.plan_source(dataset)
     outcomes = stages.stage_records(opened, contract, loaded.hash, plan, progress=update)
     aggregates = stages.stage_aggregates(opened, contract, loaded.hash, plan, outcomes)
