@@ -30,6 +30,7 @@ from decflow.data.record_rules import (
     loads_strict,
     normalize_record,
 )
+from decflow.data.record_units import row_group_rows
 from decflow.errors import DatasetError
 from decflow.store.remote import polars_options
 
@@ -40,8 +41,9 @@ def parquet_batches(
     path: Path | str, spec: RecordSpec, rows: tuple[int, int] | None = None
 ) -> Iterator[tuple[pl.DataFrame, int]]:
     """Validated tables of one Parquet file (or of its rows `[first, first + n)`, 1-based,
-    read from the row groups that hold them) with the 1-based row number of their first
-    row. polars streams the file in batches of about `PARQUET_BATCH_ROWS` rows."""
+    which start and end at row-group boundaries) with the 1-based row number of their
+    first row. polars reads one row group at a time (memory is bounded by the largest row
+    group, never the file), validated in batches of `PARQUET_BATCH_ROWS` rows."""
     scan = pl.scan_parquet(path, storage_options=polars_options(str(path)))
     try:
         names = scan.collect_schema().names()
@@ -52,22 +54,21 @@ def parquet_batches(
         raise DatasetError(
             f"{path}: unknown column(s) {unknown} (record columns are {list(_PARQUET_COLUMNS)})"
         )
-    first_row = 1
-    if rows is not None:
-        first_row = rows[0]
-        scan = scan.slice(rows[0] - 1, rows[1])
-    batches = scan.collect_batches(chunk_size=PARQUET_BATCH_ROWS)
-    while True:
-        try:
-            raw = next(batches)
-        except StopIteration:
-            return
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise DatasetError(
-                f"{path}: row {first_row}: unreadable Parquet data ({exc})"
-            ) from None
-        yield _parquet_table(raw, path, spec, first_row), first_row
-        first_row += raw.height
+    first, count = rows if rows is not None else (1, None)
+    group_start = 1
+    for size in row_group_rows(str(path)):
+        group_end = group_start + size
+        if group_end > first and (count is None or group_start < first + count):
+            try:
+                group = scan.slice(group_start - 1, size).collect()
+            except (pl.exceptions.PolarsError, OSError) as exc:
+                raise DatasetError(
+                    f"{path}: row {group_start}: unreadable Parquet data ({exc})"
+                ) from None
+            for offset in range(0, group.height, PARQUET_BATCH_ROWS):
+                raw = group.slice(offset, PARQUET_BATCH_ROWS)
+                yield _parquet_table(raw, path, spec, group_start + offset), group_start + offset
+        group_start = group_end
 
 
 _PARQUET_COLUMNS = (

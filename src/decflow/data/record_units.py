@@ -149,7 +149,7 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
         return ScannedFile(path, digest.hexdigest(), n_records, None, size, tuple(blocks))
     if kind == ".json":
         return ScannedFile(path, digest.hexdigest(), _json_records(json_text), None, size)
-    rows = _row_group_rows(path)
+    rows = row_group_rows(path)
     return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
 
 
@@ -173,7 +173,8 @@ def _json_records(data: bytes) -> int:
     return len(items) if isinstance(items, list) else 0
 
 
-def _row_group_rows(file: str) -> tuple[int, ...]:
+def row_group_rows(file: str) -> tuple[int, ...]:
+    """Rows per row group, from the footer."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
