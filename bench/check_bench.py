@@ -139,6 +139,8 @@ def main() -> None:
     parser.add_argument("--continuous", action="store_true",
                         help="random distributions (distinct confidences and latencies)")
     parser.add_argument("--no-store", action="store_true", help="skip the --store runs")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the tools in turn this many times; medians (and ranges)")
     args = parser.parse_args()
     print("| records | format | tool | wall s | CPU s | peak RSS MB | result |")
     print("| ---: | --- | --- | ---: | ---: | ---: | --- |")
@@ -157,16 +159,33 @@ def main() -> None:
             if args.decguard and fmt == "jsonl" and n <= args.decguard_max:
                 runs.append(("DecGuard 0.1.1", [args.decguard, "check", str(CONTRACT), "-d",
                                                 str(path)]))
-            for tool, command in runs:
-                m = measure(command)
-                result = m["out"] if tool.startswith(("decflow", "bare")) else f"exit {m['exit']}"
-                print(f"| {n:,} | {fmt} | {tool} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | "
-                      f"{m['rss_mb']:.0f} | {result} |", flush=True)
+            measured: dict[str, list[dict[str, float | str]]] = {tool: [] for tool, _ in runs}
+            for _ in range(args.repeat):  # in turn, so the machine's load hits every tool
+                for tool, command in runs:
+                    if tool == "decflow --store" and store.exists():
+                        notes.append(store_note(store, path))
+                        shutil.rmtree(store)  # every --store run starts from an empty store
+                    measured[tool].append(measure(command))
+            for tool, _ in runs:
+                m = measured[tool]
+                result = m[-1]["out"] if tool.startswith(("decflow", "bare")) else (
+                    f"exit {m[-1]['exit']}")
+                print(f"| {n:,} | {fmt} | {tool} | {_median(m, 'wall_s')} | "
+                      f"{_median(m, 'cpu_s')} | {max(float(r['rss_mb']) for r in m):.0f} | "
+                      f"{result} |", flush=True)
             if store.exists():
                 notes.append(store_note(store, path))
                 shutil.rmtree(store)
     for note in notes:
         print(note)
+
+
+def _median(runs: list[dict[str, float | str]], key: str) -> str:
+    values = sorted(float(r[key]) for r in runs)
+    middle = values[len(values) // 2] if len(values) % 2 else (
+        values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+    spread = f" ({values[0]:.1f}–{values[-1]:.1f})" if len(values) > 1 else ""
+    return f"{middle:.1f}{spread}"
 
 
 def store_note(store: Path, source: Path) -> str:

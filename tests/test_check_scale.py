@@ -238,3 +238,25 @@ def test_exact_up_to_the_limit() -> None:
     assert not merged.merge(Distribution.of([0.5])).is_exact
     assert LogSketch.of([0.0, 0.0]).percentile(50) == 0.0
     assert math.isclose(LogSketch.of([3.0]).percentile(50), 3.0, rel_tol=RELATIVE_ERROR)
+
+
+def test_worker_processes_give_the_threads_report(
+    contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large inputs are read by spawned worker processes: the same report as threads."""
+    import decflow.pipeline.check_units as check_units
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    records = _records(300)
+    for i in range(0, 300, 100):
+        _jsonl(folder / f"p{i:03d}.jsonl", records[i:i + 100])
+    threads = check_records(contract, str(folder))
+    monkeypatch.setattr(check_units, "PROCESS_RECORDS", 1)
+    processes = check_records(contract, str(folder))
+    for key in COMPARED:
+        assert processes[key] == threads[key], key
+    records[250]["id"] = records[5]["id"]
+    _jsonl(folder / "p200.jsonl", records[200:])
+    with pytest.raises(DatasetError, match=r"p200.jsonl: line 51: duplicate record id 'r5'"):
+        check_records(contract, str(folder))

@@ -20,9 +20,7 @@ from the source for the report); larger inputs are named by path and hash
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -67,9 +65,11 @@ from decflow.metrics.production import (
 )
 from decflow.metrics.quantiles import EXACT_LIMIT
 from decflow.pipeline.check_units import (
+    PROCESS_RECORDS,
     SourcePlan,
     aggregate_unit,
     aggregate_units,
+    in_parallel,
     merge_in_memory,
     merge_units,
     plan_source,
@@ -109,9 +109,26 @@ SEGMENT_SEPARATOR = "\x1f"
 def batch_stats(table: pl.DataFrame, spec: RecordSpec, contract: Any) -> dict[str, GroupStats]:
     """Statistics of one batch: the whole batch under `""`, each segment value under
     `<key>\x1f<token>`."""
+    return BatchStats(spec, *_settings(contract))(table)
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """`batch_stats` with the contract's settings taken out (it pickles, for workers)."""
+
+    spec: RecordSpec
+    n_bins: int
+    threshold: float | None
+
+    def __call__(self, table: pl.DataFrame) -> dict[str, GroupStats]:
+        return _batch_stats_of(table, self.spec, self.n_bins, self.threshold)
+
+
+def _batch_stats_of(
+    table: pl.DataFrame, spec: RecordSpec, n_bins: int, threshold: float | None
+) -> dict[str, GroupStats]:
     if table.height == 0:
         return {}
-    n_bins, threshold = _settings(contract)
     columns = record_columns(table, spec.labels, n_bins, threshold)
     if not spec.segments:
         keys, groups = group_ids(table, None)
@@ -147,10 +164,8 @@ def _aggregates(
 Progress = Callable[[int, int | None], None]
 
 
-def _batch_stats(
-    spec: RecordSpec, contract: Any
-) -> Callable[[pl.DataFrame], dict[str, GroupStats]]:
-    return lambda table: batch_stats(table, spec, contract)
+def _batch_stats(spec: RecordSpec, contract: Any) -> BatchStats:
+    return BatchStats(spec, *_settings(contract))
 
 
 def aggregate_records(
@@ -232,15 +247,17 @@ def _one_pass(
 STAGE_VERSION = "2"
 
 
-def stage_unit(store: Store, contract: Any, contract_hash: str, unit: Unit) -> dict[str, Any]:
+def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) -> dict[str, Any]:
     """The `records` stage of one unit: its statistics and id hashes in
-    `stages/records/<key>/`, keyed by the contract and the bytes the unit reads. Returns
-    the manifest (as a dict), or `{"error": …}` for a unit with a bad record (nothing is
-    published then; the merge reports the first problem in file order)."""
+    `stages/records/<key>/` of the store at `store_url`, keyed by the contract and the
+    bytes the unit reads. Returns the manifest (as a dict), or `{"error": …}` for a unit
+    with a bad record (nothing is published then; the merge reports the first problem in
+    file order)."""
     import polars
 
-    from decflow.store.store import stage_key
+    from decflow.store.store import Store, stage_key
 
+    store = Store(store_url)
     params = {"unit": unit.identity(), "polars": polars.__version__,
               "exact_limit": EXACT_LIMIT}
     key = stage_key("records", STAGE_VERSION, contract_hash, [], params)
@@ -266,16 +283,15 @@ def stage_records(
     progress: Progress | None = None,
 ) -> list[dict[str, Any]]:
     """`stage_unit` of every unit of the plan on all cores, in unit order."""
-    with ThreadPoolExecutor(max_workers=min(len(plan.units), os.cpu_count() or 1) or 1) as pool:
-        outcomes = []
-        done = 0
-        for outcome in pool.map(
-            lambda unit: stage_unit(store, contract, contract_hash, unit), plan.units
-        ):
-            outcomes.append(outcome)
-            done += outcome.get("extra", {}).get("n_records", 0)
-            if progress:
-                progress(done, None)
+    processes = sum(u.n_records for u in plan.units) >= PROCESS_RECORDS
+    outcomes = []
+    done = 0
+    for outcome in in_parallel(stage_unit, plan.units, store.url, contract, contract_hash,
+                               processes=processes):
+        outcomes.append(outcome)
+        done += outcome.get("extra", {}).get("n_records", 0)
+        if progress:
+            progress(done, None)
     return outcomes
 
 

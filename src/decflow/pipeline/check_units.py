@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -112,21 +113,47 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
                           reader.id_hashes())
 
 
+# From this many records on, units are read in worker processes: the per-batch work is many
+# short numpy and polars calls, so threads share one core's worth of the GIL. Below it,
+# starting the processes (imports, ≈0.5 CPU s each) costs more than it saves.
+PROCESS_RECORDS = 1_000_000
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def in_parallel(fn: Callable[..., R], items: Sequence[T], *args: Any,
+                processes: bool) -> Iterator[R]:
+    """`fn(item, *args)` for every item on all cores, in item order: worker processes
+    (spawned: polars' threads do not survive a fork) or threads. `fn` and its arguments
+    must pickle for processes."""
+    workers = max(1, min(os.cpu_count() or 1, len(items)))
+    if processes and workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            yield from pool.map(fn, items, *(repeat(a) for a in args))
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(lambda item: fn(item, *args), items)
+
+
 def aggregate_units(
     units: Sequence[Unit], spec: RecordSpec, batch_stats: BatchStats,
-    progress: Callable[[int], None] | None = None, threads: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[UnitAggregates]:
-    """`aggregate_unit` of every unit on all cores (threads: polars, numpy and Arrow do
-    the work outside the GIL), in unit order."""
-    workers = threads or os.cpu_count() or 1
+    """`aggregate_unit` of every unit on all cores, in unit order (`batch_stats` must
+    pickle)."""
+    processes = sum(u.n_records for u in units) >= PROCESS_RECORDS
     done = 0
     results: list[UnitAggregates] = []
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(units)))) as pool:
-        for result in pool.map(lambda u: aggregate_unit(u, spec, batch_stats), units):
-            results.append(result)
-            done += result.n_records
-            if progress:
-                progress(done)
+    for result in in_parallel(aggregate_unit, units, spec, batch_stats, processes=processes):
+        results.append(result)
+        done += result.n_records
+        if progress:
+            progress(done)
     return results
 
 

@@ -31,7 +31,7 @@ def unit_task(contract: str, store_url: str, unit: dict[str, Any]) -> dict[str, 
     from decflow.pipeline.check import stage_unit
 
     loaded = load_contract_cached(contract)
-    return stage_unit(Store(store_url), loaded.contract, loaded.hash, Unit.from_dict(unit))
+    return stage_unit(Unit.from_dict(unit), store_url, loaded.contract, loaded.hash)
 
 
 @stage_task("aggregates")
