@@ -144,7 +144,7 @@ def main() -> None:
     args = parser.parse_args()
     print("| records | format | tool | wall s | CPU s | peak RSS MB | result |")
     print("| ---: | --- | --- | ---: | ---: | ---: | --- |")
-    notes = []
+    notes: dict[Path, str] = {}
     for n in args.sizes:
         paths = write_inputs(n, args.work, args.formats, args.continuous)
         for fmt, path in paths.items():
@@ -163,7 +163,7 @@ def main() -> None:
             for _ in range(args.repeat):  # in turn, so the machine's load hits every tool
                 for tool, command in runs:
                     if tool == "decflow --store" and store.exists():
-                        notes.append(store_note(store, path))
+                        notes[path] = store_note(store, path)
                         shutil.rmtree(store)  # every --store run starts from an empty store
                     measured[tool].append(measure(command))
             for tool, _ in runs:
@@ -174,9 +174,9 @@ def main() -> None:
                       f"{_median(m, 'cpu_s')} | {max(float(r['rss_mb']) for r in m):.0f} | "
                       f"{result} |", flush=True)
             if store.exists():
-                notes.append(store_note(store, path))
+                notes[path] = store_note(store, path)
                 shutil.rmtree(store)
-    for note in notes:
+    for note in notes.values():
         print(note)
 
 
