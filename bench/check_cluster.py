@@ -6,7 +6,7 @@ and a local Dask cluster (2 worker processes, 1 thread each) on 127.0.0.1, and r
 
 1. `decflow check -d FOLDER --store STORE --task-runner dask --dask-address ADDR`
    (one records task per unit on the workers), and
-2. the same check in one process (`--no-prefect`, all cores),
+2. the same check without Prefect (`--no-prefect`: units on all cores of this machine),
 
 each as a fresh process under `/usr/bin/time -v`. Prints wall, CPU and peak RSS of each,
 the peak RSS of each Dask worker (read from the workers after the run), and whether
@@ -128,7 +128,8 @@ def main() -> None:
     alone = json.loads((out / "single.json").read_text())
     print("| run | wall s | CPU s | peak RSS MB | exit |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for name, m in (("2 Dask workers (client process)", dask), ("one process", single)):
+    for name, m in (("2 Dask workers (client process)", dask),
+                    ("direct, no Prefect (largest process)", single)):
         print(f"| {name} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['rss_mb']:.0f} | "
               f"{m['exit']} |")
     for address, kb in sorted(workers.items()):
