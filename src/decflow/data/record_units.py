@@ -4,9 +4,9 @@ A record source is planned once: every file is hashed (sha256 of every byte: the
 of the input, never its size, mtime or footer) and its records counted (Parquet from the
 footer, JSONL by its non-blank lines, a JSON list by parsing it), so every record's 1-based
 position — and with it the default id `record-<n>` — is known before any unit is read.
-Units are the files (the partitions of the log), and row-group ranges of about `UNIT_ROWS`
-rows of a large Parquet file; they depend only on the input, never on the number of
-workers.
+Units are the files (the partitions of the log), row-group ranges of about `UNIT_ROWS`
+rows of a large Parquet file and line-aligned byte ranges of about `UNIT_BYTES` of a large
+JSONL file; they depend only on the input, never on the number of workers.
 """
 
 from __future__ import annotations
