@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -122,13 +123,26 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def spawn_is_safe() -> bool:
+    """Whether worker processes may be spawned: each imports the parent's main module
+    again, which is only harmless when there is none (`python -c`, a console) or it is one
+    of decflow's entry points (they run only under `__name__ == "__main__"`). A user's
+    script calling the SDK may do its work unguarded, so it gets threads."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        return bool(spec.name == "decflow.__main__")
+    path = getattr(main, "__file__", None)
+    return path is None or os.path.basename(path) == "decflow"
+
+
 def in_parallel(fn: Callable[..., R], items: Sequence[T], *args: Any,
                 processes: bool) -> Iterator[R]:
     """`fn(item, *args)` for every item on all cores, in item order: worker processes
     (spawned: polars' threads do not survive a fork) or threads. `fn` and its arguments
     must pickle for processes."""
     workers = max(1, min(os.cpu_count() or 1, len(items)))
-    if processes and workers > 1:
+    if processes and workers > 1 and spawn_is_safe():
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
