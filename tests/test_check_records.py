@@ -357,3 +357,19 @@ def test_bad_bytes_are_exit_2_naming_line_and_field(
 def test_a_very_long_line_is_read(tmp_path: Path) -> None:
     path = _write(tmp_path / "r.jsonl", [_record(input="x" * (40 << 20)), _record(id="b")])
     assert _read(path).height == 2
+
+
+def test_invalid_utf8_in_a_parquet_string_column_is_exit_2(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = b"ab" + "café".encode("latin-1")
+    offsets = pa.py_buffer(b"".join(n.to_bytes(4, "little") for n in (0, 2, len(data))))
+    latin1 = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(data)])
+    table = pa.table({
+        "decision": ["refund_request"] * 2, "probabilities": [PROBS] * 2,
+        "selected": ["refund"] * 2, "input": latin1,
+    })
+    pq.write_table(table, tmp_path / "r.parquet")
+    with pytest.raises(DatasetError, match=r"r.parquet: row 1: unreadable Parquet data .*UTF-8"):
+        _read(tmp_path / "r.parquet")
