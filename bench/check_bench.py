@@ -2,18 +2,27 @@
 
 Generates refund-like records under a work folder (default /tmp/decflow-check-bench), then
 runs each check in a fresh process under `/usr/bin/time -v` and reports wall time, CPU
-seconds (user + sys) and peak RSS. With `--decguard PATH` the same JSONL files are also
-checked by DecGuard 0.1.1 (installed in a throwaway environment) for the ratio.
+seconds (user + sys) and peak RSS, side by side in one run:
+
+- `decflow`: the direct `decflow check`, which always stores its stages and run (a fresh
+  store every time, so every stage is written; the store's size and what it holds are
+  printed after);
+- for Parquet, a bare polars lazy scan computing the same groupings on the same file
+  (`bare_scan.py`: counts, correct, mean and p95 of confidence and latency, confidence
+  bins, per-segment stats, distinct ids);
+- with `--decguard PATH`, DecGuard 0.1.1 (installed in a throwaway environment) on the
+  same JSONL files.
 
 usage: python bench/check_bench.py [--sizes 1000000 10000000] [--formats jsonl parquet]
                                    [--decguard /tmp/decguard-venv/bin/decguard] [--decguard-max N]
-                                   [--continuous]
+                                   [--continuous] [--repeat N]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,10 +40,11 @@ DISTRIBUTIONS = np.array(
 )
 RUN = (
     "import sys\n"
-    "from decflow.commands.check import run_check\n"
-    "report = run_check(sys.argv[1], sys.argv[2])\n"
+    "from decflow.pipeline.production.run import run_check\n"
+    "report = run_check(sys.argv[1], sys.argv[2], store=sys.argv[3])\n"
     "print(report['status'], report['dataset']['n_records'])\n"
 )
+BARE = Path(__file__).resolve().parent / "bare_scan.py"
 
 
 def records(n: int, seed: int = 0, continuous: bool = False) -> pl.DataFrame:
@@ -98,10 +108,10 @@ def write_inputs(
     return paths
 
 
-def measure(command: list[str]) -> dict[str, float | str]:
+def measure(command: list[str], env: dict[str, str] | None = None) -> dict[str, float | str]:
     """Run under /usr/bin/time -v: wall s, CPU s (user + sys), peak RSS MB, stdout."""
     done = subprocess.run(
-        ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False
+        ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False, env=env
     )
 
     def field(name: str) -> str:
@@ -128,21 +138,65 @@ def main() -> None:
                         help="largest size to run DecGuard on (it keeps every record)")
     parser.add_argument("--continuous", action="store_true",
                         help="random distributions (distinct confidences and latencies)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the tools in turn this many times; medians (and ranges)")
     args = parser.parse_args()
     print("| records | format | tool | wall s | CPU s | peak RSS MB | result |")
     print("| ---: | --- | --- | ---: | ---: | ---: | --- |")
+    notes: dict[Path, str] = {}
     for n in args.sizes:
         paths = write_inputs(n, args.work, args.formats, args.continuous)
         for fmt, path in paths.items():
-            runs = [("decflow", [sys.executable, "-c", RUN, str(CONTRACT), str(path)])]
+            store = args.work / f"store-{fmt}-{n}"
+            shutil.rmtree(store, ignore_errors=True)
+            runs = [("decflow", [sys.executable, "-c", RUN, str(CONTRACT), str(path),
+                                 str(store)])]
+            if fmt == "parquet":
+                runs.append(("bare polars scan", [sys.executable, str(BARE), str(path)]))
             if args.decguard and fmt == "jsonl" and n <= args.decguard_max:
                 runs.append(("DecGuard 0.1.1", [args.decguard, "check", str(CONTRACT), "-d",
                                                 str(path)]))
-            for tool, command in runs:
-                m = measure(command)
-                result = m["out"] if tool == "decflow" else f"exit {m['exit']}"
-                print(f"| {n:,} | {fmt} | {tool} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | "
-                      f"{m['rss_mb']:.0f} | {result} |", flush=True)
+            measured: dict[str, list[dict[str, float | str]]] = {tool: [] for tool, _ in runs}
+            for _ in range(args.repeat):  # in turn, so the machine's load hits every tool
+                for tool, command in runs:
+                    if tool == "decflow" and store.exists():
+                        notes[path] = store_note(store, path)
+                        shutil.rmtree(store)  # every run starts from an empty store
+                    measured[tool].append(measure(command))
+            for tool, _ in runs:
+                m = measured[tool]
+                result = m[-1]["out"] if tool.startswith(("decflow", "bare")) else (
+                    f"exit {m[-1]['exit']}")
+                print(f"| {n:,} | {fmt} | {tool} | {_median(m, 'wall_s')} | "
+                      f"{_median(m, 'cpu_s')} | {max(float(r['rss_mb']) for r in m):.0f} | "
+                      f"{result} |", flush=True)
+            if store.exists():
+                notes[path] = store_note(store, path)
+                shutil.rmtree(store)
+    for note in notes.values():
+        print(note)
+
+
+def _median(runs: list[dict[str, float | str]], key: str) -> str:
+    values = sorted(float(r[key]) for r in runs)
+    middle = values[len(values) // 2] if len(values) % 2 else (
+        values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+    spread = f" ({values[0]:.1f}–{values[-1]:.1f})" if len(values) > 1 else ""
+    return f"{middle:.1f}{spread}"
+
+
+def store_note(store: Path, source: Path) -> str:
+    """What a store holds after a check, and its size against the input's."""
+    sizes: dict[str, int] = {}
+    for file in store.rglob("*"):
+        if file.is_file():
+            kind = "id hashes" if file.name.startswith("ids-") else (
+                "statistics" if file.name.startswith("part-") else "manifests")
+            sizes[kind] = sizes.get(kind, 0) + file.stat().st_size
+    total = sum(sizes.values())
+    held = ", ".join(f"{kind} {size / 1e6:.1f} MB" for kind, size in sorted(sizes.items()))
+    return (f"store after {source.name}: {total / 1e6:.1f} MB = "
+            f"{100 * total / source.stat().st_size:.1f} % of the input ({held})")
 
 
 if __name__ == "__main__":

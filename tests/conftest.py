@@ -16,6 +16,14 @@ __all__ = ["gemma_server", "llm_server"]
 GROUPS = ("unit", "integration", "orchestration")
 
 
+@pytest.fixture(autouse=True)
+def default_store(tmp_path_factory: pytest.TempPathFactory,
+                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands that store runs without `--store` write to a fresh store per test, never to
+    `.decflow` in the directory the tests run from."""
+    monkeypatch.setenv("DECFLOW_STORE", str(tmp_path_factory.mktemp("default-store")))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = item.path.parent.name

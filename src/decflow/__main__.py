@@ -1,3 +1,7 @@
+"""`python -m decflow`."""
+
 from decflow.cli import main
 
-main()
+# guarded: worker processes started by `spawn` import this module again
+if __name__ == "__main__":
+    main()

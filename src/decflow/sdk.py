@@ -142,14 +142,15 @@ def run_test(
 
 def run_check(contract: str | Path, records: str, *, baseline: str | None = None,
               store: str | None = None, fail_on_warn: bool = False) -> dict[str, Any]:
-    """`decflow check`: the production check report dict."""
+    """`decflow check`: the production check report dict (stored as a run in `store`,
+    default `$DECFLOW_STORE`, else `.decflow`)."""
     from decflow.pipeline.production.run import run_check as check
     from decflow.store.store import open_store
     from decflow.views.stored import write_run_html
 
-    report = check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=store)
-    if store is not None:  # stored as a run
-        write_run_html(open_store(store), report)
+    opened = open_store(store)
+    report = check(str(contract), records, baseline, fail_on_warn=fail_on_warn, store=opened)
+    write_run_html(opened, report)
     return report
 
 

@@ -116,7 +116,8 @@ def test_command_exit_codes_and_json_output(tmp_path: Path) -> None:
     contract = str(EXAMPLE / "decguard.yaml")
     passing = runner.invoke(_cli(), ["check", contract, "-d", str(EXAMPLE / "production.jsonl")])
     assert passing.exit_code == 0, passing.output
-    assert passing.output.endswith("PASS: all post-deployment gates hold\n")
+    assert passing.stdout.endswith("PASS: all post-deployment gates hold\n")
+    assert passing.stderr.splitlines()[-1].startswith("run ")  # where it was stored
     out = tmp_path / "out" / "check.json"
     failing = runner.invoke(
         _cli(),
@@ -159,10 +160,10 @@ def _as_parquet(records: list[dict], path: Path) -> None:
     ).write_parquet(path)
 
 
-def test_store_stages_give_the_same_report(contract, tmp_path: Path, monkeypatch) -> None:
-    import decflow.pipeline.production.stages as check_module
+def test_store_stages_give_the_same_report(contract, tmp_path: Path) -> None:
     from decflow.pipeline.production.stages import (
         load_baseline,
+        plan_source,
         stage_aggregates,
         stage_records,
         stored_aggregates,
@@ -172,21 +173,21 @@ def test_store_stages_give_the_same_report(contract, tmp_path: Path, monkeypatch
 
     store = Store(str(tmp_path / "store"))
     source = str(EXAMPLE / "production-drift.jsonl")
-    records = stage_records(store, contract, "sha256:c", source)
-    assert stage_records(store, contract, "sha256:c", source) == records  # cache hit
-    aggregates = stage_aggregates(store, contract, "sha256:c", records)
+    plan = plan_source(source)
+    outcomes = stage_records(store, contract, "sha256:c", plan)
+    assert stage_records(store, contract, "sha256:c", plan) == outcomes  # cache hit
+    aggregates = stage_aggregates(store, contract, "sha256:c", plan, outcomes)
     baseline = load_baseline(contract, str(EXAMPLE / "production.jsonl"))
-    staged = summarize(contract, stored_aggregates(store, contract, aggregates, records),
-                       baseline)
+    staged = summarize(contract, stored_aggregates(store, contract, aggregates), baseline)
     direct = check_records(contract, source, baseline=str(EXAMPLE / "production.jsonl"))
-    for key in (*COMPARED, "dataset", "records"):
+    for key in (*COMPARED, "dataset", "records", "percentiles"):
         assert staged[key] == direct[key], key
     _assert_matches(staged, _oracle("check-refund-drift.json"))
-    monkeypatch.setattr(check_module, "INLINE_RECORDS", 2)
-    large = summarize(contract, stored_aggregates(store, contract, aggregates, records))
-    assert "records" not in large and large["records_inline"] is False
-    assert large["records_artifact"]["rows"] == 4
-    assert large["records_artifact"]["sha256"] == records.sha256
+    # The store holds statistics and id hashes, never the records.
+    stored = list((tmp_path / "store" / "stages").rglob("*.parquet"))
+    assert {p.name[:4] for p in stored} == {"ids-", "part"}
+    for path in stored:
+        assert not {"id", "probabilities", "selected"} & set(pl.read_parquet_schema(path))
 
 
 def test_edited_baseline_report_is_rejected(contract, tmp_path: Path) -> None:

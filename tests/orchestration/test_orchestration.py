@@ -313,9 +313,9 @@ def test_production_check_flow(
 
     (flow_run,) = api_call(prefect_api, find)
     assert flow_run.name == "refund_request-check-records"
-    seen = recorded(prefect_api, flow_run.id, 4)
-    assert {base_name(t) for t in seen["tasks"]} == {"records", "aggregates", "summary",
-                                                      "report"}
+    seen = recorded(prefect_api, flow_run.id, 5)
+    assert {base_name(t) for t in seen["tasks"]} == {"records-plan", "records", "aggregates",
+                                                      "summary", "report"}
     keys = {a.key for a in seen["artifacts"] if a.type != "progress"}
     assert keys == {"refund-request-check-records-report",
                     "refund-request-check-records-report-checks"}  # a local store: no links
@@ -332,8 +332,8 @@ def test_dask_two_workers_give_the_thread_runners_report(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("prefect_dask")
-    distributed = pytest.importorskip("distributed")
+    import distributed  # the Dask extra is part of the test install
+
     from decflow.pipeline.contract_run.runner import run_contract
     from decflow.pipeline.spec import RunSpec
     from decflow.store.runs import new_run_id
@@ -372,6 +372,74 @@ def test_dask_two_workers_give_the_thread_runners_report(
     seen = recorded(prefect_api, flow_run_of(prefect_api, flow_spec.run_id).id, 8)
     shards = [t for t in seen["tasks"] if base_name(t) == "results-shard"]
     assert len(shards) > 2 and all(t.state.is_completed() for t in shards)
+
+
+def _partitioned_records(folder: Path, n_files: int, per_file: int) -> None:
+    """Refund records with random distributions in `n_files` JSONL files (distinct ids)."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    folder.mkdir()
+    labels = ("refund", "reject", "review")
+    for f in range(n_files):
+        lines = []
+        for i in range(per_file):
+            raw = rng.random(3) ** 3
+            probs = raw / raw.sum()
+            top = labels[int(np.argmax(probs))]
+            lines.append(json.dumps({
+                "id": f"f{f}-{i}", "decision": "refund_request",
+                "probabilities": dict(zip(labels, probs.tolist(), strict=True)),
+                "selected": top, "outcome": labels[int(rng.integers(0, 3))],
+                "latency_ms": float(rng.random() * 300), "metadata": {"locale": "en"},
+            }))
+        (folder / f"part-{f}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_check_fans_out_over_dask_workers(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`decflow check --task-runner dask`: one records task per unit on two Dask workers,
+    the report equal to a single process's; a duplicate id across partitions is exit 2."""
+    import distributed
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    for name in ("PREFECT_API_URL", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        monkeypatch.setenv(name, env[name])
+    _partitioned_records(project / "logs", 4, 200)
+    args = ("check", "refund/decflow.yaml", "-d", "logs", "-f", "json")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        address = cluster.scheduler_address
+        fanned = decflow(env, project, *args, "--store", "store", "-o", "dask.json",
+                         "--task-runner", "dask", "--dask-address", address)
+        assert fanned.returncode in (0, 1), fanned.stderr
+        ran = client.run(lambda: "decflow.tasks.production" in sys.modules)
+        original = (project / "logs" / "part-3.jsonl").read_text()
+        (project / "logs" / "part-3.jsonl").write_text(
+            (project / "logs" / "part-1.jsonl").read_text().splitlines()[7] + "\n")
+        duplicate = decflow(env, project, *args, "--store", "store", "--task-runner", "dask",
+                            "--dask-address", address)
+    assert len(ran) == 2 and all(ran.values())  # both workers ran record units
+    assert duplicate.returncode == 2
+    assert "part-3.jsonl: line 1: duplicate record id 'f1-7' (first at line 8 of" in \
+        duplicate.stderr
+    (project / "logs" / "part-3.jsonl").write_text(original)
+    single = decflow(env, project, *args, "--no-prefect", "-o", "single.json")
+    assert single.returncode == fanned.returncode, single.stderr
+    report = json.loads((project / "dask.json").read_text())
+    other = json.loads((project / "single.json").read_text())
+    for document in (report, other):
+        document.pop("created_at")
+        document.pop("run")  # each is a run of its own
+    assert report == other
+    runs = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+            if r.parameters.get("records") == "logs"]
+    seen = recorded(prefect_api, min(runs, key=lambda r: r.created).id, 7)
+    units = [t for t in seen["tasks"] if base_name(t) == "records"]
+    assert len(units) == 4 and all(t.state.is_completed() for t in units)
 
 
 def test_decflow_deploy_registers_the_scheduled_deployments(

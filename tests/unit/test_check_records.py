@@ -313,3 +313,63 @@ def test_segment_values_are_judged_after_every_record(tmp_path: Path, padding: i
     with pytest.raises(DatasetError, match=f"line {padding + 1}: record 'm': metadata.locale "
                                            "must be a string, number, boolean or null"):
         _read(path)
+
+
+def _line(**fields) -> bytes:
+    return json.dumps(_record(**fields), ensure_ascii=False).encode()
+
+
+BAD_BYTES = [
+    (_line(id="a") + b"\n" + _line(input="café").replace("é".encode(), b"\xe9") + b"\n",
+     r"line 2: input: byte \d+ is not valid UTF-8"),
+    (b"\xef\xbb\xbf" + _line() + b"\n", "line 1: the file starts with a UTF-8 byte-order mark"),
+    (_line(input="ab").replace(b'"ab"', b'"a\x00b"') + b"\n",
+     r"line 1: input: byte \d+ holds a NUL"),
+    (_line()[:-1] + b', "latency_ms": 1' + b"0" * 400 + b"}\n",
+     "line 1: invalid production record:\n  latency_ms: must be a finite number"),
+    (_line(probabilities={"refund": 1, "reject": 0, "review": 0}).replace(
+        b'"refund": 1,', b'"refund": 1' + b"0" * 400 + b","),
+     "line 1: probability of 'refund' must be finite"),
+    (_line()[:-1] + b', "metadata": {"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}\n",
+     "line 1: invalid JSON: metadata: nested too deeply"),
+    (_line()[:-1] + b', "cost": -Infinity}\n', "line 1: invalid production record:\n  cost: must"),
+    (_line()[:-1] + b', "selected": "refund"}\n', "line 1: invalid JSON: duplicate key 'selected'"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_BYTES)
+@pytest.mark.parametrize("padding", [0, 300])
+def test_bad_bytes_are_exit_2_naming_line_and_field(
+    tmp_path: Path, data: bytes, message: str, padding: int
+) -> None:
+    good = b"".join(_line(id=f"g{i}") + b"\n" for i in range(padding))
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(good + data)
+    if padding and data.startswith(b"\xef\xbb\xbf"):
+        message = f"line {padding + 1}: invalid JSON: Unexpected UTF-8 BOM"
+    elif padding:
+        message = message.replace("line 2:", f"line {padding + 2}:").replace(
+            "line 1:", f"line {padding + 1}:")
+    with pytest.raises(DatasetError, match=message):
+        _read(path)
+
+
+def test_a_very_long_line_is_read(tmp_path: Path) -> None:
+    path = _write(tmp_path / "r.jsonl", [_record(input="x" * (40 << 20)), _record(id="b")])
+    assert _read(path).height == 2
+
+
+def test_invalid_utf8_in_a_parquet_string_column_is_exit_2(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = b"ab" + "café".encode("latin-1")
+    offsets = pa.py_buffer(b"".join(n.to_bytes(4, "little") for n in (0, 2, len(data))))
+    latin1 = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(data)])
+    table = pa.table({
+        "decision": ["refund_request"] * 2, "probabilities": [PROBS] * 2,
+        "selected": ["refund"] * 2, "input": latin1,
+    })
+    pq.write_table(table, tmp_path / "r.parquet")
+    with pytest.raises(DatasetError, match=r"r.parquet: row 1: unreadable Parquet data .*UTF-8"):
+        _read(tmp_path / "r.parquet")

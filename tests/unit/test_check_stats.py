@@ -180,7 +180,7 @@ def test_partitions_merge_to_the_same_bits(tmp_path: Path) -> None:
 
 
 def test_value_counts_percentiles_match_a_sorted_list_in_any_split() -> None:
-    from decflow.metrics.production import ValueCounts
+    from decflow.metrics.quantiles import ValueCounts
 
     def reference(values: list[float], q: float) -> float:
         ordered = sorted(values)

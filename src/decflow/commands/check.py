@@ -5,7 +5,20 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, publish, say_report_stored
+from decflow.commands.common import check_format, publish, reject_options, say_report_stored
+
+
+def _check_runner_options(prefect: bool, task_runner: str, dask_address: str | None) -> None:
+    if task_runner not in ("thread", "dask"):
+        raise typer.BadParameter("must be 'thread' or 'dask'", param_hint="--task-runner")
+    if not prefect:
+        reject_options(
+            "applies only to Prefect runs (--prefect or PREFECT_API_URL)",
+            **{"--dask-address": dask_address,
+               "--task-runner": None if task_runner == "thread" else "dask"},
+        )
+    if dask_address and task_runner != "dask":
+        raise typer.BadParameter("needs --task-runner dask", param_hint="--dask-address")
 
 
 def register(app: typer.Typer) -> None:
@@ -24,39 +37,44 @@ def register(app: typer.Typer) -> None:
         html: str | None = common.HTML_OPTION,
         junit: str | None = common.JUNIT_OPTION,
         markdown: str | None = common.MARKDOWN_OPTION,
-        store: str | None = typer.Option(
-            None, "--store", help="Publish the records/aggregates stages to this store."
-        ),
+        store: str | None = common.STORE_OPTION,
         prefect: bool | None = typer.Option(
             None, "--prefect/--no-prefect",
             help="Run as a Prefect flow (default: when PREFECT_API_URL is set).",
         ),
+        task_runner: str = typer.Option(
+            "thread", "--task-runner",
+            help="Prefect task runner for the record units: thread or dask.",
+        ),
+        dask_address: str | None = typer.Option(
+            None, "--dask-address", help="An existing Dask scheduler (with --task-runner dask)."
+        ),
     ) -> None:
-        """Check production decision records against the contract (offline)."""
+        """Check production decision records against the contract (offline); the check is
+        stored as a run, with the records' statistics but never a copy of them."""
         from decflow.commands.contract_run import use_prefect
+        from decflow.store.store import open_store, store_url
         from decflow.views.production_text import render_check
 
         check_format(fmt)
+        _check_runner_options(use_prefect(prefect), task_runner, dask_address)
         if use_prefect(prefect):
             from decflow.flows.production_check import run_production_check_flow
-            from decflow.store.store import store_url
 
             report = run_production_check_flow(
                 contract, dataset, baseline, store=store_url(store), fail_on_warn=fail_on_warn,
+                task_runner=task_runner, dask_address=dask_address,
             )
         else:
             from decflow.commands.progress import progress_factory
             from decflow.pipeline.production.run import run_check
+            from decflow.views.stored import write_run_html
 
             with progress_factory() as factory:
                 report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,
                                    store=store, progress=factory("records", None)
                                    if factory else None)
-            if report.get("run"):  # stored as a run: its HTML beside it, as the flow does
-                from decflow.store.store import open_store
-                from decflow.views.stored import write_run_html
-
-                write_run_html(open_store(store), report)
+            write_run_html(open_store(store), report)  # beside report.json, as the flow does
         code = publish(
             report, render_check, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="production report",

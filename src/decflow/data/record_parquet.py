@@ -15,8 +15,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
-import pyarrow.parquet as pq
 
+from decflow.data.record_bytes import may_nest_deeper
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_rules import (
     BOOL_FIELDS,
@@ -30,29 +30,45 @@ from decflow.data.record_rules import (
     loads_strict,
     normalize_record,
 )
+from decflow.data.record_units import row_group_rows
 from decflow.errors import DatasetError
+from decflow.store.remote import polars_options
 
 PARQUET_BATCH_ROWS = 250_000
 
 
-def parquet_batches(path: Path, spec: RecordSpec) -> Iterator[tuple[pl.DataFrame, int]]:
-    """Validated tables of one Parquet file with the 1-based row number of their first row."""
+def parquet_batches(
+    path: Path | str, spec: RecordSpec, rows: tuple[int, int] | None = None
+) -> Iterator[tuple[pl.DataFrame, int]]:
+    """Validated tables of one Parquet file (or of its rows `[first, first + n)`, 1-based,
+    which start and end at row-group boundaries) with the 1-based row number of their
+    first row. polars reads one row group at a time (memory is bounded by the largest row
+    group, never the file), validated in batches of `PARQUET_BATCH_ROWS` rows."""
+    scan = pl.scan_parquet(path, storage_options=polars_options(str(path)))
     try:
-        handle = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+        names = scan.collect_schema().names()
+    except (pl.exceptions.PolarsError, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
-    names = handle.schema_arrow.names
     unknown = [n for n in names if n not in _PARQUET_COLUMNS]
     if unknown:
         raise DatasetError(
             f"{path}: unknown column(s) {unknown} (record columns are {list(_PARQUET_COLUMNS)})"
         )
-    first_row = 1
-    for batch in handle.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-        raw = pl.from_arrow(batch)
-        assert isinstance(raw, pl.DataFrame)
-        yield _parquet_table(raw, path, spec, first_row), first_row
-        first_row += raw.height
+    first, count = rows if rows is not None else (1, None)
+    group_start = 1
+    for size in row_group_rows(str(path)):
+        group_end = group_start + size
+        if group_end > first and (count is None or group_start < first + count):
+            try:
+                group = scan.slice(group_start - 1, size).collect()
+            except (pl.exceptions.PolarsError, OSError) as exc:
+                raise DatasetError(
+                    f"{path}: row {group_start}: unreadable Parquet data ({exc})"
+                ) from None
+            for offset in range(0, group.height, PARQUET_BATCH_ROWS):
+                raw = group.slice(offset, PARQUET_BATCH_ROWS)
+                yield _parquet_table(raw, path, spec, group_start + offset), group_start + offset
+        group_start = group_end
 
 
 _PARQUET_COLUMNS = (
@@ -62,7 +78,9 @@ _PARQUET_COLUMNS = (
 )
 
 
-def _parquet_table(raw: pl.DataFrame, path: Path, spec: RecordSpec, first_row: int) -> pl.DataFrame:
+def _parquet_table(
+    raw: pl.DataFrame, path: Path | str, spec: RecordSpec, first_row: int
+) -> pl.DataFrame:
     """Parquet columns → the raw shape of the JSONL path, then the same checks. The
     `metadata_json` texts are parsed by Arrow in one go."""
     for name in _PARQUET_COLUMNS:
@@ -135,18 +153,38 @@ class _MixedTypes(Exception):
     """Valid JSON objects whose fields change type between rows: needs the strict path."""
 
 
-def _parse_json_column(text: pl.Series, path: Path, first_row: int, name: str) -> pl.Series:
+def _parse_json_column(text: pl.Series, path: Path | str, first_row: int, name: str) -> pl.Series:
     """A column of JSON objects as text → a struct column, parsed strictly by Arrow. Raises
     `DatasetError` for a row that is not a JSON object, `_MixedTypes` when Arrow cannot
-    type the column."""
+    type the column. Logs repeat their metadata: when most texts repeat, each distinct
+    text is parsed once (and the whole column again only to name a bad row)."""
     if text.is_null().all():
         return pl.repeat(None, text.len(), dtype=pl.Null, eager=True)
+    distinct = text.drop_nulls().unique()
+    if distinct.len() * 4 < text.len():
+        try:
+            parsed = _parse_json_texts(distinct, path, first_row, name)
+        except DatasetError:
+            pass  # parsed row by row below, to name the first bad row in file order
+        else:
+            lookup = pl.DataFrame({"text": distinct, "parsed": parsed})
+            joined = text.to_frame("text").join(
+                lookup, on="text", how="left", maintain_order="left"
+            )
+            return joined["parsed"].alias(text.name)
+    return _parse_json_texts(text, path, first_row, name)
+
+
+def _parse_json_texts(text: pl.Series, path: Path | str, first_row: int, name: str) -> pl.Series:
     joined = text.fill_null("{}").str.replace_all("\n", " ", literal=True).str.join("\n")
+    data = joined.item().encode()
     options = pa_json.ParseOptions(unexpected_field_behavior="infer")
-    try:
-        arrow = pa_json.read_json(io.BytesIO(joined.item().encode()), parse_options=options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        arrow = None
+    arrow = None
+    if not may_nest_deeper(data):  # Arrow's reader overflows its stack on deep nesting
+        try:
+            arrow = pa_json.read_json(io.BytesIO(data), parse_options=options)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            arrow = None
     if arrow is not None and arrow.num_rows == text.len():
         parsed = pl.from_arrow(arrow)
         assert isinstance(parsed, pl.DataFrame)
@@ -187,7 +225,9 @@ class _RowLines:
         return json.dumps(record, ensure_ascii=False)
 
 
-def _parquet_strict(lines: _RowLines, path: Path, spec: RecordSpec, first_row: int) -> pl.DataFrame:
+def _parquet_strict(
+    lines: _RowLines, path: Path | str, spec: RecordSpec, first_row: int
+) -> pl.DataFrame:
     rows = []
     for i in range(len(lines)):
         try:

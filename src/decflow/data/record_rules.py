@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from decflow.data.record_bytes import nesting_problem
 from decflow.data.strict_json import unique_keys
 
 RECORD_FIELDS = (
@@ -166,6 +167,14 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _finite(value: int | float) -> bool:
+    """`math.isfinite` that calls an integer too large for a double (400 digits) infinite."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def parse_timestamp(text: str) -> datetime:
     """ISO 8601 with a timezone (`Z` allowed); raises `RecordInvalid` otherwise."""
     try:
@@ -199,7 +208,7 @@ def _field_problems(obj: dict[str, Any]) -> list[str]:
             continue
         if not _is_number(value):
             problems.append(f"{name}: must be a number")
-        elif not math.isfinite(value):
+        elif not _finite(value):
             problems.append(f"{name}: must be a finite number")
         elif name != "confidence" and value < 0:
             problems.append(f"{name}: must be greater than or equal to 0")
@@ -236,8 +245,9 @@ def check_probabilities(probabilities: dict[str, Any], spec: RecordSpec) -> list
         if not _is_number(value):
             shown = json.dumps(value)
             raise RecordInvalid(f"probability of '{label}' must be a number, got {shown}")
-        if not math.isfinite(value):
-            raise RecordInvalid(f"probability of '{label}' must be finite, got {value}")
+        if not _finite(value):
+            shown = value if isinstance(value, float) else "an integer too large for a double"
+            raise RecordInvalid(f"probability of '{label}' must be finite, got {shown}")
         if value < 0:
             raise RecordInvalid(f"probability of '{label}' must not be negative, got {value}")
         values.append(float(value))
@@ -328,8 +338,12 @@ def compact_json(value: Any) -> str:
 
 
 def loads_strict(text: str | bytes) -> Any:
-    """`json.loads` that rejects duplicate keys (raises ValueError)."""
-    return json.loads(text, object_pairs_hook=unique_keys)
+    """`json.loads` that rejects duplicate keys and nesting too deep for the parser (raises
+    ValueError naming the field)."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except RecursionError:
+        raise ValueError(nesting_problem(text)) from None
 
 
 def explain_line(line: str | bytes, spec: RecordSpec) -> str | None:

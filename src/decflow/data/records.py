@@ -28,7 +28,7 @@ import glob
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from decflow.data.record_bytes import check_chunk, may_nest_deeper
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_parquet import parquet_batches
 from decflow.data.record_rules import (
@@ -54,13 +55,14 @@ from decflow.data.record_rules import (
     segment_display,
     segment_value,
 )
+from decflow.data.record_units import WHITESPACE, FilePart, location, open_records, suffix
 from decflow.errors import DatasetError
+from decflow.store.remote import filesystem, is_url
 
 __all__ = [
     "Batch",
     "RecordReader",
     "RecordSpec",
-    "file_sha256",
     "list_partitions",
     "normalize_objects",
     "record_schema",
@@ -74,10 +76,13 @@ __all__ = [
 # -- partitions ----------------------------------------------------------------------------
 
 
-def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path]:
-    """Files of a source: one file, a folder (recursively, sorted) or a glob pattern."""
+def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path | str]:
+    """Files of a source: one file, a folder (recursively, sorted) or a glob pattern; local
+    paths, or `s3://…` URLs (as strings) read through `store.remote`."""
     if not isinstance(source, str | Path):
         return [p for item in source for p in list_partitions(item)]
+    if isinstance(source, str) and is_url(source):
+        return _remote_partitions(source)
     path = Path(source)
     if path.is_dir():
         files = sorted(
@@ -86,7 +91,7 @@ def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path]:
         )
         if not files:
             raise DatasetError(f"{source}: no .jsonl, .json or .parquet files in this folder")
-        return files
+        return list(files)
     if path.is_file():
         if path.suffix not in SUFFIXES:
             raise DatasetError(
@@ -98,15 +103,36 @@ def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path]:
     files = [m for m in matches if m.is_file() and m.suffix in SUFFIXES]
     if not files:
         raise DatasetError(f"{source}: no such file, folder or matching record files")
-    return files
+    return list(files)
 
 
-def source_hash(files: Sequence[Path], digests: Sequence[str]) -> str:
+def _remote_partitions(url: str) -> list[Path | str]:
+    fs, inner = filesystem(url)
+    try:
+        if fs.isdir(inner):
+            found = sorted(p for p in fs.find(inner) if suffix(p) in SUFFIXES)
+        elif fs.isfile(inner):
+            if suffix(inner) not in SUFFIXES:
+                raise DatasetError(f"{url}: unsupported record file type '{suffix(inner)}' "
+                                   "(use .jsonl, .json or .parquet)")
+            found = [inner]
+        else:
+            found = sorted(p for p in fs.glob(inner) if suffix(p) in SUFFIXES)
+    except OSError as exc:
+        raise DatasetError(f"{url}: cannot list ({exc})") from None
+    if not found:
+        raise DatasetError(f"{url}: no such file, folder or matching record files")
+    return [fs.unstrip_protocol(p) for p in found]
+
+
+def source_hash(files: Sequence[Path | str], digests: Sequence[str]) -> str:
     """`sha256:` of the file bytes for one file (as DecGuard); for several partitions, of
-    the lines `<name>\\t<sha256 of its bytes>` in partition order."""
+    the lines `<name>\t<sha256 of its bytes>` in partition order."""
     if len(files) == 1:
         return f"sha256:{digests[0]}"
-    listing = "".join(f"{f.name}\t{d}\n" for f, d in zip(files, digests, strict=True))
+    listing = "".join(
+        f"{PurePosixPath(str(f)).name}\t{d}\n" for f, d in zip(files, digests, strict=True)
+    )
     return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
 
 
@@ -120,7 +146,8 @@ class _LineError(DatasetError):
 
 
 def _id_hashes(ids: pl.Series) -> np.ndarray:
-    # A fixed seed keeps the hashes comparable across partitions within one process.
+    """64-bit hashes of ids (`polars` hashing with a fixed seed: equal across processes of
+    the same polars version, which the records stage key includes)."""
     return ids.hash(seed=0x5EED).to_numpy()
 
 
@@ -131,7 +158,7 @@ def _id_hashes(ids: pl.Series) -> np.ndarray:
 class Batch:
     """A validated slice of one partition, in file order."""
 
-    path: Path
+    path: Path | str
     table: pl.DataFrame
 
 
@@ -139,11 +166,27 @@ class RecordReader:
     """Reads the partitions of a source in order, validating every record, one batch at a
     time (a JSONL or JSON file is one batch; Parquet row groups are grouped into batches)."""
 
-    def __init__(self, source: str | Path | Sequence[str | Path], spec: RecordSpec) -> None:
+    def __init__(
+        self,
+        source: str | Path | Sequence[str | Path],
+        spec: RecordSpec,
+        *,
+        parts: Sequence[FilePart] | None = None,
+        offset: int = 0,
+    ) -> None:
+        """`parts` (instead of the whole `source`) reads only those files or Parquet row
+        groups, numbering records from `offset + 1` (one unit of a partitioned check)."""
         self.spec = spec
-        self.files = list_partitions(source)
+        self.parts = (
+            list(parts) if parts is not None
+            else [FilePart(str(f)) for f in list_partitions(source)]
+        )
+        self.files = list(dict.fromkeys(location(p.path) for p in self.parts))
+        # A unit of a planned check is read, not hashed: its files were hashed by the plan.
+        self._hashing = parts is None
         self.digests: list[str] = []
-        self.n_records = 0
+        self.offset = offset
+        self.n_records = offset
         # 64-bit hashes of every id accepted so far (8 bytes per record): ids are unique
         # within a batch by an exact check, across batches by sorting these once.
         self._hashes: list[np.ndarray] = []
@@ -168,18 +211,26 @@ class RecordReader:
                 raise DatasetError(self._segment_problems[key])
 
     def _read_files(self) -> Iterator[Batch]:
-        for path in self.files:
+        for part in self.parts:
+            path = location(part.path)
             digest = hashlib.sha256()
-            if path.suffix == ".parquet":
-                _hash_file(path, digest)
-                for table, first_row in parquet_batches(path, self.spec):
+            if suffix(path) == ".parquet":
+                if self._hashing:
+                    _hash_file(path, digest)
+                batches = parquet_batches(path, self.spec, part.rows)
+                for table, first_row in batches:
                     yield self._accept(path, table, lambda i, f=first_row: f"row {f + i}")
-            elif path.suffix == ".json":
+            elif suffix(path) == ".json":
                 data = _read_bytes(path)
-                digest.update(data)
+                if self._hashing:
+                    digest.update(data)
                 yield self._accept(path, self._json_list(data, path), lambda i: f"record {i + 1}")
             else:
-                for data, first_line, n_lines in _jsonl_chunks(path, digest):
+                chunks = _jsonl_chunks(
+                    path, digest if self._hashing else None, part.byte_range, part.first_row
+                )
+                for data, first_line, n_lines in chunks:
+                    check_chunk(data, str(path), first_line)
                     try:
                         table, lines = self._jsonl(data, path, first_line, n_lines)
                     except _LineError as error:
@@ -188,6 +239,21 @@ class RecordReader:
                     yield self._accept(path, table, lambda i, n=lines: f"line {n[i]}")
             self.digests.append(digest.hexdigest())
 
+    def unit_batches(self) -> Iterator[Batch]:
+        """The validated batches of the parts, with ids checked within each batch only:
+        one unit of a partitioned check, whose ids the merge checks across all units."""
+        yield from self._read_files()
+
+    def id_hashes(self) -> np.ndarray:
+        """Sorted 64-bit hashes of every id accepted so far."""
+        if not self._hashes:
+            return np.empty(0, dtype=np.uint64)
+        return np.sort(np.concatenate(self._hashes))
+
+    def segment_problems(self) -> dict[str, str]:
+        """The first unusable segment value per key seen so far (key → message)."""
+        return dict(self._segment_problems)
+
     def read_all(self) -> pl.DataFrame:
         """Every record of the source in one table (for small inputs and tests)."""
         frames = [batch.table for batch in self.batches()]
@@ -195,7 +261,7 @@ class RecordReader:
 
     # -- shared finishing: positions, ids, duplicates ------------------------------------
 
-    def _accept(self, path: Path, table: pl.DataFrame, where: Any) -> Batch:
+    def _accept(self, path: Path | str, table: pl.DataFrame, where: Any) -> Batch:
         offset = self.n_records
         table = table.with_columns(
             (pl.int_range(1, table.height + 1, dtype=pl.Int64) + offset).alias("position")
@@ -223,7 +289,7 @@ class RecordReader:
         self.n_records += table.height
         return Batch(path, table.select(list(self.spec.schema)))
 
-    def _note_segment_problems(self, path: Path, table: pl.DataFrame, where: Any) -> None:
+    def _note_segment_problems(self, path: Path | str, table: pl.DataFrame, where: Any) -> None:
         for key in self.spec.segments:
             if key in self._segment_problems:
                 continue
@@ -244,7 +310,7 @@ class RecordReader:
         candidates = ordered[1:][ordered[1:] == ordered[:-1]]
         if not candidates.size:
             return
-        again = RecordReader(self.files, self.spec)
+        again = RecordReader(self.files, self.spec, parts=self.parts, offset=self.offset)
         again._watch = set(candidates.tolist())
         first: dict[str, tuple[Path, str]] = {}
         try:
@@ -265,13 +331,13 @@ class RecordReader:
             # a later invalid record: the duplicate check only covers what came before it
 
     def _raise_duplicate_before(
-        self, path: Path, data: bytes, first_line: int, bad_line: int
+        self, path: Path | str, data: bytes, first_line: int, bad_line: int
     ) -> None:
         """Before reporting a bad line, report a duplicate id on an earlier line of the same
         chunk (those lines are valid; they were never accepted as a batch)."""
         ids: list[tuple[str, int]] = []
         for number, text in enumerate(data.split(b"\n")[: bad_line - first_line], first_line):
-            if text.strip():
+            if text.strip(WHITESPACE):
                 record_id = loads_strict(text).get("id")
                 position = self.n_records + len(ids) + 1
                 ids.append((record_id or f"record-{position}", number))
@@ -291,9 +357,9 @@ class RecordReader:
                 )
             seen[record_id] = number
 
-    def _first_place(self, record_id: str, path: Path) -> str | None:
+    def _first_place(self, record_id: str, path: Path | str) -> str | None:
         """Where an id first occurs among the batches accepted so far (re-read)."""
-        again = RecordReader(self.files, self.spec)
+        again = RecordReader(self.files, self.spec, parts=self.parts, offset=self.offset)
         again._watch = set(_id_hashes(pl.Series([record_id], dtype=pl.String)).tolist())
         try:
             for _ in again._read_files():
@@ -309,7 +375,7 @@ class RecordReader:
 
     # -- formats ----------------------------------------------------------------------------
 
-    def _json_list(self, data: bytes, path: Path) -> pl.DataFrame:
+    def _json_list(self, data: bytes, path: Path | str) -> pl.DataFrame:
         try:
             items = loads_strict(_decode(data, path))
         except ValueError as exc:
@@ -319,9 +385,11 @@ class RecordReader:
         return normalize_objects(items, self.spec, str(path), offset=self.n_records)
 
     def _jsonl(
-        self, data: bytes, path: Path, first_line: int, n_lines: int
+        self, data: bytes, path: Path | str, first_line: int, n_lines: int
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
-        fast = _fast_jsonl(data, path, self.spec, first_line, n_lines)
+        fast = None if may_nest_deeper(data) else _fast_jsonl(
+            data, path, self.spec, first_line, n_lines
+        )
         if fast is not None:
             return fast, _Consecutive(first_line)
         return _strict_jsonl(data, path, self.spec, self.n_records, first_line)
@@ -364,61 +432,55 @@ class _Consecutive:
 JSONL_CHUNK_BYTES = 16 << 20
 
 
-def _jsonl_chunks(path: Path, digest: Any) -> Iterator[tuple[bytes, int, int]]:
-    """Whole lines of a JSONL file in blocks of about `JSONL_CHUNK_BYTES`, with the number
-    of each block's first line and its line count; feeds the bytes to `digest` on the way."""
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
-    first_line = 1
-    with handle:
-        while block := handle.read(JSONL_CHUNK_BYTES):
-            if not block.endswith(b"\n"):
+def _jsonl_chunks(
+    path: Path | str, digest: Any, byte_range: tuple[int, int] | None = None, first_line: int = 1
+) -> Iterator[tuple[bytes, int, int]]:
+    """Whole lines of a JSONL file (or of its bytes `byte_range`, which start at line
+    `first_line`) in blocks of about `JSONL_CHUNK_BYTES`, with the number of each block's
+    first line and its line count; feeds the bytes to `digest` on the way."""
+    start, stop = byte_range if byte_range is not None else (0, None)
+    with open_records(path) as handle:
+        if start:
+            handle.seek(start)
+        position = start
+        while stop is None or position < stop:
+            size = JSONL_CHUNK_BYTES if stop is None else min(JSONL_CHUNK_BYTES, stop - position)
+            block = handle.read(size)
+            if not block:
+                break
+            if not block.endswith(b"\n") and (stop is None or position + len(block) < stop):
                 block += handle.readline()
-            digest.update(block)
+            position += len(block)
+            if digest is not None:
+                digest.update(block)
             n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
             yield block, first_line, n_lines
             first_line += n_lines
 
 
-def _hash_file(path: Path, digest: Any) -> None:
-    try:
-        with path.open("rb") as handle:
-            while block := handle.read(JSONL_CHUNK_BYTES):
-                digest.update(block)
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+def _hash_file(path: Path | str, digest: Any) -> None:
+    with open_records(path) as handle:
+        while block := handle.read(JSONL_CHUNK_BYTES):
+            digest.update(block)
 
 
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    _hash_file(path, digest)
-    return digest.hexdigest()
+def _read_bytes(path: Path | str) -> bytes:
+    with open_records(path) as handle:
+        return handle.read()
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
-
-
-def _decode(data: bytes, path: Path) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 (byte {exc.start})") from None
+def _decode(data: bytes, path: Path | str) -> str:
+    check_chunk(data, str(path), 1)
+    return data.decode("utf-8")
 
 
 def _strict_jsonl(
-    data: bytes, path: Path, spec: RecordSpec, offset: int, first_line: int = 1
+    data: bytes, path: Path | str, spec: RecordSpec, offset: int, first_line: int = 1
 ) -> tuple[pl.DataFrame, list[int]]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
     for number, line in enumerate(_decode(data, path).split("\n"), start=first_line):
-        if not line.strip():
+        if not line.strip(WHITESPACE.decode()):
             continue
         try:
             obj = loads_strict(line)
@@ -446,7 +508,7 @@ def _arrow_schema(spec: RecordSpec) -> pa.Schema:
 
 
 def _fast_jsonl(
-    data: bytes, path: Path, spec: RecordSpec, first_line: int, n_lines: int
+    data: bytes, path: Path | str, spec: RecordSpec, first_line: int, n_lines: int
 ) -> pl.DataFrame | None:
     """Arrow + polars path; None when the file needs the strict parser.
 

@@ -1,21 +1,24 @@
 """The `production_check` flow: a production-log check (drift, calibration, segments) as
-the stages `records` → `aggregates` → `summary` → `report`, through the store, stored under
-`runs/<run_id>/` like a contract run and published as artifacts."""
+the stages `records-plan` → `records` mapped over the input's units → `aggregates` →
+`summary` → `report`, through the store, stored under `runs/<run_id>/` like a contract run
+and published as artifacts. With the Dask task runner each worker reads only its units."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, unmapped
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
 from decflow.flows.common import failure, finish
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
+from decflow.flows.runners import build_task_runner
 from decflow.store.runs import new_run_id
 from decflow.store.store import Store
-from decflow.tasks.production import aggregates_task, check_summary_task, records_task
+from decflow.tasks.production import aggregates_task, check_summary_task, plan_task, unit_task
 from decflow.tasks.report import artifact_key, report_task
 
 
@@ -38,11 +41,16 @@ def production_check(
     FAIL ends the flow run Failed (`GateFailed` for a Python caller) unless
     `fail_flow_on_fail` is off."""
     run_id = new_run_id()
-    stored = records_task(contract, records, store)
-    aggregates = aggregates_task(contract, store, quote(stored))
+    plan = plan_task(records)
+    # Workers may run in another directory: they get absolute local paths.
+    contract_file = contract if "://" in contract else os.path.abspath(contract)
+    store = Store(store).location
+    # one task per unit: with the Dask runner each worker reads only its own units
+    futures = unit_task.map(unmapped(contract_file), unmapped(store), plan["units"])
+    outcomes = [future.result() for future in futures]
+    aggregates = aggregates_task(contract_file, store, quote(plan), quote(outcomes))
     outcome: dict[str, Any] = check_summary_task(
-        contract, records, baseline, store, run_id, quote(stored), quote(aggregates),
-        fail_on_warn,
+        contract, records, baseline, store, run_id, quote(aggregates), fail_on_warn,
     )
     label = f"{decision_name(contract)}-check-records"
     report_task(store, outcome["report"], artifact_key(label))
@@ -56,15 +64,18 @@ def production_check(
 
 def run_production_check_flow(
     contract: str, records: str, baseline: str | None = None, *, store: str = ".decflow",
-    fail_on_warn: bool = False,
+    fail_on_warn: bool = False, task_runner: str = "thread", dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """What `decflow check --prefect` calls: the flow, returning the report (a FAIL is the
-    report's exit code 1, not a failed call)."""
+    """What `decflow check --prefect` calls: the flow with the chosen task runner,
+    returning the report (a FAIL is the report's exit code 1, not a failed call)."""
     from decflow.flows.contract_run import warn_if_ephemeral
 
     warn_if_ephemeral()
+    configured = production_check.with_options(
+        task_runner=build_task_runner(task_runner, dask_address)
+    )
     with watched_run():
-        outcome: dict[str, Any] = production_check(
+        outcome: dict[str, Any] = configured(
             contract=contract, records=records, baseline=baseline, store=store,
             fail_on_warn=fail_on_warn, fail_flow_on_fail=False,
         )

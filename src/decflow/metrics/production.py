@@ -2,9 +2,11 @@
 
 Each partition of normalized records is reduced to one `GroupStats` per group (the whole
 partition, or one per segment value): counts, exact float sums (`partial_sums`), per-bin
-counts and sums, and exact value→count tables for the percentiles. Statistics of different
-partitions merge by addition, so the final numbers do not depend on how the records were
-split — one machine or many give the same bits as DecGuard's single pass.
+counts and sums, and a `Distribution` per percentile column (exact up to `EXACT_LIMIT`
+values, a deterministic log-bucket sketch beyond: `metrics.quantiles`). Statistics of
+different partitions merge by addition, so the final numbers do not depend on how the
+records were split — one machine or many give the same bits, and DecGuard's single pass
+where the percentiles are exact.
 
 Populations: the `outcomes` and ECE use records whose correctness is known (an `outcome`
 or `outcome_correct`); Brier and NLL need an `outcome` label; the confidence histogram,
@@ -26,76 +28,9 @@ import polars as pl
 from decflow.metrics.golden_metrics import NLL_FLOOR, calibration_bin_index, reliability_from_bins
 from decflow.metrics.numeric import row_sums
 from decflow.metrics.partial_sums import group_sums, to_float
+from decflow.metrics.quantiles import EXACT_LIMIT, RELATIVE_ERROR, Distribution
 
 Metrics = dict[str, Any]
-
-
-class ValueCounts:
-    """Exact distribution of a column, enough for exact percentiles and never larger than
-    the column: parts of (sorted distinct values, counts), where counts of None mean every
-    value occurs once (continuous confidences and latencies). Merging only collects parts;
-    percentiles select the needed ranks across them in linear time, so merging many batches
-    and large numbers of distinct values stay cheap in time and memory."""
-
-    def __init__(self, values: npt.ArrayLike | None = None,
-                 counts: npt.ArrayLike | None = None) -> None:
-        self._parts: list[tuple[np.ndarray, np.ndarray | None]] = []
-        if values is not None:
-            array = np.asarray(values, dtype=np.float64)
-            weights = None if counts is None else np.asarray(counts, dtype=np.int64)
-            if weights is not None and weights.size and int(weights.max()) == 1:
-                weights = None
-            if array.size:
-                self._parts.append((array, weights))
-
-    @classmethod
-    def of(cls, values: npt.ArrayLike) -> ValueCounts:
-        distinct, counts = np.unique(np.asarray(values, dtype=np.float64), return_counts=True)
-        return cls(distinct, counts)
-
-    def merge(self, other: ValueCounts) -> ValueCounts:
-        merged = ValueCounts()
-        merged._parts = self._parts + other._parts
-        return merged
-
-    @property
-    def n(self) -> int:
-        return sum(v.size if c is None else int(c.sum()) for v, c in self._parts)
-
-    def compact(self) -> tuple[np.ndarray, np.ndarray]:
-        """(sorted distinct values, counts) of all parts (the stored form)."""
-        if not self._parts:
-            return np.empty(0), np.empty(0, dtype=np.int64)
-        values = np.concatenate([v for v, _ in self._parts])
-        counts = np.concatenate(
-            [np.ones(v.size, dtype=np.int64) if c is None else c for v, c in self._parts]
-        )
-        distinct, inverse = np.unique(values, return_inverse=True)
-        summed = np.bincount(inverse, weights=counts, minlength=distinct.size).astype(np.int64)
-        self._parts = [(distinct, None if int(summed.max()) == 1 else summed)]
-        return distinct, summed
-
-    def _ranked(self, ranks: list[int]) -> list[float]:
-        """The values at 0-based ranks of the sorted multiset."""
-        if all(c is None for _, c in self._parts):
-            values = np.concatenate([v for v, _ in self._parts])
-            chosen = np.partition(values, sorted(set(ranks)))
-            return [float(chosen[r]) for r in ranks]
-        values, counts = self.compact()
-        ends = np.cumsum(counts)
-        return [float(values[np.searchsorted(ends, r, side="right")]) for r in ranks]
-
-    def percentile(self, q: float) -> float | None:
-        """Linear interpolation between closest ranks at position (n - 1) * q / 100."""
-        n = self.n
-        if n == 0:
-            return None
-        position = (n - 1) * q / 100
-        low, high = math.floor(position), math.ceil(position)
-        lower, upper = self._ranked([low, high])
-        if low == high:
-            return lower
-        return lower + (upper - lower) * (position - low)
 
 
 @dataclass
@@ -117,21 +52,21 @@ class GroupStats:
     nll_sum: int = 0
     confidence_sum: int = 0
     histogram: list[int] = field(default_factory=list)
-    confidence: ValueCounts = field(default_factory=ValueCounts)
+    confidence: Distribution = field(default_factory=Distribution)
     covered: int = 0
     n_abstain: int = 0
     n_human_review: int = 0
     n_fallback: int = 0
     latency_sum: int = 0
-    latency: ValueCounts = field(default_factory=ValueCounts)
+    latency: Distribution = field(default_factory=Distribution)
     cost_sum: int = 0
-    cost: ValueCounts = field(default_factory=ValueCounts)
+    cost: Distribution = field(default_factory=Distribution)
 
     def merge(self, other: GroupStats) -> GroupStats:
         merged = GroupStats()
         for f in fields(self):
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
-            if isinstance(mine, ValueCounts):
+            if isinstance(mine, Distribution):
                 value: Any = mine.merge(theirs)
             elif isinstance(mine, list):
                 value = [a + b for a, b in zip(mine, theirs, strict=True)] if mine else theirs
@@ -152,6 +87,8 @@ def merge_groups(
 
 
 def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int) -> list[int]:
+    if n == 1:
+        return [int(np.count_nonzero(mask))]
     return np.bincount(groups[mask], minlength=n).astype(np.int64).tolist()
 
 
@@ -160,13 +97,20 @@ def _counts_by(groups: np.ndarray, bins: np.ndarray, n_groups: int, n_bins: int)
     return flat.reshape(n_groups, n_bins)
 
 
-def _value_counts(values: np.ndarray, groups: np.ndarray, n_groups: int) -> list[ValueCounts]:
+def _distributions(values: np.ndarray, groups: np.ndarray, n_groups: int) -> list[Distribution]:
+    """Each group's values as a `Distribution`: the values themselves for groups of at most
+    `EXACT_LIMIT` values, log-bucket sketches beyond."""
+    sizes = np.bincount(groups, minlength=n_groups)
+    out = [Distribution() for _ in range(n_groups)]
     if n_groups == 1:
-        return [ValueCounts.of(values)]
-    frame = pl.DataFrame({"g": groups, "v": values}).group_by("g", "v").len().sort("g", "v")
-    out = [ValueCounts() for _ in range(n_groups)]
-    for (g,), part in frame.partition_by("g", as_dict=True, maintain_order=True).items():
-        out[int(g)] = ValueCounts(part["v"].to_numpy(), part["len"].to_numpy().astype(np.int64))
+        return [Distribution.of(values)] if values.size else out
+    # a stable sort of small integers is a radix sort in numpy
+    small = groups.astype(np.int16) if n_groups < 1 << 15 else groups
+    order = np.argsort(small, kind="stable")
+    ends = np.cumsum(sizes)
+    for g in np.flatnonzero(sizes).tolist():
+        part = values[order[ends[g] - sizes[g]:ends[g]]]
+        out[g] = Distribution.of(part)
     return out
 
 
@@ -276,9 +220,9 @@ def grouped_stats(
     conf_sum = group_sums(c.confidence, groups, n)
     lat_sum = group_sums(c.latency, groups[c.latency_rows], n)
     cost_sum = group_sums(c.cost, groups[c.cost_rows], n)
-    conf_counts = _value_counts(c.confidence, groups, n)
-    lat_counts = _value_counts(c.latency, groups[c.latency_rows], n)
-    cost_counts = _value_counts(c.cost, groups[c.cost_rows], n)
+    conf_counts = _distributions(c.confidence, groups, n)
+    lat_counts = _distributions(c.latency, groups[c.latency_rows], n)
+    cost_counts = _distributions(c.cost, groups[c.cost_rows], n)
     per = {name: _per_group(flag, groups, n) for name, flag in c.flags.items()}
     out: dict[str, GroupStats] = {}
     for i, key in enumerate(keys):
@@ -315,14 +259,12 @@ _DISTRIBUTIONS = ("confidence", "latency", "cost")
 
 def stats_row(group: str, stats: GroupStats) -> dict[str, Any]:
     """One row of the `aggregates` table. Exact sums are big integers, stored as decimal
-    text so that Parquet keeps every digit."""
+    text so that Parquet keeps every digit; distributions as `Distribution.to_row`."""
     row: dict[str, Any] = {"group": group}
     for f in fields(stats):
         value = getattr(stats, f.name)
         if f.name in _DISTRIBUTIONS:
-            values, counts = value.compact()
-            row[f"{f.name}_values"] = values.tolist()
-            row[f"{f.name}_counts"] = counts.tolist()
+            row.update(value.to_row(f.name))
         elif f.name in _EXACT:
             row[f.name] = str(value)
         elif f.name == "bin_confidence":
@@ -337,7 +279,7 @@ def stats_from_row(row: dict[str, Any]) -> tuple[str, GroupStats]:
     stats = GroupStats()
     for f in fields(stats):
         if f.name in _DISTRIBUTIONS:
-            setattr(stats, f.name, ValueCounts(row[f"{f.name}_values"], row[f"{f.name}_counts"]))
+            setattr(stats, f.name, Distribution.from_row(row, f.name))
         elif f.name in _EXACT:
             setattr(stats, f.name, int(row[f.name]))
         elif f.name == "bin_confidence":
@@ -346,6 +288,23 @@ def stats_from_row(row: dict[str, Any]) -> tuple[str, GroupStats]:
             value = row[f.name]
             setattr(stats, f.name, list(value) if isinstance(value, list) else int(value))
     return row["group"], stats
+
+
+def sketched(stats: GroupStats) -> list[str]:
+    """The metrics of a group whose percentiles come from a sketch (more than
+    `EXACT_LIMIT` values), by report name."""
+    names = {"confidence": "confidence", "latency": "latency_ms", "cost": "cost"}
+    return [names[name] for name in _DISTRIBUTIONS if not getattr(stats, name).is_exact]
+
+
+def percentile_method(sketched_metrics: list[str]) -> dict[str, Any]:
+    """The report's statement of how percentiles were computed."""
+    return {
+        "exact_up_to": EXACT_LIMIT,
+        "sketch": "log-bucket (DDSketch mapping), deterministic and mergeable",
+        "relative_error": RELATIVE_ERROR,
+        "sketched": sketched_metrics,
+    }
 
 
 def _ratio(part: int, whole: int) -> float | None:
@@ -361,7 +320,7 @@ def _reliability(stats: GroupStats) -> tuple[list[dict[str, Any]], float | None]
     return reliability_from_bins(counts, means, stats.bin_correct)
 
 
-def _spread(n: int, exact_sum: int, values: ValueCounts, *, total: bool) -> Metrics:
+def _spread(n: int, exact_sum: int, values: Distribution, *, total: bool) -> Metrics:
     return {
         "n": n,
         "mean": to_float(exact_sum) / n if n else None,

@@ -22,6 +22,7 @@ import fsspec
 import polars as pl
 
 from decflow.errors import DecflowError
+from decflow.store.remote import fsspec_options
 
 MANIFEST = "_manifest.json"
 DEFAULT_STORE = ".decflow"
@@ -99,10 +100,11 @@ def _frame_bytes(frame: pl.DataFrame) -> bytes:
 
 
 class Store:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str | os.PathLike[str]) -> None:
+        url = os.fspath(url)
         self.url = url
         try:
-            self.fs, root = fsspec.core.url_to_fs(url)
+            self.fs, root = fsspec.core.url_to_fs(url, **fsspec_options(url))
         except (ImportError, ValueError) as exc:
             raise DecflowError(f"store '{url}': {exc}") from None
         self.root = root.rstrip("/") if root not in ("/", "") else root
@@ -179,6 +181,11 @@ class Store:
         data = _frame_bytes(frame)
         self.write_bytes(relative, data)
         return Part(relative, hashlib.sha256(data).hexdigest(), frame.height)
+
+    def write_part_bytes(self, relative: str, data: bytes, rows: int) -> Part:
+        """A part already encoded as Parquet (for encodings polars does not write)."""
+        self.write_bytes(relative, data)
+        return Part(relative, hashlib.sha256(data).hexdigest(), rows)
 
     def publish(
         self,
@@ -259,6 +266,8 @@ def store_url(option: str | None = None) -> str:
     return option or os.environ.get(STORE_ENV) or DEFAULT_STORE
 
 
-def open_store(store: Store | str | None = None) -> Store:
-    """A `Store`, given one, a URL, or nothing (see `store_url`)."""
-    return store if isinstance(store, Store) else Store(store_url(store))
+def open_store(store: Store | str | os.PathLike[str] | None = None) -> Store:
+    """A `Store`, given one, a URL or path, or nothing (see `store_url`)."""
+    if isinstance(store, Store):
+        return store
+    return Store(store_url(None if store is None else os.fspath(store)))

@@ -89,6 +89,17 @@ def _segment_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _percentile_lines(method: dict[str, Any] | None) -> list[str]:
+    """Said only when a sketch gave some percentiles (otherwise they are exact)."""
+    if not method or not method.get("sketched"):
+        return []
+    return [
+        f"  Percentiles   {len(method['sketched'])} from a sketch (beyond "
+        f"{method['exact_up_to']:,} values per group): within "
+        f"{100 * method['relative_error']:g} % of the exact value"
+    ]
+
+
 def render_check(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
     contract, dataset = report["contract"], report["dataset"]
@@ -99,6 +110,7 @@ def render_check(report: dict[str, Any]) -> str:
         f"  dataset   {dataset['path']}  {short_hash(dataset['hash'])}",
         "",
         *_metric_lines(report["metrics"]),
+        *_percentile_lines(report.get("percentiles")),
         *_baseline_lines(report),
         *_segment_lines(report),
         *checks(report, GATE_WIDTH),

@@ -1,7 +1,8 @@
-"""A production check from start to end: load the contract, then `records` → `aggregates`
-→ `summary`, in memory (no store) or through the store's stages, where the check is also
-recorded as a run (`runs/<run_id>/`), exactly as the `production_check` flow records it.
-"""
+"""A production check from start to end, recorded as a run: load the contract, plan the
+input into units, `records` per unit (on all cores), `aggregates`, then `summary` and
+`report` — the same stages and store layout as the `production_check` flow, so a direct
+check and a Prefect one store the same things (`runs/<run_id>/` plus the units' statistics
+and id hashes; never a copy of the records)."""
 
 from __future__ import annotations
 
@@ -23,27 +24,22 @@ def run_check(
     store: Store | str | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Check the records at `records` (a file, folder or glob of .jsonl/.json/.parquet)
-    against the contract, optionally against `baseline` (records or an earlier check
-    report). Without `store` everything runs in memory, one batch at a time; with one, the
-    `records` and `aggregates` stages are published there (cached by contract and input
-    bytes) and the check is recorded as a run. Returns the check report; raises
-    `DecflowError` (exit 2) on bad input."""
+    """Check the records at `records` (a file, folder or glob of .jsonl/.json/.parquet,
+    local or on object storage) against the contract, optionally against `baseline`
+    (records or an earlier check report). The stages are published in `store` (default
+    `$DECFLOW_STORE`, else `.decflow`), cached by contract and input bytes, and the check is
+    recorded as a run there. Returns the report; raises `DecflowError` (exit 2) on bad
+    input."""
     from decflow.contracts import load_contract
 
     loaded = load_contract(contract_path)
-    identity = {"contract_path": contract_path, "contract_hash": loaded.hash}
-    if store is None:
-        return stages.check_records(
-            loaded.contract, records, baseline, fail_on_warn=fail_on_warn, progress=progress,
-            **identity,
-        )
     opened = open_store(store)
-    stored = stages.stage_records(opened, loaded.contract, loaded.hash, records,
-                                  progress=progress)
-    aggregates = stages.stage_aggregates(opened, loaded.contract, loaded.hash, stored)
+    plan = stages.plan_source(records)
+    outcomes = stages.stage_records(opened, loaded.contract, loaded.hash, plan,
+                                    progress=progress)
+    aggregates = stages.stage_aggregates(opened, loaded.contract, loaded.hash, plan, outcomes)
     return summarize_and_record(opened, contract_path, records, baseline, new_run_id(),
-                                stored, aggregates, fail_on_warn=fail_on_warn)
+                                aggregates, fail_on_warn=fail_on_warn)
 
 
 def summarize_and_record(
@@ -52,7 +48,6 @@ def summarize_and_record(
     records_path: str,
     baseline: str | None,
     run_id: str,
-    records: Manifest,
     aggregates: Manifest,
     *,
     fail_on_warn: bool = False,
@@ -63,18 +58,18 @@ def summarize_and_record(
 
     loaded = load_contract_cached(contract_path)
     contract = loaded.contract
-    merged = stages.stored_aggregates(store, contract, aggregates, records,
-                                      shown_path=records_path)
+    merged = stages.stored_aggregates(store, contract, aggregates, shown_path=records_path)
     report = stages.summarize(
         contract, merged, None if baseline is None else stages.load_baseline(contract, baseline),
         contract_path=contract_path, contract_hash=loaded.hash, fail_on_warn=fail_on_warn,
     )
     report["run"] = {"id": run_id, "store": store.location}
-    record_check(store, run_id, report)
+    record_check(store, run_id, report, aggregates)
     return report
 
 
-def record_check(store: Store, run_id: str, report: dict[str, Any]) -> None:
+def record_check(store: Store, run_id: str, report: dict[str, Any],
+                 aggregates: Manifest) -> None:
     """The check report and a run record in the shape `decflow runs` lists."""
     write_report(store, run_id, report)
     write_run_record(store, {
@@ -87,5 +82,5 @@ def record_check(store: Store, run_id: str, report: dict[str, Any]) -> None:
         "mode": "check",
         "status": report["status"],
         "exit_code": report["exit_code"],
-        "stages": {},
+        "stages": {"aggregates": aggregates.to_dict()},
     })

@@ -1,17 +1,20 @@
 """The production check as three stages: `records` → `aggregates` → `summary`.
 
-- `records`: read and validate every partition (`data.records`), one batch at a time.
-- `aggregates`: reduce each batch to mergeable statistics (`metrics.production`) for the
-  whole dataset and for every segment value, and merge them.
+- `records`: per unit of the source (`data.record_units`: files or Parquet row groups),
+  read and validate every record, one batch at a time, and reduce them to mergeable
+  statistics (`metrics.production`) for the whole unit and every segment value, plus the
+  hashes of their ids (`pipeline.check_units`).
+- `aggregates`: check ids across all units and merge their statistics.
 - `summary`: final metrics, drift against the baseline, gates, segments → the report.
 
-`check_records` runs them in-process without keeping more than one batch of records in
-memory; `stage_records`, `stage_aggregates` and `stored_aggregates` + `summarize` are the
-same steps exchanging Parquet artifacts through the store (one records part and one
-aggregates part per batch, so partitions can be processed by separate tasks).
+`check_records` runs them in-process, the units on all cores; `stage_unit` (one task per
+unit), `stage_aggregates` and `stored_aggregates` + `summarize` are the same steps through
+the store, which holds the units' statistics and id hashes — never a copy of the records:
+inputs are identified by the sha256 of their bytes and read where they are.
 
-The report carries the records inline up to `INLINE_RECORDS` (like DecGuard's); larger
-inputs are named, not copied (`records_inline: false`).
+The report carries the records inline up to `INLINE_RECORDS` (like DecGuard's, read again
+from the source for the report); larger inputs are named by path and hash
+(`records_inline: false`).
 """
 
 from __future__ import annotations
@@ -25,16 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+import decflow
+from decflow.data.record_units import UNIT_BYTES, UNIT_ROWS, Unit, suffix
 from decflow.data.records import (
     RecordReader,
     RecordSpec,
-    file_sha256,
     list_partitions,
     normalize_objects,
     segment_column,
     segment_display,
     segment_value,
-    source_hash,
 )
 from decflow.errors import DatasetError, ReportError
 from decflow.gates.checks import Check, status_of
@@ -53,18 +56,33 @@ from decflow.metrics.production import (
     grouped_stats,
     merge_groups,
     partition_stats,
+    percentile_method,
     production_metrics,
     record_columns,
+    sketched,
     stats_from_row,
     stats_row,
 )
-from decflow.report.versions import REPORT_VERSION
-from decflow.store.runs import now_iso
-from decflow.version import __version__
+from decflow.metrics.quantiles import EXACT_LIMIT
+from decflow.pipeline.production.units import (
+    PROCESS_RECORDS,
+    SourcePlan,
+    aggregate_unit,
+    aggregate_units,
+    in_parallel,
+    merge_in_memory,
+    merge_units,
+    plan_source,
+    stored_repeats,
+    unit_stats,
+    write_unit,
+)
+from decflow.pipeline.spec import now_iso
 
 if TYPE_CHECKING:
     from decflow.store.store import Manifest, Store
 
+REPORT_VERSION = "decflow/1"
 INLINE_RECORDS = 10_000
 
 
@@ -78,7 +96,6 @@ class Aggregates:
     overall: GroupStats
     segments: dict[str, dict[str, GroupStats]] = field(default_factory=dict)
     records: list[dict[str, Any]] | None = None  # kept while small enough to inline
-    records_artifact: dict[str, Any] | None = None  # the stored table otherwise
 
 
 def _settings(contract: Any) -> tuple[int, float | None]:
@@ -92,17 +109,43 @@ SEGMENT_SEPARATOR = "\x1f"
 def batch_stats(table: pl.DataFrame, spec: RecordSpec, contract: Any) -> dict[str, GroupStats]:
     """Statistics of one batch: the whole batch under `""`, each segment value under
     `<key>\x1f<token>`."""
+    return BatchStats(spec, *_settings(contract))(table)
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """`batch_stats` with the contract's settings taken out (it pickles, for workers)."""
+
+    spec: RecordSpec
+    n_bins: int
+    threshold: float | None
+
+    def __call__(self, table: pl.DataFrame) -> dict[str, GroupStats]:
+        return _batch_stats_of(table, self.spec, self.n_bins, self.threshold)
+
+
+def _batch_stats_of(
+    table: pl.DataFrame, spec: RecordSpec, n_bins: int, threshold: float | None
+) -> dict[str, GroupStats]:
     if table.height == 0:
         return {}
-    n_bins, threshold = _settings(contract)
     columns = record_columns(table, spec.labels, n_bins, threshold)
-    keys, groups = group_ids(table, None)
-    out = grouped_stats(columns, keys, groups, n_bins)
+    if not spec.segments:
+        keys, groups = group_ids(table, None)
+        return grouped_stats(columns, keys, groups, n_bins)
+    out: dict[str, GroupStats] = {}
     for key in spec.segments:
         keys, groups = group_ids(table, segment_column(key))
         for token, stats in grouped_stats(columns, keys, groups, n_bins).items():
             out[f"{key}{SEGMENT_SEPARATOR}{token}"] = stats
-    return out
+    # Every record is in exactly one group of a key: the whole batch is their merge
+    # (exact, like every merge), not a second pass over the records.
+    first = spec.segments[0]
+    overall: dict[str, GroupStats] = {}
+    for group, stats in out.items():
+        if group.partition(SEGMENT_SEPARATOR)[0] == first:
+            overall = merge_groups(overall, {"": stats})
+    return {**overall, **out}
 
 
 def _aggregates(
@@ -121,6 +164,10 @@ def _aggregates(
 Progress = Callable[[int, int | None], None]
 
 
+def _batch_stats(spec: RecordSpec, contract: Any) -> BatchStats:
+    return BatchStats(spec, *_settings(contract))
+
+
 def aggregate_records(
     contract: Any,
     source: str | Path | list[str | Path],
@@ -128,10 +175,59 @@ def aggregate_records(
     shown_path: str | None = None,
     progress: Progress | None = None,
 ) -> Aggregates:
-    """Stages `records` and `aggregates` in one streaming pass over the partitions;
-    `progress(records so far, None)` after every batch."""
+    """Stages `records` and `aggregates` in this process; `progress(records so far, None)`
+    as they are read. One file is read once, in one pass (hashed on the way); several
+    files, or a Parquet file large enough to split, are planned and their units read on
+    all cores."""
     spec = RecordSpec.from_contract(contract)
-    reader = RecordReader(source, spec)
+    path = shown_path or str(source)
+    files = list_partitions(source)
+    if len(files) == 1 and not _splits(files[0]):
+        return _one_pass(contract, spec, files, path, progress)
+    plan = plan_source(files, path, exact=False)
+    report = None if progress is None else (lambda n: progress(n, None))
+    results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
+    if any(r.miscounted for r in results):  # blank lines: count them, and read again
+        plan = plan_source(files, path)
+        results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
+    merged = merge_in_memory(results, spec)
+    aggregates = _aggregates(merged, spec, plan.path, plan.hash, plan.files)
+    if aggregates.overall.total <= INLINE_RECORDS:
+        aggregates.records = _records_json(
+            RecordReader((), spec, parts=[p for u in plan.units for p in u.parts]).read_all(),
+            spec,
+        )
+    return aggregates
+
+
+def _splits(file: Path | str) -> bool:
+    """Whether a single file is split into several units (a large Parquet or JSONL file)."""
+    if suffix(file) == ".jsonl":
+        from decflow.store.remote import filesystem, is_url
+
+        if isinstance(file, str) and is_url(file):
+            fs, inner = filesystem(file)
+            return bool(fs.size(inner) > UNIT_BYTES)
+        return Path(file).stat().st_size > UNIT_BYTES
+    if suffix(file) != ".parquet":
+        return False
+    import polars
+
+    from decflow.store.remote import polars_options
+
+    try:
+        scan = polars.scan_parquet(file, storage_options=polars_options(str(file)))
+        rows = scan.select(polars.len()).collect().item()
+    except (polars.exceptions.PolarsError, OSError):
+        return False  # reading it reports the problem
+    return bool(rows > UNIT_ROWS)
+
+
+def _one_pass(
+    contract: Any, spec: RecordSpec, files: list[Path | str], path: str,
+    progress: Progress | None,
+) -> Aggregates:
+    reader = RecordReader(files, spec)
     merged: dict[str, GroupStats] = {}
     kept: list[pl.DataFrame] | None = []
     for batch in reader.batches():
@@ -140,9 +236,7 @@ def aggregate_records(
             progress(reader.n_records, None)
         if kept is not None:
             kept = [*kept, batch.table] if reader.n_records <= INLINE_RECORDS else None
-    path = shown_path or str(source)
-    files = [str(f) for f in reader.files]
-    aggregates = _aggregates(merged, spec, path, reader.dataset_hash, files)
+    aggregates = _aggregates(merged, spec, path, reader.dataset_hash, [str(f) for f in files])
     if kept:
         aggregates.records = _records_json(pl.concat(kept), spec)
     return aggregates
@@ -150,97 +244,112 @@ def aggregate_records(
 
 # -- the same stages through the store ------------------------------------------------------
 
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"
+
+
+def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) -> dict[str, Any]:
+    """The `records` stage of one unit: its statistics and id hashes in
+    `stages/records/<key>/` of the store at `store_url`, keyed by the contract and the
+    bytes the unit reads. Returns the manifest (as a dict), or `{"error": …}` for a unit
+    with a bad record (nothing is published then; the merge reports the first problem in
+    file order)."""
+    import polars
+
+    from decflow.store.store import Store, stage_key
+
+    store = Store(store_url)
+    params = {"unit": unit.identity(), "polars": polars.__version__,
+              "exact_limit": EXACT_LIMIT}
+    key = stage_key("records", STAGE_VERSION, contract_hash, [], params)
+    cached = store.manifest("records", key)
+    if cached is not None:
+        return cached.to_dict()
+    spec = RecordSpec.from_contract(contract)
+    result = aggregate_unit(unit, spec, _batch_stats(spec, contract))
+    if result.error is not None:
+        return {"error": result.error, "unit": unit.index}
+    parts = write_unit(store, store.stage_prefix("records", key), result)
+    extra = {"unit": unit.index, "n_records": result.n_records,
+             "segment_problems": result.segment_problems}
+    return store.publish("records", key, [], parts=parts, extra=extra).to_dict()
 
 
 def stage_records(
     store: Store,
     contract: Any,
     contract_hash: str,
-    source: str,
+    plan: SourcePlan,
     *,
-    shown_path: str | None = None,
     progress: Progress | None = None,
-) -> Manifest:
-    """Validate and normalize every record into `stages/records/<key>/part-*.parquet`, one
-    part per batch. Keyed by contract and the source's bytes."""
-    spec = RecordSpec.from_contract(contract)
-    files = list_partitions(source)
-    digest = source_hash(files, [file_sha256(f) for f in files])
-    from decflow.store.store import stage_key
-
-    key = stage_key("records", STAGE_VERSION, contract_hash, [digest], {})
-    cached = store.manifest("records", key)
-    if cached is not None:
-        return cached
-    reader = RecordReader(files, spec)
-    prefix = store.stage_prefix("records", key)
-    parts = []
-    for i, batch in enumerate(reader.batches()):
-        parts.append(store.write_part(f"{prefix}/part-{i:05d}.parquet", batch.table))
+) -> list[dict[str, Any]]:
+    """`stage_unit` of every unit of the plan on all cores, in unit order."""
+    processes = sum(u.n_records for u in plan.units) >= PROCESS_RECORDS
+    outcomes = []
+    done = 0
+    for outcome in in_parallel(stage_unit, plan.units, store.url, contract, contract_hash,
+                               processes=processes):
+        outcomes.append(outcome)
+        done += outcome.get("extra", {}).get("n_records", 0)
         if progress:
-            progress(reader.n_records, None)
-    extra = {
-        "path": shown_path or source,
-        "hash": reader.dataset_hash,
-        "files": [str(f) for f in files],
-        "n_records": reader.n_records,
-    }
-    schema = {name: str(dtype) for name, dtype in spec.schema.items()}
-    return store.publish("records", key, [], parts=parts, schema=schema, extra=extra)
+            progress(done, None)
+    return outcomes
 
 
 def stage_aggregates(
-    store: Store, contract: Any, contract_hash: str, records: Manifest
+    store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
+    outcomes: list[dict[str, Any]],
 ) -> Manifest:
-    """Sufficient statistics per records part (one table row per group and part); the
-    parts are independent, so they can be computed anywhere and merged later."""
-    from decflow.store.store import stage_key
+    """Merge the units' statistics after checking ids across all of them (see
+    `pipeline.check_units`); `stages/aggregates/<key>/` holds one row per group."""
+    from decflow.store.store import Manifest, stage_key
 
-    key = stage_key("aggregates", STAGE_VERSION, contract_hash, [records.sha256], {})
-    cached = store.manifest("aggregates", key)
-    if cached is not None:
-        return cached
     spec = RecordSpec.from_contract(contract)
-    frames = []
-    for part in records.parts:
-        stats = batch_stats(store.read_part(part), spec, contract)
-        frames.append(pl.DataFrame([stats_row(group, s) for group, s in stats.items()]))
-    return store.publish("aggregates", key, frames, extra=dict(records.extra))
+    errors = [o.get("error") for o in outcomes]
+    manifests = [Manifest.from_dict(o) for o in outcomes if "error" not in o]
+    # the files are part of the key: the stage names them, and reads small inputs again
+    key = stage_key("aggregates", STAGE_VERSION, contract_hash,
+                    [m.sha256 for m in manifests], {"files": plan.files})
+    if all(e is None for e in errors):
+        cached = store.manifest("aggregates", key)
+        if cached is not None:
+            return cached
+    merged = merge_units(
+        plan.units, spec, errors,
+        [dict(m.extra.get("segment_problems") or {}) for m in manifests],
+        lambda: [unit_stats(store, m) for m in manifests],
+        lambda: stored_repeats(store, manifests),
+    )
+    _aggregates(merged, spec, plan.path, plan.hash, plan.files)  # an empty source is an error
+    rows = [stats_row(group, s) for group, s in merged.items()]
+    extra = {"path": plan.path, "hash": plan.hash, "files": plan.files,
+             "n_records": merged[""].total, "units": len(plan.units)}
+    return store.publish("aggregates", key, pl.DataFrame(rows), extra=extra)
 
 
 def stored_aggregates(
     store: Store,
     contract: Any,
     aggregates: Manifest,
-    records: Manifest,
     *,
     shown_path: str | None = None,
 ) -> Aggregates:
-    """Merge the stored per-part statistics (the first step of the `summary` stage).
+    """The merged statistics of the `aggregates` stage (the first step of `summary`).
     `shown_path` names the dataset in the report (a cached stage keeps the path it was
-    first published under)."""
-    merged: dict[str, GroupStats] = {}
-    for part in aggregates.parts:
-        rows = dict(stats_from_row(row) for row in store.read_part(part).iter_rows(named=True))
-        merged = merge_groups(merged, rows)
-    extra = records.extra
-    result = _aggregates(
-        merged,
-        RecordSpec.from_contract(contract),
-        shown_path or extra["path"],
-        extra["hash"],
-        extra["files"],
-    )
-    if records.rows <= INLINE_RECORDS:
-        result.records = _records_json(store.read(records), RecordSpec.from_contract(contract))
-    else:
-        result.records_artifact = {
-            "uri": records.uri,
-            "path": store.stage_prefix(records.stage, records.key),
-            "sha256": records.sha256,
-            "rows": records.rows,
-        }
+    first published under). Records of a small input are read again to inline them, and
+    must still hash as they did."""
+    merged = dict(stats_from_row(row) for row in store.read(aggregates).iter_rows(named=True))
+    spec = RecordSpec.from_contract(contract)
+    extra = aggregates.extra
+    result = _aggregates(merged, spec, shown_path or extra["path"], extra["hash"], extra["files"])
+    if result.overall.total <= INLINE_RECORDS:
+        reader = RecordReader(extra["files"], spec)
+        table = reader.read_all()
+        if reader.dataset_hash != extra["hash"]:
+            raise DatasetError(
+                f"{result.path}: the records changed since their statistics were computed; "
+                "run the check again"
+            )
+        result.records = _records_json(table, spec)
     return result
 
 
@@ -436,6 +545,15 @@ def _segment_entries(
     return entries, all_checks
 
 
+def _sketched(aggregates: Aggregates) -> list[str]:
+    names = sketched(aggregates.overall)
+    for key, groups in aggregates.segments.items():
+        for token in sorted(groups):
+            prefix = f"segment[{key}={segment_display(token)}]."
+            names += [prefix + name for name in sketched(groups[token])]
+    return names
+
+
 def summarize(
     contract: Any,
     aggregates: Aggregates,
@@ -456,7 +574,7 @@ def summarize(
     evaluation = contract.evaluation
     report: dict[str, Any] = {
         "report_version": REPORT_VERSION,
-        "decflow_version": __version__,
+        "decflow_version": decflow.__version__,
         "kind": "check",
         "created_at": now_iso(),
         "status": status,
@@ -482,12 +600,11 @@ def summarize(
         "drift": drift_values,
         "segments": segments,
         "checks": [c.to_dict() for c in checks],
+        "percentiles": percentile_method(_sketched(aggregates)),
         "records_inline": aggregates.records is not None,
     }
     if aggregates.records is not None:
         report["records"] = aggregates.records
-    elif aggregates.records_artifact is not None:
-        report["records_artifact"] = aggregates.records_artifact
     return report
 
 

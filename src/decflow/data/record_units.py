@@ -1,0 +1,237 @@
+"""Units of a partitioned production check: which bytes each task reads.
+
+A record source is planned once: every file is hashed (sha256 of every byte: the identity
+of the input, never its size, mtime or footer) and its records counted (Parquet from the
+footer, JSONL by its non-blank lines, a JSON list by parsing it), so every record's 1-based
+position — and with it the default id `record-<n>` — is known before any unit is read.
+Units are the files (the partitions of the log), row-group ranges of about `UNIT_ROWS`
+rows of a large Parquet file and line-aligned byte ranges of about `UNIT_BYTES` of a large
+JSONL file; they depend only on the input, never on the number of workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from decflow.errors import DatasetError
+from decflow.store.remote import is_url, open_input
+
+UNIT_ROWS = 5_000_000
+UNIT_BYTES = 64 << 20
+# What counts as a blank line of a JSONL file (skipped): ASCII whitespace only.
+WHITESPACE = b" \t\r\n\x0b\x0c"
+_BLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*$", re.MULTILINE)
+_READ_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """One file, the Parquet row groups `[start, stop)` of it (`n_rows` rows from row
+    `first_row`, 1-based), or the lines of a JSONL file in `byte_range` (from line
+    `first_row`)."""
+
+    path: str
+    row_groups: tuple[int, int] | None = None
+    first_row: int = 1  # or the first line of a JSONL byte range
+    n_rows: int = 0
+    byte_range: tuple[int, int] | None = None  # JSONL: bytes [start, stop) of whole lines
+
+    @property
+    def rows(self) -> tuple[int, int] | None:
+        """(first row, number of rows) of a row-group range; None for the whole file."""
+        return None if self.row_groups is None else (self.first_row, self.n_rows)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Records `offset + 1 … offset + n_records` of the source, read from `parts`."""
+
+    index: int
+    offset: int
+    n_records: int
+    parts: tuple[FilePart, ...]
+    digests: tuple[str, ...]  # sha256 of each part's whole file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "offset": self.offset,
+            "n_records": self.n_records,
+            "parts": [
+                {"path": p.path, "row_groups": None if p.row_groups is None
+                 else list(p.row_groups), "first_row": p.first_row, "n_rows": p.n_rows,
+                 "byte_range": None if p.byte_range is None else list(p.byte_range)}
+                for p in self.parts
+            ],
+            "digests": list(self.digests),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Unit:
+        parts = tuple(
+            FilePart(p["path"], None if p["row_groups"] is None else tuple(p["row_groups"]),
+                     p["first_row"], p["n_rows"],
+                     None if p["byte_range"] is None else tuple(p["byte_range"]))  # type: ignore[arg-type]
+            for p in data["parts"]
+        )
+        return cls(data["index"], data["offset"], data["n_records"], parts,
+                   tuple(data["digests"]))
+
+    def identity(self) -> list[Any]:
+        """What the unit's output depends on in the input: its files' bytes and ranges
+        (never their paths, so a moved file is still a cache hit)."""
+        return [[d, p.row_groups, p.byte_range]
+                for d, p in zip(self.digests, self.parts, strict=True)]
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    path: str
+    digest: str
+    n_records: int
+    row_group_rows: tuple[int, ...] | None  # Parquet only
+    size: int
+    # JSONL only: (first byte, first line, records) of each block of whole lines
+    blocks: tuple[tuple[int, int, int], ...] = ()
+
+
+def suffix(path: str | Path) -> str:
+    return PurePosixPath(str(path)).suffix
+
+
+def open_records(path: Path | str) -> IO[bytes]:
+    """A record file opened for reading, local or remote; exit 2 when it cannot be."""
+    try:
+        if isinstance(path, str) and is_url(path):
+            return open_input(path)  # type: ignore[return-value]
+        return Path(path).open("rb")
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def location(path: str) -> Path | str:
+    """How a listed file is handled: a `Path` when local, the URL string when remote."""
+    return path if is_url(path) else Path(path)
+
+
+def scan_file(path: str, exact: bool = True) -> ScannedFile:
+    """sha256 of every byte, the number of records and (Parquet) the rows per row group.
+    Not `exact`: a JSONL file's lines are counted as records (blank lines are rare, and
+    finding them costs more than hashing); reading the unit then finds how many were
+    blank, and a caller that sees a difference plans again, exactly."""
+    digest = hashlib.sha256()
+    size = 0
+    kind = suffix(path)
+    n_records, line = 0, 1
+    blocks: list[tuple[int, int, int]] = []
+    json_text = b""
+    with open_records(location(path)) as handle:
+        while block := handle.read(_READ_BYTES):
+            if kind == ".jsonl" and not block.endswith(b"\n"):
+                block += handle.readline()
+            digest.update(block)
+            if kind == ".jsonl":
+                records = _jsonl_records(block) if exact else _lines(block)
+                blocks.append((size, line, records))
+                n_records += records
+                line += block.count(b"\n")
+            elif kind == ".json":
+                json_text += block
+            size += len(block)
+    if kind == ".jsonl":
+        return ScannedFile(path, digest.hexdigest(), n_records, None, size, tuple(blocks))
+    if kind == ".json":
+        return ScannedFile(path, digest.hexdigest(), _json_records(json_text), None, size)
+    rows = row_group_rows(path)
+    return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
+
+
+def _lines(block: bytes) -> int:
+    return block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+
+
+def _jsonl_records(block: bytes) -> int:
+    lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    blank = len(_BLANK_LINE.findall(block))
+    # the empty "line" after a final newline matches the pattern but is no line
+    return lines - blank + (1 if block.endswith(b"\n") else 0)
+
+
+def _json_records(data: bytes) -> int:
+    # A file that does not parse counts 0: reading its unit reports the error.
+    try:
+        items = json.loads(data)
+    except (ValueError, RecursionError):
+        return 0
+    return len(items) if isinstance(items, list) else 0
+
+
+def row_group_rows(file: str) -> tuple[int, ...]:
+    """Rows per row group, from the footer."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with open_records(location(file)) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+    except (pa.ArrowException, OSError) as exc:
+        raise DatasetError(f"{file}: not a readable Parquet file ({exc})") from None
+    return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+
+
+def scan_files(files: Sequence[str], threads: int, exact: bool = True) -> list[ScannedFile]:
+    """`scan_file` of every file, `threads` at a time (hashing releases the GIL)."""
+    if threads <= 1 or len(files) <= 1:
+        return [scan_file(f, exact) for f in files]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda f: scan_file(f, exact), files))
+
+
+def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
+    """One unit per file (a partition of the log), except that a Parquet file of more than
+    `UNIT_ROWS` rows is split at row-group boundaries into units of about that many, and a
+    JSONL file of more than `UNIT_BYTES` at line boundaries into units of about that
+    size."""
+    units: list[Unit] = []
+    offset = 0
+
+    def add(part: FilePart, digest: str, n: int) -> None:
+        nonlocal offset
+        units.append(Unit(len(units), offset, n, (part,), (digest,)))
+        offset += n
+
+    for file in scanned:
+        if file.blocks and file.size > UNIT_BYTES:
+            _split_jsonl(file, add)
+            continue
+        rows = file.row_group_rows
+        if rows is None or file.n_records <= UNIT_ROWS:
+            add(FilePart(file.path), file.digest, file.n_records)
+            continue
+        start, first_row, taken = 0, 1, 0
+        for i, n in enumerate(rows):
+            if taken and taken + n > UNIT_ROWS:
+                add(FilePart(file.path, (start, i), first_row, taken), file.digest, taken)
+                start, first_row, taken = i, first_row + taken, 0
+            taken += n
+        add(FilePart(file.path, (start, len(rows)), first_row, taken), file.digest, taken)
+    return units
+
+
+def _split_jsonl(file: ScannedFile, add: Any) -> None:
+    ends = [start for start, _, _ in file.blocks[1:]] + [file.size]
+    start, first_line, taken = 0, 1, 0
+    for (block_start, line, records), end in zip(file.blocks, ends, strict=True):
+        if block_start > start and block_start - start + (end - block_start) > UNIT_BYTES:
+            add(FilePart(file.path, None, first_line, taken, (start, block_start)),
+                file.digest, taken)
+            start, first_line, taken = block_start, line, 0
+        taken += records
+    add(FilePart(file.path, None, first_line, taken, (start, file.size)), file.digest, taken)

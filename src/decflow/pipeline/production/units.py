@@ -1,0 +1,280 @@
+"""The production check, partition by partition: `records` per unit, then `aggregates`.
+
+`records` (one per unit of `data.record_units`, independent, so a Dask fan-out runs them
+on different workers, each reading only its files or row groups): validate every record
+and reduce the unit to mergeable statistics per group, plus the 64-bit hashes of its ids.
+Nothing else of the records is kept — in the store a unit is one small statistics part and
+its id hashes split by their top 4 bits into `ID_BUCKETS` parts (delta-encoded, ≈5 bytes a
+record), never a copy of the rows.
+
+`aggregates` merges the units: ids are checked across all of them one hash bucket at a
+time, statistics merge by addition (the same bits in any split or order). When a unit
+found a bad record or two ids share a hash, the records up to there are read again in file
+order by `RecordReader`, which reports exactly what a single pass reports: the first bad
+record or repeated id in file order (a repeated hash without a repeated id is a collision
+and passes). Unusable segment values are reported after that, first unit first.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import polars as pl
+
+from decflow.data.record_units import Unit, plan_units, scan_files
+from decflow.data.records import RecordReader, RecordSpec, list_partitions, source_hash
+from decflow.errors import DatasetError
+from decflow.metrics.production import GroupStats, merge_groups, stats_from_row, stats_row
+
+if TYPE_CHECKING:
+    from decflow.store.store import Manifest, Part, Store
+
+ID_BUCKETS = 16
+_BUCKET_SHIFT = np.uint64(60)
+
+BatchStats = Callable[[pl.DataFrame], dict[str, GroupStats]]
+
+
+@dataclass
+class UnitAggregates:
+    """What one unit leaves for the merge (`error` set: nothing else is needed)."""
+
+    unit: Unit
+    n_records: int = 0
+    error: str | None = None
+    segment_problems: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, GroupStats] = field(default_factory=dict)
+    id_hashes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    miscounted: bool = False  # fewer records than planned (blank lines, or a changed file)
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """A record source, hashed, counted and split into units."""
+
+    path: str  # as the report shows it
+    files: list[str]
+    digests: list[str]
+    units: list[Unit]
+
+    @property
+    def hash(self) -> str:
+        return source_hash(self.files, self.digests)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "files": self.files, "digests": self.digests,
+                "units": [u.to_dict() for u in self.units]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SourcePlan:
+        return cls(data["path"], list(data["files"]), list(data["digests"]),
+                   [Unit.from_dict(u) for u in data["units"]])
+
+
+def plan_source(source: str | Path | Sequence[str | Path], shown_path: str | None = None,
+                threads: int | None = None, *, absolute: bool = False,
+                exact: bool = True) -> SourcePlan:
+    """List, hash and count the files of a source and split them into units (`absolute`:
+    local files by absolute path, for workers that run elsewhere; not `exact`: JSONL lines
+    counted as records, see `scan_file`)."""
+    files = [
+        os.path.abspath(f) if absolute and isinstance(f, Path) else str(f)
+        for f in list_partitions(source)
+    ]
+    scanned = scan_files(files, threads or os.cpu_count() or 1, exact)
+    return SourcePlan(shown_path or str(source), files, [s.digest for s in scanned],
+                      plan_units(scanned))
+
+
+def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
+    """Read and validate one unit, batch by batch, into its statistics and id hashes."""
+    reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset)
+    merged: dict[str, GroupStats] = {}
+    try:
+        for batch in reader.unit_batches():
+            merged = merge_groups(merged, batch_stats(batch.table))
+    except DatasetError as exc:
+        return UnitAggregates(unit, reader.n_records - unit.offset, str(exc))
+    n_records = reader.n_records - unit.offset
+    if n_records != unit.n_records:
+        files = ", ".join(dict.fromkeys(p.path for p in unit.parts))
+        return UnitAggregates(unit, n_records, f"{files}: changed while the check ran "
+                              f"({unit.n_records} records planned, {n_records} read); run "
+                              "it again", miscounted=True)
+    return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
+                          reader.id_hashes())
+
+
+# From this many records on, units are read in worker processes: the per-batch work is many
+# short numpy and polars calls, so threads share one core's worth of the GIL. Below it,
+# starting the processes (imports, ≈0.5 CPU s each) costs more than it saves.
+PROCESS_RECORDS = 1_000_000
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def spawn_is_safe() -> bool:
+    """Whether worker processes may be spawned: each imports the parent's main module
+    again, which is only harmless when there is none (`python -c`, a console) or it is one
+    of decflow's entry points (they run only under `__name__ == "__main__"`). A user's
+    script calling the SDK may do its work unguarded, so it gets threads."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        return bool(spec.name == "decflow.__main__")
+    path = getattr(main, "__file__", None)
+    return path is None or os.path.basename(path) == "decflow"
+
+
+def in_parallel(fn: Callable[..., R], items: Sequence[T], *args: Any,
+                processes: bool) -> Iterator[R]:
+    """`fn(item, *args)` for every item on all cores, in item order: worker processes
+    (spawned: polars' threads do not survive a fork) or threads. `fn` and its arguments
+    must pickle for processes."""
+    workers = max(1, min(os.cpu_count() or 1, len(items)))
+    if processes and workers > 1 and spawn_is_safe():
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            yield from pool.map(fn, items, *(repeat(a) for a in args))
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(lambda item: fn(item, *args), items)
+
+
+def aggregate_units(
+    units: Sequence[Unit], spec: RecordSpec, batch_stats: BatchStats,
+    progress: Callable[[int], None] | None = None,
+) -> list[UnitAggregates]:
+    """`aggregate_unit` of every unit on all cores, in unit order (`batch_stats` must
+    pickle)."""
+    processes = sum(u.n_records for u in units) >= PROCESS_RECORDS
+    done = 0
+    results: list[UnitAggregates] = []
+    for result in in_parallel(aggregate_unit, units, spec, batch_stats, processes=processes):
+        results.append(result)
+        done += result.n_records
+        if progress:
+            progress(done)
+    return results
+
+
+def _has_repeats(sorted_hashes: np.ndarray) -> bool:
+    return bool(sorted_hashes.size > 1 and (sorted_hashes[1:] == sorted_hashes[:-1]).any())
+
+
+def merge_units(
+    units: Sequence[Unit],
+    spec: RecordSpec,
+    errors: Sequence[str | None],
+    segment_problems: Sequence[dict[str, str]],
+    stats: Callable[[], Sequence[dict[str, GroupStats]]],
+    repeated_hash: Callable[[], bool],
+) -> dict[str, GroupStats]:
+    """The merged statistics of all units (`stats()`, loaded once they are needed), or the
+    error a single pass in file order reports. `repeated_hash()` says whether two ids of
+    the units share a hash."""
+    failed = next((i for i, error in enumerate(errors) if error is not None), None)
+    if failed is not None or repeated_hash():
+        last = len(units) - 1 if failed is None else failed
+        parts = [part for unit in units[: last + 1] for part in unit.parts]
+        # Reading in file order raises the first bad record or repeated id, as one pass.
+        for _ in RecordReader((), spec, parts=parts).batches():
+            pass
+        if failed is not None:
+            raise DatasetError(str(errors[failed]))
+    for key in spec.segments:
+        for problems in segment_problems:
+            if key in problems:
+                raise DatasetError(problems[key])
+    merged: dict[str, GroupStats] = {}
+    for unit_stats in stats():
+        merged = merge_groups(merged, unit_stats)
+    return merged
+
+
+def merge_in_memory(
+    results: Sequence[UnitAggregates], spec: RecordSpec
+) -> dict[str, GroupStats]:
+    """`merge_units` of results held in this process."""
+
+    def repeated() -> bool:
+        # one hash bucket at a time: never a second copy of every hash in memory
+        hashes = [r.id_hashes for r in results if r.error is None]
+        bounds = [np.searchsorted(h >> _BUCKET_SHIFT, np.arange(ID_BUCKETS + 1)) for h in hashes]
+        for b in range(ID_BUCKETS):
+            bucket = [h[i[b] : i[b + 1]] for h, i in zip(hashes, bounds, strict=True)]
+            if _has_repeats(np.sort(np.concatenate(bucket)) if bucket else np.empty(0)):
+                return True
+        return False
+
+    return merge_units(
+        [r.unit for r in results], spec, [r.error for r in results],
+        [r.segment_problems for r in results], lambda: [r.stats for r in results], repeated,
+    )
+
+
+# -- the same through the store --------------------------------------------------------------
+
+
+def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
+    """A unit's statistics part and its id hash parts (one per non-empty bucket)."""
+    rows = [stats_row(group, s) for group, s in result.stats.items()]
+    parts = [store.write_part(f"{prefix}/part-00000.parquet", pl.DataFrame(rows))]
+    hashes = result.id_hashes
+    buckets = (hashes >> _BUCKET_SHIFT).astype(np.int64)
+    bounds = np.searchsorted(buckets, np.arange(ID_BUCKETS + 1))
+    for b in range(ID_BUCKETS):
+        chunk = hashes[bounds[b] : bounds[b + 1]]
+        if chunk.size:
+            parts.append(store.write_part_bytes(
+                f"{prefix}/ids-{b:02d}.parquet", _hash_parquet(chunk), int(chunk.size)
+            ))
+    return parts
+
+
+def _hash_parquet(hashes: np.ndarray) -> bytes:
+    """Sorted hashes as int64 (one bucket shares its sign, so the order holds), delta
+    encoded: ≈5 bytes a hash instead of 8."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = np.sort(hashes.view(np.int64))
+    buffer = io.BytesIO()
+    pq.write_table(
+        pa.table({"h": values}), buffer, compression="zstd", use_dictionary=False,
+        column_encoding={"h": "DELTA_BINARY_PACKED"}, write_statistics=False,
+    )
+    return buffer.getvalue()
+
+
+def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
+    stats_part = next(p for p in manifest.parts if p.path.endswith("/part-00000.parquet"))
+    table = store.read_part(stats_part)
+    return dict(stats_from_row(row) for row in table.iter_rows(named=True))
+
+
+def stored_repeats(store: Store, manifests: Sequence[Manifest]) -> bool:
+    """Whether two ids of the stored units share a hash, one bucket in memory at a time."""
+    for b in range(ID_BUCKETS):
+        name = f"/ids-{b:02d}.parquet"
+        arrays = [
+            store.read_part(p)["h"].to_numpy()
+            for m in manifests for p in m.parts if p.path.endswith(name)
+        ]
+        if arrays and _has_repeats(np.sort(np.concatenate(arrays))):
+            return True
+    return False
+
