@@ -282,7 +282,10 @@ class RecordReader:
         self._note_segment_problems(path, table, where)
         hashes = _id_hashes(ids)
         if self._watch is not None:
-            for i in np.flatnonzero(np.isin(hashes, list(self._watch))).tolist():
+            # the watched hashes in the same unsigned dtype, compared by sorting: numpy's
+            # table method overflows on uint64 values above 2**63 (numpy 2.0)
+            watched = np.fromiter(self._watch, dtype=hashes.dtype, count=len(self._watch))
+            for i in np.flatnonzero(np.isin(hashes, watched, kind="sort")).tolist():
                 self._hits.append((ids[i], path, where(i)))
         else:
             self._hashes.append(hashes)
@@ -345,7 +348,7 @@ class RecordReader:
             return
         earlier = np.concatenate(self._hashes) if self._hashes else np.empty(0, np.uint64)
         hashes = _id_hashes(pl.Series([i for i, _ in ids], dtype=pl.String))
-        maybe_earlier = np.isin(hashes, earlier)
+        maybe_earlier = np.isin(hashes, earlier, kind="sort")
         seen: dict[str, int] = {}
         for (record_id, number), candidate in zip(ids, maybe_earlier.tolist(), strict=True):
             place = f"line {seen[record_id]}" if record_id in seen else None
