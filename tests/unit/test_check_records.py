@@ -354,6 +354,28 @@ def test_bad_bytes_are_exit_2_naming_line_and_field(
         _read(path)
 
 
+@pytest.mark.parametrize("first", [b"null", b" null", b"true", b"1", b'"x"', b"[]"])
+def test_a_chunk_opening_with_a_value_other_than_an_object_is_exit_2(
+    tmp_path: Path, monkeypatch, first: bytes
+) -> None:
+    """Arrow's reader crashed the process on a `null` first row: as the file's first line,
+    and as the first line of a later chunk."""
+    import decflow.data.records as records
+
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(first + b"\n" + _line() + b"\n")
+    with pytest.raises(DatasetError, match=r"line 1: invalid production record:\n  \(root\): "
+                                           "must be a JSON object"):
+        _read(path)
+    monkeypatch.setattr(records, "JSONL_CHUNK_BYTES", 2000)
+    good = b"".join(_line(id=f"g{i}") + b"\n" for i in range(40))
+    later = len(good[:2000].split(b"\n")) + 1  # the second chunk's first line
+    lines = good.split(b"\n")
+    path.write_bytes(b"\n".join([*lines[: later - 1], first, *lines[later - 1 :]]))
+    with pytest.raises(DatasetError, match=f"line {later}: invalid production record"):
+        _read(path)
+
+
 def test_a_very_long_line_is_read(tmp_path: Path) -> None:
     path = _write(tmp_path / "r.jsonl", [_record(input="x" * (40 << 20)), _record(id="b")])
     assert _read(path).height == 2

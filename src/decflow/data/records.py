@@ -36,7 +36,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from decflow.data.record_bytes import check_chunk, may_nest_deeper
+from decflow.data.record_bytes import check_chunk, may_nest_deeper, opens_with_object
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_parquet import parquet_batches
 from decflow.data.record_rules import (
@@ -387,9 +387,8 @@ class RecordReader:
     def _jsonl(
         self, data: bytes, path: Path | str, first_line: int, n_lines: int
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
-        fast = None if may_nest_deeper(data) else _fast_jsonl(
-            data, path, self.spec, first_line, n_lines
-        )
+        safe = opens_with_object(data) and not may_nest_deeper(data)
+        fast = _fast_jsonl(data, path, self.spec, first_line, n_lines) if safe else None
         if fast is not None:
             return fast, _Consecutive(first_line)
         return _strict_jsonl(data, path, self.spec, self.n_records, first_line)
