@@ -185,6 +185,56 @@ def test_a_rewritten_input_never_hits_a_stale_cache(contract, tmp_path: Path) ->
     assert again["metrics"] == second["metrics"]
 
 
+def test_blank_lines_through_the_store_count_records_exactly(
+    contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored check plans a JSONL file by its lines; blank lines make it plan again,
+    exactly, so default ids after them count records, not lines."""
+    from decflow.pipeline.production.run import run_check
+
+    monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
+    monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
+    # not inlined in the report, so never read again for it: only the stages decide
+    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    records = [{k: v for k, v in r.items() if k != "id"} for r in _records(600)]
+    lines = [json.dumps(r) for r in records]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join([*lines[:100], "", " ", *lines[100:]]) + "\n")
+    contract_path = str(EXAMPLE / "decguard.yaml")
+    stored = run_check(contract_path, str(path), store=str(tmp_path / "store"))
+    single = check_records(contract, str(path))
+    for key in COMPARED:
+        assert stored[key] == single[key], key
+    # the 550th record (line 552) has the default id record-550: repeat it at the end
+    path.write_text(path.read_text() + json.dumps({**records[0], "id": "record-550"}) + "\n")
+    with pytest.raises(DatasetError, match=r"line 603: duplicate record id 'record-550' "
+                                           r"\(first at line 552\)"):
+        run_check(contract_path, str(path), store=str(tmp_path / "store"))
+
+
+def test_a_cached_unit_keeps_the_default_ids_of_its_place(
+    contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's cached statistics are not reused once the records before it change in
+    number: its default ids (`record-<n>`) count them."""
+    from decflow.pipeline.production.run import run_check
+
+    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    _jsonl(folder / "a.jsonl", _records(10))
+    _jsonl(folder / "b.jsonl", [{k: v for k, v in r.items() if k != "id"}
+                                for r in _records(5, start=100)])  # record-11 … record-15
+    contract_path = str(EXAMPLE / "decguard.yaml")
+    store = str(tmp_path / "store")
+    assert run_check(contract_path, str(folder), store=store)["dataset"]["n_records"] == 15
+    # one more record in a.jsonl: b.jsonl's records become record-12 … record-16
+    _jsonl(folder / "a.jsonl", [*_records(10), {**_records(1)[0], "id": "record-16"}])
+    with pytest.raises(DatasetError, match=r"b.jsonl: line 5: duplicate record id "
+                                           r"'record-16' \(first at line 11 of "):
+        run_check(contract_path, str(folder), store=store)
+
+
 def _adversarial(rng: np.random.Generator) -> dict[str, np.ndarray]:
     gamma = (1 + quantiles._ALPHA) / (1 - quantiles._ALPHA)
     edges = gamma ** np.arange(-2000, 2000, dtype=np.float64)

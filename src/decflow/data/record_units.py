@@ -11,24 +11,77 @@ JSONL file; they depend only on the input, never on the number of workers.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import os
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from decflow.errors import DatasetError
-from decflow.store.remote import is_url, open_input
+from decflow.store.remote import filesystem, is_url, open_input
 
+SUFFIXES = (".jsonl", ".json", ".parquet")
 UNIT_ROWS = 5_000_000
 UNIT_BYTES = 64 << 20
 # What counts as a blank line of a JSONL file (skipped): ASCII whitespace only.
 WHITESPACE = b" \t\r\n\x0b\x0c"
 _BLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*$", re.MULTILINE)
 _READ_BYTES = 16 << 20
+
+
+def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path | str]:
+    """Files of a source: one file, a folder (recursively, sorted) or a glob pattern; local
+    paths, or `s3://…` URLs (as strings) read through `store.remote`."""
+    if not isinstance(source, str | Path):
+        return [p for item in source for p in list_partitions(item)]
+    if isinstance(source, str) and is_url(source):
+        return _remote_partitions(source)
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(
+            (p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES),
+            key=lambda p: p.relative_to(path).as_posix(),
+        )
+        if not files:
+            raise DatasetError(f"{source}: no .jsonl, .json or .parquet files in this folder")
+        return list(files)
+    if path.is_file():
+        if path.suffix not in SUFFIXES:
+            raise DatasetError(
+                f"{source}: unsupported record file type '{path.suffix}' "
+                "(use .jsonl, .json or .parquet)"
+            )
+        return [path]
+    matches = sorted(Path(m) for m in glob.glob(str(source), recursive=True))
+    files = [m for m in matches if m.is_file() and m.suffix in SUFFIXES]
+    if not files:
+        raise DatasetError(f"{source}: no such file, folder or matching record files")
+    return list(files)
+
+
+def _remote_partitions(url: str) -> list[Path | str]:
+    fs, inner = filesystem(url)
+    try:
+        if fs.isdir(inner):
+            found = sorted(p for p in fs.find(inner) if suffix(p) in SUFFIXES)
+        elif fs.isfile(inner):
+            if suffix(inner) not in SUFFIXES:
+                raise DatasetError(f"{url}: unsupported record file type '{suffix(inner)}' "
+                                   "(use .jsonl, .json or .parquet)")
+            found = [inner]
+        else:
+            found = sorted(p for p in fs.glob(inner) if suffix(p) in SUFFIXES)
+    except OSError as exc:
+        raise DatasetError(f"{url}: cannot list ({exc})") from None
+    if not found:
+        raise DatasetError(f"{url}: no such file, folder or matching record files")
+    return [fs.unstrip_protocol(p) for p in found]
 
 
 @dataclass(frozen=True)
@@ -192,6 +245,47 @@ def scan_files(files: Sequence[str], threads: int, exact: bool = True) -> list[S
         return [scan_file(f, exact) for f in files]
     with ThreadPoolExecutor(max_workers=threads) as pool:
         return list(pool.map(lambda f: scan_file(f, exact), files))
+
+
+def scan_source(
+    source: str | Path | Sequence[str | Path], *, exact: bool = True, absolute: bool = False,
+    threads: int | None = None,
+) -> tuple[list[str], list[ScannedFile]]:
+    """The files of a source (`absolute`: local ones by absolute path, for workers that run
+    elsewhere) and `scan_file` of each, `threads` at a time (default: one per core)."""
+    files = [
+        os.path.abspath(f) if absolute and isinstance(f, Path) else str(f)
+        for f in list_partitions(source)
+    ]
+    return files, scan_files(files, threads or os.cpu_count() or 1, exact)
+
+
+def scan_in_background(
+    source: str | Path | Sequence[str | Path], *, exact: bool = True
+) -> Callable[[], tuple[list[str], list[ScannedFile]]]:
+    """Start `scan_source` in a thread now and return the function that waits for it (and
+    raises what it raised). Hashing and reading release the GIL, so a check that starts the
+    scan before importing what it needs (polars, the contract models) hashes its input while
+    it imports. A daemon thread: an error elsewhere never waits for a large file's hash."""
+    outcome: dict[str, Any] = {}
+
+    def scan() -> None:
+        try:
+            outcome["scanned"] = scan_source(source, exact=exact)
+        except BaseException as exc:  # handed to the caller, which raises it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=scan, name="decflow-scan", daemon=True)
+    thread.start()
+
+    def wait() -> tuple[list[str], list[ScannedFile]]:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        scanned: tuple[list[str], list[ScannedFile]] = outcome["scanned"]
+        return scanned
+
+    return wait
 
 
 def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:

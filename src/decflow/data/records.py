@@ -24,7 +24,6 @@ Parquet lives in `record_parquet`, the vectorized checks in `record_checks`.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,6 @@ from decflow.data.record_rules import (
     INVALID_SEGMENT,
     NUMBER_FIELDS,
     STRING_FIELDS,
-    SUFFIXES,
     RecordInvalid,
     RecordSpec,
     explain_line,
@@ -55,9 +53,15 @@ from decflow.data.record_rules import (
     segment_display,
     segment_value,
 )
-from decflow.data.record_units import WHITESPACE, FilePart, location, open_records, suffix
+from decflow.data.record_units import (
+    WHITESPACE,
+    FilePart,
+    list_partitions,
+    location,
+    open_records,
+    suffix,
+)
 from decflow.errors import DatasetError
-from decflow.store.remote import filesystem, is_url
 
 __all__ = [
     "Batch",
@@ -74,55 +78,6 @@ __all__ = [
 
 
 # -- partitions ----------------------------------------------------------------------------
-
-
-def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path | str]:
-    """Files of a source: one file, a folder (recursively, sorted) or a glob pattern; local
-    paths, or `s3://…` URLs (as strings) read through `store.remote`."""
-    if not isinstance(source, str | Path):
-        return [p for item in source for p in list_partitions(item)]
-    if isinstance(source, str) and is_url(source):
-        return _remote_partitions(source)
-    path = Path(source)
-    if path.is_dir():
-        files = sorted(
-            (p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES),
-            key=lambda p: p.relative_to(path).as_posix(),
-        )
-        if not files:
-            raise DatasetError(f"{source}: no .jsonl, .json or .parquet files in this folder")
-        return list(files)
-    if path.is_file():
-        if path.suffix not in SUFFIXES:
-            raise DatasetError(
-                f"{source}: unsupported record file type '{path.suffix}' "
-                "(use .jsonl, .json or .parquet)"
-            )
-        return [path]
-    matches = sorted(Path(m) for m in glob.glob(str(source), recursive=True))
-    files = [m for m in matches if m.is_file() and m.suffix in SUFFIXES]
-    if not files:
-        raise DatasetError(f"{source}: no such file, folder or matching record files")
-    return list(files)
-
-
-def _remote_partitions(url: str) -> list[Path | str]:
-    fs, inner = filesystem(url)
-    try:
-        if fs.isdir(inner):
-            found = sorted(p for p in fs.find(inner) if suffix(p) in SUFFIXES)
-        elif fs.isfile(inner):
-            if suffix(inner) not in SUFFIXES:
-                raise DatasetError(f"{url}: unsupported record file type '{suffix(inner)}' "
-                                   "(use .jsonl, .json or .parquet)")
-            found = [inner]
-        else:
-            found = sorted(p for p in fs.glob(inner) if suffix(p) in SUFFIXES)
-    except OSError as exc:
-        raise DatasetError(f"{url}: cannot list ({exc})") from None
-    if not found:
-        raise DatasetError(f"{url}: no such file, folder or matching record files")
-    return [fs.unstrip_protocol(p) for p in found]
 
 
 def source_hash(files: Sequence[Path | str], digests: Sequence[str]) -> str:

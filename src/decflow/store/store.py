@@ -16,13 +16,15 @@ import os
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
-import polars as pl
 
 from decflow.errors import DecflowError
 from decflow.store.remote import fsspec_options
+
+if TYPE_CHECKING:
+    import polars as pl
 
 MANIFEST = "_manifest.json"
 DEFAULT_STORE = ".decflow"
@@ -200,6 +202,8 @@ class Store:
         """Write frames as parts (plus already written `parts`), then the manifest last."""
         prefix = self.stage_prefix(stage, key)
         written = list(parts)
+        import polars as pl  # here: commands that only read JSON never load polars
+
         if isinstance(frames, pl.DataFrame):
             frames = [frames]
         for frame in frames:
@@ -228,6 +232,8 @@ class Store:
     ) -> pl.DataFrame:
         """The artifact's rows (only `columns`; only rows matching `where`, filtered part by
         part so the unfiltered table is never in memory at once)."""
+        import polars as pl
+
         frames = [self.read_part(p, columns) for p in manifest.parts] if where is None else [
             self.read_part(p, columns).filter(where) for p in manifest.parts
         ]
@@ -242,6 +248,8 @@ class Store:
                 f"store: {self.uri(part.path)} does not match its manifest (sha256 differs); "
                 "the artifact was changed after it was written"
             )
+        import polars as pl
+
         return pl.read_parquet(io.BytesIO(data), columns=list(columns) if columns else None)
 
     def chunk_parts(self, stage: str, key: str) -> list[Part]:
@@ -256,6 +264,8 @@ class Store:
             if name.startswith("chunk-") and name.endswith(".parquet"):
                 relative = f"{prefix}/{name}"
                 data = self.read_bytes(relative)
+                import polars as pl
+
                 ids = pl.read_parquet(io.BytesIO(data), columns=["request_id"])["request_id"]
                 found.append((Part(relative, hashlib.sha256(data).hexdigest(), ids.len()), ids))
         return found

@@ -6,13 +6,16 @@ and id hashes; never a copy of the records)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from decflow.pipeline.production import stages
+from decflow.data.record_units import scan_in_background
 from decflow.store.runs import new_run_id, write_report, write_run_record
 from decflow.store.store import Manifest, Store, open_store
 
-Progress = stages.Progress
+# Light on purpose: `run_check` starts hashing the input before it imports polars and the
+# contract models (`stages`), so the two overlap.
+Progress = Callable[[int, int | None], None]
 
 
 def run_check(
@@ -30,14 +33,23 @@ def run_check(
     `$DECFLOW_STORE`, else `.decflow`), cached by contract and input bytes, and the check is
     recorded as a run there. Returns the report; raises `DecflowError` (exit 2) on bad
     input."""
+    # JSONL lines are counted as records (blank lines are rare and costly to find); a unit
+    # that reads fewer records than planned makes the check plan and read again, exactly.
+    scanned = scan_in_background(records, exact=False)
     from decflow.contracts import load_contract
+    from decflow.pipeline.production import stages
+    from decflow.pipeline.production.units import plan_scanned
 
     loaded = load_contract(contract_path)
     opened = open_store(store)
-    plan = stages.plan_source(records)
-    outcomes = stages.stage_records(opened, loaded.contract, loaded.hash, plan,
-                                    progress=progress)
-    aggregates = stages.stage_aggregates(opened, loaded.contract, loaded.hash, plan, outcomes)
+    plan = plan_scanned(records, *scanned())
+    staged = stages.stage_records(opened, loaded.contract, loaded.hash, plan, progress=progress)
+    if staged.miscounted:
+        plan = stages.plan_source(records)
+        staged = stages.stage_records(opened, loaded.contract, loaded.hash, plan,
+                                      progress=progress)
+    aggregates = stages.stage_aggregates(opened, loaded.contract, loaded.hash, plan,
+                                         staged.outcomes, staged.held)
     return summarize_and_record(opened, contract_path, records, baseline, new_run_id(),
                                 aggregates, fail_on_warn=fail_on_warn)
 
@@ -54,6 +66,7 @@ def summarize_and_record(
 ) -> dict[str, Any]:
     """The `summary` and `report` stages: merge the stored statistics, judge drift and
     gates, and record the report as run `run_id`."""
+    from decflow.pipeline.production import stages
     from decflow.pipeline.spec import load_contract_cached
 
     loaded = load_contract_cached(contract_path)

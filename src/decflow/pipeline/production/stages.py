@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 import decflow
@@ -67,13 +68,16 @@ from decflow.metrics.quantiles import EXACT_LIMIT
 from decflow.pipeline.production.units import (
     PROCESS_RECORDS,
     SourcePlan,
+    UnitAggregates,
     aggregate_unit,
     aggregate_units,
+    any_repeats,
     in_parallel,
     merge_in_memory,
     merge_units,
     plan_source,
-    stored_repeats,
+    split_buckets,
+    stored_bucket,
     unit_stats,
     write_unit,
 )
@@ -250,28 +254,62 @@ STAGE_VERSION = "2"
 def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) -> dict[str, Any]:
     """The `records` stage of one unit: its statistics and id hashes in
     `stages/records/<key>/` of the store at `store_url`, keyed by the contract and the
-    bytes the unit reads. Returns the manifest (as a dict), or `{"error": …}` for a unit
-    with a bad record (nothing is published then; the merge reports the first problem in
-    file order)."""
+    bytes the unit reads (and the number of records before it, which default ids count).
+    Returns the manifest (as a dict), or `{"error": …}` for a unit with a bad record
+    (nothing is published then; the merge reports the first problem in file order), with
+    `"miscounted": true` when it read fewer records than planned."""
+    return _stage_unit(unit, store_url, contract, contract_hash, keep_ids=False)[0]
+
+
+def _stage_unit(
+    unit: Unit, store_url: str, contract: Any, contract_hash: str, keep_ids: bool
+) -> tuple[dict[str, Any], UnitAggregates | None]:
+    """`stage_unit`, and what it computed (None when cached or failed; without the id
+    hashes unless `keep_ids`)."""
     import polars
 
     from decflow.store.store import Store, stage_key
 
     store = Store(store_url)
-    params = {"unit": unit.identity(), "polars": polars.__version__,
+    params = {"unit": unit.identity(), "offset": unit.offset, "polars": polars.__version__,
               "exact_limit": EXACT_LIMIT}
     key = stage_key("records", STAGE_VERSION, contract_hash, [], params)
     cached = store.manifest("records", key)
     if cached is not None:
-        return cached.to_dict()
+        return cached.to_dict(), None
     spec = RecordSpec.from_contract(contract)
     result = aggregate_unit(unit, spec, _batch_stats(spec, contract))
     if result.error is not None:
-        return {"error": result.error, "unit": unit.index}
+        return {"error": result.error, "unit": unit.index,
+                "miscounted": result.miscounted}, None
     parts = write_unit(store, store.stage_prefix("records", key), result)
     extra = {"unit": unit.index, "n_records": result.n_records,
              "segment_problems": result.segment_problems}
-    return store.publish("records", key, [], parts=parts, extra=extra).to_dict()
+    manifest = store.publish("records", key, [], parts=parts, extra=extra).to_dict()
+    if not keep_ids:
+        result.id_hashes = None
+    return manifest, result
+
+
+# Up to this many records, a check in one process keeps the units' id hashes it computed
+# (8 bytes a record) for the merge instead of reading them back from the store.
+HELD_ID_RECORDS = 20_000_000
+
+
+@dataclass
+class StagedRecords:
+    """The `records` stage of every unit: manifests as dicts (or errors), and what this
+    process computed (None for a cached unit), which `stage_aggregates` merges without
+    reading it back from the store."""
+
+    outcomes: list[dict[str, Any]]
+    held: list[UnitAggregates | None]
+
+    @property
+    def miscounted(self) -> bool:
+        """A unit read fewer records than planned (blank lines in a JSONL file planned by
+        its lines, or a file changed since it was planned)."""
+        return any(o.get("miscounted") for o in self.outcomes)
 
 
 def stage_records(
@@ -281,31 +319,40 @@ def stage_records(
     plan: SourcePlan,
     *,
     progress: Progress | None = None,
-) -> list[dict[str, Any]]:
+) -> StagedRecords:
     """`stage_unit` of every unit of the plan on all cores, in unit order."""
-    processes = sum(u.n_records for u in plan.units) >= PROCESS_RECORDS
-    outcomes = []
+    n_records = sum(u.n_records for u in plan.units)
+    staged = StagedRecords([], [])
     done = 0
-    for outcome in in_parallel(stage_unit, plan.units, store.url, contract, contract_hash,
-                               processes=processes):
-        outcomes.append(outcome)
+    for outcome, held in in_parallel(
+        _stage_unit, plan.units, store.url, contract, contract_hash,
+        n_records <= HELD_ID_RECORDS, processes=n_records >= PROCESS_RECORDS,
+    ):
+        staged.outcomes.append(outcome)
+        staged.held.append(held)
         done += outcome.get("extra", {}).get("n_records", 0)
         if progress:
             progress(done, None)
-    return outcomes
+    return staged
 
 
 def stage_aggregates(
     store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
-    outcomes: list[dict[str, Any]],
+    outcomes: list[dict[str, Any]], held: list[UnitAggregates | None] | None = None,
 ) -> Manifest:
     """Merge the units' statistics after checking ids across all of them (see
-    `pipeline.check_units`); `stages/aggregates/<key>/` holds one row per group."""
+    `pipeline.check_units`); `stages/aggregates/<key>/` holds one row per group. `held`:
+    what this process computed of each unit (`StagedRecords`), used instead of the store's
+    copy."""
     from decflow.store.store import Manifest, stage_key
 
     spec = RecordSpec.from_contract(contract)
     errors = [o.get("error") for o in outcomes]
-    manifests = [Manifest.from_dict(o) for o in outcomes if "error" not in o]
+    stored = [
+        (Manifest.from_dict(o), None if held is None else held[i])
+        for i, o in enumerate(outcomes) if "error" not in o
+    ]
+    manifests = [m for m, _ in stored]
     # the files are part of the key: the stage names them, and reads small inputs again
     key = stage_key("aggregates", STAGE_VERSION, contract_hash,
                     [m.sha256 for m in manifests], {"files": plan.files})
@@ -313,11 +360,20 @@ def stage_aggregates(
         cached = store.manifest("aggregates", key)
         if cached is not None:
             return cached
+
+    def buckets() -> Callable[[int], list[np.ndarray]]:
+        split = [None if h is None or h.id_hashes is None else split_buckets(h.id_hashes)
+                 for _, h in stored]
+        return lambda b: [
+            a for (m, _), s in zip(stored, split, strict=True)
+            for a in (stored_bucket(store, m, b) if s is None else [s[b]])
+        ]
+
     merged = merge_units(
         plan.units, spec, errors,
         [dict(m.extra.get("segment_problems") or {}) for m in manifests],
-        lambda: [unit_stats(store, m) for m in manifests],
-        lambda: stored_repeats(store, manifests),
+        lambda: [unit_stats(store, m) if h is None else h.stats for m, h in stored],
+        lambda: any_repeats(buckets()),
     )
     _aggregates(merged, spec, plan.path, plan.hash, plan.files)  # an empty source is an error
     rows = [stats_row(group, s) for group, s in merged.items()]

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import polars as pl
 
-from decflow.data.record_units import Unit, plan_units, scan_files
-from decflow.data.records import RecordReader, RecordSpec, list_partitions, source_hash
+from decflow.data.record_units import ScannedFile, Unit, plan_units, scan_source
+from decflow.data.records import RecordReader, RecordSpec, source_hash
 from decflow.errors import DatasetError
 from decflow.metrics.production import GroupStats, merge_groups, stats_from_row, stats_row
 
@@ -53,7 +53,8 @@ class UnitAggregates:
     error: str | None = None
     segment_problems: dict[str, str] = field(default_factory=dict)
     stats: dict[str, GroupStats] = field(default_factory=dict)
-    id_hashes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    # sorted; None once dropped (a unit whose hashes are read back from the store)
+    id_hashes: np.ndarray | None = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     miscounted: bool = False  # fewer records than planned (blank lines, or a changed file)
 
 
@@ -86,13 +87,13 @@ def plan_source(source: str | Path | Sequence[str | Path], shown_path: str | Non
     """List, hash and count the files of a source and split them into units (`absolute`:
     local files by absolute path, for workers that run elsewhere; not `exact`: JSONL lines
     counted as records, see `scan_file`)."""
-    files = [
-        os.path.abspath(f) if absolute and isinstance(f, Path) else str(f)
-        for f in list_partitions(source)
-    ]
-    scanned = scan_files(files, threads or os.cpu_count() or 1, exact)
-    return SourcePlan(shown_path or str(source), files, [s.digest for s in scanned],
-                      plan_units(scanned))
+    files, scanned = scan_source(source, exact=exact, absolute=absolute, threads=threads)
+    return plan_scanned(shown_path or str(source), files, scanned)
+
+
+def plan_scanned(shown_path: str, files: list[str], scanned: list[ScannedFile]) -> SourcePlan:
+    """The plan of files already scanned (`record_units.scan_source`)."""
+    return SourcePlan(shown_path, files, [s.digest for s in scanned], plan_units(scanned))
 
 
 def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
@@ -209,21 +210,33 @@ def merge_in_memory(
     results: Sequence[UnitAggregates], spec: RecordSpec
 ) -> dict[str, GroupStats]:
     """`merge_units` of results held in this process."""
-
-    def repeated() -> bool:
-        # one hash bucket at a time: never a second copy of every hash in memory
-        hashes = [r.id_hashes for r in results if r.error is None]
-        bounds = [np.searchsorted(h >> _BUCKET_SHIFT, np.arange(ID_BUCKETS + 1)) for h in hashes]
-        for b in range(ID_BUCKETS):
-            bucket = [h[i[b] : i[b + 1]] for h, i in zip(hashes, bounds, strict=True)]
-            if _has_repeats(np.sort(np.concatenate(bucket)) if bucket else np.empty(0)):
-                return True
-        return False
-
+    buckets = [split_buckets(r.id_hashes) for r in results if r.id_hashes is not None]
     return merge_units(
         [r.unit for r in results], spec, [r.error for r in results],
-        [r.segment_problems for r in results], lambda: [r.stats for r in results], repeated,
+        [r.segment_problems for r in results], lambda: [r.stats for r in results],
+        lambda: any_repeats(lambda b: [split[b] for split in buckets]),
     )
+
+
+_BUCKET_STARTS = np.arange(ID_BUCKETS, dtype=np.uint64) << _BUCKET_SHIFT
+
+
+def split_buckets(sorted_hashes: np.ndarray) -> list[np.ndarray]:
+    """Sorted 64-bit hashes split by their top 4 bits into `ID_BUCKETS` views, as int64 (one
+    bucket shares its sign, so each stays sorted)."""
+    bounds = [*np.searchsorted(sorted_hashes, _BUCKET_STARTS).tolist(), sorted_hashes.size]
+    signed = sorted_hashes.view(np.int64)
+    return [signed[bounds[b] : bounds[b + 1]] for b in range(ID_BUCKETS)]
+
+
+def any_repeats(buckets: Callable[[int], list[np.ndarray]]) -> bool:
+    """Whether two ids share a hash, given each bucket's hashes (one bucket in memory at a
+    time: never a second copy of every hash)."""
+    for b in range(ID_BUCKETS):
+        arrays = buckets(b)
+        if arrays and _has_repeats(np.sort(np.concatenate(arrays))):
+            return True
+    return False
 
 
 # -- the same through the store --------------------------------------------------------------
@@ -233,11 +246,8 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
     """A unit's statistics part and its id hash parts (one per non-empty bucket)."""
     rows = [stats_row(group, s) for group, s in result.stats.items()]
     parts = [store.write_part(f"{prefix}/part-00000.parquet", pl.DataFrame(rows))]
-    hashes = result.id_hashes
-    buckets = (hashes >> _BUCKET_SHIFT).astype(np.int64)
-    bounds = np.searchsorted(buckets, np.arange(ID_BUCKETS + 1))
-    for b in range(ID_BUCKETS):
-        chunk = hashes[bounds[b] : bounds[b + 1]]
+    assert result.id_hashes is not None
+    for b, chunk in enumerate(split_buckets(result.id_hashes)):
         if chunk.size:
             parts.append(store.write_part_bytes(
                 f"{prefix}/ids-{b:02d}.parquet", _hash_parquet(chunk), int(chunk.size)
@@ -246,15 +256,13 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
 
 
 def _hash_parquet(hashes: np.ndarray) -> bytes:
-    """Sorted hashes as int64 (one bucket shares its sign, so the order holds), delta
-    encoded: ≈5 bytes a hash instead of 8."""
+    """One bucket's sorted hashes (int64), delta encoded: ≈5 bytes a hash instead of 8."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    values = np.sort(hashes.view(np.int64))
     buffer = io.BytesIO()
     pq.write_table(
-        pa.table({"h": values}), buffer, compression="zstd", use_dictionary=False,
+        pa.table({"h": hashes}), buffer, compression="zstd", use_dictionary=False,
         column_encoding={"h": "DELTA_BINARY_PACKED"}, write_statistics=False,
     )
     return buffer.getvalue()
@@ -266,15 +274,12 @@ def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
     return dict(stats_from_row(row) for row in table.iter_rows(named=True))
 
 
+def stored_bucket(store: Store, manifest: Manifest, b: int) -> list[np.ndarray]:
+    """A stored unit's id hashes of bucket `b` (none, or one array as int64)."""
+    name = f"/ids-{b:02d}.parquet"
+    return [store.read_part(p)["h"].to_numpy() for p in manifest.parts if p.path.endswith(name)]
+
+
 def stored_repeats(store: Store, manifests: Sequence[Manifest]) -> bool:
     """Whether two ids of the stored units share a hash, one bucket in memory at a time."""
-    for b in range(ID_BUCKETS):
-        name = f"/ids-{b:02d}.parquet"
-        arrays = [
-            store.read_part(p)["h"].to_numpy()
-            for m in manifests for p in m.parts if p.path.endswith(name)
-        ]
-        if arrays and _has_repeats(np.sort(np.concatenate(arrays))):
-            return True
-    return False
-
+    return any_repeats(lambda b: [a for m in manifests for a in stored_bucket(store, m, b)])
