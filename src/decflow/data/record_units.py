@@ -5,8 +5,8 @@ of the input, never its size, mtime or footer) and its records counted (Parquet 
 footer, JSONL by its non-blank lines, a JSON list by parsing it), so every record's 1-based
 position — and with it the default id `record-<n>` — is known before any unit is read.
 Units are the files (the partitions of the log), row-group ranges of about `UNIT_ROWS`
-rows of a large Parquet file and line-aligned byte ranges of about `UNIT_BYTES` of a large
-JSONL file; they depend only on the input, never on the number of workers.
+rows of a large Parquet file and equal line-aligned byte ranges of about `UNIT_BYTES` of a
+large JSONL file; they depend only on the input, never on the number of workers.
 """
 
 from __future__ import annotations
@@ -291,8 +291,8 @@ def scan_in_background(
 def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
     """One unit per file (a partition of the log), except that a Parquet file of more than
     `UNIT_ROWS` rows is split at row-group boundaries into units of about that many, and a
-    JSONL file of more than `UNIT_BYTES` at line boundaries into units of about that
-    size."""
+    JSONL file of more than `UNIT_BYTES` at line boundaries into equal units of about that
+    size or less."""
     units: list[Unit] = []
     offset = 0
 
@@ -320,12 +320,15 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
 
 
 def _split_jsonl(file: ScannedFile, add: Any) -> None:
+    """The fewest units of about `UNIT_BYTES` or less, as equal as whole blocks allow (two
+    units of 62 MB, not 64 + 59 … or 48 + 48 + 27: units run side by side)."""
+    n_units = -(-file.size // UNIT_BYTES)
     ends = [start for start, _, _ in file.blocks[1:]] + [file.size]
-    start, first_line, taken = 0, 1, 0
+    start, first_line, taken, unit = 0, 1, 0, 0
     for (block_start, line, records), end in zip(file.blocks, ends, strict=True):
-        if block_start > start and block_start - start + (end - block_start) > UNIT_BYTES:
+        if (block_start + end) * n_units // (2 * file.size) > unit:
             add(FilePart(file.path, None, first_line, taken, (start, block_start)),
                 file.digest, taken)
-            start, first_line, taken = block_start, line, 0
+            start, first_line, taken, unit = block_start, line, 0, unit + 1
         taken += records
     add(FilePart(file.path, None, first_line, taken, (start, file.size)), file.digest, taken)
