@@ -186,15 +186,14 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
     blocks: list[tuple[int, int, int]] = []
     json_text = b""
     with open_records(location(path)) as handle:
-        while block := handle.read(_READ_BYTES):
-            if kind == ".jsonl" and not block.endswith(b"\n"):
-                block += handle.readline()
+        while block := read_block(handle, _READ_BYTES, whole_lines=kind == ".jsonl"):
             digest.update(block)
             if kind == ".jsonl":
-                records = _jsonl_records(block) if exact else _lines(block)
+                lines = line_count(block)
+                records = _jsonl_records(block) if exact else lines
                 blocks.append((size, line, records))
                 n_records += records
-                line += block.count(b"\n")
+                line += lines
             elif kind == ".json":
                 json_text += block
             size += len(block)
@@ -206,8 +205,24 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
     return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
 
 
-def _lines(block: bytes) -> int:
-    return block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+def read_block(handle: IO[bytes], size: int, *, whole_lines: bool) -> bytearray:
+    """Up to `size` bytes read in place into a fresh bytearray, then (`whole_lines`) the
+    rest of the last line: JSONL blocks end at the end of a line or of the file. (Appending
+    to a bytearray grows it in place, where `bytes + bytes` copied 16 MB a block.)"""
+    block = bytearray(size)
+    del block[handle.readinto(block) :]
+    if whole_lines and block and not block.endswith(b"\n"):
+        block += handle.readline()
+    return block
+
+
+def line_count(block: bytes | bytearray) -> int:
+    """Lines of a block (a last line without a newline counts). numpy counts newlines four
+    times faster than `bytes.count` and lets other threads run meanwhile."""
+    import numpy as np  # here: this module stays light for the scan that overlaps imports
+
+    newlines = int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == ord("\n")))
+    return newlines + (0 if block.endswith(b"\n") or not block else 1)
 
 
 def _jsonl_records(block: bytes) -> int:

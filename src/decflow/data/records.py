@@ -56,9 +56,11 @@ from decflow.data.record_rules import (
 from decflow.data.record_units import (
     WHITESPACE,
     FilePart,
+    line_count,
     list_partitions,
     location,
     open_records,
+    read_block,
     suffix,
 )
 from decflow.errors import DatasetError
@@ -399,15 +401,13 @@ def _jsonl_chunks(
         position = start
         while stop is None or position < stop:
             size = JSONL_CHUNK_BYTES if stop is None else min(JSONL_CHUNK_BYTES, stop - position)
-            block = handle.read(size)
+            block = read_block(handle, size, whole_lines=stop is None or position + size < stop)
             if not block:
                 break
-            if not block.endswith(b"\n") and (stop is None or position + len(block) < stop):
-                block += handle.readline()
             position += len(block)
             if digest is not None:
                 digest.update(block)
-            n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+            n_lines = line_count(block)
             yield block, first_line, n_lines
             first_line += n_lines
 
