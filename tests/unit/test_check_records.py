@@ -151,6 +151,30 @@ def test_duplicate_ids_within_and_across_partitions(tmp_path: Path) -> None:
         _read(folder)
 
 
+def test_ids_sharing_a_hash_are_not_duplicates(tmp_path: Path, monkeypatch) -> None:
+    """Ids are compared exactly wherever their 64-bit hashes repeat: with a hash under
+    which most ids collide, distinct ids pass and a repeated one is still found."""
+    import decflow.data.records as records
+
+    monkeypatch.setattr(records, "_id_hashes",
+                        lambda ids: ids.str.len_bytes().cast(pl.UInt64).to_numpy())
+    records_ = [_record(id=f"i{n}") for n in range(30)]
+    path = _write(tmp_path / "r.jsonl", records_)
+    assert _read(path).height == 30
+    _write(path, [*records_, _record(id="i7")])
+    with pytest.raises(DatasetError, match=r"line 31: duplicate record id 'i7' "
+                                           r"\(first at line 8\)"):
+        _read(path)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    _write(folder / "1.jsonl", records_[:15])
+    _write(folder / "2.jsonl", records_[15:])
+    assert _read(folder).height == 30
+    _write(folder / "2.jsonl", [*records_[15:], _record(id="i3")])
+    with pytest.raises(DatasetError, match=r"2.jsonl: line 16: duplicate record id 'i3'"):
+        _read(folder)
+
+
 def test_default_ids_count_positions_across_partitions(tmp_path: Path) -> None:
     folder = tmp_path / "parts"
     folder.mkdir()

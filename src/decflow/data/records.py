@@ -130,10 +130,14 @@ class RecordReader:
         *,
         parts: Sequence[FilePart] | None = None,
         offset: int = 0,
+        texts: bool = True,
     ) -> None:
         """`parts` (instead of the whole `source`) reads only those files or Parquet row
-        groups, numbering records from `offset + 1` (one unit of a partitioned check)."""
+        groups, numbering records from `offset + 1` (one unit of a partitioned check). Not
+        `texts`: JSONL batches leave the input, backend, model and metadata texts null (the
+        statistics read none of them)."""
         self.spec = spec
+        self.texts = texts
         self.parts = (
             list(parts) if parts is not None
             else [FilePart(str(f)) for f in list_partitions(source)]
@@ -144,8 +148,9 @@ class RecordReader:
         self.digests: list[str] = []
         self.offset = offset
         self.n_records = offset
-        # 64-bit hashes of every id accepted so far (8 bytes per record): ids are unique
-        # within a batch by an exact check, across batches by sorting these once.
+        # Sorted 64-bit hashes of each batch's ids (8 bytes per record): ids are unique
+        # within a batch by an exact check where hashes repeat, across batches by sorting
+        # these once.
         self._hashes: list[np.ndarray] = []
         self._watch: set[int] | None = None
         self._hits: list[tuple[str, Path, str]] = []
@@ -205,7 +210,7 @@ class RecordReader:
         """Sorted 64-bit hashes of every id accepted so far."""
         if not self._hashes:
             return np.empty(0, dtype=np.uint64)
-        return np.sort(np.concatenate(self._hashes))
+        return np.sort(np.concatenate(self._hashes), kind="stable")  # merges sorted runs
 
     def segment_problems(self) -> dict[str, str]:
         """The first unusable segment value per key seen so far (key → message)."""
@@ -222,27 +227,31 @@ class RecordReader:
         offset = self.n_records
         table = table.with_columns(
             (pl.int_range(1, table.height + 1, dtype=pl.Int64) + offset).alias("position")
-        ).with_columns(
-            pl.coalesce(
-                pl.col("id"), pl.lit("record-") + pl.col("position").cast(pl.String)
-            ).alias("id")
         )
-        ids = table["id"]
-        repeated = ids.is_duplicated() & ~ids.is_first_distinct()
-        if repeated.any():
-            index = int(repeated.arg_true()[0])
-            first = int((ids == ids[index]).arg_true()[0])
-            raise DatasetError(
-                f"{path}: {where(index)}: duplicate record id '{ids[index]}' "
-                f"(first at {where(first)})"
+        if table["id"].null_count():
+            table = table.with_columns(
+                pl.coalesce(
+                    pl.col("id"), pl.lit("record-") + pl.col("position").cast(pl.String)
+                ).alias("id")
             )
-        self._note_segment_problems(path, table, where)
+        ids = table["id"]
         hashes = _id_hashes(ids)
+        ordered = np.sort(hashes)
+        if ordered.size > 1 and (ordered[1:] == ordered[:-1]).any():  # equal ids hash equal
+            repeated = ids.is_duplicated() & ~ids.is_first_distinct()
+            if repeated.any():
+                index = int(repeated.arg_true()[0])
+                first = int((ids == ids[index]).arg_true()[0])
+                raise DatasetError(
+                    f"{path}: {where(index)}: duplicate record id '{ids[index]}' "
+                    f"(first at {where(first)})"
+                )
+        self._note_segment_problems(path, table, where)
         if self._watch is not None:
             for i in np.flatnonzero(np.isin(hashes, list(self._watch))).tolist():
                 self._hits.append((ids[i], path, where(i)))
         else:
-            self._hashes.append(hashes)
+            self._hashes.append(ordered)
         self.n_records += table.height
         return Batch(path, table.select(list(self.spec.schema)))
 
@@ -345,7 +354,9 @@ class RecordReader:
         self, data: bytes, path: Path | str, first_line: int, n_lines: int
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
         safe = opens_with_object(data) and not may_nest_deeper(data)
-        fast = _fast_jsonl(data, path, self.spec, first_line, n_lines) if safe else None
+        fast = _fast_jsonl(
+            data, path, self.spec, first_line, n_lines, self.texts
+        ) if safe else None
         if fast is not None:
             return fast, _Consecutive(first_line)
         return _strict_jsonl(data, path, self.spec, self.n_records, first_line)
@@ -461,10 +472,18 @@ def _arrow_schema(spec: RecordSpec) -> pa.Schema:
     return pa.schema(fields)
 
 
+# Fields whose values only the report's inlined records show; Arrow's typed schema has
+# validated them already when they are strings (or, for `input`, objects).
+_TEXT_FIELDS = ("input", "backend", "model", "model_version")
+
+
 def _fast_jsonl(
-    data: bytes, path: Path | str, spec: RecordSpec, first_line: int, n_lines: int
+    data: bytes, path: Path | str, spec: RecordSpec, first_line: int, n_lines: int,
+    texts: bool = True,
 ) -> pl.DataFrame | None:
-    """Arrow + polars path; None when the file needs the strict parser.
+    """Arrow + polars path; None when the file needs the strict parser. Not `texts`: the
+    input, backend, model and metadata texts are left null (nothing but the inlined records
+    of a small report reads them).
 
     Arrow skips blank lines and splits a line holding two objects into two rows, so the
     row count equals the line count only when neither happens (then row i is line i + 1);
@@ -482,6 +501,12 @@ def _fast_jsonl(
         return None
     if arrow.num_rows != n_lines or not n_lines:
         return None
+    if not texts:
+        arrow = arrow.drop_columns([
+            name for name in _TEXT_FIELDS if name in arrow.column_names
+            and (pa.types.is_string(arrow.schema.field(name).type)
+                 or pa.types.is_struct(arrow.schema.field(name).type))
+        ])
     raw = pl.from_arrow(arrow)
     assert isinstance(raw, pl.DataFrame)
     try:
@@ -494,6 +519,8 @@ def _fast_jsonl(
             return None
         raise _LineError(f"{path}: line {first_line + bad}: {problem}", first_line + bad)
     assert table is not None
+    if not texts:
+        return table
     # The artifact keeps objects as JSON text. Re-encoded from Arrow's typed structs, a key
     # absent from one record but present in others reads as null (the same as missing for
     # segments), and ints that Arrow widened to floats read as floats.

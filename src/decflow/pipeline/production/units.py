@@ -98,7 +98,7 @@ def plan_scanned(shown_path: str, files: list[str], scanned: list[ScannedFile]) 
 
 def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
     """Read and validate one unit, batch by batch, into its statistics and id hashes."""
-    reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset)
+    reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset, texts=False)
     merged: dict[str, GroupStats] = {}
     try:
         for batch in reader.unit_batches():
