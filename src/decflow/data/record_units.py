@@ -217,11 +217,16 @@ def read_block(handle: IO[bytes], size: int, *, whole_lines: bool) -> bytearray:
 
 
 def line_count(block: bytes | bytearray) -> int:
-    """Lines of a block (a last line without a newline counts). numpy counts newlines four
-    times faster than `bytes.count` and lets other threads run meanwhile."""
+    """Lines of a block (a last line without a newline counts). numpy counts newlines
+    several times faster than `bytes.count`, without holding the GIL; in slices, so the
+    comparison's scratch array stays small (a 16 MB one costs its page faults)."""
     import numpy as np  # here: this module stays light for the scan that overlaps imports
 
-    newlines = int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == ord("\n")))
+    data = np.frombuffer(block, dtype=np.uint8)
+    step = 1 << 18
+    newlines = sum(
+        int(np.count_nonzero(data[i : i + step] == ord("\n"))) for i in range(0, data.size, step)
+    )
     return newlines + (0 if block.endswith(b"\n") or not block else 1)
 
 
