@@ -280,6 +280,36 @@ def test_sketches_merge_to_the_same_bits_in_any_split() -> None:
         assert merged.n == whole.n
 
 
+def test_statistics_read_back_from_the_store_as_they_were(tmp_path: Path) -> None:
+    """Exact values (once each, or with counts), sketches and empty distributions keep
+    their percentiles through the stored table; every count and exact sum too."""
+    from dataclasses import fields
+
+    from decflow.metrics.production import GroupStats, stats_frame, stats_from_frame
+
+    rng = np.random.default_rng(5)
+    groups = {
+        "": GroupStats(total=7, bin_count=[1, 2], brier_sum=3 << 1100, bin_confidence=[5, -1],
+                       confidence=Distribution.of(rng.random(1000)),
+                       latency=Distribution(exact=ValueCounts.of([1.0, 1.0, 2.5])),
+                       cost=Distribution.of(rng.random(quantiles.EXACT_LIMIT + 1))),
+        "locale\x1fstr:'it'": GroupStats(total=1),
+    }
+    path = tmp_path / "stats.parquet"
+    stats_frame(groups).write_parquet(path)
+    back = stats_from_frame(pl.read_parquet(path))
+    assert list(back) == list(groups)
+    for name, stats in groups.items():
+        for f in fields(stats):
+            mine, theirs = getattr(stats, f.name), getattr(back[name], f.name)
+            if isinstance(mine, Distribution):
+                assert (theirs.n, theirs.is_exact) == (mine.n, mine.is_exact), f.name
+                for q in (0, 50, 95, 100):
+                    assert theirs.percentile(q) == mine.percentile(q), (f.name, q)
+            else:
+                assert theirs == mine, f.name
+
+
 def test_exact_up_to_the_limit() -> None:
     values = np.random.default_rng(1).random(quantiles.EXACT_LIMIT)
     half = quantiles.EXACT_LIMIT // 2

@@ -61,8 +61,8 @@ from decflow.metrics.production import (
     production_metrics,
     record_columns,
     sketched,
-    stats_from_row,
-    stats_row,
+    stats_frame,
+    stats_from_frame,
 )
 from decflow.metrics.quantiles import EXACT_LIMIT
 from decflow.pipeline.production.units import (
@@ -248,7 +248,7 @@ def _one_pass(
 
 # -- the same stages through the store ------------------------------------------------------
 
-STAGE_VERSION = "2"
+STAGE_VERSION = "3"
 
 
 def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) -> dict[str, Any]:
@@ -376,10 +376,9 @@ def stage_aggregates(
         lambda: any_repeats(buckets()),
     )
     _aggregates(merged, spec, plan.path, plan.hash, plan.files)  # an empty source is an error
-    rows = [stats_row(group, s) for group, s in merged.items()]
     extra = {"path": plan.path, "hash": plan.hash, "files": plan.files,
              "n_records": merged[""].total, "units": len(plan.units)}
-    return store.publish("aggregates", key, pl.DataFrame(rows), extra=extra)
+    return store.publish("aggregates", key, stats_frame(merged), extra=extra)
 
 
 def stored_aggregates(
@@ -393,7 +392,7 @@ def stored_aggregates(
     `shown_path` names the dataset in the report (a cached stage keeps the path it was
     first published under). Records of a small input are read again to inline them, and
     must still hash as they did."""
-    merged = dict(stats_from_row(row) for row in store.read(aggregates).iter_rows(named=True))
+    merged = stats_from_frame(store.read(aggregates))
     spec = RecordSpec.from_contract(contract)
     extra = aggregates.extra
     result = _aggregates(merged, spec, shown_path or extra["path"], extra["hash"], extra["files"])

@@ -33,7 +33,7 @@ import polars as pl
 from decflow.data.record_units import ScannedFile, Unit, plan_units, scan_source
 from decflow.data.records import RecordReader, RecordSpec, source_hash
 from decflow.errors import DatasetError
-from decflow.metrics.production import GroupStats, merge_groups, stats_from_row, stats_row
+from decflow.metrics.production import GroupStats, merge_groups, stats_frame, stats_from_frame
 
 if TYPE_CHECKING:
     from decflow.store.store import Manifest, Part, Store
@@ -244,8 +244,7 @@ def any_repeats(buckets: Callable[[int], list[np.ndarray]]) -> bool:
 
 def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
     """A unit's statistics part and its id hash parts (one per non-empty bucket)."""
-    rows = [stats_row(group, s) for group, s in result.stats.items()]
-    parts = [store.write_part(f"{prefix}/part-00000.parquet", pl.DataFrame(rows))]
+    parts = [store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))]
     assert result.id_hashes is not None
     for b, chunk in enumerate(split_buckets(result.id_hashes)):
         if chunk.size:
@@ -270,8 +269,7 @@ def _hash_parquet(hashes: np.ndarray) -> bytes:
 
 def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
     stats_part = next(p for p in manifest.parts if p.path.endswith("/part-00000.parquet"))
-    table = store.read_part(stats_part)
-    return dict(stats_from_row(row) for row in table.iter_rows(named=True))
+    return stats_from_frame(store.read_part(stats_part))
 
 
 def stored_bucket(store: Store, manifest: Manifest, b: int) -> list[np.ndarray]:
