@@ -212,6 +212,46 @@ def test_blank_lines_through_the_store_count_records_exactly(
         run_check(contract_path, str(path), store=str(tmp_path / "store"))
 
 
+def test_a_stored_check_reads_blocks_side_by_side_with_the_single_pass_errors(
+    contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored check reads a JSONL unit's blocks as separate tasks: the same report, and
+    the first problem in file order, as one pass."""
+    import decflow.data.records as records_module
+    from decflow.pipeline.production.run import run_check
+
+    monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
+    monkeypatch.setattr(records_module, "JSONL_CHUNK_BYTES", 10_000)
+    monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
+    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    records = _records(600)
+    path = _jsonl(tmp_path / "r.jsonl", records)
+    contract_path = str(EXAMPLE / "decguard.yaml")
+
+    def stored() -> dict:
+        return run_check(contract_path, str(path), store=str(tmp_path / "store"))
+
+    single = check_records(contract, str(path))
+    report = stored()
+    for key in COMPARED:
+        assert report[key] == single[key], key
+    bad = [*records[:451], {**records[451], "selected": "nope"}, *records[452:]]
+    _jsonl(path, bad)
+    with pytest.raises(DatasetError, match=r"r.jsonl: line 452: selected 'nope'"):
+        stored()
+    _jsonl(path, [*records[:499], {**records[499], "id": "r20"}, *records[500:]])
+    with pytest.raises(DatasetError, match=r"line 500: duplicate record id 'r20' "
+                                           r"\(first at line 21\)"):
+        stored()
+    # a duplicate in an earlier block than a bad record comes first, a later one after it
+    _jsonl(path, [*bad[:299], {**bad[299], "id": "r20"}, *bad[300:]])
+    with pytest.raises(DatasetError, match=r"line 300: duplicate record id 'r20'"):
+        stored()
+    _jsonl(path, [*bad[:499], {**bad[499], "id": "r20"}, *bad[500:]])
+    with pytest.raises(DatasetError, match=r"line 452: selected 'nope'"):
+        stored()
+
+
 def test_a_cached_unit_keeps_the_default_ids_of_its_place(
     contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

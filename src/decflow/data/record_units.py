@@ -111,6 +111,21 @@ class Unit:
     n_records: int
     parts: tuple[FilePart, ...]
     digests: tuple[str, ...]  # sha256 of each part's whole file
+    # JSONL: the blocks its one part spans, as (start byte, end byte, first line, records)
+    blocks: tuple[tuple[int, int, int, int], ...] = ()
+
+    def pieces(self) -> list[Unit]:
+        """The unit as separate reads: one per JSONL block (read side by side, the blocks of
+        all units keep every core busy whatever the units' sizes), else the unit itself.
+        Their results combine into the unit's (`pipeline.production.units`)."""
+        if len(self.blocks) < 2:
+            return [self]
+        pieces, offset = [], self.offset
+        for start, stop, line, records in self.blocks:
+            part = FilePart(self.parts[0].path, None, line, records, (start, stop))
+            pieces.append(Unit(self.index, offset, records, (part,), self.digests))
+            offset += records
+        return pieces
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -316,9 +331,10 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
     units: list[Unit] = []
     offset = 0
 
-    def add(part: FilePart, digest: str, n: int) -> None:
+    def add(part: FilePart, digest: str, n: int,
+            blocks: tuple[tuple[int, int, int, int], ...] = ()) -> None:
         nonlocal offset
-        units.append(Unit(len(units), offset, n, (part,), (digest,)))
+        units.append(Unit(len(units), offset, n, (part,), (digest,), blocks))
         offset += n
 
     for file in scanned:
@@ -327,7 +343,7 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
             continue
         rows = file.row_group_rows
         if rows is None or file.n_records <= UNIT_ROWS:
-            add(FilePart(file.path), file.digest, file.n_records)
+            add(FilePart(file.path), file.digest, file.n_records, _spans(file))
             continue
         start, first_row, taken = 0, 1, 0
         for i, n in enumerate(rows):
@@ -339,16 +355,25 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
     return units
 
 
+def _spans(file: ScannedFile) -> tuple[tuple[int, int, int, int], ...]:
+    """A JSONL file's blocks as (start byte, end byte, first line, records)."""
+    if not file.blocks:
+        return ()
+    ends = [start for start, _, _ in file.blocks[1:]] + [file.size]
+    return tuple((start, end, line, records)
+                 for (start, line, records), end in zip(file.blocks, ends, strict=True))
+
+
 def _split_jsonl(file: ScannedFile, add: Any) -> None:
     """The fewest units of about `UNIT_BYTES` or less, as equal as whole blocks allow (two
-    units of 62 MB, not 64 + 59 … or 48 + 48 + 27: units run side by side)."""
+    units of 62 MB, not 64 + 59 … or 48 + 48 + 27)."""
     n_units = -(-file.size // UNIT_BYTES)
-    ends = [start for start, _, _ in file.blocks[1:]] + [file.size]
-    start, first_line, taken, unit = 0, 1, 0, 0
-    for (block_start, line, records), end in zip(file.blocks, ends, strict=True):
-        if (block_start + end) * n_units // (2 * file.size) > unit:
-            add(FilePart(file.path, None, first_line, taken, (start, block_start)),
-                file.digest, taken)
-            start, first_line, taken, unit = block_start, line, 0, unit + 1
-        taken += records
-    add(FilePart(file.path, None, first_line, taken, (start, file.size)), file.digest, taken)
+    groups: list[list[tuple[int, int, int, int]]] = [[]]
+    for block in _spans(file):
+        if groups[-1] and (block[0] + block[1]) * n_units // (2 * file.size) >= len(groups):
+            groups.append([])
+        groups[-1].append(block)
+    for blocks in groups:
+        taken = sum(records for *_, records in blocks)
+        part = FilePart(file.path, None, blocks[0][2], taken, (blocks[0][0], blocks[-1][1]))
+        add(part, file.digest, taken, tuple(blocks))

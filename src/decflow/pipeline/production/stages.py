@@ -72,6 +72,7 @@ from decflow.pipeline.production.units import (
     aggregate_unit,
     aggregate_units,
     any_repeats,
+    combine_pieces,
     in_parallel,
     merge_in_memory,
     merge_units,
@@ -258,32 +259,38 @@ def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) ->
     Returns the manifest (as a dict), or `{"error": …}` for a unit with a bad record
     (nothing is published then; the merge reports the first problem in file order), with
     `"miscounted": true` when it read fewer records than planned."""
-    return _stage_unit(unit, store_url, contract, contract_hash, keep_ids=False)[0]
-
-
-def _stage_unit(
-    unit: Unit, store_url: str, contract: Any, contract_hash: str, keep_ids: bool
-) -> tuple[dict[str, Any], UnitAggregates | None]:
-    """`stage_unit`, and what it computed (None when cached or failed; without the id
-    hashes unless `keep_ids`)."""
-    import polars
-
-    from decflow.store.store import Store, stage_key
+    from decflow.store.store import Store
 
     store = Store(store_url)
-    params = {"unit": unit.identity(), "offset": unit.offset, "polars": polars.__version__,
-              "exact_limit": EXACT_LIMIT}
-    key = stage_key("records", STAGE_VERSION, contract_hash, [], params)
+    key = _unit_key(unit, contract_hash)
     cached = store.manifest("records", key)
     if cached is not None:
-        return cached.to_dict(), None
+        return cached.to_dict()
     spec = RecordSpec.from_contract(contract)
     result = aggregate_unit(unit, spec, _batch_stats(spec, contract))
+    return _publish_unit(store, key, result, keep_ids=False)[0]
+
+
+def _unit_key(unit: Unit, contract_hash: str) -> str:
+    import polars
+
+    from decflow.store.store import stage_key
+
+    params = {"unit": unit.identity(), "offset": unit.offset, "polars": polars.__version__,
+              "exact_limit": EXACT_LIMIT}
+    return stage_key("records", STAGE_VERSION, contract_hash, [], params)
+
+
+def _publish_unit(
+    store: Store, key: str, result: UnitAggregates, keep_ids: bool
+) -> tuple[dict[str, Any], UnitAggregates | None]:
+    """A unit's manifest (as a dict) once its result is published, or its error; and the
+    result itself (without the id hashes unless `keep_ids`; None for an error)."""
     if result.error is not None:
-        return {"error": result.error, "unit": unit.index,
+        return {"error": result.error, "unit": result.unit.index,
                 "miscounted": result.miscounted}, None
     parts = write_unit(store, store.stage_prefix("records", key), result)
-    extra = {"unit": unit.index, "n_records": result.n_records,
+    extra = {"unit": result.unit.index, "n_records": result.n_records,
              "segment_problems": result.segment_problems}
     manifest = store.publish("records", key, [], parts=parts, extra=extra).to_dict()
     if not keep_ids:
@@ -320,14 +327,25 @@ def stage_records(
     *,
     progress: Progress | None = None,
 ) -> StagedRecords:
-    """`stage_unit` of every unit of the plan on all cores, in unit order."""
+    """`stage_unit` of every unit of the plan, in this process: units found in the store are
+    not read; the others are read on all cores, JSONL units block by block
+    (`Unit.pieces`), and each is published as soon as its pieces are read."""
+    spec = RecordSpec.from_contract(contract)
     n_records = sum(u.n_records for u in plan.units)
+    keys = [_unit_key(unit, contract_hash) for unit in plan.units]
+    cached = [store.manifest("records", key) for key in keys]
+    pieces = [unit.pieces() if manifest is None else []
+              for unit, manifest in zip(plan.units, cached, strict=True)]
+    results = in_parallel(aggregate_unit, [p for unit in pieces for p in unit], spec,
+                          _batch_stats(spec, contract), processes=n_records >= PROCESS_RECORDS)
     staged = StagedRecords([], [])
     done = 0
-    for outcome, held in in_parallel(
-        _stage_unit, plan.units, store.url, contract, contract_hash,
-        n_records <= HELD_ID_RECORDS, processes=n_records >= PROCESS_RECORDS,
-    ):
+    for unit, key, manifest, own in zip(plan.units, keys, cached, pieces, strict=True):
+        if manifest is None:
+            result = combine_pieces(unit, [next(results) for _ in own])
+            outcome, held = _publish_unit(store, key, result, n_records <= HELD_ID_RECORDS)
+        else:
+            outcome, held = manifest.to_dict(), None
         staged.outcomes.append(outcome)
         staged.held.append(held)
         done += outcome.get("extra", {}).get("n_records", 0)

@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -113,6 +113,28 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
                               "it again", miscounted=True)
     return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
                           reader.id_hashes())
+
+
+def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggregates:
+    """A unit's result from those of its pieces (`Unit.pieces`), in file order: the first
+    error (fewer records than planned is one), each segment key's first problem, merged
+    statistics and all id hashes."""
+    if len(results) == 1:
+        return replace(results[0], unit=unit)
+    n_records = sum(r.n_records for r in results)
+    miscounted = any(r.miscounted for r in results)
+    failed = next((r for r in results if r.error is not None), None)
+    if failed is not None:
+        return UnitAggregates(unit, n_records, failed.error, miscounted=miscounted)
+    problems: dict[str, str] = {}
+    stats: dict[str, GroupStats] = {}
+    for result in results:
+        for key, message in result.segment_problems.items():
+            problems.setdefault(key, message)
+        stats = merge_groups(stats, result.stats)
+    hashes = [r.id_hashes for r in results if r.id_hashes is not None]
+    return UnitAggregates(unit, n_records, None, problems, stats,
+                          np.sort(np.concatenate(hashes), kind="stable"))
 
 
 # From this many records on, units are read in worker processes: the per-batch work is many
