@@ -55,12 +55,12 @@ from decflow.data.record_rules import (
 )
 from decflow.data.record_units import (
     WHITESPACE,
+    BlockReader,
     FilePart,
     line_count,
     list_partitions,
     location,
     open_records,
-    read_block,
     suffix,
 )
 from decflow.errors import DatasetError
@@ -404,15 +404,16 @@ def _jsonl_chunks(
 ) -> Iterator[tuple[bytes, int, int]]:
     """Whole lines of a JSONL file (or of its bytes `byte_range`, which start at line
     `first_line`) in blocks of about `JSONL_CHUNK_BYTES`, with the number of each block's
-    first line and its line count; feeds the bytes to `digest` on the way."""
+    first line and its line count; feeds the bytes to `digest` on the way. A block is valid
+    until the next one is read (`BlockReader`)."""
     start, stop = byte_range if byte_range is not None else (0, None)
-    with open_records(path) as handle:
+    with open_records(path) as handle, BlockReader(handle) as reader:
         if start:
             handle.seek(start)
         position = start
         while stop is None or position < stop:
             size = JSONL_CHUNK_BYTES if stop is None else min(JSONL_CHUNK_BYTES, stop - position)
-            block = read_block(handle, size, whole_lines=stop is None or position + size < stop)
+            block = reader.read(size, whole_lines=stop is None or position + size < stop)
             if not block:
                 break
             position += len(block)
