@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from decflow.errors import DatasetError
 from decflow.store.remote import filesystem, is_url, open_input
@@ -194,15 +194,19 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
     Not `exact`: a JSONL file's lines are counted as records (blank lines are rare, and
     finding them costs more than hashing); reading the unit then finds how many were
     blank, and a caller that sees a difference plans again, exactly."""
+    kind = suffix(path)
+    # A local JSONL file is hashed by a second reader in another thread while this one
+    # finds its blocks and counts their lines: the scan takes as long as the hash.
+    hashed = in_thread(_sha256, path) if kind == ".jsonl" and not is_url(path) else None
     digest = hashlib.sha256()
     size = 0
-    kind = suffix(path)
     n_records, line = 0, 1
     blocks: list[tuple[int, int, int]] = []
     json_text = b""
     with open_records(location(path)) as handle, BlockReader(handle) as reader:
         while block := reader.read(_READ_BYTES, whole_lines=kind == ".jsonl"):
-            digest.update(block)
+            if hashed is None:
+                digest.update(block)
             if kind == ".jsonl":
                 lines = line_count(block)
                 records = _jsonl_records(block) if exact else lines
@@ -213,11 +217,47 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
                 json_text += block
             size += len(block)
     if kind == ".jsonl":
-        return ScannedFile(path, digest.hexdigest(), n_records, None, size, tuple(blocks))
+        hexdigest = digest.hexdigest() if hashed is None else hashed()
+        return ScannedFile(path, hexdigest, n_records, None, size, tuple(blocks))
     if kind == ".json":
         return ScannedFile(path, digest.hexdigest(), _json_records(json_text), None, size)
     rows = row_group_rows(path)
     return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open_records(location(path)) as handle, BlockReader(handle) as reader:
+        while block := reader.read(_READ_BYTES, whole_lines=False):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+T = TypeVar("T")
+
+
+def in_thread(fn: Callable[..., T], *args: Any, name: str = "decflow-scan") -> Callable[[], T]:
+    """Start `fn(*args)` in a thread now; the returned function waits for its result (and
+    raises what it raised). A daemon thread: an error elsewhere never waits for it."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # handed to the caller, which raises it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+
+    def wait() -> T:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        value: T = outcome["value"]
+        return value
+
+    return wait
 
 
 _SPARE = threading.local()
@@ -335,29 +375,10 @@ def scan_source(
 def scan_in_background(
     source: str | Path | Sequence[str | Path], *, exact: bool = True
 ) -> Callable[[], tuple[list[str], list[ScannedFile]]]:
-    """Start `scan_source` in a thread now and return the function that waits for it (and
-    raises what it raised). Hashing and reading release the GIL, so a check that starts the
-    scan before importing what it needs (polars, the contract models) hashes its input while
-    it imports. A daemon thread: an error elsewhere never waits for a large file's hash."""
-    outcome: dict[str, Any] = {}
-
-    def scan() -> None:
-        try:
-            outcome["scanned"] = scan_source(source, exact=exact)
-        except BaseException as exc:  # handed to the caller, which raises it
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=scan, name="decflow-scan", daemon=True)
-    thread.start()
-
-    def wait() -> tuple[list[str], list[ScannedFile]]:
-        thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        scanned: tuple[list[str], list[ScannedFile]] = outcome["scanned"]
-        return scanned
-
-    return wait
+    """Start `scan_source` in a thread now and return the function that waits for it.
+    Hashing and reading release the GIL, so a check that starts the scan before importing
+    what it needs (polars, the contract models) hashes its input while it imports."""
+    return in_thread(lambda: scan_source(source, exact=exact))
 
 
 def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
