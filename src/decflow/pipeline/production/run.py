@@ -7,15 +7,24 @@ and id hashes; never a copy of the records)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from decflow.data.record_units import scan_in_background
-from decflow.store.runs import new_run_id, write_report, write_run_record
-from decflow.store.store import Manifest, Store, open_store
+from decflow.data.record_units import ScannedFile, scan_in_background
 
-# Light on purpose: `run_check` starts hashing the input before it imports polars and the
-# contract models (`stages`), so the two overlap.
+if TYPE_CHECKING:
+    from decflow.store.store import Manifest, Store
+
+# Light on purpose (the store, polars and the contract models are imported where they are
+# used): a check starts hashing its input first, and the hash overlaps those imports.
 Progress = Callable[[int, int | None], None]
+Scanning = Callable[[], tuple[list[str], list[ScannedFile]]]
+
+
+def start_scan(records: str) -> Scanning:
+    """Start hashing and counting the records in a thread (`run_check(scanning=…)`). JSONL
+    lines are counted as records (blank lines are rare and costly to find); a unit that
+    reads fewer records than planned makes the check plan and read again, exactly."""
+    return scan_in_background(records, exact=False)
 
 
 def run_check(
@@ -26,19 +35,20 @@ def run_check(
     fail_on_warn: bool = False,
     store: Store | str | None = None,
     progress: Progress | None = None,
+    scanning: Scanning | None = None,
 ) -> dict[str, Any]:
     """Check the records at `records` (a file, folder or glob of .jsonl/.json/.parquet,
     local or on object storage) against the contract, optionally against `baseline`
     (records or an earlier check report). The stages are published in `store` (default
     `$DECFLOW_STORE`, else `.decflow`), cached by contract and input bytes, and the check is
-    recorded as a run there. Returns the report; raises `DecflowError` (exit 2) on bad
-    input."""
-    # JSONL lines are counted as records (blank lines are rare and costly to find); a unit
-    # that reads fewer records than planned makes the check plan and read again, exactly.
-    scanned = scan_in_background(records, exact=False)
+    recorded as a run there. `scanning`: `start_scan(records)`, started earlier. Returns
+    the report; raises `DecflowError` (exit 2) on bad input."""
+    scanned = scanning or start_scan(records)
     from decflow.contracts import load_contract
     from decflow.pipeline.production import stages
     from decflow.pipeline.production.units import plan_scanned
+    from decflow.store.runs import new_run_id
+    from decflow.store.store import open_store
 
     loaded = load_contract(contract_path)
     opened = open_store(store)
@@ -84,6 +94,8 @@ def summarize_and_record(
 def record_check(store: Store, run_id: str, report: dict[str, Any],
                  aggregates: Manifest) -> None:
     """The check report and a run record in the shape `decflow runs` lists."""
+    from decflow.store.runs import write_report, write_run_record
+
     write_report(store, run_id, report)
     write_run_record(store, {
         "run_id": run_id,
