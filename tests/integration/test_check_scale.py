@@ -364,16 +364,21 @@ def test_exact_up_to_the_limit() -> None:
 def test_worker_processes_give_the_threads_report(
     contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Large inputs are read by spawned worker processes: the same report as threads."""
+    """Large Parquet inputs are read by spawned worker processes: the same report as
+    threads. (JSONL units always use threads: Arrow's parser runs without the GIL.)"""
     import decflow.pipeline.production.units as check_units
+    from decflow.pipeline.production.units import plan_source
 
     folder = tmp_path / "parts"
     folder.mkdir()
     records = _records(300)
-    for i in range(0, 300, 100):
-        _jsonl(folder / f"p{i:03d}.jsonl", records[i:i + 100])
+    _parquet(folder / "p000.parquet", records[:100], row_group_size=50)
+    _parquet(folder / "p100.parquet", records[100:200], row_group_size=50)
+    _jsonl(folder / "p200.jsonl", records[200:])
     threads = check_records(contract, str(folder))
     monkeypatch.setattr(check_units, "PROCESS_RECORDS", 1)
+    assert check_units.in_processes(plan_source(str(folder)).units)
+    assert not check_units.in_processes(plan_source(str(folder / "p200.jsonl")).units)
     assert not check_units.spawn_is_safe()  # pytest's main: the SDK's rule gives threads
     monkeypatch.setattr(check_units, "spawn_is_safe", lambda: True)  # pytest's main is guarded
     processes = check_records(contract, str(folder))

@@ -66,7 +66,6 @@ from decflow.metrics.production import (
 )
 from decflow.metrics.quantiles import EXACT_LIMIT
 from decflow.pipeline.production.units import (
-    PROCESS_RECORDS,
     SourcePlan,
     UnitAggregates,
     aggregate_unit,
@@ -74,6 +73,7 @@ from decflow.pipeline.production.units import (
     any_repeats,
     combine_pieces,
     in_parallel,
+    in_processes,
     merge_in_memory,
     merge_units,
     plan_source,
@@ -337,7 +337,7 @@ def stage_records(
     pieces = [unit.pieces() if manifest is None else []
               for unit, manifest in zip(plan.units, cached, strict=True)]
     results = in_parallel(aggregate_unit, [p for unit in pieces for p in unit], spec,
-                          _batch_stats(spec, contract), processes=n_records >= PROCESS_RECORDS)
+                          _batch_stats(spec, contract), processes=in_processes(plan.units))
     staged = StagedRecords([], [])
     done = 0
     for unit, key, manifest, own in zip(plan.units, keys, cached, pieces, strict=True):
