@@ -262,44 +262,46 @@ _COUNT_LISTS = ("bin_count", "bin_correct", "histogram")
 def stats_frame(groups: dict[str, GroupStats]) -> pl.DataFrame:
     """Per-group statistics as a table, one row per group (the stored form). Exact sums
     are big integers, stored as decimal text so that Parquet keeps every digit;
-    distributions as `Distribution.stored` columns, built from numpy (a group can hold
-    `EXACT_LIMIT` values per distribution: never Python lists of them)."""
+    distributions as `Distribution.stored` columns, built from numpy through Arrow (a
+    group can hold `EXACT_LIMIT` values per distribution: never Python lists of them)."""
     stats = list(groups.values())
-    columns = [pl.Series("group", list(groups), dtype=pl.String)]
+    columns: dict[str, pl.Series | pa.Array] = {"group": pl.Series(list(groups), dtype=pl.String)}
     for f in fields(GroupStats):
         values = [getattr(s, f.name) for s in stats]
         if f.name in _DISTRIBUTIONS:
             stored = [v.stored() for v in values]
-            columns += [
-                _list_column(f"{f.name}_values", [s[0] for s in stored], pa.float64()),
-                _list_column(f"{f.name}_counts", [s[1] for s in stored], pa.int64()),
-                pl.Series(f"{f.name}_zeros", [s[2] for s in stored], dtype=pl.Int64),
-                _list_column(f"{f.name}_buckets", [s[3] for s in stored], pa.int64()),
-            ]
+            columns[f"{f.name}_values"] = _list_array([s[0] for s in stored], pa.float64())
+            columns[f"{f.name}_counts"] = _list_array([s[1] for s in stored], pa.int64())
+            columns[f"{f.name}_zeros"] = pl.Series([s[2] for s in stored], dtype=pl.Int64)
+            columns[f"{f.name}_buckets"] = _list_array([s[3] for s in stored], pa.int64())
         elif f.name in _EXACT:
-            columns.append(pl.Series(f.name, [str(v) for v in values], dtype=pl.String))
+            columns[f.name] = pl.Series([str(v) for v in values], dtype=pl.String)
         elif f.name == "bin_confidence":
-            columns.append(pl.Series(f.name, [[str(v) for v in row] for row in values],
-                                     dtype=pl.List(pl.String)))
+            columns[f.name] = pl.Series([[str(v) for v in row] for row in values],
+                                        dtype=pl.List(pl.String))
         elif f.name in _COUNT_LISTS:
-            columns.append(pl.Series(f.name, values, dtype=pl.List(pl.Int64)))
+            columns[f.name] = pl.Series(values, dtype=pl.List(pl.Int64))
         else:
-            columns.append(pl.Series(f.name, values, dtype=pl.Int64))
-    return pl.DataFrame(columns)
+            columns[f.name] = pl.Series(values, dtype=pl.Int64)
+    # a table, not arrays: polars converts an Arrow array through pyarrow.compute, whose
+    # import alone costs 25 ms
+    lists = pl.from_arrow(pa.table({k: v for k, v in columns.items()
+                                    if isinstance(v, pa.Array)}))
+    assert isinstance(lists, pl.DataFrame)
+    return pl.DataFrame([lists[name] if isinstance(column, pa.Array) else column.alias(name)
+                         for name, column in columns.items()])
 
 
-def _list_column(name: str, arrays: list[np.ndarray | None], kind: pa.DataType) -> pl.Series:
-    """A list column from numpy arrays (None: a null row), through Arrow's offsets."""
-    sizes = [0 if a is None else a.size for a in arrays]
-    offsets = pa.array(np.concatenate([[0], np.cumsum(sizes)]), type=pa.int64())
+def _list_array(arrays: list[np.ndarray | None], kind: pa.DataType) -> pa.Array:
+    """A list array from numpy arrays (None: a null row), through Arrow's offsets."""
+    starts = np.cumsum([0] + [0 if a is None else a.size for a in arrays]).tolist()
+    # a null start offset makes its row null
+    offsets = pa.array([None if a is None else start
+                        for a, start in zip(arrays, starts[:-1], strict=True)]
+                       + starts[-1:], type=pa.int64())
     flat = [a for a in arrays if a is not None and a.size]
     values = pa.array(np.concatenate(flat) if flat else np.empty(0), type=kind)
-    column = pa.LargeListArray.from_arrays(
-        offsets, values, mask=pa.array([a is None for a in arrays], type=pa.bool_())
-    )
-    series = pl.from_arrow(column)
-    assert isinstance(series, pl.Series)
-    return series.alias(name)
+    return pa.LargeListArray.from_arrays(offsets, values)
 
 
 def stats_from_frame(frame: pl.DataFrame) -> dict[str, GroupStats]:
