@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from decflow.data.record_units import ScannedFile, scan_in_background
 
 if TYPE_CHECKING:
+    from decflow.metrics.production import GroupStats
     from decflow.store.store import Manifest, Store
 
 # Light on purpose (the store, polars and the contract models are imported where they are
@@ -44,13 +45,13 @@ def run_check(
     recorded as a run there. `scanning`: `start_scan(records)`, started earlier. Returns
     the report; raises `DecflowError` (exit 2) on bad input."""
     scanned = scanning or start_scan(records)
-    from decflow.contracts import load_contract
     from decflow.pipeline.production import stages
     from decflow.pipeline.production.units import plan_scanned
+    from decflow.pipeline.spec import load_contract_cached
     from decflow.store.runs import new_run_id
     from decflow.store.store import open_store
 
-    loaded = load_contract(contract_path)
+    loaded = load_contract_cached(contract_path)
     opened = open_store(store)
     plan = plan_scanned(records, *scanned())
     staged = stages.stage_records(opened, loaded.contract, loaded.hash, plan, progress=progress)
@@ -58,10 +59,11 @@ def run_check(
         plan = stages.plan_source(records)
         staged = stages.stage_records(opened, loaded.contract, loaded.hash, plan,
                                       progress=progress)
-    aggregates = stages.stage_aggregates(opened, loaded.contract, loaded.hash, plan,
-                                         staged.outcomes, staged.held)
+    aggregates, merged = stages.stage_aggregates_merged(
+        opened, loaded.contract, loaded.hash, plan, staged.outcomes, staged.held
+    )
     return summarize_and_record(opened, contract_path, records, baseline, new_run_id(),
-                                aggregates, fail_on_warn=fail_on_warn)
+                                aggregates, fail_on_warn=fail_on_warn, merged=merged)
 
 
 def summarize_and_record(
@@ -73,18 +75,22 @@ def summarize_and_record(
     aggregates: Manifest,
     *,
     fail_on_warn: bool = False,
+    merged: dict[str, GroupStats] | None = None,
 ) -> dict[str, Any]:
-    """The `summary` and `report` stages: merge the stored statistics, judge drift and
-    gates, and record the report as run `run_id`."""
+    """The `summary` and `report` stages: merge the stored statistics (or take them as
+    merged in this process), judge drift and gates, and record the report as run
+    `run_id`."""
     from decflow.pipeline.production import stages
     from decflow.pipeline.spec import load_contract_cached
 
     loaded = load_contract_cached(contract_path)
     contract = loaded.contract
-    merged = stages.stored_aggregates(store, contract, aggregates, shown_path=records_path)
+    statistics = stages.stored_aggregates(store, contract, aggregates, shown_path=records_path,
+                                          merged=merged)
+    against = None if baseline is None else stages.load_baseline(contract, baseline)
     report = stages.summarize(
-        contract, merged, None if baseline is None else stages.load_baseline(contract, baseline),
-        contract_path=contract_path, contract_hash=loaded.hash, fail_on_warn=fail_on_warn,
+        contract, statistics, against, contract_path=contract_path, contract_hash=loaded.hash,
+        fail_on_warn=fail_on_warn,
     )
     report["run"] = {"id": run_id, "store": store.location}
     record_check(store, run_id, report, aggregates)

@@ -362,6 +362,15 @@ def stage_aggregates(
     `pipeline.check_units`); `stages/aggregates/<key>/` holds one row per group. `held`:
     what this process computed of each unit (`StagedRecords`), used instead of the store's
     copy."""
+    return stage_aggregates_merged(store, contract, contract_hash, plan, outcomes, held)[0]
+
+
+def stage_aggregates_merged(
+    store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
+    outcomes: list[dict[str, Any]], held: list[UnitAggregates | None] | None = None,
+) -> tuple[Manifest, dict[str, GroupStats] | None]:
+    """`stage_aggregates`, and the merged statistics when they were merged here (None for
+    a cached stage), for a summary in this process that need not read them back."""
     from decflow.store.store import Manifest, stage_key
 
     spec = RecordSpec.from_contract(contract)
@@ -377,7 +386,7 @@ def stage_aggregates(
     if all(e is None for e in errors):
         cached = store.manifest("aggregates", key)
         if cached is not None:
-            return cached
+            return cached, None
 
     def buckets() -> Callable[[int], list[np.ndarray]]:
         split = [None if h is None or h.id_hashes is None else split_buckets(h.id_hashes)
@@ -396,7 +405,7 @@ def stage_aggregates(
     _aggregates(merged, spec, plan.path, plan.hash, plan.files)  # an empty source is an error
     extra = {"path": plan.path, "hash": plan.hash, "files": plan.files,
              "n_records": merged[""].total, "units": len(plan.units)}
-    return store.publish("aggregates", key, stats_frame(merged), extra=extra)
+    return store.publish("aggregates", key, stats_frame(merged), extra=extra), merged
 
 
 def stored_aggregates(
@@ -405,12 +414,15 @@ def stored_aggregates(
     aggregates: Manifest,
     *,
     shown_path: str | None = None,
+    merged: dict[str, GroupStats] | None = None,
 ) -> Aggregates:
-    """The merged statistics of the `aggregates` stage (the first step of `summary`).
+    """The merged statistics of the `aggregates` stage (the first step of `summary`), read
+    from the store unless given (`merged`, as `stage_aggregates_merged` published them).
     `shown_path` names the dataset in the report (a cached stage keeps the path it was
     first published under). Records of a small input are read again to inline them, and
     must still hash as they did."""
-    merged = stats_from_frame(store.read(aggregates))
+    if merged is None:
+        merged = stats_from_frame(store.read(aggregates))
     spec = RecordSpec.from_contract(contract)
     extra = aggregates.extra
     result = _aggregates(merged, spec, shown_path or extra["path"], extra["hash"], extra["files"])
