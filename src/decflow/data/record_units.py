@@ -195,9 +195,6 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
     finding them costs more than hashing); reading the unit then finds how many were
     blank, and a caller that sees a difference plans again, exactly."""
     kind = suffix(path)
-    # A local JSONL file is hashed by a second reader in another thread while this one
-    # finds its blocks and counts their lines: the scan takes as long as the hash.
-    hashed = in_thread(_sha256, path) if kind == ".jsonl" and not is_url(path) else None
     digest = hashlib.sha256()
     size = 0
     n_records, line = 0, 1
@@ -205,8 +202,7 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
     json_text = b""
     with open_records(location(path)) as handle, BlockReader(handle) as reader:
         while block := reader.read(_READ_BYTES, whole_lines=kind == ".jsonl"):
-            if hashed is None:
-                digest.update(block)
+            digest.update(block)
             if kind == ".jsonl":
                 lines = line_count(block)
                 records = _jsonl_records(block) if exact else lines
@@ -217,20 +213,11 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
                 json_text += block
             size += len(block)
     if kind == ".jsonl":
-        hexdigest = digest.hexdigest() if hashed is None else hashed()
-        return ScannedFile(path, hexdigest, n_records, None, size, tuple(blocks))
+        return ScannedFile(path, digest.hexdigest(), n_records, None, size, tuple(blocks))
     if kind == ".json":
         return ScannedFile(path, digest.hexdigest(), _json_records(json_text), None, size)
     rows = row_group_rows(path)
     return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open_records(location(path)) as handle, BlockReader(handle) as reader:
-        while block := reader.read(_READ_BYTES, whole_lines=False):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 T = TypeVar("T")
