@@ -1,4 +1,4 @@
-"""Content-addressed Parquet store on fsspec (a local path or any fsspec URL).
+"""Content-addressed Parquet store: a local folder, or any fsspec URL.
 
 Layout: `stages/<stage>/<key>/part-NNNNN.parquet … _manifest.json` and `runs/<run_id>/…`.
 A stage is complete exactly when its `_manifest.json` exists: parts are written first and
@@ -16,9 +16,7 @@ import os
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import fsspec
+from typing import IO, TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
 from decflow.store.remote import fsspec_options
@@ -101,18 +99,52 @@ def _frame_bytes(frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
+class _LocalFiles:
+    """The file operations of a local store, by the standard library: fsspec (and the
+    asyncio it loads, 35 ms) is imported only for remote stores."""
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        os.makedirs(path, exist_ok=exist_ok)
+
+    def open(self, path: str, mode: str) -> IO[Any]:
+        return open(path, mode)  # the caller closes it
+
+    def cat_file(self, path: str) -> bytes:
+        with open(path, "rb") as handle:
+            return handle.read()
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def ls(self, path: str, detail: bool = False) -> list[str]:
+        return [f"{path}/{name}" for name in os.listdir(path)]
+
+
+def _local_path(url: str) -> str | None:
+    """The path of a local store URL (a path, `file://…` or `local://…`), else None."""
+    if "://" not in url:
+        return url
+    scheme, _, path = url.partition("://")
+    return path if scheme in ("file", "local") else None
+
+
 class Store:
     def __init__(self, url: str | os.PathLike[str]) -> None:
         url = os.fspath(url)
         self.url = url
-        try:
-            self.fs, root = fsspec.core.url_to_fs(url, **fsspec_options(url))
-        except (ImportError, ValueError) as exc:
-            raise DecflowError(f"store '{url}': {exc}") from None
+        local = _local_path(url)
+        self.is_local = local is not None
+        if local is not None:
+            self.fs: Any = _LocalFiles()
+            root = os.path.abspath(os.path.expanduser(local))
+        else:
+            import fsspec
+
+            try:
+                self.fs, root = fsspec.core.url_to_fs(url, **fsspec_options(url))
+            except (ImportError, ValueError) as exc:
+                raise DecflowError(f"store '{url}': {exc}") from None
         self.root = root.rstrip("/") if root not in ("/", "") else root
-        self.is_local = getattr(self.fs, "protocol", None) in ("file", ("file", "local"))
-        if self.is_local:
-            self.root = os.path.abspath(self.root)
 
     # -- paths ---------------------------------------------------------------------------
     @property
