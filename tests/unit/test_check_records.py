@@ -400,6 +400,33 @@ def test_a_chunk_opening_with_a_value_other_than_an_object_is_exit_2(
         _read(path)
 
 
+def test_line_stats_count_lines_and_the_longest_across_slices(monkeypatch) -> None:
+    import random
+
+    import decflow.data.record_units as record_units
+
+    monkeypatch.setattr(record_units, "_SLICE", 7)
+    record_units._SCRATCH.__dict__.clear()  # a scratch array of the patched size
+    rng = random.Random(3)
+    for _ in range(200):
+        block = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(0, 60)))
+        lines = block.split(b"\n")
+        expected = (len(lines) - (1 if block.endswith(b"\n") else 0)) if block else 0
+        longest = max(len(line) for line in lines)
+        assert record_units.line_stats(bytearray(block)) == (expected, longest), block
+    record_units._SCRATCH.__dict__.clear()
+
+
+def test_short_unbalanced_lines_never_reach_arrow_as_one_deep_value(tmp_path: Path) -> None:
+    """Arrow parses each line apart: many short lines that never close their brackets
+    are invalid lines, not one value nested thousands deep (which would crash it)."""
+    good = b"".join(_line(id=f"g{i}") + b"\n" for i in range(300))
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(good + b'{"a": ' + (b"[" * 100 + b"\n") * 2000)
+    with pytest.raises(DatasetError, match="line 301: invalid JSON"):
+        _read(path)
+
+
 def test_a_very_long_line_is_read(tmp_path: Path) -> None:
     path = _write(tmp_path / "r.jsonl", [_record(input="x" * (40 << 20)), _record(id="b")])
     assert _read(path).height == 2

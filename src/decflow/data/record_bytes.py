@@ -47,9 +47,16 @@ def check_chunk(block: bytes, path: str, first_line: int) -> None:
         _raise_at(block, nul, path, first_line, "holds a NUL byte, which JSON text cannot")
 
 
-def may_nest_deeper(block: bytes, limit: int = ARROW_MAX_DEPTH) -> bool:
+def may_nest_deeper(
+    block: bytes, limit: int = ARROW_MAX_DEPTH, *, longest_line: int | None = None
+) -> bool:
     """Whether brackets in `block` may nest deeper than `limit` (an upper bound: brackets
-    inside strings count too, and so do unbalanced lines before)."""
+    inside strings count too, and so do unbalanced lines before). No line longer than
+    `limit` bytes (`longest_line`): no, without a look, since Arrow parses every line
+    apart (an unbalanced line is an error of its own row, not deeper nesting) and a line
+    cannot nest deeper than it is long."""
+    if longest_line is not None and longest_line <= limit:
+        return False
     brackets = block.translate(None, _NOT_BRACKETS)
     if len(brackets) <= limit:
         return False

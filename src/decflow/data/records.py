@@ -57,7 +57,7 @@ from decflow.data.record_units import (
     WHITESPACE,
     BlockReader,
     FilePart,
-    line_count,
+    line_stats,
     list_partitions,
     location,
     open_records,
@@ -191,10 +191,10 @@ class RecordReader:
                 chunks = _jsonl_chunks(
                     path, digest if self._hashing else None, part.byte_range, part.first_row
                 )
-                for data, first_line, n_lines in chunks:
+                for data, first_line, n_lines, longest in chunks:
                     check_chunk(data, str(path), first_line)
                     try:
-                        table, lines = self._jsonl(data, path, first_line, n_lines)
+                        table, lines = self._jsonl(data, path, first_line, n_lines, longest)
                     except _LineError as error:
                         self._raise_duplicate_before(path, data, first_line, error.line)
                         raise
@@ -351,9 +351,9 @@ class RecordReader:
         return normalize_objects(items, self.spec, str(path), offset=self.n_records)
 
     def _jsonl(
-        self, data: bytes, path: Path | str, first_line: int, n_lines: int
+        self, data: bytes, path: Path | str, first_line: int, n_lines: int, longest: int
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
-        safe = opens_with_object(data) and not may_nest_deeper(data)
+        safe = opens_with_object(data) and not may_nest_deeper(data, longest_line=longest)
         fast = _fast_jsonl(
             data, path, self.spec, first_line, n_lines, self.texts
         ) if safe else None
@@ -401,11 +401,11 @@ JSONL_CHUNK_BYTES = 16 << 20
 
 def _jsonl_chunks(
     path: Path | str, digest: Any, byte_range: tuple[int, int] | None = None, first_line: int = 1
-) -> Iterator[tuple[bytes, int, int]]:
+) -> Iterator[tuple[bytes, int, int, int]]:
     """Whole lines of a JSONL file (or of its bytes `byte_range`, which start at line
     `first_line`) in blocks of about `JSONL_CHUNK_BYTES`, with the number of each block's
-    first line and its line count; feeds the bytes to `digest` on the way. A block is valid
-    until the next one is read (`BlockReader`)."""
+    first line, its line count and its longest line's length; feeds the bytes to `digest`
+    on the way. A block is valid until the next one is read (`BlockReader`)."""
     start, stop = byte_range if byte_range is not None else (0, None)
     with open_records(path) as handle, BlockReader(handle) as reader:
         if start:
@@ -419,8 +419,8 @@ def _jsonl_chunks(
             position += len(block)
             if digest is not None:
                 digest.update(block)
-            n_lines = line_count(block)
-            yield block, first_line, n_lines
+            n_lines, longest = line_stats(block)
+            yield block, first_line, n_lines, longest
             first_line += n_lines
 
 
