@@ -97,8 +97,10 @@ def plan_scanned(shown_path: str, files: list[str], scanned: list[ScannedFile]) 
 
 
 def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
-    """Read and validate one unit, batch by batch, into its statistics and id hashes."""
-    reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset, texts=False)
+    """Read and validate one unit, batch by batch, into its statistics and id hashes (units
+    are read side by side: in a pool, or as tasks on workers)."""
+    reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset, texts=False,
+                          beside=True)
     merged: dict[str, GroupStats] = {}
     try:
         for batch in reader.unit_batches():
