@@ -400,7 +400,8 @@ def test_a_chunk_opening_with_a_value_other_than_an_object_is_exit_2(
         _read(path)
 
 
-def test_line_stats_count_lines_and_the_longest_across_slices(monkeypatch) -> None:
+def test_line_stats_across_slices(monkeypatch) -> None:
+    """Lines, the longest line and the lines opening with `{`, whatever the slices."""
     import random
 
     import decflow.data.record_units as record_units
@@ -408,13 +409,45 @@ def test_line_stats_count_lines_and_the_longest_across_slices(monkeypatch) -> No
     monkeypatch.setattr(record_units, "_SLICE", 7)
     record_units._SCRATCH.__dict__.clear()  # a scratch array of the patched size
     rng = random.Random(3)
-    for _ in range(200):
-        block = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(0, 60)))
+    for _ in range(300):
+        block = bytes(rng.choice(b"{a \n") for _ in range(rng.randrange(0, 60)))
         lines = block.split(b"\n")
-        expected = (len(lines) - (1 if block.endswith(b"\n") else 0)) if block else 0
-        longest = max(len(line) for line in lines)
-        assert record_units.line_stats(bytearray(block)) == (expected, longest), block
+        if block.endswith(b"\n") or not block:
+            lines = lines[:-1]
+        stats = record_units.line_stats(bytearray(block))
+        assert stats.lines == len(lines), block
+        assert stats.longest == max((len(line) for line in block.split(b"\n")), default=0)
+        assert stats.opening == sum(line.startswith(b"{") for line in lines), block
     record_units._SCRATCH.__dict__.clear()
+
+
+def test_blank_lines_never_let_a_line_hold_two_records(tmp_path: Path) -> None:
+    """Arrow skips blank lines and reads a line holding two objects as two rows: with one
+    of each in a chunk, the counts agreed and the two objects passed as two records."""
+    lines = [json.dumps(_record(id=f"g{i}")) for i in range(300)]
+    lines[150] = ""
+    lines[200] += json.dumps(_record(id="extra"))
+    path = _write(tmp_path / "r.jsonl", ["\n".join(lines) + "\n"])
+    with pytest.raises(DatasetError, match="line 201: invalid JSON: Extra data"):
+        _read(path)
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t\r"])
+def test_blank_and_indented_lines_keep_their_line_numbers(tmp_path: Path, blank: str) -> None:
+    lines = [json.dumps(_record(id=f"g{i}")) for i in range(300)]
+    lines[10] = blank
+    lines[20] = "  " + lines[20]
+    lines[250] = json.dumps(_record(id="bad", selected="review"))
+    path = _write(tmp_path / "r.jsonl", ["\n".join(lines) + "\n\n"])
+    with pytest.raises(DatasetError, match="line 251: selected 'review' is not the most"):
+        _read(path)
+    lines[250] = json.dumps(_record(id="g250"))
+    _write(path, ["\n".join(lines) + "\n\n"])
+    table = _read(path)
+    assert table.height == 299 and table["id"][10] == "g11"
+    from decflow.pipeline.production.units import plan_source
+
+    assert sum(unit.n_records for unit in plan_source(str(path)).units) == 299
 
 
 def test_short_unbalanced_lines_never_reach_arrow_as_one_deep_value(tmp_path: Path) -> None:

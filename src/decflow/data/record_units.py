@@ -189,11 +189,10 @@ def location(path: str) -> Path | str:
     return path if is_url(path) else Path(path)
 
 
-def scan_file(path: str, exact: bool = True) -> ScannedFile:
-    """sha256 of every byte, the number of records and (Parquet) the rows per row group.
-    Not `exact`: a JSONL file's lines are counted as records (blank lines are rare, and
-    finding them costs more than hashing); reading the unit then finds how many were
-    blank, and a caller that sees a difference plans again, exactly."""
+def scan_file(path: str) -> ScannedFile:
+    """sha256 of every byte, the number of records and (Parquet) the rows per row group. A
+    JSONL block whose lines all open with `{` has a record on every line; only other blocks
+    are searched for blank lines."""
     kind = suffix(path)
     digest = hashlib.sha256()
     size = 0
@@ -204,8 +203,9 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
         while block := reader.read(_READ_BYTES, whole_lines=kind == ".jsonl"):
             digest.update(block)
             if kind == ".jsonl":
-                lines = line_stats(block)[0]
-                records = _jsonl_records(block) if exact else lines
+                stats = line_stats(block)
+                lines = stats.lines
+                records = lines if stats.plain else _jsonl_records(block)
                 blocks.append((size, line, records))
                 n_records += records
                 line += lines
@@ -292,10 +292,25 @@ _SCRATCH = threading.local()
 _SLICE = 4 << 20
 
 
-def line_stats(block: bytes | bytearray) -> tuple[int, int]:
-    """The lines of a block (a last line without a newline counts) and the length of its
-    longest line in bytes. numpy finds newlines four times faster than `bytes.count` and
-    without the GIL, in slices of 4 MB into this thread's scratch array (fresh scratch
+@dataclass(frozen=True)
+class LineStats:
+    """What one numpy pass over a JSONL block finds: its lines (a last line without a
+    newline counts), the longest line's length in bytes, and how many lines open with `{`
+    in their first byte (all of them: no blank or indented line, so every line is a
+    record and Arrow's row i is line i)."""
+
+    lines: int
+    longest: int
+    opening: int
+
+    @property
+    def plain(self) -> bool:
+        return self.opening == self.lines
+
+
+def line_stats(block: bytes | bytearray) -> LineStats:
+    """`LineStats` of a block. numpy finds newlines four times faster than `bytes.count`
+    and without the GIL, in slices of 4 MB into this thread's scratch array (fresh scratch
     costs page faults, small slices GIL round trips)."""
     import numpy as np  # here: this module stays light for the scan that overlaps imports
 
@@ -304,6 +319,7 @@ def line_stats(block: bytes | bytearray) -> tuple[int, int]:
     if scratch is None:
         scratch = _SCRATCH.array = np.empty(_SLICE, dtype=np.bool_)
     newlines, last, longest = 0, -1, 0
+    opening = int(data.size > 0 and data[0] == ord("{"))
     for start in range(0, data.size, _SLICE):
         piece = data[start : start + _SLICE]
         found = np.flatnonzero(np.equal(piece, ord("\n"), out=scratch[: piece.size]))
@@ -311,9 +327,13 @@ def line_stats(block: bytes | bytearray) -> tuple[int, int]:
             gaps = int(np.diff(found).max()) - 1 if found.size > 1 else 0
             longest = max(longest, int(found[0]) + start - last - 1, gaps)
             last = int(found[-1]) + start
+            following = found + start + 1
+            following = following[following < data.size]
+            opening += int(np.count_nonzero(data[following] == ord("{")))
         newlines += found.size
     longest = max(longest, data.size - last - 1)
-    return newlines + (0 if block.endswith(b"\n") or not block else 1), longest
+    lines = newlines + (0 if block.endswith(b"\n") or not block else 1)
+    return LineStats(lines, longest, opening)
 
 
 def _jsonl_records(block: bytes) -> int:
@@ -345,16 +365,16 @@ def row_group_rows(file: str) -> tuple[int, ...]:
     return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
 
 
-def scan_files(files: Sequence[str], threads: int, exact: bool = True) -> list[ScannedFile]:
+def scan_files(files: Sequence[str], threads: int) -> list[ScannedFile]:
     """`scan_file` of every file, `threads` at a time (hashing releases the GIL)."""
     if threads <= 1 or len(files) <= 1:
-        return [scan_file(f, exact) for f in files]
+        return [scan_file(f) for f in files]
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(lambda f: scan_file(f, exact), files))
+        return list(pool.map(scan_file, files))
 
 
 def scan_source(
-    source: str | Path | Sequence[str | Path], *, exact: bool = True, absolute: bool = False,
+    source: str | Path | Sequence[str | Path], *, absolute: bool = False,
     threads: int | None = None,
 ) -> tuple[list[str], list[ScannedFile]]:
     """The files of a source (`absolute`: local ones by absolute path, for workers that run
@@ -363,16 +383,16 @@ def scan_source(
         os.path.abspath(f) if absolute and isinstance(f, Path) else str(f)
         for f in list_partitions(source)
     ]
-    return files, scan_files(files, threads or os.cpu_count() or 1, exact)
+    return files, scan_files(files, threads or os.cpu_count() or 1)
 
 
 def scan_in_background(
-    source: str | Path | Sequence[str | Path], *, exact: bool = True
+    source: str | Path | Sequence[str | Path],
 ) -> Callable[[], tuple[list[str], list[ScannedFile]]]:
     """Start `scan_source` in a thread now and return the function that waits for it.
     Hashing and reading release the GIL, so a check that starts the scan before importing
     what it needs (polars, the contract models) hashes its input while it imports."""
-    return in_thread(lambda: scan_source(source, exact=exact))
+    return in_thread(lambda: scan_source(source))
 
 
 def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:

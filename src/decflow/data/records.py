@@ -57,6 +57,7 @@ from decflow.data.record_units import (
     WHITESPACE,
     BlockReader,
     FilePart,
+    LineStats,
     line_stats,
     list_partitions,
     location,
@@ -195,10 +196,10 @@ class RecordReader:
                 chunks = _jsonl_chunks(
                     path, digest if self._hashing else None, part.byte_range, part.first_row
                 )
-                for data, first_line, n_lines, longest in chunks:
+                for data, first_line, stats in chunks:
                     check_chunk(data, str(path), first_line)
                     try:
-                        table, lines = self._jsonl(data, path, first_line, n_lines, longest)
+                        table, lines = self._jsonl(data, path, first_line, stats)
                     except _LineError as error:
                         self._raise_duplicate_before(path, data, first_line, error.line)
                         raise
@@ -355,14 +356,16 @@ class RecordReader:
         return normalize_objects(items, self.spec, str(path), offset=self.n_records)
 
     def _jsonl(
-        self, data: bytes, path: Path | str, first_line: int, n_lines: int, longest: int
+        self, data: bytes, path: Path | str, first_line: int, stats: LineStats
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
-        safe = opens_with_object(data) and not may_nest_deeper(data, longest_line=longest)
-        fast = _fast_jsonl(
-            data, path, self.spec, first_line, n_lines, self.texts, threads=not self.beside
-        ) if safe else None
-        if fast is not None:
-            return fast, _Consecutive(first_line)
+        if opens_with_object(data) and not may_nest_deeper(data, longest_line=stats.longest):
+            rows = range(stats.lines) if stats.plain else _arrow_rows(data)
+            fast = _fast_jsonl(data, path, self.spec, first_line, rows, self.texts,
+                               threads=not self.beside)
+            if fast is not None:
+                if isinstance(rows, range):
+                    return fast, _Consecutive(first_line)
+                return fast, [first_line + i for i in rows]
         return _strict_jsonl(data, path, self.spec, self.n_records, first_line)
 
 
@@ -405,11 +408,11 @@ JSONL_CHUNK_BYTES = 16 << 20
 
 def _jsonl_chunks(
     path: Path | str, digest: Any, byte_range: tuple[int, int] | None = None, first_line: int = 1
-) -> Iterator[tuple[bytes, int, int, int]]:
+) -> Iterator[tuple[bytes, int, LineStats]]:
     """Whole lines of a JSONL file (or of its bytes `byte_range`, which start at line
     `first_line`) in blocks of about `JSONL_CHUNK_BYTES`, with the number of each block's
-    first line, its line count and its longest line's length; feeds the bytes to `digest`
-    on the way. A block is valid until the next one is read (`BlockReader`)."""
+    first line and its `LineStats`; feeds the bytes to `digest` on the way. A block is
+    valid until the next one is read (`BlockReader`)."""
     start, stop = byte_range if byte_range is not None else (0, None)
     with open_records(path) as handle, BlockReader(handle) as reader:
         if start:
@@ -423,9 +426,9 @@ def _jsonl_chunks(
             position += len(block)
             if digest is not None:
                 digest.update(block)
-            n_lines, longest = line_stats(block)
-            yield block, first_line, n_lines, longest
-            first_line += n_lines
+            stats = line_stats(block)
+            yield block, first_line, stats
+            first_line += stats.lines
 
 
 def _hash_file(path: Path | str, digest: Any) -> None:
@@ -482,17 +485,24 @@ def _arrow_schema(spec: RecordSpec) -> pa.Schema:
 _TEXT_FIELDS = ("input", "backend", "model", "model_version")
 
 
+def _arrow_rows(data: bytes) -> list[int]:
+    """The lines of a chunk that Arrow reads as rows, by index: all but those of spaces,
+    tabs and carriage returns only, which it skips."""
+    return [i for i, line in enumerate(data.split(b"\n")) if line.strip(b" \t\r")]
+
+
 def _fast_jsonl(
-    data: bytes, path: Path | str, spec: RecordSpec, first_line: int, n_lines: int,
+    data: bytes, path: Path | str, spec: RecordSpec, first_line: int, rows: Sequence[int],
     texts: bool = True, *, threads: bool = True,
 ) -> pl.DataFrame | None:
-    """Arrow + polars path; None when the file needs the strict parser. Not `texts`: the
-    input, backend, model and metadata texts are left null (nothing but the inlined records
-    of a small report reads them).
+    """Arrow + polars path; None when the file needs the strict parser. `rows[i]`: the
+    index in the chunk of the line Arrow's row i comes from. Not `texts`: the input,
+    backend, model and metadata texts are left null (nothing but the inlined records of a
+    small report reads them).
 
-    Arrow skips blank lines and splits a line holding two objects into two rows, so the
-    row count equals the line count only when neither happens (then row i is line i + 1);
-    anything else goes to the strict parser, which numbers lines itself."""
+    Arrow splits a line holding two objects into two rows, so the rows match those lines
+    only when there are as many of them; anything else goes to the strict parser, which
+    numbers lines itself."""
     options = pa_json.ParseOptions(
         explicit_schema=_arrow_schema(spec), unexpected_field_behavior="infer"
     )
@@ -504,7 +514,7 @@ def _fast_jsonl(
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if arrow.num_rows != n_lines or not n_lines:
+    if arrow.num_rows != len(rows) or not rows:
         return None
     if not texts:
         arrow = arrow.drop_columns([
@@ -519,10 +529,11 @@ def _fast_jsonl(
     except NeedStrict:
         return None
     if bad is not None:
-        problem = explain_line(data.split(b"\n", bad + 1)[bad], spec)
+        line = rows[bad]
+        problem = explain_line(data.split(b"\n", line + 1)[line], spec)
         if problem is None:
             return None
-        raise _LineError(f"{path}: line {first_line + bad}: {problem}", first_line + bad)
+        raise _LineError(f"{path}: line {first_line + line}: {problem}", first_line + line)
     assert table is not None
     if not texts:
         return table

@@ -22,10 +22,8 @@ Scanning = Callable[[], tuple[list[str], list[ScannedFile]]]
 
 
 def start_scan(records: str) -> Scanning:
-    """Start hashing and counting the records in a thread (`run_check(scanning=…)`). JSONL
-    lines are counted as records (blank lines are rare and costly to find); a unit that
-    reads fewer records than planned makes the check plan and read again, exactly."""
-    return scan_in_background(records, exact=False)
+    """Start hashing and counting the records in a thread (`run_check(scanning=…)`)."""
+    return scan_in_background(records)
 
 
 def run_check(
@@ -55,10 +53,6 @@ def run_check(
     opened = open_store(store)
     plan = plan_scanned(records, *scanned())
     staged = stages.stage_records(opened, loaded.contract, loaded.hash, plan, progress=progress)
-    if staged.miscounted:
-        plan = stages.plan_source(records)
-        staged = stages.stage_records(opened, loaded.contract, loaded.hash, plan,
-                                      progress=progress)
     aggregates, merged = stages.stage_aggregates_merged(
         opened, loaded.contract, loaded.hash, plan, staged.outcomes, staged.held
     )

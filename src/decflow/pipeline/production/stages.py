@@ -189,12 +189,9 @@ def aggregate_records(
     files = list_partitions(source)
     if len(files) == 1 and not _splits(files[0]):
         return _one_pass(contract, spec, files, path, progress)
-    plan = plan_source(files, path, exact=False)
+    plan = plan_source(files, path)
     report = None if progress is None else (lambda n: progress(n, None))
     results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
-    if any(r.miscounted for r in results):  # blank lines: count them, and read again
-        plan = plan_source(files, path)
-        results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
     merged = merge_in_memory(results, spec)
     aggregates = _aggregates(merged, spec, plan.path, plan.hash, plan.files)
     if aggregates.overall.total <= INLINE_RECORDS:
@@ -257,8 +254,7 @@ def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) ->
     `stages/records/<key>/` of the store at `store_url`, keyed by the contract and the
     bytes the unit reads (and the number of records before it, which default ids count).
     Returns the manifest (as a dict), or `{"error": …}` for a unit with a bad record
-    (nothing is published then; the merge reports the first problem in file order), with
-    `"miscounted": true` when it read fewer records than planned."""
+    (nothing is published then; the merge reports the first problem in file order)."""
     from decflow.store.store import Store
 
     store = Store(store_url)
@@ -287,8 +283,7 @@ def _publish_unit(
     """A unit's manifest (as a dict) once its result is published, or its error; and the
     result itself (without the id hashes unless `keep_ids`; None for an error)."""
     if result.error is not None:
-        return {"error": result.error, "unit": result.unit.index,
-                "miscounted": result.miscounted}, None
+        return {"error": result.error, "unit": result.unit.index}, None
     parts = write_unit(store, store.stage_prefix("records", key), result)
     extra = {"unit": result.unit.index, "n_records": result.n_records,
              "segment_problems": result.segment_problems}
@@ -311,12 +306,6 @@ class StagedRecords:
 
     outcomes: list[dict[str, Any]]
     held: list[UnitAggregates | None]
-
-    @property
-    def miscounted(self) -> bool:
-        """A unit read fewer records than planned (blank lines in a JSONL file planned by
-        its lines, or a file changed since it was planned)."""
-        return any(o.get("miscounted") for o in self.outcomes)
 
 
 def stage_records(

@@ -55,7 +55,6 @@ class UnitAggregates:
     stats: dict[str, GroupStats] = field(default_factory=dict)
     # sorted; None once dropped (a unit whose hashes are read back from the store)
     id_hashes: np.ndarray | None = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
-    miscounted: bool = False  # fewer records than planned (blank lines, or a changed file)
 
 
 @dataclass(frozen=True)
@@ -82,12 +81,10 @@ class SourcePlan:
 
 
 def plan_source(source: str | Path | Sequence[str | Path], shown_path: str | None = None,
-                threads: int | None = None, *, absolute: bool = False,
-                exact: bool = True) -> SourcePlan:
+                threads: int | None = None, *, absolute: bool = False) -> SourcePlan:
     """List, hash and count the files of a source and split them into units (`absolute`:
-    local files by absolute path, for workers that run elsewhere; not `exact`: JSONL lines
-    counted as records, see `scan_file`)."""
-    files, scanned = scan_source(source, exact=exact, absolute=absolute, threads=threads)
+    local files by absolute path, for workers that run elsewhere)."""
+    files, scanned = scan_source(source, absolute=absolute, threads=threads)
     return plan_scanned(shown_path or str(source), files, scanned)
 
 
@@ -112,22 +109,20 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
         files = ", ".join(dict.fromkeys(p.path for p in unit.parts))
         return UnitAggregates(unit, n_records, f"{files}: changed while the check ran "
                               f"({unit.n_records} records planned, {n_records} read); run "
-                              "it again", miscounted=True)
+                              "it again")
     return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
                           reader.id_hashes())
 
 
 def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggregates:
     """A unit's result from those of its pieces (`Unit.pieces`), in file order: the first
-    error (fewer records than planned is one), each segment key's first problem, merged
-    statistics and all id hashes."""
+    error, each segment key's first problem, merged statistics and all id hashes."""
     if len(results) == 1:
         return replace(results[0], unit=unit)
     n_records = sum(r.n_records for r in results)
-    miscounted = any(r.miscounted for r in results)
     failed = next((r for r in results if r.error is not None), None)
     if failed is not None:
-        return UnitAggregates(unit, n_records, failed.error, miscounted=miscounted)
+        return UnitAggregates(unit, n_records, failed.error)
     problems: dict[str, str] = {}
     stats: dict[str, GroupStats] = {}
     for result in results:
