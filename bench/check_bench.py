@@ -183,8 +183,8 @@ def _median(runs: list[dict[str, float | str]], key: str) -> str:
     values = sorted(float(r[key]) for r in runs)
     middle = values[len(values) // 2] if len(values) % 2 else (
         values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-    spread = f" ({values[0]:.1f}–{values[-1]:.1f})" if len(values) > 1 else ""
-    return f"{middle:.1f}{spread}"
+    spread = f" ({values[0]:.2f}–{values[-1]:.2f})" if len(values) > 1 else ""
+    return f"{middle:.2f}{spread}"
 
 
 def store_note(store: Path, source: Path) -> str:
