@@ -404,21 +404,21 @@ def test_line_stats_across_slices(monkeypatch) -> None:
     """Lines, the longest line and the lines opening with `{`, whatever the slices."""
     import random
 
-    import decflow.data.record_units as record_units
+    import decflow.data.record_blocks as record_blocks
 
-    monkeypatch.setattr(record_units, "_SLICE", 7)
-    record_units._SCRATCH.__dict__.clear()  # a scratch array of the patched size
+    monkeypatch.setattr(record_blocks, "_SLICE", 7)
+    record_blocks._SCRATCH.__dict__.clear()  # a scratch array of the patched size
     rng = random.Random(3)
     for _ in range(300):
         block = bytes(rng.choice(b"{a \n") for _ in range(rng.randrange(0, 60)))
         lines = block.split(b"\n")
         if block.endswith(b"\n") or not block:
             lines = lines[:-1]
-        stats = record_units.line_stats(bytearray(block))
+        stats = record_blocks.line_stats(bytearray(block))
         assert stats.lines == len(lines), block
         assert stats.longest == max((len(line) for line in block.split(b"\n")), default=0)
         assert stats.opening == sum(line.startswith(b"{") for line in lines), block
-    record_units._SCRATCH.__dict__.clear()
+    record_blocks._SCRATCH.__dict__.clear()
 
 
 def test_blank_lines_never_let_a_line_hold_two_records(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from decflow.data.record_blocks import BlockReader, LineStats, line_stats
 from decflow.data.record_bytes import check_chunk, may_nest_deeper, opens_with_object
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_parquet import parquet_batches
@@ -55,10 +56,7 @@ from decflow.data.record_rules import (
 )
 from decflow.data.record_units import (
     WHITESPACE,
-    BlockReader,
     FilePart,
-    LineStats,
-    line_stats,
     list_partitions,
     location,
     open_records,
