@@ -4,9 +4,11 @@ Generates refund-like records under a work folder (default /tmp/decflow-check-be
 runs each check in a fresh process under `/usr/bin/time -v` and reports wall time, CPU
 seconds (user + sys) and peak RSS, side by side in one run:
 
-- `decflow`: the direct `decflow check`, which always stores its stages and run (a fresh
-  store every time, so every stage is written; the store's size and what it holds are
-  printed after);
+- `decflow`: the command `decflow check CONTRACT -d RECORDS --store STORE` (the direct
+  path: it always stores its stages and run; a fresh store every time, so every stage is
+  written; the store's size and what it holds are printed after). decflow's modules are
+  byte-compiled first, as an installed package's are (an editable install under
+  PYTHONDONTWRITEBYTECODE=1 would compile every module again at every start);
 - for Parquet, a bare polars lazy scan computing the same groupings on the same file
   (`bare_scan.py`: counts, correct, mean and p95 of confidence and latency, confidence
   bins, per-segment stats, distinct ids);
@@ -21,6 +23,8 @@ usage: python bench/check_bench.py [--sizes 1000000 10000000] [--formats jsonl p
 from __future__ import annotations
 
 import argparse
+import compileall
+import os
 import re
 import shutil
 import subprocess
@@ -37,12 +41,6 @@ LABELS = ("refund", "reject", "review")
 DISTRIBUTIONS = np.array(
     [[0.96, 0.01, 0.03], [0.9, 0.02, 0.08], [0.05, 0.85, 0.1], [0.03, 0.93, 0.04],
      [0.2, 0.15, 0.65]]
-)
-RUN = (
-    "import sys\n"
-    "from decflow.pipeline.production.run import run_check\n"
-    "report = run_check(sys.argv[1], sys.argv[2], store=sys.argv[3])\n"
-    "print(report['status'], report['dataset']['n_records'])\n"
 )
 BARE = Path(__file__).resolve().parent / "bare_scan.py"
 
@@ -109,7 +107,9 @@ def write_inputs(
 
 
 def measure(command: list[str], env: dict[str, str] | None = None) -> dict[str, float | str]:
-    """Run under /usr/bin/time -v: wall s, CPU s (user + sys), peak RSS MB, stdout."""
+    """Run under /usr/bin/time -v: wall s, CPU s (user + sys), peak RSS MB, stdout, and the
+    machine's 1-minute load average just before."""
+    load = os.getloadavg()[0]
     done = subprocess.run(
         ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False, env=env
     )
@@ -124,6 +124,7 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> dict[str, 
         "cpu_s": float(field("User time (seconds)")) + float(field("System time (seconds)")),
         "rss_mb": int(field("Maximum resident set size (kbytes)")) / 1024,
         "exit": done.returncode,
+        "load": load,
         "out": done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-200:],
     }
 
@@ -141,16 +142,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="run the tools in turn this many times; medians (and ranges)")
     args = parser.parse_args()
-    print("| records | format | tool | wall s | CPU s | peak RSS MB | result |")
-    print("| ---: | --- | --- | ---: | ---: | ---: | --- |")
+    compileall.compile_dir(ROOT / "src" / "decflow", quiet=1)
+    print("| records | format | tool | wall s | CPU s | peak RSS MB | load avg | result |")
+    print("| ---: | --- | --- | ---: | ---: | ---: | --- | --- |")
     notes: dict[Path, str] = {}
     for n in args.sizes:
         paths = write_inputs(n, args.work, args.formats, args.continuous)
         for fmt, path in paths.items():
             store = args.work / f"store-{fmt}-{n}"
             shutil.rmtree(store, ignore_errors=True)
-            runs = [("decflow", [sys.executable, "-c", RUN, str(CONTRACT), str(path),
-                                 str(store)])]
+            runs = [("decflow", [sys.executable, "-m", "decflow", "check", str(CONTRACT),
+                                 "-d", str(path), "--store", str(store)])]
             if fmt == "parquet":
                 runs.append(("bare polars scan", [sys.executable, str(BARE), str(path)]))
             if args.decguard and fmt == "jsonl" and n <= args.decguard_max:
@@ -165,11 +167,11 @@ def main() -> None:
                     measured[tool].append(measure(command))
             for tool, _ in runs:
                 m = measured[tool]
-                result = m[-1]["out"] if tool.startswith(("decflow", "bare")) else (
-                    f"exit {m[-1]['exit']}")
+                result = m[-1]["out"] if tool.startswith("bare") else f"exit {m[-1]['exit']}"
+                loads = [float(r["load"]) for r in m]
                 print(f"| {n:,} | {fmt} | {tool} | {_median(m, 'wall_s')} | "
                       f"{_median(m, 'cpu_s')} | {max(float(r['rss_mb']) for r in m):.0f} | "
-                      f"{result} |", flush=True)
+                      f"{min(loads):.1f}–{max(loads):.1f} | {result} |", flush=True)
             if store.exists():
                 notes[path] = store_note(store, path)
                 shutil.rmtree(store)
@@ -181,8 +183,8 @@ def _median(runs: list[dict[str, float | str]], key: str) -> str:
     values = sorted(float(r[key]) for r in runs)
     middle = values[len(values) // 2] if len(values) % 2 else (
         values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-    spread = f" ({values[0]:.1f}–{values[-1]:.1f})" if len(values) > 1 else ""
-    return f"{middle:.1f}{spread}"
+    spread = f" ({values[0]:.2f}–{values[-1]:.2f})" if len(values) > 1 else ""
+    return f"{middle:.2f}{spread}"
 
 
 def store_note(store: Path, source: Path) -> str:

@@ -8,8 +8,11 @@ so `decflow --version` and a direct `decflow test` start fast. Errors print
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import sys
+import threading
 import traceback
 
 import typer
@@ -94,7 +97,21 @@ JEMALLOC_CONF = "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
 
 def main() -> None:
     os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC_CONF)
-    sys.exit(invoke())
+    _exit(invoke())
+
+
+def _exit(code: int) -> None:
+    """End the process with `code` once the command is done. Exit handlers run and output
+    is flushed as at any exit, but the interpreter's teardown (freeing every object and
+    module: 0.13 s after a check with polars, Arrow and pydantic loaded) is skipped, unless
+    another thread still runs or Prefect is loaded (it drains its workers at exit)."""
+    if threading.active_count() > 1 or "prefect" in sys.modules:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to say there
+            stream.flush()
+    os._exit(code)
 
 
 def _debug_traceback() -> None:

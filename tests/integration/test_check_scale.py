@@ -185,6 +185,96 @@ def test_a_rewritten_input_never_hits_a_stale_cache(contract, tmp_path: Path) ->
     assert again["metrics"] == second["metrics"]
 
 
+def test_blank_lines_through_the_store_count_records_exactly(
+    contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored check plans a JSONL file by its lines; blank lines make it plan again,
+    exactly, so default ids after them count records, not lines."""
+    from decflow.pipeline.production.run import run_check
+
+    monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
+    monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
+    # not inlined in the report, so never read again for it: only the stages decide
+    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    records = [{k: v for k, v in r.items() if k != "id"} for r in _records(600)]
+    lines = [json.dumps(r) for r in records]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join([*lines[:100], "", " ", *lines[100:]]) + "\n")
+    contract_path = str(EXAMPLE / "decguard.yaml")
+    stored = run_check(contract_path, str(path), store=str(tmp_path / "store"))
+    single = check_records(contract, str(path))
+    for key in COMPARED:
+        assert stored[key] == single[key], key
+    # the 550th record (line 552) has the default id record-550: repeat it at the end
+    path.write_text(path.read_text() + json.dumps({**records[0], "id": "record-550"}) + "\n")
+    with pytest.raises(DatasetError, match=r"line 603: duplicate record id 'record-550' "
+                                           r"\(first at line 552\)"):
+        run_check(contract_path, str(path), store=str(tmp_path / "store"))
+
+
+def test_a_stored_check_reads_blocks_side_by_side_with_the_single_pass_errors(
+    contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored check reads a JSONL unit's blocks as separate tasks: the same report, and
+    the first problem in file order, as one pass."""
+    import decflow.data.records as records_module
+    from decflow.pipeline.production.run import run_check
+
+    monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
+    monkeypatch.setattr(records_module, "JSONL_CHUNK_BYTES", 10_000)
+    monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
+    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    records = _records(600)
+    path = _jsonl(tmp_path / "r.jsonl", records)
+    contract_path = str(EXAMPLE / "decguard.yaml")
+
+    def stored() -> dict:
+        return run_check(contract_path, str(path), store=str(tmp_path / "store"))
+
+    single = check_records(contract, str(path))
+    report = stored()
+    for key in COMPARED:
+        assert report[key] == single[key], key
+    bad = [*records[:451], {**records[451], "selected": "nope"}, *records[452:]]
+    _jsonl(path, bad)
+    with pytest.raises(DatasetError, match=r"r.jsonl: line 452: selected 'nope'"):
+        stored()
+    _jsonl(path, [*records[:499], {**records[499], "id": "r20"}, *records[500:]])
+    with pytest.raises(DatasetError, match=r"line 500: duplicate record id 'r20' "
+                                           r"\(first at line 21\)"):
+        stored()
+    # a duplicate in an earlier block than a bad record comes first, a later one after it
+    _jsonl(path, [*bad[:299], {**bad[299], "id": "r20"}, *bad[300:]])
+    with pytest.raises(DatasetError, match=r"line 300: duplicate record id 'r20'"):
+        stored()
+    _jsonl(path, [*bad[:499], {**bad[499], "id": "r20"}, *bad[500:]])
+    with pytest.raises(DatasetError, match=r"line 452: selected 'nope'"):
+        stored()
+
+
+def test_a_cached_unit_keeps_the_default_ids_of_its_place(
+    contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's cached statistics are not reused once the records before it change in
+    number: its default ids (`record-<n>`) count them."""
+    from decflow.pipeline.production.run import run_check
+
+    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    _jsonl(folder / "a.jsonl", _records(10))
+    _jsonl(folder / "b.jsonl", [{k: v for k, v in r.items() if k != "id"}
+                                for r in _records(5, start=100)])  # record-11 … record-15
+    contract_path = str(EXAMPLE / "decguard.yaml")
+    store = str(tmp_path / "store")
+    assert run_check(contract_path, str(folder), store=store)["dataset"]["n_records"] == 15
+    # one more record in a.jsonl: b.jsonl's records become record-12 … record-16
+    _jsonl(folder / "a.jsonl", [*_records(10), {**_records(1)[0], "id": "record-16"}])
+    with pytest.raises(DatasetError, match=r"b.jsonl: line 5: duplicate record id "
+                                           r"'record-16' \(first at line 11 of "):
+        run_check(contract_path, str(folder), store=store)
+
+
 def _adversarial(rng: np.random.Generator) -> dict[str, np.ndarray]:
     gamma = (1 + quantiles._ALPHA) / (1 - quantiles._ALPHA)
     edges = gamma ** np.arange(-2000, 2000, dtype=np.float64)
@@ -230,6 +320,36 @@ def test_sketches_merge_to_the_same_bits_in_any_split() -> None:
         assert merged.n == whole.n
 
 
+def test_statistics_read_back_from_the_store_as_they_were(tmp_path: Path) -> None:
+    """Exact values (once each, or with counts), sketches and empty distributions keep
+    their percentiles through the stored table; every count and exact sum too."""
+    from dataclasses import fields
+
+    from decflow.metrics.production import GroupStats, stats_frame, stats_from_frame
+
+    rng = np.random.default_rng(5)
+    groups = {
+        "": GroupStats(total=7, bin_count=[1, 2], brier_sum=3 << 1100, bin_confidence=[5, -1],
+                       confidence=Distribution.of(rng.random(1000)),
+                       latency=Distribution(exact=ValueCounts.of([1.0, 1.0, 2.5])),
+                       cost=Distribution.of(rng.random(quantiles.EXACT_LIMIT + 1))),
+        "locale\x1fstr:'it'": GroupStats(total=1),
+    }
+    path = tmp_path / "stats.parquet"
+    stats_frame(groups).write_parquet(path)
+    back = stats_from_frame(pl.read_parquet(path))
+    assert list(back) == list(groups)
+    for name, stats in groups.items():
+        for f in fields(stats):
+            mine, theirs = getattr(stats, f.name), getattr(back[name], f.name)
+            if isinstance(mine, Distribution):
+                assert (theirs.n, theirs.is_exact) == (mine.n, mine.is_exact), f.name
+                for q in (0, 50, 95, 100):
+                    assert theirs.percentile(q) == mine.percentile(q), (f.name, q)
+            else:
+                assert theirs == mine, f.name
+
+
 def test_exact_up_to_the_limit() -> None:
     values = np.random.default_rng(1).random(quantiles.EXACT_LIMIT)
     half = quantiles.EXACT_LIMIT // 2
@@ -244,16 +364,21 @@ def test_exact_up_to_the_limit() -> None:
 def test_worker_processes_give_the_threads_report(
     contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Large inputs are read by spawned worker processes: the same report as threads."""
+    """Large Parquet inputs are read by spawned worker processes: the same report as
+    threads. (JSONL units always use threads: Arrow's parser runs without the GIL.)"""
     import decflow.pipeline.production.units as check_units
+    from decflow.pipeline.production.units import plan_source
 
     folder = tmp_path / "parts"
     folder.mkdir()
     records = _records(300)
-    for i in range(0, 300, 100):
-        _jsonl(folder / f"p{i:03d}.jsonl", records[i:i + 100])
+    _parquet(folder / "p000.parquet", records[:100], row_group_size=50)
+    _parquet(folder / "p100.parquet", records[100:200], row_group_size=50)
+    _jsonl(folder / "p200.jsonl", records[200:])
     threads = check_records(contract, str(folder))
     monkeypatch.setattr(check_units, "PROCESS_RECORDS", 1)
+    assert check_units.in_processes(plan_source(str(folder)).units)
+    assert not check_units.in_processes(plan_source(str(folder / "p200.jsonl")).units)
     assert not check_units.spawn_is_safe()  # pytest's main: the SDK's rule gives threads
     monkeypatch.setattr(check_units, "spawn_is_safe", lambda: True)  # pytest's main is guarded
     processes = check_records(contract, str(folder))

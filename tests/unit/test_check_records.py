@@ -151,6 +151,30 @@ def test_duplicate_ids_within_and_across_partitions(tmp_path: Path) -> None:
         _read(folder)
 
 
+def test_ids_sharing_a_hash_are_not_duplicates(tmp_path: Path, monkeypatch) -> None:
+    """Ids are compared exactly wherever their 64-bit hashes repeat: with a hash under
+    which most ids collide, distinct ids pass and a repeated one is still found."""
+    import decflow.data.records as records
+
+    monkeypatch.setattr(records, "_id_hashes",
+                        lambda ids: ids.str.len_bytes().cast(pl.UInt64).to_numpy())
+    records_ = [_record(id=f"i{n}") for n in range(30)]
+    path = _write(tmp_path / "r.jsonl", records_)
+    assert _read(path).height == 30
+    _write(path, [*records_, _record(id="i7")])
+    with pytest.raises(DatasetError, match=r"line 31: duplicate record id 'i7' "
+                                           r"\(first at line 8\)"):
+        _read(path)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    _write(folder / "1.jsonl", records_[:15])
+    _write(folder / "2.jsonl", records_[15:])
+    assert _read(folder).height == 30
+    _write(folder / "2.jsonl", [*records_[15:], _record(id="i3")])
+    with pytest.raises(DatasetError, match=r"2.jsonl: line 16: duplicate record id 'i3'"):
+        _read(folder)
+
+
 def test_default_ids_count_positions_across_partitions(tmp_path: Path) -> None:
     folder = tmp_path / "parts"
     folder.mkdir()
@@ -351,6 +375,88 @@ def test_bad_bytes_are_exit_2_naming_line_and_field(
         message = message.replace("line 2:", f"line {padding + 2}:").replace(
             "line 1:", f"line {padding + 1}:")
     with pytest.raises(DatasetError, match=message):
+        _read(path)
+
+
+@pytest.mark.parametrize("first", [b"null", b" null", b"true", b"1", b'"x"', b"[]"])
+def test_a_chunk_opening_with_a_value_other_than_an_object_is_exit_2(
+    tmp_path: Path, monkeypatch, first: bytes
+) -> None:
+    """Arrow's reader crashed the process on a `null` first row: as the file's first line,
+    and as the first line of a later chunk."""
+    import decflow.data.records as records
+
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(first + b"\n" + _line() + b"\n")
+    with pytest.raises(DatasetError, match=r"line 1: invalid production record:\n  \(root\): "
+                                           "must be a JSON object"):
+        _read(path)
+    monkeypatch.setattr(records, "JSONL_CHUNK_BYTES", 2000)
+    good = b"".join(_line(id=f"g{i}") + b"\n" for i in range(40))
+    later = len(good[:2000].split(b"\n")) + 1  # the second chunk's first line
+    lines = good.split(b"\n")
+    path.write_bytes(b"\n".join([*lines[: later - 1], first, *lines[later - 1 :]]))
+    with pytest.raises(DatasetError, match=f"line {later}: invalid production record"):
+        _read(path)
+
+
+def test_line_stats_across_slices(monkeypatch) -> None:
+    """Lines, the longest line and the lines opening with `{`, whatever the slices."""
+    import random
+
+    import decflow.data.record_blocks as record_blocks
+
+    monkeypatch.setattr(record_blocks, "_SLICE", 7)
+    record_blocks._SCRATCH.__dict__.clear()  # a scratch array of the patched size
+    rng = random.Random(3)
+    for _ in range(300):
+        block = bytes(rng.choice(b"{a \n") for _ in range(rng.randrange(0, 60)))
+        lines = block.split(b"\n")
+        if block.endswith(b"\n") or not block:
+            lines = lines[:-1]
+        stats = record_blocks.line_stats(bytearray(block))
+        assert stats.lines == len(lines), block
+        assert stats.longest == max((len(line) for line in block.split(b"\n")), default=0)
+        assert stats.opening == sum(line.startswith(b"{") for line in lines), block
+    record_blocks._SCRATCH.__dict__.clear()
+
+
+def test_blank_lines_never_let_a_line_hold_two_records(tmp_path: Path) -> None:
+    """Arrow skips blank lines and reads a line holding two objects as two rows: with one
+    of each in a chunk, the counts agreed and the two objects passed as two records."""
+    lines = [json.dumps(_record(id=f"g{i}")) for i in range(300)]
+    lines[150] = ""
+    lines[200] += json.dumps(_record(id="extra"))
+    path = _write(tmp_path / "r.jsonl", ["\n".join(lines) + "\n"])
+    with pytest.raises(DatasetError, match="line 201: invalid JSON: Extra data"):
+        _read(path)
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t\r"])
+def test_blank_and_indented_lines_keep_their_line_numbers(tmp_path: Path, blank: str) -> None:
+    lines = [json.dumps(_record(id=f"g{i}")) for i in range(300)]
+    lines[10] = blank
+    lines[20] = "  " + lines[20]
+    lines[250] = json.dumps(_record(id="bad", selected="review"))
+    path = _write(tmp_path / "r.jsonl", ["\n".join(lines) + "\n\n"])
+    with pytest.raises(DatasetError, match="line 251: selected 'review' is not the most"):
+        _read(path)
+    lines[250] = json.dumps(_record(id="g250"))
+    _write(path, ["\n".join(lines) + "\n\n"])
+    table = _read(path)
+    assert table.height == 299 and table["id"][10] == "g11"
+    from decflow.pipeline.production.units import plan_source
+
+    assert sum(unit.n_records for unit in plan_source(str(path)).units) == 299
+
+
+def test_short_unbalanced_lines_never_reach_arrow_as_one_deep_value(tmp_path: Path) -> None:
+    """Arrow parses each line apart: many short lines that never close their brackets
+    are invalid lines, not one value nested thousands deep (which would crash it)."""
+    good = b"".join(_line(id=f"g{i}") + b"\n" for i in range(300))
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(good + b'{"a": ' + (b"[" * 100 + b"\n") * 2000)
+    with pytest.raises(DatasetError, match="line 301: invalid JSON"):
         _read(path)
 
 

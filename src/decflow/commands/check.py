@@ -53,28 +53,32 @@ def register(app: typer.Typer) -> None:
         """Check production decision records against the contract (offline); the check is
         stored as a run, with the records' statistics but never a copy of them."""
         from decflow.commands.contract_run import use_prefect
-        from decflow.store.store import open_store, store_url
-        from decflow.views.production_text import render_check
 
         check_format(fmt)
         _check_runner_options(use_prefect(prefect), task_runner, dask_address)
         if use_prefect(prefect):
             from decflow.flows.production_check import run_production_check_flow
+            from decflow.store.store import store_url
 
             report = run_production_check_flow(
                 contract, dataset, baseline, store=store_url(store), fail_on_warn=fail_on_warn,
                 task_runner=task_runner, dask_address=dask_address,
             )
         else:
+            from decflow.pipeline.production.run import run_check, start_scan
+
+            scanning = start_scan(dataset)  # first: the input's hash overlaps the imports
             from decflow.commands.progress import progress_factory
-            from decflow.pipeline.production.run import run_check
+            from decflow.store.store import open_store
             from decflow.views.stored import write_run_html
 
             with progress_factory() as factory:
                 report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,
                                    store=store, progress=factory("records", None)
-                                   if factory else None)
+                                   if factory else None, scanning=scanning)
             write_run_html(open_store(store), report)  # beside report.json, as the flow does
+        from decflow.views.production_text import render_check
+
         code = publish(
             report, render_check, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="production report",

@@ -3,14 +3,16 @@
 Arrow's JSON reader takes invalid UTF-8 inside strings as it is (polars later trips over
 it) and overflows its stack on very deep nesting, so a JSONL chunk is vetted first: no
 byte-order mark, valid UTF-8, no NUL byte; chunks whose brackets may nest deeper than
-`ARROW_MAX_DEPTH` go to the strict per-record parser, which reports records nested deeper
-than Python's parser can take. Every problem is an exit-2 `DatasetError` naming the file,
+`ARROW_MAX_DEPTH`, and chunks whose first value is not an object (Arrow crashes on a first
+row `null`), go to the strict per-record parser, which reports records nested deeper than
+Python's parser can take. Every problem is an exit-2 `DatasetError` naming the file,
 the line and, where one can be found, the top-level field.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -45,14 +47,32 @@ def check_chunk(block: bytes, path: str, first_line: int) -> None:
         _raise_at(block, nul, path, first_line, "holds a NUL byte, which JSON text cannot")
 
 
-def may_nest_deeper(block: bytes, limit: int = ARROW_MAX_DEPTH) -> bool:
+def may_nest_deeper(
+    block: bytes, limit: int = ARROW_MAX_DEPTH, *, longest_line: int | None = None
+) -> bool:
     """Whether brackets in `block` may nest deeper than `limit` (an upper bound: brackets
-    inside strings count too, and so do unbalanced lines before)."""
+    inside strings count too, and so do unbalanced lines before). No line longer than
+    `limit` bytes (`longest_line`): no, without a look, since Arrow parses every line
+    apart (an unbalanced line is an error of its own row, not deeper nesting) and a line
+    cannot nest deeper than it is long."""
+    if longest_line is not None and longest_line <= limit:
+        return False
     brackets = block.translate(None, _NOT_BRACKETS)
     if len(brackets) <= limit:
         return False
     depth = np.cumsum(_STEP[np.frombuffer(brackets, dtype=np.uint8)], dtype=np.int64)
     return bool(depth.max() > limit)
+
+
+# JSON whitespace before a chunk's first value (anything else sends it to the strict parser).
+_OPENS_WITH_OBJECT = re.compile(rb"[ \t\r\n]*\{")
+
+
+def opens_with_object(block: bytes) -> bool:
+    """Whether the first value in `block` is an object. Arrow's reader crashes the process
+    (a segmentation fault, pyarrow 26) when the first row of its input is `null`, so a chunk
+    that does not open with `{` goes to the strict parser, which words the problem."""
+    return _OPENS_WITH_OBJECT.match(block) is not None
 
 
 def _raise_at(block: bytes, offset: int, path: str, first_line: int, problem: str) -> None:

@@ -46,9 +46,9 @@ def vectorized_table(raw: pl.DataFrame, spec: RecordSpec) -> tuple[int | None, p
             if raw[name].dtype == pl.Null:
                 raise NeedStrict
             checks.append(pl.col(name).is_not_null())
-    for name in RECORD_FIELDS:
-        if name not in raw.columns:
-            raw = raw.with_columns(pl.lit(None).alias(name))
+    missing = [pl.lit(None).alias(name) for name in RECORD_FIELDS if name not in raw.columns]
+    if missing:
+        raw = raw.with_columns(missing)
     probs = raw["probabilities"].dtype
     fields = [f.name for f in probs.fields] if isinstance(probs, pl.Struct) else []
     if probs != pl.Null and not isinstance(probs, pl.Struct):

@@ -119,7 +119,9 @@ def _parquet_table(
         problem = explain_line(lines[bad], spec) or "record does not validate"
         raise DatasetError(f"{path}: row {first_row + bad}: {problem}")
     assert table is not None
-    return table.with_columns(metadata_json=meta_text.fill_null("{}"), input_json=input_text)
+    # a column the file lacks is Null-typed: String, so batches of every format concatenate
+    return table.with_columns(metadata_json=meta_text.fill_null("{}"),
+                              input_json=input_text.cast(pl.String))
 
 
 def _parquet_types(raw: pl.DataFrame) -> str | None:

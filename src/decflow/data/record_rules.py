@@ -41,7 +41,6 @@ RECORD_FIELDS = (
     "metadata",
 )
 ACTIONS = ("accept", "abstain", "fallback", "human_review")
-SUFFIXES = (".jsonl", ".json", ".parquet")
 STRING_FIELDS = ("id", "timestamp", "decision", "backend", "model", "model_version", "action")
 NUMBER_FIELDS = ("confidence", "latency_ms", "cost")
 BOOL_FIELDS = ("outcome_correct", "fallback")

@@ -5,30 +5,84 @@ of the input, never its size, mtime or footer) and its records counted (Parquet 
 footer, JSONL by its non-blank lines, a JSON list by parsing it), so every record's 1-based
 position — and with it the default id `record-<n>` — is known before any unit is read.
 Units are the files (the partitions of the log), row-group ranges of about `UNIT_ROWS`
-rows of a large Parquet file and line-aligned byte ranges of about `UNIT_BYTES` of a large
-JSONL file; they depend only on the input, never on the number of workers.
+rows of a large Parquet file and equal line-aligned byte ranges of about `UNIT_BYTES` of a
+large JSONL file; they depend only on the input, never on the number of workers.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import os
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
+from decflow.data.record_blocks import BlockReader, line_stats
 from decflow.errors import DatasetError
-from decflow.store.remote import is_url, open_input
+from decflow.store.remote import filesystem, is_url, open_input
 
+SUFFIXES = (".jsonl", ".json", ".parquet")
 UNIT_ROWS = 5_000_000
 UNIT_BYTES = 64 << 20
 # What counts as a blank line of a JSONL file (skipped): ASCII whitespace only.
 WHITESPACE = b" \t\r\n\x0b\x0c"
 _BLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*$", re.MULTILINE)
 _READ_BYTES = 16 << 20
+
+
+def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path | str]:
+    """Files of a source: one file, a folder (recursively, sorted) or a glob pattern; local
+    paths, or `s3://…` URLs (as strings) read through `store.remote`."""
+    if not isinstance(source, str | Path):
+        return [p for item in source for p in list_partitions(item)]
+    if isinstance(source, str) and is_url(source):
+        return _remote_partitions(source)
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(
+            (p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES),
+            key=lambda p: p.relative_to(path).as_posix(),
+        )
+        if not files:
+            raise DatasetError(f"{source}: no .jsonl, .json or .parquet files in this folder")
+        return list(files)
+    if path.is_file():
+        if path.suffix not in SUFFIXES:
+            raise DatasetError(
+                f"{source}: unsupported record file type '{path.suffix}' "
+                "(use .jsonl, .json or .parquet)"
+            )
+        return [path]
+    matches = sorted(Path(m) for m in glob.glob(str(source), recursive=True))
+    files = [m for m in matches if m.is_file() and m.suffix in SUFFIXES]
+    if not files:
+        raise DatasetError(f"{source}: no such file, folder or matching record files")
+    return list(files)
+
+
+def _remote_partitions(url: str) -> list[Path | str]:
+    fs, inner = filesystem(url)
+    try:
+        if fs.isdir(inner):
+            found = sorted(p for p in fs.find(inner) if suffix(p) in SUFFIXES)
+        elif fs.isfile(inner):
+            if suffix(inner) not in SUFFIXES:
+                raise DatasetError(f"{url}: unsupported record file type '{suffix(inner)}' "
+                                   "(use .jsonl, .json or .parquet)")
+            found = [inner]
+        else:
+            found = sorted(p for p in fs.glob(inner) if suffix(p) in SUFFIXES)
+    except OSError as exc:
+        raise DatasetError(f"{url}: cannot list ({exc})") from None
+    if not found:
+        raise DatasetError(f"{url}: no such file, folder or matching record files")
+    return [fs.unstrip_protocol(p) for p in found]
 
 
 @dataclass(frozen=True)
@@ -58,6 +112,21 @@ class Unit:
     n_records: int
     parts: tuple[FilePart, ...]
     digests: tuple[str, ...]  # sha256 of each part's whole file
+    # JSONL: the blocks its one part spans, as (start byte, end byte, first line, records)
+    blocks: tuple[tuple[int, int, int, int], ...] = ()
+
+    def pieces(self) -> list[Unit]:
+        """The unit as separate reads: one per JSONL block (read side by side, the blocks of
+        all units keep every core busy whatever the units' sizes), else the unit itself.
+        Their results combine into the unit's (`pipeline.production.units`)."""
+        if len(self.blocks) < 2:
+            return [self]
+        pieces, offset = [], self.offset
+        for start, stop, line, records in self.blocks:
+            part = FilePart(self.parts[0].path, None, line, records, (start, stop))
+            pieces.append(Unit(self.index, offset, records, (part,), self.digests))
+            offset += records
+        return pieces
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,27 +190,26 @@ def location(path: str) -> Path | str:
     return path if is_url(path) else Path(path)
 
 
-def scan_file(path: str, exact: bool = True) -> ScannedFile:
-    """sha256 of every byte, the number of records and (Parquet) the rows per row group.
-    Not `exact`: a JSONL file's lines are counted as records (blank lines are rare, and
-    finding them costs more than hashing); reading the unit then finds how many were
-    blank, and a caller that sees a difference plans again, exactly."""
+def scan_file(path: str) -> ScannedFile:
+    """sha256 of every byte, the number of records and (Parquet) the rows per row group. A
+    JSONL block whose lines all open with `{` has a record on every line; only other blocks
+    are searched for blank lines."""
+    kind = suffix(path)
     digest = hashlib.sha256()
     size = 0
-    kind = suffix(path)
     n_records, line = 0, 1
     blocks: list[tuple[int, int, int]] = []
     json_text = b""
-    with open_records(location(path)) as handle:
-        while block := handle.read(_READ_BYTES):
-            if kind == ".jsonl" and not block.endswith(b"\n"):
-                block += handle.readline()
+    with open_records(location(path)) as handle, BlockReader(handle) as reader:
+        while block := reader.read(_READ_BYTES, whole_lines=kind == ".jsonl"):
             digest.update(block)
             if kind == ".jsonl":
-                records = _jsonl_records(block) if exact else _lines(block)
+                stats = line_stats(block)
+                lines = stats.lines
+                records = lines if stats.plain else _jsonl_records(block)
                 blocks.append((size, line, records))
                 n_records += records
-                line += block.count(b"\n")
+                line += lines
             elif kind == ".json":
                 json_text += block
             size += len(block)
@@ -153,8 +221,31 @@ def scan_file(path: str, exact: bool = True) -> ScannedFile:
     return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
 
 
-def _lines(block: bytes) -> int:
-    return block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+T = TypeVar("T")
+
+
+def in_thread(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
+    """Start `fn(*args)` in a thread now; the returned function waits for its result (and
+    raises what it raised). A daemon thread: an error elsewhere never waits for it."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # handed to the caller, which raises it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="decflow-scan", daemon=True)
+    thread.start()
+
+    def wait() -> T:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        value: T = outcome["value"]
+        return value
+
+    return wait
 
 
 def _jsonl_records(block: bytes) -> int:
@@ -186,25 +277,48 @@ def row_group_rows(file: str) -> tuple[int, ...]:
     return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
 
 
-def scan_files(files: Sequence[str], threads: int, exact: bool = True) -> list[ScannedFile]:
+def scan_files(files: Sequence[str], threads: int) -> list[ScannedFile]:
     """`scan_file` of every file, `threads` at a time (hashing releases the GIL)."""
     if threads <= 1 or len(files) <= 1:
-        return [scan_file(f, exact) for f in files]
+        return [scan_file(f) for f in files]
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(lambda f: scan_file(f, exact), files))
+        return list(pool.map(scan_file, files))
+
+
+def scan_source(
+    source: str | Path | Sequence[str | Path], *, absolute: bool = False,
+    threads: int | None = None,
+) -> tuple[list[str], list[ScannedFile]]:
+    """The files of a source (`absolute`: local ones by absolute path, for workers that run
+    elsewhere) and `scan_file` of each, `threads` at a time (default: one per core)."""
+    files = [
+        os.path.abspath(f) if absolute and isinstance(f, Path) else str(f)
+        for f in list_partitions(source)
+    ]
+    return files, scan_files(files, threads or os.cpu_count() or 1)
+
+
+def scan_in_background(
+    source: str | Path | Sequence[str | Path],
+) -> Callable[[], tuple[list[str], list[ScannedFile]]]:
+    """Start `scan_source` in a thread now and return the function that waits for it.
+    Hashing and reading release the GIL, so a check that starts the scan before importing
+    what it needs (polars, the contract models) hashes its input while it imports."""
+    return in_thread(lambda: scan_source(source))
 
 
 def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
     """One unit per file (a partition of the log), except that a Parquet file of more than
     `UNIT_ROWS` rows is split at row-group boundaries into units of about that many, and a
-    JSONL file of more than `UNIT_BYTES` at line boundaries into units of about that
-    size."""
+    JSONL file of more than `UNIT_BYTES` at line boundaries into equal units of about that
+    size or less."""
     units: list[Unit] = []
     offset = 0
 
-    def add(part: FilePart, digest: str, n: int) -> None:
+    def add(part: FilePart, digest: str, n: int,
+            blocks: tuple[tuple[int, int, int, int], ...] = ()) -> None:
         nonlocal offset
-        units.append(Unit(len(units), offset, n, (part,), (digest,)))
+        units.append(Unit(len(units), offset, n, (part,), (digest,), blocks))
         offset += n
 
     for file in scanned:
@@ -213,7 +327,7 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
             continue
         rows = file.row_group_rows
         if rows is None or file.n_records <= UNIT_ROWS:
-            add(FilePart(file.path), file.digest, file.n_records)
+            add(FilePart(file.path), file.digest, file.n_records, _spans(file))
             continue
         start, first_row, taken = 0, 1, 0
         for i, n in enumerate(rows):
@@ -225,13 +339,25 @@ def plan_units(scanned: Sequence[ScannedFile]) -> list[Unit]:
     return units
 
 
-def _split_jsonl(file: ScannedFile, add: Any) -> None:
+def _spans(file: ScannedFile) -> tuple[tuple[int, int, int, int], ...]:
+    """A JSONL file's blocks as (start byte, end byte, first line, records)."""
+    if not file.blocks:
+        return ()
     ends = [start for start, _, _ in file.blocks[1:]] + [file.size]
-    start, first_line, taken = 0, 1, 0
-    for (block_start, line, records), end in zip(file.blocks, ends, strict=True):
-        if block_start > start and block_start - start + (end - block_start) > UNIT_BYTES:
-            add(FilePart(file.path, None, first_line, taken, (start, block_start)),
-                file.digest, taken)
-            start, first_line, taken = block_start, line, 0
-        taken += records
-    add(FilePart(file.path, None, first_line, taken, (start, file.size)), file.digest, taken)
+    return tuple((start, end, line, records)
+                 for (start, line, records), end in zip(file.blocks, ends, strict=True))
+
+
+def _split_jsonl(file: ScannedFile, add: Any) -> None:
+    """The fewest units of about `UNIT_BYTES` or less, as equal as whole blocks allow (two
+    units of 62 MB, not 64 + 59 … or 48 + 48 + 27)."""
+    n_units = -(-file.size // UNIT_BYTES)
+    groups: list[list[tuple[int, int, int, int]]] = [[]]
+    for block in _spans(file):
+        if groups[-1] and (block[0] + block[1]) * n_units // (2 * file.size) >= len(groups):
+            groups.append([])
+        groups[-1].append(block)
+    for blocks in groups:
+        taken = sum(records for *_, records in blocks)
+        part = FilePart(file.path, None, blocks[0][2], taken, (blocks[0][0], blocks[-1][1]))
+        add(part, file.digest, taken, tuple(blocks))

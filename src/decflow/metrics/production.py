@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+import pyarrow as pa
 
 from decflow.metrics.golden_metrics import NLL_FLOOR, calibration_bin_index, reliability_from_bins
 from decflow.metrics.numeric import row_sums
@@ -255,39 +256,82 @@ def partition_stats(
 
 _EXACT = ("brier_sum", "nll_sum", "confidence_sum", "latency_sum", "cost_sum")
 _DISTRIBUTIONS = ("confidence", "latency", "cost")
+_COUNT_LISTS = ("bin_count", "bin_correct", "histogram")
 
 
-def stats_row(group: str, stats: GroupStats) -> dict[str, Any]:
-    """One row of the `aggregates` table. Exact sums are big integers, stored as decimal
-    text so that Parquet keeps every digit; distributions as `Distribution.to_row`."""
-    row: dict[str, Any] = {"group": group}
-    for f in fields(stats):
-        value = getattr(stats, f.name)
+def stats_frame(groups: dict[str, GroupStats]) -> pl.DataFrame:
+    """Per-group statistics as a table, one row per group (the stored form). Exact sums
+    are big integers, stored as decimal text so that Parquet keeps every digit;
+    distributions as `Distribution.stored` columns, built from numpy through Arrow (a
+    group can hold `EXACT_LIMIT` values per distribution: never Python lists of them)."""
+    stats = list(groups.values())
+    columns: dict[str, pl.Series | pa.Array] = {"group": pl.Series(list(groups), dtype=pl.String)}
+    for f in fields(GroupStats):
+        values = [getattr(s, f.name) for s in stats]
         if f.name in _DISTRIBUTIONS:
-            row.update(value.to_row(f.name))
+            stored = [v.stored() for v in values]
+            columns[f"{f.name}_values"] = _list_array([s[0] for s in stored], pa.float64())
+            columns[f"{f.name}_counts"] = _list_array([s[1] for s in stored], pa.int64())
+            columns[f"{f.name}_zeros"] = pl.Series([s[2] for s in stored], dtype=pl.Int64)
+            columns[f"{f.name}_buckets"] = _list_array([s[3] for s in stored], pa.int64())
         elif f.name in _EXACT:
-            row[f.name] = str(value)
+            columns[f.name] = pl.Series([str(v) for v in values], dtype=pl.String)
         elif f.name == "bin_confidence":
-            row[f.name] = [str(v) for v in value]
+            columns[f.name] = pl.Series([[str(v) for v in row] for row in values],
+                                        dtype=pl.List(pl.String))
+        elif f.name in _COUNT_LISTS:
+            columns[f.name] = pl.Series(values, dtype=pl.List(pl.Int64))
         else:
-            row[f.name] = value
-    return row
+            columns[f.name] = pl.Series(values, dtype=pl.Int64)
+    # a table, not arrays: polars converts an Arrow array through pyarrow.compute, whose
+    # import alone costs 25 ms
+    lists = pl.from_arrow(pa.table({k: v for k, v in columns.items()
+                                    if isinstance(v, pa.Array)}))
+    assert isinstance(lists, pl.DataFrame)
+    return pl.DataFrame([lists[name] if isinstance(column, pa.Array) else column.alias(name)
+                         for name, column in columns.items()])
 
 
-def stats_from_row(row: dict[str, Any]) -> tuple[str, GroupStats]:
-    """Inverse of `stats_row`."""
-    stats = GroupStats()
-    for f in fields(stats):
-        if f.name in _DISTRIBUTIONS:
-            setattr(stats, f.name, Distribution.from_row(row, f.name))
-        elif f.name in _EXACT:
-            setattr(stats, f.name, int(row[f.name]))
-        elif f.name == "bin_confidence":
-            stats.bin_confidence = [int(v) for v in row[f.name]]
-        else:
-            value = row[f.name]
-            setattr(stats, f.name, list(value) if isinstance(value, list) else int(value))
-    return row["group"], stats
+def _list_array(arrays: list[np.ndarray | None], kind: pa.DataType) -> pa.Array:
+    """A list array from numpy arrays (None: a null row), through Arrow's offsets."""
+    starts = np.cumsum([0] + [0 if a is None else a.size for a in arrays]).tolist()
+    # a null start offset makes its row null
+    offsets = pa.array([None if a is None else start
+                        for a, start in zip(arrays, starts[:-1], strict=True)]
+                       + starts[-1:], type=pa.int64())
+    flat = [a for a in arrays if a is not None and a.size]
+    values = pa.array(np.concatenate(flat) if flat else np.empty(0), type=kind)
+    return pa.LargeListArray.from_arrays(offsets, values)
+
+
+def stats_from_frame(frame: pl.DataFrame) -> dict[str, GroupStats]:
+    """Inverse of `stats_frame`."""
+    out: dict[str, GroupStats] = {}
+    for i, group in enumerate(frame["group"].to_list()):
+        stats = GroupStats()
+        for f in fields(stats):
+            if f.name in _DISTRIBUTIONS:
+                values, counts, buckets = (
+                    _array(frame[f"{f.name}_{part}"], i) for part in ("values", "counts",
+                                                                      "buckets")
+                )
+                zeros = frame[f"{f.name}_zeros"][i]
+                setattr(stats, f.name, Distribution.from_stored(values, counts, zeros, buckets))
+            elif f.name in _EXACT:
+                setattr(stats, f.name, int(frame[f.name][i]))
+            elif f.name == "bin_confidence":
+                stats.bin_confidence = [int(v) for v in frame[f.name][i]]
+            elif f.name in _COUNT_LISTS:
+                setattr(stats, f.name, frame[f.name][i].to_list())
+            else:
+                setattr(stats, f.name, int(frame[f.name][i]))
+        out[group] = stats
+    return out
+
+
+def _array(column: pl.Series, row: int) -> np.ndarray | None:
+    cell = column[row]
+    return None if cell is None else cell.to_numpy()
 
 
 def sketched(stats: GroupStats) -> list[str]:

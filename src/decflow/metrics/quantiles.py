@@ -68,14 +68,24 @@ class ValueCounts:
     def n(self) -> int:
         return sum(v.size if c is None else int(c.sum()) for v, c in self._parts)
 
-    def compact(self) -> tuple[np.ndarray, np.ndarray]:
-        """(sorted distinct values, counts) of all parts (the stored form)."""
+    def joined(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """All values, unsorted, and their counts (None when each value is there once)."""
         if not self._parts:
-            return np.empty(0), np.empty(0, dtype=np.int64)
+            return np.empty(0), None
         values = np.concatenate([v for v, _ in self._parts])
+        if all(c is None for _, c in self._parts):
+            return values, None
         counts = np.concatenate(
             [np.ones(v.size, dtype=np.int64) if c is None else c for v, c in self._parts]
         )
+        return values, counts
+
+    def compact(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted distinct values, counts) of all parts, kept as the only part."""
+        if not self._parts:
+            return np.empty(0), np.empty(0, dtype=np.int64)
+        values, joined = self.joined()
+        counts = np.ones(values.size, dtype=np.int64) if joined is None else joined
         distinct, inverse = np.unique(values, return_inverse=True)
         summed = np.bincount(inverse, weights=counts, minlength=distinct.size).astype(np.int64)
         self._parts = [(distinct, None if int(summed.max()) == 1 else summed)]
@@ -217,21 +227,21 @@ class Distribution:
         assert self.sketch is not None
         return self.sketch.percentile(q)
 
-    def to_row(self, name: str) -> dict[str, Any]:
-        """Columns of the stored `aggregates` row: exact values and counts, or the sketch's
-        zero count, buckets and counts."""
+    def stored(self) -> tuple[np.ndarray | None, np.ndarray | None, int | None,
+                              np.ndarray | None]:
+        """(values, counts, zeros, buckets) as stored: the exact values (unsorted, counts
+        None when each stands for itself once: no sort to write them), or the sketch's
+        counts, zero count and buckets."""
         if self.exact is not None:
-            values, counts = self.exact.compact()
-            return {f"{name}_values": values.tolist(), f"{name}_counts": counts.tolist(),
-                    f"{name}_zeros": None, f"{name}_buckets": None}
+            values, counts = self.exact.joined()
+            return values, counts, None, None
         assert self.sketch is not None
-        return {f"{name}_values": None, f"{name}_counts": self.sketch.counts.tolist(),
-                f"{name}_zeros": self.sketch.zeros, f"{name}_buckets": self.sketch.buckets.tolist()}
+        return None, self.sketch.counts, self.sketch.zeros, self.sketch.buckets
 
     @classmethod
-    def from_row(cls, row: dict[str, Any], name: str) -> Distribution:
-        if row.get(f"{name}_buckets") is None:
-            values = row[f"{name}_values"] or []
-            return cls(exact=ValueCounts(values, row[f"{name}_counts"] or []))
-        return cls(sketch=LogSketch(row[f"{name}_zeros"], row[f"{name}_buckets"],
-                                    row[f"{name}_counts"]))
+    def from_stored(cls, values: np.ndarray | None, counts: np.ndarray | None,
+                    zeros: int | None, buckets: np.ndarray | None) -> Distribution:
+        """Inverse of `stored`."""
+        if buckets is None:
+            return cls(exact=ValueCounts([] if values is None else values, counts))
+        return cls(sketch=LogSketch(zeros or 0, buckets, counts))

@@ -1,4 +1,4 @@
-"""Content-addressed Parquet store on fsspec (a local path or any fsspec URL).
+"""Content-addressed Parquet store: a local folder, or any fsspec URL.
 
 Layout: `stages/<stage>/<key>/part-NNNNN.parquet … _manifest.json` and `runs/<run_id>/…`.
 A stage is complete exactly when its `_manifest.json` exists: parts are written first and
@@ -16,13 +16,13 @@ import os
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import fsspec
-import polars as pl
+from typing import IO, TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
 from decflow.store.remote import fsspec_options
+
+if TYPE_CHECKING:
+    import polars as pl
 
 MANIFEST = "_manifest.json"
 DEFAULT_STORE = ".decflow"
@@ -99,18 +99,52 @@ def _frame_bytes(frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
+class _LocalFiles:
+    """The file operations of a local store, by the standard library: fsspec (and the
+    asyncio it loads, 35 ms) is imported only for remote stores."""
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        os.makedirs(path, exist_ok=exist_ok)
+
+    def open(self, path: str, mode: str) -> IO[Any]:
+        return open(path, mode)  # the caller closes it
+
+    def cat_file(self, path: str) -> bytes:
+        with open(path, "rb") as handle:
+            return handle.read()
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def ls(self, path: str, detail: bool = False) -> list[str]:
+        return [f"{path}/{name}" for name in os.listdir(path)]
+
+
+def _local_path(url: str) -> str | None:
+    """The path of a local store URL (a path, `file://…` or `local://…`), else None."""
+    if "://" not in url:
+        return url
+    scheme, _, path = url.partition("://")
+    return path if scheme in ("file", "local") else None
+
+
 class Store:
     def __init__(self, url: str | os.PathLike[str]) -> None:
         url = os.fspath(url)
         self.url = url
-        try:
-            self.fs, root = fsspec.core.url_to_fs(url, **fsspec_options(url))
-        except (ImportError, ValueError) as exc:
-            raise DecflowError(f"store '{url}': {exc}") from None
+        local = _local_path(url)
+        self.is_local = local is not None
+        if local is not None:
+            self.fs: Any = _LocalFiles()
+            root = os.path.abspath(os.path.expanduser(local))
+        else:
+            import fsspec
+
+            try:
+                self.fs, root = fsspec.core.url_to_fs(url, **fsspec_options(url))
+            except (ImportError, ValueError) as exc:
+                raise DecflowError(f"store '{url}': {exc}") from None
         self.root = root.rstrip("/") if root not in ("/", "") else root
-        self.is_local = getattr(self.fs, "protocol", None) in ("file", ("file", "local"))
-        if self.is_local:
-            self.root = os.path.abspath(self.root)
 
     # -- paths ---------------------------------------------------------------------------
     @property
@@ -200,6 +234,8 @@ class Store:
         """Write frames as parts (plus already written `parts`), then the manifest last."""
         prefix = self.stage_prefix(stage, key)
         written = list(parts)
+        import polars as pl  # here: commands that only read JSON never load polars
+
         if isinstance(frames, pl.DataFrame):
             frames = [frames]
         for frame in frames:
@@ -228,6 +264,8 @@ class Store:
     ) -> pl.DataFrame:
         """The artifact's rows (only `columns`; only rows matching `where`, filtered part by
         part so the unfiltered table is never in memory at once)."""
+        import polars as pl
+
         frames = [self.read_part(p, columns) for p in manifest.parts] if where is None else [
             self.read_part(p, columns).filter(where) for p in manifest.parts
         ]
@@ -242,6 +280,8 @@ class Store:
                 f"store: {self.uri(part.path)} does not match its manifest (sha256 differs); "
                 "the artifact was changed after it was written"
             )
+        import polars as pl
+
         return pl.read_parquet(io.BytesIO(data), columns=list(columns) if columns else None)
 
     def chunk_parts(self, stage: str, key: str) -> list[Part]:
@@ -256,6 +296,8 @@ class Store:
             if name.startswith("chunk-") and name.endswith(".parquet"):
                 relative = f"{prefix}/{name}"
                 data = self.read_bytes(relative)
+                import polars as pl
+
                 ids = pl.read_parquet(io.BytesIO(data), columns=["request_id"])["request_id"]
                 found.append((Part(relative, hashlib.sha256(data).hexdigest(), ids.len()), ids))
         return found

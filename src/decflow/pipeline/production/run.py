@@ -6,13 +6,24 @@ and id hashes; never a copy of the records)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from decflow.pipeline.production import stages
-from decflow.store.runs import new_run_id, write_report, write_run_record
-from decflow.store.store import Manifest, Store, open_store
+from decflow.data.record_units import ScannedFile, scan_in_background
 
-Progress = stages.Progress
+if TYPE_CHECKING:
+    from decflow.metrics.production import GroupStats
+    from decflow.store.store import Manifest, Store
+
+# Light on purpose (the store, polars and the contract models are imported where they are
+# used): a check starts hashing its input first, and the hash overlaps those imports.
+Progress = Callable[[int, int | None], None]
+Scanning = Callable[[], tuple[list[str], list[ScannedFile]]]
+
+
+def start_scan(records: str) -> Scanning:
+    """Start hashing and counting the records in a thread (`run_check(scanning=…)`)."""
+    return scan_in_background(records)
 
 
 def run_check(
@@ -23,23 +34,30 @@ def run_check(
     fail_on_warn: bool = False,
     store: Store | str | None = None,
     progress: Progress | None = None,
+    scanning: Scanning | None = None,
 ) -> dict[str, Any]:
     """Check the records at `records` (a file, folder or glob of .jsonl/.json/.parquet,
     local or on object storage) against the contract, optionally against `baseline`
     (records or an earlier check report). The stages are published in `store` (default
     `$DECFLOW_STORE`, else `.decflow`), cached by contract and input bytes, and the check is
-    recorded as a run there. Returns the report; raises `DecflowError` (exit 2) on bad
-    input."""
-    from decflow.contracts import load_contract
+    recorded as a run there. `scanning`: `start_scan(records)`, started earlier. Returns
+    the report; raises `DecflowError` (exit 2) on bad input."""
+    scanned = scanning or start_scan(records)
+    from decflow.pipeline.production import stages
+    from decflow.pipeline.production.units import plan_scanned
+    from decflow.pipeline.spec import load_contract_cached
+    from decflow.store.runs import new_run_id
+    from decflow.store.store import open_store
 
-    loaded = load_contract(contract_path)
+    loaded = load_contract_cached(contract_path)
     opened = open_store(store)
-    plan = stages.plan_source(records)
-    outcomes = stages.stage_records(opened, loaded.contract, loaded.hash, plan,
-                                    progress=progress)
-    aggregates = stages.stage_aggregates(opened, loaded.contract, loaded.hash, plan, outcomes)
+    plan = plan_scanned(records, *scanned())
+    staged = stages.stage_records(opened, loaded.contract, loaded.hash, plan, progress=progress)
+    aggregates, merged = stages.stage_aggregates_merged(
+        opened, loaded.contract, loaded.hash, plan, staged.outcomes, staged.held
+    )
     return summarize_and_record(opened, contract_path, records, baseline, new_run_id(),
-                                aggregates, fail_on_warn=fail_on_warn)
+                                aggregates, fail_on_warn=fail_on_warn, merged=merged)
 
 
 def summarize_and_record(
@@ -51,17 +69,22 @@ def summarize_and_record(
     aggregates: Manifest,
     *,
     fail_on_warn: bool = False,
+    merged: dict[str, GroupStats] | None = None,
 ) -> dict[str, Any]:
-    """The `summary` and `report` stages: merge the stored statistics, judge drift and
-    gates, and record the report as run `run_id`."""
+    """The `summary` and `report` stages: merge the stored statistics (or take them as
+    merged in this process), judge drift and gates, and record the report as run
+    `run_id`."""
+    from decflow.pipeline.production import stages
     from decflow.pipeline.spec import load_contract_cached
 
     loaded = load_contract_cached(contract_path)
     contract = loaded.contract
-    merged = stages.stored_aggregates(store, contract, aggregates, shown_path=records_path)
+    statistics = stages.stored_aggregates(store, contract, aggregates, shown_path=records_path,
+                                          merged=merged)
+    against = None if baseline is None else stages.load_baseline(contract, baseline)
     report = stages.summarize(
-        contract, merged, None if baseline is None else stages.load_baseline(contract, baseline),
-        contract_path=contract_path, contract_hash=loaded.hash, fail_on_warn=fail_on_warn,
+        contract, statistics, against, contract_path=contract_path, contract_hash=loaded.hash,
+        fail_on_warn=fail_on_warn,
     )
     report["run"] = {"id": run_id, "store": store.location}
     record_check(store, run_id, report, aggregates)
@@ -71,6 +94,8 @@ def summarize_and_record(
 def record_check(store: Store, run_id: str, report: dict[str, Any],
                  aggregates: Manifest) -> None:
     """The check report and a run record in the shape `decflow runs` lists."""
+    from decflow.store.runs import write_report, write_run_record
+
     write_report(store, run_id, report)
     write_run_record(store, {
         "run_id": run_id,

@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 import decflow
@@ -60,20 +61,24 @@ from decflow.metrics.production import (
     production_metrics,
     record_columns,
     sketched,
-    stats_from_row,
-    stats_row,
+    stats_frame,
+    stats_from_frame,
 )
 from decflow.metrics.quantiles import EXACT_LIMIT
 from decflow.pipeline.production.units import (
-    PROCESS_RECORDS,
     SourcePlan,
+    UnitAggregates,
     aggregate_unit,
     aggregate_units,
+    any_repeats,
+    combine_pieces,
     in_parallel,
+    in_processes,
     merge_in_memory,
     merge_units,
     plan_source,
-    stored_repeats,
+    split_buckets,
+    stored_bucket,
     unit_stats,
     write_unit,
 )
@@ -184,12 +189,9 @@ def aggregate_records(
     files = list_partitions(source)
     if len(files) == 1 and not _splits(files[0]):
         return _one_pass(contract, spec, files, path, progress)
-    plan = plan_source(files, path, exact=False)
+    plan = plan_source(files, path)
     report = None if progress is None else (lambda n: progress(n, None))
     results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
-    if any(r.miscounted for r in results):  # blank lines: count them, and read again
-        plan = plan_source(files, path)
-        results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
     merged = merge_in_memory(results, spec)
     aggregates = _aggregates(merged, spec, plan.path, plan.hash, plan.files)
     if aggregates.overall.total <= INLINE_RECORDS:
@@ -244,34 +246,66 @@ def _one_pass(
 
 # -- the same stages through the store ------------------------------------------------------
 
-STAGE_VERSION = "2"
+STAGE_VERSION = "3"
 
 
 def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) -> dict[str, Any]:
     """The `records` stage of one unit: its statistics and id hashes in
     `stages/records/<key>/` of the store at `store_url`, keyed by the contract and the
-    bytes the unit reads. Returns the manifest (as a dict), or `{"error": …}` for a unit
-    with a bad record (nothing is published then; the merge reports the first problem in
-    file order)."""
-    import polars
-
-    from decflow.store.store import Store, stage_key
+    bytes the unit reads (and the number of records before it, which default ids count).
+    Returns the manifest (as a dict), or `{"error": …}` for a unit with a bad record
+    (nothing is published then; the merge reports the first problem in file order)."""
+    from decflow.store.store import Store
 
     store = Store(store_url)
-    params = {"unit": unit.identity(), "polars": polars.__version__,
-              "exact_limit": EXACT_LIMIT}
-    key = stage_key("records", STAGE_VERSION, contract_hash, [], params)
+    key = _unit_key(unit, contract_hash)
     cached = store.manifest("records", key)
     if cached is not None:
         return cached.to_dict()
     spec = RecordSpec.from_contract(contract)
     result = aggregate_unit(unit, spec, _batch_stats(spec, contract))
+    return _publish_unit(store, key, result, keep_ids=False)[0]
+
+
+def _unit_key(unit: Unit, contract_hash: str) -> str:
+    import polars
+
+    from decflow.store.store import stage_key
+
+    params = {"unit": unit.identity(), "offset": unit.offset, "polars": polars.__version__,
+              "exact_limit": EXACT_LIMIT}
+    return stage_key("records", STAGE_VERSION, contract_hash, [], params)
+
+
+def _publish_unit(
+    store: Store, key: str, result: UnitAggregates, keep_ids: bool
+) -> tuple[dict[str, Any], UnitAggregates | None]:
+    """A unit's manifest (as a dict) once its result is published, or its error; and the
+    result itself (without the id hashes unless `keep_ids`; None for an error)."""
     if result.error is not None:
-        return {"error": result.error, "unit": unit.index}
+        return {"error": result.error, "unit": result.unit.index}, None
     parts = write_unit(store, store.stage_prefix("records", key), result)
-    extra = {"unit": unit.index, "n_records": result.n_records,
+    extra = {"unit": result.unit.index, "n_records": result.n_records,
              "segment_problems": result.segment_problems}
-    return store.publish("records", key, [], parts=parts, extra=extra).to_dict()
+    manifest = store.publish("records", key, [], parts=parts, extra=extra).to_dict()
+    if not keep_ids:
+        result.id_hashes = None
+    return manifest, result
+
+
+# Up to this many records, a check in one process keeps the units' id hashes it computed
+# (8 bytes a record) for the merge instead of reading them back from the store.
+HELD_ID_RECORDS = 20_000_000
+
+
+@dataclass
+class StagedRecords:
+    """The `records` stage of every unit: manifests as dicts (or errors), and what this
+    process computed (None for a cached unit), which `stage_aggregates` merges without
+    reading it back from the store."""
+
+    outcomes: list[dict[str, Any]]
+    held: list[UnitAggregates | None]
 
 
 def stage_records(
@@ -281,49 +315,86 @@ def stage_records(
     plan: SourcePlan,
     *,
     progress: Progress | None = None,
-) -> list[dict[str, Any]]:
-    """`stage_unit` of every unit of the plan on all cores, in unit order."""
-    processes = sum(u.n_records for u in plan.units) >= PROCESS_RECORDS
-    outcomes = []
+) -> StagedRecords:
+    """`stage_unit` of every unit of the plan, in this process: units found in the store are
+    not read; the others are read on all cores, JSONL units block by block
+    (`Unit.pieces`), and each is published as soon as its pieces are read."""
+    spec = RecordSpec.from_contract(contract)
+    n_records = sum(u.n_records for u in plan.units)
+    keys = [_unit_key(unit, contract_hash) for unit in plan.units]
+    cached = [store.manifest("records", key) for key in keys]
+    pieces = [unit.pieces() if manifest is None else []
+              for unit, manifest in zip(plan.units, cached, strict=True)]
+    results = in_parallel(aggregate_unit, [p for unit in pieces for p in unit], spec,
+                          _batch_stats(spec, contract), processes=in_processes(plan.units))
+    staged = StagedRecords([], [])
     done = 0
-    for outcome in in_parallel(stage_unit, plan.units, store.url, contract, contract_hash,
-                               processes=processes):
-        outcomes.append(outcome)
+    for unit, key, manifest, own in zip(plan.units, keys, cached, pieces, strict=True):
+        if manifest is None:
+            result = combine_pieces(unit, [next(results) for _ in own])
+            outcome, held = _publish_unit(store, key, result, n_records <= HELD_ID_RECORDS)
+        else:
+            outcome, held = manifest.to_dict(), None
+        staged.outcomes.append(outcome)
+        staged.held.append(held)
         done += outcome.get("extra", {}).get("n_records", 0)
         if progress:
             progress(done, None)
-    return outcomes
+    return staged
 
 
 def stage_aggregates(
     store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
-    outcomes: list[dict[str, Any]],
+    outcomes: list[dict[str, Any]], held: list[UnitAggregates | None] | None = None,
 ) -> Manifest:
     """Merge the units' statistics after checking ids across all of them (see
-    `pipeline.check_units`); `stages/aggregates/<key>/` holds one row per group."""
+    `pipeline.check_units`); `stages/aggregates/<key>/` holds one row per group. `held`:
+    what this process computed of each unit (`StagedRecords`), used instead of the store's
+    copy."""
+    return stage_aggregates_merged(store, contract, contract_hash, plan, outcomes, held)[0]
+
+
+def stage_aggregates_merged(
+    store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
+    outcomes: list[dict[str, Any]], held: list[UnitAggregates | None] | None = None,
+) -> tuple[Manifest, dict[str, GroupStats] | None]:
+    """`stage_aggregates`, and the merged statistics when they were merged here (None for
+    a cached stage), for a summary in this process that need not read them back."""
     from decflow.store.store import Manifest, stage_key
 
     spec = RecordSpec.from_contract(contract)
     errors = [o.get("error") for o in outcomes]
-    manifests = [Manifest.from_dict(o) for o in outcomes if "error" not in o]
+    stored = [
+        (Manifest.from_dict(o), None if held is None else held[i])
+        for i, o in enumerate(outcomes) if "error" not in o
+    ]
+    manifests = [m for m, _ in stored]
     # the files are part of the key: the stage names them, and reads small inputs again
     key = stage_key("aggregates", STAGE_VERSION, contract_hash,
                     [m.sha256 for m in manifests], {"files": plan.files})
     if all(e is None for e in errors):
         cached = store.manifest("aggregates", key)
         if cached is not None:
-            return cached
+            return cached, None
+
+    def buckets() -> Callable[[int], list[np.ndarray]]:
+        split = [None if h is None or h.id_hashes is None else split_buckets(h.id_hashes)
+                 for _, h in stored]
+        return lambda b: [
+            a for (m, _), s in zip(stored, split, strict=True)
+            for a in (stored_bucket(store, m, b) if s is None else [s[b]])
+        ]
+
     merged = merge_units(
         plan.units, spec, errors,
         [dict(m.extra.get("segment_problems") or {}) for m in manifests],
-        lambda: [unit_stats(store, m) for m in manifests],
-        lambda: stored_repeats(store, manifests),
+        lambda: [unit_stats(store, m) if h is None else h.stats for m, h in stored],
+        lambda: any_repeats(buckets()),
     )
     _aggregates(merged, spec, plan.path, plan.hash, plan.files)  # an empty source is an error
-    rows = [stats_row(group, s) for group, s in merged.items()]
     extra = {"path": plan.path, "hash": plan.hash, "files": plan.files,
              "n_records": merged[""].total, "units": len(plan.units)}
-    return store.publish("aggregates", key, pl.DataFrame(rows), extra=extra)
+    return store.publish("aggregates", key, stats_frame(merged), extra=extra), merged
 
 
 def stored_aggregates(
@@ -332,12 +403,15 @@ def stored_aggregates(
     aggregates: Manifest,
     *,
     shown_path: str | None = None,
+    merged: dict[str, GroupStats] | None = None,
 ) -> Aggregates:
-    """The merged statistics of the `aggregates` stage (the first step of `summary`).
+    """The merged statistics of the `aggregates` stage (the first step of `summary`), read
+    from the store unless given (`merged`, as `stage_aggregates_merged` published them).
     `shown_path` names the dataset in the report (a cached stage keeps the path it was
     first published under). Records of a small input are read again to inline them, and
     must still hash as they did."""
-    merged = dict(stats_from_row(row) for row in store.read(aggregates).iter_rows(named=True))
+    if merged is None:
+        merged = stats_from_frame(store.read(aggregates))
     spec = RecordSpec.from_contract(contract)
     extra = aggregates.extra
     result = _aggregates(merged, spec, shown_path or extra["path"], extra["hash"], extra["files"])

@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import polars as pl
 
-from decflow.data.record_units import Unit, plan_units, scan_files
-from decflow.data.records import RecordReader, RecordSpec, list_partitions, source_hash
+from decflow.data.record_units import ScannedFile, Unit, plan_units, scan_source, suffix
+from decflow.data.records import RecordReader, RecordSpec, source_hash
 from decflow.errors import DatasetError
-from decflow.metrics.production import GroupStats, merge_groups, stats_from_row, stats_row
+from decflow.metrics.production import GroupStats, merge_groups, stats_frame, stats_from_frame
 
 if TYPE_CHECKING:
     from decflow.store.store import Manifest, Part, Store
@@ -53,8 +53,8 @@ class UnitAggregates:
     error: str | None = None
     segment_problems: dict[str, str] = field(default_factory=dict)
     stats: dict[str, GroupStats] = field(default_factory=dict)
-    id_hashes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
-    miscounted: bool = False  # fewer records than planned (blank lines, or a changed file)
+    # sorted; None once dropped (a unit whose hashes are read back from the store)
+    id_hashes: np.ndarray | None = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
 
 
 @dataclass(frozen=True)
@@ -81,23 +81,23 @@ class SourcePlan:
 
 
 def plan_source(source: str | Path | Sequence[str | Path], shown_path: str | None = None,
-                threads: int | None = None, *, absolute: bool = False,
-                exact: bool = True) -> SourcePlan:
+                threads: int | None = None, *, absolute: bool = False) -> SourcePlan:
     """List, hash and count the files of a source and split them into units (`absolute`:
-    local files by absolute path, for workers that run elsewhere; not `exact`: JSONL lines
-    counted as records, see `scan_file`)."""
-    files = [
-        os.path.abspath(f) if absolute and isinstance(f, Path) else str(f)
-        for f in list_partitions(source)
-    ]
-    scanned = scan_files(files, threads or os.cpu_count() or 1, exact)
-    return SourcePlan(shown_path or str(source), files, [s.digest for s in scanned],
-                      plan_units(scanned))
+    local files by absolute path, for workers that run elsewhere)."""
+    files, scanned = scan_source(source, absolute=absolute, threads=threads)
+    return plan_scanned(shown_path or str(source), files, scanned)
+
+
+def plan_scanned(shown_path: str, files: list[str], scanned: list[ScannedFile]) -> SourcePlan:
+    """The plan of files already scanned (`record_units.scan_source`)."""
+    return SourcePlan(shown_path, files, [s.digest for s in scanned], plan_units(scanned))
 
 
 def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
-    """Read and validate one unit, batch by batch, into its statistics and id hashes."""
-    reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset)
+    """Read and validate one unit, batch by batch, into its statistics and id hashes (units
+    are read side by side: in a pool, or as tasks on workers)."""
+    reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset, texts=False,
+                          beside=True)
     merged: dict[str, GroupStats] = {}
     try:
         for batch in reader.unit_batches():
@@ -109,15 +109,44 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
         files = ", ".join(dict.fromkeys(p.path for p in unit.parts))
         return UnitAggregates(unit, n_records, f"{files}: changed while the check ran "
                               f"({unit.n_records} records planned, {n_records} read); run "
-                              "it again", miscounted=True)
+                              "it again")
     return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
                           reader.id_hashes())
 
 
-# From this many records on, units are read in worker processes: the per-batch work is many
-# short numpy and polars calls, so threads share one core's worth of the GIL. Below it,
-# starting the processes (imports, ≈0.5 CPU s each) costs more than it saves.
+def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggregates:
+    """A unit's result from those of its pieces (`Unit.pieces`), in file order: the first
+    error, each segment key's first problem, merged statistics and all id hashes."""
+    if len(results) == 1:
+        return replace(results[0], unit=unit)
+    n_records = sum(r.n_records for r in results)
+    failed = next((r for r in results if r.error is not None), None)
+    if failed is not None:
+        return UnitAggregates(unit, n_records, failed.error)
+    problems: dict[str, str] = {}
+    stats: dict[str, GroupStats] = {}
+    for result in results:
+        for key, message in result.segment_problems.items():
+            problems.setdefault(key, message)
+        stats = merge_groups(stats, result.stats)
+    hashes = [r.id_hashes for r in results if r.id_hashes is not None]
+    return UnitAggregates(unit, n_records, None, problems, stats,
+                          np.sort(np.concatenate(hashes), kind="stable"))
+
+
+# From this many records on, Parquet and JSON-list units are read in worker processes: their
+# batches are many short numpy and polars calls, so threads share one core's worth of the
+# GIL. Below it, starting the processes (imports, ≈0.5 CPU s each) costs more than it
+# saves. JSONL units always use threads: Arrow's parser, most of their work, runs without
+# the GIL (1M records: 5.1 CPU s in threads, 5.7 in processes, the same wall time).
 PROCESS_RECORDS = 1_000_000
+
+
+def in_processes(units: Sequence[Unit]) -> bool:
+    """Whether reading these units is worth worker processes (see `PROCESS_RECORDS`)."""
+    jsonl = all(suffix(part.path) == ".jsonl" for unit in units for part in unit.parts)
+    return not jsonl and sum(u.n_records for u in units) >= PROCESS_RECORDS
+
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -160,7 +189,7 @@ def aggregate_units(
 ) -> list[UnitAggregates]:
     """`aggregate_unit` of every unit on all cores, in unit order (`batch_stats` must
     pickle)."""
-    processes = sum(u.n_records for u in units) >= PROCESS_RECORDS
+    processes = in_processes(units)
     done = 0
     results: list[UnitAggregates] = []
     for result in in_parallel(aggregate_unit, units, spec, batch_stats, processes=processes):
@@ -209,21 +238,33 @@ def merge_in_memory(
     results: Sequence[UnitAggregates], spec: RecordSpec
 ) -> dict[str, GroupStats]:
     """`merge_units` of results held in this process."""
-
-    def repeated() -> bool:
-        # one hash bucket at a time: never a second copy of every hash in memory
-        hashes = [r.id_hashes for r in results if r.error is None]
-        bounds = [np.searchsorted(h >> _BUCKET_SHIFT, np.arange(ID_BUCKETS + 1)) for h in hashes]
-        for b in range(ID_BUCKETS):
-            bucket = [h[i[b] : i[b + 1]] for h, i in zip(hashes, bounds, strict=True)]
-            if _has_repeats(np.sort(np.concatenate(bucket)) if bucket else np.empty(0)):
-                return True
-        return False
-
+    buckets = [split_buckets(r.id_hashes) for r in results if r.id_hashes is not None]
     return merge_units(
         [r.unit for r in results], spec, [r.error for r in results],
-        [r.segment_problems for r in results], lambda: [r.stats for r in results], repeated,
+        [r.segment_problems for r in results], lambda: [r.stats for r in results],
+        lambda: any_repeats(lambda b: [split[b] for split in buckets]),
     )
+
+
+_BUCKET_STARTS = np.arange(ID_BUCKETS, dtype=np.uint64) << _BUCKET_SHIFT
+
+
+def split_buckets(sorted_hashes: np.ndarray) -> list[np.ndarray]:
+    """Sorted 64-bit hashes split by their top 4 bits into `ID_BUCKETS` views, as int64 (one
+    bucket shares its sign, so each stays sorted)."""
+    bounds = [*np.searchsorted(sorted_hashes, _BUCKET_STARTS).tolist(), sorted_hashes.size]
+    signed = sorted_hashes.view(np.int64)
+    return [signed[bounds[b] : bounds[b + 1]] for b in range(ID_BUCKETS)]
+
+
+def any_repeats(buckets: Callable[[int], list[np.ndarray]]) -> bool:
+    """Whether two ids share a hash, given each bucket's hashes (one bucket in memory at a
+    time: never a second copy of every hash)."""
+    for b in range(ID_BUCKETS):
+        arrays = buckets(b)
+        if arrays and _has_repeats(np.sort(np.concatenate(arrays))):
+            return True
+    return False
 
 
 # -- the same through the store --------------------------------------------------------------
@@ -231,13 +272,9 @@ def merge_in_memory(
 
 def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
     """A unit's statistics part and its id hash parts (one per non-empty bucket)."""
-    rows = [stats_row(group, s) for group, s in result.stats.items()]
-    parts = [store.write_part(f"{prefix}/part-00000.parquet", pl.DataFrame(rows))]
-    hashes = result.id_hashes
-    buckets = (hashes >> _BUCKET_SHIFT).astype(np.int64)
-    bounds = np.searchsorted(buckets, np.arange(ID_BUCKETS + 1))
-    for b in range(ID_BUCKETS):
-        chunk = hashes[bounds[b] : bounds[b + 1]]
+    parts = [store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))]
+    assert result.id_hashes is not None
+    for b, chunk in enumerate(split_buckets(result.id_hashes)):
         if chunk.size:
             parts.append(store.write_part_bytes(
                 f"{prefix}/ids-{b:02d}.parquet", _hash_parquet(chunk), int(chunk.size)
@@ -246,15 +283,13 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
 
 
 def _hash_parquet(hashes: np.ndarray) -> bytes:
-    """Sorted hashes as int64 (one bucket shares its sign, so the order holds), delta
-    encoded: ≈5 bytes a hash instead of 8."""
+    """One bucket's sorted hashes (int64), delta encoded: ≈5 bytes a hash instead of 8."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    values = np.sort(hashes.view(np.int64))
     buffer = io.BytesIO()
     pq.write_table(
-        pa.table({"h": values}), buffer, compression="zstd", use_dictionary=False,
+        pa.table({"h": hashes}), buffer, compression="zstd", use_dictionary=False,
         column_encoding={"h": "DELTA_BINARY_PACKED"}, write_statistics=False,
     )
     return buffer.getvalue()
@@ -262,19 +297,15 @@ def _hash_parquet(hashes: np.ndarray) -> bytes:
 
 def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
     stats_part = next(p for p in manifest.parts if p.path.endswith("/part-00000.parquet"))
-    table = store.read_part(stats_part)
-    return dict(stats_from_row(row) for row in table.iter_rows(named=True))
+    return stats_from_frame(store.read_part(stats_part))
+
+
+def stored_bucket(store: Store, manifest: Manifest, b: int) -> list[np.ndarray]:
+    """A stored unit's id hashes of bucket `b` (none, or one array as int64)."""
+    name = f"/ids-{b:02d}.parquet"
+    return [store.read_part(p)["h"].to_numpy() for p in manifest.parts if p.path.endswith(name)]
 
 
 def stored_repeats(store: Store, manifests: Sequence[Manifest]) -> bool:
     """Whether two ids of the stored units share a hash, one bucket in memory at a time."""
-    for b in range(ID_BUCKETS):
-        name = f"/ids-{b:02d}.parquet"
-        arrays = [
-            store.read_part(p)["h"].to_numpy()
-            for m in manifests for p in m.parts if p.path.endswith(name)
-        ]
-        if arrays and _has_repeats(np.sort(np.concatenate(arrays))):
-            return True
-    return False
-
+    return any_repeats(lambda b: [a for m in manifests for a in stored_bucket(store, m, b)])
