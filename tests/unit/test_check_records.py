@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from decflow.data import records as records_module
 from decflow.data.records import RecordReader, RecordSpec, list_partitions
 from decflow.errors import DatasetError
 
@@ -103,7 +104,16 @@ def test_nan_and_infinity_are_rejected(tmp_path: Path) -> None:
         _read(path)
 
 
-def test_valid_records_normalize_the_same_on_both_paths(tmp_path: Path) -> None:
+def _read_strict(path: Path, monkeypatch: pytest.MonkeyPatch) -> pl.DataFrame:
+    """The file through the strict per-record parser only (Arrow's path declines)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(records_module, "_fast_jsonl", lambda *args, **kwargs: None)
+        return _read(path)
+
+
+def test_valid_records_normalize_the_same_on_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     records = [
         _record(id="a", timestamp="2026-09-24T09:00:00Z", outcome="refund", action="fallback",
                 fallback=True, latency_ms=3, cost=0.5, metadata={"locale": "en"}),
@@ -111,9 +121,8 @@ def test_valid_records_normalize_the_same_on_both_paths(tmp_path: Path) -> None:
                 probabilities={"refund": 0.5, "reject": 0.5, "review": 0.0}, confidence=0.5),
         _record(selected="refund", outcome="reject", input={"text": "hi"}),
     ]
-    fast = _read(_write(tmp_path / "fast.jsonl", records))
-    # A blank line sends the file through the strict parser.
-    strict = _read(_write(tmp_path / "strict.jsonl", [records[0], "\n", *records[1:]]))
+    path = _write(tmp_path / "records.jsonl", records)
+    fast, strict = _read(path), _read_strict(path, monkeypatch)
     columns = [c for c in fast.columns if c != "metadata_json"]
     assert fast.select(columns).equals(strict.select(columns))
     assert fast["id"].to_list() == ["a", "record-2", "record-3"]
@@ -121,6 +130,26 @@ def test_valid_records_normalize_the_same_on_both_paths(tmp_path: Path) -> None:
     assert fast["confidence"].to_list() == [0.96, 0.5, 0.96]
     assert fast["timestamp"].dt.hour().to_list() == [9, 9, None]
     assert fast["input_json"][2] == '{"text":"hi"}'
+
+
+HUGE = "9" * 5000  # past Python's 4,300-digit conversion limit
+
+
+def test_integers_past_pythons_limit_read_as_arrow_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Arrow reads a 5,000-digit integer as inf: the strict parser does too (it raised
+    Python's own conversion error, naming no field), so either path gives one verdict."""
+    base = json.dumps(_record(id="a", metadata={"locale": "en"}))
+    in_metadata = _write(tmp_path / "m.jsonl", [base.replace('"en"', f'"en", "n": {HUGE}') + "\n"])
+    fast, strict = _read(in_metadata), _read_strict(in_metadata, monkeypatch)
+    assert fast["id"].to_list() == strict["id"].to_list() == ["a"]
+    as_latency = _write(tmp_path / "l.jsonl", [base.replace('"id"', f'"latency_ms": {HUGE}, "id"')
+                                               + "\n"])
+    for read in (_read, lambda path: _read_strict(path, monkeypatch)):
+        with pytest.raises(DatasetError, match="line 1: invalid production record:\n  "
+                           "latency_ms: must be a finite number"):
+            read(as_latency)
 
 
 def test_integer_labels_are_converted(tmp_path: Path) -> None:

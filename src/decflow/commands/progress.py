@@ -14,7 +14,10 @@ LOG_EVERY_S = 5.0
 
 
 def _plain(name: str, total: int | None) -> Update:
-    state = {"last": 0.0, "started": time.monotonic()}
+    # The first line comes after LOG_EVERY_S (or at the end): a quick stage logs nothing
+    # until it ends, and an error is not preceded by "records: 0 (0/s)".
+    started = time.monotonic()
+    state = {"last": started, "started": started}
 
     def update(done: int, total_now: int | None) -> None:
         now = time.monotonic()

@@ -20,6 +20,8 @@ import numpy as np
 from decflow.errors import DatasetError
 
 BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+TO_UTF8 = "save it as UTF-8"
 # Arrow's reader was measured to survive 10,000 levels and to crash at 100,000.
 ARROW_MAX_DEPTH = 512
 _BRACKETS = b"[]{}"
@@ -30,21 +32,26 @@ _STEP[[ord("]"), ord("}")]] = -1
 
 
 def check_chunk(block: bytes, path: str, first_line: int) -> None:
-    """Raise for a BOM at the start of the file, invalid UTF-8 or a NUL byte."""
+    """Raise for a byte-order mark at the start of the file (UTF-8 or UTF-16), invalid
+    UTF-8 or a NUL byte."""
     if first_line == 1 and block.startswith(BOM):
         raise DatasetError(
             f"{path}: line 1: the file starts with a UTF-8 byte-order mark; "
             "save it as UTF-8 without a BOM"
         )
+    if first_line == 1 and block.startswith(UTF16_BOMS):
+        raise DatasetError(f"{path}: the file is UTF-16 (it starts with a UTF-16 byte-order "
+                           f"mark); {TO_UTF8}")
     if not block.isascii():
         try:
             block.decode("utf-8")
         except UnicodeDecodeError as exc:
             _raise_at(block, exc.start, path, first_line,
-                      "is not valid UTF-8 (is the file Latin-1? re-encode it as UTF-8)")
+                      f"is not valid UTF-8 (is the file Latin-1? {TO_UTF8})")
     nul = block.find(b"\x00")
     if nul >= 0:
-        _raise_at(block, nul, path, first_line, "holds a NUL byte, which JSON text cannot")
+        _raise_at(block, nul, path, first_line, "holds a NUL byte, which JSON text cannot "
+                  f"(is the file UTF-16? {TO_UTF8})")
 
 
 def may_nest_deeper(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +21,7 @@ import polars as pl
 
 from decflow.data.record_bytes import nesting_problem
 from decflow.data.strict_json import unique_keys
+from decflow.untrusted import quote
 
 RECORD_FIELDS = (
     "id",
@@ -267,13 +269,15 @@ def normalize_record(obj: Any, spec: RecordSpec, position: int) -> dict[str, Any
     timestamp = parse_timestamp(obj["timestamp"]) if obj.get("timestamp") is not None else None
     if obj["decision"] != spec.decision:
         raise RecordInvalid(
-            f"decision '{obj['decision']}' does not match contract decision '{spec.decision}'"
+            f"decision {quote(obj['decision'])} does not match contract decision '{spec.decision}'"
         )
     values = check_probabilities(obj["probabilities"], spec)
     selected = str(obj["selected"])
     if selected not in spec.labels:
         labels = list(spec.labels)
-        raise RecordInvalid(f"selected '{selected}' is not one of the contract labels {labels}")
+        raise RecordInvalid(
+            f"selected {quote(selected)} is not one of the contract labels {labels}"
+        )
     best = spec.labels[values.index(max(values))]
     if selected != best:
         raise RecordInvalid(f"selected '{selected}' is not the most probable label '{best}'")
@@ -287,7 +291,7 @@ def normalize_record(obj: Any, spec: RecordSpec, position: int) -> dict[str, Any
     outcome = None if obj.get("outcome") is None else str(obj["outcome"])
     if outcome is not None and outcome not in spec.labels:
         labels = list(spec.labels)
-        raise RecordInvalid(f"outcome '{outcome}' is not one of the contract labels {labels}")
+        raise RecordInvalid(f"outcome {quote(outcome)} is not one of the contract labels {labels}")
     correct = obj.get("outcome_correct")
     if outcome is not None:
         derived = selected == outcome
@@ -340,9 +344,33 @@ def loads_strict(text: str | bytes) -> Any:
     """`json.loads` that rejects duplicate keys and nesting too deep for the parser (raises
     ValueError naming the field)."""
     try:
-        return json.loads(text, object_pairs_hook=unique_keys)
+        return json.loads(text, object_pairs_hook=unique_keys, parse_int=_integer)
     except RecursionError:
         raise ValueError(nesting_problem(text)) from None
+
+
+def _integer(text: str) -> int | float:
+    # Past Python's digit limit an integer becomes a float (inf), as Arrow's reader on the
+    # fast path reads it: the same record gets the same verdict on either path.
+    limit = sys.get_int_max_str_digits()
+    return float(text) if limit and len(text.lstrip("-")) > limit else int(text)
+
+
+def inline_json(text: str) -> Any:
+    """A validated record's JSON text (input or metadata) as the report holds it: the
+    non-finite numbers metadata may carry (NaN, Infinity, 1e999, an integer past Python's
+    digit limit) become null, since a JSON report cannot hold them."""
+    return json.loads(text, parse_constant=_null, parse_float=_finite_or_null,
+                      parse_int=_finite_or_null)
+
+
+def _null(_: str) -> None:
+    return None
+
+
+def _finite_or_null(text: str) -> int | float | None:
+    value = _integer(text) if text.lstrip("-").isdigit() else float(text)
+    return value if isinstance(value, int) or math.isfinite(value) else None
 
 
 def explain_line(line: str | bytes, spec: RecordSpec) -> str | None:

@@ -63,6 +63,7 @@ from decflow.data.record_units import (
     suffix,
 )
 from decflow.errors import DatasetError
+from decflow.untrusted import quote
 
 __all__ = [
     "Batch",
@@ -246,7 +247,7 @@ class RecordReader:
                 index = int(repeated.arg_true()[0])
                 first = int((ids == ids[index]).arg_true()[0])
                 raise DatasetError(
-                    f"{path}: {where(index)}: duplicate record id '{ids[index]}' "
+                    f"{path}: {where(index)}: duplicate record id {quote(ids[index])} "
                     f"(first at {where(first)})"
                 )
         self._note_segment_problems(path, table, where)
@@ -270,7 +271,7 @@ class RecordReader:
                 i = int(bad[0])
                 reason = table[segment_column(key)][i].removeprefix(INVALID_SEGMENT)
                 self._segment_problems[key] = (
-                    f"{path}: {where(i)}: record '{table['id'][i]}': metadata.{key} {reason}"
+                    f"{path}: {where(i)}: record {quote(table['id'][i])}: metadata.{key} {reason}"
                 )
 
     def _raise_duplicates(self) -> None:
@@ -292,7 +293,7 @@ class RecordReader:
                         seen_path, seen_where = first[record_id]
                         place = seen_where if seen_path == path else f"{seen_where} of {seen_path}"
                         raise DatasetError(
-                            f"{path}: {where}: duplicate record id '{record_id}' "
+                            f"{path}: {where}: duplicate record id {quote(record_id)} "
                             f"(first at {place})"
                         )
                     first[record_id] = (path, where)
@@ -325,7 +326,8 @@ class RecordReader:
                 place = self._first_place(record_id, path)
             if place is not None:
                 raise DatasetError(
-                    f"{path}: line {number}: duplicate record id '{record_id}' (first at {place})"
+                    f"{path}: line {number}: duplicate record id {quote(record_id)} "
+                    f"(first at {place})"
                 )
             seen[record_id] = number
 
@@ -384,7 +386,7 @@ def normalize_objects(
             raise DatasetError(f"{where}: record {i + 1}: {exc}") from None
         if row["id"] in first:
             raise DatasetError(
-                f"{where}: record {i + 1}: duplicate record id '{row['id']}' "
+                f"{where}: record {i + 1}: duplicate record id {quote(row['id'])} "
                 f"(first at record {first[row['id']]})"
             )
         first[row["id"]] = i + 1

@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 import decflow
+from decflow.data.record_rules import inline_json
 from decflow.data.record_units import UNIT_BYTES, UNIT_ROWS, Unit, suffix
 from decflow.data.records import (
     RecordReader,
@@ -448,7 +449,7 @@ def _records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]
                 "decision": spec.decision,
                 "input": row["input_text"]
                 if row["input_json"] is None
-                else json.loads(row["input_json"]),
+                else inline_json(row["input_json"]),
                 "probabilities": row["probabilities"],
                 "selected": row["selected"],
                 "confidence": row["confidence"],
@@ -461,7 +462,7 @@ def _records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]
                 "cost": row["cost"],
                 "action": row["action"],
                 "fallback": row["fallback"],
-                "metadata": json.loads(row["metadata_json"]),
+                "metadata": inline_json(row["metadata_json"]),
             }
         )
     return out
