@@ -25,6 +25,8 @@ import polars as pl
 import pytest
 import yaml
 
+from tests.support.compare import normalized
+
 pytestmark = pytest.mark.slow
 
 LABELS = ("refund", "reject", "review")
@@ -170,24 +172,11 @@ def recorded_ids(store: Path) -> set[str]:
 
 
 def comparable(report: dict[str, Any]) -> dict[str, Any]:
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            if str(value.get("metric", "")).startswith("latency"):
-                value = {**value, "value": None, "message": None}
-            return {k: strip(v) for k, v in value.items() if "latency" not in k}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    copy = json.loads(json.dumps(report))
-    copy.pop("created_at")
-    copy["run"].pop("id")
+    copy = normalized(report, ("results", "summary"))
     copy["run"].pop("store")  # the uninterrupted run has a store of its own
-    for stage in ("results", "summary"):
-        copy["run"]["artifacts"].pop(stage)
     for ref in copy["run"]["artifacts"].values():
         ref.pop("uri")
-    return strip(copy)
+    return copy
 
 
 @pytest.fixture(scope="module")

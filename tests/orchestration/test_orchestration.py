@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_artifact_views import rendered, text_of
+from tests.support import compare
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.orchestration
@@ -92,24 +93,7 @@ def decflow(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedP
 
 
 def normalized(report: dict[str, Any]) -> dict[str, Any]:
-    """A report without what differs between two runs of the same inputs: run id, time,
-    run-keyed artifact locations, and measured latency."""
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            if "metric" in value and str(value["metric"]).startswith("latency"):
-                value = {**value, "value": None, "message": None}
-            return {k: strip(v) for k, v in value.items() if "latency" not in k}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    copy = json.loads(json.dumps(report))
-    copy.pop("created_at", None)
-    run = copy.get("run") or {}
-    run.pop("id", None)
-    for stage in RUN_KEYED_STAGES:
-        (run.get("artifacts") or {}).pop(stage, None)
-    return strip(copy)
+    return compare.normalized(report, RUN_KEYED_STAGES)
 
 
 def api_call(api: str, fn: Any) -> Any:
