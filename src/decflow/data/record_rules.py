@@ -360,16 +360,15 @@ def inline_json(text: str) -> Any:
     """A validated record's JSON text (input or metadata) as the report holds it: the
     non-finite numbers metadata may carry (NaN, Infinity, 1e999, an integer past Python's
     digit limit) become null, since a JSON report cannot hold them."""
-    return json.loads(text, parse_constant=_null, parse_float=_finite_or_null,
-                      parse_int=_finite_or_null)
+    return json.loads(text, parse_constant=_null, parse_float=lambda t: _finite_or_null(float(t)),
+                      parse_int=lambda t: _finite_or_null(_integer(t)))
 
 
 def _null(_: str) -> None:
     return None
 
 
-def _finite_or_null(text: str) -> int | float | None:
-    value = _integer(text) if text.lstrip("-").isdigit() else float(text)
+def _finite_or_null(value: int | float) -> int | float | None:
     return value if isinstance(value, int) or math.isfinite(value) else None
 
 
