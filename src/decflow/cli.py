@@ -97,6 +97,9 @@ JEMALLOC_CONF = "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
 
 def main() -> None:
     os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC_CONF)
+    from decflow.commands.check import scan_ahead
+
+    scan_ahead(sys.argv[1:])
     _exit(invoke())
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 import typer
 
 from decflow.commands import common
@@ -19,6 +22,30 @@ def _check_runner_options(prefect: bool, task_runner: str, dask_address: str | N
         )
     if dask_address and task_runner != "dask":
         raise typer.BadParameter("needs --task-runner dask", param_hint="--dask-address")
+
+
+def scan_ahead(args: Sequence[str]) -> None:
+    """For a direct `decflow check … -d RECORDS`, start hashing the records before typer
+    parses the command line: building the command line (pydantic included) takes ≈ 0.08 s,
+    which the hash then overlaps. Only `-d X`, `--dataset X` and `--dataset=X` are
+    recognised; help, Prefect runs and anything else start nothing here, and the command
+    starts its scan itself."""
+    if not args or args[0] != "check" or {"-h", "--help", "--prefect"} & set(args):
+        return
+    if os.environ.get("PREFECT_API_URL") and "--no-prefect" not in args:
+        return
+    for option, value in zip(args, [*args[1:], None], strict=True):
+        if option == "--":
+            return
+        if option.startswith("--dataset="):
+            value = option.partition("=")[2]
+        elif option not in ("-d", "--dataset"):
+            continue
+        if value:
+            from decflow.pipeline.production.run import scan_ahead as start
+
+            start(value)
+        return
 
 
 def register(app: typer.Typer) -> None:

