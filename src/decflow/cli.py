@@ -95,8 +95,33 @@ def invoke(args: list[str] | None = None) -> int:
 JEMALLOC_CONF = "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
 
 
+# glibc's malloc serves blocks from 128 KB up by fresh mmaps, and gives freed heap back to
+# the kernel, so every batch's numpy arrays page-fault their memory in again: 300k JSONL
+# records, 73k page faults and 0.30 s of system time. Serving blocks below 64 MB from the
+# heap and keeping up to 256 MB of it freed: 58k faults, 0.25 s; 10M Parquet records 2.6 ->
+# 1.7 s of system time, peak RSS unchanged (650-658 vs 655 MB).
+GLIBC_MMAP_THRESHOLD = 64 << 20
+GLIBC_TRIM_THRESHOLD = 256 << 20
+
+
+def _keep_freed_heap() -> None:
+    """`mallopt` of the thresholds above, where the C library is glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+    except (OSError, TypeError):  # no C library to look into (Windows)
+        return
+    if not hasattr(libc, "gnu_get_libc_version"):  # not glibc (macOS, musl): its defaults
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    libc.mallopt(m_mmap_threshold, GLIBC_MMAP_THRESHOLD)
+    libc.mallopt(m_trim_threshold, GLIBC_TRIM_THRESHOLD)
+
+
 def main() -> None:
     os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC_CONF)
+    _keep_freed_heap()
     from decflow.commands.check import scan_ahead
 
     scan_ahead(sys.argv[1:])
