@@ -6,6 +6,7 @@ of equal size."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from itertools import pairwise
 from pathlib import Path
@@ -167,6 +168,43 @@ def test_no_scan_ahead_for_prefect_runs_help_or_other_commands(
     source = str(_source(tmp_path / "logs"))
     scan_ahead([a.format(src=source) for a in args])
     assert production_run._scans_ahead == {}
+
+
+def test_a_check_keeps_openblas_to_one_thread_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    source = str(_source(tmp_path / "logs"))
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    scan_ahead(["check", "c.yaml", "-d", source])
+    production_run.start_scan(source)()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    scan_ahead(["check", "c.yaml", "-d", source])
+    production_run.start_scan(source)()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"  # the user's setting
+    # the scanning child never uses BLAS: one thread whatever this process has
+    seen = tmp_path / "seen"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\necho \"$OPENBLAS_NUM_THREADS\" > {seen}\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    assert scan_process.scan_beside(source)() == scan_source(source)
+    assert seen.read_text().strip() == "1"
+
+
+def test_the_check_command_itself_keeps_openblas_to_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Called without `decflow`'s entry point (no scan ahead), as the SDK's tests do."""
+    from decflow.cli import invoke
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    source = str(_source(tmp_path / "logs"))
+    code = invoke(["check", str(CONTRACT), "-d", source, "--store", str(tmp_path / "s")])
+    assert code in (0, 1)
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
 
 
 def test_jsonl_blocks_are_as_equal_as_the_file_allows(

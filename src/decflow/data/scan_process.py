@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -51,6 +52,7 @@ def scan_beside(source: str | Path) -> Callable[[], Scanned]:
     child = subprocess.Popen(
         [sys.executable, "-m", "decflow.data.scan_process", str(source)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},  # no BLAS, no spinning BLAS pool
     )
     atexit.register(child.kill)  # a no-op once it has ended
 
