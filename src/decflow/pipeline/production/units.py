@@ -271,15 +271,23 @@ def any_repeats(buckets: Callable[[int], list[np.ndarray]]) -> bool:
 
 
 def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
-    """A unit's statistics part and its id hash parts (one per non-empty bucket)."""
-    parts = [store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))]
-    assert result.id_hashes is not None
-    for b, chunk in enumerate(split_buckets(result.id_hashes)):
-        if chunk.size:
-            parts.append(store.write_part_bytes(
-                f"{prefix}/ids-{b:02d}.parquet", _hash_parquet(chunk), int(chunk.size)
-            ))
-    return parts
+    """A unit's statistics part and its id hash parts (one per non-empty bucket). The two
+    are written side by side (Parquet encoding, hashing and writing release the GIL): the
+    last unit's are written while the other core has nothing else to do."""
+    hashes = result.id_hashes
+    assert hashes is not None
+
+    def id_parts() -> list[Part]:
+        return [
+            store.write_part_bytes(f"{prefix}/ids-{b:02d}.parquet", _hash_parquet(chunk),
+                                   int(chunk.size))
+            for b, chunk in enumerate(split_buckets(hashes)) if chunk.size
+        ]
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ids = pool.submit(id_parts)
+        stats = store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))
+        return [stats, *ids.result()]
 
 
 def _hash_parquet(hashes: np.ndarray) -> bytes:
