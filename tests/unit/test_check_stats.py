@@ -9,11 +9,13 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import yaml
 
 from decflow.contracts import load_contract
 from decflow.metrics.partial_sums import group_sums, to_float
+from decflow.metrics.production import arrow_array
 from decflow.pipeline.production.stages import check_records
 from tests.support.paths import EXAMPLES
 
@@ -197,3 +199,16 @@ def test_value_counts_percentiles_match_a_sorted_list_in_any_split() -> None:
         for q in (0, 50, 95, 100):
             assert merged.percentile(q) == reference(values, q)
         assert merged.n == len(values)
+
+
+@pytest.mark.parametrize("values,kind", [
+    (np.array([3, 1, 2**64 - 1], dtype=np.uint64), None),
+    (np.array([1.5, -0.0, np.inf]), None),
+    (np.arange(10, dtype=np.int64)[::3], None),  # not contiguous
+    (np.array([1, 2, 3], dtype=np.int32), pa.float64()),  # converted
+    (np.empty(0), pa.int64()),
+])
+def test_arrow_arrays_from_numpy_buffers_equal_pyarrows_own(values, kind) -> None:
+    expected = pa.array(values, type=kind) if kind is None else pa.array(
+        values.astype(kind.to_pandas_dtype()), type=kind)
+    assert arrow_array(values, kind).equals(expected)

@@ -33,7 +33,13 @@ import polars as pl
 from decflow.data.record_units import ScannedFile, Unit, plan_units, scan_source, suffix
 from decflow.data.records import RecordReader, RecordSpec, source_hash
 from decflow.errors import DatasetError
-from decflow.metrics.production import GroupStats, merge_groups, stats_frame, stats_from_frame
+from decflow.metrics.production import (
+    GroupStats,
+    arrow_array,
+    merge_groups,
+    stats_frame,
+    stats_from_frame,
+)
 
 if TYPE_CHECKING:
     from decflow.store.store import Manifest, Part, Store
@@ -297,7 +303,7 @@ def _hash_parquet(hashes: np.ndarray) -> bytes:
 
     buffer = io.BytesIO()
     pq.write_table(
-        pa.table({"h": hashes}), buffer, compression="zstd", use_dictionary=False,
+        pa.table({"h": arrow_array(hashes)}), buffer, compression="zstd", use_dictionary=False,
         column_encoding={"h": "DELTA_BINARY_PACKED"}, write_statistics=False,
     )
     return buffer.getvalue()
