@@ -108,8 +108,18 @@ def latency(value: str) -> str:
     return RECORD.replace('"latency_ms":42.0', f'"latency_ms":{value}')
 
 
-def records_parquet(**columns: list[Any]) -> bytes:
-    base: dict[str, list[Any]] = {
+def timestamp(value: str) -> str:
+    return RECORD.replace('"timestamp":"2026-09-24T09:00:00Z"', f'"timestamp":"{value}"')
+
+
+def utc_instants(*texts: str) -> pl.Series:
+    """Typed UTC timestamps, built by polars (Python's datetime has no year 0)."""
+    return pl.Series(texts).str.to_datetime("%Y-%m-%dT%H:%M:%SZ", time_unit="us",
+                                            time_zone="UTC")
+
+
+def records_parquet(**columns: list[Any] | pl.Series) -> bytes:
+    base: dict[str, list[Any] | pl.Series] = {
         "id": ["p1"], "decision": ["refund_request"], "input": ["The blender arrived damaged."],
         "probabilities": [{"refund": 0.96, "reject": 0.01, "review": 0.03}],
         "selected": ["refund"], "latency_ms": [42.0], "metadata_json": ['{"locale": "en"}'],
@@ -392,6 +402,16 @@ ROWS: list[Row] = [
         ("line 2: invalid production record:", "latncy_ms: unknown field (check the spelling)")),
     Row("records.jsonl", "wrong-type", records_jsonl(latency('"fast"')),
         ("line 2: invalid production record:", "latency_ms: must be a number")),
+    Row("records.jsonl", "year-zero", records_jsonl(timestamp("0000-09-24T09:00:00Z")),
+        ("line 2: invalid production record:", "timestamp: must be an ISO 8601 timestamp")),
+    Row("records.jsonl", "year-zero-with-offset",
+        records_jsonl(timestamp("0000-09-24T09:00:00+02:00")),
+        ("line 2: invalid production record:", "timestamp: must be an ISO 8601 timestamp")),
+    # valid, though the instant in UTC is in year 0 or 10000 (outside Python's datetime)
+    Row("records.jsonl", "instant-in-year-0-utc",
+        records_jsonl(timestamp("0001-01-01T00:30:00+01:00")), accepted=True),
+    Row("records.jsonl", "instant-in-year-10000-utc",
+        records_jsonl(timestamp("9999-12-31T23:30:00-01:00")), accepted=True),
     # production records, Parquet
     Row("records.parquet", "not-parquet", b"PAR1 this is not parquet PAR1",
         ("not a readable Parquet file",)),
@@ -414,6 +434,9 @@ ROWS: list[Row] = [
         ("row 1: selected '\\x1b]0;x\\x07' is not one of the contract labels",)),
     Row("records.parquet", "wrong-type", records_parquet(latency_ms=["fast"]),
         ("column 'latency_ms' has type String, expected",)),
+    Row("records.parquet", "timestamp-in-year-0", records_parquet(timestamp=utc_instants(
+        "0000-12-31T23:30:00Z")),
+        ("row 1: invalid production record:", "timestamp: must be an ISO 8601 timestamp")),
 ]
 
 

@@ -57,6 +57,9 @@ BAD = [
     (_record(confidence=0.9), "confidence 0.9 does not equal the probability of 'refund' (0.96)"),
     (_record(timestamp="2026-09-24T09:00:00"), "timestamp: must include a timezone"),
     (_record(timestamp="yesterday"), "timestamp: must be an ISO 8601 timestamp"),
+    (_record(timestamp="0000-09-24T09:00:00Z"), "timestamp: must be an ISO 8601 timestamp"),
+    (_record(timestamp="0000-09-24T09:00:00.000+02:00"),
+     "timestamp: must be an ISO 8601 timestamp"),
     (
         _record(outcome="refund", outcome_correct=False),
         "outcome_correct False disagrees with selected/outcome",
@@ -120,15 +123,19 @@ def test_valid_records_normalize_the_same_on_both_paths(
         _record(timestamp="2026-09-24T11:00:00+02:00", outcome_correct=False,
                 probabilities={"refund": 0.5, "reject": 0.5, "review": 0.0}, confidence=0.5),
         _record(selected="refund", outcome="reject", input={"text": "hi"}),
+        # valid; in UTC the instants fall in years 0 and 10000
+        _record(timestamp="0001-01-01T00:30:00+01:00"),
+        _record(timestamp="9999-12-31T23:30:00-01:00"),
     ]
     path = _write(tmp_path / "records.jsonl", records)
     fast, strict = _read(path), _read_strict(path, monkeypatch)
     columns = [c for c in fast.columns if c != "metadata_json"]
     assert fast.select(columns).equals(strict.select(columns))
-    assert fast["id"].to_list() == ["a", "record-2", "record-3"]
-    assert fast["outcome_correct"].to_list() == [True, False, False]
-    assert fast["confidence"].to_list() == [0.96, 0.5, 0.96]
-    assert fast["timestamp"].dt.hour().to_list() == [9, 9, None]
+    assert fast["id"].to_list() == ["a", "record-2", "record-3", "record-4", "record-5"]
+    assert fast["outcome_correct"].to_list() == [True, False, False, None, None]
+    assert fast["confidence"].to_list() == [0.96, 0.5, 0.96, 0.96, 0.96]
+    assert fast["timestamp"].dt.hour().to_list() == [9, 9, None, 23, 0]
+    assert fast["timestamp"].dt.year().to_list() == [2026, 2026, None, 0, 10000]
     assert fast["input_json"][2] == '{"text":"hi"}'
 
 

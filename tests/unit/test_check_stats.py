@@ -212,3 +212,17 @@ def test_arrow_arrays_from_numpy_buffers_equal_pyarrows_own(values, kind) -> Non
     expected = pa.array(values, type=kind) if kind is None else pa.array(
         values.astype(kind.to_pandas_dtype()), type=kind)
     assert arrow_array(values, kind).equals(expected)
+
+
+def test_inlined_records_show_instants_in_utc_whatever_their_year(tmp_path: Path) -> None:
+    """An input offset can move a valid instant into year 0 or 10000 in UTC, which Python's
+    datetime cannot hold: the report still shows it (it crashed with `internal error`)."""
+    contract = _contract(tmp_path, {"requirements": {}})
+    stamps = ["0001-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00",
+              "2026-09-24T11:00:00.250+02:00", "2026-09-24T09:00:00Z"]
+    records = [{**_rec("refund", 0.9), "id": f"r{i}", "timestamp": t}
+               for i, t in enumerate(stamps)]
+    report = check_records(contract, _write(tmp_path / "r.jsonl", records))
+    assert [r["timestamp"] for r in report["records"]] == [
+        "0000-12-31T23:30:00Z", "+10000-01-01T00:30:00Z", "2026-09-24T09:00:00.25Z",
+        "2026-09-24T09:00:00Z"]

@@ -196,17 +196,19 @@ def _timestamps(raw: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     dtype = raw["timestamp"].dtype
     if isinstance(dtype, pl.Datetime) and dtype.time_zone is not None:
         converted = pl.col("timestamp").dt.convert_time_zone("UTC").dt.cast_time_unit("us")
-        return converted, pl.lit(False)
+        # a typed instant is written in UTC: as ISO 8601 text, its year must be 1 to 9999
+        return converted, ~converted.dt.year().is_between(1, 9999)
     if dtype == pl.Null:
         return pl.lit(None, dtype=pl.Datetime("us", "UTC")), pl.lit(False)
     target = pl.Datetime("us", "UTC")
     text = raw["timestamp"]
-    utc = text.str.contains(_UTC_SECONDS)
+    # year 0000 matches the patterns, and polars parses it; ISO 8601 (fromisoformat) has none
+    utc = text.str.contains(_UTC_SECONDS) & ~text.str.starts_with("0000")
     parsed = text.str.strptime(target, format="%Y-%m-%dT%H:%M:%SZ", strict=False)
     parsed = pl.select(pl.when(utc).then(parsed)).to_series()
     rest = text.is_not_null() & parsed.is_null()
     if rest.any():
-        offset = rest & text.str.contains(_WITH_OFFSET)
+        offset = rest & text.str.contains(_WITH_OFFSET) & ~text.str.starts_with("0000")
         general = text.str.replace(r"Z$", "+00:00").str.to_datetime(
             format="%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_unit="us", time_zone="UTC"
         )

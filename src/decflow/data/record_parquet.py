@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -211,6 +210,10 @@ class _RowLines:
     """Parquet rows rendered as JSONL-style records, for the strict parser (on demand)."""
 
     def __init__(self, raw: pl.DataFrame) -> None:
+        # typed timestamps as ISO 8601 text by polars: Python's datetime cannot hold an
+        # instant of year 0 or 10000, which a Parquet timestamp can (the text is refused)
+        if isinstance(raw["timestamp"].dtype, pl.Datetime):
+            raw = raw.with_columns(pl.col("timestamp").dt.to_string("%Y-%m-%dT%H:%M:%S%.f%:z"))
         self.raw = raw
 
     def __len__(self) -> int:
@@ -219,8 +222,6 @@ class _RowLines:
     def __getitem__(self, index: int) -> str:
         row = self.raw.row(index, named=True)
         record = {k: v for k, v in row.items() if k in RECORD_FIELDS and v is not None}
-        if isinstance(record.get("timestamp"), datetime):
-            record["timestamp"] = record["timestamp"].isoformat()
         for column, field in (("metadata_json", "metadata"), ("input_json", "input")):
             if row.get(column) is not None:
                 record[field] = loads_strict(row[column])

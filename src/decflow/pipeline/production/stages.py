@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -428,24 +427,27 @@ def stored_aggregates(
     return result
 
 
-def _utc_text(moment: datetime) -> str:
-    """ISO 8601 in UTC with `Z` and no trailing zeros in the fraction. Records keep UTC
-    instants, so an offset written in the input (`+02:00`) is shown converted."""
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if moment.microsecond:
-        text += f".{moment.microsecond:06d}".rstrip("0")
-    return text + "Z"
+def _utc_texts(moments: pl.Expr) -> pl.Expr:
+    """ISO 8601 in UTC with `Z` and no trailing zeros in the fraction, written by polars: an
+    input's offset can move a valid instant into year 0 or 10000 in UTC, which Python's
+    datetime cannot hold. Records keep UTC instants, so an offset written in the input
+    (`+02:00`) is shown converted."""
+    micro = moments.dt.microsecond()
+    fraction = pl.when(micro > 0).then(
+        pl.lit(".") + micro.cast(pl.String).str.zfill(6).str.strip_chars_end("0")
+    ).otherwise(pl.lit(""))
+    return moments.dt.to_string("%Y-%m-%dT%H:%M:%S") + fraction + pl.lit("Z")
 
 
 def _records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]:
     """Normalized records in DecGuard's record shape (all fields, canonical order)."""
     out = []
+    table = table.with_columns(_utc_texts(pl.col("timestamp")).alias("timestamp"))
     for row in table.iter_rows(named=True):
-        timestamp = row["timestamp"]
         out.append(
             {
                 "id": row["id"],
-                "timestamp": None if timestamp is None else _utc_text(timestamp),
+                "timestamp": row["timestamp"],
                 "decision": spec.decision,
                 "input": row["input_text"]
                 if row["input_json"] is None
