@@ -308,6 +308,13 @@ ROWS: list[Row] = [
     Row("dataset.parquet", "date-in-a-struct",
         parquet(pl.DataFrame({"input": [{"text": "a", "day": date(2026, 1, 1)}]})),
         ("row 1: input is not plain JSON data",)),
+    Row("dataset.parquet", "timestamp-column",
+        parquet(pl.DataFrame({"input": ["a"], "id": utc_instants("0000-12-31T23:30:00Z")})),
+        ("column 'id' has type Datetime", "ids, inputs and labels are text")),
+    Row("dataset.parquet", "year-0-in-a-struct", parquet(pl.DataFrame({"input": pl.DataFrame({
+        "text": ["a", "b"], "when": utc_instants("0000-12-31T23:30:00Z").extend_constant(
+            None, 1).reverse()}).to_struct("input")})),
+        ("row 2: input is not plain JSON data (a date or time outside the years 1 to 9999)",)),
     Row("dataset.parquet", "nan-label", parquet(pl.DataFrame({"input": ["a"],
                                                              "expected": [float("nan")]})),
         ("row 1: expected nan is not a label",)),

@@ -235,7 +235,11 @@ def _table_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, Any]]:
         )
     if ("input" in columns) == ("input_json" in columns):
         raise DatasetError(f"{path}: needs exactly one of the columns 'input' or 'input_json'")
-    for number, record in enumerate(frame.iter_rows(named=True), start=1):
+    for name, dtype in frame.schema.items():
+        if dtype.is_temporal():
+            raise DatasetError(f"{path}: column {quote(name)} has type {dtype}; ids, inputs "
+                               "and labels are text (an input may also be a JSON object)")
+    for number, record in _python_rows(path, frame):
         row: dict[str, Any] = {}
         if record.get("id") is not None:
             row["id"] = record["id"]
@@ -251,6 +255,41 @@ def _table_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, Any]]:
         if meta is not None:
             row["metadata"] = _json_cell(path, number, "metadata_json", meta)
         yield number, row
+
+
+def _python_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows as Python values, numbered from 1. A date or time inside a struct becomes a
+    Python `date`/`datetime`, which cannot hold year 0 or years past 9999 (a Parquet value
+    can): such a row is not plain JSON data, as any date in an input is, and is reported as
+    that rather than ending the command with Python's own error."""
+    nested = [name for name, dtype in frame.schema.items() if _holds_temporal(dtype)]
+    # row by row only when a conversion can fail, so that the failing row is the one named
+    rows = frame.iter_rows(named=True, buffer_size=0 if nested else 512)
+    number = 0
+    while True:
+        number += 1
+        try:
+            record = next(rows)
+        except StopIteration:
+            return
+        except (ValueError, OverflowError):
+            if not nested:
+                raise
+            raise DatasetError(
+                f"{path}: row {number}: {nested[0]} is not plain JSON data (a date or time "
+                "outside the years 1 to 9999)"
+            ) from None
+        yield number, record
+
+
+def _holds_temporal(dtype: pl.DataType) -> bool:
+    if dtype.is_temporal():
+        return True
+    if isinstance(dtype, pl.Struct):
+        return any(_holds_temporal(f.dtype) for f in dtype.fields)
+    if isinstance(dtype, pl.List | pl.Array):
+        return _holds_temporal(dtype.inner)
+    return False
 
 
 def _csv_header(path: str, text: str) -> None:
