@@ -85,6 +85,12 @@ def start_prefect(home: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def _worker_peak_kb() -> int:
+    """The worker's own peak resident set (VmHWM). Not `getrusage`: a spawned worker's
+    `ru_maxrss` starts from this process's size when it forked (2.9 GB after writing the
+    partitions), whatever the worker itself used."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
@@ -119,7 +125,10 @@ def main() -> None:
                             "--task-runner", "dask", "--dask-address",
                             cluster.scheduler_address], env=env)
             workers = client.run(_worker_peak_kb)
-        single = measure([*base, "--no-prefect", "-o", str(out / "single.json")], env=env)
+        direct_store = args.work / "store-direct"  # fresh: a default store could hit a cache
+        shutil.rmtree(direct_store, ignore_errors=True)
+        single = measure([*base, "--no-prefect", "--store", str(direct_store),
+                          "-o", str(out / "single.json")], env=env)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
