@@ -22,7 +22,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from decflow.data.record_units import ScannedFile, list_partitions, scan_source
+from decflow.data.record_units import (
+    ScannedFile,
+    list_partitions,
+    scan_in_background,
+    scan_source,
+)
 from decflow.errors import DatasetError
 from decflow.store.remote import is_url
 
@@ -46,14 +51,17 @@ def worth_a_process(source: str | Path) -> bool:
 
 
 def scan_beside(source: str | Path) -> Callable[[], Scanned]:
-    """Start `scan_source(source)` in a child process now; the returned function waits for
-    it (raising its `DatasetError`). A child still scanning when this process exits is
-    stopped."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "decflow.data.scan_process", str(source)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},  # no BLAS, no spinning BLAS pool
-    )
+    """Start `scan_source(source)` in a child process now (in a thread if no child can be
+    started); the returned function waits for it (raising its `DatasetError`). A child still
+    scanning when this process exits is stopped."""
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "decflow.data.scan_process", str(source)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},  # no BLAS, no spinning pool
+        )
+    except OSError:
+        return scan_in_background(source)
     atexit.register(child.kill)  # a no-op once it has ended
 
     def wait() -> Scanned:
