@@ -181,7 +181,10 @@ def _label_column(raw: pl.DataFrame, name: str) -> tuple[pl.Expr, pl.Expr]:
     return pl.lit(None, dtype=pl.String), pl.col(name).is_not_null()
 
 
-_CLOCK = r"\d{4}-\d{2}-\d{2}T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
+# years 0001 to 9999: polars parses year 0000, ISO 8601 as `datetime.fromisoformat` reads it
+# has none
+_YEAR = r"(?:000[1-9]|00[1-9]\d|0[1-9]\d{2}|[1-9]\d{3})"
+_CLOCK = rf"{_YEAR}-\d{{2}}-\d{{2}}T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
 _UTC_SECONDS = f"^{_CLOCK}Z$"
 _WITH_OFFSET = rf"^{_CLOCK}(?:\.\d{{3}}|\.\d{{6}})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$"
 
@@ -202,13 +205,12 @@ def _timestamps(raw: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
         return pl.lit(None, dtype=pl.Datetime("us", "UTC")), pl.lit(False)
     target = pl.Datetime("us", "UTC")
     text = raw["timestamp"]
-    # year 0000 matches the patterns, and polars parses it; ISO 8601 (fromisoformat) has none
-    utc = text.str.contains(_UTC_SECONDS) & ~text.str.starts_with("0000")
+    utc = text.str.contains(_UTC_SECONDS)
     parsed = text.str.strptime(target, format="%Y-%m-%dT%H:%M:%SZ", strict=False)
     parsed = pl.select(pl.when(utc).then(parsed)).to_series()
     rest = text.is_not_null() & parsed.is_null()
     if rest.any():
-        offset = rest & text.str.contains(_WITH_OFFSET) & ~text.str.starts_with("0000")
+        offset = rest & text.str.contains(_WITH_OFFSET)
         general = text.str.replace(r"Z$", "+00:00").str.to_datetime(
             format="%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_unit="us", time_zone="UTC"
         )

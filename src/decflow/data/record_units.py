@@ -171,6 +171,10 @@ class ScannedFile:
     blocks: tuple[tuple[int, int, int], ...] = ()
 
 
+# a source's files and the scan of each
+Scanned = tuple[list[str], list[ScannedFile]]
+
+
 def suffix(path: str | Path) -> str:
     return PurePosixPath(str(path)).suffix
 
@@ -298,7 +302,7 @@ def scan_files(files: Sequence[str], threads: int) -> list[ScannedFile]:
 def scan_source(
     source: str | Path | Sequence[str | Path], *, absolute: bool = False,
     threads: int | None = None,
-) -> tuple[list[str], list[ScannedFile]]:
+) -> Scanned:
     """The files of a source (`absolute`: local ones by absolute path, for workers that run
     elsewhere) and `scan_file` of each, `threads` at a time (default: one per core)."""
     files = [
@@ -310,7 +314,7 @@ def scan_source(
 
 def scan_in_background(
     source: str | Path | Sequence[str | Path],
-) -> Callable[[], tuple[list[str], list[ScannedFile]]]:
+) -> Callable[[], Scanned]:
     """Start `scan_source` in a thread now and return the function that waits for it.
     Hashing and reading release the GIL, so a check that starts the scan before importing
     what it needs (polars, the contract models) hashes its input while it imports."""

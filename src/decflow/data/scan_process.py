@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from decflow.data.record_units import (
+    Scanned,
     ScannedFile,
     list_partitions,
     scan_in_background,
@@ -34,9 +35,6 @@ from decflow.store.remote import is_url
 # Below this many bytes a thread scans faster than a child process starts (≈ 0.07 s with
 # numpy imported).
 PROCESS_SCAN_BYTES = 32 << 20
-
-Scanned = tuple[list[str], list[ScannedFile]]
-
 
 def worth_a_process(source: str | Path) -> bool:
     """Whether `source` is local and holds at least `PROCESS_SCAN_BYTES` of files. A source

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from decflow.data.record_units import ScannedFile, scan_in_background
+from decflow.data.record_units import Scanned, scan_in_background
 from decflow.data.scan_process import scan_beside, worth_a_process
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # Light on purpose (the store, polars and the contract models are imported where they are
 # used): a check starts hashing its input first, and the hash overlaps those imports.
 Progress = Callable[[int, int | None], None]
-Scanning = Callable[[], tuple[list[str], list[ScannedFile]]]
+Scanning = Callable[[], Scanned]
 
 
 _scans_ahead: dict[str, Scanning] = {}
