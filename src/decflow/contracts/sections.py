@@ -1,4 +1,5 @@
-"""Small core sections: `evaluation`, `fuzz`, `policy`, and the decflow `diagnostics`."""
+"""Small core sections: `evaluation`, `fuzz`, `policy`, and the decflow `diagnostics` and
+`sequential` extensions."""
 
 from __future__ import annotations
 
@@ -57,3 +58,19 @@ class Blindness(StrictModel):
 class Diagnostics(StrictModel):
     stability: Stability | None = None
     blindness: Blindness | None = None
+
+
+class Sequential(StrictModel):
+    """`--sequential` runs: cases in a seeded random order, stopped once every gate is decided.
+
+    `alpha` is the run's chance of a status other than the full suite's, split across its
+    gates; `max_cases` caps the cases sent (default: the whole suite); `batch` is the cases
+    decided between two looks (default: the concurrency window); `seed` draws the order;
+    `zero_limit` is the share of cases a limit-0 gate is judged against (a run that stops
+    early has not seen every case)."""
+
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    max_cases: int | None = Field(default=None, ge=1)
+    batch: int | None = Field(default=None, ge=1, le=100_000)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    zero_limit: float = Field(default=0.02, gt=0.0, lt=1.0)
