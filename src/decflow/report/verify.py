@@ -161,13 +161,14 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
                     report["contract"]["type"],
                 )
             ]
-            stored = report["checks"][: len(golden)]
+            stored: list[Any] = report["checks"][: len(golden)]
+            expected: list[Any] = golden
             if report.get("sequential") is not None:
                 # A sequential run judges its gates from evidence at each batch boundary
                 # (see pipeline/contract_run/sequential_summary): the gates themselves must
                 # still be the configuration's.
-                stored, golden = [_gate_of(c) for c in stored], [_gate_of(c) for c in golden]
-            if not close(stored, golden):
+                stored, expected = [_gate_of(c) for c in stored], [_gate_of(c) for c in golden]
+            if not close(stored, expected):
                 raise _fail(source, "checks", "do not match stored metrics and configuration")
         status, exit_code = status_of(checks)
         warn_failed = status == "warn" and report["exit_code"] == 1  # --fail-on-warn
