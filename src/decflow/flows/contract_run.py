@@ -34,6 +34,7 @@ from decflow.tasks.stages import (
     finish_results_task,
     health_task,
     originals_task,
+    sequential_group_task,
     shard_task,
 )
 
@@ -68,6 +69,7 @@ class PrefectShards:
                  parallel: bool) -> None:
         self.spec = context.spec.to_dict()
         self.requests_key = context.manifests["requests"].key
+        self.cases_key = context.manifests["cases"].key
         self.key, self.parallel = key, parallel
         shards = sum(-(-parts.phase_count(phase) // context.spec.shard_size)
                      for phase in ("originals", "transformed"))
@@ -92,6 +94,13 @@ class PrefectShards:
 
     def check_originals(self) -> None:
         originals_task(self.spec, self.requests_key, self.key)
+
+    def sequential_group(self, end: int) -> dict[str, Any]:
+        """A sequential run's batches up to `end` as one task (see `sequential_calls`)."""
+        outcome: dict[str, Any] = sequential_group_task(self.spec, self.cases_key,
+                                                        self.requests_key, self.key, end)
+        self.progress.advance()
+        return outcome
 
     def finish(self, health: dict[str, str] | None) -> Manifest:
         return Manifest.from_dict(finish_results_task(self.spec, self.requests_key, self.key,

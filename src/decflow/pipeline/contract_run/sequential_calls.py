@@ -46,11 +46,11 @@ from decflow.pipeline.contract_run.sequential_gates import (
     suite_only,
 )
 from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS, relation_direction
-from decflow.pipeline.spec import RunSpec
+from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import StageContext
 from decflow.properties.generate import RELATIONS
 from decflow.properties.summary import property_checks
-from decflow.store.store import Manifest
+from decflow.store.store import Manifest, Store
 
 RECORD = "sequential"
 SETTINGS = ("alpha", "max_cases", "batch", "seed", "zero_limit")
@@ -181,16 +181,35 @@ class SequentialCalls:
         total = self.requests.height
         self.update = context.progress("calls", total) if context.progress else None
 
-    def run(self) -> None:
-        """Send batches until the status is settled or the cases allowed are sent."""
+    def group_ends(self) -> list[int]:
+        """Batch indices ending each group of batches of about a shard of requests (a
+        Prefect task runs a group; never a task per case)."""
+        per_case = self.requests.group_by("case_id").len()
+        counts = dict(zip(per_case["case_id"].to_list(), per_case["len"].to_list(),
+                          strict=True))
+        ends, size, start = [], 0, 0
         for index, bound in enumerate(self.bounds):
+            size += sum(counts.get(case, 0) for case in self.order[start:bound])
+            start = bound
+            if size >= self.spec.shard_size:
+                ends.append(index + 1)
+                size = 0
+        if not ends or ends[-1] != len(self.bounds):
+            ends.append(len(self.bounds))
+        return ends
+
+    def run(self, upto: int | None = None) -> None:
+        """Send batches (the first `upto`; recorded ones are read back, not sent) until the
+        status is settled or the cases allowed are sent."""
+        last = len(self.bounds) if upto is None else upto
+        for index, bound in enumerate(self.bounds[:last]):
             if self.stop_reason is not None:
                 return
             self.run_batch(index, bound)
         if self.sent == len(self.order):
             # The whole suite decides every gate exactly (the summary judges it).
             self.stop_reason = "every case of the suite sent"
-        elif self.stop_reason is None:
+        elif self.stop_reason is None and last == len(self.bounds):
             self.stop_reason = f"max_cases {self.limit} sent"
 
     def run_batch(self, index: int, bound: int) -> None:
@@ -282,11 +301,38 @@ class SequentialCalls:
 
 
 def sequential_call_stage(context: StageContext, key: str) -> Manifest:
-    """The results stage of a sequential run, in this process."""
+    """The results stage of a sequential run: in this process, or (with the Prefect flow's
+    `shards`) one task per group of batches, after which the recorded batches are read
+    back here to publish."""
     health = results.prepare_calls(context.spec)
     calls = SequentialCalls(context, key)
-    calls.run()
+    if context.shards is None:
+        calls.run()
+        return calls.finish(health)
+    runner = context.shards(context, key, results.RequestParts(context.store,
+                                                              calls.requests_manifest))
+    end = 0
+    for end in calls.group_ends():
+        if runner.sequential_group(end)["stopped"]:
+            break
+    calls.run(upto=end)
     return calls.finish(health)
+
+
+def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: str, key: str,
+                     end: int) -> dict[str, Any]:
+    """The batches of a sequential run up to batch `end` (those recorded are read back, the
+    rest sent): what a Prefect task runs."""
+    manifests = {}
+    for stage, stage_key in (("cases", cases_key), ("requests", requests_key)):
+        found = store.manifest(stage, stage_key)
+        if found is None:
+            raise DecflowError(f"store {store.url}: no published {stage} stage {stage_key}")
+        manifests[stage] = found
+    context = StageContext(spec, store, load_contract_cached(spec.contract_path), manifests)
+    calls = SequentialCalls(context, key)
+    calls.run(upto=end)
+    return {"sent": calls.sent, "stopped": calls.stop_reason is not None}
 
 
 def adopt_sent(manifests: dict[str, Manifest], found: Manifest) -> None:
