@@ -26,10 +26,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from decflow.pipeline.contract_run.runner import run_contract  # noqa: E402
-from decflow.pipeline.spec import RunSpec  # noqa: E402
-from decflow.store.store import Store  # noqa: E402
-from tests.support.planted import planted_contract  # noqa: E402
+from tests.support.planted import planted_contract
+
+from decflow.pipeline.contract_run.runner import run_contract
+from decflow.pipeline.spec import RunSpec
+from decflow.store.store import Store
 
 CASES = 2000
 ALPHA = 0.05

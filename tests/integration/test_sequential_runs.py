@@ -141,3 +141,14 @@ def test_sequential_section_and_options(tmp_path: Path) -> None:
     code, _out, err = run_cli("test", str(section), "--zero-limit", "1.5", "--store",
                               str(tmp_path / "store"))
     assert code == 2 and "--zero-limit" in err
+
+
+def test_golden_only_contract_runs_sequentially_in_test_mode(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 600, wrong=0.02, flips=0.0)
+    doc = yaml.safe_load(contract.read_text(encoding="utf-8"))
+    del doc["properties"]
+    contract.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS, mode="test")
+    assert seq["status"] == "pass"
+    assert [g["gate"] for g in seq["sequential"]["gates"]] == ["min_accuracy", "max_error_rate"]
+    assert seq["sequential"]["cases_sent"] < 600

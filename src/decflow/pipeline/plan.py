@@ -97,7 +97,15 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     counterfactual = counterfactual_config(spec, contract)
     if counterfactual is not None:
         diagnostics.append(_counterfactual(contract, counterfactual, cases))
+    sequential = None
+    if spec.sequential:
+        from decflow.pipeline.contract_run.sequential_calls import planned_checks
+        from decflow.pipeline.contract_run.sequential_plan import sequential_plan
+
+        sequential = sequential_plan(planned_checks(contract, spec), cases.height,
+                                     spec.sequential)
     return {
+        **({"sequential": sequential} if sequential is not None else {}),
         "mode": spec.mode,
         "cases": cases.height,
         "original_calls": cases.height,

@@ -30,6 +30,7 @@ from decflow.metrics.compare import compare
 from decflow.pipeline.contract_run import results
 from decflow.pipeline.contract_run.derive import (
     DIAGNOSTIC_PROPERTIES,
+    FUZZ_MODES,
     counterfactual_config,
     selected_properties,
     stability_config,
@@ -78,7 +79,8 @@ def planned_checks(contract: Any, spec: RunSpec) -> list[Check]:
                  "latency": {}}
         checks += golden_checks(blank, contract.requirements, contract.warnings,
                                 contract.decision.type)
-    for prop, config in selected_properties(spec, contract):
+    properties = selected_properties(spec, contract) if spec.mode in FUZZ_MODES else []
+    for prop, config in properties:
         if prop in RELATIONS:
             checks += property_checks(None, prop, config, RELATIONS[prop])
     stability = stability_config(spec, contract)
