@@ -178,6 +178,7 @@ class SequentialCalls:
         self.comparisons: list[pl.DataFrame] = []
         self.states: dict[str, GateState] = {}
         self.sent = 0
+        self.requests_sent = 0
         self.seconds = 0.0
         self.stop_reason: str | None = None
         total = self.requests.height
@@ -226,9 +227,9 @@ class SequentialCalls:
         self.seconds += time.perf_counter() - started
         self.answers.append(self._batch_results(index))
         self.sent = bound
+        self.requests_sent += rows.height
         if self.update:
-            self.update(int(self.requests.filter(
-                pl.col("case_id").is_in(self.order[:bound])).height), self.requests.height)
+            self.update(self.requests_sent, self.requests.height)
         if bound < len(self.order):
             self._judge()
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from decflow.gates.checks import Check
 from decflow.metrics.sequential import (
+    Claim,
     Hypergeometric,
     RatioGate,
     betting_log_capital,
@@ -40,7 +41,7 @@ def cases_to_decide(gate: RatioGate, rate: float, alpha: float) -> int | None:
     threshold = math.log(1 / alpha)
     if gate.binary:
         model, k_pass = Hypergeometric(n), gate.holds_count()
-        claim = "fail" if rate > gate.limit else "pass"
+        claim: Claim = "fail" if rate > gate.limit else "pass"
         for t in range(1, n):
             if model.log_evidence(t, int(ones[t - 1]), k_pass, claim) >= threshold:
                 return t
