@@ -152,3 +152,19 @@ def test_golden_only_contract_runs_sequentially_in_test_mode(tmp_path: Path) -> 
     assert seq["status"] == "pass"
     assert [g["gate"] for g in seq["sequential"]["gates"]] == ["min_accuracy", "max_error_rate"]
     assert seq["sequential"]["cases_sent"] < 600
+
+
+def test_plan_prints_the_cases_each_gate_needs(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 2000, wrong=0.0, flips=0.0)
+    code, out, err = run_cli("test", str(contract), "--all", "--sequential", "--plan",
+                             "-f", "json", "--store", str(tmp_path / "store"))
+    assert code == 0, err
+    plan = json.loads(out)["sequential"]
+    gates = {g["gate"]: g for g in plan["gates"]}
+    # The clear suite: flip rate 1 % under 5 %, accuracy 0.95 over 0.85.
+    assert gates["option_order.max_flip_rate"]["holds_at"] == pytest.approx(0.01)
+    assert gates["min_accuracy"]["holds_at"] == pytest.approx(0.95)
+    assert plan["cases_if_all_hold"] * 5 <= 2000
+    assert gates["max_error_rate"]["fails_at"] is None  # at the first occurrence
+    assert not (tmp_path / "store" / "runs").exists() or not any(
+        (tmp_path / "store" / "runs").iterdir())
