@@ -8,6 +8,9 @@ backend calls, cases sent, wall seconds and how often the status equals the full
 `agreement`: suites at, just below and just above both limits (accuracy 0.85 ± 0.01, flip
 rate 0.05 ± 0.01), one full run each and a sequential run per case-order seed: the share of
 seeds whose status differs from the full run's, and of decided gates whose decision does.
+The sequential runs are the driver's own gate code replayed on the full run's per-case
+results in each seed's order (the mock answers an input the same in any order); the first
+seeds also run through the whole pipeline, which must decide identically.
 
     python bench/sequential_bench.py calls --seeds 20
     python bench/sequential_bench.py agreement --seeds 200
@@ -26,9 +29,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import polars as pl
 from tests.support.planted import planted_contract
 
-from decflow.pipeline.contract_run.runner import run_contract
+from decflow.contracts import load_contract
+from decflow.gates.checks import Check
+from decflow.pipeline.contract_run.golden_section import originals
+from decflow.pipeline.contract_run.runner import run_contract, stored_manifests
+from decflow.pipeline.contract_run.sequential_calls import (
+    batch_bounds,
+    case_order,
+    tracked_gates,
+)
+from decflow.pipeline.contract_run.sequential_gates import Design, GateState, advance, settled
+from decflow.pipeline.contract_run.sequential_summary import stored_transformed
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
 
@@ -76,32 +90,69 @@ def calls(seeds: int, batch: int, root: Path) -> None:
               f"{full_calls / median:.1f}x | {same}/{seeds} |")
 
 
-def agreement(seeds: int, batch: int, root: Path) -> None:
+def replayed(full: dict[str, Any], store: Path, contract: Path, seed: int, batch: int,
+             design: Design) -> tuple[dict[str, GateState], int, str]:
+    """The sequential driver's decisions for case order `seed`, replayed on the full run's
+    stored per-case results: the mock backend answers each input the same whatever the
+    order, so this is what a sequential run with that order decides (the first seeds are
+    also run through the pipeline and must match exactly)."""
+    stored = Store(str(store))
+    manifests = stored_manifests(stored, full["run"]["id"])
+    cases = stored.read(manifests["cases"])
+    order = case_order(cases, seed)
+    loaded = load_contract(str(contract))
+    answers = stored.read(manifests["results"])
+    position = pl.DataFrame({"case_id": order, "_order": range(len(order))})
+    table = originals(cases, answers).join(position, on="case_id").sort("_order").drop(
+        "_order")
+    transformed, comparisons = stored_transformed(stored, manifests)
+    checks = [Check.from_dict(c) for c in full["checks"]]
+    tracked = tracked_gates(loaded.contract, checks, order, table, transformed, comparisons,
+                            design)
+    states: dict[str, GateState] = {}
+    sent = len(order)
+    for bound in batch_bounds(len(order), batch):
+        states = advance(states, tracked, bound, design)
+        if bound < len(order) and settled(states, tracked) is not None:
+            sent = bound
+            break
+    decisions = [s.decision for s in states.values()]
+    status = "fail" if "fail" in decisions else "pass" if all(decisions) else "warn"
+    return states, sent, status
+
+
+def agreement(seeds: int, batch: int, root: Path, piped: int = 5) -> None:
     suites = {"at the limits": (0.15, 0.05), "just below (fails)": (0.16, 0.06),
               "just above (passes)": (0.14, 0.04)}
     tolerance = ALPHA + 2.326 * math.sqrt(ALPHA * (1 - ALPHA) / seeds)
     print(f"bound per suite: alpha + binomial 99 % tolerance over {seeds} seeds = "
-          f"{tolerance:.4f}")
+          f"{tolerance:.4f}; batch {batch}; the first {piped} seeds also through the pipeline")
     print("| suite | full status | status differs | decided gates differing | "
-          "median cases sent |")
-    print("| --- | --- | ---: | ---: | ---: |")
+          "median cases sent | pipeline = replay |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
     for name, (wrong, flips) in suites.items():
         contract = planted_contract(root / name.split()[0], CASES, wrong=wrong, flips=flips)
         full, _ = run(contract, root / "store", f"full-{name}", None, batch)
         expected = statuses(full)
-        differs = gates_differ = decided = 0
+        design = Design(CASES, ALPHA, 0.02, {"option_order": 1})
+        differs = gates_differ = decided = same_as_pipeline = 0
         sent = []
         for seed in range(seeds):
-            seq, _ = run(contract, root / "store", f"seq-{name}-{seed}", seed, batch)
-            differs += seq["status"] != full["status"]
-            sent.append(seq["sequential"]["cases_sent"])
-            for gate in seq["sequential"]["gates"]:
-                if gate["decision"] is not None:
+            states, cases_sent, status = replayed(full, root / "store", contract, seed, batch,
+                                                  design)
+            differs += status != full["status"]
+            sent.append(cases_sent)
+            for gate, state in states.items():
+                if state.decision is not None:
                     decided += 1
-                    gates_differ += ({"pass": "pass"}.get(gate["decision"], "fail")
-                                     != expected[gate["gate"]])
+                    gates_differ += state.decision != expected[gate]
+            if seed < piped:
+                seq, _ = run(contract, root / "store", f"seq-{name}-{seed}", seed, batch)
+                same_as_pipeline += (seq["status"] == status
+                                     and seq["sequential"]["cases_sent"] == cases_sent)
         print(f"| {name} | {full['status']} | {differs}/{seeds} ({differs / seeds:.3f}) | "
-              f"{gates_differ}/{decided} | {statistics.median(sent):g} |", flush=True)
+              f"{gates_differ}/{decided} | {statistics.median(sent):g} | "
+              f"{same_as_pipeline}/{piped} |", flush=True)
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ def sequential_report(
     order: list[str] = list(record["order"])
     position = pl.DataFrame({"case_id": order, "_order": range(len(order))})
     ordered = table.join(position, on="case_id").sort("_order").drop("_order")
-    transformed, comparisons = _transformed(store, manifests)
+    transformed, comparisons = stored_transformed(store, manifests)
     planned = [Check.from_dict(c) for c in checks]
     tracked = tracked_gates(contract, planned, order, ordered, transformed, comparisons,
                             design)
@@ -76,7 +76,7 @@ def sequential_report(
     return [c.to_dict() for c in judged], section
 
 
-def _transformed(store: Store, manifests: dict[str, Manifest]) -> tuple[pl.DataFrame,
+def stored_transformed(store: Store, manifests: dict[str, Manifest]) -> tuple[pl.DataFrame,
                                                                           pl.DataFrame]:
     """(request_id, case_id, property, error_kind) of the sent metamorphic requests, and
     their stored comparisons (empty in `test` mode)."""
