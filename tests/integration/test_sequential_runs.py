@@ -18,6 +18,8 @@ from decflow.pipeline.contract_run import results
 from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
+from decflow.views.markdown import render_markdown
+from decflow.views.outputs import render_text
 from tests.support.cli import run_cli
 from tests.support.compare import normalized
 from tests.support.planted import planted_contract
@@ -51,6 +53,9 @@ def test_clearly_passing_suite_stops_early_with_the_full_status(tmp_path: Path) 
     zero = next(c for c in seq["checks"] if c["gate"] == "max_error_rate")
     assert "zero_limit 0.02" in " ".join(zero["evidence"]["notes"])
     assert seq["headline"].startswith("PASS")
+    summary = render_markdown(seq)  # the Prefect report artifact
+    assert f"**Sequential:** {section['calls_made']} of 2000 backend calls" in summary
+    assert "Sequential (alpha 0.05" in render_text(seq)
 
 
 def test_clearly_failing_suite_stops_at_the_proof(tmp_path: Path) -> None:
