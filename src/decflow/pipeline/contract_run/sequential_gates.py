@@ -261,9 +261,11 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             notes += (f"limit 0 judged as the share of cases with an occurrence against "
                       f"sequential.zero_limit {design.zero_limit:g}",)
         if state.reason == "suite":
-            checks.append(replace(check, evidence=Evidence(
+            verdict = {"pass": "holds", "not_established": "not_established"}.get(
+                check.status, "fails")
+            checks.append(replace(check, evidence=check.evidence or Evidence(
                 method="exact over the whole suite", n=sent,
-                verdict="holds" if state.decision == "pass" else "fails",
+                verdict=verdict,  # type: ignore[arg-type]
                 estimate=check.value, notes=notes)))
         else:
             verdict = {"pass": "holds", "fail": "fails"}.get(state.decision or "",
