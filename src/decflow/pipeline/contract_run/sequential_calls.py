@@ -335,7 +335,8 @@ def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: 
     context = StageContext(spec, store, load_contract_cached(spec.contract_path), manifests)
     calls = SequentialCalls(context, key)
     calls.run(upto=end)
-    return {"sent": calls.sent, "stopped": calls.stop_reason is not None}
+    return {"sent": calls.sent, "requests_sent": calls.requests_sent,
+            "stopped": calls.stop_reason is not None}
 
 
 def adopt_sent(manifests: dict[str, Manifest], found: Manifest) -> None:
