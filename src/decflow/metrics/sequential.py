@@ -359,3 +359,26 @@ def _logical_bounds(gate: RatioGate, num: Floats, den: Floats) -> tuple[float, f
         return 0.0, gate.num_per_den
     total = s_den + unseen_den
     return s_num / total, (s_num + gate.num_per_den * unseen_den) / total
+
+
+def cases_to_decide(gate: RatioGate, rate: float, alpha: float) -> int | None:
+    """Cases until the evidence decides `gate` when each case's 0/1 value comes at `rate`,
+    spread evenly (None: not before the last case)."""
+    n = gate.population
+    steps = np.arange(1, n + 1)
+    ones = np.floor(rate * steps + 0.5)
+    values = np.diff(np.concatenate(([0.0], ones)))
+    threshold = math.log(1 / alpha)
+    if gate.binary:
+        model, k_pass = Hypergeometric(n), gate.holds_count()
+        claim: Claim = "fail" if rate > gate.limit else "pass"
+        for t in range(1, n):
+            if model.log_evidence(t, int(ones[t - 1]), k_pass, claim) >= threshold:
+                return t
+        return None
+    x = gate.per_case(values, np.ones(n), gate.limit)
+    zero = gate.zero_point(gate.limit)
+    holds = rate >= gate.limit if gate.comparison == ">=" else rate <= gate.limit
+    path = betting_log_capital(x, zero, "pass" if holds else "fail", n)
+    crossed = np.flatnonzero(path[:-1] >= threshold)
+    return int(crossed[0]) + 1 if len(crossed) else None

@@ -20,7 +20,7 @@ import polars as pl
 
 from decflow.gates.checks import Check, Evidence, evidence_check
 from decflow.metrics.golden_metrics import NLL_FLOOR, selected_and_confidence
-from decflow.metrics.sequential import RatioGate, evaluate, split_alpha
+from decflow.metrics.sequential import RatioGate, cases_to_decide, evaluate, split_alpha
 from decflow.pipeline.contract_run.golden_section import golden_arrays
 from decflow.pipeline.contract_run.transformed import judged
 
@@ -272,8 +272,13 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
                                                              "not_established")
             if item.ratio is None and state.decision is None:
                 notes += (SUITE_ONLY,)
+            needed = None
+            if state.decision is None and item.ratio is not None and estimate is not None:
+                needed = cases_to_decide(item.ratio, min(max(estimate, 0.0), 1.0), alpha)
+                needed = item.ratio.population if needed is None else needed
             evidence = Evidence(method=method, n=sent, verdict=verdict,  # type: ignore[arg-type]
-                                estimate=estimate, low=low, high=high, notes=notes)
+                                estimate=estimate, low=low, high=high, cases_needed=needed,
+                                notes=notes)
             checks.append(evidence_check(check.gate, check.level, check.metric,
                                          check.comparison, check.threshold, evidence))
         rows.append({

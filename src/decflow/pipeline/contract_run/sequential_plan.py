@@ -5,19 +5,10 @@ spread sequence of cases at the assumed rate, without any backend call."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import numpy as np
-
 from decflow.gates.checks import Check
-from decflow.metrics.sequential import (
-    Claim,
-    Hypergeometric,
-    RatioGate,
-    betting_log_capital,
-    split_alpha,
-)
+from decflow.metrics.sequential import RatioGate, cases_to_decide, split_alpha
 from decflow.pipeline.contract_run.sequential_calls import GOLDEN_NAMES, PROPERTY_GATES
 from decflow.properties.generate import RELATIONS
 
@@ -29,29 +20,6 @@ def assumed_rates(check: Check) -> tuple[float, float]:
     if check.comparison == ">=":
         return 1 - (1 - limit) / 3, max(0.0, 1 - 4 * (1 - limit))
     return limit / 5, min(1.0, 4 * limit)
-
-
-def cases_to_decide(gate: RatioGate, rate: float, alpha: float) -> int | None:
-    """Cases until the evidence decides `gate` when each case's 0/1 value comes at `rate`,
-    spread evenly (None: not before the last case)."""
-    n = gate.population
-    steps = np.arange(1, n + 1)
-    ones = np.floor(rate * steps + 0.5)
-    values = np.diff(np.concatenate(([0.0], ones)))
-    threshold = math.log(1 / alpha)
-    if gate.binary:
-        model, k_pass = Hypergeometric(n), gate.holds_count()
-        claim: Claim = "fail" if rate > gate.limit else "pass"
-        for t in range(1, n):
-            if model.log_evidence(t, int(ones[t - 1]), k_pass, claim) >= threshold:
-                return t
-        return None
-    x = gate.per_case(values, np.ones(n), gate.limit)
-    zero = gate.zero_point(gate.limit)
-    holds = rate >= gate.limit if gate.comparison == ">=" else rate <= gate.limit
-    path = betting_log_capital(x, zero, "pass" if holds else "fail", n)
-    crossed = np.flatnonzero(path[:-1] >= threshold)
-    return int(crossed[0]) + 1 if len(crossed) else None
 
 
 def sequential_plan(checks: list[Check], cases: int, settings: dict[str, Any]) -> dict[str, Any]:
