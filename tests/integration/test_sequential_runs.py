@@ -173,3 +173,16 @@ def test_plan_prints_the_cases_each_gate_needs(tmp_path: Path) -> None:
     assert gates["max_error_rate"]["fails_at"] is None  # at the first occurrence
     assert not (tmp_path / "store" / "runs").exists() or not any(
         (tmp_path / "store" / "runs").iterdir())
+
+
+def test_sdk_runs_sequentially(tmp_path: Path) -> None:
+    from decflow.errors import DecflowError
+    from decflow.sdk import run_test
+
+    contract = planted_contract(tmp_path / "suite", 600, wrong=0.5, flips=0.0)
+    report = run_test(contract, store=str(tmp_path / "store"), sequential={"batch": 4})
+    assert report["status"] == "fail" and report["sequential"]["batch"] == 4
+    assert report["sequential"]["cases_sent"] < 100
+    assert "sequential" not in run_test(contract, store=str(tmp_path / "store"))
+    with pytest.raises(DecflowError, match=r"sequential\.alpha"):
+        run_test(contract, store=str(tmp_path / "store"), sequential={"alpha": 2})

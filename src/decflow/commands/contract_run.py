@@ -133,21 +133,18 @@ def sequential_settings(options: RunOptions) -> dict[str, Any] | None:
     from decflow.pipeline.spec import load_contract_cached
 
     section = load_contract_cached(options.contract).contract.sequential
-    wanted = options.sequential if options.sequential is not None else section is not None
-    if not wanted:
-        reject_options("applies only with --sequential", **_sequential_flags(options))
-        return None
     overrides = {"alpha": options.alpha, "max_cases": options.max_cases,
                  "batch": options.batch, "seed": options.order_seed,
                  "zero_limit": options.zero_limit}
-    settings = (section or Sequential()).model_dump()
-    settings.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return Sequential.model_validate(settings).model_dump()
+        settings = Sequential.settings(section, options.sequential, overrides)
     except ValidationError as exc:
         error = exc.errors()[0]
         flag = {"seed": "order-seed"}.get(str(error["loc"][0]), str(error["loc"][0]))
         raise typer.BadParameter(error["msg"], param_hint=f"--{flag.replace('_', '-')}") from None
+    if settings is None:
+        reject_options("applies only with --sequential", **_sequential_flags(options))
+    return settings
 
 
 def _sequential_flags(options: RunOptions) -> dict[str, Any]:

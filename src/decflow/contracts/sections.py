@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -74,3 +75,15 @@ class Sequential(StrictModel):
     batch: int | None = Field(default=None, ge=1, le=100_000)
     seed: int = Field(default=0, ge=0, lt=2**63)
     zero_limit: float = Field(default=0.02, gt=0.0, lt=1.0)
+
+    @classmethod
+    def settings(cls, section: Sequential | None, wanted: bool | None,
+                 overrides: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A run's settings: None unless `wanted` (default: the contract has the section);
+        else the section (or the defaults) with the `overrides` that are set, validated
+        (pydantic's ValidationError names the field)."""
+        if not (wanted if wanted is not None else section is not None):
+            return None
+        values = (section or cls()).model_dump()
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values).model_dump()
