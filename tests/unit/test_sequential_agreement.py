@@ -131,3 +131,23 @@ if __name__ == "__main__":
     for scenario, (runs, gates, decided) in disagreements().items():
         print(f"{scenario}: status differs in {runs}/{SEEDS} seeds; decided gates differing "
               f"{gates}/{decided}")
+
+
+def test_a_property_that_transformed_nothing_waits_for_the_suite() -> None:
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from decflow.pipeline.contract_run.sequential_gates import property_tracked
+
+    check = Check("case_swap.max_error_rate", "requirement", "case_swap.error_rate", "<=",
+                  0.0, None, "fail", "case_swap.error_rate could not be computed")
+    empty = pl.DataFrame(schema={"request_id": pl.String, "case_id": pl.String,
+                                 "property": pl.String, "error_kind": pl.String})
+    contract = SimpleNamespace(properties=SimpleNamespace(enabled=list))
+    (tracked,) = property_tracked(contract, [check], ["c1", "c2"], empty, empty,
+                                  Design(2, ALPHA, 0.02))
+    assert tracked.ratio is None
+    states = advance({}, [tracked], 1, Design(2, ALPHA, 0.02))
+    assert states[check.gate].decision is None
+    assert advance(states, [tracked], 2, Design(2, ALPHA, 0.02))[check.gate].decision == "fail"
