@@ -186,3 +186,16 @@ def test_sdk_runs_sequentially(tmp_path: Path) -> None:
     assert "sequential" not in run_test(contract, store=str(tmp_path / "store"))
     with pytest.raises(DecflowError, match=r"sequential\.alpha"):
         run_test(contract, store=str(tmp_path / "store"), sequential={"alpha": 2})
+
+
+def test_ece_gate_is_decided_by_its_bins(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 1500, wrong=0.0, flips=0.0)
+    doc = yaml.safe_load(contract.read_text(encoding="utf-8"))
+    doc["requirements"]["max_ece"] = 0.02  # every answer is 0.9 sure and right: ECE 0.1
+    contract.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    full = run(contract, tmp_path / "store", "full", mode="test")
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS, mode="test")
+    assert full["status"] == seq["status"] == "fail"
+    assert seq["sequential"]["stop_reason"] == "requirement max_ece shown to fail"
+    ece = next(g for g in seq["sequential"]["gates"] if g["gate"] == "max_ece")
+    assert ece["low"] > 0.02 and ece["cases_used"] < 1500

@@ -45,7 +45,8 @@ def _sequential_lines(plan: dict[str, Any]) -> list[str]:
         lines.append(f"  {gate['gate']:<36} limit {gate['limit']:g}; holds at "
                      f"{gate['holds_at']:.4g}: {_cases(gate['cases_if_holds'])}; fails {fails}")
     if plan["suite_only"]:
-        lines.append(f"  decided over the whole suite only: {', '.join(plan['suite_only'])}")
+        lines.append("  not planned (the whole suite decides them; ECE its bins): "
+                     f"{', '.join(plan['suite_only'])}")
     return lines
 
 

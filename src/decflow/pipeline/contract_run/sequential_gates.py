@@ -19,8 +19,18 @@ import numpy as np
 import polars as pl
 
 from decflow.gates.checks import Check, Evidence, evidence_check
-from decflow.metrics.golden_metrics import NLL_FLOOR, selected_and_confidence
-from decflow.metrics.sequential import RatioGate, cases_to_decide, evaluate, split_alpha
+from decflow.metrics.golden_metrics import (
+    NLL_FLOOR,
+    calibration_bin_index,
+    selected_and_confidence,
+)
+from decflow.metrics.sequential import (
+    BinnedGaps,
+    RatioGate,
+    cases_to_decide,
+    evaluate,
+    split_alpha,
+)
 from decflow.pipeline.contract_run.golden_section import golden_arrays
 from decflow.pipeline.contract_run.transformed import judged
 
@@ -59,6 +69,14 @@ class Tracked:
     den: np.ndarray
     ratio: RatioGate | None
     zero: bool = False
+    # ECE: `num` holds each case's gap (right − confidence), `den` its confidence bin (−1:
+    # the case does not count).
+    ece: BinnedGaps | None = None
+
+    @property
+    def has_evidence(self) -> bool:
+        """Decided by evidence before the last case (else only by the whole suite)."""
+        return self.ratio is not None or self.ece is not None
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,7 @@ class GateState:
     decided_at: int | None = None
     log_e_fail: float = 0.0
     log_e_pass: float = 0.0
+    looked_at: int = 0  # ECE: cases at its last look (it looks when they grew by a tenth)
 
 
 def _ratio(check: Check, population: int, *, top: float = 1.0, den_max: float = 1.0,
@@ -115,6 +134,13 @@ def golden_tracked(contract: Any, table: pl.DataFrame, checks: Sequence[Check],
     }
     out = []
     for check in checks:
+        if check.gate == "max_ece":
+            bins = contract.evaluation.calibration_bins
+            which = np.where(labeled, calibration_bin_index(confidence, bins), -1)
+            gaps = np.where(labeled, correct.astype(np.float64) - confidence, 0.0)
+            out.append(Tracked(check, gaps, which.astype(np.float64), None,
+                               ece=BinnedGaps(check.threshold, bins, n)))
+            continue
         if check.gate not in values:
             out.extend(suite_only([check], len(errored)))
             continue
@@ -206,6 +232,9 @@ def advance(states: Mapping[str, GateState], tracked: Sequence[Tracked], sent: i
             verdict = "pass" if item.check.status == "pass" else "fail"
             out[name] = GateState(verdict, "suite", sent, state.log_e_fail, state.log_e_pass)
             continue
+        if item.ece is not None:
+            out[name] = _look_at_ece(item, item.ece, state, sent, alpha)
+            continue
         if item.ratio is None:
             out[name] = state
             continue
@@ -222,9 +251,30 @@ def advance(states: Mapping[str, GateState], tracked: Sequence[Tracked], sent: i
     return out
 
 
+def _look_at_ece(item: Tracked, ece: BinnedGaps, state: GateState, sent: int,
+                 alpha: float) -> GateState:
+    """ECE's bounds cost a bisection per bin: it looks when the cases grew by a tenth
+    (fewer looks keep the guarantee)."""
+    if sent < max(1.1 * state.looked_at, 1):
+        return state
+    found, _low, _high = ece.decision(item.den[:sent], item.num[:sent], alpha)
+    return replace(state, decision=found, reason="evidence" if found else None,
+                   decided_at=sent if found else None, looked_at=sent)
+
+
+def ece_estimate(item: Tracked, sent: int) -> float | None:
+    """The ECE of the cases sent (the same sum as the full run's)."""
+    which, gaps = item.den[:sent], item.num[:sent]
+    counted = int((which >= 0).sum())
+    if not counted:
+        return None
+    return float(sum(abs(gaps[which == b].sum()) for b in np.unique(which[which >= 0])))\
+        / counted
+
+
 def gate_alpha(tracked: Sequence[Tracked], design: Design) -> float:
     """Each evidence gate's share of the run's α."""
-    return split_alpha(design.alpha, sum(1 for t in tracked if t.ratio is not None))
+    return split_alpha(design.alpha, sum(1 for t in tracked if t.has_evidence))
 
 
 def settled(states: Mapping[str, GateState], tracked: Sequence[Tracked]) -> str | None:
@@ -260,6 +310,10 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             estimate, low, high = found.estimate, found.low, found.high
             method = ("hypergeometric confidence sequence, without replacement" if
                       item.ratio.binary else "betting confidence sequence, without replacement")
+        elif item.ece is not None and sent:
+            estimate = ece_estimate(item, sent)
+            low, high = item.ece.bounds(item.den[:sent], item.num[:sent], alpha)
+            method = "per-bin betting confidence sequences, without replacement (Bonferroni)"
         notes: tuple[str, ...] = ("sequential",)
         if item.zero:
             notes += (f"limit 0 judged as the share of cases with an occurrence against "
@@ -274,7 +328,7 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
         else:
             verdict = {"pass": "holds", "fail": "fails"}.get(state.decision or "",
                                                              "not_established")
-            if item.ratio is None and state.decision is None:
+            if not item.has_evidence and state.decision is None:
                 notes += (SUITE_ONLY,)
             needed = None
             if state.decision is None and item.ratio is not None and estimate is not None:

@@ -30,9 +30,10 @@ def sequential_plan(checks: list[Check], cases: int, settings: dict[str, Any]) -
                                                             "max_latency_p95_ms"}
              or (c.gate.partition(".")[0] in RELATIONS
                  and c.gate.partition(".")[2] in PROPERTY_GATES)]
-    alpha = split_alpha(settings["alpha"], len(rated))
+    bounded = [c for c in checks if c.gate == "max_ece"]  # by its bins: not planned here
+    alpha = split_alpha(settings["alpha"], len(rated) + len(bounded))
     gates, passing, failing = [], [], []
-    suite_only = [c.gate for c in checks if c not in rated]
+    suite_only = [c.gate for c in checks if c not in rated]  # and ECE
     for check in rated:
         if check.threshold == 0 and check.comparison == "<=":
             gate = RatioGate(settings["zero_limit"], "<", cases, binary=True)
