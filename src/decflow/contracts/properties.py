@@ -24,7 +24,7 @@ from decflow.contracts.decision import DECISION_TYPES as ALL_TYPES
 from decflow.contracts.paraphrase import IdentitySource, ParaphraseSource
 
 LabelStyle = Literal["upper", "lower", "capitalized", "lettered", "numbered", "quoted", "bracketed"]
-LABEL_STYLES: tuple[str, ...] = get_args(LabelStyle)
+LABEL_STYLES: tuple[LabelStyle, ...] = get_args(LabelStyle)
 # Also the fallback of `properties.insertion` when a config carries no fragments.
 DEFAULT_FRAGMENTS = (
     "The weather was mild that day.",
@@ -38,7 +38,7 @@ DEFAULT_FRAGMENTS = (
 )
 PER_CASE_LIMITS = ("max_tv_distance", "max_js_divergence", "max_abs_delta", "max_confidence_delta")
 Axis = Literal["gender", "ethnicity", "religion", "role"]
-AXES: tuple[str, ...] = ("gender", "ethnicity", "religion", "role")
+AXES: tuple[Axis, ...] = get_args(Axis)
 _SLOT = re.compile(r"^[a-z][a-z0-9_]*$")
 
 

@@ -8,11 +8,22 @@ that line as the run's final state, no traceback; a Python caller of the flow ge
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from prefect.states import Failed, State
+from prefect.client.schemas.objects import State
+from prefect.states import Failed
+from prefect.utilities.annotations import quote
 
 from decflow.tasks.logs import ReportedFailure
+
+T = TypeVar("T")
+
+
+def unwalked(value: T) -> T:
+    """`value` as a task argument Prefect does not walk (`quote`): it visits every nested
+    value of every task input looking for futures, ≈0.1 s a task for a manifest carrying
+    provenance. The task receives `value` itself, hence the type."""
+    return cast(T, quote(value))
 
 
 class GateFailed(ReportedFailure):

@@ -11,15 +11,16 @@ reruns the same steps (finished stages are store hits, finished chunks are not r
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_API_URL
-from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
+from decflow.flows.common import unwalked
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.runners import build_task_runner
 from decflow.pipeline.contract_run.call_stage import RESULTS
@@ -54,10 +55,10 @@ def _contract_run_name() -> str:
     return run_label(flow_run.parameters["spec"])
 
 
-def _dicts(manifests: dict[str, Manifest]) -> Any:
-    """Manifests as task input, quoted: Prefect would otherwise walk every nested value
-    of every task input (the requests manifest carries provenance; measured ≈0.1 s/task)."""
-    return quote({name: m.to_dict() for name, m in manifests.items()})
+def _dicts(manifests: dict[str, Manifest]) -> dict[str, dict[str, Any]]:
+    """Manifests as task input, not walked by Prefect (the requests manifest carries
+    provenance)."""
+    return unwalked({name: m.to_dict() for name, m in manifests.items()})
 
 
 class PrefectShards:
@@ -113,13 +114,16 @@ def run_stages(
     book = RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
                    fail_on_warn=fail_on_warn)
     spec_d = spec.to_dict()
+
+    def as_task(name: str) -> Manifest:
+        return Manifest.from_dict(
+            STAGE_TASKS[name](spec_d, _dicts(book.manifests), fail_on_warn))
+
     for stage in stages_for(spec.mode):
         if stage is RESULTS:
             book.run(stage)
             continue
-        task = STAGE_TASKS[stage.name]
-        book.run(stage, lambda task=task: Manifest.from_dict(
-            task(spec_d, _dicts(book.manifests), fail_on_warn)))
+        book.run(stage, partial(as_task, stage.name))
     verdict = book.manifests["summary"].extra
     report_task(spec.store_url, verdict["report"], artifact_key(run_label(spec_d)))
     logger.info("run %s: %s (exit %s)", spec.run_id, verdict["status"], verdict["exit_code"])

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 from prefect import Flow, serve
-from prefect.schedules import Cron
+from prefect.schedules import Cron, Schedule
 
 from decflow.errors import DecflowError
 from decflow.flows.contract_run import contract_run
@@ -60,7 +60,7 @@ def flow_of(entry: dict[str, Any]) -> Flow[Any, Any]:
     return FLOWS[name]
 
 
-def schedules_of(entry: dict[str, Any]) -> list[Cron]:
+def schedules_of(entry: dict[str, Any]) -> list[Schedule]:
     return [
         Cron(s["cron"], timezone=s.get("timezone", "UTC"), active=s.get("active", True))
         for s in entry.get("schedules") or []

@@ -6,13 +6,13 @@ and published as artifacts. With the Dask task runner each worker reads only its
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow, get_run_logger, unmapped
+from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
-from prefect.utilities.annotations import quote
 
-from decflow.flows.common import failure, finish
+from decflow.flows.common import failure, finish, unwalked
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.runners import build_task_runner
@@ -34,7 +34,7 @@ def production_check(
     store: str = ".decflow",
     fail_on_warn: bool = False,
     fail_flow_on_fail: bool = True,
-) -> Any:
+) -> dict[str, Any] | State[Any]:
     """Check production records (a file, folder or glob) against the contract and an
     optional baseline (records or an earlier check report); the report is stored as a run
     (`runs/<run_id>/report.json`). Returns the run id, status, exit code, report path; a
@@ -48,9 +48,9 @@ def production_check(
     # one task per unit: with the Dask runner each worker reads only its own units
     futures = unit_task.map(unmapped(contract_file), unmapped(store), plan["units"])
     outcomes = [future.result() for future in futures]
-    aggregates = aggregates_task(contract_file, store, quote(plan), quote(outcomes))
+    aggregates = aggregates_task(contract_file, store, unwalked(plan), unwalked(outcomes))
     outcome: dict[str, Any] = check_summary_task(
-        contract, records, baseline, store, run_id, quote(aggregates), fail_on_warn,
+        contract, records, baseline, store, run_id, unwalked(aggregates), fail_on_warn,
     )
     label = f"{decision_name(contract)}-check-records"
     report_task(store, outcome["report"], artifact_key(label))
@@ -75,9 +75,10 @@ def run_production_check_flow(
         task_runner=build_task_runner(task_runner, dask_address)
     )
     with watched_run():
-        outcome: dict[str, Any] = configured(
+        # fail_flow_on_fail=False: the flow returns its outcome, never a Failed state
+        outcome = cast(dict[str, Any], configured(
             contract=contract, records=records, baseline=baseline, store=store,
             fail_on_warn=fail_on_warn, fail_flow_on_fail=False,
-        )
+        ))
     report: dict[str, Any] = Store(store).read_json(outcome["report"])
     return report

@@ -204,7 +204,7 @@ def judge(
             continue
         broken = values[key] > limit
         limit_violated |= broken
-        for i in np.flatnonzero(broken):
+        for i in np.flatnonzero(broken).tolist():
             messages[i].append(f"{name} {values[key][i]:.4g} > {limit:g}")
     if relation == "monotonic" and limits.max_level_decrease is not None:
         if comparison.level_delta is None:
@@ -213,7 +213,7 @@ def judge(
         allowed = limits.max_level_decrease
         broken = sign * comparison.level_delta < -allowed
         limit_violated |= broken
-        for i in np.flatnonzero(broken):
+        for i in np.flatnonzero(broken).tolist():
             moved = comparison.level_delta[i]
             messages[i].append(
                 f"expected level moved {moved:.4g} against '{direction}' (allowed {allowed:g})"
@@ -221,7 +221,7 @@ def judge(
     flip_violated = np.zeros(n, dtype=bool)
     if limits.max_flip_rate is not None:
         flip_violated = comparison.flipped.copy()
-        for i in np.flatnonzero(flip_violated):
+        for i in np.flatnonzero(flip_violated).tolist():
             messages[i].append(_flip_message(comparison, i, relation, labels, direction))
     return Judgement(limit_violated, flip_violated, messages)
 

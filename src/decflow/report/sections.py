@@ -72,9 +72,9 @@ def confidence_histogram(report: dict[str, Any]) -> list[int] | None:
 def axis_rate(axis: dict[str, Any]) -> float | None:
     """The persona-axis figure its bounds are about: the case-level excess (decflow/2), the
     attributable flip rate (decflow/1 reports), or a plain rate."""
-    if "excess" in axis:
-        return axis["excess"]
-    return axis.get("attributable_rate", axis.get("rate"))
+    rate: float | None = axis["excess"] if "excess" in axis else axis.get(
+        "attributable_rate", axis.get("rate"))
+    return rate
 
 
 def axis_verdict(axis: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import PurePosixPath
+from typing import cast
 from uuid import UUID
 
 from prefect.artifacts import (
@@ -73,7 +74,8 @@ class CallProgress:
         self.artifact_id: UUID | None = None
         self.updated = time.monotonic()
         if shards:
-            self.artifact_id = create_progress_artifact(0.0, description=description)
+            # called outside an event loop: the artifact's id itself, not a coroutine
+            self.artifact_id = cast(UUID, create_progress_artifact(0.0, description=description))
 
     def advance(self) -> None:
         self.done += 1

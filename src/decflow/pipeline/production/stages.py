@@ -82,7 +82,7 @@ from decflow.pipeline.production.units import (
     unit_stats,
     write_unit,
 )
-from decflow.pipeline.spec import now_iso
+from decflow.store.runs import now_iso
 
 if TYPE_CHECKING:
     from decflow.store.store import Manifest, Store
