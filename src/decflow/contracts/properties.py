@@ -251,7 +251,12 @@ class Properties(StrictModel):
         return [(name, cfg) for name, cfg in present if cfg is not None and cfg.enabled]
 
 
+def property_model(name: str) -> type[PropertyConfig]:
+    """The settings model of property `name`."""
+    model: type[PropertyConfig] = get_args(Properties.model_fields[name].annotation)[0]
+    return model
+
+
 def applies_to(name: str) -> tuple[str, ...]:
     """The decision types property `name` applies to: its model's `applies_to`."""
-    model = get_args(Properties.model_fields[name].annotation)[0]
-    return tuple(model.applies_to)
+    return tuple(property_model(name).applies_to)

@@ -15,13 +15,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from decflow.data.record_bytes import nesting_problem
 from decflow.data.strict_json import unique_keys
 from decflow.untrusted import quote
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 RECORD_FIELDS = (
     "id",
@@ -98,7 +101,7 @@ class RecordSpec:
     segments: tuple[str, ...] = ()
 
     @classmethod
-    def from_contract(cls, contract: Any) -> RecordSpec:
+    def from_contract(cls, contract: Contract) -> RecordSpec:
         return cls(
             decision=contract.decision.name,
             labels=tuple(contract.decision.labels),

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from decflow.contracts.properties import PropertyConfig
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -155,7 +158,7 @@ class Limits:
     max_level_decrease: float | None = None
 
     @classmethod
-    def of(cls, config: Any, relation: str) -> Limits:
+    def of(cls, config: PropertyConfig, relation: str) -> Limits:
         """The limits of a contract property config (monotonic judges only the level)."""
         if relation == "monotonic":
             return cls(

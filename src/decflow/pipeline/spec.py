@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from decflow.errors import DecflowError
 from decflow.store.runs import now_iso
+
+if TYPE_CHECKING:
+    from decflow.contracts.loader import LoadedContract
 
 Mode = Literal["test", "fuzz", "all", "stability"]
 STAGES = ("cases", "requests", "results", "comparisons", "minimized", "summary", "report")
@@ -48,13 +51,13 @@ class RunSpec:
 
 
 @lru_cache(maxsize=16)
-def _load(path: str, mtime_ns: int) -> Any:
+def _load(path: str, mtime_ns: int) -> LoadedContract:
     from decflow.contracts import load_contract
 
     return load_contract(path)
 
 
-def load_contract_cached(path: str) -> Any:
+def load_contract_cached(path: str) -> LoadedContract:
     """Load (and cache per process) a contract; stages call this instead of re-parsing."""
     try:
         mtime = Path(path).stat().st_mtime_ns

@@ -15,10 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store, stage_key
+
+if TYPE_CHECKING:
+    from decflow.contracts.loader import LoadedContract
 
 log = logging.getLogger("decflow")
 ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
@@ -31,7 +34,7 @@ class StageContext:
 
     spec: RunSpec
     store: Store
-    loaded: Any  # decflow.contracts.LoadedContract
+    loaded: LoadedContract
     manifests: Mapping[str, Manifest]
     progress: ProgressFactory | None = None
     fail_on_warn: bool = False  # the summary's verdict: a WARN exits 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -33,8 +33,10 @@ from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
 from decflow.store.store import Manifest
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
-def dataset_location(spec: RunSpec, contract: Any) -> tuple[str, str]:
+def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
     """(path to read, path as shown in reports) for the golden dataset."""
     if spec.dataset is not None:
         return spec.dataset, spec.dataset
@@ -119,7 +121,7 @@ def _compute_requests(context: StageContext, key: str) -> Manifest:
     config = counterfactual_config(context.spec, contract)
     pairs = None if config is None else persona_pair_set(contract, config, case_table)
     derived, extra = derived_requests(context.spec, loaded, case_table, pairs)
-    if pairs is not None:
+    if config is not None and pairs is not None:
         # The summary reads the pairs back from here instead of drawing them again.
         stored = store.publish(PERSONA_PAIRS, key, pair_table(pairs))
         extra[PERSONA_PAIRS] = {"manifest": stored.to_dict(), "meta": pair_meta(pairs),

@@ -8,7 +8,7 @@ produces the report of a fresh run and re-gates a stored run with an edited cont
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -23,6 +23,10 @@ from decflow.store.runs import report_path, write_report
 from decflow.store.store import Manifest, Store
 from decflow.version import __version__
 
+if TYPE_CHECKING:
+    from decflow.contracts.gates import GoldenGates
+    from decflow.contracts.loader import LoadedContract
+
 CHECKS_SCHEMA = pl.Schema({
     "gate": pl.String,
     "level": pl.String,
@@ -35,7 +39,7 @@ CHECKS_SCHEMA = pl.Schema({
 })
 
 
-def gate_values(gates: Any) -> dict[str, float | None]:
+def gate_values(gates: GoldenGates) -> dict[str, float | None]:
     return {key: getattr(gates, key) for key in GOLDEN_GATES}
 
 
@@ -60,7 +64,7 @@ def _model_versions(store: Store, manifest: Manifest) -> pl.DataFrame:
 
 
 def build_report(
-    loaded: Any,
+    loaded: LoadedContract,
     spec: RunSpec,
     store: Store,
     manifests: dict[str, Manifest],

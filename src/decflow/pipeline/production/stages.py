@@ -85,6 +85,8 @@ from decflow.pipeline.production.units import (
 from decflow.store.runs import now_iso
 
 if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.gates import Production
     from decflow.store.store import Manifest, Store
 
 REPORT_VERSION = "decflow/1"
@@ -103,7 +105,7 @@ class Aggregates:
     records: list[dict[str, Any]] | None = None  # kept while small enough to inline
 
 
-def _settings(contract: Any) -> tuple[int, float | None]:
+def _settings(contract: Contract) -> tuple[int, float | None]:
     evaluation = contract.evaluation
     return int(evaluation.calibration_bins), evaluation.confidence_threshold
 
@@ -111,7 +113,7 @@ def _settings(contract: Any) -> tuple[int, float | None]:
 SEGMENT_SEPARATOR = "\x1f"
 
 
-def batch_stats(table: pl.DataFrame, spec: RecordSpec, contract: Any) -> dict[str, GroupStats]:
+def batch_stats(table: pl.DataFrame, spec: RecordSpec, contract: Contract) -> dict[str, GroupStats]:
     """Statistics of one batch: the whole batch under `""`, each segment value under
     `<key>\x1f<token>`."""
     return BatchStats(spec, *_settings(contract))(table)
@@ -169,12 +171,12 @@ def _aggregates(
 Progress = Callable[[int, int | None], None]
 
 
-def _batch_stats(spec: RecordSpec, contract: Any) -> BatchStats:
+def _batch_stats(spec: RecordSpec, contract: Contract) -> BatchStats:
     return BatchStats(spec, *_settings(contract))
 
 
 def aggregate_records(
-    contract: Any,
+    contract: Contract,
     source: str | Path | list[str | Path],
     *,
     shown_path: str | None = None,
@@ -226,7 +228,7 @@ def _splits(file: Path | str) -> bool:
 
 
 def _one_pass(
-    contract: Any, spec: RecordSpec, files: list[Path | str], path: str,
+    contract: Contract, spec: RecordSpec, files: list[Path | str], path: str,
     progress: Progress | None,
 ) -> Aggregates:
     reader = RecordReader(files, spec)
@@ -249,7 +251,9 @@ def _one_pass(
 STAGE_VERSION = "3"
 
 
-def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) -> dict[str, Any]:
+def stage_unit(
+    unit: Unit, store_url: str, contract: Contract, contract_hash: str
+) -> dict[str, Any]:
     """The `records` stage of one unit: its statistics and id hashes in
     `stages/records/<key>/` of the store at `store_url`, keyed by the contract and the
     bytes the unit reads (and the number of records before it, which default ids count).
@@ -310,7 +314,7 @@ class StagedRecords:
 
 def stage_records(
     store: Store,
-    contract: Any,
+    contract: Contract,
     contract_hash: str,
     plan: SourcePlan,
     *,
@@ -344,7 +348,7 @@ def stage_records(
 
 
 def stage_aggregates(
-    store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
+    store: Store, contract: Contract, contract_hash: str, plan: SourcePlan,
     outcomes: list[dict[str, Any]], held: list[UnitAggregates | None] | None = None,
 ) -> Manifest:
     """Merge the units' statistics after checking ids across all of them (see
@@ -355,7 +359,7 @@ def stage_aggregates(
 
 
 def stage_aggregates_merged(
-    store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
+    store: Store, contract: Contract, contract_hash: str, plan: SourcePlan,
     outcomes: list[dict[str, Any]], held: list[UnitAggregates | None] | None = None,
 ) -> tuple[Manifest, dict[str, GroupStats] | None]:
     """`stage_aggregates`, and the merged statistics when they were merged here (None for
@@ -399,7 +403,7 @@ def stage_aggregates_merged(
 
 def stored_aggregates(
     store: Store,
-    contract: Any,
+    contract: Contract,
     aggregates: Manifest,
     *,
     shown_path: str | None = None,
@@ -493,7 +497,7 @@ def _is_report(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def load_baseline(contract: Any, source: str) -> Baseline:
+def load_baseline(contract: Contract, source: str) -> Baseline:
     """A baseline: a records source (file, folder, glob) or an earlier check report
     (DecGuard's or decflow's), whose records are re-normalized under this contract."""
     report = _is_report(Path(source))
@@ -512,7 +516,7 @@ def load_baseline(contract: Any, source: str) -> Baseline:
     return _baseline_from_report(contract, source, report)
 
 
-def _baseline_from_report(contract: Any, source: str, report: dict[str, Any]) -> Baseline:
+def _baseline_from_report(contract: Contract, source: str, report: dict[str, Any]) -> Baseline:
     import hashlib
 
     name = (report.get("contract") or {}).get("name")
@@ -574,7 +578,9 @@ def _verify_stored_metrics(
 # -- summary -------------------------------------------------------------------------------
 
 
-def contract_block(contract: Any, path: str | None, contract_hash: str | None) -> dict[str, Any]:
+def contract_block(
+    contract: Contract, path: str | None, contract_hash: str | None
+) -> dict[str, Any]:
     decision = contract.decision
     return {
         "name": decision.name,
@@ -586,7 +592,7 @@ def contract_block(contract: Any, path: str | None, contract_hash: str | None) -
     }
 
 
-def config_block(production: Any) -> dict[str, Any]:
+def config_block(production: Production) -> dict[str, Any]:
     return {
         "segments": [key.strip() for key in production.segments],
         "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
@@ -597,7 +603,7 @@ def config_block(production: Any) -> dict[str, Any]:
 
 
 def _segment_entries(
-    contract: Any, aggregates: Aggregates
+    contract: Contract, aggregates: Aggregates
 ) -> tuple[list[dict[str, Any]], list[Check]]:
     n_bins, threshold = _settings(contract)
     entries: list[dict[str, Any]] = []
@@ -632,7 +638,7 @@ def _sketched(aggregates: Aggregates) -> list[str]:
 
 
 def summarize(
-    contract: Any,
+    contract: Contract,
     aggregates: Aggregates,
     baseline: Baseline | None = None,
     *,
@@ -686,7 +692,7 @@ def summarize(
 
 
 def check_records(
-    contract: Any,
+    contract: Contract,
     source: str | Path | list[str | Path],
     baseline: str | None = None,
     *,

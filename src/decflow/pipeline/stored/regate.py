@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -21,8 +21,11 @@ from decflow.pipeline.spec import RunSpec
 from decflow.store.runs import now_iso, read_run_record, report_path
 from decflow.store.store import Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.loader import LoadedContract
 
-def same_decision(contract: Any, report: dict[str, Any]) -> None:
+def same_decision(contract: Contract, report: dict[str, Any]) -> None:
     stored = report["contract"]
     decision = contract.decision
     if (decision.name, decision.type, list(decision.labels)) != (
@@ -36,7 +39,8 @@ def same_decision(contract: Any, report: dict[str, Any]) -> None:
 
 
 def regate_stored_run(
-    store: Store, run_id: str, loaded: Any, contract_path: str, *, fail_on_warn: bool
+    store: Store, run_id: str, loaded: LoadedContract, contract_path: str, *,
+    fail_on_warn: bool,
 ) -> dict[str, Any]:
     record = read_run_record(store, run_id)
     spec = replace(RunSpec.from_dict(record["spec"]), contract_path=contract_path)
@@ -84,7 +88,8 @@ def inline_tables(report: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def regate_inline(
-    report: dict[str, Any], loaded: Any, contract_path: str, *, fail_on_warn: bool
+    report: dict[str, Any], loaded: LoadedContract, contract_path: str, *,
+    fail_on_warn: bool,
 ) -> dict[str, Any]:
     """Re-gate the golden part of a standalone report (its artifacts are not reachable)."""
     import uuid
