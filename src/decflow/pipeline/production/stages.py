@@ -42,6 +42,7 @@ from decflow.data.records import (
 )
 from decflow.errors import DatasetError, ReportError
 from decflow.gates.checks import Check, status_of
+from decflow.gates.headline import headline
 from decflow.gates.production import (
     PRODUCTION_GATES,
     SEGMENT_GATES,
@@ -82,6 +83,7 @@ from decflow.pipeline.production.units import (
     unit_stats,
     write_unit,
 )
+from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import now_iso
 
 if TYPE_CHECKING:
@@ -89,7 +91,6 @@ if TYPE_CHECKING:
     from decflow.contracts.gates import Production
     from decflow.store.store import Manifest, Store
 
-REPORT_VERSION = "decflow/1"
 INLINE_RECORDS = 10_000
 
 
@@ -662,6 +663,7 @@ def summarize(
         "created_at": now_iso(),
         "status": status,
         "exit_code": exit_code,
+        "headline": headline(status, checks),
         "contract": contract_block(contract, contract_path, contract_hash),
         "evaluation": {
             "confidence_threshold": evaluation.confidence_threshold,
