@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from decflow.backends.base import Backend
 from decflow.errors import DecflowError
+from decflow.report.modes import ModeName
 
 if TYPE_CHECKING:
     from decflow.contracts.loader import LoadedContract
@@ -113,7 +114,7 @@ class DecisionGuard:
 def run_test(
     contract: str | Path,
     *,
-    mode: str = "test",
+    mode: ModeName = "test",
     dataset: str | None = None,
     backend: str = "default",
     store: str | None = None,
@@ -135,7 +136,7 @@ def run_test(
     opened = open_store(store)
     spec = RunSpec(
         contract_path=str(contract), store_url=opened.url, run_id=new_run_id(),
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         backend=backend, dataset=dataset, seed=seed,
         properties=tuple(properties) if properties else None, minimize=minimize,
         max_concurrency=max_concurrency, healthcheck=check_health,

@@ -2,10 +2,10 @@
 shares with `nightly_regression`.
 
 It drives the pipeline's own graph (`stages_for(mode)`) through the same `RunBook` as the
-in-process runner: every stage is a task named after it, except the call stage, whose one
-shard loop (`call_stage`) runs in the flow and submits each shard as a task. `--resume RUN`
-reruns the same steps (finished stages are store hits, finished chunks are not re-sent);
-`--from-stage` reuses the stored upstream manifests of the run.
+in-process runner: every stage is a task named after it, except a `sharded` one (the call
+stage), whose shard loop (`call_stage`) runs in the flow and submits each shard as a task.
+`--resume RUN` reruns the same steps (finished stages are store hits, finished chunks are
+not re-sent); `--from-stage` reuses the stored upstream manifests of the run.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from decflow.errors import DecflowError
 from decflow.flows.common import unwalked
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.runners import build_task_runner
-from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.results import RequestParts
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
 from decflow.pipeline.spec import RunSpec, load_contract_cached
@@ -119,12 +118,9 @@ def run_stages(
         return Manifest.from_dict(
             STAGE_TASKS[name](spec_d, _dicts(book.manifests), fail_on_warn))
 
-    for stage in stages_for(spec.mode):
-        if stage is RESULTS:
-            book.run(stage)
-            continue
-        book.run(stage, partial(as_task, stage.name))
-    verdict = book.manifests["summary"].extra
+    for stage in stages_for(spec.run_mode):
+        book.run(stage, None if stage.sharded else partial(as_task, stage.name))
+    verdict = book.verdict
     report_task(spec.store_url, verdict["report"], artifact_key(run_label(spec_d)))
     logger.info("run %s: %s (exit %s)", spec.run_id, verdict["status"], verdict["exit_code"])
     return {"run_id": spec.run_id, **verdict}

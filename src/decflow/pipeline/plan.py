@@ -96,7 +96,7 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     stability = stability_config(spec, contract)
     if stability is not None:
         diagnostics.append(_stability(stability, cases.height))
-    if spec.mode != "test":
+    if spec.run_mode.fills("diagnostics"):
         diagnostics.append({
             "name": "blindness",
             "calls": 0,

@@ -9,16 +9,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
+from decflow.report.modes import Mode, ModeName, mode_named
 from decflow.store.runs import now_iso
 
 if TYPE_CHECKING:
     from decflow.contracts.loader import LoadedContract
 
-Mode = Literal["test", "fuzz", "all", "stability"]
-STAGES = ("cases", "requests", "results", "comparisons", "minimized", "summary", "report")
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class RunSpec:
     contract_path: str
     store_url: str
     run_id: str
-    mode: Mode = "test"
+    mode: ModeName = "test"
     backend: str = "default"
     dataset: str | None = None  # as typed on the command line; overrides the contract's
     seed: int | None = None
@@ -36,6 +35,10 @@ class RunSpec:
     healthcheck: bool = True
     shard_size: int = 5000
     created_at: str = field(default_factory=lambda: now_iso())
+
+    @property
+    def run_mode(self) -> Mode:
+        return mode_named(self.mode)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

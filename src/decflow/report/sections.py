@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from decflow.gates.headline import headline
+from decflow.report.modes import mode_named
 
 
 def report_headline(report: dict[str, Any]) -> str:
@@ -105,9 +106,9 @@ def axis_base(axis: dict[str, Any]) -> int | None:
 
 
 def shows_golden(report: dict[str, Any]) -> bool:
-    """Golden metrics are shown unless the run is fuzz-only or carries none."""
+    """Golden metrics are shown when the run's mode fills them and the report carries some."""
     metrics = report.get("metrics") or {}
-    return report.get("mode") != "fuzz" and bool(metrics.get("classification"))
+    return mode_named(report["mode"]).fills("golden") and bool(metrics.get("classification"))
 
 
 def labels_of(report: dict[str, Any]) -> list[str]:

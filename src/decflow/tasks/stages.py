@@ -42,7 +42,7 @@ def _stage_task(name: str) -> Any:
 
 # One task per stage besides the call stage, named after it (the names Prefect shows).
 STAGE_TASKS: dict[str, Callable[..., ManifestDict]] = {
-    name: _stage_task(name) for name in STAGE_BY_NAME if name != "results"
+    name: _stage_task(name) for name, stage in STAGE_BY_NAME.items() if not stage.sharded
 }
 
 

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from decflow.contracts.properties import Counterfactual, PropertyConfig
     from decflow.diagnostics.personas import PairSet
 
-FUZZ_MODES = ("fuzz", "all")
-RERUN_MODES = ("all", "stability")
 RERUN = "stability"
 COUNTERFACTUAL = "counterfactual"
 # The artifact holding a run's persona pairs (named in the requests manifest's extra).
@@ -71,14 +69,14 @@ def selected_properties(spec: RunSpec, contract: Contract) -> list[tuple[str, Pr
     A fuzz run needs something to fuzz; `test --all` may also be diagnostics only.
     """
     enabled = _enabled(spec, contract)
-    if not enabled and (spec.mode == "fuzz" or contract.diagnostics is None):
+    if not enabled and (spec.run_mode.needs_a_property or contract.diagnostics is None):
         raise DecflowError("no property is enabled; add one under 'properties' in the contract")
     return [(name, config) for name, config in enabled if name != COUNTERFACTUAL]
 
 
 def counterfactual_config(spec: RunSpec, contract: Contract) -> Counterfactual | None:
     """`properties.counterfactual` when this run decides persona arms."""
-    if spec.mode not in FUZZ_MODES:
+    if not spec.run_mode.fills("properties"):
         return None
     enabled = dict(_enabled(spec, contract))  # also checks `-p`
     return contract.properties.counterfactual if COUNTERFACTUAL in enabled else None
@@ -87,10 +85,11 @@ def counterfactual_config(spec: RunSpec, contract: Contract) -> Counterfactual |
 def stability_config(spec: RunSpec, contract: Contract) -> Stability | None:
     """`diagnostics.stability` when this run makes reruns; `decflow stability` runs the meter
     with the defaults when the contract has no section."""
-    if spec.mode not in RERUN_MODES:
+    mode = spec.run_mode
+    if not mode.reruns:
         return None
     configured = contract.diagnostics.stability if contract.diagnostics is not None else None
-    if configured is None and spec.mode == "stability":
+    if configured is None and mode.meter_by_default:
         return Stability()
     return configured
 
@@ -198,7 +197,9 @@ def derived_requests(
     contract = loaded.contract
     labels = tuple(contract.decision.labels)
     # Resolved now, so a bad `-p` fails before any part is written.
-    properties = selected_properties(spec, contract) if spec.mode in FUZZ_MODES else []
+    properties = (
+        selected_properties(spec, contract) if spec.run_mode.fills("properties") else []
+    )
     stability = stability_config(spec, contract)
 
     def frames() -> Iterator[pl.DataFrame]:

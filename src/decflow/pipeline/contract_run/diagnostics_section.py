@@ -48,7 +48,6 @@ from decflow.diagnostics.stability import (
 from decflow.gates import Check, make_check
 from decflow.pipeline.contract_run.derive import (
     COUNTERFACTUAL,
-    FUZZ_MODES,
     PERSONA_PAIRS,
     RERUN,
     arm_fingerprint,
@@ -66,7 +65,6 @@ if TYPE_CHECKING:
     from decflow.contracts.loader import LoadedContract
     from decflow.contracts.properties import Counterfactual
 
-DIAGNOSTIC_MODES = (*FUZZ_MODES, "stability")
 MAX_EXAMPLES = 20
 MAX_LISTED = 200
 
@@ -367,7 +365,7 @@ def diagnostics_section(
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """(the section, every check of the report with the diagnostics' own appended and the
     blind suite's passes marked); None when the mode runs no diagnostics (`test`)."""
-    if spec.mode not in DIAGNOSTIC_MODES:
+    if not spec.run_mode.fills("diagnostics"):
         return None, checks
     contract = loaded.contract
     rows = _rows(store, manifests)

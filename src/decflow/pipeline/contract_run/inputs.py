@@ -72,7 +72,8 @@ def _compute_cases(context: StageContext, key: str) -> Manifest:
     return context.store.publish("cases", key, dataset.cases, extra=extra)
 
 
-CASES = Stage("cases", "1", (), _compute_cases, inputs=_dataset_hash, reusable=_same_path)
+CASES = Stage("cases", "1", (), _compute_cases, inputs=_dataset_hash, reusable=_same_path,
+              restart_input=True)
 
 
 def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFrame:
@@ -133,7 +134,7 @@ def _compute_requests(context: StageContext, key: str) -> Manifest:
 
 
 REQUESTS = Stage("requests", "1", ("cases",), _compute_requests, params=_request_params,
-                 validate=check_presentations)
+                 validate=check_presentations, restart_input=True)
 
 
 def _coalesced(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:

@@ -78,9 +78,10 @@ def build_report(
     results = store.read(phase_result_parts(results_manifest, "originals"))
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
-    metrics, checks = golden_summary(contract, table, with_gates=spec.mode in ("test", "all"))
+    mode = spec.run_mode
+    metrics, checks = golden_summary(contract, table, with_gates=mode.fills("golden_gates"))
     properties = None
-    if spec.mode in ("fuzz", "all"):
+    if mode.fills("properties"):
         from decflow.pipeline.contract_run.properties_section import properties_section
 
         properties = properties_section(loaded, spec, store, manifests, table)
@@ -133,7 +134,7 @@ def build_report(
         "warnings": gate_values(contract.warnings),
         "metrics": metrics,
         "checks": checks,
-        "failures": failures if spec.mode != "fuzz" else [],
+        "failures": failures if mode.fills("golden") else [],
         "results": case_results,
         "properties": properties,
         "diagnostics": diagnostics,
@@ -169,4 +170,5 @@ def _compute_summary(context: StageContext, key: str) -> Manifest:
 
 SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
 # Recomputed on every run and re-gate: its verdict depends on --fail-on-warn.
-SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False)
+SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False,
+                verdict=True)

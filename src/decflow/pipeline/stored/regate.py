@@ -16,7 +16,7 @@ from decflow.backends.engine import RESULTS_SCHEMA
 from decflow.data.golden_dataset import CASES_SCHEMA, compact_json
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.runner import stored_manifests
-from decflow.pipeline.contract_run.summary import build_report
+from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
 from decflow.pipeline.spec import RunSpec
 from decflow.store.runs import now_iso, read_run_record, report_path
 from decflow.store.store import Store
@@ -47,7 +47,7 @@ def regate_stored_run(
     stored_report = store.read_json(report_path(run_id))
     same_decision(loaded.contract, stored_report)
     manifests = {
-        name: m for name, m in stored_manifests(store, run_id).items() if name != "summary"
+        name: m for name, m in stored_manifests(store, run_id).items() if name in SUMMARY_UPSTREAM
     }
     report = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
     report["created_at"] = stored_report["created_at"]

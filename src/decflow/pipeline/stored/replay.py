@@ -22,6 +22,7 @@ from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.properties.generate import RELATIONS, regeneration_status
 from decflow.properties.minimize import make_judge
+from decflow.report.modes import MODES
 from decflow.report.sections import property_failures
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import now_iso
@@ -74,7 +75,8 @@ def replay_report(
     ids: list[str],
     max_concurrency: int | None = None,
 ) -> dict[str, Any]:
-    if report.get("mode") not in ("fuzz", "all") or not report.get("properties"):
+    mode = MODES.get(str(report.get("mode")))
+    if mode is None or not mode.fills("properties") or not report.get("properties"):
         raise DecflowError(f"{source}: replay needs a fuzz or test --all report")
     contract = loaded.contract
     stored = report["contract"]
