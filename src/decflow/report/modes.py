@@ -28,11 +28,13 @@ STAGES = ("cases", "requests", "results", *PROPERTY_STAGES, "summary")
 
 @dataclass(frozen=True)
 class Mode:
-    """What a run of this mode does. `reruns`: it sends the stability meter's reruns when
-    the contract asks for them, `meter_by_default` even when it does not (with the meter's
-    defaults); `needs_a_property`: a run without an enabled property has nothing to do."""
+    """What a run of this mode does. `command`: the command (and flag) that starts one;
+    `reruns`: it sends the stability meter's reruns when the contract asks for them,
+    `meter_by_default` even when it does not (with the meter's defaults);
+    `needs_a_property`: a run without an enabled property has nothing to do."""
 
     name: ModeName
+    command: str
     sections: tuple[Section, ...]
     reruns: bool = False
     meter_by_default: bool = False
@@ -51,10 +53,12 @@ class Mode:
 MODES: dict[str, Mode] = {
     mode.name: mode
     for mode in (
-        Mode("test", ("golden", "golden_gates")),
-        Mode("fuzz", ("properties", "diagnostics"), needs_a_property=True),
-        Mode("all", ("golden", "golden_gates", "properties", "diagnostics"), reruns=True),
-        Mode("stability", ("golden", "diagnostics"), reruns=True, meter_by_default=True),
+        Mode("test", "test", ("golden", "golden_gates")),
+        Mode("fuzz", "fuzz", ("properties", "diagnostics"), needs_a_property=True),
+        Mode("all", "test --all", ("golden", "golden_gates", "properties", "diagnostics"),
+             reruns=True),
+        Mode("stability", "stability", ("golden", "diagnostics"), reruns=True,
+             meter_by_default=True),
     )
 }
 

@@ -16,6 +16,7 @@ from prefect.client.schemas.objects import State, TaskRun
 
 from decflow.errors import DecflowError
 from decflow.pipeline.spec import RunSpec
+from decflow.report.sections import report_headline
 from decflow.store.store import Manifest, Store
 from decflow.tasks import logs
 
@@ -39,9 +40,11 @@ def transient(_task: Task[Any, Any], _run: TaskRun, state: State[Any]) -> bool:
 
 
 def stage_task(
-    name: str, *, retries: int = 0, run_name: str | None = None
+    name: str, run_name: str | Callable[[], str], *, retries: int = 0
 ) -> Callable[[Callable[P, R]], Task[P, R]]:
-    """A thin task named after its stage, with Prefect caching and persistence off."""
+    """A thin task named after its stage, with Prefect caching and persistence off. Its
+    runs are named `run_name` (a template of its parameters, or a function), which starts
+    with the stage and says what the run does: Prefect adds no random suffix then."""
 
     def decorate(fn: Callable[P, R]) -> Task[P, R]:
         return task(
@@ -65,7 +68,8 @@ def spec_and_store(spec: dict[str, Any]) -> tuple[RunSpec, Store]:
 def outcome(report: dict[str, Any], relative: str) -> dict[str, Any]:
     """What a task returns for a report it stored: small, so Prefect does not walk the
     whole report (it visits every task input and result looking for futures)."""
-    return {"status": report["status"], "exit_code": report["exit_code"], "report": relative}
+    return {"status": report["status"], "exit_code": report["exit_code"],
+            "headline": report_headline(report), "report": relative}
 
 
 def manifests_of(manifests: dict[str, dict[str, Any]]) -> dict[str, Manifest]:
