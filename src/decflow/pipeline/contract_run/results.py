@@ -267,7 +267,7 @@ def call_rows(
     shard: pl.DataFrame,
     phase: str,
     index: int,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     *,
     session: CallSession,
 ) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from decflow.backends.engine import RESULTS_SCHEMA
 from decflow.errors import DecflowError
 from decflow.gates import golden_checks
 from decflow.gates.checks import Check
@@ -30,7 +31,6 @@ from decflow.metrics.compare import compare
 from decflow.pipeline.contract_run import results
 from decflow.pipeline.contract_run.derive import (
     DIAGNOSTIC_PROPERTIES,
-    FUZZ_MODES,
     counterfactual_config,
     selected_properties,
     stability_config,
@@ -73,13 +73,14 @@ def planned_checks(contract: Any, spec: RunSpec) -> list[Check]:
     golden gates in test/all, property rates in fuzz/all, and one per diagnostic, which
     only the whole suite decides."""
     checks: list[Check] = []
-    if spec.mode in ("test", "all"):
+    mode = spec.run_mode
+    if mode.fills("golden_gates"):
         blank: dict[str, Any] = {"counts": {}, "classification": {}, "calibration": {},
                                  "selective": None,
                  "latency": {}}
         checks += golden_checks(blank, contract.requirements, contract.warnings,
                                 contract.decision.type)
-    properties = selected_properties(spec, contract) if spec.mode in FUZZ_MODES else []
+    properties = selected_properties(spec, contract) if mode.fills("properties") else []
     for prop, config in properties:
         if prop in RELATIONS:
             checks += property_checks(None, prop, config, RELATIONS[prop])
@@ -87,7 +88,7 @@ def planned_checks(contract: Any, spec: RunSpec) -> list[Check]:
     if stability is not None:
         checks.append(_diagnostic("stability.verdict", stability.level))
     blindness = contract.diagnostics.blindness if contract.diagnostics is not None else None
-    if blindness is not None and spec.mode in ("all", "stability"):
+    if blindness is not None and mode.fills("diagnostics"):
         checks.append(_diagnostic("blindness.max_skew", blindness.level))
     persona = counterfactual_config(spec, contract)
     if persona is not None:
@@ -242,7 +243,7 @@ class SequentialCalls:
         frames = [pl.read_parquet(io.BytesIO(self.store.read_bytes(f"{folder}/{name}")))
                   for name in sorted(names)]
         if not frames:
-            return pl.DataFrame(schema=dict(results.RESULTS_SCHEMA))
+            return pl.DataFrame(schema=dict(RESULTS_SCHEMA))
         return pl.concat(frames).unique("request_id", keep="first", maintain_order=True)
 
     def _judge(self) -> None:

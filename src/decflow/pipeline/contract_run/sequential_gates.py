@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from decflow.gates.checks import Check, Evidence, evidence_check
+from decflow.gates.checks import Check, evidence_check
+from decflow.metrics.evidence import Evidence
 from decflow.metrics.golden_metrics import (
     NLL_FLOOR,
     calibration_bin_index,
