@@ -35,7 +35,7 @@ def stability_lines(stability: dict[str, Any]) -> list[str]:
         _line(
             "Stability",
             f"{stability['verdict']} · {stability['flips']}/{stability['pairs']} rerun pairs "
-            f"flipped ({percent(stability.get('flip_rate'))}) · 95% CI {_interval(stability)} "
+            f"flipped ({percent(stability.get('flip_rate'))}) · 95% per side {_interval(stability)} "
             f"vs ε {stability['epsilon']:g}{tv}",
         )
     ]

@@ -32,6 +32,7 @@ from decflow.report.sections import (
     status_label,
 )
 from decflow.version import __version__
+from decflow.views.calibration_text import calibration_lines
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import VERDICTS, counted
@@ -257,6 +258,7 @@ def golden_metrics(report: dict[str, Any]) -> str:
     errors = counts.get("errors_by_kind") or {}
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
+    error_line += "".join(f'<p class="muted">{e(line)}</p>' for line in calibration_lines(report))
     return section("Metrics", cards(items), error_line,
                    calibration_plots(report, selective.get("threshold")), label_table)
 
@@ -286,8 +288,8 @@ def properties_view(report: dict[str, Any]) -> str:
     ]
     evidence = properties.get("rate_evidence") or []
     if evidence:
-        parts.append("<h3>Rate evidence (Wilson 95% intervals)</h3>" + table(
-            ("gate", "count", "rate", "95% CI", "limit", "evidence"),
+        parts.append("<h3>Rate evidence (case as unit, 95% per side)</h3>" + table(
+            ("gate", "count", "rate", "95% per side", "limit", "evidence"),
             ((e(i["gate"]), f"{i['count']}/{i['n']}", val(i["rate"]), interval_text(i),
               val(i["limit"]), e(i["statement"])) for i in evidence)))
     parts.append(failing_examples(report))
@@ -367,7 +369,7 @@ def diagnostics_view(report: dict[str, Any]) -> str:
         epsilon = stability["epsilon"]
         top = nice_max(max(stability["ci_high"], epsilon) * 1.2)
         parts.append("<h3>Rerun stability</h3>" + table(
-            ("verdict", "pairs", "flips", "flip rate", "95% CI", "ε", "advice"),
+            ("verdict", "pairs", "flips", "flip rate", "95% per side", "ε", "advice"),
             [(e(stability["verdict"]), val(stability["pairs"]), val(stability["flips"]),
               val(stability.get("flip_rate")), interval_text(stability), val(epsilon),
               e(stability.get("advice", "")))]))

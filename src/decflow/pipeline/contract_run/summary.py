@@ -14,7 +14,12 @@ import polars as pl
 
 from decflow.gates import GOLDEN_GATES, Check, headline, status_of
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
-from decflow.pipeline.contract_run.golden_section import golden_cases, golden_summary, originals
+from decflow.pipeline.contract_run.golden_section import (
+    calibration_summary,
+    golden_cases,
+    golden_summary,
+    originals,
+)
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
@@ -74,7 +79,10 @@ def build_report(
     results = store.read(phase_result_parts(results_manifest, "originals"))
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
-    metrics, checks = golden_summary(contract, table, with_gates=spec.mode in ("test", "all"))
+    gated = spec.mode in ("test", "all")
+    metrics, checks = golden_summary(contract, table, with_gates=gated)
+    calibration, smooth_checks = calibration_summary(contract, table, metrics, with_gates=gated)
+    checks.extend(smooth_checks)
     properties = None
     if spec.mode in ("fuzz", "all"):
         from decflow.pipeline.contract_run.properties_section import properties_section
@@ -128,6 +136,7 @@ def build_report(
         "requirements": gate_values(contract.requirements),
         "warnings": gate_values(contract.warnings),
         "metrics": metrics,
+        "calibration": calibration,
         "checks": checks,
         "failures": failures if spec.mode != "fuzz" else [],
         "results": case_results,
