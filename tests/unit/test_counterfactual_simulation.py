@@ -48,7 +48,7 @@ AXES = ["gender", "ethnicity", "religion", "role"]
 APPROVE = [0.8, 0.15, 0.05]
 DENY = [0.1, 0.2, 0.7]
 RUNS = 100  # × 4 axes = 400 axis verdicts
-TOLERANCE = ALPHA + 2.326 * math.sqrt(ALPHA * (1 - ALPHA) / 400)  # 0.0754
+TOLERANCE = ALPHA + 2.326 * math.sqrt(ALPHA * (1 - ALPHA) / 400)  # 0.0753
 
 
 def pair_table(cross: np.ndarray, placebo: np.ndarray, swap: np.ndarray) -> pl.DataFrame:

@@ -32,7 +32,7 @@ from decflow.metrics.golden_metrics import NLL_FLOOR, calibration_bin_index, rel
 from decflow.metrics.numeric import row_sums
 from decflow.metrics.partial_sums import group_sums, to_float
 from decflow.metrics.quantiles import EXACT_LIMIT, RELATIVE_ERROR, Distribution
-from decflow.metrics.smooth_ece import PRODUCTION_NODES, CalibrationGrid
+from decflow.metrics.smooth_ece import PRODUCTION_NODES, CalibrationGrid, grouped_grids
 
 Metrics = dict[str, Any]
 
@@ -228,7 +228,8 @@ def grouped_stats(
     conf_sum = group_sums(c.confidence, groups, n)
     lat_sum = group_sums(c.latency, groups[c.latency_rows], n)
     cost_sum = group_sums(c.cost, groups[c.cost_rows], n)
-    smooth = _smooth_grids(c, groups, n)
+    smooth = grouped_grids(c.confidence[c.known], c.correct[c.known].astype(np.float64),
+                           groups[c.known], n, PRODUCTION_NODES)
     conf_counts = _distributions(c.confidence, groups, n)
     lat_counts = _distributions(c.latency, groups[c.latency_rows], n)
     cost_counts = _distributions(c.cost, groups[c.cost_rows], n)
@@ -248,26 +249,6 @@ def grouped_stats(
     return out
 
 
-def _smooth_grids(c: RecordColumns, groups: np.ndarray, n: int) -> list[CalibrationGrid]:
-    """Per group, the SmoothECE grid of its records with known correctness (the linear split
-    of `CalibrationGrid.of`, one bincount per sum over all groups)."""
-    nodes = PRODUCTION_NODES
-    f = c.confidence[c.known]
-    r = f - c.correct[c.known]
-    position = f * (nodes - 1)
-    left = np.clip(position.astype(np.int64), 0, nodes - 2)
-    frac = position - left
-    base = groups[c.known] * nodes + left
-
-    def sums(values: np.ndarray) -> np.ndarray:
-        total = np.bincount(base, weights=values * (1 - frac), minlength=n * nodes)
-        total += np.bincount(base + 1, weights=values * frac, minlength=n * nodes)
-        return total.reshape(n, nodes)
-
-    mass, residual, square = sums(np.ones_like(f)), sums(r), sums(r * r)
-    return [CalibrationGrid(nodes, mass[i], residual[i], square[i]) for i in range(n)]
-
-
 def partition_stats(
     table: pl.DataFrame,
     labels: tuple[str, ...],
@@ -284,7 +265,7 @@ def partition_stats(
 
 
 _EXACT = ("brier_sum", "nll_sum", "confidence_sum", "latency_sum", "cost_sum")
-_GRID_SUMS = ("mass", "residual", "square")
+_GRID_SUMS = ("mass", "residual")
 _DISTRIBUTIONS = ("confidence", "latency", "cost")
 _COUNT_LISTS = ("bin_count", "bin_correct", "histogram")
 

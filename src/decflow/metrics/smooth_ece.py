@@ -28,7 +28,8 @@ above L exactly when the curve is still above the diagonal at L), so the gate ne
 fixed bandwidth σ = L, where the estimate's error is |Ŝ_L − S_L| ≤ ‖ê − e‖₁ (triangle
 inequality; ê the smoothed sample residual, e its population value). Its 95 % quantile is
 estimated by a seeded Gaussian multiplier bootstrap of the smoothed residual (each grid node
-gets N(0, Σ w r²), the same smoothing): FAIL when Ŝ_L − q > L, PASS when Ŝ_L + q < L,
+gets N(0, Σ w r²), the same smoothing; correctness is 0 or 1, so Σ w r² follows from the two
+node sums): FAIL when Ŝ_L − q > L, PASS when Ŝ_L + q < L,
 otherwise not established. The triangle inequality makes both sides conservative; the
 simulated error rates are in docs/statistics.md.
 """
@@ -64,33 +65,53 @@ def nodes_for(sigma: float) -> int:
 @dataclass(frozen=True)
 class CalibrationGrid:
     """Node sums of the linear split of each record onto a grid of ``nodes`` points:
-    ``mass`` Σ w, ``residual`` Σ w·(f − y), ``square`` Σ w·(f − y)²."""
+    ``mass`` Σ w and ``residual`` Σ w·(f − y)."""
 
     nodes: int
     mass: Floats
     residual: Floats
-    square: Floats
+
+    @property
+    def square(self) -> Floats:
+        """Σ w·(f − y)² for 0/1 correctness, taking f at its node c (off by at most the node
+        spacing): c²·Σw − (2c − 1)·Σw·y with Σw·y = c·Σw − Σw·(f − y). The bootstrap's
+        variances; clipped at 0 against rounding."""
+        c = np.linspace(0.0, 1.0, self.nodes)
+        hits = c * self.mass - self.residual
+        return np.maximum(c * c * self.mass - (2 * c - 1) * hits, 0.0)
 
     @classmethod
     def of(cls, confidence: npt.ArrayLike, correct: npt.ArrayLike, nodes: int) -> CalibrationGrid:
         f = np.asarray(confidence, dtype=np.float64)
-        r = f - np.asarray(correct, dtype=np.float64)
-        left = np.clip((f * (nodes - 1)).astype(np.int64), 0, nodes - 2)
-        frac = f * (nodes - 1) - left
-        index = np.concatenate([left, left + 1])
-        weight = np.concatenate([1.0 - frac, frac])
-
-        def sums(values: Floats) -> Floats:
-            return np.bincount(index, weights=weight * np.concatenate([values, values]),
-                               minlength=nodes)
-
-        return cls(nodes, sums(np.ones_like(f)), sums(r), sums(r * r))
+        return grouped_grids(f, np.asarray(correct, dtype=np.float64),
+                             np.zeros(f.size, dtype=np.int64), 1, nodes)[0]
 
     def merge(self, other: CalibrationGrid) -> CalibrationGrid:
         if other.nodes != self.nodes:
             raise ValueError(f"grids of {self.nodes} and {other.nodes} nodes do not merge")
-        return CalibrationGrid(self.nodes, self.mass + other.mass,
-                               self.residual + other.residual, self.square + other.square)
+        return CalibrationGrid(self.nodes, self.mass + other.mass, self.residual + other.residual)
+
+
+def grouped_grids(confidence: Floats, correct: Floats, groups: npt.NDArray[np.int64],
+                  n_groups: int, nodes: int) -> list[CalibrationGrid]:
+    """One grid per group number 0 … n_groups − 1 (each record split between its two
+    neighbouring nodes, one bincount per sum and side over all groups)."""
+    r = confidence - correct
+    position = confidence * (nodes - 1)
+    left = np.clip(position.astype(np.int64), 0, nodes - 2)
+    frac = position - left
+    base = groups * nodes + left
+    size = n_groups * nodes
+
+    def sums(values: Floats | None) -> Floats:
+        low = 1 - frac if values is None else values * (1 - frac)
+        high = frac if values is None else values * frac
+        total = np.bincount(base, weights=low, minlength=size)
+        total += np.bincount(base + 1, weights=high, minlength=size)
+        return total.reshape(n_groups, nodes)
+
+    mass, residual = sums(None), sums(r)
+    return [CalibrationGrid(nodes, mass[i], residual[i]) for i in range(n_groups)]
 
 
 GridSource = Callable[[int], CalibrationGrid | None]
