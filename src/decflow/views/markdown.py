@@ -26,6 +26,7 @@ from decflow.report.sections import (
     shows_golden,
     status_label,
 )
+from decflow.views.calibration_text import calibration_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
 from decflow.views.text import FIRST_CASES, MAX_LISTED, VERDICTS, answer, counted, preview
 
