@@ -106,7 +106,7 @@ def grouped_grids(confidence: Floats, correct: Floats, groups: npt.NDArray[np.in
     def sums(values: Floats | None) -> Floats:
         low = 1 - frac if values is None else values * (1 - frac)
         high = frac if values is None else values * frac
-        total = np.bincount(base, weights=low, minlength=size)
+        total = np.bincount(base, weights=low, minlength=size).astype(np.float64)
         total += np.bincount(base + 1, weights=high, minlength=size)
         return total.reshape(n_groups, nodes)
 
@@ -161,7 +161,8 @@ def _interpolate(t: Floats, smoothed: Floats) -> Floats:
     nodes = smoothed.shape[-1]
     index = np.clip((t * (nodes - 1)).astype(np.int64), 0, nodes - 2)
     frac = (t - index / (nodes - 1)) * (nodes - 1)
-    return smoothed[..., index] * (1 - frac) + smoothed[..., index + 1] * frac
+    values: Floats = smoothed[..., index] * (1 - frac) + smoothed[..., index + 1] * frac
+    return values
 
 
 @dataclass(frozen=True)
@@ -245,8 +246,8 @@ def _coarse(values: Floats, nodes: int) -> Floats:
     position = np.linspace(0.0, 1.0, fine) * (nodes - 1)
     left = np.clip(position.astype(np.int64), 0, nodes - 2)
     frac = position - left
-    return (np.bincount(left, weights=values * (1 - frac), minlength=nodes)
-            + np.bincount(left + 1, weights=values * frac, minlength=nodes))
+    low = np.bincount(left, weights=values * (1 - frac), minlength=nodes).astype(np.float64)
+    return low + np.bincount(left + 1, weights=values * frac, minlength=nodes)
 
 
 def noise_quantile(grid: CalibrationGrid, sigma: float, *, seed: int = 0,
