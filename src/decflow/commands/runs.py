@@ -1,4 +1,5 @@
-"""`decflow runs`: list stored runs; `runs show ID`; `runs accept ID` (accepted baseline)."""
+"""`decflow runs`: list stored runs with their true state; `runs show ID`; `runs accept ID
+[--force]` (accepted baseline)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import typer
 
 from decflow.commands import common
+from decflow.untrusted import escape
 
 
 def register(app: typer.Typer) -> None:
@@ -16,29 +18,36 @@ def register(app: typer.Typer) -> None:
 
     @runs.callback()
     def runs_list(ctx: typer.Context, store: str | None = common.STORE_OPTION) -> None:
-        """List stored runs (id, accepted baseline, decision, mode, backend, status, time)."""
+        """List stored runs (id, accepted baseline, decision, mode, backend, true status,
+        time), then what to know about runs that did not finish; a run whose record is
+        damaged is listed as such, and the command exits 2 naming its file."""
         if ctx.invoked_subcommand is not None:
             return
-        from decflow.store.runs import accepted_run, list_runs
+        from decflow.store.runs import is_accepted, list_runs, run_state
         from decflow.store.store import open_store
-        from decflow.untrusted import escape
 
         opened = open_store(store)
-        records = list_runs(opened)
-        if not records:
+        listing = list_runs(opened)
+        if not listing.records and not listing.damaged:
             typer.echo(f"no runs in the store {opened.location}")
             return
         rows = [("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")]
-        rows += [
-            (r["run_id"], "*" if accepted_run(opened, r["decision"], r["backend"]) == r["run_id"]
-             else "", r["decision"], r["mode"], r["backend"], r["status"], r["updated_at"])
-            for r in records
-        ]
-        rows = [tuple(escape(str(value)) for value in row) for row in rows]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            typer.echo("  ".join(f"{value:<{width}}" for value, width in
-                                 zip(row, widths, strict=True)).rstrip())
+        notes = []
+        for record in listing.records:
+            state = run_state(opened, record)
+            rows.append((record["run_id"], "*" if is_accepted(opened, record) else "",
+                         record.get("decision"), record.get("mode"), record.get("backend"),
+                         state.status, record.get("updated_at")))
+            if state.detail:
+                notes.append(f"{record['run_id']} {state.status}: {state.detail}")
+        rows += [(run_id, "", "", "", "", "damaged", "") for run_id in listing.damaged]
+        print_table(rows)
+        for note in notes:
+            typer.echo(escape(note))
+        for exc in listing.damaged.values():
+            typer.echo(f"error: {exc}", err=True)
+        if listing.damaged:
+            raise typer.Exit(2)
 
     @runs.command("show")
     def runs_show(run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
@@ -50,12 +59,27 @@ def register(app: typer.Typer) -> None:
         typer.echo(json.dumps(read_run_record(open_store(store), run_id), indent=2))
 
     @runs.command("accept")
-    def runs_accept(run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
-                    store: str | None = common.STORE_OPTION) -> None:
-        """Mark a run as the accepted baseline for its decision and backend."""
+    def runs_accept(
+        run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
+        force: bool = typer.Option(False, "--force", help="Accept a run that did not PASS."),
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """Mark a finished run (a contract run, or a check run) as the accepted baseline for
+        its decision and backend; a run that did not PASS needs --force."""
         from decflow.store.runs import accept_run
         from decflow.store.store import open_store
 
-        entry = accept_run(open_store(store), run_id)
-        typer.echo(f"accepted {run_id} as the baseline for {entry['decision']} "
-                   f"(backend {entry['backend']})")
+        entry = accept_run(open_store(store), run_id, force=force)
+        replaced = f"; it replaces {entry['replaces']}" if entry["replaces"] else ""
+        typer.echo(escape(f"accepted {run_id} ({entry['status'].upper()}) as the baseline for "
+                          f"{entry['decision']} (backend {entry['backend']}){replaced}"))
+
+
+def print_table(rows: list[tuple[object, ...]]) -> None:
+    """Rows as left-aligned columns (untrusted text escaped)."""
+    shown = [tuple(escape("" if value is None else str(value)) for value in row)
+             for row in rows]
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
+    for row in shown:
+        typer.echo("  ".join(f"{value:<{width}}" for value, width in
+                             zip(row, widths, strict=True)).rstrip())

@@ -110,16 +110,16 @@ def run_stages(
     def shards(context: StageContext, key: str, parts: RequestParts) -> PrefectShards:
         return PrefectShards(context, key, parts, parallel_shards)
 
-    book = RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
-                   fail_on_warn=fail_on_warn)
     spec_d = spec.to_dict()
-    for stage in stages_for(spec.mode):
-        if stage is RESULTS:
-            book.run(stage)
-            continue
-        task = STAGE_TASKS[stage.name]
-        book.run(stage, lambda task=task: Manifest.from_dict(
-            task(spec_d, _dicts(book.manifests), fail_on_warn)))
+    with RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
+                 fail_on_warn=fail_on_warn) as book:
+        for stage in stages_for(spec.mode):
+            if stage is RESULTS:
+                book.run(stage)
+                continue
+            task = STAGE_TASKS[stage.name]
+            book.run(stage, lambda task=task: Manifest.from_dict(
+                task(spec_d, _dicts(book.manifests), fail_on_warn)))
     verdict = book.manifests["summary"].extra
     report_task(spec.store_url, verdict["report"], artifact_key(run_label(spec_d)))
     logger.info("run %s: %s (exit %s)", spec.run_id, verdict["status"], verdict["exit_code"])

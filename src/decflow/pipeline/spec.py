@@ -33,6 +33,9 @@ class RunSpec:
     healthcheck: bool = True
     shard_size: int = 5000
     created_at: str = field(default_factory=lambda: now_iso())
+    # `--resume` of a finished run writes a new run that reuses its stages: the run it
+    # continues (never changed by it).
+    parent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

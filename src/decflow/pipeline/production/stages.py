@@ -259,7 +259,7 @@ def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) ->
 
     store = Store(store_url)
     key = _unit_key(unit, contract_hash)
-    cached = store.manifest("records", key)
+    cached = store.cached("records", key)
     if cached is not None:
         return cached.to_dict()
     spec = RecordSpec.from_contract(contract)
@@ -322,7 +322,7 @@ def stage_records(
     spec = RecordSpec.from_contract(contract)
     n_records = sum(u.n_records for u in plan.units)
     keys = [_unit_key(unit, contract_hash) for unit in plan.units]
-    cached = [store.manifest("records", key) for key in keys]
+    cached = [store.cached("records", key) for key in keys]
     pieces = [unit.pieces() if manifest is None else []
               for unit, manifest in zip(plan.units, cached, strict=True)]
     results = in_parallel(aggregate_unit, [p for unit in pieces for p in unit], spec,
@@ -373,7 +373,7 @@ def stage_aggregates_merged(
     key = stage_key("aggregates", STAGE_VERSION, contract_hash,
                     [m.sha256 for m in manifests], {"files": plan.files})
     if all(e is None for e in errors):
-        cached = store.manifest("aggregates", key)
+        cached = store.cached("aggregates", key)
         if cached is not None:
             return cached, None
 
