@@ -95,11 +95,11 @@ def killed_and_resumed(
     recorded = recorded_ids(store)
 
     resume = start_decflow("test", str(contract), "--store", str(store), "--no-prefect",
-                     "--resume", run_id, "-o", str(work / "resumed.json"), cwd=work)
+                           "--resume", run_id, "-o", str(work / "resumed.json"), cwd=work)
     code = finished(resume)
     after, _ = service.snapshot()
-    fresh = start_decflow("test", str(contract), "--store", str(work / "fresh-store"), "--no-prefect",
-                    "-o", str(work / "fresh.json"), cwd=work)
+    fresh = start_decflow("test", str(contract), "--store", str(work / "fresh-store"),
+                          "--no-prefect", "-o", str(work / "fresh.json"), cwd=work)
     fresh_code = finished(fresh)
     return {
         "before_kill": at_kill_received - before,

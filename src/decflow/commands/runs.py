@@ -52,11 +52,17 @@ def register(app: typer.Typer) -> None:
     @runs.command("show")
     def runs_show(run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
                   store: str | None = common.STORE_OPTION) -> None:
-        """Print a run's record (stages, hashes, timings, status) as JSON."""
-        from decflow.store.runs import read_run_record
+        """Print a run's record (stages, hashes, timings, true status) as JSON."""
+        from decflow.store.runs import read_run_record, run_state
         from decflow.store.store import open_store
 
-        typer.echo(json.dumps(read_run_record(open_store(store), run_id), indent=2))
+        opened = open_store(store)
+        record = read_run_record(opened, run_id)
+        state = run_state(opened, record)
+        shown = {**record, "status": state.status}
+        if state.detail:
+            shown["status_detail"] = state.detail
+        typer.echo(json.dumps(shown, indent=2))
 
     @runs.command("accept")
     def runs_accept(

@@ -141,7 +141,11 @@ def segment_value(token: str) -> Any:
 
 def segment_display(token: str) -> str:
     """How a segment value is shown in check names: `str(value)`, `<missing>` if absent."""
-    value = segment_value(token)
+    return shown_segment_value(segment_value(token))
+
+
+def shown_segment_value(value: Any) -> str:
+    """`segment_display` of a value (as a report stores it)."""
     return "<missing>" if value is None else str(value)
 
 

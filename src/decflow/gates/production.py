@@ -8,9 +8,11 @@ its requirement checks and its warning checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
+from decflow.data.record_rules import shown_segment_value
 from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.production import Metrics, production_value
 
@@ -100,3 +102,26 @@ def segment_checks(production: Any, name: str, metrics: Metrics) -> list[Check]:
         SEGMENT_GATES,
         prefix,
     )
+
+
+def stored_gates(config: Mapping[str, Any]) -> Any:
+    """The production gates a check report was judged with (its `config` block), in the
+    shape of the contract's `production` section."""
+    return SimpleNamespace(**{
+        section: SimpleNamespace(**dict(config.get(section) or {}))
+        for section in ("requirements", "warnings", "segment_requirements", "segment_warnings")
+    })
+
+
+def check_report_checks(
+    production: Any, metrics: Metrics, drift: Mapping[str, float | None],
+    segments: Sequence[Mapping[str, Any]],
+) -> tuple[list[Check], list[list[Check]]]:
+    """Every check of a check report judged again from its stored numbers: the aggregate
+    checks (metrics and drift), and each segment's checks (point estimates, as DecGuard)."""
+    per_segment = [
+        segment_checks(production, f"{entry['key']}={shown_segment_value(entry['value'])}",
+                       entry["metrics"])
+        for entry in segments
+    ]
+    return aggregate_checks(production, metrics, drift), per_segment

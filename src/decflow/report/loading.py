@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from decflow.errors import DecflowError
+from decflow.report.check_report import verify_check_report
 from decflow.report.verify import load_report_file, verify_run_report
 from decflow.report.versions import REPORT_VERSIONS, RUN_REPORT_VERSIONS
 from decflow.store.runs import (
@@ -59,13 +60,15 @@ def no_report(store: Store, run_id: str) -> str:
 
 
 def load_verified(target: str, store: Store) -> tuple[dict[str, Any], str, str | None]:
-    """`resolve_report`, then re-verify a run report; a probe report is re-derived from its
-    stored call table by `decflow.probe.load`. Anything else is exit 2."""
+    """`resolve_report`, then re-verify a run or check report; a probe report is re-derived
+    from its stored call table by `decflow.probe.load`. Anything else is exit 2."""
     report, source, run_id = resolve_report(target, store)
     kind = report.get("kind", "run")
     version = report.get("report_version")
     if version in RUN_REPORT_VERSIONS and kind == "run":
         verify_run_report(report, source)
+    elif kind == "check":
+        verify_check_report(report, source)
     elif not (version in REPORT_VERSIONS and kind == "probe"):
-        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run report")
+        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run or check report")
     return report, source, run_id

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from decflow.errors import DecflowError
-from decflow.store.store import Store
+from decflow.store.store import Store, store_os_error
 
 try:  # POSIX; elsewhere every store uses leases
     import fcntl
@@ -150,14 +150,13 @@ class Lock:
     def _acquire_file(self) -> None:
         assert fcntl is not None
         path = self.store.path(f"{self.folder}/{LOCK}")
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        except OSError as exc:
-            raise _os_error(exc, path) from None
         blocked = 0
         for _attempt in range(50):
-            try:
+            try:  # (again: a holder letting go removes the folder it leaves empty)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                continue
             except OSError as exc:
                 raise _os_error(exc, path) from None
             try:
@@ -277,4 +276,4 @@ def _delete(store: Store, relative: str) -> None:
 
 
 def _os_error(exc: OSError, path: str) -> DecflowError:
-    return DecflowError(f"{path}: cannot create the lock ({exc.strerror or exc})")
+    return store_os_error(exc, "create the lock", path)

@@ -167,9 +167,12 @@ def accepted_path(decision: str, backend: str) -> str:
 
 
 def _not_passing(store: Store, run_id: str) -> str:
-    """The checks of run `run_id` that did not pass, as `gate (status)` items."""
+    """What did not pass in run `run_id`: its report's headline, else its checks that did
+    not pass, as `gate (status)` items (reports older than headlines)."""
     try:
         report = store.read_json(report_path(run_id))
+        if isinstance(report.get("headline"), str):
+            return str(report["headline"])
         items = [f"{c['gate']} ({c['status']})" for c in report.get("checks") or []
                  if isinstance(c, dict) and c.get("status") != "pass"]
     except (DecflowError, TypeError, KeyError, AttributeError):

@@ -20,6 +20,7 @@ from the source for the report); larger inputs are named by path and hash
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,7 @@ from decflow.pipeline.production.units import (
 )
 from decflow.pipeline.spec import now_iso
 from decflow.report.versions import REPORT_VERSION
+from decflow.store.remote import is_url
 
 if TYPE_CHECKING:
     from decflow.store.store import Manifest, Store
@@ -494,9 +496,17 @@ def _is_report(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def load_baseline(contract: Any, source: str) -> Baseline:
+def load_baseline(contract: Any, source: str, store: Store | None = None) -> Baseline:
     """A baseline: a records source (file, folder, glob) or an earlier check report
-    (DecGuard's or decflow's), whose records are re-normalized under this contract."""
+    (DecGuard's or decflow's), whose records are re-normalized under this contract; or,
+    when `source` names no file or folder, a check run in `store` (`accepted`: the check
+    run accepted for the decision)."""
+    if store is not None and not names_records(source):
+        from decflow.pipeline.stored.check_runs import stored_check
+
+        run_id, stored, report_hash = stored_check(store, source, contract.decision.name)
+        return _baseline_from_report(contract, f"run {run_id}", stored, report_hash,
+                                     run_id=run_id)
     report = _is_report(Path(source))
     if report is None:
         aggregates = aggregate_records(contract, source, shown_path=source)
@@ -510,19 +520,29 @@ def load_baseline(contract: Any, source: str) -> Baseline:
             "metrics": metrics,
         }
         return Baseline(block, metrics)
-    return _baseline_from_report(contract, source, report)
+    return _baseline_from_report(contract, source, report, file_sha256(Path(source)))
 
 
-def _baseline_from_report(contract: Any, source: str, report: dict[str, Any]) -> Baseline:
+def names_records(source: str) -> bool:
+    """Whether `source` is records (or a report file): an existing file or folder, a glob,
+    or an object-store URL; anything else is taken for a run id."""
+    return os.path.exists(source) or is_url(source) or any(c in source for c in "*?[")
+
+
+def file_sha256(path: Path) -> str:
     import hashlib
 
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _baseline_from_report(contract: Any, source: str, report: dict[str, Any], file_hash: str,
+                          run_id: str | None = None) -> Baseline:
     name = (report.get("contract") or {}).get("name")
     if name is not None and name != contract.decision.name:
         raise DatasetError(
             f"{source}: the baseline report is for decision '{name}', "
             f"not '{contract.decision.name}'"
         )
-    file_hash = "sha256:" + hashlib.sha256(Path(source).read_bytes()).hexdigest()
     records = report.get("records")
     n_bins, threshold = _settings(contract)
     if isinstance(records, list):
@@ -544,12 +564,14 @@ def _baseline_from_report(contract: Any, source: str, report: dict[str, Any]) ->
             )
         n_records = metrics["counts"]["total"]
     block = {
-        "source": "report",
+        "source": "report" if run_id is None else "run",
         "path": source,
         "hash": file_hash,
         "n_records": n_records,
         "metrics": metrics,
     }
+    if run_id is not None:
+        block["run_id"] = run_id
     return Baseline(block, metrics)
 
 
