@@ -6,20 +6,16 @@ tasks that wrap them) receive it plus upstream manifests, never DataFrames or cl
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from decflow.errors import DecflowError
-from decflow.store.runs import now_iso
+from decflow.store.runs import now_iso, resume_command
 
 Mode = Literal["test", "fuzz", "all", "stability"]
 STAGES = ("cases", "requests", "results", "comparisons", "minimized", "summary", "report")
-# The command (and flag) that starts a run of each mode.
-MODE_COMMANDS: dict[str, str] = {"test": "test", "all": "test --all", "fuzz": "fuzz",
-                                 "stability": "stability"}
 
 
 @dataclass(frozen=True)
@@ -47,12 +43,8 @@ class RunSpec:
         return data
 
     def resume_command(self) -> str:
-        """The command line that finishes this run after an interruption (the store keeps
-        its backend, dataset and options; the paths are as this run was given them)."""
-        command, _, flag = MODE_COMMANDS[self.mode].partition(" ")
-        return " ".join(part for part in (
-            "decflow", command, shlex.quote(self.contract_path), flag,
-            "--store", shlex.quote(self.store_url), "--resume", self.run_id) if part)
+        """The command line that finishes this run after an interruption."""
+        return str(resume_command({"run_id": self.run_id, "spec": self.to_dict()}))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:

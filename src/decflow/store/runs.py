@@ -126,13 +126,17 @@ def run_lock(store: Store, run_id: str) -> Lock:
 
 
 def resume_command(record: dict[str, Any]) -> str | None:
-    """The command that finishes a stopped contract run (None for other kinds)."""
+    """The command line that finishes a stopped contract run (the store keeps its backend,
+    dataset and options; the paths are as the run was given them); None for other kinds."""
     spec = record.get("spec") or {}
     command = MODE_COMMANDS.get(str(spec.get("mode")))
     if command is None or not spec.get("contract_path"):
         return None
-    return (f"decflow {command} {shlex.quote(str(spec['contract_path']))} --store "
-            f"{shlex.quote(str(spec.get('store_url')))} --resume {record['run_id']}")
+    name, _, flag = command.partition(" ")
+    return " ".join(part for part in (
+        "decflow", name, shlex.quote(str(spec["contract_path"])), flag,
+        "--store", shlex.quote(str(spec.get("store_url"))), "--resume", record["run_id"])
+        if part)
 
 
 @dataclass(frozen=True)

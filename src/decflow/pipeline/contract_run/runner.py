@@ -35,7 +35,6 @@ from decflow.store.runs import (
     new_run_id,
     now_iso,
     read_run_record,
-    resume_command,
     run_lock,
     run_path,
     write_run_record,
@@ -139,7 +138,7 @@ class RunBook:
 
     @property
     def resume(self) -> str | None:
-        return resume_command({"run_id": self.spec.run_id, "spec": self.spec.to_dict()})
+        return self.spec.resume_command()
 
     def _record_stop(self, error: BaseException) -> None:
         """Record how the run stopped; the store may be what failed, so a failure to record
