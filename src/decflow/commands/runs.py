@@ -1,5 +1,5 @@
 """`decflow runs`: list stored runs with their true state; `runs show ID`; `runs accept ID
-[--force]` (accepted baseline)."""
+[--force]` (accepted baseline); `runs verify [ID]`; `runs gc`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from decflow.untrusted import escape
 
 
 def register(app: typer.Typer) -> None:
-    runs = typer.Typer(help="Stored runs: list, show, accept as baseline.",
+    runs = typer.Typer(help="Stored runs: list, show, accept as baseline, verify, gc.",
                        invoke_without_command=True, no_args_is_help=False)
     app.add_typer(runs, name="runs")
+    register_upkeep(runs)
 
     @runs.callback()
     def runs_list(ctx: typer.Context, store: str | None = common.STORE_OPTION) -> None:
@@ -79,6 +80,64 @@ def register(app: typer.Typer) -> None:
         replaced = f"; it replaces {entry['replaces']}" if entry["replaces"] else ""
         typer.echo(escape(f"accepted {run_id} ({entry['status'].upper()}) as the baseline for "
                           f"{entry['decision']} (backend {entry['backend']}){replaced}"))
+
+
+def register_upkeep(runs: typer.Typer) -> None:
+    """`runs verify` and `runs gc`."""
+
+    @runs.command("verify")
+    def runs_verify(
+        run_id: str | None = typer.Argument(None, help="One run (default: every run)."),
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """Re-hash runs' artifacts against their records and manifests; list what is
+        damaged (exit 2 if anything is)."""
+        from decflow.store.runs import RUNS
+        from decflow.store.store import open_store
+        from decflow.store.upkeep import verify_run
+
+        opened = open_store(store)
+        ids = [run_id] if run_id else opened.list_dir(RUNS)
+        damaged = 0
+        for one in ids:
+            checked, damage = verify_run(opened, one)
+            if not damage:
+                typer.echo(f"{one} ok ({checked} files)")
+                continue
+            damaged += 1
+            typer.echo(f"{one} damaged:")
+            for found in damage:
+                typer.echo(escape(f"  {found.path} {found.problem}"))
+        if damaged:
+            typer.echo(f"error: {damaged} of {len(ids)} runs are damaged; their reports and "
+                       "stages cannot be trusted: run them again (a finished run with "
+                       "`--resume RUN` reuses what is intact), then remove the damaged runs",
+                       err=True)
+            raise typer.Exit(2)
+
+    @runs.command("gc")
+    def runs_gc(
+        keep: int | None = typer.Option(None, "--keep", min=0,
+                                        help="Keep the N newest runs of each decision."),
+        older_than: str | None = typer.Option(
+            None, "--older-than", help="Remove only runs older than this (30d, 12h, 90m)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove "
+                                     "nothing."),
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """Remove old runs and the stage artifacts only they used; never an accepted run, a
+        running one, or a stage another run uses."""
+        from decflow.store.store import open_store
+        from decflow.store.upkeep import collect_garbage, parse_age
+
+        result = collect_garbage(open_store(store), keep=keep,
+                                 older_than=None if older_than is None else parse_age(
+                                     older_than), dry_run=dry_run)
+        verb = "would remove" if dry_run else "removed"
+        for run_id in result.runs:
+            typer.echo(f"{verb} run {run_id}")
+        typer.echo(f"{verb} {len(result.runs)} runs and {len(result.stages)} stage "
+                   f"artifacts; kept {result.kept} runs")
 
 
 def print_table(rows: list[tuple[object, ...]]) -> None:
