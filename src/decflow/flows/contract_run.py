@@ -10,13 +10,11 @@ reruns the same steps (finished stages are store hits, finished chunks are not r
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
-from prefect.settings import PREFECT_API_URL
 from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
@@ -24,6 +22,7 @@ from decflow.flows.common import Verdict, decflow_run, finish, flow_result
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
+from decflow.flows.server import prefect_server
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.results import RequestParts
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
@@ -157,13 +156,6 @@ def contract_run(
         return finish(outcome, Verdict(outcome))
 
 
-def warn_if_ephemeral() -> None:
-    if not PREFECT_API_URL.value():
-        print("decflow: PREFECT_API_URL is not set; Prefect starts a temporary server for this "
-              "run (slow, and its history is lost at exit). Start one with "
-              "`prefect server start` and set PREFECT_API_URL.", file=sys.stderr)
-
-
 def run_contract_flow(
     spec: dict[str, Any],
     *,
@@ -174,11 +166,10 @@ def run_contract_flow(
 ) -> dict[str, Any]:
     """What the CLI calls for `--prefect`: the flow with the chosen task runner; returns
     the stored report (a FAIL is the report's exit code 1, not a failed call)."""
-    warn_if_ephemeral()
     runner = build_task_runner(task_runner, dask_address)
     configured = contract_run.with_options(task_runner=runner)
     # heartbeats, so a killed run ends Crashed (see crash_detection for their cost)
-    with watched_run():
+    with prefect_server(), watched_run():
         state = configured(
             spec=spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
             parallel_shards=task_runner == "dask", return_state=True,
