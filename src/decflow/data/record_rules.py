@@ -389,3 +389,21 @@ def explain_line(line: str | bytes, spec: RecordSpec) -> str | None:
     return None
 
 
+def invalid_json_at(number: int, exc: ValueError) -> str:
+    """`line N, column C: invalid JSON: reason` for a refused line `number` of a JSONL file
+    (the column of the file's line, not of a one-line document)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
+    return f"line {number}: invalid JSON: {exc}"
+
+
+def explain_jsonl_line(number: int, line: str | bytes, spec: RecordSpec) -> str | None:
+    """`explain_line` of line `number` of a JSONL file, placed: `line N[, column C]: …`."""
+    try:
+        loads_strict(line)
+    except ValueError as exc:
+        return invalid_json_at(number, exc)
+    problem = explain_line(line, spec)
+    return None if problem is None else f"line {number}: {problem}"
+
+

@@ -171,6 +171,17 @@ def gating_contract(
                   "its contract is not either; pass -c CONTRACT to gate the regression")
 
 
+def known_segment_keys(keys: Sequence[str], *reports: dict[str, Any]) -> None:
+    """`-s KEY` must name a metadata key some case of the reports has."""
+    known = sorted({str(key) for report in reports for item in report.get("results") or []
+                    if isinstance(item, dict) for key in (item.get("metadata") or {})})
+    unknown = [key for key in keys if key not in known]
+    if unknown:
+        raise DecflowError(
+            f"-s/--segment-by: no case of either run has the metadata key '{unknown[0]}' "
+            f"(keys: {', '.join(known) or 'none: the cases carry no metadata'})")
+
+
 def run_diff(
     baseline: str,
     candidate: str,
@@ -195,6 +206,8 @@ def run_diff(
         contract = None if contract_path is None else load_contract(contract_path).contract
         return diff_checks(old, new, store, baseline_source=old_source, baseline_run=old_run,
                            contract=contract, fail_on_warn=fail_on_warn)
+    if segment_by:
+        known_segment_keys(segment_by, old, new)
     gates_path, gates_from = gating_contract(new, store, contract_path)
     contract = None if gates_path is None else load_contract(gates_path).contract
     report = diff_reports(
