@@ -60,7 +60,9 @@ def test_every_stored_run_ends_with_where_it_went(tmp_path: Path) -> None:
     report = json.loads(out)  # stdout stays JSON
     run_id = report["run"]["id"]
     last = err.strip().splitlines()[-1]
-    assert last == f"run {run_id} stored: {store}/runs/{run_id}/report.json"
+    assert last == (f"run {run_id} stored: {store}/runs/{run_id}/report.json (HTML report: "
+                    f"{store}/runs/{run_id}/report.html)")
+    assert (store / "runs" / run_id / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert json.loads((store / "runs" / run_id / "report.json").read_text())["run"]["id"] == \
         run_id
     assert code == 0
