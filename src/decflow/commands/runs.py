@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
         if not listing.records and not listing.damaged:
             typer.echo(f"no runs in the store {opened.location}")
             return
-        rows = [("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")]
+        rows: list[tuple[object, ...]] = [
+            ("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")]
         notes = []
         for record in listing.records:
             state = run_state(opened, record)

@@ -9,12 +9,14 @@ its requirement checks and its warning checks.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.data.record_rules import shown_segment_value
 from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.production import Metrics, production_value
+
+if TYPE_CHECKING:
+    from decflow.contracts.gates import Production, ProductionSegmentGates
 
 # (gate, metric, comparison) in the reference's table order.
 SEGMENT_GATES: tuple[tuple[str, str, str], ...] = (
@@ -37,7 +39,9 @@ NO_RECORDS = "no eligible production records"
 NO_BASELINE = "no baseline was provided or the metric is unavailable"
 
 
-def gate_settings(gates: Any, table: tuple[tuple[str, str, str], ...]) -> dict[str, float | None]:
+def gate_settings(
+    gates: ProductionSegmentGates, table: tuple[tuple[str, str, str], ...]
+) -> dict[str, float | None]:
     """Every gate of `table` with its configured limit (None when unset)."""
     return {gate: getattr(gates, gate, None) for gate, _, _ in table}
 
@@ -70,7 +74,7 @@ def _checks(
 
 
 def aggregate_checks(
-    production: Any, metrics: Metrics, drift: Mapping[str, float | None]
+    production: Production, metrics: Metrics, drift: Mapping[str, float | None]
 ) -> list[Check]:
     """Checks of `production.requirements` then `production.warnings`."""
     values = {metric: production_value(metrics, metric) for _, metric, _ in SEGMENT_GATES}
@@ -85,7 +89,7 @@ def aggregate_checks(
     )
 
 
-def segment_checks(production: Any, name: str, metrics: Metrics) -> list[Check]:
+def segment_checks(production: Production, name: str, metrics: Metrics) -> list[Check]:
     """Checks of one segment, named `segment[<key>=<value>].<gate>`."""
     values = {metric: production_value(metrics, metric) for _, metric, _ in SEGMENT_GATES}
     prefix = f"segment[{name}]."
@@ -104,17 +108,21 @@ def segment_checks(production: Any, name: str, metrics: Metrics) -> list[Check]:
     )
 
 
-def stored_gates(config: Mapping[str, Any]) -> Any:
-    """The production gates a check report was judged with (its `config` block), in the
-    shape of the contract's `production` section."""
-    return SimpleNamespace(**{
-        section: SimpleNamespace(**dict(config.get(section) or {}))
-        for section in ("requirements", "warnings", "segment_requirements", "segment_warnings")
+def stored_gates(config: Mapping[str, Any]) -> Production:
+    """The production gates a check report was judged with (its `config` block) as the
+    contract's `production` section; a block that is not one is a `ValueError`."""
+    from decflow.contracts.gates import Production
+
+    sections = ("requirements", "warnings", "segment_requirements", "segment_warnings")
+    return Production.model_validate({
+        "segments": list(config.get("segments") or []),
+        **{section: {gate: limit for gate, limit in dict(config.get(section) or {}).items()
+                     if limit is not None} for section in sections},
     })
 
 
 def check_report_checks(
-    production: Any, metrics: Metrics, drift: Mapping[str, float | None],
+    production: Production, metrics: Metrics, drift: Mapping[str, float | None],
     segments: Sequence[Mapping[str, Any]],
 ) -> tuple[list[Check], list[list[Check]]]:
     """Every check of a check report judged again from its stored numbers: the aggregate

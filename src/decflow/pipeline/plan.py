@@ -16,13 +16,13 @@ before its first call. Sizes come from the same statistics the verdicts use:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from decflow.contracts.properties import Paraphrase
 from decflow.data.golden_dataset import load_golden
 from decflow.diagnostics.counterfactual import plan as counterfactual_plan
 from decflow.metrics.stats import pairs_needed
 from decflow.pipeline.contract_run.derive import (
-    FUZZ_MODES,
     counterfactual_config,
     derived_requests,
     persona_pair_set,
@@ -32,8 +32,15 @@ from decflow.pipeline.contract_run.derive import (
 from decflow.pipeline.contract_run.inputs import dataset_location
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 
+if TYPE_CHECKING:
+    import polars as pl
 
-def _stability(config: Any, n_cases: int) -> dict[str, Any]:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.loader import LoadedContract
+    from decflow.contracts.properties import Counterfactual
+    from decflow.contracts.sections import Stability
+
+def _stability(config: Stability, n_cases: int) -> dict[str, Any]:
     pairs = n_cases * (config.repeats // 2)
     needed = pairs_needed(config.epsilon)
     return {
@@ -51,7 +58,9 @@ def _stability(config: Any, n_cases: int) -> dict[str, Any]:
     }
 
 
-def _counterfactual(contract: Any, config: Any, cases: Any) -> dict[str, Any]:
+def _counterfactual(
+    contract: Contract, config: Counterfactual, cases: pl.DataFrame
+) -> dict[str, Any]:
     pairs = persona_pair_set(contract, config, cases)
     frame = pairs.frame()
     sized = counterfactual_plan(
@@ -85,7 +94,8 @@ def _counterfactual(contract: Any, config: Any, cases: Any) -> dict[str, Any]:
     }
 
 
-def _property_calls(spec: RunSpec, loaded: Any, cases: Any) -> list[dict[str, Any]]:
+def _property_calls(spec: RunSpec, loaded: LoadedContract,
+                    cases: pl.DataFrame) -> list[dict[str, Any]]:
     """The requests each metamorphic property will send: derived as the requests stage
     derives them (seeded, no backend), less those that carry a generation error and are
     never sent. A paraphrase provider other than `identity` is not asked: its property
@@ -93,7 +103,7 @@ def _property_calls(spec: RunSpec, loaded: Any, cases: Any) -> list[dict[str, An
     contract = loaded.contract
     properties = selected_properties(spec, contract)
     asked = [name for name, config in properties
-             if name != "paraphrase" or config.source.provider == "identity"]
+             if not isinstance(config, Paraphrase) or config.source.provider == "identity"]
     counted: dict[str, dict[str, Any]] = {}
     if asked:
         only = replace(spec, mode="fuzz", properties=tuple(asked))
@@ -106,7 +116,7 @@ def _property_calls(spec: RunSpec, loaded: Any, cases: Any) -> list[dict[str, An
             counted.setdefault(skipped["property"], {"property": skipped["property"],
                                                      "calls": 0})
     for name, config in properties:
-        if name not in asked:
+        if isinstance(config, Paraphrase) and name not in asked:
             counted[name] = {"property": name, "calls": cases.height * config.samples,
                              "at_most": True}
     return [counted.get(name, {"property": name, "calls": 0}) for name, _ in properties]
@@ -118,12 +128,13 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     contract = loaded.contract
     read_path, shown = dataset_location(spec, contract)
     cases = load_golden(read_path, contract.decision.labels, shown_path=shown).cases
-    properties = _property_calls(spec, loaded, cases) if spec.mode in FUZZ_MODES else []
+    properties = (_property_calls(spec, loaded, cases) if spec.run_mode.fills("properties")
+                  else [])
     diagnostics: list[dict[str, Any]] = []
     stability = stability_config(spec, contract)
     if stability is not None:
         diagnostics.append(_stability(stability, cases.height))
-    if spec.mode != "test":
+    if spec.run_mode.fills("diagnostics"):
         diagnostics.append({
             "name": "blindness",
             "calls": 0,

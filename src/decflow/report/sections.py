@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from decflow.gates.headline import headline
+from decflow.report.modes import mode_named
 
 
 def report_headline(report: dict[str, Any]) -> str:
@@ -51,6 +52,16 @@ def property_failures(properties: dict[str, Any]) -> list[dict[str, Any]]:
     return failing
 
 
+def failures_by_property(properties: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The failing transformed cases grouped by property, properties in first-seen order:
+    views show one group per property (its count, the first few cases) instead of dozens of
+    near-identical cases."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for item in property_failures(properties):
+        groups.setdefault(str(item.get("property")), []).append(item)
+    return list(groups.items())
+
+
 def shown_pairs(item: dict[str, Any], labels: Sequence[str]) -> list[tuple[str, str]]:
     """(label as shown, contract label) in the order the backend saw them."""
     if item.get("presentation"):
@@ -89,9 +100,9 @@ def confidence_histogram(report: dict[str, Any]) -> list[int] | None:
 def axis_rate(axis: dict[str, Any]) -> float | None:
     """The persona-axis figure its bounds are about: the case-level excess (decflow/2), the
     attributable flip rate (decflow/1 reports), or a plain rate."""
-    if "excess" in axis:
-        return axis["excess"]
-    return axis.get("attributable_rate", axis.get("rate"))
+    rate: float | None = axis["excess"] if "excess" in axis else axis.get(
+        "attributable_rate", axis.get("rate"))
+    return rate
 
 
 def axis_verdict(axis: dict[str, Any]) -> str:
@@ -105,9 +116,9 @@ def axis_base(axis: dict[str, Any]) -> int | None:
 
 
 def shows_golden(report: dict[str, Any]) -> bool:
-    """Golden metrics are shown unless the run is fuzz-only or carries none."""
+    """Golden metrics are shown when the run's mode fills them and the report carries some."""
     metrics = report.get("metrics") or {}
-    return report.get("mode") != "fuzz" and bool(metrics.get("classification"))
+    return mode_named(report["mode"]).fills("golden") and bool(metrics.get("classification"))
 
 
 def labels_of(report: dict[str, Any]) -> list[str]:

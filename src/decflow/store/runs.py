@@ -23,7 +23,6 @@ killed (`kill -9`, a lost machine) is `interrupted`, like one stopped by SIGINT/
 from __future__ import annotations
 
 import secrets
-import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,9 +36,7 @@ RECORD = "run.json"
 REPORT = "report.json"
 FINISHED = ("pass", "warn", "fail")
 RUNNING, FAILED, INTERRUPTED = "running", "failed", "interrupted"
-# The command that runs each contract-run mode (what `--resume` repeats).
 ACCEPT_WAIT_S = 30.0
-MODE_COMMANDS = {"test": "test", "all": "test --all", "fuzz": "fuzz", "stability": "stability"}
 
 
 def now_iso() -> str:
@@ -126,17 +123,10 @@ def run_lock(store: Store, run_id: str) -> Lock:
 
 
 def resume_command(record: dict[str, Any]) -> str | None:
-    """The command line that finishes a stopped contract run (the store keeps its backend,
-    dataset and options; the paths are as the run was given them); None for other kinds."""
-    spec = record.get("spec") or {}
-    command = MODE_COMMANDS.get(str(spec.get("mode")))
-    if command is None or not spec.get("contract_path"):
-        return None
-    name, _, flag = command.partition(" ")
-    return " ".join(part for part in (
-        "decflow", name, shlex.quote(str(spec["contract_path"])), flag,
-        "--store", shlex.quote(str(spec.get("store_url"))), "--resume", record["run_id"])
-        if part)
+    """The command line that finishes a stopped contract run, as its runner recorded it
+    (None for other kinds, and for runs recorded before it was)."""
+    resume = record.get("resume")
+    return resume if isinstance(resume, str) else None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
+from decflow.report.modes import mode_named
 from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
@@ -22,6 +23,7 @@ VERDICTS = {
     "fail": "FAIL: at least one requirement does not hold",
 }
 MAX_LISTED = 10
+FIRST_CASES = 3  # failing cases shown per property; the rest are in the report JSON
 PREVIEW = 70
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -35,16 +37,22 @@ def percent(value: float | None) -> str:
     return (text[1:] if text.startswith("-") and float(text) == 0 else text) + "%"
 
 
+def answer(selected: Any, confidence: float | None) -> str:
+    """A case's answer: `refund (0.96)`, or `error`."""
+    return "error" if selected is None else f"{selected} ({number(confidence)})"
+
+
 def counted(n: int, noun: str) -> str:
     """`1 call`, `2 calls`."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def short_hash(value: str | None) -> str:
+    """`sha256:` and the first 12 hex digits (a bare digest: its first 12)."""
     if not value:
         return "n/a"
-    algorithm, _, digest = value.partition(":")
-    return f"{algorithm}:{digest[:12]}"
+    algorithm, colon, digest = value.partition(":")
+    return f"{algorithm}:{digest[:12]}" if colon else value[:12]
 
 
 def preview(value: Any, width: int = PREVIEW) -> str:
@@ -142,12 +150,13 @@ def failures(report: dict[str, Any]) -> list[str]:
 
 def render(report: dict[str, Any], extra_sections: list[Section] | None = None) -> str:
     """The whole text view; `extra_sections` render between the checks and the verdict."""
+    golden = mode_named(report["mode"]).fills("golden")
     sections: list[Section] = [header]
-    if report["mode"] != "fuzz":
+    if golden:
         sections.append(golden_metrics)
     sections.extend(extra_sections or [])
     sections.append(checks)
-    if report["mode"] != "fuzz":
+    if golden:
         sections.append(failures)
     lines: list[str] = []
     for section in sections:

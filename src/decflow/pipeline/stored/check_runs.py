@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
@@ -25,6 +25,11 @@ from decflow.metrics.production import drift
 from decflow.report.loading import load_verified
 from decflow.store.runs import accepted_run, has_run, now_iso, report_path
 from decflow.store.store import Store
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.gates import Production
+    from decflow.contracts.loader import LoadedContract
 
 ACCEPTED = "accepted"
 RECORDS_BACKEND = "records"  # the backend name check runs are recorded and accepted under
@@ -75,7 +80,8 @@ def _same_bins(report: dict[str, Any], other: dict[str, Any], what: str) -> None
                            f"{bins[0]}; run the check again with one contract")
 
 
-def rejudge(report: dict[str, Any], production: Any, baseline: dict[str, Any] | None, *,
+def rejudge(report: dict[str, Any], production: Production,
+            baseline: dict[str, Any] | None, *,
             fail_on_warn: bool = False) -> dict[str, Any]:
     """The check report judged again from its stored metrics: drift against `baseline`
     (a report `baseline` block, or None), the `production` gates."""
@@ -102,7 +108,8 @@ def rejudge(report: dict[str, Any], production: Any, baseline: dict[str, Any] | 
 
 
 def diff_checks(old: dict[str, Any], new: dict[str, Any], store: Store, *,
-                baseline_source: str, baseline_run: str | None, contract: Any | None = None,
+                baseline_source: str, baseline_run: str | None,
+                contract: Contract | None = None,
                 fail_on_warn: bool = False) -> dict[str, Any]:
     """`diff A B` of two check reports: B judged against A as its baseline (drift), with
     the production and drift gates of `contract`, else those B was judged with."""
@@ -120,7 +127,7 @@ def diff_checks(old: dict[str, Any], new: dict[str, Any], store: Store, *,
     return rejudge(new, production, block, fail_on_warn=fail_on_warn)
 
 
-def regate_check(report: dict[str, Any], loaded: Any, contract_path: str, *,
+def regate_check(report: dict[str, Any], loaded: LoadedContract, contract_path: str, *,
                  fail_on_warn: bool = False) -> dict[str, Any]:
     """A check report re-gated with an edited contract (same decision and evaluation
     settings: its stored metrics hold for those only)."""
