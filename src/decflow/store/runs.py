@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from decflow.errors import DecflowError
-from decflow.store.locks import Lock, holder_of
+from decflow.store.locks import Lock, describe, holder_of
 from decflow.store.store import DamagedArtifact, Store
 
 RUNS = "runs"
@@ -139,8 +139,6 @@ class RunState:
 
 
 def run_state(store: Store, record: dict[str, Any]) -> RunState:
-    from decflow.store.locks import describe
-
     status = str(record.get("status"))
     resume = resume_command(record)
     if status == RUNNING:
