@@ -17,6 +17,7 @@ from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
 from decflow.gates.headline import headline
 from decflow.gates.regression import regression_checks
+from decflow.metrics.calibration import diff_calibration
 from decflow.metrics.regression import diff_results
 from decflow.pipeline.stored.check_runs import RECORDS_BACKEND, diff_checks, is_check_diff
 from decflow.pipeline.stored.contracts import stored_contract
@@ -111,6 +112,15 @@ def diff_reports(
     )
     checks = regression_checks(regression, diff)
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    ece = diff["metrics"].get("ece") or {}
+    limits = {} if regression is None else {
+        level: gates.max_ece_increase for level, gates in
+        (("requirement", regression), ("warning", regression.warnings))
+        if gates.max_ece_increase is not None}
+    calibration = diff_calibration(  # each run's own stored reliability bins
+        ((baseline.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
+        ((candidate.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
+        (ece.get("baseline"), ece.get("candidate")), limits)
     same = (baseline.get("dataset") or {}).get("hash") == (candidate.get("dataset") or {}).get(
         "hash"
     )
@@ -135,6 +145,7 @@ def diff_reports(
         "counts": diff["counts"],
         "shift": diff["shift"],
         "metrics": diff["metrics"],
+        "calibration": calibration,
         "segments": diff["segments"],
         "checks": [c.to_dict() for c in checks],
         "changes": diff["changes"],
