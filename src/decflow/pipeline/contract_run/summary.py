@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from decflow.gates import GOLDEN_GATES, Check, headline, status_of
+from decflow.gates.golden_evidence import golden_gate_evidence
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
 from decflow.pipeline.contract_run.golden_section import (
     calibration_summary,
@@ -142,6 +143,8 @@ def build_report(
         "warnings": gate_values(contract.warnings),
         "metrics": metrics,
         "calibration": calibration,
+        "gate_evidence": golden_gate_evidence(metrics, contract.requirements, contract.warnings)
+        if gated else [],
         "checks": checks,
         "failures": failures if mode.fills("golden") else [],
         "results": case_results,
