@@ -170,6 +170,8 @@ def test_plan_prints_the_cases_each_gate_needs(tmp_path: Path) -> None:
     assert gates["option_order.max_flip_rate"]["holds_at"] == pytest.approx(0.01)
     assert gates["min_accuracy"]["holds_at"] == pytest.approx(0.95)
     assert plan["cases_if_all_hold"] * 5 <= 2000
+    assert plan["calls_full"] == 4000  # an original and one reversed order per case
+    assert plan["calls_if_all_hold"] == 2 * plan["cases_if_all_hold"]
     assert gates["max_error_rate"]["fails_at"] is None  # at the first occurrence
     assert not (tmp_path / "store" / "runs").exists() or not any(
         (tmp_path / "store" / "runs").iterdir())

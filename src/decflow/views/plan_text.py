@@ -7,9 +7,13 @@ from typing import Any
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     lines = [
-        f"plan ({plan['mode']}): {plan['cases']} cases, {plan['original_calls']} original calls"
-        f" + {plan['diagnostic_calls']} diagnostic calls"
+        f"plan ({plan['mode']}): {plan['cases']} cases, {plan['calls']} calls: "
+        f"{plan['original_calls']} original + {plan['property_calls']} property + "
+        f"{plan['diagnostic_calls']} diagnostic"
     ]
+    for item in plan["properties"]:
+        bound = " (at most)" if item.get("at_most") else ""
+        lines.append(f"  {item['property']:<20}{item['calls']:>7} calls{bound}")
     for item in plan["diagnostics"]:
         verdict = "" if "can_decide" not in item else (
             " · enough to decide" if item["can_decide"] else " · NOT enough to decide"
@@ -35,9 +39,11 @@ def _sequential_lines(plan: dict[str, Any]) -> list[str]:
     failing = plan["cases_if_a_requirement_fails"]
     lines = [
         f"sequential (alpha {plan['alpha']:g}, {plan['alpha_per_gate']:.4g} per gate): about "
-        f"{plan['cases_if_all_hold']} of {plan['cases']} cases if every gate clearly holds"
-        + ("" if failing is None else f", {failing} if a rate requirement clearly fails")
-        + " (calls: these cases' requests)",
+        f"{plan['calls_if_all_hold']} of {plan['calls_full']} calls "
+        f"({plan['cases_if_all_hold']} of {plan['cases']} cases) if every gate clearly holds"
+        + ("" if failing is None else
+           f", {plan['calls_if_a_requirement_fails']} calls ({failing} cases) if a rate "
+           "requirement clearly fails"),
     ]
     for gate in plan["gates"]:
         fails = ("at the first occurrence" if gate["fails_at"] is None else

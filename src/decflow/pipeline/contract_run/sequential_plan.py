@@ -22,10 +22,12 @@ def assumed_rates(check: Check) -> tuple[float, float]:
     return limit / 5, min(1.0, 4 * limit)
 
 
-def sequential_plan(checks: list[Check], cases: int, settings: dict[str, Any]) -> dict[str, Any]:
+def sequential_plan(checks: list[Check], cases: int, calls: int,
+                    settings: dict[str, Any]) -> dict[str, Any]:
     """Per gate the cases needed at the assumed rates; the run's expected cases when every
     gate clearly holds (the slowest gate) and when one rate requirement clearly fails (the
-    fastest; a limit-0 gate fails at its first occurrence, whenever that comes)."""
+    fastest; a limit-0 gate fails at its first occurrence, whenever that comes), and the
+    calls they make at the suite's `calls` per case."""
     rated = [c for c in checks if c.gate in GOLDEN_NAMES - {"min_macro_f1", "max_ece",
                                                             "max_latency_p95_ms"}
              or (c.gate.partition(".")[0] in RELATIONS
@@ -51,12 +53,19 @@ def sequential_plan(checks: list[Check], cases: int, settings: dict[str, Any]) -
                       "cases_if_holds": to_pass, "fails_at": bad, "cases_if_fails": to_fail})
     batch = settings.get("batch") or 1
     rounded = [min(cases, -(-n // batch) * batch) for n in (*passing, *failing)]
+    if_all_hold = cases if suite_only else max(rounded[:len(passing)], default=cases)
+    if_one_fails = min(rounded[len(passing):], default=None)
+    per_case = calls / cases if cases else 0.0
     return {
         "alpha": settings["alpha"],
         "alpha_per_gate": alpha,
         "gates": gates,
         "suite_only": suite_only,
-        "cases_if_all_hold": cases if suite_only else max(rounded[:len(passing)], default=cases),
-        "cases_if_a_requirement_fails": min(rounded[len(passing):], default=None),
+        "cases_if_all_hold": if_all_hold,
+        "cases_if_a_requirement_fails": if_one_fails,
         "cases": cases,
+        "calls_full": calls,
+        "calls_if_all_hold": round(if_all_hold * per_case),
+        "calls_if_a_requirement_fails": (None if if_one_fails is None
+                                         else round(if_one_fails * per_case)),
     }
