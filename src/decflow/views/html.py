@@ -299,7 +299,7 @@ def labels_shown(item: dict[str, Any], labels: Sequence[str]) -> str:
 
 def outcome(item: dict[str, Any], labels: Sequence[str]) -> str:
     """What came back: the selected labels before/after, TV distance and probabilities."""
-    result = item.get("result") if isinstance(item.get("result"), dict) else {}
+    result: dict[str, Any] = item["result"] if isinstance(item.get("result"), dict) else {}
     probabilities = item.get("probabilities") or result.get("probabilities")
     if isinstance(probabilities, list):
         probabilities = dict(zip(labels, probabilities, strict=False))

@@ -189,9 +189,9 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append("")
     skipped = properties.get("skipped") or []
     if skipped:
-        listed = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
+        names = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
         more = ", …" if len(skipped) > MAX_LISTED else ""
-        lines.append(f"Skipped cases: {len(skipped)} ({md(listed)}{more})")
+        lines.append(f"Skipped cases: {len(skipped)} ({md(names)}{more})")
         lines.append("")
     return lines
 
