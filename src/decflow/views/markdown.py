@@ -27,6 +27,7 @@ from decflow.report.sections import (
     status_label,
 )
 from decflow.views.calibration_text import calibration_lines
+from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
 from decflow.views.text import (
     FIRST_CASES,
@@ -144,6 +145,7 @@ def golden_block(report: dict[str, Any]) -> list[str]:
         ("macro-F1", cell(classification["macro_f1"])),
         ("ECE / Brier / NLL", " / ".join(cell(calibration[k]) for k in ("ece", "brier", "nll"))),
         *(("calibration", md(line)) for line in calibration_lines(report)),
+        *(("evidence", md(line)) for line in gate_evidence_lines(report)),
         ("coverage / selective accuracy",
          f"{cell(selective.get('coverage'))} / {cell(selective.get('selective_accuracy'))}"),
         ("latency p50 / p95 ms", f"{cell(latency['p50_ms'])} / {cell(latency['p95_ms'])}"),

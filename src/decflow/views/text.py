@@ -17,6 +17,7 @@ from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
+from decflow.views.evidence_text import gate_evidence_lines
 
 VERDICTS = {
     "pass": "PASS: all gates hold",
@@ -122,6 +123,8 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         f"  Latency ms   mean {number(latency['mean_ms'])}   p50 {number(latency['p50_ms'])}   "
         f"p95 {number(latency['p95_ms'])}   max {number(latency['max_ms'])}"
     )
+    evidence = gate_evidence_lines(report)
+    lines.extend(f"  {'Evidence' if i == 0 else '':<13}{line}" for i, line in enumerate(evidence))
     return lines
 
 
