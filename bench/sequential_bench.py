@@ -37,12 +37,16 @@ from decflow.gates.checks import Check
 from decflow.pipeline.contract_run.golden_section import originals
 from decflow.pipeline.contract_run.runner import run_contract, stored_manifests
 from decflow.pipeline.contract_run.sequential_calls import (
+    Sent,
     batch_bounds,
     case_order,
     tracked_gates,
 )
 from decflow.pipeline.contract_run.sequential_gates import Design, GateState, advance, settled
-from decflow.pipeline.contract_run.sequential_summary import stored_transformed
+from decflow.pipeline.contract_run.sequential_summary import (
+    stored_diagnostics,
+    stored_transformed,
+)
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
 
@@ -93,9 +97,9 @@ def calls(seeds: int, batch: int, root: Path) -> None:
 def replayed(full: dict[str, Any], store: Path, contract: Path, seed: int, batch: int,
              design: Design) -> tuple[dict[str, GateState], int, str]:
     """The sequential driver's decisions for case order `seed`, replayed on the full run's
-    stored per-case results: the mock backend answers each input the same whatever the
-    order, so this is what a sequential run with that order decides (the first seeds are
-    also run through the pipeline and must match exactly)."""
+    stored per-case results: the planted backends answer each request the same whatever
+    the order, so this is what a sequential run with that order decides (the first seeds
+    are also run through the pipeline and must match exactly)."""
     stored = Store(str(store))
     manifests = stored_manifests(stored, full["run"]["id"])
     cases = stored.read(manifests["cases"])
@@ -107,18 +111,26 @@ def replayed(full: dict[str, Any], store: Path, contract: Path, seed: int, batch
         "_order")
     transformed, comparisons = stored_transformed(stored, manifests)
     checks = [Check.from_dict(c) for c in full["checks"]]
-    tracked = tracked_gates(loaded.contract, checks, order, table, transformed, comparisons,
-                            design)
+    bounds = batch_bounds(len(order), batch)
+    diagnostics = stored_diagnostics(stored, manifests, {"bounds": bounds})
+    spec = RunSpec(contract_path=str(contract), store_url=str(store), run_id="replay",
+                   mode="all")
+    tracked = tracked_gates(loaded.contract, spec, checks,
+                            Sent(order, table, transformed, comparisons, diagnostics), design)
     states: dict[str, GateState] = {}
     sent = len(order)
-    for bound in batch_bounds(len(order), batch):
+    for bound in bounds:
         states = advance(states, tracked, bound, design)
         if bound < len(order) and settled(states, tracked) is not None:
             sent = bound
             break
-    decisions = [s.decision for s in states.values()]
-    status = "fail" if "fail" in decisions else "pass" if all(decisions) else "warn"
-    return states, sent, status
+    return states, sent, status_of([s.decision for s in states.values()])
+
+
+def status_of(decisions: list[str | None]) -> str:
+    if "fail" in decisions:
+        return "fail"
+    return "pass" if all(d == "pass" for d in decisions) else "warn"
 
 
 def agreement(seeds: int, batch: int, root: Path, piped: int = 5) -> None:

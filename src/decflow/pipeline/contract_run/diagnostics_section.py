@@ -190,13 +190,19 @@ def _blindness(
     return section, result, checks
 
 
-def stored_pairs(store: Store, requests: Manifest) -> tuple[PairSet, dict[str, Any]] | None:
-    """The persona pairs the run's requests stage drew for the whole suite and stored, with
-    the settings it drew them with (None: the run stored none)."""
+def stored_pair_table(store: Store, requests: Manifest) -> pl.DataFrame | None:
+    """The table of persona pairs (`pair_storage.pair_table`) the run's requests stage drew
+    for the whole suite and stored (None: the run stored none)."""
     stored = requests.extra.get(PERSONA_PAIRS)
-    if stored is None:
+    return None if stored is None else store.read(Manifest.from_dict(stored["manifest"]))
+
+
+def stored_pairs(store: Store, requests: Manifest) -> tuple[PairSet, dict[str, Any]] | None:
+    """The stored persona pairs as a `PairSet`, with the settings they were drawn with."""
+    table = stored_pair_table(store, requests)
+    if table is None:
         return None
-    table = store.read(Manifest.from_dict(stored["manifest"]))
+    stored = requests.extra[PERSONA_PAIRS]
     return pairs_from(table, stored["meta"]), stored["settings"]
 
 

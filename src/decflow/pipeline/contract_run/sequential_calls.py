@@ -40,7 +40,7 @@ from decflow.pipeline.contract_run.diagnostics_section import (
     REQUEST_COLUMNS,
     WANTED,
     diagnostic_rows,
-    stored_pairs,
+    stored_pair_table,
 )
 from decflow.pipeline.contract_run.golden_section import originals
 from decflow.pipeline.contract_run.sequential_diagnostics import (
@@ -206,12 +206,11 @@ class SequentialCalls:
                              repeated_inputs(self.cases))
         self.checks = planned_checks(self.contract, spec)
         self.diagnostic_requests: pl.DataFrame | None = None
-        self.pairs = None
+        self.pairs: pl.DataFrame | None = None
         if any(c.gate.startswith(DIAGNOSTIC_GATES) for c in self.checks):
             self.diagnostic_requests = store.read(self.requests_manifest, REQUEST_COLUMNS,
                                                   where=pl.col("property").is_in(WANTED))
-            found = stored_pairs(store, self.requests_manifest)
-            self.pairs = None if found is None else found[0]
+            self.pairs = stored_pair_table(store, self.requests_manifest)
         parts = results.RequestParts(store, self.requests_manifest)
         self.session = results.CallSession.load_with(store, parts, key)
         self.answers: list[pl.DataFrame] = []

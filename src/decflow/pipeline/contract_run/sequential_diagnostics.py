@@ -40,7 +40,7 @@ from decflow.diagnostics.counterfactual import (
     case_differences,
     classify_pairs,
 )
-from decflow.diagnostics.personas import PairSet
+from decflow.diagnostics.pair_storage import BASE, SKIPPED
 from decflow.diagnostics.stability import rerun_pairs
 from decflow.gates.checks import Check
 from decflow.metrics.sequential import Decision, GateEvidence, RatioGate, evaluate
@@ -59,10 +59,11 @@ Floats = np.ndarray
 @dataclass(frozen=True)
 class DiagnosticInputs:
     """What the diagnostic gates read: the sent cases' diagnostic requests with their
-    results, the suite's persona pairs (None without personas) and the batch bounds so far."""
+    results, the suite's stored persona pair table (`pair_storage.pair_table`; None without
+    personas) and the batch bounds so far."""
 
     rows: DiagnosticRows
-    pairs: PairSet | None
+    pairs: pl.DataFrame | None
     bounds: Sequence[int]
 
 
@@ -166,11 +167,10 @@ def _floors(rows: DiagnosticRows, order: Sequence[str], bounds: Sequence[int],
     return floors
 
 
-def _classified(contract: Contract, rows: DiagnosticRows, pairs: PairSet,
+def _classified(contract: Contract, rows: DiagnosticRows, pairs: pl.DataFrame,
                 order: Sequence[str], floors: np.ndarray) -> pl.DataFrame:
     """The sent cases' pairs, classified batch by batch with each case's floor."""
-    sent = set(order)
-    frame = pairs.frame().filter(pl.col("case_id").is_in(list(sent)))
+    frame = pairs.filter(pl.col("case_id").is_in(list(order)))
     probabilities = {
         arm_fingerprint(rid): None if kind is not None else probs
         for rid, probs, kind in zip(rows.arms["request_id"], rows.arms["probabilities"],
@@ -186,21 +186,20 @@ def _classified(contract: Contract, rows: DiagnosticRows, pairs: PairSet,
     return pl.concat(parts) if parts else classify_pairs(frame, labels)
 
 
-def _base_labels(contract: Contract, rows: DiagnosticRows, pairs: PairSet,
+def _base_labels(contract: Contract, rows: DiagnosticRows, bases: pl.DataFrame,
                  order: Sequence[str]) -> np.ndarray:
     """Per sent case, the label its base persona was given (−1: errored, none, or an input
-    an earlier case of the suite already had)."""
+    an earlier case of the suite already had); `bases` holds the suite's base rows of the
+    pair table, in suite order."""
     selected = {arm_fingerprint(rid): (label if kind is None else None)
                 for rid, label, kind in zip(rows.arms["request_id"], rows.arms["selected"],
                                             rows.arms["error_kind"], strict=True)}
-    first: dict[str, str] = {}
-    for case, (fingerprint, _value) in pairs.bases.items():
-        first.setdefault(fingerprint, case)
+    first = bases.filter(pl.col("fingerprint_a").is_first_distinct())
     out = np.full(len(order), -1, dtype=np.int64)
     where = _positions(order)
     labels = tuple(contract.decision.labels)
-    for case, (fingerprint, _value) in pairs.bases.items():
-        if case in where and first[fingerprint] == case:
+    for case, fingerprint in first.select("case_id", "fingerprint_a").iter_rows():
+        if case in where:
             out[where[case]] = _label_index(labels, [selected.get(fingerprint)])[0]
     return out
 
@@ -213,12 +212,14 @@ def _persona(contract: Contract, spec: RunSpec, checks: Sequence[Check],
         return suite_only(checks, len(order))
     attributed = config.placebo and config.persona_pairs is None
     floors = _floors(inputs.rows, order, inputs.bounds, config.max_tv_distance or 0.0)
-    table = _classified(contract, inputs.rows, pairs, order, floors)
+    kind = pl.col("kind")
+    frame = pairs.filter(~kind.is_in([BASE, SKIPPED]))
+    table = _classified(contract, inputs.rows, frame, order, floors)
     blindness = contract.diagnostics.blindness if contract.diagnostics is not None else None
     base = ModalShare(blindness.threshold if blindness is not None else DEFAULT_THRESHOLD,
                       len(contract.decision.labels), design.population,
-                      _base_labels(contract, inputs.rows, pairs, order))
-    statuses = pairs.frame().group_by("axis").agg(pl.col("status"))
+                      _base_labels(contract, inputs.rows, pairs.filter(kind == BASE), order))
+    statuses = frame.group_by("axis").agg(pl.col("status"))
     built = {axis: set(status) for axis, status in statuses.iter_rows()}
     where = _positions(order)
     out = []

@@ -313,8 +313,11 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
         if item.ratio is not None and sent:
             found = evaluate(item.ratio, item.num[:sent], item.den[:sent], alpha)
             estimate, low, high = found.estimate, found.low, found.high
-            method = ("hypergeometric confidence sequence, without replacement" if
-                      item.ratio.binary else "betting confidence sequence, without replacement")
+            method = ("hypergeometric confidence sequence, without replacement"
+                      if item.ratio.binary else
+                      "betting confidence sequence, the model's rate (no finite-suite "
+                      "correction)" if item.ratio.target == "model" else
+                      "betting confidence sequence, without replacement")
         elif item.composite is not None and sent:
             found = item.composite.evidence(sent, alpha, interval=True)
             estimate, low, high = found.estimate, found.low, found.high

@@ -13,7 +13,7 @@ import polars as pl
 
 from decflow.gates.checks import Check
 from decflow.pipeline.contract_run.derive import DIAGNOSTIC_PROPERTIES
-from decflow.pipeline.contract_run.diagnostics_section import stored_pairs, stored_rows
+from decflow.pipeline.contract_run.diagnostics_section import stored_pair_table, stored_rows
 from decflow.pipeline.contract_run.sequential_calls import Sent, tracked_gates
 from decflow.pipeline.contract_run.sequential_diagnostics import DiagnosticInputs
 from decflow.pipeline.contract_run.sequential_gates import (
@@ -85,9 +85,8 @@ def stored_diagnostics(store: Store, manifests: dict[str, Manifest],
                        record: dict[str, Any]) -> DiagnosticInputs:
     """The stored diagnostic requests and results of the sent cases, the suite's persona
     pairs and the run's batches."""
-    found = stored_pairs(store, manifests["requests"])
-    return DiagnosticInputs(stored_rows(store, manifests), None if found is None else found[0],
-                            record["bounds"])
+    return DiagnosticInputs(stored_rows(store, manifests),
+                            stored_pair_table(store, manifests["requests"]), record["bounds"])
 
 
 def stored_transformed(store: Store, manifests: dict[str, Manifest]) -> tuple[pl.DataFrame,
