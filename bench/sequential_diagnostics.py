@@ -36,8 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import polars as pl
-from sequential_bench import replayed, statuses
+from sequential_bench import Replay, statuses
 from tests.support.planted import planted_diagnostics_contract
 from tests.support.servers.planted import PlantedServer
 
@@ -69,19 +68,19 @@ class Suite:
     def __init__(self, root: Path, name: str, url: str, batch: int, **rates: float) -> None:
         self.contract = planted_diagnostics_contract(root / name, CASES, url, **rates)
         self.store = root / "store"
-        self.batch = batch
         self.full, self.seconds = run(self.contract, self.store, f"full-{name}", None, batch)
         stored = Store(str(self.store))
         manifests = stored_manifests(stored, self.full["run"]["id"])
         requests = stored.read(manifests["requests"], ["case_id"])
         self.per_case = dict(requests.group_by("case_id").len().iter_rows())
         self.cases = stored.read(manifests["cases"])
-        variants = {}  # the suite has no metamorphic property
-        self.design = Design(CASES, ALPHA, 0.02, variants, repeated_inputs(self.cases))
+        # The suite has no metamorphic property.
+        design = Design(CASES, ALPHA, 0.02, {}, repeated_inputs(self.cases))
+        self.replayed = Replay(self.full, self.store, self.contract, batch, design)
 
     def replay(self, seed: int) -> tuple[dict[str, Any], int, int, str]:
-        states, sent, status = replayed(self.full, self.store, self.contract, seed,
-                                        self.batch, self.design)
+        """(states, cases sent, calls made, status) of case order `seed`."""
+        states, sent, status = self.replayed(seed)
         order = case_order(self.cases, seed)[:sent]
         return states, sent, sum(self.per_case[c] for c in order), status
 
@@ -161,7 +160,6 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--piped", type=int, default=3)
     args = parser.parse_args()
-    pl.Config.set_tbl_rows(0)
     with PlantedServer() as server, tempfile.TemporaryDirectory(
             prefix="decflow-seq-diag-bench-") as folder:
         (calls if args.what == "calls" else agreement)(

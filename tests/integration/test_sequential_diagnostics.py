@@ -137,3 +137,21 @@ def test_stability_command_runs_the_meter_sequentially(tmp_path: Path, url: str)
     report = json.loads(out)
     assert report["sequential"]["cases_sent"] < 600
     assert gates(report)["stability.verdict"]["decision"] == "pass"
+
+
+def test_plan_counts_the_diagnostic_gates(tmp_path: Path, url: str) -> None:
+    contract = planted_diagnostics_contract(
+        tmp_path / "suite", 2000, url, wrong=0.0, flaky=0.0, biased=0.0,
+        requirements={"min_accuracy": 0.85, "max_latency_p95_ms": 5000})
+    code, out, err = run_cli("test", str(contract), "--all", "--sequential", "--plan",
+                             "-f", "json", "--store", str(tmp_path / "store"))
+    assert code == 0, err
+    plan = json.loads(out)["sequential"]
+    planned = {g["gate"]: g for g in plan["gates"]}
+    assert set(DIAGNOSTICS) | {"max_latency_p95_ms"} <= set(planned)
+    assert plan["suite_only"] == []
+    assert planned["stability.verdict"]["holds_at"] == pytest.approx(0.01)
+    assert planned["counterfactual.religion.max_flip_rate"]["rates_of"] == (
+        "the excess over placebo")
+    # The bar for a clear pass: at least 5x fewer calls than the full suite.
+    assert plan["calls_if_all_hold"] * 5 <= plan["calls_full"]
