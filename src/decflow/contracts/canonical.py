@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from decflow.contracts.contract import Contract
-from decflow.contracts.properties import EXTENSION_PROPERTIES
+from decflow.contracts.properties import extension_properties
 
 
 def _dump(model: BaseModel | None) -> Any:
@@ -25,7 +25,7 @@ def _dump(model: BaseModel | None) -> Any:
 
 def canonical_dict(contract: Contract) -> dict[str, Any]:
     properties = _dump(contract.properties)
-    for name in EXTENSION_PROPERTIES:
+    for name in extension_properties():
         if properties[name] is None:
             del properties[name]
     doc: dict[str, Any] = {
