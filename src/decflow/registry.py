@@ -30,8 +30,8 @@ class Registry(Generic[T]):
         name = self._name_of(entry)
         if self._closed:
             raise DecflowError(
-                f"{self.family} '{name}': registered after the {self.family}s were read; "
-                f"register it before the first contract is loaded"
+                f"{self.family} '{name}': registered after the {self.family} registry was "
+                "read; register it before the first contract is loaded"
             )
         if name in self._entries:
             raise DecflowError(f"{self.family} '{name}' is registered twice")
