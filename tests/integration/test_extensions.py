@@ -68,3 +68,19 @@ def test_a_contract_hashes_the_same_with_or_without_extensions(tmp_path: Path) -
     done = extended_cli("validate", str(contract), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert load_contract(contract).hash in done.stdout
+
+
+def test_a_registered_view_format_is_an_option_of_every_report_command(tmp_path: Path) -> None:
+    contract = spam_contract(tmp_path)
+    store = str(tmp_path / "store")
+    done = extended_cli("test", str(contract), "--store", store, "--checks-csv", "run.csv",
+                        "-o", "run.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "run.json").read_text())
+    rows = (tmp_path / "run.csv").read_text().splitlines()
+    assert rows[0] == "gate,level,status,value,threshold"
+    assert [row.split(",")[0] for row in rows[1:]] == [c["gate"] for c in report["checks"]]
+    shown = extended_cli("report", report["run"]["id"], "--store", store,
+                         "--checks-csv", "shown.csv", cwd=tmp_path)
+    assert shown.returncode == 0 and (tmp_path / "shown.csv").read_text() == "\n".join(rows) + "\n"
+    assert "--checks-csv" in extended_cli("check", "--help", cwd=tmp_path).stdout

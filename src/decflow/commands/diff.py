@@ -5,11 +5,12 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, publish
+from decflow.commands.common import OutputOptions, with_output
 
 
 def register(app: typer.Typer) -> None:
     @app.command("diff")
+    @with_output()
     def diff_command(
         baseline: str = typer.Argument(
             ..., help="Baseline report file or run id, or 'accepted' (the accepted run)."
@@ -21,23 +22,16 @@ def register(app: typer.Typer) -> None:
         segment_by: list[str] = typer.Option(
             [], "-s", "--segment-by", help="Metadata key to segment by (repeatable)."
         ),
-        output: str | None = common.OUTPUT_OPTION,
-        fmt: str = common.FORMAT_OPTION,
         fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
         store: str | None = common.STORE_OPTION,
-        html: str | None = common.HTML_OPTION,
-        junit: str | None = common.JUNIT_OPTION,
-        markdown: str | None = common.MARKDOWN_OPTION,
+        *,
+        out: OutputOptions,
     ) -> None:
         """Compare two runs case by case and gate the regression."""
         from decflow.pipeline.regression import run_diff
         from decflow.store.store import open_store
         from decflow.views.diff_text import render_diff
 
-        check_format(fmt)
         report = run_diff(baseline, candidate, open_store(store), contract_path=contract,
                           segment_by=segment_by or None, fail_on_warn=fail_on_warn)
-        raise typer.Exit(publish(
-            report, render_diff, fmt=fmt, output=output, html=html, junit=junit,
-            markdown=markdown, what="diff",
-        ))
+        raise typer.Exit(out.publish(report, render_diff, what="diff"))
