@@ -16,6 +16,7 @@ from decflow.report.modes import mode_named
 from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
+from decflow.views.calibration_text import calibration_lines
 
 VERDICTS = {
     "pass": "PASS: all gates hold",
@@ -100,6 +101,7 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         accuracy,
         f"  Calibration  ECE {number(calibration['ece'])}   Brier {number(calibration['brier'])}   "
         f"NLL {number(calibration['nll'])}   ({calibration['bins']} bins)",
+        *(f"               {line}" for line in calibration_lines(report)),
     ]
     selective = metrics.get("selective")
     if selective:

@@ -14,7 +14,12 @@ import polars as pl
 
 from decflow.gates import GOLDEN_GATES, Check, headline, status_of
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
-from decflow.pipeline.contract_run.golden_section import golden_cases, golden_summary, originals
+from decflow.pipeline.contract_run.golden_section import (
+    calibration_summary,
+    golden_cases,
+    golden_summary,
+    originals,
+)
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
@@ -79,7 +84,10 @@ def build_report(
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
     mode = spec.run_mode
-    metrics, checks = golden_summary(contract, table, with_gates=mode.fills("golden_gates"))
+    gated = mode.fills("golden_gates")
+    metrics, checks = golden_summary(contract, table, with_gates=gated)
+    calibration, smooth_checks = calibration_summary(contract, table, metrics, with_gates=gated)
+    checks.extend(smooth_checks)
     properties = None
     if mode.fills("properties"):
         from decflow.pipeline.contract_run.properties_section import properties_section
@@ -133,6 +141,7 @@ def build_report(
         "requirements": gate_values(contract.requirements),
         "warnings": gate_values(contract.warnings),
         "metrics": metrics,
+        "calibration": calibration,
         "checks": checks,
         "failures": failures if mode.fills("golden") else [],
         "results": case_results,

@@ -40,15 +40,18 @@ from decflow.data.records import (
     segment_value,
 )
 from decflow.errors import DatasetError, ReportError
-from decflow.gates.checks import Check, status_of
+from decflow.gates.calibration import smooth_ece_checks
+from decflow.gates.checks import Check, Level, status_of
 from decflow.gates.headline import headline
 from decflow.gates.production import (
+    NO_RECORDS,
     PRODUCTION_GATES,
     SEGMENT_GATES,
     aggregate_checks,
     gate_settings,
     segment_checks,
 )
+from decflow.metrics.calibration import calibration_section
 from decflow.metrics.production import (
     GroupStats,
     Metrics,
@@ -62,6 +65,7 @@ from decflow.metrics.production import (
     stats_from_frame,
 )
 from decflow.metrics.quantiles import EXACT_LIMIT
+from decflow.metrics.smooth_ece import PRODUCTION_NODES, CalibrationGrid, stored_grid
 from decflow.pipeline.production.statistics import (
     Aggregates,
     BatchStats,
@@ -170,7 +174,7 @@ def _one_pass(
 
 # -- the same stages through the store ------------------------------------------------------
 
-STAGE_VERSION = "3"
+STAGE_VERSION = "4"  # 4: statistics carry the SmoothECE grid
 
 
 def stage_unit(
@@ -514,6 +518,25 @@ def contract_block(
     }
 
 
+def production_calibration(
+    production: Any, overall: GroupStats, metrics: Metrics
+) -> tuple[dict[str, Any], list[Check]]:
+    """The report's `calibration` section (noise floor of the binned ECE, SmoothECE from the
+    merged grid) and the `max_smooth_ece` checks of requirements and warnings."""
+    grid = overall.smooth or CalibrationGrid.of([], [], PRODUCTION_NODES)
+    source = stored_grid(grid)
+    calibration = metrics["calibration"]
+    levels: list[tuple[Level, Any]] = [("requirement", production.requirements),
+                                       ("warning", production.warnings)]
+    limits: dict[str, float] = {level: gates.max_ece for level, gates in levels
+                                if gates.max_ece is not None}
+    section = calibration_section(calibration["reliability"], calibration["ece"], source,
+                                  max_ece=limits)
+    checks = smooth_ece_checks(source, overall.with_correctness, levels,
+                               reason_if_empty=NO_RECORDS)
+    return section, checks
+
+
 def config_block(production: Production) -> dict[str, Any]:
     return {
         "segments": [key.strip() for key in production.segments],
@@ -573,6 +596,9 @@ def summarize(
     metrics = production_metrics(aggregates.overall, n_bins, threshold)
     drift_values = drift(metrics, None if baseline is None else baseline.metrics)
     checks = aggregate_checks(contract.production, metrics, drift_values)
+    calibration, smooth_checks = production_calibration(contract.production, aggregates.overall,
+                                                        metrics)
+    checks += smooth_checks
     segments, segment_check_list = _segment_entries(contract, aggregates)
     checks += segment_check_list
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
@@ -603,6 +629,7 @@ def summarize(
         },
         "baseline": None if baseline is None else baseline.block,
         "metrics": metrics,
+        "calibration": calibration,
         "drift": drift_values,
         "segments": segments,
         "checks": [c.to_dict() for c in checks],
