@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from decflow.metrics.calibration import corp, noise_dominated, noise_floor
+from decflow.metrics.calibration import corp, diff_calibration, noise_dominated, noise_floor
 from decflow.metrics.golden_metrics import reliability
 from decflow.metrics.smooth_ece import (
     PRODUCTION_NODES,
@@ -77,26 +77,35 @@ def test_a_stored_grid_says_below_when_smooth_ece_is_finer_than_it_resolves() ->
     assert smooth_ece(grids_of(f, y)).value < result.below
 
 
-def calibrated_bins(n: int, seed: int) -> tuple[list[int], list[float | None]]:
+def calibrated_bins(n: int, seed: int) -> list[dict]:
     rng = np.random.default_rng(seed)
     confidence = rng.uniform(0.4, 1.0, n)
     bins, _ = reliability(confidence, rng.random(n) < confidence, 10)
-    return [b["count"] for b in bins], [b["mean_confidence"] for b in bins]
+    return bins
 
 
 def test_the_noise_floor_flags_max_ece_005_on_small_suites() -> None:
     for n in (50, 100, 200):
-        floor = noise_floor(*calibrated_bins(n, n))
+        floor = noise_floor(calibrated_bins(n, n))
         assert noise_dominated(0.05, floor), (n, floor)
-    big = noise_floor(*calibrated_bins(5000, 1))
+    big = noise_floor(calibrated_bins(5000, 1))
     assert not noise_dominated(0.05, big)  # 5,000 cases resolve 0.05
-    assert noise_floor([0, 0], [None, None]) is None
+    assert noise_floor([{"count": 0, "mean_confidence": None}]) is None
 
 
 def test_the_noise_floor_is_seeded_and_exact_for_equal_confidences() -> None:
-    counts, means = calibrated_bins(100, 3)
-    assert noise_floor(counts, means) == noise_floor(counts, means)
+    bins = calibrated_bins(100, 3)
+    assert noise_floor(bins) == noise_floor(bins)
     # One bin of 4 cases at confidence 0.5: ECE = |B − 2| / 4 with B ~ Binomial(4, ½):
     # P(ECE = 0) = 6/16, P(0.25) = 8/16, P(0.5) = 2/16 → median 0.25, 95th percentile 0.5.
-    floor = noise_floor([4], [0.5], replicates=20_000)
+    floor = noise_floor([{"count": 4, "mean_confidence": 0.5}], replicates=20_000)
     assert floor is not None and (floor["median"], floor["p95"]) == (0.25, 0.5)
+
+
+def test_the_increase_floor_flags_a_small_max_ece_increase() -> None:
+    section = diff_calibration(calibrated_bins(100, 7), calibrated_bins(100, 8), (0.07, 0.08),
+                               {"requirement": 0.02, "warning": 0.5})
+    floor = section["increase_noise_floor"]
+    assert floor is not None and 0.02 < floor["p95"] < 0.5
+    assert [g["noise_dominated"] for g in section["gates"]] == [True, False]
+    assert section["baseline"]["noise_floor"]["p95"] > 0.05

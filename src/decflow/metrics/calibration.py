@@ -38,28 +38,52 @@ FLOOR_SEED = 0
 Floats = npt.NDArray[np.float64]
 
 
-def noise_floor(
-    counts: Sequence[int], mean_confidences: Sequence[float | None], *,
-    seed: int = FLOOR_SEED, replicates: int = FLOOR_REPLICATES,
-) -> dict[str, Any] | None:
-    """The binned ECE a perfectly calibrated model would show with these bins: its median
-    and 95th percentile over seeded replicates (None without cases)."""
-    count = np.asarray(counts, dtype=np.int64)
+FLOOR_METHOD = ("labels resampled from the model's own confidences (per bin: Binomial of the "
+                "bin's count and mean confidence)")
+
+
+def _calibrated_eces(bins: Sequence[Mapping[str, Any]], rng: np.random.Generator,
+                     replicates: int) -> Floats | None:
+    """Binned ECEs of a perfectly calibrated model with these reliability bins (count and
+    mean confidence per bin), one per replicate; None without cases."""
+    count = np.array([int(b["count"]) for b in bins], dtype=np.int64)
     total = int(count.sum())
     if total == 0:
         return None
-    mean = np.array([0.0 if m is None else m for m in mean_confidences], dtype=np.float64)
-    rng = np.random.default_rng(seed)
+    mean = np.array([b["mean_confidence"] or 0.0 for b in bins], dtype=np.float64)
     correct = rng.binomial(count, np.clip(mean, 0.0, 1.0), size=(replicates, count.size))
-    ece = np.abs(correct - count * mean).sum(axis=1) / total
-    return {
-        "median": float(np.median(ece)),
-        "p95": float(np.quantile(ece, 0.95)),
-        "replicates": replicates,
-        "seed": seed,
-        "method": "labels resampled from the model's own confidences (per bin: Binomial of "
-                  "the bin's count and mean confidence)",
-    }
+    eces: Floats = np.abs(correct - count * mean).sum(axis=1) / total
+    return eces
+
+
+def _summary(values: Floats, replicates: int, seed: int) -> dict[str, Any]:
+    return {"median": float(np.median(values)), "p95": float(np.quantile(values, 0.95)),
+            "replicates": replicates, "seed": seed, "method": FLOOR_METHOD}
+
+
+def noise_floor(
+    bins: Sequence[Mapping[str, Any]], *, seed: int = FLOOR_SEED,
+    replicates: int = FLOOR_REPLICATES,
+) -> dict[str, Any] | None:
+    """The binned ECE a perfectly calibrated model would show with these reliability bins:
+    its median and 95th percentile over seeded replicates (None without cases)."""
+    eces = _calibrated_eces(bins, np.random.default_rng(seed), replicates)
+    return None if eces is None else _summary(eces, replicates, seed)
+
+
+def increase_floor(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], *,
+    seed: int = FLOOR_SEED, replicates: int = FLOOR_REPLICATES,
+) -> dict[str, Any] | None:
+    """The ECE increase two perfectly calibrated runs with these bins would show (after −
+    before, independent resamplings): a `max_ece_increase` limit below its 95th percentile
+    is noise-dominated."""
+    rng = np.random.default_rng(seed)
+    first = _calibrated_eces(before, rng, replicates)
+    second = _calibrated_eces(after, rng, replicates)
+    if first is None or second is None:
+        return None
+    return _summary(second - first, replicates, seed)
 
 
 def noise_dominated(limit: float, floor: dict[str, Any] | None) -> bool:
@@ -131,8 +155,7 @@ def calibration_section(
     binned ECE with its noise floor (and which `max_ece` limits it makes noise-dominated,
     by level), SmoothECE with its reliability curve, and CORP when the records are at hand
     (``corp_of`` = confidences, correctness)."""
-    floor = noise_floor([b["count"] for b in reliability],
-                        [b["mean_confidence"] for b in reliability])
+    floor = noise_floor(reliability)
     n = sum(int(b["count"]) for b in reliability)
     gates = [
         {"gate": "max_ece", "level": level, "limit": limit,
@@ -144,4 +167,21 @@ def calibration_section(
         "binned_ece": {"value": ece, "noise_floor": floor, "gates": gates},
         "smooth_ece": smooth_ece(source).to_dict() if n else None,
         "corp": None if corp_of is None else corp(*corp_of),
+    }
+
+
+def diff_calibration(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]],
+    ece: tuple[float | None, float | None], max_ece_increase: Mapping[str, float],
+) -> dict[str, Any]:
+    """The diff report's `calibration` section: each run's binned ECE with its noise floor,
+    the floor of the increase, and the `max_ece_increase` limits it makes noise-dominated."""
+    floor = increase_floor(before, after)
+    return {
+        "baseline": {"ece": ece[0], "noise_floor": noise_floor(before)},
+        "candidate": {"ece": ece[1], "noise_floor": noise_floor(after)},
+        "increase_noise_floor": floor,
+        "gates": [{"gate": "max_ece_increase", "level": level, "limit": limit,
+                   "noise_dominated": noise_dominated(limit, floor)}
+                  for level, limit in max_ece_increase.items()],
     }

@@ -35,6 +35,9 @@ class RunSpec:
     healthcheck: bool = True
     shard_size: int = 5000
     created_at: str = field(default_factory=lambda: now_iso())
+    # `--resume` of a finished run writes a new run that reuses its stages: the run it
+    # continues (never changed by it).
+    parent: str | None = None
 
     @property
     def run_mode(self) -> Mode:

@@ -38,3 +38,26 @@ def calibration_lines(report: dict[str, Any]) -> list[str]:
                      f"{number(corp['discrimination'])} + uncertainty "
                      f"{number(corp['uncertainty'])} (CORP)")
     return lines
+
+
+def diff_calibration_lines(report: dict[str, Any]) -> list[str]:
+    """The diff's binned ECE noise floors: each run's, and the increase's."""
+    section = report.get("calibration")
+    if not section:
+        return []
+    parts = []
+    for side in ("baseline", "candidate"):
+        floor = (section.get(side) or {}).get("noise_floor")
+        if floor:
+            parts.append(f"{side} {number(floor['p95'])}")
+    increase = section.get("increase_noise_floor")
+    if increase:
+        parts.append(f"increase {number(increase['p95'])}")
+    if not parts:
+        return []
+    line = "ECE noise floors (95%, a perfectly calibrated model): " + ", ".join(parts)
+    dominated = [g for g in section.get("gates", []) if g["noise_dominated"]]
+    if dominated:
+        line += "; noise-dominated: " + ", ".join(
+            f"max_ece_increase {g['limit']:g} ({g['level']})" for g in dominated)
+    return [line]

@@ -11,12 +11,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from decflow.gates.headline import failing_first, number
+from decflow.gates.headline import ORDER, failing_first, number
 from decflow.report.modes import mode_named
 from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
+from decflow.views.evidence_text import gate_evidence_lines
 
 VERDICTS = {
     "pass": "PASS: all gates hold",
@@ -28,6 +29,12 @@ FIRST_CASES = 3  # failing cases shown per property; the rest are in the report 
 PREVIEW = 70
 
 Section = Callable[[dict[str, Any]], list[str]]
+
+
+def failing_segments_first(segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A check's segments as every view lists them: failing first, like the checks (a
+    segment without a status, as in DecGuard's reports, passed)."""
+    return sorted(segments, key=lambda s: ORDER.get(s.get("status") or "pass", len(ORDER)))
 
 
 def percent(value: float | None) -> str:
@@ -116,6 +123,8 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         f"  Latency ms   mean {number(latency['mean_ms'])}   p50 {number(latency['p50_ms'])}   "
         f"p95 {number(latency['p95_ms'])}   max {number(latency['max_ms'])}"
     )
+    evidence = gate_evidence_lines(report)
+    lines.extend(f"  {'Evidence' if i == 0 else '':<13}{line}" for i, line in enumerate(evidence))
     return lines
 
 

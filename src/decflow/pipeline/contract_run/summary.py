@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from decflow.gates import GOLDEN_GATES, Check, headline, status_of
+from decflow.gates.golden_evidence import golden_gate_evidence
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
 from decflow.pipeline.contract_run.golden_section import (
     calibration_summary,
@@ -142,6 +143,8 @@ def build_report(
         "warnings": gate_values(contract.warnings),
         "metrics": metrics,
         "calibration": calibration,
+        "gate_evidence": golden_gate_evidence(metrics, contract.requirements, contract.warnings)
+        if gated else [],
         "checks": checks,
         "failures": failures if mode.fills("golden") else [],
         "results": case_results,
@@ -178,6 +181,7 @@ def _compute_summary(context: StageContext, key: str) -> Manifest:
 
 
 SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
-# Recomputed on every run and re-gate: its verdict depends on --fail-on-warn.
+# Recomputed on every run and re-gate: its verdict depends on --fail-on-warn. Keyed by the
+# run: a run continuing a finished one (same upstream) publishes its own, never its parent's.
 SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False,
-                verdict=True)
+                keyed_by_run=True, verdict=True)
