@@ -491,10 +491,26 @@ def artifacts(report: dict[str, Any]) -> str:
         for name, a in stored.items())))
 
 
+def sequential_view(run: dict[str, Any]) -> str:
+    """A sequential run: calls against the full suite's, why it stopped, and per gate the
+    cases used, estimate, time-uniform interval and e-values."""
+    summary = {key: run.get(key) for key in (
+        "calls_made", "calls_full", "cases_sent", "suite_cases", "stop_reason",
+        "seconds_saved", "money_saved", "alpha", "alpha_per_gate", "seed", "batch")}
+    rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
+             val(g["estimate"]), f"[{val(g['low'])}, {val(g['high'])}]", val(g["e_fail"]),
+             val(g["e_pass"]), e(g["stop_reason"])) for g in run["gates"])
+    return section("Sequential run", kv_table(summary), table(
+        ("gate", "decision", "cases used", "estimate", "interval", "e (fail)", "e (pass)",
+         "stop"), rows))
+
+
 def run_body(report: dict[str, Any]) -> tuple[str, list[str]]:
     name = (report.get("contract") or {}).get("name", "decflow")
     title = f"{name} · decflow {report.get('mode', 'run')}"
     parts = [banner(report, title), identity(report), gates(report)]
+    if report.get("sequential"):
+        parts.append(sequential_view(report["sequential"]))
     if shows_golden(report):
         parts.append(golden_metrics(report))
     # Diagnostics first: they say how far the property results can be trusted.
