@@ -82,9 +82,10 @@ def production_check(
         opened = Store(store)
         spec = CheckSpec(contract, records, opened.location, run_id,
                          SourcePlan.from_dict(plan), baseline)
-        spec_d = unwalked(spec.to_dict())
+        # unmapped values are not unwrapped from `quote`: the unit tasks get the plain dict
         context = check_context(spec, opened, load_contract_cached(contract_file),
-                                prefect_units(contract_file, spec_d))
+                                prefect_units(contract_file, spec.to_dict()))
+        spec_d = unwalked(spec.to_dict())
         outcomes = [o.to_dict() for o in run_units(AGGREGATES, context)]
         aggregates = aggregates_task(contract_file, spec_d, unwalked(outcomes))
         outcome: dict[str, Any] = check_summary_task(

@@ -117,9 +117,10 @@ def _unit_hashes(context: CheckContext) -> list[str]:
     return [o.manifest.sha256 for o in _published(context) if o.manifest is not None]
 
 
-def _files(context: CheckContext) -> dict[str, Any]:
-    # the files are part of the key: the stage names them, and reads small inputs again
-    return {"files": context.spec.plan.files}
+def _source(context: CheckContext) -> dict[str, Any]:
+    """The source's identity (its files' names and bytes), never where it was read from:
+    a flow's workers read it by absolute path, a direct check as given."""
+    return {"source": context.spec.plan.hash}
 
 
 def _every_unit_read(context: CheckContext, _cached: Manifest) -> bool:
@@ -159,7 +160,7 @@ def _ids(held: UnitAggregates | None) -> Any:
 
 
 AGGREGATES: Stage[CheckSpec] = Stage(
-    "aggregates", STAGE_VERSION, (), _merge, params=_files, inputs=_unit_hashes,
+    "aggregates", STAGE_VERSION, (), _merge, params=_source, inputs=_unit_hashes,
     reusable=_every_unit_read,
     fan_out=FanOut("records", _units, _unit_params, read_unit),
 )

@@ -276,7 +276,7 @@ def _summarize(context: CheckContext, key: str) -> Manifest:
     statistics = with_records(
         stored_aggregates(store, records, manifest, shown_path=spec.records,
                           merged=context.outputs.get("merged")),
-        records, manifest.extra["files"])
+        records, spec.plan.files)
     against = None if spec.baseline is None else load_baseline(context, spec.baseline)
     report = summarize(loaded.contract, statistics, against, contract_path=spec.contract_path,
                        contract_hash=loaded.hash, fail_on_warn=context.fail_on_warn,
