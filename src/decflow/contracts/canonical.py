@@ -28,6 +28,9 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
     for name in EXTENSION_PROPERTIES:
         if properties[name] is None:
             del properties[name]
+    regression = _dump(contract.regression)
+    if regression["gating"] is None:
+        del regression["gating"]
     doc: dict[str, Any] = {
         "schema_version": contract.schema_version,
         "decision": _dump(contract.decision),
@@ -39,7 +42,7 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
         "warnings": _dump(contract.warnings),
         "properties": properties,
         "fuzz": _dump(contract.fuzz),
-        "regression": _dump(contract.regression),
+        "regression": regression,
         "production": _dump(contract.production),
         "policy": _dump(contract.policy),
     }

@@ -32,6 +32,9 @@ class RunSpec:
     max_concurrency: int | None = None
     healthcheck: bool = True
     shard_size: int = 5000
+    # Draws per case in a `stability` run, overriding `diagnostics.stability.repeats` (the
+    # noise reruns a regression diff makes, `decflow diff --noise-reruns K`).
+    repeats: int | None = None
     created_at: str = field(default_factory=lambda: now_iso())
 
     def to_dict(self) -> dict[str, Any]:

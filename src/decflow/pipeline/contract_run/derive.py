@@ -81,12 +81,15 @@ def counterfactual_config(spec: RunSpec, contract: Any) -> Any | None:
 
 def stability_config(spec: RunSpec, contract: Any) -> Stability | None:
     """`diagnostics.stability` when this run makes reruns; `decflow stability` runs the meter
-    with the defaults when the contract has no section."""
+    with the defaults when the contract has no section, and with `spec.repeats` draws per
+    case when the spec sets them (a diff's noise reruns)."""
     if spec.mode not in RERUN_MODES:
         return None
     configured = contract.diagnostics.stability if contract.diagnostics is not None else None
     if configured is None and spec.mode == "stability":
-        return Stability()
+        configured = Stability()
+    if configured is not None and spec.repeats is not None and spec.mode == "stability":
+        return configured.model_copy(update={"repeats": spec.repeats})
     return configured
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -75,13 +75,18 @@ class RunBook:
         from_stage: str | None = None,
         logger: Any = log,
         on_stage: Callable[[str, Manifest], None] | None = None,
+        inherited: Mapping[str, Manifest] | None = None,
+        identity: Mapping[str, Any] | None = None,
         **context: Any,
     ) -> None:
+        """`inherited`: stages taken from another run (a noise run reuses its parent's
+        `cases`); `identity`: fields every record of the run carries (its kind, parent)."""
         self.spec, self.store, self.logger, self.on_stage = spec, store, logger, on_stage
         self.loaded = load_contract_cached(spec.contract_path)
-        self.manifests: dict[str, Manifest] = (
-            reuse_upstream(store, spec.run_id, from_stage) if from_stage else {}
-        )
+        self.identity = dict(identity or {})
+        self.manifests: dict[str, Manifest] = dict(inherited or {})
+        if from_stage:
+            self.manifests.update(reuse_upstream(store, spec.run_id, from_stage))
         self.timings: dict[str, float] = {}
         self.context = StageContext(spec, store, self.loaded, self.manifests, logger=logger,
                                     **context)
@@ -103,6 +108,7 @@ class RunBook:
             "status": status,
             "stages": {name: m.to_dict() for name, m in self.manifests.items()},
             "timings_s": self.timings,
+            **self.identity,
             **extra,
         })
 
