@@ -21,6 +21,11 @@ def register(app: typer.Typer) -> None:
         segment_by: list[str] = typer.Option(
             [], "-s", "--segment-by", help="Metadata key to segment by (repeatable)."
         ),
+        noise_reruns: int = typer.Option(
+            0, "--noise-reruns", min=0, metavar="K",
+            help="Measure the candidate's rerun noise first: re-send its stored requests K "
+                 "times (a child run, resumable) when it has no reruns yet.",
+        ),
         output: str | None = common.OUTPUT_OPTION,
         fmt: str = common.FORMAT_OPTION,
         fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
@@ -30,13 +35,16 @@ def register(app: typer.Typer) -> None:
         markdown: str | None = common.MARKDOWN_OPTION,
     ) -> None:
         """Compare two runs case by case and gate the regression."""
+        from decflow.commands.progress import progress_factory
         from decflow.pipeline.regression import run_diff
         from decflow.store.store import open_store
         from decflow.views.diff_text import render_diff
 
         check_format(fmt)
-        report = run_diff(baseline, candidate, open_store(store), contract_path=contract,
-                          segment_by=segment_by or None, fail_on_warn=fail_on_warn)
+        with progress_factory(enabled=noise_reruns > 0) as progress:
+            report = run_diff(baseline, candidate, open_store(store), contract_path=contract,
+                              segment_by=segment_by or None, fail_on_warn=fail_on_warn,
+                              noise_reruns=noise_reruns, progress=progress)
         raise typer.Exit(publish(
             report, render_diff, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="diff",

@@ -55,8 +55,13 @@ def nightly_regression(
     store: str = ".decflow",
     dataset: str | None = None,
     fail_on_warn: bool = False,
+    noise_reruns: int = 2,
 ) -> Any:
-    """Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
+    """The diff attributes flips against the candidate's rerun noise: its stability reruns,
+    else a noise run re-sending its requests `noise_reruns` times (0: none; flip and TV gates
+    of an evidence-gated diff are then not established).
+
+    Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
     (outcomes: run id, status, exit code and the store path of the report); when the run
     or the diff is FAIL the flow run ends Failed and a Python caller gets `GateFailed`."""
     logger = get_run_logger()
@@ -76,7 +81,7 @@ def nightly_regression(
             description="nightly regression: no accepted baseline",
         )
     else:
-        diff = diff_task(baseline, spec.run_id, contract, store, fail_on_warn)
+        diff = diff_task(baseline, spec.run_id, contract, store, fail_on_warn, noise_reruns)
         report_task.with_options(name="diff-report")(
             store, diff["report"], artifact_key(decision, backend, "regression")
         )

@@ -31,7 +31,7 @@ from decflow.pipeline.contract_run import backend_plan
 from decflow.pipeline.contract_run.derive import RERUN
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
-from decflow.pipeline.spec import RunSpec
+from decflow.pipeline.spec import Mode, RunSpec
 from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.store.runs import (
@@ -44,7 +44,7 @@ from decflow.store.runs import (
 )
 from decflow.store.store import Manifest, Store
 
-NOISE_MODE = "stability"
+NOISE_MODE: Mode = "stability"
 MAX_NOISE_RERUNS = 50
 
 
