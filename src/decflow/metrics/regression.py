@@ -140,6 +140,27 @@ def matched_sides(
             _side(matched_candidate, labels))
 
 
+def paired_sides(
+    case_ids: Sequence[str],
+    old: Side,
+    new: Side,
+    *,
+    reruns: tuple[Mapping[str, np.ndarray] | None, Mapping[str, np.ndarray] | None],
+    calibration_bins: int,
+) -> PairedDiff:
+    """The paired evidence over the matched cases `case_ids` (the sides' rows) that both
+    sides decided, with each side's reruns by case id (None: not measured)."""
+    rows = np.flatnonzero(~old.errored & ~new.errored)
+    ids = [case_ids[i] for i in rows.tolist()]
+    expected = new.expected[rows]
+    sides = [(side.probabilities[rows], found) for side, found in
+             zip((old, new), reruns, strict=True) if found is not None]
+    noise = placebo(ids, expected, sides) if sides else None
+    return PairedDiff(old.probabilities[rows], new.probabilities[rows], expected, noise,
+                      errored_before=old.errored, errored_after=new.errored,
+                      calibration_bins=calibration_bins)
+
+
 def paired_diff(
     baseline: Sequence[dict[str, Any]],
     candidate: Sequence[dict[str, Any]],
@@ -156,15 +177,10 @@ def paired_diff(
     measured)."""
     labels = tuple(labels)
     _, matched, old, new = matched_sides(baseline, candidate, labels)
+    ids = [case["case_id"] for case in matched]
+    paired = paired_sides(ids, old, new, reruns=(reruns_before, reruns_after),
+                          calibration_bins=calibration_bins)
     rows = np.flatnonzero(~old.errored & ~new.errored)
-    ids = [matched[i]["case_id"] for i in rows.tolist()]
-    expected = new.expected[rows]
-    sides = [(side.probabilities[rows], found) for side, found in
-             ((old, reruns_before), (new, reruns_after)) if found is not None]
-    noise = placebo(ids, expected, sides) if sides else None
-    paired = PairedDiff(old.probabilities[rows], new.probabilities[rows], expected, noise,
-                        errored_before=old.errored, errored_after=new.errored,
-                        calibration_bins=calibration_bins)
     segments = []
     for key in segment_by:
         values = np.array([segment_label(matched[i].get("metadata"), key) for i in range(

@@ -64,17 +64,13 @@ def _pairs(
     anchors: FloatArray, case_ids: Sequence[str], reruns: Mapping[str, FloatArray]
 ) -> tuple[np.ndarray, FloatArray, FloatArray]:
     """(owner row, anchor rows, rerun rows) of every placebo pair of one side."""
-    owners, stacks = [], []
-    for row, case_id in enumerate(case_ids):
-        found = reruns.get(case_id)
-        if found is not None and len(found):
-            owners.append(np.full(len(found), row))
-            stacks.append(found)
-    if not stacks:
+    found = [reruns.get(case_id) for case_id in case_ids]
+    lengths = np.array([0 if f is None else len(f) for f in found], dtype=np.int64)
+    if not lengths.sum():
         empty = np.zeros((0, anchors.shape[1]))
         return np.zeros(0, dtype=np.int64), empty, empty
-    owner = np.concatenate(owners)
-    return owner, anchors[owner], np.vstack(stacks)
+    owner = np.repeat(np.arange(len(case_ids)), lengths)
+    return owner, anchors[owner], np.vstack([f for f in found if f is not None and len(f)])
 
 
 def placebo(

@@ -22,6 +22,7 @@ from decflow.pipeline.diff_evidence import gating_rule, side_reruns
 from decflow.pipeline.noise import Reruns
 from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.contracts import stored_contract
+from decflow.pipeline.trend import decision_trend
 from decflow.report.loading import load_verified
 from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
 from decflow.store.runs import accepted_run, now_iso
@@ -233,4 +234,8 @@ def run_diff(
         fail_on_warn=fail_on_warn,
         reruns=reruns,
     )
-    return {**report, "gates_from": gates_from}
+    trend = None
+    if new_run is not None:
+        trend = decision_trend(store, str(_decision(new)[0]),
+                               backend=(new.get("backend") or {}).get("name"))
+    return {**report, "gates_from": gates_from, "trend": trend}

@@ -32,9 +32,16 @@ from decflow.report.sections import (
     status_label,
 )
 from decflow.version import __version__
+from decflow.views.diff_evidence import (
+    EVIDENCE_HEADERS,
+    evidence_rows,
+    gating_line,
+    noise_line,
+)
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import VERDICTS, counted, num
+from decflow.views.trend_text import run_label, trend_cell
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
@@ -515,10 +522,30 @@ def diff_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         parts.append(section("Segments", table(("segment", *columns), (
             (e(f"{s['key']}={s['value']}"), *(val(s.get(c)) for c in columns))
             for s in segments)), plots(chart)))
+    gating = gating_line(report)
+    if gating is not None:
+        parts.append(section(
+            "Evidence", f"<p>{e(gating)}</p><p>Rerun noise: {e(noise_line(report))}</p>",
+            table(EVIDENCE_HEADERS, ((e(c) for c in row) for row in evidence_rows(report)))))
+    if report.get("trend"):
+        parts.append(trend_section(report["trend"]))
     if report.get("changes"):
         parts.append(section(f"Changed cases ({len(report['changes'])})",
                              records_table(report["changes"])))
     return title, parts
+
+
+def trend_section(trend: dict[str, Any]) -> str:
+    """The decision's last runs (rows, oldest first; * = accepted baseline) by gated metric
+    (columns: value [95% per side] and status)."""
+    runs = trend["runs"]
+    gates = trend["gates"]
+    rows = ([e(run_label(run)), *(e(trend_cell(run["gates"].get(g))) for g in gates)]
+            for run in runs)
+    note = (f"<p>The last {len(runs)} runs of {e(trend['decision'])} on "
+            f"{e(trend['backend'] or 'every backend')}, oldest first; * marks the accepted "
+            "baseline; intervals are 95% per side.</p>")
+    return section("Trend", note, table(("run", *gates), rows))
 
 
 def check_body(report: dict[str, Any]) -> tuple[str, list[str]]:

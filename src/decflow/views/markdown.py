@@ -26,6 +26,12 @@ from decflow.report.sections import (
     shows_golden,
     status_label,
 )
+from decflow.views.diff_evidence import (
+    EVIDENCE_HEADERS,
+    evidence_rows,
+    gating_line,
+    noise_line,
+)
 from decflow.views.text import MAX_LISTED, VERDICTS, num, preview, short_hash
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
@@ -323,8 +329,19 @@ def render_diff(report: dict[str, Any]) -> list[str]:
         lines.extend(["## Segments", "", *segments_table(segments, (
             "matched", "baseline_accuracy", "candidate_accuracy", "accuracy_drop",
             "answer_flip_rate"))])
+    lines.extend(evidence_block(report))
     lines.extend(checks_block(report))
     return lines
+
+
+def evidence_block(report: dict[str, Any]) -> list[str]:
+    """The diff's gating, rerun noise and per-gate decisions (interval, noise floor)."""
+    gating = gating_line(report)
+    if gating is None:
+        return []
+    rows = ((md(c) for c in row) for row in evidence_rows(report))
+    return ["## Evidence", "", md(gating), "", f"Rerun noise: {md(noise_line(report) or '')}",
+            "", *table(EVIDENCE_HEADERS, rows)]
 
 
 def render_check(report: dict[str, Any]) -> list[str]:
