@@ -14,6 +14,7 @@ never show (the attributed flip excess) and one newly wrong case (the accuracy d
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from decflow.metrics.regression import Side
