@@ -8,54 +8,24 @@ Statuses: ``pass``; ``fail`` (a requirement does not hold); ``warn`` (a warning 
 hold); ``not_established`` (an evidence gate whose evidence decides neither way, at any
 level: shown as WARN, never a pass). DecGuard's point-estimate gates are judged by
 `make_check`; decflow's inferential verdicts by `evidence_check`, from an `Evidence` record
-whose one-sided 95 % bounds decide (docs/statistics.md, "level convention").
+whose one-sided 95 % bounds decide (docs/statistics.md, "level convention"). `Evidence` is
+defined in `decflow.metrics.evidence` (the inference core produces it) and re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
+
+from decflow.metrics.evidence import Evidence
 
 Level = Literal["requirement", "warning"]
 Comparison = Literal[">=", "<=", "<"]
 CheckStatus = Literal["pass", "warn", "fail", "not_established"]
-EvidenceVerdict = Literal["holds", "fails", "not_established"]
 
 NO_ELIGIBLE_CASES = "no eligible cases"
 NOT_ESTABLISHED = "not_established"
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What an inferential verdict rests on: ``n`` sampling units (cases), the estimate and
-    its one-sided 95 % bounds (clipped to the parameter's range), the verdict they give, and
-    for an undecided one the cases that would decide it and the effect this ``n`` detects
-    with 80 % power. ``notes`` carry qualifiers such as ``underpowered`` or
-    ``noise-dominated``."""
-
-    method: str
-    n: int
-    verdict: EvidenceVerdict
-    estimate: float | None = None
-    low: float | None = None
-    high: float | None = None
-    cases_needed: int | None = None
-    detectable: float | None = None
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report's JSON object; fields left unset (None, no notes) are omitted."""
-        out = asdict(self)
-        out["notes"] = list(self.notes)
-        return {k: v for k, v in out.items() if v is not None and v != []}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["notes"] = tuple(values.get("notes") or ())
-        return cls(**values)
 
 
 @dataclass(frozen=True)
