@@ -29,7 +29,8 @@ from typing import Any, Literal
 
 from decflow.gates.checks import Check, Evidence, Level, evidence_check, make_check
 from decflow.gates.headline import brief, headline, number
-from decflow.metrics.regression_evidence import ALPHA, ChangeEvidence, PairedDiff, SegmentRows
+from decflow.metrics.evidence import NOISE_DOMINATED
+from decflow.metrics.regression_evidence import ChangeEvidence, PairedDiff, SegmentRows
 
 Gating = Literal["evidence", "point"]
 
@@ -119,8 +120,8 @@ class GateEvidence:
                 "method": found.method, "n": found.n, "estimate": found.estimate,
                 "low": found.low, "high": found.high, "noise": found.noise,
                 "raw": found.raw, "cases_needed": found.cases_needed,
-                "detectable": found.detectable, "notes": list(found.notes),
-                **found.details,
+                "detectable": found.detectable,
+                "notes": list(found.evidence().notes), **found.details,
             })
         if self.segment is not None:
             out["segment"] = self.segment
@@ -152,7 +153,7 @@ def decision_phrase(metric: str, found: ChangeEvidence | None, verdict: str,
     if found is None:
         return f"{name}: {word}" if metric not in ATTRIBUTED else (
             f"{name} not established: rerun noise not measured")
-    if found.counted is not None:
+    if found.is_count:
         return f"{name}: {found.method}: {word}"
     needed = "" if verdict != "not_established" or found.cases_needed is None else (
         f" (about {found.cases_needed} cases needed)")
@@ -183,46 +184,31 @@ def _signed(value: float | None) -> str:
     return text if text.startswith("-") or text == "0" else f"+{text}"
 
 
-def _notes(found: ChangeEvidence, metric: str) -> tuple[str, ...]:
-    notes = list(found.notes)
-    if found.noise is not None and found.estimate is not None and metric not in ATTRIBUTED \
-            and abs(found.estimate) <= found.noise:
-        notes.append("noise-dominated")
-    if "mcnemar_p" in found.details:
-        notes.append(f"McNemar exact p = {found.details['mcnemar_p']:.3g} (information)")
-    return tuple(notes)
-
-
-def _record(found: ChangeEvidence, verdict: str, metric: str) -> Evidence:
-    return Evidence(
-        method=found.method, n=found.n, verdict=verdict,  # type: ignore[arg-type]
-        estimate=found.estimate, low=found.low, high=found.high,
-        cases_needed=found.cases_needed if verdict == "not_established" else None,
-        detectable=found.detectable if verdict == "not_established" else None,
-        notes=_notes(found, metric),
-    )
+def _record(found: ChangeEvidence, metric: str) -> Evidence:
+    """The check's evidence; a change inside its noise floor is noted noise-dominated."""
+    noted = found.noise is not None and found.estimate is not None \
+        and metric not in ATTRIBUTED and abs(found.estimate) <= found.noise
+    return found.evidence((NOISE_DOMINATED,) if noted else ())
 
 
 def _segment_evidence(
     paired: PairedDiff, segments: Sequence[SegmentRows], limit: float
 ) -> tuple[ChangeEvidence | None, str, str | None, tuple[dict[str, Any], ...]]:
     """Holm on each side across the gated segments: fails when one is shown above the
-    limit, holds when every one is shown below; the deciding (or worst) segment's
-    evidence."""
+    limit, holds when every one is shown below; the evidence of the deciding segment (the
+    failing one with the largest drop, else the worst)."""
     found = paired.segment_drops(segments, limit)
-    found = [(s, e) for s, e in found if e.n > 0]
     if not found:
         return None, "not_established", None, ()
     rows = tuple({"segment": f"{s.key}={s.value}", "n": e.n, "estimate": e.estimate,
-                  "low": e.low, "high": e.high, "p_above_holm": e.details["holm_above"],
-                  "p_below_holm": e.details["holm_below"]} for s, e in found)
-    failing = [(s, e) for s, e in found if e.details["holm_above"] < ALPHA]
+                  "low": e.low, "high": e.high, "verdict": e.verdict()} for s, e in found)
+    failing = [(s, e) for s, e in found if e.verdict() == "fails"]
     if failing:
-        segment, evidence = min(failing, key=lambda item: item[1].details["holm_above"])
+        segment, evidence = max(failing, key=lambda item: item[1].estimate or 0.0)
         verdict = "fails"
     else:
         segment, evidence = max(found, key=lambda item: item[1].estimate or 0.0)
-        held = all(e.details["holm_below"] < ALPHA for _, e in found)
+        held = all(e.verdict() == "holds" for _, e in found)
         verdict = "holds" if held else "not_established"
     return evidence, verdict, f"{segment.key}={segment.value}", rows
 
@@ -251,7 +237,7 @@ def gate_evidence(
         found, verdict, segment, rows = _segment_evidence(paired, segments, limit)
     elif metric in measure:
         found = measure[metric](limit)
-        verdict = "not_established" if found is None else found.verdict(limit)
+        verdict = "not_established" if found is None else found.verdict()
     else:  # latency: a point estimate
         found, verdict = None, "point"
     return GateEvidence(gate, level, metric, limit, found, verdict,
@@ -278,7 +264,7 @@ def _evidence_check(found: GateEvidence, point: Check) -> Check:
     elif evidence.noise is not None:
         suffix += f" (noise ±{number(evidence.noise)})"
     return evidence_check(found.gate, found.level, metric, "<=", found.limit,
-                          _record(evidence, found.verdict, found.metric), suffix=suffix)
+                          _record(evidence, found.metric), suffix=suffix)
 
 
 @dataclass(frozen=True)

@@ -20,39 +20,24 @@ reads Z(Δ): its one-sided p-values are 1 − Φ(Z(Δ)) for "the drop exceeds Δ
 never leave [−1, 1] (Agresti & Min 2005, Fagerland et al. 2014), where a Wald interval
 collapses to a point when b = c = 0.
 
-The exact McNemar test of b against c (δ = 0) is reported beside it as information.
+The exact McNemar test of b against c (δ = 0) is reported beside it as information. Cases
+needed and the detectable effect use the variance under the margin at the observed rates
+(planning figures; only the bounds and p-values carry the level).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from statistics import NormalDist
 
+from decflow.metrics.evidence import ALPHA, POWER, MeanTest
 from decflow.metrics.stats import mcnemar_exact
 
-ALPHA = 0.05
-POWER = 0.80
 _NORMAL = NormalDist()
 _BISECTION_STEPS = 200
 
 
-@dataclass(frozen=True)
-class PairedProportions:
-    """Evidence on δ = p(before) − p(after) from the discordant counts of n paired cases."""
-
-    n: int
-    b: int  # the event before only (baseline right, candidate wrong: newly wrong)
-    c: int  # the event after only (newly right)
-    estimate: float | None  # (b − c) / n
-    low: float | None  # one-sided 95 % lower bound of δ
-    high: float | None  # one-sided 95 % upper bound of δ
-    limit: float
-    p_above: float | None  # one-sided p-value of H0: δ ≤ limit (small: δ shown above)
-    p_below: float | None  # one-sided p-value of H0: δ ≥ limit (small: δ shown below)
-    cases_needed: int | None  # cases that would decide it at the observed rates
-    detectable: float | None  # distance from the limit this n detects with 80 % power
-    mcnemar_p: float  # exact two-sided McNemar test of δ = 0 (information)
+TANGO = "paired difference of proportions (Tango score), case as unit"
 
 
 def _constrained_p21(b: int, c: int, n: int, delta: float) -> float:
@@ -107,14 +92,16 @@ def _variance_at(b: int, c: int, n: int, delta: float) -> float:
 
 def paired_proportions(
     b: int, c: int, n: int, limit: float, *, alpha: float = ALPHA
-) -> PairedProportions:
-    """Bounds, non-inferiority p-values against ``limit``, and sizing for δ = (b − c)/n."""
+) -> MeanTest:
+    """Bounds, non-inferiority p-values against ``limit`` and sizing for δ = (b − c)/n, as
+    the inference core's `MeanTest` (so verdicts, Holm families and evidence records read
+    it like any other test). The exact McNemar p-value of δ = 0 goes in its notes."""
     if min(b, c) < 0 or b + c > n:
         raise ValueError(f"need 0 <= b, c and b + c <= n, got b={b}, c={c}, n={n}")
-    mcnemar = mcnemar_exact(b, c)
+    mcnemar = (f"McNemar exact p = {mcnemar_exact(b, c):.3g} ({b} newly worse, {c} newly "
+               "better; information)",)
     if n == 0:
-        return PairedProportions(0, 0, 0, None, None, None, limit, None, None, None, None,
-                                 mcnemar)
+        return MeanTest(TANGO, 0, limit, None, -1.0, 1.0, 1.0, 1.0, None, None, mcnemar)
     estimate = (b - c) / n
     low, high = tango_bounds(b, c, n, alpha)
     statistic = tango_statistic(b, c, n, limit)
@@ -122,19 +109,18 @@ def paired_proportions(
     spread = math.sqrt(max(_variance_at(b, c, n, limit), 1.0 / n))
     gap = abs(estimate - limit)
     needed = None if gap == 0.0 else max(math.ceil((z_alpha * spread / gap) ** 2), 1)
-    return PairedProportions(
+    return MeanTest(
+        method=TANGO,
         n=n,
-        b=b,
-        c=c,
+        limit=limit,
         estimate=estimate,
         low=low,
         high=high,
-        limit=limit,
         p_above=_upper_tail(statistic),
         p_below=_upper_tail(-statistic),
         cases_needed=needed,
         detectable=(z_alpha + z_power) * spread / math.sqrt(n),
-        mcnemar_p=mcnemar,
+        notes=mcnemar,
     )
 
 

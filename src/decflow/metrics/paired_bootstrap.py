@@ -41,6 +41,15 @@ class BootstrapChange:
     sd: float | None  # standard deviation of the resampled change
     resamples: int
     enough_cases: bool
+    changes: tuple[float, ...] = ()  # the resampled changes
+
+    def p_values(self, limit: float) -> tuple[float, float]:
+        """Percentile p-values against `limit`: the share of resampled changes at or below
+        it (H0: change ≤ limit) and at or above it (H0: change ≥ limit)."""
+        if not self.changes:
+            return 1.0, 1.0
+        changes = np.asarray(self.changes)
+        return float((changes <= limit).mean()), float((changes >= limit).mean())
 
 
 def _weight_chunks(n: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
@@ -97,7 +106,8 @@ def _bootstrap(
     spread = change[1:]
     low, high = np.quantile(spread, [ALPHA, 1.0 - ALPHA])
     return BootstrapChange(n, float(change[0]), float(low), float(high),
-                           float(spread.std(ddof=1)), resamples, n >= MIN_CASES)
+                           float(spread.std(ddof=1)), resamples, n >= MIN_CASES,
+                           tuple(spread.tolist()))
 
 
 def ece_change(

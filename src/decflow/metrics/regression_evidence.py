@@ -6,20 +6,25 @@ sampling unit; a case's reruns are correlated with it):
 - accuracy and error rate: a paired difference of proportions (Tango's score bounds,
   `metrics.paired`), tested against the limit as a non-inferiority margin; exact McNemar
   beside it as information;
-- Brier and NLL: the mean of the per-case differences (candidate − baseline);
+- Brier and NLL: the mean of the per-case differences (candidate − baseline), by the
+  inference core's betting test (`metrics.bounded_mean.mean_test`, valid at every n) over
+  the range a per-case difference can take;
 - answer flips, mean TV and mean absolute confidence shift: *attributed* against the model's
   own rerun noise (`metrics.rerun_noise`): per case, the baseline→candidate quantity minus
-  the same quantity over the case's placebo pairs; the mean of those excesses is what the
-  change adds to noise (the persona excess, with reruns as the placebo). Without reruns
-  there is nothing to attribute against, and no evidence;
-- ECE and macro-F1: a seeded paired bootstrap over cases (`metrics.paired_bootstrap`);
-- segments: the accuracy drop of each gated segment, Holm-adjusted across segments.
+  the same quantity over the case's placebo pairs, a value in [−1, 1]; the mean of those
+  excesses is what the change adds to noise (the persona excess, with reruns as the
+  placebo), tested by the same betting test. Without reruns there is nothing to attribute
+  against, and no evidence (never a verdict on raw flips). A limit of 0 is a count: no
+  flip at all holds, any flip is judged as an excess;
+- ECE and macro-F1: a seeded paired bootstrap over cases (`metrics.paired_bootstrap`;
+  not established below its minimum number of cases);
+- segments: the accuracy drop of each gated segment, Holm-adjusted on each side.
 
-Every result is a `ChangeEvidence` judged against a limit by the caller (`gates.regression`):
-one-sided 95 % bounds, p-values where the method has them, the cases that would decide it,
-the effect this n detects, and the noise floor: for a change, ± the half-width a rerun of
-the same model would show at this n (z₀.₉₅·√(mean squared placebo change / n)); for flips,
-TV and confidence, the placebo's own mean.
+Every result is a `ChangeEvidence`: the core's `MeanTest` (bounds, one-sided p-values, the
+cases that would decide it, the effect this n detects) or a limit-0 count, with the noise
+floor: for a change, ± the half-width a rerun of the same model would show at this n
+(z₀.₉₅·√(mean squared placebo change / n)); for flips, TV and confidence, the placebo's own
+mean.
 """
 
 from __future__ import annotations
@@ -32,108 +37,96 @@ from typing import Any
 
 import numpy as np
 
+from decflow.metrics.bounded_mean import mean_test
 from decflow.metrics.compare import compare
+from decflow.metrics.evidence import (
+    ALPHA,
+    POWER,
+    Evidence,
+    EvidenceVerdict,
+    MeanTest,
+    count_evidence,
+    holm_verdicts,
+)
 from decflow.metrics.golden_metrics import NLL_FLOOR
 from decflow.metrics.paired import paired_proportions
 from decflow.metrics.paired_bootstrap import MIN_CASES as BOOTSTRAP_MIN_CASES
 from decflow.metrics.paired_bootstrap import BootstrapChange, ece_change, macro_f1_change
 from decflow.metrics.rerun_noise import Placebo, case_scores
-from decflow.metrics.stats import holm, student_t_quantile, student_t_sf
 
-ALPHA = 0.05
-POWER = 0.80
-MIN_CASES = 10  # fewer paired cases than this: a mean change is not established
 NLL_SPAN = -math.log(NLL_FLOOR)  # the largest per-case NLL
+BOOTSTRAP = "seeded paired bootstrap over cases, percentile bounds"
+ATTRIBUTED = "excess over rerun placebo pairs"
 _Z = NormalDist().inv_cdf(1.0 - ALPHA)
 _Z_POWER = NormalDist().inv_cdf(POWER)
-
-TANGO = "paired difference of proportions (Tango score), case as unit; McNemar beside"
-MEAN = "paired mean difference (Student t), case as unit"
-ATTRIBUTED = "excess over rerun placebo pairs (Student t), case as unit"
-BOOTSTRAP = "seeded paired bootstrap over cases, percentile bounds"
 
 
 @dataclass(frozen=True)
 class ChangeEvidence:
-    """A change between the runs, with what a verdict against a limit needs."""
+    """A change between the runs: a test against the gate's limit, or a limit-0 count,
+    with the noise it is judged beside."""
 
-    method: str
-    n: int
-    estimate: float | None
-    low: float | None  # one-sided 95 % lower bound (clipped to the change's range)
-    high: float | None
-    p_above: float | None = None  # H0: change ≤ limit (small: shown above the limit)
-    p_below: float | None = None  # H0: change ≥ limit (small: shown below it)
-    cases_needed: int | None = None
-    detectable: float | None = None
+    test: MeanTest | None
+    count: Evidence | None = None
     noise: float | None = None  # see the module docstring
     raw: float | None = None  # attributed changes: the raw rate before the placebo
-    enough_cases: bool = True
     notes: tuple[str, ...] = ()
+    verdict_override: EvidenceVerdict | None = None  # a Holm family's verdict
     details: dict[str, Any] = field(default_factory=dict)
-    counted: str | None = None  # a limit-0 count's verdict (`holds` at 0 of n, else `fails`)
 
-    def verdict(self, limit: float) -> str:
-        """`fails` (lower bound above the limit), `holds` (upper bound below), else
-        `not_established`; never decided without enough cases. A limit-0 count is
-        decided by its count."""
-        if self.counted is not None:
-            return self.counted
-        if not self.enough_cases or self.low is None or self.high is None:
-            return "not_established"
-        if self.low > limit:
-            return "fails"
-        if self.high < limit:
-            return "holds"
-        return "not_established"
+    def _field(self, name: str) -> Any:
+        source = self.test if self.test is not None else self.count
+        return getattr(source, name)
 
+    @property
+    def method(self) -> str:
+        return str(self._field("method"))
 
-def _clip(value: float, span: float) -> float:
-    return min(max(value, -span), span)
+    @property
+    def n(self) -> int:
+        return int(self._field("n"))
 
+    @property
+    def estimate(self) -> float | None:
+        return self._field("estimate")  # type: ignore[no-any-return]
 
-def mean_change(
-    differences: np.ndarray, limit: float, *, span: float, method: str = MEAN,
-    floor_variance: float = 0.0,
-) -> ChangeEvidence:
-    """One-sided Student t bounds of the mean per-case difference, p-values against
-    `limit`, and sizing. `floor_variance` keeps a quiet sample from looking certain (the
-    attributed excesses use limit·(1 − limit), as the persona excess does)."""
-    d = np.asarray(differences, dtype=float)
-    n = int(d.size)
-    if n < 2:
-        estimate = float(d.mean()) if n else None
-        return ChangeEvidence(method, n, estimate, None, None, enough_cases=False)
-    mean = math.fsum(d.tolist()) / n
-    sd = float(d.std(ddof=1))
-    spread = math.sqrt(max(sd * sd, floor_variance))
-    t = student_t_quantile(1.0 - ALPHA, n - 1)
-    se = spread / math.sqrt(n)
-    if se == 0.0:
-        p_above = 0.0 if mean > limit else 1.0
-        p_below = 0.0 if mean < limit else 1.0
-    else:
-        p_above = student_t_sf((mean - limit) / se, n - 1)
-        p_below = student_t_sf((limit - mean) / se, n - 1)
-    gap = abs(mean - limit)
-    needed = None if gap == 0.0 or spread == 0.0 else max(
-        MIN_CASES, math.ceil(((t * spread) / gap) ** 2))
-    return ChangeEvidence(
-        method, n, mean, _clip(mean - t * se, span), _clip(mean + t * se, span),
-        p_above=p_above, p_below=p_below, cases_needed=needed,
-        detectable=(t + _Z_POWER) * se, enough_cases=n >= MIN_CASES,
-    )
+    @property
+    def low(self) -> float | None:
+        return self._field("low")  # type: ignore[no-any-return]
 
+    @property
+    def high(self) -> float | None:
+        return self._field("high")  # type: ignore[no-any-return]
 
-def zero_count(occurrences: int, n: int, noise: float | None = None) -> ChangeEvidence:
-    """A limit-0 gate as a count: one occurrence fails; 0 of n holds, shown with its exact
-    one-sided 95 % upper bound 1 − 0.05^(1/n)."""
-    if occurrences:
-        return ChangeEvidence(f"count, {occurrences} of {n}", n, occurrences / n, None, None,
-                              noise=noise, counted="fails")
-    high = 1.0 - ALPHA ** (1.0 / n) if n else None
-    return ChangeEvidence(f"exact (Clopper-Pearson), 0 of {n}", n, 0.0, 0.0, high,
-                          noise=noise, counted="holds" if n else "not_established")
+    @property
+    def cases_needed(self) -> int | None:
+        return self._field("cases_needed")  # type: ignore[no-any-return]
+
+    @property
+    def detectable(self) -> float | None:
+        return self._field("detectable")  # type: ignore[no-any-return]
+
+    @property
+    def is_count(self) -> bool:
+        return self.count is not None
+
+    def verdict(self) -> EvidenceVerdict:
+        """Fails when the lower bound is above the limit, holds when the upper bound is
+        below it (α per side), else not established; a count by its count."""
+        if self.verdict_override is not None:
+            return self.verdict_override
+        if self.count is not None:
+            return self.count.verdict
+        assert self.test is not None
+        return self.test.verdict("<=")
+
+    def evidence(self, notes: Sequence[str] = ()) -> Evidence:
+        """The record a check carries."""
+        every = (*self.notes, *notes)
+        if self.count is not None:
+            return replace(self.count, notes=tuple(dict.fromkeys((*self.count.notes, *every))))
+        assert self.test is not None
+        return self.test.evidence("<=", verdict=self.verdict(), notes=every)
 
 
 def _noise_floor(squared: np.ndarray, n: int) -> float | None:
@@ -183,10 +176,6 @@ class PairedDiff:
         self.scores_before = case_scores(before, expected)
         self.scores_after = case_scores(after, expected)
 
-    @property
-    def noise_measured(self) -> bool:
-        return self.placebo is not None and bool(self.placebo.measured.any())
-
     def noise_summary(self) -> dict[str, Any] | None:
         """The placebo's rates over the cases with reruns (None without)."""
         placebo = self.placebo
@@ -201,29 +190,19 @@ class PairedDiff:
             "mean_abs_confidence_delta": float(placebo.confidence[measured].mean()),
         }
 
+    def _floor(self, squared: str, rows: np.ndarray) -> float | None:
+        if self.placebo is None:
+            return None
+        return _noise_floor(getattr(self.placebo, squared)[rows], int(rows.size))
+
     def _proportion_drop(self, rows: np.ndarray, limit: float) -> ChangeEvidence:
         correct_before = self.scores_before[0][rows] == 1.0
         correct_after = self.scores_after[0][rows] == 1.0
         b = int((correct_before & ~correct_after).sum())
         c = int((~correct_before & correct_after).sum())
-        return self._tango(b, c, int(rows.size), limit, self._floor("correct", rows))
-
-    def _tango(self, b: int, c: int, n: int, limit: float, noise: float | None
-               ) -> ChangeEvidence:
-        found = paired_proportions(b, c, n, limit)
-        return ChangeEvidence(
-            TANGO, n, found.estimate, found.low, found.high, p_above=found.p_above,
-            p_below=found.p_below, cases_needed=found.cases_needed,
-            detectable=found.detectable, noise=noise, enough_cases=n > 0,
-            details={"newly_worse": b, "newly_better": c, "mcnemar_p": found.mcnemar_p},
-        )
-
-    def _floor(self, score: str, rows: np.ndarray) -> float | None:
-        if self.placebo is None:
-            return None
-        squared = {"correct": self.placebo.correct_sq, "brier": self.placebo.brier_sq,
-                   "nll": self.placebo.nll_sq}[score]
-        return _noise_floor(squared[rows], int(rows.size))
+        return ChangeEvidence(paired_proportions(b, c, int(rows.size), limit),
+                              noise=self._floor("correct_sq", rows),
+                              details={"newly_worse": b, "newly_better": c})
 
     def accuracy_drop(self, limit: float) -> ChangeEvidence:
         """Baseline − candidate accuracy on the labeled cases both decided."""
@@ -236,66 +215,69 @@ class PairedDiff:
         recovered = int((self.errored_before & ~self.errored_after).sum())
         n = int(self.errored_after.size)
         if limit == 0.0:
-            return zero_count(newly, n)
-        return self._tango(newly, recovered, n, limit, None)
+            return ChangeEvidence(None, count_evidence(newly, n))
+        return ChangeEvidence(paired_proportions(newly, recovered, n, limit),
+                              details={"newly_worse": newly, "newly_better": recovered})
 
-    def _paired_mean(self, index: int, limit: float, span: float, score: str
+    def _paired_mean(self, index: int, limit: float, span: float, squared: str
                      ) -> ChangeEvidence:
         rows = np.flatnonzero(self.labeled)
         change = self.scores_after[index][rows] - self.scores_before[index][rows]
-        found = mean_change(change, limit, span=span)
-        return replace(found, noise=self._floor(score, rows))
+        return ChangeEvidence(mean_test(np.clip(change, -span, span), limit,
+                                        support=(-span, span)),
+                              noise=self._floor(squared, rows))
 
     def brier_increase(self, limit: float) -> ChangeEvidence:
-        return self._paired_mean(1, limit, 2.0, "brier")
+        return self._paired_mean(1, limit, 2.0, "brier_sq")
 
     def nll_increase(self, limit: float) -> ChangeEvidence:
-        return self._paired_mean(2, limit, NLL_SPAN, "nll")
+        return self._paired_mean(2, limit, NLL_SPAN, "nll_sq")
 
-    def _attributed(self, raw: np.ndarray, noise: np.ndarray | None, limit: float
-                    ) -> ChangeEvidence | None:
-        """Mean of (raw − placebo) over the cases with reruns; None without reruns."""
-        if self.placebo is None or noise is None or not self.placebo.measured.any():
+    def _attributed(self, raw: np.ndarray, noise: str, limit: float) -> ChangeEvidence | None:
+        """The mean of (raw − placebo) over the cases with reruns; None without reruns."""
+        if self.placebo is None or not self.placebo.measured.any():
             return None
         rows = np.flatnonzero(self.placebo.measured)
-        placebo_mean, raw_mean = float(noise[rows].mean()), float(raw[rows].mean())
+        placebo = getattr(self.placebo, noise)[rows]
+        placebo_mean, raw_mean = float(placebo.mean()), float(raw[rows].mean())
         if limit == 0.0 and not raw.any():
-            return replace(zero_count(0, int(raw.size), placebo_mean), raw=raw_mean)
-        excess = raw[rows] - noise[rows]
-        floor = limit * (1.0 - limit)
-        found = mean_change(excess, limit, span=1.0, method=ATTRIBUTED, floor_variance=floor)
-        return replace(found, noise=placebo_mean, raw=raw_mean)
+            return ChangeEvidence(None, count_evidence(0, int(raw.size)), noise=placebo_mean,
+                                  raw=raw_mean)
+        test = mean_test(np.clip(raw[rows] - placebo, -1.0, 1.0), limit, support=(-1.0, 1.0))
+        return ChangeEvidence(replace(test, method=f"{ATTRIBUTED}, {test.method}"),
+                              noise=placebo_mean, raw=raw_mean)
 
     def attributed_flips(self, limit: float) -> ChangeEvidence | None:
-        return self._attributed(self.flip, None if self.placebo is None
-                                else self.placebo.flip, limit)
+        return self._attributed(self.flip, "flip", limit)
 
     def attributed_tv(self, limit: float) -> ChangeEvidence | None:
-        return self._attributed(self.tv, None if self.placebo is None
-                                else self.placebo.tv, limit)
+        return self._attributed(self.tv, "tv", limit)
 
     def attributed_confidence(self, limit: float) -> ChangeEvidence | None:
-        return self._attributed(self.confidence, None if self.placebo is None
-                                else self.placebo.confidence, limit)
+        return self._attributed(self.confidence, "confidence", limit)
 
     def _bootstrap(self, found: BootstrapChange, sign: float, limit: float
                    ) -> ChangeEvidence:
-        """Bounds of sign·change; cases needed n·(z·sd / gap)² at the observed spread."""
+        """sign·change with percentile bounds and p-values; cases needed n·(z·sd / gap)²
+        at the observed spread (a planning figure)."""
         if found.estimate is None or found.low is None or found.high is None:
-            return ChangeEvidence(BOOTSTRAP, found.n, None, None, None, enough_cases=False)
+            test = MeanTest(BOOTSTRAP, found.n, limit, None, -1.0, 1.0, 1.0, 1.0, None, None)
+            return ChangeEvidence(test, verdict_override="not_established")
         low, high = (found.low, found.high) if sign > 0 else (-found.high, -found.low)
+        at_or_below, at_or_above = found.p_values(sign * limit)
+        p_above, p_below = (at_or_below, at_or_above) if sign > 0 else (
+            at_or_above, at_or_below)
         estimate, sd = sign * found.estimate, found.sd or 0.0
         gap = abs(estimate - limit)
         needed = None if gap == 0.0 or sd == 0.0 else max(
             BOOTSTRAP_MIN_CASES, math.ceil(found.n * (_Z * sd / gap) ** 2))
-        notes = () if found.enough_cases else (
-            f"the bootstrap needs at least {BOOTSTRAP_MIN_CASES} cases",)
+        test = MeanTest(BOOTSTRAP, found.n, limit, estimate, max(low, -1.0), min(high, 1.0),
+                        p_above, p_below, needed, (_Z + _Z_POWER) * sd)
+        if found.enough_cases:
+            return ChangeEvidence(test)
         return ChangeEvidence(
-            BOOTSTRAP, found.n, estimate, _clip(low, 1.0), _clip(high, 1.0),
-            cases_needed=needed, detectable=(_Z + _Z_POWER) * sd,
-            enough_cases=found.enough_cases, notes=notes,
-            details={"resamples": found.resamples},
-        )
+            test, verdict_override="not_established",
+            notes=(f"the bootstrap needs at least {BOOTSTRAP_MIN_CASES} cases",))
 
     def ece_increase(self, limit: float) -> ChangeEvidence:
         rows = np.flatnonzero(self.labeled)
@@ -316,14 +298,12 @@ class PairedDiff:
 
     def segment_drops(self, segments: Sequence[SegmentRows], limit: float
                       ) -> list[tuple[SegmentRows, ChangeEvidence]]:
-        """The accuracy drop of each gated segment with Holm-adjusted p-values on each
-        side (`details.holm_above`, `details.holm_below`)."""
+        """The accuracy drop of each gated segment with its decided cases, each verdict
+        Holm-adjusted on each side across them."""
         gated = [s for s in segments if s.gated]
-        found = [self._proportion_drop(s.rows[self.labeled[s.rows]], limit) for s in gated]
-        above = holm([1.0 if e.p_above is None else e.p_above for e in found])
-        below = holm([1.0 if e.p_below is None else e.p_below for e in found])
-        return [
-            (segment, replace(evidence, details={**evidence.details, "holm_above": a,
-                                                 "holm_below": b}))
-            for segment, evidence, a, b in zip(gated, found, above, below, strict=True)
-        ]
+        found = [(s, self._proportion_drop(s.rows[self.labeled[s.rows]], limit))
+                 for s in gated]
+        found = [(s, e) for s, e in found if e.n > 0]
+        verdicts = holm_verdicts([e.test for _, e in found], "<=")
+        return [(s, replace(e, verdict_override=v))
+                for (s, e), v in zip(found, verdicts, strict=True)]
