@@ -497,8 +497,10 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     baseline_id = first["run"]["run_id"]
     assert first["run"]["status"] == "pass"
     assert (project / "second.txt").read_text().endswith("see its artifacts")
-    (candidate_id,) = [p.name for p in (project / "store" / "runs").iterdir()
-                       if p.name != baseline_id]
+    stored = {p.name for p in (project / "store" / "runs").iterdir()} - {baseline_id}
+    (candidate_id,) = [name for name in stored if "-noise" not in name]
+    # the deployment's default noise_reruns: 2 re-sent the candidate's requests twice
+    assert stored == {candidate_id, f"{candidate_id}-noise2"}
     diff = json.loads((project / "store" / "runs" / candidate_id / "diff.json").read_text())
     assert diff["kind"] == "diff" and diff["status"] == "fail"
     cases = [json.loads(line) for line in (project / "refund" / "cases.jsonl").open()]
