@@ -12,14 +12,14 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from decflow.gates.headline import failing_first
+from decflow.gates.headline import failing_first, number
 from decflow.report.sections import (
     axis_base,
     axis_rate,
     axis_verdict,
     failing_checks,
+    failures_by_property,
     labels_of,
-    property_failures,
     report_headline,
     report_kind,
     shown_pairs,
@@ -32,7 +32,8 @@ from decflow.views.diff_evidence import (
     gating_line,
     noise_line,
 )
-from decflow.views.text import MAX_LISTED, VERDICTS, num, preview, short_hash
+from decflow.views.identity import gates_text, identity_rows, side_rows
+from decflow.views.text import FIRST_CASES, MAX_LISTED, VERDICTS, answer, counted, preview
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 
@@ -53,8 +54,8 @@ def md(value: Any) -> str:
     return MD_SPECIAL.sub(r"\\\1", text)
 
 
-def cell(value: Any, digits: int = 3, escape: Callable[[Any], str] = md) -> str:
-    """A value as table cell text: numbers to `digits` decimals, anything else `escape`d."""
+def cell(value: Any, escape: Callable[[Any], str] = md) -> str:
+    """A value as table cell text: numbers through `number`, anything else `escape`d."""
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -62,7 +63,7 @@ def cell(value: Any, digits: int = 3, escape: Callable[[Any], str] = md) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return num(value, digits)
+        return number(value)
     return escape(value)
 
 
@@ -87,21 +88,7 @@ def status_line(report: dict[str, Any], title: str) -> list[str]:
 
 
 def identity(report: dict[str, Any]) -> list[str]:
-    rows = []
-    contract, dataset, backend = (report.get(k) for k in ("contract", "dataset", "backend"))
-    if contract:
-        rows.append(("contract", f"{md(contract.get('path'))} · "
-                     f"`{short_hash(contract.get('hash'))}`"))
-    if dataset:
-        rows.append(("dataset", f"{md(dataset.get('path'))} · {dataset.get('n_cases', 'n/a')} "
-                     f"cases, {dataset.get('n_labeled', 'n/a')} labeled · "
-                     f"`{short_hash(dataset.get('hash'))}`"))
-    if backend:
-        rows.append(("backend", f"{md(backend.get('name'))}: {md(backend.get('provider'))} · "
-                     f"{md(backend.get('model') or 'n/a')}"))
-    run = report.get("run")
-    if run:
-        rows.append(("run", f"{md(run.get('id'))} · mode {md(report.get('mode', 'n/a'))}"))
+    rows = [(name, md(text)) for name, text in identity_rows(report)]
     return table(("", ""), rows) if rows else []
 
 
@@ -112,8 +99,8 @@ CHECK_HEADERS = ("status", "gate", "metric", "comparison", "threshold", "value",
 
 
 def check_value(value: float | None) -> str:
-    """A check's value as its message shows it (4 significant digits)."""
-    return "n/a" if value is None else f"{value:.4g}"
+    """A check's value as its message shows it."""
+    return number(value)
 
 
 def check_cells(check: dict[str, Any]) -> dict[str, str]:
@@ -155,7 +142,7 @@ def golden_block(report: dict[str, Any]) -> list[str]:
         ("ECE / Brier / NLL", " / ".join(cell(calibration[k]) for k in ("ece", "brier", "nll"))),
         ("coverage / selective accuracy",
          f"{cell(selective.get('coverage'))} / {cell(selective.get('selective_accuracy'))}"),
-        ("latency p50 / p95 ms", f"{cell(latency['p50_ms'], 1)} / {cell(latency['p95_ms'], 1)}"),
+        ("latency p50 / p95 ms", f"{cell(latency['p50_ms'])} / {cell(latency['p95_ms'])}"),
     ]
     if (report.get("contract") or {}).get("type") == "score":
         rows.insert(3, ("ordinal MAE", cell(classification["ordinal_mae"])))
@@ -178,18 +165,25 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append(f"- {md(item['gate'])}: {md(item['statement'])}")
     if properties.get("rate_evidence"):
         lines.append("")
-    failing = property_failures(properties)
+    groups = failures_by_property(properties)
     labels = labels_of(report)
-    if failing:
-        total = properties.get("n_failures", len(failing))
-        lines.append(f"Failing transformed cases ({min(len(failing), MAX_LISTED)} of {total}):")
-        lines.append("")
-        for item in failing[:MAX_LISTED]:
+    if groups:
+        listed = sum(len(items) for _, items in groups)
+        total = properties.get("n_failures", listed)
+        lines.extend([f"Failing transformed cases ({total}), by property:", ""])
+    for name, items in groups:
+        shown = items[:FIRST_CASES]
+        lines.extend([f"**{md(name)}**: {counted(len(items), 'failing case')}"
+                      f"{'' if len(items) == len(shown) else f', the first {len(shown)}'}", ""])
+        for item in shown:
             lines.append(f"- {md(item.get('id', item.get('case_id')))}: "
                          f"{md('; '.join(problems(item)))}")
             lines.append(f"  - sent: {sent(item, labels)}")
             if item.get("reduced"):
                 lines.append(f"  - minimal: {sent(item['reduced'], labels)}")
+        if len(items) > len(shown):
+            lines.append(f"- … {len(items) - len(shown)} more in the report JSON "
+                         "(`properties.failures`)")
         lines.append("")
     skipped = properties.get("skipped") or []
     if skipped:
@@ -217,7 +211,7 @@ def problems(item: dict[str, Any]) -> list[str]:
 
 
 def interval(item: dict[str, Any]) -> str:
-    return f"[{num(item.get('ci_low'))}, {num(item.get('ci_high'))}]"
+    return f"[{number(item.get('ci_low'))}, {number(item.get('ci_high'))}]"
 
 
 def diagnostics_block(report: dict[str, Any]) -> list[str]:
@@ -233,9 +227,9 @@ def diagnostics_block(report: dict[str, Any]) -> list[str]:
     blindness = diagnostics.get("blindness")
     if blindness:
         state = "**BLIND**" if blindness.get("blind") else "not blind"
-        lines.append(f"- Blindness: {state}: skew {num(blindness.get('skew'))} on label "
+        lines.append(f"- Blindness: {state}: skew {number(blindness.get('skew'))} on label "
                      f"{md(blindness.get('modal_label') or 'n/a')} (threshold "
-                     f"{num(blindness.get('threshold'))})")
+                     f"{number(blindness.get('threshold'))})")
     if diagnostics.get("guidance"):
         lines.append(f"- Oracle: {md(diagnostics['guidance'])}")
     for item in diagnostics.get("not_exercised") or []:
@@ -261,7 +255,7 @@ def failures_block(report: dict[str, Any]) -> list[str]:
     for item in items[:MAX_LISTED]:
         detail = (md(item["error"]) if item["kind"] == "error" else
                   f"expected {md(item['expected'])}, selected {md(item['selected'])} "
-                  f"({num(item['confidence'])})")
+                  f"({number(item['confidence'])})")
         lines.append(f"- {md(item['case_id'])}: {detail}: {md(preview(item['input']))}")
     return [*lines, ""]
 
@@ -290,35 +284,35 @@ def segments_table(segments: list[dict[str, Any]], columns: Sequence[str]) -> li
         (md(f"{s['key']}={s['value']}"), *(cell(s.get(c)) for c in columns)) for s in segments))
 
 
-def side_identity(side: dict[str, Any]) -> dict[str, str]:
-    dataset, backend = side.get("dataset") or {}, side.get("backend") or {}
-    return {
-        "run": md(side.get("path") or "n/a"),
-        "created": md(side.get("created_at") or "n/a"),
-        "mode": md(side.get("mode") or "n/a"),
-        "contract": f"`{short_hash(side.get('contract_hash'))}`",
-        "dataset": f"{md(dataset.get('path') or 'n/a')} · `{short_hash(dataset.get('hash'))}`",
-        "backend": f"{md(backend.get('name') or 'n/a')}: {md(backend.get('provider') or 'n/a')}"
-                   f" · {md(backend.get('model') or 'n/a')}",
-    }
-
-
 def diff_identity(report: dict[str, Any]) -> list[str]:
     """The two runs compared (run, contract hash, dataset, backend) and whose gates apply."""
-    baseline = side_identity(report.get("baseline") or {})
-    candidate = side_identity(report.get("candidate") or {})
     lines = table(("", "baseline", "candidate"),
-                  ((name, baseline[name], candidate[name]) for name in baseline))
-    path = (report.get("contract") or {}).get("path")
-    gates = md(report["gates_from"]) if report.get("gates_from") else (
-        f"the contract {md(path)}" if path else
-        "no contract given: the implicit error-rate requirement only")
-    return [*lines, f"Gates: {gates}", ""]
+                  ((name, md(base), md(cand)) for name, base, cand in side_rows(report)))
+    return [*lines, f"Gates: {md(gates_text(report))}", ""]
+
+
+def changes_block(report: dict[str, Any]) -> list[str]:
+    """The diff's changed cases, the first `MAX_LISTED` (all of them are in the JSON)."""
+    changes = report.get("changes") or []
+    if not changes:
+        return []
+    shown = changes[:MAX_LISTED]
+    return [f"## Changed cases ({len(shown)} of {len(changes)})", "", *table(
+        ("case", "change", "baseline", "candidate", "expected", "input"),
+        ((md(c.get("case_id")), md(str(c.get("kind", "")).replace("_", " ")),
+          md(answer(c.get("baseline_selected"), c.get("baseline_confidence"))),
+          md(answer(c.get("candidate_selected"), c.get("candidate_confidence"))),
+          cell(c.get("expected")), md(preview(c.get("input")))) for c in shown))]
 
 
 def render_diff(report: dict[str, Any]) -> list[str]:
+    """Checks and changed cases first (what an on-call reader acts on), then the counts,
+    shift, metrics and segments behind them."""
     lines = status_line(report, "decflow diff")
     lines.extend(diff_identity(report))
+    lines.extend(checks_block(report))
+    lines.extend(changes_block(report))
+    lines.extend(evidence_block(report))
     lines.extend(["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))])
     lines.extend(["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))])
     lines.extend(["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (
@@ -329,8 +323,6 @@ def render_diff(report: dict[str, Any]) -> list[str]:
         lines.extend(["## Segments", "", *segments_table(segments, (
             "matched", "baseline_accuracy", "candidate_accuracy", "accuracy_drop",
             "answer_flip_rate"))])
-    lines.extend(evidence_block(report))
-    lines.extend(checks_block(report))
     return lines
 
 
