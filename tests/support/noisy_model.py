@@ -33,10 +33,11 @@ class Population:
     expected: np.ndarray
 
 
-def population(rng: np.random.Generator, n: int) -> Population:
+def population(rng: np.random.Generator, n: int, unstable_share: float = UNSTABLE
+               ) -> Population:
     usual = rng.integers(0, 3, n)
     other = (usual + 1 + rng.integers(0, 2, n)) % 3
-    unstable = rng.random(n) < UNSTABLE
+    unstable = rng.random(n) < unstable_share
     right = rng.random(n) < RIGHT
     wrong = (usual + 1 + rng.integers(0, 2, n)) % 3
     return Population(usual, other, unstable, np.where(right, usual, wrong))

@@ -51,16 +51,17 @@ class Rates:
     point_fail: dict[str, float]  # DecGuard's rule: the observed value above the limit
 
 
-def simulate(cases: int, diffs: int, *, seed: int, drop: float = 0.0,
-             reruns: int = 2) -> Rates:
-    """`diffs` diffs of a baseline and a candidate run of the noisy model; the candidate
-    breaks a share `drop` of the cases (0: the same model)."""
+def simulate(cases: int, diffs: int, *, seed: int, drop: float = 0.0, reruns: int = 2,
+             unstable: float = noisy_model.UNSTABLE) -> Rates:
+    """`diffs` diffs of a baseline and a candidate run of the noisy model (a share
+    `unstable` of its cases answers at random between two labels); the candidate breaks a
+    share `drop` of the cases (0: the same model)."""
     rng = np.random.default_rng(seed)
     fail = {metric: 0 for _, metric in GATES}
     held = dict(fail)
     point = dict(fail)
     for _ in range(diffs):
-        people = noisy_model.population(rng, cases)
+        people = noisy_model.population(rng, cases, unstable)
         changed = noisy_model.planted(rng, people, drop) if drop else people
         before = noisy_model.draw(rng, people)[:, 0]
         after_calls = noisy_model.draw(rng, changed, 1 + reruns)

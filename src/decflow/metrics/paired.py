@@ -35,6 +35,10 @@ from decflow.metrics.stats import mcnemar_exact
 
 _NORMAL = NormalDist()
 _BISECTION_STEPS = 200
+# Half a count off the numerator: without it, the upper tail of b − c (right-skewed when the
+# discordant counts are small) made the test at the margin FAIL 6.45 % of 2,000 simulated
+# diffs at 200 cases (α = 5 %); see docs/statistics.md.
+CONTINUITY = 0.5
 
 
 TANGO = "paired difference of proportions (Tango score), case as unit"
@@ -48,11 +52,14 @@ def _constrained_p21(b: int, c: int, n: int, delta: float) -> float:
     return max((root - b_coef) / (2.0 * a_coef), 0.0)
 
 
-def tango_statistic(b: int, c: int, n: int, delta: float) -> float:
-    """Z(δ₀); ±inf where the variance under δ₀ vanishes (δ₀ = ±1 or no discordance)."""
+def tango_statistic(b: int, c: int, n: int, delta: float,
+                    correction: float = CONTINUITY) -> float:
+    """Z(δ₀), its numerator moved `correction` counts towards 0; ±inf where the variance
+    under δ₀ vanishes (δ₀ = ±1 or no discordance)."""
     if n <= 0:
         raise ValueError(f"tango_statistic needs n > 0, got {n}")
-    numerator = b - c - n * delta
+    raw = b - c - n * delta
+    numerator = math.copysign(max(abs(raw) - correction, 0.0), raw)
     variance = n * (2.0 * _constrained_p21(b, c, n, delta) + delta * (1.0 - delta))
     if variance <= 0.0:
         if numerator == 0.0:
