@@ -106,8 +106,11 @@ def test_no_change_fails_within_alpha_at_200_and_2000_cases() -> None:
 
 
 def test_a_drop_exactly_at_the_limit_fails_within_alpha() -> None:
+    # each broken case is one newly wrong case and one flip no rerun shows: both the
+    # accuracy drop and the attributed flip excess sit exactly at their limit
     rates = simulate(1000, NULL_DIFFS, seed=3, drop=LIMIT)
-    assert rates.fail["accuracy_drop"] <= tolerance(ALPHA, NULL_DIFFS)
+    for metric, share in rates.fail.items():
+        assert share <= tolerance(ALPHA, NULL_DIFFS), (metric, share)
 
 
 def test_a_planted_drop_of_three_times_the_limit_fails_in_most_diffs() -> None:
