@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.gates import GoldenGates
 
-def _backends_line(contract: Any) -> str:
+def _backends_line(contract: Contract) -> str:
     names = [("default", contract.backend), *contract.backends.items()]
     return ", ".join(f"{name}={config.provider}" for name, config in names)
 
 
-def _count_gates(gates: Any) -> int:
+def _count_gates(gates: GoldenGates) -> int:
     from decflow.gates import GOLDEN_GATES
 
     return sum(getattr(gates, key) is not None for key in GOLDEN_GATES)
 
 
-def _production_line(contract: Any) -> str | None:
+def _production_line(contract: Contract) -> str | None:
     production = contract.production
     gate_names = [name for name in type(production.requirements).model_fields]
     required = sum(getattr(production.requirements, g) is not None for g in gate_names)

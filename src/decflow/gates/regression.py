@@ -25,14 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from decflow.gates.checks import Check, Evidence, Level, evidence_check, make_check
+from decflow.contracts.gates import Gating
+from decflow.gates.checks import Check, Level, evidence_check, make_check
 from decflow.gates.headline import brief, headline, number
-from decflow.metrics.evidence import NOISE_DOMINATED
+from decflow.metrics.evidence import NOISE_DOMINATED, Evidence
 from decflow.metrics.regression_evidence import ChangeEvidence, PairedDiff, SegmentRows
 
-Gating = Literal["evidence", "point"]
+if TYPE_CHECKING:
+    from decflow.contracts.gates import Regression
 
 # (gate, metric) in check order.
 REGRESSION_GATES: tuple[tuple[str, str], ...] = (
@@ -294,7 +296,7 @@ class RegressionVerdicts:
         return line
 
 
-def _configured(regression: Any | None) -> list[tuple[str, str, Level, float]]:
+def _configured(regression: Regression | None) -> list[tuple[str, str, Level, float]]:
     found: list[tuple[str, str, Level, float]] = []
     for level, gates in (("requirement", regression),
                          ("warning", None if regression is None else regression.warnings)):
@@ -309,7 +311,7 @@ def _configured(regression: Any | None) -> list[tuple[str, str, Level, float]]:
 
 
 def regression_checks(
-    regression: Any | None,
+    regression: Regression | None,
     diff: Mapping[str, Any],
     *,
     paired: PairedDiff | None = None,

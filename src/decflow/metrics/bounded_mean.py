@@ -134,17 +134,15 @@ def _binomial_cases_needed(rate: float, limit: float, alpha: float) -> int | Non
 def _binomial_detectable(n: int, limit: float, *, above: bool, alpha: float) -> float | None:
     """Distance from the limit at which the exact test rejects with 80 % power."""
     if above:
-        critical = next((k for k in range(n + 1) if upper_tail(k, n, limit) < alpha), None)
-        if critical is None:
+        lowest = next((k for k in range(n + 1) if upper_tail(k, n, limit) < alpha), None)
+        if lowest is None:
             return None
-        power = lambda p: upper_tail(critical, n, p) >= POWER  # noqa: E731
-        return _boundary(lambda p: not power(p), 1.0, limit) - limit
+        return _boundary(lambda p: not upper_tail(lowest, n, p) >= POWER, 1.0, limit) - limit
     below = [k for k in range(n + 1) if lower_tail(k, n, limit) < alpha]
     if not below:
         return None
     critical = below[-1]
-    power = lambda p: lower_tail(critical, n, p) >= POWER  # noqa: E731
-    return limit - _boundary(lambda p: not power(p), 0.0, limit)
+    return limit - _boundary(lambda p: not lower_tail(critical, n, p) >= POWER, 0.0, limit)
 
 
 # --- betting mixture ------------------------------------------------------------------------
@@ -167,7 +165,8 @@ def _log_factor_sums(
     factors = 1.0 + sign * np.outer(lam, distinct - m)
     with np.errstate(divide="ignore"):
         logs = np.log(np.maximum(factors, 0.0))
-    return np.where(counts > 0, logs * counts, 0.0).sum(axis=1)
+    sums: np.ndarray = np.where(counts > 0, logs * counts, 0.0).sum(axis=1)
+    return sums
 
 
 def _log_mixture(sums: np.ndarray) -> float:

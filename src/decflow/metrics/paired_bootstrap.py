@@ -70,7 +70,7 @@ def _ece(weights: np.ndarray, confidence: np.ndarray, correct: np.ndarray,
     one_hot = np.zeros((len(confidence), n_bins))
     one_hot[np.arange(len(confidence)), bins] = correct.astype(float) - confidence
     gaps = weights @ one_hot
-    return np.abs(gaps).sum(axis=1) / weights.sum(axis=1)
+    return np.asarray(np.abs(gaps).sum(axis=1) / weights.sum(axis=1), dtype=np.float64)
 
 
 def _macro_f1(weights: np.ndarray, expected: np.ndarray, predicted: np.ndarray,
@@ -86,7 +86,8 @@ def _macro_f1(weights: np.ndarray, expected: np.ndarray, predicted: np.ndarray,
     with np.errstate(invalid="ignore", divide="ignore"):
         f1 = np.where(support + guessed > 0, 2.0 * hits / (support + guessed), 0.0)
     present = (support + guessed) > 0
-    return (f1 * present).sum(axis=1) / np.maximum(present.sum(axis=1), 1)
+    return np.asarray((f1 * present).sum(axis=1) / np.maximum(present.sum(axis=1), 1),
+                      dtype=np.float64)
 
 
 def _bootstrap(

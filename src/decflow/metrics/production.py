@@ -90,7 +90,8 @@ def merge_groups(
 def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int) -> list[int]:
     if n == 1:
         return [int(np.count_nonzero(mask))]
-    return np.bincount(groups[mask], minlength=n).astype(np.int64).tolist()
+    counts: list[int] = np.bincount(groups[mask], minlength=n).tolist()
+    return counts
 
 
 def _counts_by(groups: np.ndarray, bins: np.ndarray, n_groups: int, n_bins: int) -> np.ndarray:
@@ -227,7 +228,8 @@ def grouped_stats(
     per = {name: _per_group(flag, groups, n) for name, flag in c.flags.items()}
     out: dict[str, GroupStats] = {}
     for i, key in enumerate(keys):
-        stats = GroupStats(**{name: values[i] for name, values in per.items()})
+        counts: dict[str, Any] = {name: values[i] for name, values in per.items()}
+        stats = GroupStats(**counts)
         stats.bin_count = cal_bins[i].tolist()
         stats.bin_correct = cal_correct[i].tolist()
         stats.bin_confidence = cal_sums[i * n_bins : (i + 1) * n_bins]

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.contracts.extensions import decflow_extensions
+from decflow.contracts.gates import Gating
 from decflow.errors import DecflowError
-from decflow.gates.regression import Gating
 from decflow.pipeline.noise import Reruns, make_noise_run, run_reruns
 from decflow.pipeline.stage import ProgressFactory
 from decflow.report.versions import DECGUARD_REPORT_VERSION

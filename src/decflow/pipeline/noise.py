@@ -31,9 +31,10 @@ from decflow.pipeline.contract_run import backend_plan
 from decflow.pipeline.contract_run.derive import RERUN
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
-from decflow.pipeline.spec import Mode, RunSpec
+from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.contracts import stored_contract
+from decflow.report.modes import ModeName
 from decflow.store.runs import (
     FINISHED,
     NOISE_KIND,
@@ -44,7 +45,7 @@ from decflow.store.runs import (
 )
 from decflow.store.store import Manifest, Store
 
-NOISE_MODE: Mode = "stability"
+NOISE_MODE: ModeName = "stability"
 MAX_NOISE_RERUNS = 50
 
 
@@ -151,6 +152,6 @@ def make_noise_run(
         store.write_json(backend_plan.plan_path(child), plan)
     book = RunBook(spec, store, inherited={"cases": cases}, progress=progress,
                    identity={"kind": NOISE_KIND, "parent": parent_id})
-    for stage in stages_for(NOISE_MODE):
+    for stage in stages_for(spec.run_mode):
         book.run(stage)
     return child

@@ -13,7 +13,7 @@ before its first call. Sizes come from the same statistics the verdicts use:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.data.golden_dataset import load_golden
 from decflow.diagnostics.counterfactual import plan as counterfactual_plan
@@ -26,8 +26,14 @@ from decflow.pipeline.contract_run.derive import (
 from decflow.pipeline.contract_run.inputs import dataset_location
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 
+if TYPE_CHECKING:
+    import polars as pl
 
-def _stability(config: Any, n_cases: int) -> dict[str, Any]:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.properties import Counterfactual
+    from decflow.contracts.sections import Stability
+
+def _stability(config: Stability, n_cases: int) -> dict[str, Any]:
     pairs = n_cases * (config.repeats // 2)
     needed = pairs_needed(config.epsilon)
     return {
@@ -45,7 +51,9 @@ def _stability(config: Any, n_cases: int) -> dict[str, Any]:
     }
 
 
-def _counterfactual(contract: Any, config: Any, cases: Any) -> dict[str, Any]:
+def _counterfactual(
+    contract: Contract, config: Counterfactual, cases: pl.DataFrame
+) -> dict[str, Any]:
     pairs = persona_pair_set(contract, config, cases)
     frame = pairs.frame()
     sized = counterfactual_plan(
@@ -88,7 +96,7 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     stability = stability_config(spec, contract)
     if stability is not None:
         diagnostics.append(_stability(stability, cases.height))
-    if spec.mode != "test":
+    if spec.run_mode.fills("diagnostics"):
         diagnostics.append({
             "name": "blindness",
             "calls": 0,

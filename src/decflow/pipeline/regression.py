@@ -11,7 +11,7 @@ SDK and the nightly regression flow.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
@@ -28,6 +28,9 @@ from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
 from decflow.store.runs import accepted_run, now_iso
 from decflow.store.store import Store
 from decflow.version import __version__
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 ACCEPTED = "accepted"
 Decision = tuple[str | None, str | None, tuple[str, ...]]
@@ -73,7 +76,7 @@ def diff_reports(
     candidate: dict[str, Any],
     *,
     paths: tuple[str, str],
-    contract: Any | None = None,
+    contract: Contract | None = None,
     contract_path: str | None = None,
     segment_by: Sequence[str] | None = None,
     fail_on_warn: bool = False,

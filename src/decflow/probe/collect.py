@@ -54,7 +54,7 @@ class _Recorder:
             error = f"malformed answer: {exc}"
         except Exception as exc:  # the agent's own failure is evidence, not a crash
             error = f"{type(exc).__name__}: {exc}"
-        row = {name: None for name in SCHEMA}
+        row: dict[str, Any] = dict.fromkeys(SCHEMA)
         row.update(call=len(self.rows), input_index=index, input=source, kind=kind,
                    sent=sent, error=error, **where)
         if observation is not None:

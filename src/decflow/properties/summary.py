@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from decflow.contracts.properties import PropertyConfig
 from decflow.gates.checks import Check, make_check
 from decflow.metrics.compare import Comparison, Judgement, Limits, level_decrease
 from decflow.metrics.stats import pairs_needed, wilson
@@ -79,10 +80,10 @@ def property_summary(
 
 
 def property_checks(
-    summary: dict[str, Any] | None, property_name: str, config: Any, relation: str
+    summary: dict[str, Any] | None, property_name: str, config: PropertyConfig, relation: str
 ) -> list[Check]:
     """The checks of one enabled property; `summary` None means the property did not run."""
-    level = getattr(config, "level", "requirement")
+    level = config.level
     n_transformed = summary["n_transformed"] if summary else 0
     error_rate = summary["n_errors"] / n_transformed if summary and n_transformed else None
     checks = [

@@ -37,11 +37,12 @@ def noise_line(report: dict[str, Any]) -> str | None:
 
 def evidence_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
     """One row per configured gate: gate, level, decision phrase, method, cases, McNemar."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for gate in (report.get("evidence") or {}).get("gates") or []:
         mcnemar = gate.get("mcnemar_p")
         rows.append((
-            gate["gate"], gate["level"], gate["phrase"], gate.get("method") or "point estimate",
+            str(gate["gate"]), str(gate["level"]), str(gate["phrase"]),
+            str(gate.get("method") or "point estimate"),
             "" if gate.get("n") is None else str(gate["n"]),
             "" if mcnemar is None else f"{mcnemar:.3g}",
         ))

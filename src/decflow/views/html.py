@@ -299,7 +299,7 @@ def labels_shown(item: dict[str, Any], labels: Sequence[str]) -> str:
 
 def outcome(item: dict[str, Any], labels: Sequence[str]) -> str:
     """What came back: the selected labels before/after, TV distance and probabilities."""
-    result = item.get("result") if isinstance(item.get("result"), dict) else {}
+    result: dict[str, Any] = item["result"] if isinstance(item.get("result"), dict) else {}
     probabilities = item.get("probabilities") or result.get("probabilities")
     if isinstance(probabilities, list):
         probabilities = dict(zip(labels, probabilities, strict=False))
@@ -551,7 +551,7 @@ def evidence_section(report: dict[str, Any]) -> str:
         return ""
     return section(
         "Evidence", f"<p>{e(gating)}</p><p>Rerun noise: {e(noise_line(report))}</p>",
-        table(EVIDENCE_HEADERS, ((e(c) for c in row) for row in evidence_rows(report))))
+        table(EVIDENCE_HEADERS, [tuple(e(c) for c in row) for row in evidence_rows(report)]))
 
 
 def trend_section(trend: dict[str, Any]) -> str:

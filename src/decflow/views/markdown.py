@@ -187,9 +187,9 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append("")
     skipped = properties.get("skipped") or []
     if skipped:
-        listed = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
+        names = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
         more = ", …" if len(skipped) > MAX_LISTED else ""
-        lines.append(f"Skipped cases: {len(skipped)} ({md(listed)}{more})")
+        lines.append(f"Skipped cases: {len(skipped)} ({md(names)}{more})")
         lines.append("")
     return lines
 
@@ -331,7 +331,7 @@ def evidence_block(report: dict[str, Any]) -> list[str]:
     gating = gating_line(report)
     if gating is None:
         return []
-    rows = ((md(c) for c in row) for row in evidence_rows(report))
+    rows = [tuple(md(c) for c in row) for row in evidence_rows(report)]
     return ["## Evidence", "", md(gating), "", f"Rerun noise: {md(noise_line(report) or '')}",
             "", *table(EVIDENCE_HEADERS, rows)]
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
+from decflow.report.modes import mode_named
 from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
@@ -149,12 +150,13 @@ def failures(report: dict[str, Any]) -> list[str]:
 
 def render(report: dict[str, Any], extra_sections: list[Section] | None = None) -> str:
     """The whole text view; `extra_sections` render between the checks and the verdict."""
+    golden = mode_named(report["mode"]).fills("golden")
     sections: list[Section] = [header]
-    if report["mode"] != "fuzz":
+    if golden:
         sections.append(golden_metrics)
     sections.extend(extra_sections or [])
     sections.append(checks)
-    if report["mode"] != "fuzz":
+    if golden:
         sections.append(failures)
     lines: list[str] = []
     for section in sections:

@@ -7,7 +7,7 @@ re-gated with an edited contract without calling the backend.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -17,6 +17,8 @@ from decflow.gates import golden_checks
 from decflow.metrics.columns import probability_matrix
 from decflow.metrics.golden_metrics import golden_metrics
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
     """Cases in dataset order joined with their original (unchanged) request's result.
@@ -42,7 +44,9 @@ def golden_arrays(table: pl.DataFrame, labels: tuple[str, ...]) -> dict[str, Any
     }
 
 
-def decision_result(row: dict[str, Any], contract: Any, backend: dict[str, Any]) -> dict[str, Any]:
+def decision_result(
+    row: dict[str, Any], contract: Contract, backend: dict[str, Any]
+) -> dict[str, Any]:
     labels = list(contract.decision.labels)
     return {
         "case_id": row["case_id"],
@@ -64,7 +68,7 @@ def decision_result(row: dict[str, Any], contract: Any, backend: dict[str, Any])
 
 
 def golden_summary(
-    contract: Any, table: pl.DataFrame, *, with_gates: bool
+    contract: Contract, table: pl.DataFrame, *, with_gates: bool
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, checks when gated) of the original cases."""
     labels = tuple(contract.decision.labels)
@@ -93,7 +97,7 @@ CASE_COLUMNS = ("case_id", "input_text", "input_json", "expected", "metadata_jso
 
 
 def golden_cases(
-    contract: Any, table: pl.DataFrame, backend: dict[str, Any]
+    contract: Contract, table: pl.DataFrame, backend: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(per-case results, failures) of the original cases, in dataset order.
 

@@ -8,7 +8,7 @@ produces the report of a fresh run and re-gates a stored run with an edited cont
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -23,6 +23,10 @@ from decflow.store.runs import report_path, write_report
 from decflow.store.store import Manifest, Store
 from decflow.version import __version__
 
+if TYPE_CHECKING:
+    from decflow.contracts.gates import GoldenGates
+    from decflow.contracts.loader import LoadedContract
+
 CHECKS_SCHEMA = pl.Schema({
     "gate": pl.String,
     "level": pl.String,
@@ -35,7 +39,7 @@ CHECKS_SCHEMA = pl.Schema({
 })
 
 
-def gate_values(gates: Any) -> dict[str, float | None]:
+def gate_values(gates: GoldenGates) -> dict[str, float | None]:
     return {key: getattr(gates, key) for key in GOLDEN_GATES}
 
 
@@ -60,7 +64,7 @@ def _model_versions(store: Store, manifest: Manifest) -> pl.DataFrame:
 
 
 def build_report(
-    loaded: Any,
+    loaded: LoadedContract,
     spec: RunSpec,
     store: Store,
     manifests: dict[str, Manifest],
@@ -74,9 +78,10 @@ def build_report(
     results = store.read(phase_result_parts(results_manifest, "originals"))
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
-    metrics, checks = golden_summary(contract, table, with_gates=spec.mode in ("test", "all"))
+    mode = spec.run_mode
+    metrics, checks = golden_summary(contract, table, with_gates=mode.fills("golden_gates"))
     properties = None
-    if spec.mode in ("fuzz", "all"):
+    if mode.fills("properties"):
         from decflow.pipeline.contract_run.properties_section import properties_section
 
         properties = properties_section(loaded, spec, store, manifests, table)
@@ -129,7 +134,7 @@ def build_report(
         "warnings": gate_values(contract.warnings),
         "metrics": metrics,
         "checks": checks,
-        "failures": failures if spec.mode != "fuzz" else [],
+        "failures": failures if mode.fills("golden") else [],
         "results": case_results,
         "properties": properties,
         "diagnostics": diagnostics,
@@ -165,4 +170,5 @@ def _compute_summary(context: StageContext, key: str) -> Manifest:
 
 SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
 # Recomputed on every run and re-gate: its verdict depends on --fail-on-warn.
-SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False)
+SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False,
+                verdict=True)

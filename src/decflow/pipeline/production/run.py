@@ -14,11 +14,11 @@ from decflow.data.scan_process import scan_beside, worth_a_process
 
 if TYPE_CHECKING:
     from decflow.metrics.production import GroupStats
+    from decflow.pipeline.stage import Progress
     from decflow.store.store import Manifest, Store
 
 # Light on purpose (the store, polars and the contract models are imported where they are
 # used): a check starts hashing its input first, and the hash overlaps those imports.
-Progress = Callable[[int, int | None], None]
 Scanning = Callable[[], Scanned]
 
 
