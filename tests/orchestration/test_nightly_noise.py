@@ -126,8 +126,9 @@ def test_noise_never_fails_the_night_and_a_planted_regression_does(
     gates = {g["gate"]: g for g in broken["evidence"]["gates"]}
     assert gates["max_accuracy_drop"]["verdict"] == "fails"
     seen = recorded(prefect_api, planted.id, 8)
+    # the nightly's regression result, under one key: <deployment>-<decision>-<backend>-…
     artifact = next(a.data for a in seen["artifacts"]
-                    if (a.key or "").endswith("regression-diff"))
+                    if (a.key or "").endswith("noisy-refund-default-regression"))
     assert md("max_accuracy_drop") in artifact  # (Markdown escapes the underscores)
     # the decision with its interval: "accuracy -… points [a, b], noise ±…: regressed"
     assert md(gates["max_accuracy_drop"]["phrase"]) in artifact
