@@ -101,7 +101,7 @@ def test_noise_never_fails_the_night_and_a_planted_regression_does(
             first = night(prefect_api, {"contract": "noisy.yaml"})
             assert first.state.is_completed(), first.state
             store = Store(tmp_path / "store")
-            (baseline,) = [r["run_id"] for r in list_runs(store)]
+            (baseline,) = [r["run_id"] for r in list_runs(store).records]
             accept_run(store, baseline)
             quiet = [night(prefect_api, {"contract": "noisy.yaml"}) for _ in range(2)]
             planted = night(prefect_api, {"contract": "broken.yaml"})
@@ -110,7 +110,7 @@ def test_noise_never_fails_the_night_and_a_planted_regression_does(
             serving.wait(timeout=60)
     diffs = {r["run_id"]: json.loads((tmp_path / "store" / "runs" / r["run_id"] /
                                       "diff.json").read_text())
-             for r in list_runs(store) if r.get("kind", "run") == "run"
+             for r in list_runs(store).records if r.get("kind", "run") == "run"
              and (tmp_path / "store" / "runs" / r["run_id"] / "diff.json").exists()}
     assert len(diffs) == 3
     ordered = [diffs[k] for k in sorted(diffs)]

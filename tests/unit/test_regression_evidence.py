@@ -15,7 +15,7 @@ from decflow.metrics.paired import paired_proportions, tango_bounds, tango_stati
 from decflow.metrics.paired_bootstrap import ece_change, macro_f1_change
 from decflow.metrics.regression_evidence import PairedDiff
 from decflow.metrics.rerun_noise import placebo
-from decflow.metrics.stats import mcnemar_exact
+from decflow.metrics.stats import sign_test
 
 Z95 = 1.6448536269514722  # one-sided 95 %
 
@@ -58,16 +58,18 @@ def test_paired_proportions_against_a_margin() -> None:
     assert found.estimate == 0.02
     assert found.p_above == pytest.approx(0.5) and found.p_below == pytest.approx(0.5)
     assert found.cases_needed is None  # exactly at the margin: no n decides it
-    assert found.notes == (f"McNemar exact p = {mcnemar_exact(30, 10):.3g} (30 newly worse, "
+    assert found.notes == (f"McNemar exact p = {sign_test(30, 10):.3g} (30 newly worse, "
                            "10 newly better; information)",)
     clear = paired_proportions(80, 10, 1000, 0.02)
     assert clear.low is not None and clear.low > 0.02 and clear.p_above < 0.05
 
 
 def test_mcnemar_exact_by_hand() -> None:
-    assert mcnemar_exact(6, 0) == 2 / 64
-    assert mcnemar_exact(8, 2) == 2 * (1 + 10 + 45) / 1024
-    assert mcnemar_exact(0, 0) == 1.0
+    # the exact McNemar test is the sign test on the discordant cells: 2·P(X ≤ min(b, c))
+    assert sign_test(6, 0) == 2 / 64
+    assert sign_test(8, 2) == 2 * (1 + 10 + 45) / 1024
+    assert sign_test(0, 0) == 1.0
+    assert paired_proportions(8, 2, 40, 0.02).notes[0].startswith("McNemar exact p = 0.109 ")
 
 
 def test_limit_zero_flips_are_counts() -> None:

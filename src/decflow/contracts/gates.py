@@ -5,7 +5,7 @@ Field order is the fixed check order of the reference (gates are evaluated in ta
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -17,6 +17,12 @@ Gating = Literal["evidence", "point"]
 
 # Golden gates that are only meaningful with `evaluation.confidence_threshold`.
 THRESHOLD_GATES = ("min_coverage", "max_abstention_rate", "min_selective_accuracy")
+
+# decflow's own gates among DecGuard's: left out of the canonical JSON when unset, so a
+# DecGuard 0.1 contract hashes as before. SmoothECE's limit starts at 0.01, the finest
+# bandwidth the production check's merged grid resolves (decflow.metrics.smooth_ece).
+EXTENSION_GATES = ("max_smooth_ece",)
+SmoothEceLimit = Annotated[float, Field(ge=0.01, lt=1.0)]
 
 
 class GoldenGates(StrictModel):
@@ -31,6 +37,7 @@ class GoldenGates(StrictModel):
     max_error_rate: Unit | None = None
     max_latency_p95_ms: NonNegative | None = None
     max_ordinal_mae: NonNegative | None = None
+    max_smooth_ece: SmoothEceLimit | None = None  # decflow: evidence-gated SmoothECE
 
 
 class RegressionGates(StrictModel):
@@ -71,6 +78,7 @@ class ProductionGates(ProductionSegmentGates):
     max_confidence_tv_distance: Unit | None = None
     max_accuracy_drop: Unit | None = None
     max_ece_increase: Unit | None = None
+    max_smooth_ece: SmoothEceLimit | None = None  # decflow: evidence-gated SmoothECE
 
 
 class Production(StrictModel):

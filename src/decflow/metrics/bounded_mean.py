@@ -83,10 +83,12 @@ def _first_true(predicate: Callable[[int], bool], start: int = 1) -> int | None:
     return hi
 
 
-def _boundary(rejects: Callable[[float], bool], inside: float, outside: float) -> float:
+def _boundary(
+    rejects: Callable[[float], bool], inside: float, outside: float, tolerance: float = 1e-10
+) -> float:
     """Between a point that is not rejected and one that is, the edge of the rejected set."""
     for _ in range(200):
-        if abs(outside - inside) < 1e-10:
+        if abs(outside - inside) < tolerance:
             break
         mid = (inside + outside) / 2.0
         if rejects(mid):
@@ -137,12 +139,14 @@ def _binomial_detectable(n: int, limit: float, *, above: bool, alpha: float) -> 
         lowest = next((k for k in range(n + 1) if upper_tail(k, n, limit) < alpha), None)
         if lowest is None:
             return None
-        return _boundary(lambda p: not upper_tail(lowest, n, p) >= POWER, 1.0, limit) - limit
+        return _boundary(lambda p: not upper_tail(lowest, n, p) >= POWER, 1.0, limit,
+                         tolerance=1e-7) - limit
     below = [k for k in range(n + 1) if lower_tail(k, n, limit) < alpha]
     if not below:
         return None
     critical = below[-1]
-    return limit - _boundary(lambda p: not lower_tail(critical, n, p) >= POWER, 0.0, limit)
+    return limit - _boundary(lambda p: not lower_tail(critical, n, p) >= POWER, 0.0, limit,
+                             tolerance=1e-7)
 
 
 # --- betting mixture ------------------------------------------------------------------------
@@ -229,6 +233,23 @@ def mean_test(
     )
 
 
+def cases_needed(
+    values: Sequence[float] | npt.NDArray[np.float64],
+    limit: float,
+    *,
+    support: tuple[float, float] = (0.0, 1.0),
+    alpha: float = ALPHA,
+) -> int | None:
+    """``mean_test(...).cases_needed`` alone (at another level, e.g. Holm's α / m), without
+    the bounds."""
+    x = np.asarray(values, dtype=np.float64)
+    if not x.size:
+        return None
+    distinct, counts = _compressed(x)
+    mean = math.fsum(x.tolist()) / x.size
+    return _betting_cases_needed(distinct, counts, mean, limit, support, math.log(1.0 / alpha))
+
+
 def _betting_cases_needed(
     distinct: np.ndarray, counts: np.ndarray, mean: float, limit: float,
     support: tuple[float, float], threshold: float,
@@ -264,4 +285,4 @@ def _betting_detectable(
     room = (hi - limit) if above else (limit - lo)
     if not powered(room):
         return None
-    return _boundary(powered, 0.0, room)
+    return _boundary(powered, 0.0, room, tolerance=1e-5)  # a planning figure

@@ -31,7 +31,7 @@ import math
 from statistics import NormalDist
 
 from decflow.metrics.evidence import ALPHA, POWER, MeanTest
-from decflow.metrics.stats import mcnemar_exact
+from decflow.metrics.stats import sign_test
 
 _NORMAL = NormalDist()
 _BISECTION_STEPS = 200
@@ -105,7 +105,8 @@ def paired_proportions(
     it like any other test). The exact McNemar p-value of δ = 0 goes in its notes."""
     if min(b, c) < 0 or b + c > n:
         raise ValueError(f"need 0 <= b, c and b + c <= n, got b={b}, c={c}, n={n}")
-    mcnemar = (f"McNemar exact p = {mcnemar_exact(b, c):.3g} ({b} newly worse, {c} newly "
+    # the exact McNemar test is the sign test on the discordant cells
+    mcnemar = (f"McNemar exact p = {sign_test(b, c):.3g} ({b} newly worse, {c} newly "
                "better; information)",)
     if n == 0:
         return MeanTest(TANGO, 0, limit, None, -1.0, 1.0, 1.0, 1.0, None, None, mcnemar)

@@ -30,7 +30,7 @@ from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.contract_run import backend_plan
 from decflow.pipeline.contract_run.derive import RERUN
 from decflow.pipeline.contract_run.results import phase_result_parts
-from decflow.pipeline.contract_run.runner import RunBook, stages_for
+from decflow.pipeline.contract_run.runner import RunBook, keep_plan, stages_for
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.contracts import stored_contract
@@ -146,12 +146,11 @@ def make_noise_run(
                    max_concurrency=parent_spec.max_concurrency,
                    healthcheck=parent_spec.healthcheck, shard_size=parent_spec.shard_size,
                    repeats=reruns)
-    plan = backend_plan.stored_plan(store, parent_id)
-    if plan is not None and backend_plan.stored_plan(store, child) is None:
+    if backend_plan.stored_plan(store, child) is None:
         # The same readout as the parent's answers (the openai backend's tokenizer probe).
-        store.write_json(backend_plan.plan_path(child), plan)
-    book = RunBook(spec, store, inherited={"cases": cases}, progress=progress,
-                   identity={"kind": NOISE_KIND, "parent": parent_id})
-    for stage in stages_for(spec.run_mode):
-        book.run(stage)
+        keep_plan(store, parent_id, child)
+    with RunBook(spec, store, inherited={"cases": cases}, progress=progress,
+                 identity={"kind": NOISE_KIND, "noise_of": parent_id}) as book:
+        for stage in stages_for(spec.run_mode):
+            book.run(stage)
     return child

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
 from decflow.gates.regression import NOISE_ADVICE, regression_checks
+from decflow.metrics.calibration import diff_calibration
 from decflow.metrics.regression import diff_results, paired_diff
 from decflow.metrics.regression_evidence import PairedDiff
 from decflow.pipeline.diff_evidence import gating_rule, side_reruns
 from decflow.pipeline.noise import Reruns
 from decflow.pipeline.stage import ProgressFactory
+from decflow.pipeline.stored.check_runs import RECORDS_BACKEND, diff_checks, is_check_diff
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.pipeline.trend import decision_trend
 from decflow.report.loading import load_verified
@@ -125,6 +127,15 @@ def diff_reports(
                                  gating=gating)
     checks = verdicts.checks
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    ece = diff["metrics"].get("ece") or {}
+    limits = {} if regression is None else {
+        level: gates.max_ece_increase for level, gates in
+        (("requirement", regression), ("warning", regression.warnings))
+        if gates.max_ece_increase is not None}
+    calibration = diff_calibration(  # each run's own stored reliability bins
+        ((baseline.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
+        ((candidate.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
+        (ece.get("baseline"), ece.get("candidate")), limits)
     same = (baseline.get("dataset") or {}).get("hash") == (candidate.get("dataset") or {}).get(
         "hash"
     )
@@ -149,6 +160,7 @@ def diff_reports(
         "counts": diff["counts"],
         "shift": diff["shift"],
         "metrics": diff["metrics"],
+        "calibration": calibration,
         "segments": diff["segments"],
         "checks": [c.to_dict() for c in checks],
         "changes": diff["changes"],
@@ -172,7 +184,9 @@ def _noise(paired: PairedDiff, reruns: tuple[Reruns, Reruns]) -> dict[str, Any]:
 def accepted_baseline(store: Store, candidate: dict[str, Any]) -> str:
     """The run accepted for the candidate's decision and backend (`NoAcceptedBaseline`
     when there is none)."""
-    decision, backend = candidate["contract"]["name"], candidate["backend"]["name"]
+    decision = candidate["contract"]["name"]
+    backend = (RECORDS_BACKEND if candidate.get("kind") == "check"
+               else candidate["backend"]["name"])
     found = accepted_run(store, decision, backend)
     if found is None:
         raise NoAcceptedBaseline(decision, backend, (candidate.get("run") or {}).get("id"),
@@ -200,6 +214,17 @@ def gating_contract(
                   "its contract is not either; pass -c CONTRACT to gate the regression")
 
 
+def known_segment_keys(keys: Sequence[str], *reports: dict[str, Any]) -> None:
+    """`-s KEY` must name a metadata key some case of the reports has."""
+    known = sorted({str(key) for report in reports for item in report.get("results") or []
+                    if isinstance(item, dict) for key in (item.get("metadata") or {})})
+    unknown = [key for key in keys if key not in known]
+    if unknown:
+        raise DecflowError(
+            f"-s/--segment-by: no case of either run has the metadata key '{unknown[0]}' "
+            f"(keys: {', '.join(known) or 'none: the cases carry no metadata'})")
+
+
 def run_diff(
     baseline: str,
     candidate: str,
@@ -221,6 +246,15 @@ def run_diff(
     if baseline == ACCEPTED:
         baseline = accepted_baseline(store, new)
     old, old_source, old_run = load_verified(baseline, store)
+    if is_check_diff(old, new, old_source):
+        if segment_by:
+            raise DecflowError("-s/--segment-by applies to diffs of contract runs; a check "
+                               "run's segments are the contract's production.segments")
+        contract = None if contract_path is None else load_contract(contract_path).contract
+        return diff_checks(old, new, store, baseline_source=old_source, baseline_run=old_run,
+                           contract=contract, fail_on_warn=fail_on_warn)
+    if segment_by:
+        known_segment_keys(segment_by, old, new)
     gates_path, gates_from = gating_contract(new, store, contract_path)
     contract = None if gates_path is None else load_contract(gates_path).contract
     width = len((new.get("contract") or {}).get("labels") or ())

@@ -38,6 +38,9 @@ class RunSpec:
     # noise reruns a regression diff makes, `decflow diff --noise-reruns K`).
     repeats: int | None = None
     created_at: str = field(default_factory=lambda: now_iso())
+    # `--resume` of a finished run writes a new run that reuses its stages: the run it
+    # continues (never changed by it).
+    parent: str | None = None
 
     @property
     def run_mode(self) -> Mode:

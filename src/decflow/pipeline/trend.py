@@ -5,19 +5,19 @@ Per finished contract run (noise runs, probes and checks are left out), oldest f
 status, whether it is the accepted baseline of its backend, and for each gate it was judged
 by — its run checks, and its regression checks when a nightly diff is stored beside it —
 the value, the one-sided 95 % bounds (the check's evidence; for a proportion without
-evidence, a Wilson interval at z = 1.645 over the report's cases) and the status.
+evidence, its exact Clopper-Pearson bounds over the report's cases) and the status.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from decflow.metrics.stats import wilson
+from decflow.metrics.binomial import clopper_pearson_high, clopper_pearson_low
 from decflow.store.runs import FINISHED, accepted_run, list_runs, report_path, run_path
 from decflow.store.store import Store
 
 DEFAULT_LAST = 10
-Z_PER_SIDE = 1.6448536269514722
+ALPHA = 0.05
 # Proportion metrics of a run report and where its n is.
 PROPORTIONS = {
     "accuracy": ("classification", "n"),
@@ -30,7 +30,7 @@ PROPORTIONS = {
 def _interval(check: dict[str, Any], metrics: dict[str, Any]) -> tuple[Any, Any]:
     evidence = check.get("evidence") or {}
     if evidence.get("low") is not None and evidence.get("high") is not None:
-        return evidence["low"], evidence["high"]
+        return float(evidence["low"]), float(evidence["high"])
     where = PROPORTIONS.get(check["metric"])
     value = check.get("value")
     if where is None or value is None:
@@ -38,7 +38,8 @@ def _interval(check: dict[str, Any], metrics: dict[str, Any]) -> tuple[Any, Any]
     n = (metrics.get(where[0]) or {}).get(where[1])
     if not n:
         return None, None
-    return wilson(round(value * n), n, Z_PER_SIDE)
+    count = round(value * n)
+    return clopper_pearson_low(count, n, ALPHA), clopper_pearson_high(count, n, ALPHA)
 
 
 def _cells(checks: list[dict[str, Any]], metrics: dict[str, Any], prefix: str
@@ -55,7 +56,7 @@ def _cells(checks: list[dict[str, Any]], metrics: dict[str, Any], prefix: str
 def decision_trend(store: Store, decision: str, *, backend: str | None = None,
                    last: int = DEFAULT_LAST) -> dict[str, Any]:
     """The last `last` finished runs of `decision` (on `backend`, or any), oldest first."""
-    records = [r for r in list_runs(store)
+    records = [r for r in list_runs(store).records
                if r.get("kind", "run") == "run" and r.get("decision") == decision
                and (backend is None or r.get("backend") == backend)
                and r.get("status") in FINISHED and store.exists(report_path(r["run_id"]))]

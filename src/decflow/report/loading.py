@@ -10,9 +10,19 @@ import os
 from typing import Any
 
 from decflow.errors import DecflowError
+from decflow.report.check_report import verify_check_report
 from decflow.report.verify import load_report_file, verify_run_report
 from decflow.report.versions import REPORT_VERSIONS, RUN_REPORT_VERSIONS
-from decflow.store.runs import has_run, report_path
+from decflow.store.runs import (
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    has_run,
+    read_run_record,
+    report_path,
+    resume_command,
+    run_state,
+)
 from decflow.store.store import Store
 
 
@@ -27,20 +37,38 @@ def resolve_report(target: str, store: Store) -> tuple[dict[str, Any], str, str 
         return report, target, None
     if store.exists(report_path(target)):
         return store.read_json(report_path(target)), f"run {target}", target
+    if has_run(store, target):
+        raise DecflowError(f"run {target} has no report: {no_report(store, target)}")
     raise DecflowError(
-        f"'{target}' is neither a report file nor a run in the store {store.url} "
+        f"'{target}' is neither a file or folder nor a run id in the store {store.url} "
         "(see `decflow runs`)"
     )
 
 
+def no_report(store: Store, run_id: str) -> str:
+    """Why a stored run has no report, and what to do."""
+    state = run_state(store, read_run_record(store, run_id))
+    if state.status == RUNNING:
+        return f"it is still running ({state.detail})"
+    if state.status == INTERRUPTED:
+        return f"it was interrupted; {state.detail}"
+    if state.status == FAILED:
+        resume = resume_command(read_run_record(store, run_id))
+        return f"it failed: {state.detail}" + (
+            f"; fix that, then finish it with `{resume}`" if resume else "")
+    return f"its report is missing (status {state.status}); run it again"
+
+
 def load_verified(target: str, store: Store) -> tuple[dict[str, Any], str, str | None]:
-    """`resolve_report`, then re-verify a run report; a probe report is re-derived from its
-    stored call table by `decflow.probe.load`. Anything else is exit 2."""
+    """`resolve_report`, then re-verify a run or check report; a probe report is re-derived
+    from its stored call table by `decflow.probe.load`. Anything else is exit 2."""
     report, source, run_id = resolve_report(target, store)
     kind = report.get("kind", "run")
     version = report.get("report_version")
     if version in RUN_REPORT_VERSIONS and kind == "run":
         verify_run_report(report, source)
+    elif kind == "check":
+        verify_check_report(report, source)
     elif not (version in REPORT_VERSIONS and kind == "probe"):
-        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run report")
+        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run or check report")
     return report, source, run_id

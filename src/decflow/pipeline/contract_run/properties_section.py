@@ -72,7 +72,7 @@ def properties_section(
     summaries: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
-    evidence: list[dict[str, Any]] = []  # Wilson intervals beside DecGuard's checks
+    evidence: list[dict[str, Any]] = []  # case-level bounds beside DecGuard's checks
     for prop, config in selected_properties(spec, contract):
         relation = RELATIONS[prop]
         if prop not in stored_properties:
@@ -110,7 +110,10 @@ def properties_section(
             ))
         summaries.append(summary)
         checks.extend(c.to_dict() for c in property_checks(summary, prop, config, relation))
-        evidence.extend(rate_evidence(summary, prop, config, relation))
+        evidence.extend(rate_evidence(
+            prop, config, relation, evaluated["case_id"].to_numpy(), verdict.limit_violated,
+            found.flipped,
+        ))
         listed = pl.concat([
             pl.Series("request_id", rids, dtype=pl.String),
             errors.filter(pl.col("error_kind") != ORIGINAL_ERROR)["request_id"],

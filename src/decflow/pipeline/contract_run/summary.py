@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from decflow.gates import GOLDEN_GATES, Check, headline, status_of
+from decflow.gates.golden_evidence import golden_gate_evidence
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
-from decflow.pipeline.contract_run.golden_section import golden_cases, golden_summary, originals
+from decflow.pipeline.contract_run.golden_section import (
+    calibration_summary,
+    golden_cases,
+    golden_summary,
+    originals,
+)
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
@@ -79,7 +85,10 @@ def build_report(
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
     mode = spec.run_mode
-    metrics, checks = golden_summary(contract, table, with_gates=mode.fills("golden_gates"))
+    gated = mode.fills("golden_gates")
+    metrics, checks = golden_summary(contract, table, with_gates=gated)
+    calibration, smooth_checks = calibration_summary(contract, table, metrics, with_gates=gated)
+    checks.extend(smooth_checks)
     properties = None
     if mode.fills("properties"):
         from decflow.pipeline.contract_run.properties_section import properties_section
@@ -133,6 +142,9 @@ def build_report(
         "requirements": gate_values(contract.requirements),
         "warnings": gate_values(contract.warnings),
         "metrics": metrics,
+        "calibration": calibration,
+        "gate_evidence": golden_gate_evidence(metrics, contract.requirements, contract.warnings)
+        if gated else [],
         "checks": checks,
         "failures": failures if mode.fills("golden") else [],
         "results": case_results,
@@ -169,6 +181,7 @@ def _compute_summary(context: StageContext, key: str) -> Manifest:
 
 
 SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
-# Recomputed on every run and re-gate: its verdict depends on --fail-on-warn.
+# Recomputed on every run and re-gate: its verdict depends on --fail-on-warn. Keyed by the
+# run: a run continuing a finished one (same upstream) publishes its own, never its parent's.
 SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False,
-                verdict=True)
+                keyed_by_run=True, verdict=True)
