@@ -111,6 +111,11 @@ FAULTS = [
     Fault("store path is a file (a run)", a_file_instead,
           lambda store, _r, contract: run_args(contract, store), 2,
           "store: {path} is a file, not a folder; pass --store a folder"),
+    Fault("store path is a file (a check)", a_file_instead,
+          lambda store, _r, contract: ["check", str(contract), "-d",
+                                       str(contract.parent / "production.jsonl"), "--store",
+                                       str(store)], 2,
+          "store: {path} is a file, not a folder; pass --store a folder"),
     Fault("store path under a file", lambda store, r: a_file_instead(store, r) + "/inner",
           lambda store, _r, _c: ["runs", "--store", f"{store}/inner"], 2,
           "store: cannot open the store {path} (Not a directory); a part of the store path "

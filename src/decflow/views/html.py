@@ -42,7 +42,14 @@ from decflow.views.diff_evidence import (
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
-from decflow.views.text import FIRST_CASES, VERDICTS, answer, counted, short_hash
+from decflow.views.text import (
+    FIRST_CASES,
+    VERDICTS,
+    answer,
+    counted,
+    failing_segments_first,
+    short_hash,
+)
 from decflow.views.trend_text import run_label, trend_cell
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
@@ -604,7 +611,7 @@ def check_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         parts.append(section("Drift against the baseline", note, kv_table(drift)))
     segments = report.get("segments") or []
     if segments:
-        parts.append(check_segments(segments))
+        parts.append(check_segments(failing_segments_first(segments)))
     return title, parts
 
 

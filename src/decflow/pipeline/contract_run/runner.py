@@ -117,6 +117,7 @@ class RunBook:
                 self.manifests.update(reuse_upstream(store, spec.parent or spec.run_id, start))
             self.identity = dict(identity or {})
             self.timings: dict[str, float] = {}
+            self.computing: dict[str, str] | None = None  # the run-keyed stage under way
             # the verdict stage's manifest extra: status, exit code, report path
             self.verdict: dict[str, Any] = {}
             self.context = StageContext(spec, store, self.loaded, self.manifests,
@@ -176,6 +177,7 @@ class RunBook:
             "status": status,
             "resume": self.resume,  # what `decflow runs` says of it once it stopped
             "parent": spec.parent,
+            "computing": self.computing,
             "stages": {name: m.to_dict() for name, m in self.manifests.items()},
             "timings_s": self.timings,
             **self.identity,
@@ -190,8 +192,13 @@ class RunBook:
             self.logger.info("stage %s: reused from run %s", name,
                              self.spec.parent or self.spec.run_id)
             return self.manifests[name]
+        if stage.keyed_by_run:  # its folder holds this run's calls before it is published:
+            # named in the record, so `runs gc` finds it if the run never finishes
+            self.computing = {"stage": name, "key": stage.key(self.context)}
+            self.record(RUNNING)
         started = time.perf_counter()
         manifest = compute() if compute is not None else run_stage(stage, self.context)
+        self.computing = None
         self.manifests[name] = manifest
         self.timings[name] = round(time.perf_counter() - started, 4)
         if stage.verdict:
