@@ -132,18 +132,20 @@ class GateEvidence:
         return out
 
 
-def _points(value: float | None) -> str:
-    return "n/a" if value is None else f"{100.0 * value:+.1f}".replace("+0.0", "0.0").replace(
-        "-0.0", "0.0")
+def _points(value: float | None, sign: str = "+") -> str:
+    """A rate in percentage points, one decimal (`+4.1`, `-6.0`; never `-0.0`)."""
+    if value is None:
+        return "n/a"
+    text = f"{100.0 * value:{sign}.1f}"
+    return "0.0" if float(text) == 0.0 else text
 
 
 def _interval(low: float | None, high: float | None, scale: float, as_points: bool) -> str:
     if low is None or high is None:
         return ""
-    if as_points:
-        a, b = sorted((scale * low, scale * high))
-        return f" [{_points(a)}, {_points(b)}]"
     a, b = sorted((scale * low, scale * high))
+    if as_points:
+        return f" [{_points(a, '')}, {_points(b, '')}]"
     return f" [{number(a)}, {number(b)}]"
 
 
@@ -156,7 +158,9 @@ def decision_phrase(metric: str, found: ChangeEvidence | None, verdict: str,
         return f"{name}: {word}" if metric not in ATTRIBUTED else (
             f"{name} not established: rerun noise not measured")
     if found.is_count:
-        return f"{name}: {found.method}: {word}"
+        what = "newly errored" if metric == "error_rate_increase" else "flipped"
+        count = round((found.estimate or 0.0) * found.n)
+        return f"{name}: {count} of {found.n} {what}: {word}"
     needed = "" if verdict != "not_established" or found.cases_needed is None else (
         f" (about {found.cases_needed} cases needed)")
     if metric in ATTRIBUTED:
