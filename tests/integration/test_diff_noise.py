@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+import decflow
 from decflow.contracts import load_contract
 from decflow.errors import Interrupted
 from decflow.pipeline.regression import run_diff
@@ -107,8 +108,14 @@ def test_noise_reruns_turn_raw_flips_into_attributed_verdicts(
     assert measured["headline"].startswith(("PASS", "WARN"))
 
     again = len(server.requests)
-    diff(baseline, candidate, "--store", store, "--noise-reruns", "2")
+    page = contract.parent / "diff.html"
+    diff(baseline, candidate, "--store", store, "--noise-reruns", "2", "--html", str(page))
     assert len(server.requests) == again  # the finished noise run is reused
+    html = page.read_text()
+    assert "<h2>Evidence</h2>" in html and "<h2>Trend</h2>" in html
+    sdk = decflow.run_diff(baseline, candidate, store=store, noise_reruns=2)
+    assert sdk["evidence"]["gates"] == measured["evidence"]["gates"]
+    assert sdk["headline"] == measured["headline"]
 
     code, _, err = run_cli("runs", "accept", child, "--store", store, "--force")
     assert code == 2 and "noise" in err
