@@ -158,3 +158,44 @@ def test_paired_bootstrap_is_seeded_and_centred_on_the_observed_change() -> None
     expected = rng.integers(0, 3, 300)
     same = macro_f1_change(expected, expected, expected, 3)
     assert (same.estimate, same.low, same.high) == (0.0, 0.0, 0.0)
+
+
+def test_segments_are_holm_adjusted_and_name_the_failing_one() -> None:
+    from decflow.metrics.regression_evidence import SegmentRows
+
+    # 300 cases in three segments of 100; only "de" loses 30 right answers
+    before = [A] * 300
+    after = [A] * 200 + [B] * 30 + [A] * 70
+    paired = _paired(before, after, [0] * 300)
+    segments = [SegmentRows("locale", name, np.arange(i * 100, (i + 1) * 100), True)
+                for i, name in enumerate(("en", "fr", "de"))]
+    segments.append(SegmentRows("locale", "it", np.arange(0), False))  # below the minimum
+    found = gate_evidence(paired, segments, "max_segment_accuracy_drop",
+                          "segment_accuracy_drop", "requirement", 0.05)
+    assert found.verdict == "fails" and found.segment == "locale=de"
+    assert [row["segment"] for row in found.segments] == ["locale=en", "locale=fr",
+                                                          "locale=de"]
+    assert found.phrase.startswith("accuracy in locale=de -30.0 points [")
+    # with no drop anywhere, 100 cases a segment cannot show each one below 0.05 after Holm
+    quiet = gate_evidence(_paired(before, before, [0] * 300), segments[:3],
+                          "max_segment_accuracy_drop", "segment_accuracy_drop",
+                          "requirement", 0.05)
+    assert quiet.verdict in ("holds", "not_established")
+    verdicts = {row["verdict"] for row in quiet.segments}
+    assert quiet.verdict == ("holds" if verdicts == {"holds"} else "not_established")
+
+
+def test_macro_f1_and_ece_changes_read_in_the_gates_direction() -> None:
+    rng = np.random.default_rng(1)
+    expected = rng.integers(0, 3, 400)
+    right = np.eye(3)[expected] * 0.8 + 0.2 / 3
+    wrong = np.eye(3)[(expected + 1) % 3] * 0.8 + 0.2 / 3
+    worse = np.where((rng.random(400) < 0.3)[:, None], wrong, right)
+    paired = _paired(right.tolist(), worse.tolist(), expected.tolist())
+    drop = paired.macro_f1_drop(0.05)
+    assert drop.estimate is not None and drop.estimate > 0.2 and drop.verdict() == "fails"
+    # every answer 0.867 confident: ECE 0.133 before, worse once 30 % of them are wrong
+    ece = paired.ece_increase(0.005)
+    assert ece.estimate is not None and ece.estimate > 0 and ece.verdict() == "fails"
+    same = _paired(right.tolist(), right.tolist(), expected.tolist())
+    assert same.macro_f1_drop(0.05).verdict() == "holds"
