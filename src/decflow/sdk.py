@@ -124,22 +124,37 @@ def run_test(
     max_concurrency: int | None = None,
     check_health: bool = True,
     fail_on_warn: bool = False,
+    sequential: bool | dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`decflow test` (mode test|all), `decflow fuzz` (mode fuzz) or `decflow stability`:
-    the report dict the CLI prints. Gate failures are in the report; problems raise."""
+    the report dict the CLI prints. Gate failures are in the report; problems raise.
+    `sequential`: True (or a dict overriding alpha, max_cases, batch, seed, zero_limit)
+    runs `--sequential`, False the whole suite; None follows the contract's section."""
+    from pydantic import ValidationError
+
+    from decflow.contracts.sections import Sequential
     from decflow.pipeline.contract_run.runner import run_contract
-    from decflow.pipeline.spec import RunSpec
+    from decflow.pipeline.spec import RunSpec, load_contract_cached
     from decflow.store.runs import new_run_id
     from decflow.store.store import open_store
     from decflow.views.stored import write_run_html
 
     opened = open_store(store)
+    try:
+        settings = Sequential.settings(
+            load_contract_cached(str(contract)).contract.sequential,
+            None if sequential is None else bool(sequential),
+            sequential if isinstance(sequential, dict) else {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise DecflowError(f"sequential.{error['loc'][0]}: {error['msg']}") from None
     spec = RunSpec(
         contract_path=str(contract), store_url=opened.url, run_id=new_run_id(),
         mode=mode,
         backend=backend, dataset=dataset, seed=seed,
         properties=tuple(properties) if properties else None, minimize=minimize,
         max_concurrency=max_concurrency, healthcheck=check_health,
+        sequential=settings,
     )
     report = run_contract(spec, opened, fail_on_warn=fail_on_warn)
     write_run_html(opened, report)

@@ -303,3 +303,21 @@ def test_a_store_without_write_permission_is_exit_2_naming_it(tmp_path: Path) ->
             in line), line
     assert "readable and writable for this user, or pass another --store" in line
     assert f"{store}/runs/" in line
+
+
+def test_a_damaged_cached_check_unit_is_read_again(tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    store = tmp_path / "store"
+    args = ["check", str(REFUND / "decflow.yaml"), "-d", str(REFUND / "production.jsonl"),
+            "--store", str(store), "-f", "json"]
+    code, first, _ = run_cli(*args)
+    assert code == 0
+    (part,) = store.glob("stages/records/*/part-00000.parquet")
+    flip_byte(part)
+    code, again, err = run_cli(*args)
+    assert code == 0, err
+    assert f"stage records: the stored artifact is damaged ({part} does not match" in \
+        caplog.text
+    assert json.loads(again)["metrics"] == json.loads(first)["metrics"]
+    caplog.clear()  # published again: the next check uses it as it is
+    assert run_cli(*args)[0] == 0 and "damaged" not in caplog.text

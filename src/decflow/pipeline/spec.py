@@ -37,6 +37,9 @@ class RunSpec:
     # Draws per case in a `stability` run, overriding `diagnostics.stability.repeats` (the
     # noise reruns a regression diff makes, `decflow diff --noise-reruns K`).
     repeats: int | None = None
+    # `--sequential`: alpha, max_cases, batch, seed, zero_limit (contract section, then the
+    # command line); None for a run of the whole suite.
+    sequential: dict[str, Any] | None = None
     created_at: str = field(default_factory=lambda: now_iso())
     # `--resume` of a finished run writes a new run that reuses its stages: the run it
     # continues (never changed by it).

@@ -23,6 +23,7 @@ from decflow.pipeline.contract_run.backend_plan import plan_path, stored_plan
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.comparisons import COMPARISONS, MINIMIZED
 from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
+from decflow.pipeline.contract_run.sequential_calls import adopt_sent
 from decflow.pipeline.contract_run.summary import SUMMARY
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import ProgressFactory, Stage, StageContext, run_stage
@@ -200,6 +201,8 @@ class RunBook:
         manifest = compute() if compute is not None else run_stage(stage, self.context)
         self.computing = None
         self.manifests[name] = manifest
+        if name == RESULTS.name:
+            adopt_sent(self.manifests, manifest)
         self.timings[name] = round(time.perf_counter() - started, 4)
         if stage.verdict:
             self.verdict = dict(manifest.extra)
