@@ -39,6 +39,7 @@ from decflow.views.diff_evidence import (
     gating_line,
     noise_line,
 )
+from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
@@ -256,7 +257,8 @@ def golden_metrics(report: dict[str, Any]) -> str:
     errors = counts.get("errors_by_kind") or {}
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
-    error_line += "".join(f'<p class="muted">{e(line)}</p>' for line in calibration_lines(report))
+    error_line += "".join(f'<p class="muted">{e(line)}</p>'
+                          for line in calibration_lines(report) + gate_evidence_lines(report))
     return section("Metrics", cards(items), error_line,
                    calibration_plots(report, selective.get("threshold"), label_table))
 
@@ -496,10 +498,26 @@ def artifacts(report: dict[str, Any]) -> str:
         for name, a in stored.items())))
 
 
+def sequential_view(run: dict[str, Any]) -> str:
+    """A sequential run: calls against the full suite's, why it stopped, and per gate the
+    cases used, estimate, time-uniform interval and e-values."""
+    summary = {key: run.get(key) for key in (
+        "calls_made", "calls_full", "cases_sent", "suite_cases", "stop_reason",
+        "seconds_saved", "money_saved", "alpha", "alpha_per_gate", "seed", "batch")}
+    rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
+             val(g["estimate"]), f"[{val(g['low'])}, {val(g['high'])}]", val(g["e_fail"]),
+             val(g["e_pass"]), e(g["stop_reason"])) for g in run["gates"])
+    return section("Sequential run", kv_table(summary), table(
+        ("gate", "decision", "cases used", "estimate", "interval", "e (fail)", "e (pass)",
+         "stop"), rows))
+
+
 def run_body(report: dict[str, Any]) -> tuple[str, list[str]]:
     name = (report.get("contract") or {}).get("name", "decflow")
     title = f"{name} · decflow {report.get('mode', 'run')}"
     parts = [banner(report, title), identity(report), gates(report)]
+    if report.get("sequential"):
+        parts.append(sequential_view(report["sequential"]))
     if shows_golden(report):
         parts.append(golden_metrics(report))
     # Diagnostics first: they say how far the property results can be trusted.
