@@ -152,3 +152,29 @@ def test_an_unset_gating_never_enters_the_contract_hash(tmp_path: Path) -> None:
     del document["regression"]["gating"]
     edited.write_text(yaml.safe_dump(document))
     assert load_contract(edited).hash == plain
+
+
+def test_the_extensions_that_switch_a_diff_to_evidence_gating(tmp_path: Path) -> None:
+    from decflow.contracts.extensions import decflow_extensions
+    from decflow.pipeline.diff_evidence import gating_rule
+
+    source = ROOT / "contracts" / "refund" / "decflow.yaml"
+    (tmp_path / "cases.jsonl").write_text((source.parent / "cases.jsonl").read_text())
+    document = yaml.safe_load(source.read_text())
+    edited = tmp_path / "decflow.yaml"
+
+    def loaded(**changes: Any) -> Any:
+        edited.write_text(yaml.safe_dump({**document, **changes}))
+        return load_contract(edited).contract
+
+    plain = loaded()
+    assert decflow_extensions(plain) == []
+    assert gating_rule(plain, ({}, {}))[0] == "point"
+    smooth = loaded(requirements={**document["requirements"], "max_smooth_ece": 0.05})
+    assert decflow_extensions(smooth) == ["requirements.max_smooth_ece"]
+    assert gating_rule(smooth, ({}, {})) == (
+        "evidence", "the contract uses decflow extensions (requirements.max_smooth_ece)")
+    point = loaded(regression={**document["regression"], "gating": "point"},
+                   diagnostics={"stability": {"repeats": 4}})
+    assert gating_rule(point, ({}, {})) == ("point", "regression.gating: point")
+    assert gating_rule(smooth, ({"report_version": "0.1"}, {}))[0] == "point"  # DecGuard file

@@ -5,11 +5,12 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, publish
+from decflow.commands.common import OutputOptions, with_output
 
 
 def register(app: typer.Typer) -> None:
     @app.command("diff")
+    @with_output()
     def diff_command(
         baseline: str = typer.Argument(
             ..., help="Baseline report file or run id (a contract run or a check run), or "
@@ -27,13 +28,10 @@ def register(app: typer.Typer) -> None:
             help="Measure the candidate's rerun noise first: re-send its stored requests K "
                  "times (a child run, resumable) when it has no reruns yet.",
         ),
-        output: str | None = common.OUTPUT_OPTION,
-        fmt: str = common.FORMAT_OPTION,
         fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
         store: str | None = common.STORE_OPTION,
-        html: str | None = common.HTML_OPTION,
-        junit: str | None = common.JUNIT_OPTION,
-        markdown: str | None = common.MARKDOWN_OPTION,
+        *,
+        out: OutputOptions,
     ) -> None:
         """Compare two contract runs case by case and gate the regression; or two check
         runs: the later one's drift against the earlier."""
@@ -42,12 +40,8 @@ def register(app: typer.Typer) -> None:
         from decflow.store.store import open_store
         from decflow.views.outputs import render_text  # a diff of check runs is a check
 
-        check_format(fmt)
         with progress_factory(enabled=noise_reruns > 0) as progress:
             report = run_diff(baseline, candidate, open_store(store), contract_path=contract,
                               segment_by=segment_by or None, fail_on_warn=fail_on_warn,
                               noise_reruns=noise_reruns, progress=progress)
-        raise typer.Exit(publish(
-            report, render_text, fmt=fmt, output=output, html=html, junit=junit,
-            markdown=markdown, what="diff",
-        ))
+        raise typer.Exit(out.publish(report, render_text, what="diff"))

@@ -7,13 +7,14 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, emit, say_stored, write_json
+from decflow.commands.common import OutputOptions, emit, say_stored, with_output, write_json
 
 LAYER_HELP = "Layer the meter and relations compare: verdict, text or tools."
 
 
 def register(app: typer.Typer) -> None:
     @app.command("probe", help="Meter, blindness and relations on an agent callable.")
+    @with_output(views=False)
     def probe_command(
         agent: str = typer.Option(..., "--agent", help="module:function giving the agent."),
         inputs: str = typer.Option(..., "--inputs", help="Text file, one input per line."),
@@ -24,18 +25,17 @@ def register(app: typer.Typer) -> None:
         no_reuse: bool = typer.Option(False, "--no-reuse",
                                       help="Independent draws for blindness and sources."),
         store: str | None = common.STORE_OPTION,
-        output: str | None = common.OUTPUT_OPTION,
-        fmt: str = common.FORMAT_OPTION,
         write_contract: str | None = typer.Option(
             None, "--write-contract", help="Write decflow.yaml + cases.jsonl into this folder."
         ),
+        *,
+        out: OutputOptions,
     ) -> None:
         from decflow.probe.loading import load_agent, read_inputs
         from decflow.probe.runner import probe
         from decflow.store.store import open_store, store_url
         from decflow.views.probe_text import render_probe
 
-        check_format(fmt)
         agent_callable = load_agent(agent)
         result = probe(
             agent_callable, read_inputs(inputs), repeats=repeats, epsilon=epsilon,
@@ -46,8 +46,8 @@ def register(app: typer.Typer) -> None:
         if write_contract:
             path = result.write_contract(write_contract)
             typer.echo(f"contract written to {path}", err=True)
-        if output:
-            write_json(output, report)
-        emit(report, render_probe(report), fmt)
+        if out.output:
+            write_json(out.output, report)
+        emit(report, render_probe(report), out.fmt)
         say_stored(result.run_id, open_store(store).location)
         raise typer.Exit(result.exit_code)

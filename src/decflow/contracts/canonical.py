@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from decflow.contracts.contract import Contract
 from decflow.contracts.gates import EXTENSION_GATES
-from decflow.contracts.properties import EXTENSION_PROPERTIES
+from decflow.contracts.properties import extension_properties
 
 
 def _dump(model: BaseModel | None) -> Any:
@@ -31,7 +31,7 @@ def _gates(dumped: dict[str, Any]) -> dict[str, Any]:
 
 def canonical_dict(contract: Contract) -> dict[str, Any]:
     properties = _dump(contract.properties)
-    for name in EXTENSION_PROPERTIES:
+    for name in extension_properties():
         if properties[name] is None:
             del properties[name]
     regression = _dump(contract.regression)
