@@ -34,6 +34,9 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
     for name in extension_properties():
         if properties[name] is None:
             del properties[name]
+    regression = _dump(contract.regression)
+    if regression["gating"] is None:
+        del regression["gating"]
     doc: dict[str, Any] = {
         "schema_version": contract.schema_version,
         "decision": _dump(contract.decision),
@@ -45,7 +48,7 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
         "warnings": _gates(_dump(contract.warnings)),
         "properties": properties,
         "fuzz": _dump(contract.fuzz),
-        "regression": _dump(contract.regression),
+        "regression": regression,
         "production": _production(contract),
         "policy": _dump(contract.policy),
     }

@@ -82,13 +82,16 @@ def counterfactual_config(spec: RunSpec, contract: Contract) -> Counterfactual |
 
 def stability_config(spec: RunSpec, contract: Contract) -> Stability | None:
     """`diagnostics.stability` when this run makes reruns; `decflow stability` runs the meter
-    with the defaults when the contract has no section."""
+    with the defaults when the contract has no section, and with `spec.repeats` draws per
+    case when the spec sets them (a diff's noise reruns)."""
     mode = spec.run_mode
     if not mode.reruns:
         return None
     configured = contract.diagnostics.stability if contract.diagnostics is not None else None
     if configured is None and mode.meter_by_default:
-        return Stability()
+        configured = Stability()
+    if configured is not None and spec.repeats is not None and mode.meter_by_default:
+        return configured.model_copy(update={"repeats": spec.repeats})
     return configured
 
 
