@@ -61,12 +61,18 @@ class DecisionGuard:
         *,
         backend: str | Backend | None = None,
         check_health: bool = False,
+        call_timeout: float | None = None,
     ) -> DecisionGuard:
+        """The contract's decision, backed by its backend `backend` (a name) or by a
+        `Backend` object of yours; the object runs in a thread of its own, each call
+        limited to `call_timeout` seconds (default `DECFLOW_CALL_TIMEOUT`, else 120)."""
         from decflow.contracts import LoadedContract, load_contract
 
         loaded = contract if isinstance(contract, LoadedContract) else load_contract(contract)
         if isinstance(backend, Backend):
-            guard = cls(loaded, backend.name, backend)
+            from decflow.backends.threaded import ThreadedBackend
+
+            guard = cls(loaded, backend.name, ThreadedBackend(backend, call_timeout))
         else:
             guard = cls(loaded, backend or "default")
         if check_health:

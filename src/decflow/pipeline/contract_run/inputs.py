@@ -95,7 +95,7 @@ def check_presentations(context: StageContext, requests: Manifest) -> None:
     store the plan it makes from them with the run (`backend_plan`)."""
     spec, store = context.spec, context.store
     backend = build_backend(context.loaded.contract, spec.backend)
-    if not backend_plan.makes_plans(backend):
+    if not backend.makes_plans():
         return  # the default hooks accept every presentation: no need to read them
     if backend_plan.stored_plan(store, spec.run_id) is not None:
         return  # a resumed run keeps the plan its earlier results were read with
