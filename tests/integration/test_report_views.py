@@ -305,8 +305,12 @@ def test_html_shows_banner_identity_gates_and_metrics() -> None:
                   report["contract"]["path"], report["dataset"]["path"], "mock", "m1"):
         assert value in text
     rows = [tr for tr in root.iter("tr") if tr.attrs.get("class") in {"pass", "fail", "warn"}]
-    assert [tr.attrs["class"] for tr in rows] == [c["status"] for c in report["checks"]]
-    for row, item in zip(rows, report["checks"], strict=True):
+    # Failing gates first (requirements, then warnings), passing ones last.
+    order = {"fail": 0, "warn": 1, "pass": 3}
+    listed = sorted(report["checks"], key=lambda c: order[c["status"]])
+    assert [c["status"] for c in listed] != [c["status"] for c in report["checks"]]
+    assert [tr.attrs["class"] for tr in rows] == [c["status"] for c in listed]
+    for row, item in zip(rows, listed, strict=True):
         assert item["message"] in row.all_text()
         assert ("(warning)" in row.all_text()) == (item["level"] == "warning")
     assert "Errors by kind: timeout 1" in text
@@ -479,7 +483,10 @@ def test_markdown_summary_of_a_run() -> None:
     report = run_report()
     text = render_markdown(report)
     assert "<script>" not in text and "<b>" not in text
-    assert text.startswith("# decflow all: loan&lt;b&gt; (choice)")
+    first, _, rest = text.partition("\n")
+    # The headline leads: the failing gates, failing requirements first.
+    assert first.startswith("**FAIL 3/4: min\\_accuracy 0.5 &lt; 0.9; option\\_order.")
+    assert "\n# decflow all: loan&lt;b&gt; (choice)" in rest
     assert "**FAIL**" in text
     assert "sha256:abababababab" in text
     failing = [c for c in report["checks"] if c["status"] != "pass"]

@@ -5,11 +5,14 @@ from decflow.gates.checks import (
     Check,
     CheckStatus,
     Comparison,
+    Evidence,
     Level,
+    evidence_check,
     make_check,
     status_of,
 )
 from decflow.gates.golden_gates import GOLDEN_GATES, configured_gates, golden_checks
+from decflow.gates.headline import failing_first, headline, number
 
 __all__ = [
     "GOLDEN_GATES",
@@ -17,9 +20,14 @@ __all__ = [
     "Check",
     "CheckStatus",
     "Comparison",
+    "Evidence",
     "Level",
     "configured_gates",
+    "evidence_check",
+    "failing_first",
     "golden_checks",
+    "headline",
     "make_check",
+    "number",
     "status_of",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
+from decflow.gates.headline import headline
 from decflow.gates.regression import regression_checks
 from decflow.metrics.regression import diff_results
 from decflow.pipeline.stored.contracts import stored_contract
@@ -116,6 +117,7 @@ def diff_reports(
         "created_at": now_iso(),
         "status": status,
         "exit_code": exit_code,
+        "headline": headline(status, checks),
         "contract": {
             "name": after[0],
             "type": after[1],

@@ -93,6 +93,7 @@ class ProbeResult:
             "run": {"id": self.run_id, "created_at": self.created_at},
             "status": "fail" if self.exit_code else "pass",
             "exit_code": self.exit_code,
+            "headline": f"{'FAIL' if self.exit_code else 'PASS'}: {self.summary()}",
             "settings": self.settings.to_dict(),
             "inputs": len(self.inputs),
             "labels": list(self.labels),

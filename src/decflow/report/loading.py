@@ -11,7 +11,7 @@ from typing import Any
 
 from decflow.errors import DecflowError
 from decflow.report.verify import load_report_file, verify_run_report
-from decflow.report.versions import REPORT_VERSION, RUN_REPORT_VERSIONS
+from decflow.report.versions import REPORT_VERSIONS, RUN_REPORT_VERSIONS
 from decflow.store.runs import has_run, report_path
 from decflow.store.store import Store
 
@@ -41,6 +41,6 @@ def load_verified(target: str, store: Store) -> tuple[dict[str, Any], str, str |
     version = report.get("report_version")
     if version in RUN_REPORT_VERSIONS and kind == "run":
         verify_run_report(report, source)
-    elif not (version == REPORT_VERSION and kind == "probe"):
+    elif not (version in REPORT_VERSIONS and kind == "probe"):
         raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run report")
     return report, source, run_id

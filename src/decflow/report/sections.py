@@ -9,6 +9,23 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
+from decflow.gates.headline import headline
+
+
+def report_headline(report: dict[str, Any]) -> str:
+    """The report's first line: its own `headline` (decflow/3), else one made from its
+    status and checks (older decflow and DecGuard reports)."""
+    given = report.get("headline")
+    if isinstance(given, str) and given:
+        return given
+    return headline(str(report.get("status", "n/a")), report.get("checks") or [])
+
+
+def status_label(status: str) -> str:
+    """How a check's status is shown: PASS, FAIL, WARN; *not established* shows as WARN
+    (its message says not established)."""
+    return "WARN" if status == "not_established" else status.upper()
+
 
 def report_kind(report: dict[str, Any]) -> str:
     """run, diff or check; DecGuard 0.1 diff/check reports carry only their version key."""

@@ -87,8 +87,9 @@ class _Check(_Open):
     comparison: str
     threshold: Number
     value: Number | None
-    status: Literal["pass", "warn", "fail"]
+    status: Literal["pass", "warn", "fail", "not_established"]
     message: str
+    evidence: dict[str, Any] | None = None
 
 
 class _Failure(_Open):
@@ -203,6 +204,7 @@ class _Run(_Open):
 class _RunReport(_Open):
     mode: str
     status: Literal["pass", "warn", "fail"]
+    headline: str | None = None
     exit_code: Annotated[int, Field(ge=0, le=2)]
     contract: _Contract
     dataset: _Dataset

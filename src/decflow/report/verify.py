@@ -152,7 +152,7 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
             _check_result(source, i, item, report)
         if not close(recompute_metrics(report), report["metrics"]):
             raise _fail(source, "metrics", "do not match the stored results")
-        checks = [Check(**c) for c in report["checks"]]
+        checks = [Check.from_dict(c) for c in report["checks"]]
         if report["mode"] in ("test", "all"):
             golden = [
                 c.to_dict()

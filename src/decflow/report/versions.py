@@ -1,14 +1,18 @@
 """Report format versions: the one place that names them.
 
-Each report kind carries `report_version`. Contract-run reports are `decflow/2` (persona
-axes carry the case-level excess over placebo flips; `decflow/1` had attributable rates);
-diff, production-check, probe and replay reports, whose shape has not changed, are
-`decflow/1`. DecGuard 0.1 run reports carry "0.1" and are read unchanged.
+Every report kind (run, diff, check, probe, replay) carries `report_version`. This release
+writes `decflow/3` for all of them: checks may be `not_established` and carry `evidence`,
+and a `headline` (the first line of every view) follows `exit_code`. Runs stored by older
+decflow releases — run reports `decflow/2` (persona axes with the case-level excess) and
+`decflow/1`, other kinds `decflow/1` — still show and re-gate. DecGuard 0.1 run reports
+carry "0.1" and are read unchanged.
 """
 
-RUN_REPORT_VERSION = "decflow/2"
-REPORT_VERSION = "decflow/1"
+RUN_REPORT_VERSION = "decflow/3"
+REPORT_VERSION = "decflow/3"
 DECGUARD_REPORT_VERSION = "0.1"
 # Run reports `decflow report`, `diff` and `replay` read: the current one, those stored by
 # older decflow releases (shown and re-gated), and DecGuard's.
-RUN_REPORT_VERSIONS = (RUN_REPORT_VERSION, "decflow/1", DECGUARD_REPORT_VERSION)
+RUN_REPORT_VERSIONS = (RUN_REPORT_VERSION, "decflow/2", "decflow/1", DECGUARD_REPORT_VERSION)
+# Diff, check, probe and replay reports written by this release and older ones.
+REPORT_VERSIONS = (REPORT_VERSION, "decflow/1")

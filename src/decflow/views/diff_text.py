@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.text import checks, num, preview
 
 VERDICTS = {
     "pass": "PASS: no regression gate is violated",
-    "warn": "WARN: requirements hold, some warning gates do not",
+    "warn": "WARN: requirements hold; some warning gates do not hold or are not established",
     "fail": "FAIL: the candidate regresses beyond the contract's limits",
 }
 MAX_CHANGES = 10
@@ -107,6 +108,7 @@ def render_diff(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
     contract = report["contract"]
     lines = [
+        report_headline(report),
         f"decflow {__version__} · diff {contract['name']} ({contract['type']}) · "
         f"{report['status'].upper()}",
         "",

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from decflow.gates.headline import failing_first
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -24,9 +25,11 @@ from decflow.report.sections import (
     failing_checks,
     labels_of,
     property_failures,
+    report_headline,
     report_kind,
     shown_pairs,
     shows_golden,
+    status_label,
 )
 from decflow.version import __version__
 from decflow.views.markdown import cell, level_tag, problems
@@ -132,7 +135,8 @@ def section(title: str, *parts: str) -> str:
 
 
 def pill(status: str) -> str:
-    return f'<span class="pill {e(status)}">{e(status.upper())}</span>'
+    shown = "warn" if status == "not_established" else status
+    return f'<span class="pill {e(shown)}">{e(status_label(status))}</span>'
 
 
 def cards(items: Iterable[tuple[str, str]]) -> str:
@@ -158,7 +162,8 @@ def banner(report: dict[str, Any], title: str) -> str:
     caveats = "".join(f"<p><b>{e(c)}</b></p>"
                       for c in (report.get("diagnostics") or {}).get("caveats") or [])
     return (f'<div class="banner {e(status)}"><div class="st">{e(status.upper())}</div>'
-            f"<div><h1>{e(title)}</h1><p>{e(verdict)}</p>{caveats}"
+            f'<div><p class="headline">{e(report_headline(report))}</p>'
+            f"<h1>{e(title)}</h1><p>{e(verdict)}</p>{caveats}"
             f'<p class="sub">{" · ".join(facts)}</p></div></div>')
 
 
@@ -204,15 +209,16 @@ def gates(report: dict[str, Any]) -> str:
     if not checks:
         return section("Gates", '<p class="muted">No gate is configured for this run.</p>')
     failing = len(failing_checks(report))
+    ordered = failing_first(checks)
     rows = (
         (pill(c["status"]), e(c["gate"]) + e(level_tag(c["level"])), e(c["level"]),
          val(c["value"], 4), e(c["message"]))
-        for c in checks
+        for c in ordered
     )
     return section(
         f"Gates: {len(checks) - failing} of {len(checks)} hold",
         table(("status", "gate", "level", "value", "message"), rows,
-              (c["status"] for c in checks)),
+              ("warn" if c["status"] == "not_established" else c["status"] for c in ordered)),
     )
 
 
@@ -576,7 +582,7 @@ def render_html(report: dict[str, Any]) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{e(title)} · {e(report['status'].upper())}</title>"
+        f"<title>{e(report_headline(report))} · {e(title)}</title>"
         f"<style>{CSS}</style></head><body><main>{''.join(parts)}{footer}</main></body>"
         "</html>\n"
     )

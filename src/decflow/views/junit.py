@@ -11,6 +11,10 @@ marked three ways so it can be told apart and filtered: the testcase name ends i
 ` (warning)` (as in the text view), its classname ends in `.warnings` (requirements:
 `.requirements`) and the failure's `type` is `warning`. The run's exit code for warnings
 alone stays 0 (unless `--fail-on-warn`); the suite property `exit_code` says so.
+
+A check that is *not established* (the evidence decides neither way) is
+`<skipped message="not established: …">`, counted in the suite's `skipped`. The report's
+headline is the suite property `message`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from decflow.report.sections import report_kind
+from decflow.report.sections import report_headline, report_kind
 from decflow.views.markdown import level_tag
 
 # Characters XML 1.0 cannot carry at all (control characters other than tab/newline/CR).
@@ -53,6 +57,7 @@ def suite_properties(report: dict[str, Any]) -> dict[str, Any]:
         "backend": backend.get("name"),
         "model": backend.get("model"),
         "run_id": (report.get("run") or {}).get("id"),
+        "message": report_headline(report),
     }
     return {k: v for k, v in values.items() if v is not None}
 
@@ -65,7 +70,9 @@ def testcase(check: dict[str, Any], prefix: str) -> ET.Element:
         "classname": xml_text(f"{prefix}.{group}"),
         "time": "0",
     })
-    if check["status"] != "pass":
+    if check["status"] == "not_established":
+        ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
+    elif check["status"] != "pass":
         failure = ET.SubElement(case, "failure", {
             "message": xml_text(check["message"]),
             "type": "warning" if level == "warning" else "requirement",
@@ -81,9 +88,10 @@ def testcase(check: dict[str, Any], prefix: str) -> ET.Element:
 def render_junit(report: dict[str, Any]) -> str:
     """The JUnit XML document (UTF-8, with declaration) of a run, diff or check report."""
     checks = report.get("checks") or []
-    failures = sum(1 for c in checks if c["status"] != "pass")
+    skipped = sum(1 for c in checks if c["status"] == "not_established")
+    failures = sum(1 for c in checks if c["status"] not in ("pass", "not_established"))
     counts = {"tests": str(len(checks)), "failures": str(failures), "errors": "0",
-              "skipped": "0", "time": "0"}
+              "skipped": str(skipped), "time": "0"}
     root = ET.Element("testsuites", {"name": "decflow", **counts})
     created = str(report.get("created_at") or "")[:19]
     attributes = {"name": xml_text(suite_name(report)), **counts, "hostname": "localhost"}

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from decflow.gates.headline import failing_first
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -19,9 +20,11 @@ from decflow.report.sections import (
     failing_checks,
     labels_of,
     property_failures,
+    report_headline,
     report_kind,
     shown_pairs,
     shows_golden,
+    status_label,
 )
 from decflow.views.text import MAX_LISTED, VERDICTS, num, preview, short_hash
 
@@ -72,7 +75,8 @@ def status_line(report: dict[str, Any], title: str) -> list[str]:
     status = report["status"]
     verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
     caveats = [f"**{md(c)}**" for c in (report.get("diagnostics") or {}).get("caveats") or []]
-    return [f"# {title}", "", f"**{status.upper()}**: {verdict} · exit code "
+    return [f"**{md(report_headline(report))}**", "", f"# {title}", "",
+            f"**{status.upper()}**: {verdict} · exit code "
             f"{report.get('exit_code', 'n/a')}", "", *(f"{c}  " for c in caveats), ""]
 
 
@@ -111,7 +115,7 @@ def check_cells(check: dict[str, Any]) -> dict[str, str]:
     comparison = str(check.get("comparison"))
     threshold = check.get("threshold")
     return {
-        "status": str(check["status"]).upper(),
+        "status": status_label(str(check["status"])),
         "gate": md(check["gate"]) + level_tag(str(check.get("level"))),
         "metric": md(check.get("metric") or "n/a"),
         "comparison": COMPARISONS.get(comparison, md(comparison)),
@@ -127,7 +131,7 @@ def checks_block(report: dict[str, Any]) -> list[str]:
         return ["## Checks", "", "No gate is configured for this run.", ""]
     failing = failing_checks(report)
     lines = [f"## Checks: {len(checks) - len(failing)} of {len(checks)} hold", ""]
-    rows = (check_cells(c) for c in checks)
+    rows = (check_cells(c) for c in failing_first(checks))
     lines.extend(table(CHECK_HEADERS, ([row[h] for h in CHECK_HEADERS] for row in rows)))
     return lines
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.text import checks, num, short_hash
 
 VERDICTS = {
     "pass": "PASS: all post-deployment gates hold",
-    "warn": "WARN: requirements hold, some warning gates do not",
+    "warn": "WARN: requirements hold; some warning gates do not hold or are not established",
     "fail": "FAIL: at least one post-deployment requirement does not hold",
 }
 GATE_WIDTH = 48
@@ -104,6 +105,7 @@ def render_check(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
     contract, dataset = report["contract"], report["dataset"]
     lines = [
+        report_headline(report),
         f"decflow {__version__} · {contract['name']} ({contract['type']}) · "
         f"{report['status'].upper()}",
         "",

@@ -10,12 +10,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from decflow.gates.headline import failing_first
+from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
 
 VERDICTS = {
     "pass": "PASS: all gates hold",
-    "warn": "WARN: requirements hold, some warning gates do not",
+    "warn": "WARN: requirements hold; some warning gates do not hold or are not established",
     "fail": "FAIL: at least one requirement does not hold",
 }
 MAX_LISTED = 10
@@ -54,6 +56,7 @@ def header(report: dict[str, Any]) -> list[str]:
     contract, dataset, backend = report["contract"], report["dataset"], report["backend"]
     model = backend.get("model") or "n/a"
     lines = [
+        report_headline(report),
         f"decflow {__version__} · {contract['name']} ({contract['type']}) · "
         f"{report['status'].upper()}",
         "",
@@ -105,13 +108,14 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
 
 
 def checks(report: dict[str, Any], gate_width: int = 38) -> list[str]:
-    """The Checks block of the run, check and diff views (gate names padded to `gate_width`)."""
+    """The Checks block of the run, check and diff views (gate names padded to `gate_width`),
+    failing checks first."""
     if not report["checks"]:
         return []
     lines = ["", "  Checks"]
-    for check in report["checks"]:
+    for check in failing_first(report["checks"]):
         tag = " (warning)" if check["level"] == "warning" else ""
-        status = check["status"].upper()
+        status = status_label(check["status"])
         lines.append(f"    {status:<4}  {check['gate']:<{gate_width}} {check['message']}{tag}")
     return lines
 

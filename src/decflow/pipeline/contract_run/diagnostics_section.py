@@ -372,7 +372,7 @@ def diagnostics_section(
         spec, contract, store, manifests["requests"], cases, rows, meter, blind.blind
     )
     own = stability_checks + blindness_checks + persona_checks
-    before = [Check(**c) for c in checks] + own
+    before = [Check.from_dict(c) for c in checks] + own
     after = mark_vacuous(before, blind)
     vacuous = sum(a.message != b.message for a, b in zip(after, before, strict=True))
     not_exercised = _not_exercised(properties, counterfactual)

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from decflow.gates import GOLDEN_GATES, Check, status_of
+from decflow.gates import GOLDEN_GATES, Check, headline, status_of
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
 from decflow.pipeline.contract_run.golden_section import golden_cases, golden_summary, originals
 from decflow.pipeline.contract_run.results import phase_result_parts
@@ -84,7 +84,8 @@ def build_report(
     diagnostics, checks = diagnostics_section(
         loaded, spec, store, manifests, table, properties, checks
     )
-    status, exit_code = status_of([Check(**c) for c in checks], fail_on_warn=fail_on_warn)
+    judged = [Check.from_dict(c) for c in checks]
+    status, exit_code = status_of(judged, fail_on_warn=fail_on_warn)
     case_results, failures = golden_cases(contract, table, backend_info)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
@@ -95,6 +96,7 @@ def build_report(
         "mode": spec.mode,
         "status": status,
         "exit_code": exit_code,
+        "headline": headline(status, judged),
         "contract": {
             "name": contract.decision.name,
             "type": contract.decision.type,

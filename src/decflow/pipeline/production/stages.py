@@ -42,6 +42,7 @@ from decflow.data.records import (
 )
 from decflow.errors import DatasetError, ReportError
 from decflow.gates.checks import Check, status_of
+from decflow.gates.headline import headline
 from decflow.gates.production import (
     PRODUCTION_GATES,
     SEGMENT_GATES,
@@ -83,11 +84,11 @@ from decflow.pipeline.production.units import (
     write_unit,
 )
 from decflow.pipeline.spec import now_iso
+from decflow.report.versions import REPORT_VERSION
 
 if TYPE_CHECKING:
     from decflow.store.store import Manifest, Store
 
-REPORT_VERSION = "decflow/1"
 INLINE_RECORDS = 10_000
 
 
@@ -656,6 +657,7 @@ def summarize(
         "created_at": now_iso(),
         "status": status,
         "exit_code": exit_code,
+        "headline": headline(status, checks),
         "contract": contract_block(contract, contract_path, contract_hash),
         "evaluation": {
             "confidence_threshold": evaluation.confidence_threshold,

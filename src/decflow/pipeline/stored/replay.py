@@ -86,7 +86,8 @@ def replay_report(
         "backend": backend_name,
     }
     if not failures:
-        return {**base, "status": "pass", "exit_code": 0, "outcomes": [],
+        return {**base, "status": "pass", "exit_code": 0,
+                "headline": "PASS: no stored property failure to replay", "outcomes": [],
                 "message": "Nothing to replay: the report has no property failures."}
     originals = {r["case_id"]: r["input"] for r in report["results"]}
     decider = CandidateDecider(contract, backend_name, max_concurrency)
@@ -94,9 +95,11 @@ def replay_report(
         outcomes = [_replay_one(item, originals, contract, report, decider) for item in failures]
     finally:
         decider.close()
-    reproduced = any(o["reproduced"] for o in outcomes)
-    return {**base, "status": "fail" if reproduced else "pass",
-            "exit_code": 1 if reproduced else 0, "outcomes": outcomes}
+    reproduced = sum(1 for o in outcomes if o["reproduced"])
+    status = "fail" if reproduced else "pass"
+    line = f"{status.upper()}: {reproduced}/{len(outcomes)} stored failures reproduce"
+    return {**base, "status": status, "exit_code": 1 if reproduced else 0,
+            "headline": line, "outcomes": outcomes}
 
 
 def _replay_one(

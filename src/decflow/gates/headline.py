@@ -1,0 +1,81 @@
+"""The one line that leads every view of a report (text, Markdown, HTML, Prefect state
+message, JSON ``headline``, JUnit): the verdict and the gates that decided it, e.g.
+
+    FAIL 2/18: max_ece 0.175 > 0.15; option_order.max_violation_rate 0.82 > 0
+    WARN 1/18: counterfactual.gender.max_flip_rate not established (about 40 cases needed)
+    PASS: 18/18 gates hold
+
+``number`` is the one formatter for gate values in every view: at most four significant
+digits, whole numbers from 1,000 up, never ``-0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from decflow.gates.checks import Check, Evidence
+
+MAX_ITEMS = 4
+NEGATED = {">=": "<", "<=": ">", "<": ">="}
+# Failing requirements first, then failing warnings, then the undecided.
+ORDER = {"fail": 0, "warn": 1, "not_established": 2, "pass": 3}
+
+
+def number(value: float | None) -> str:
+    """A gate value for display: ``0.175``, ``0.8182``, ``1234``, ``n/a``; never ``-0``."""
+    if value is None:
+        return "n/a"
+    value = float(value)
+    if value != value:  # NaN never reaches a stored report, but a view must not crash
+        return "nan"
+    text = f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def _as_check(check: Check | Mapping[str, Any]) -> Check:
+    return check if isinstance(check, Check) else Check.from_dict(check)
+
+
+def brief(check: Check) -> str:
+    """One headline item for a check that does not pass."""
+    if check.status == "not_established":
+        evidence = check.evidence
+        needed = None if evidence is None else evidence.cases_needed
+        detail = f" (about {needed} cases needed)" if needed is not None else ""
+        return f"{check.gate} not established{detail}"
+    suffix = " (warning)" if check.level == "warning" else ""
+    if check.value is None:
+        return f"{check.gate} n/a{suffix}"
+    op = NEGATED.get(check.comparison, "vs")
+    shown = _shown(check.value, check.evidence)
+    return f"{check.gate} {shown} {op} {number(check.threshold)}{suffix}"
+
+
+def _shown(value: float, evidence: Evidence | None) -> str:
+    if evidence is None or evidence.low is None or evidence.high is None:
+        return number(value)
+    return f"{number(value)} [{number(evidence.low)}, {number(evidence.high)}]"
+
+
+def failing_first(checks: Iterable[Check | Mapping[str, Any]]) -> list[Any]:
+    """The checks in display order: fail, warn, not established, pass (stable in a group)."""
+    listed = list(checks)
+    return sorted(listed, key=lambda c: ORDER.get(
+        c.status if isinstance(c, Check) else c["status"], len(ORDER)))
+
+
+def headline(status: str, checks: Sequence[Check | Mapping[str, Any]]) -> str:
+    """The report's first line from its status and checks (see the module docstring)."""
+    judged = [_as_check(c) for c in checks]
+    total = len(judged)
+    open_ = [c for c in failing_first(judged) if c.status != "pass"]
+    label = status.upper()
+    if not open_:
+        if total == 0:
+            return f"{label}: no gates"
+        return f"{label}: {total}/{total} gates hold"
+    items = [brief(c) for c in open_[:MAX_ITEMS]]
+    more = len(open_) - MAX_ITEMS
+    tail = f"; +{more} more" if more > 0 else ""
+    return f"{label} {len(open_)}/{total}: " + "; ".join(items) + tail

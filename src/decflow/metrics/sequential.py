@@ -1,0 +1,361 @@
+"""Anytime-valid evidence for a gate while a suite is sampled without replacement.
+
+A sequential run takes the suite's N cases in a seeded random order and, after every batch,
+asks whether each gate is already decided. The target of a gate is the value the *full*
+suite would give, a fixed number: inference is about a finite population sampled without
+replacement, so evidence grows faster than for an endless stream and the interval closes
+on the exact value at the last case (Waudby-Smith & Ramdas, "Confidence sequences for
+sampling without replacement", NeurIPS 2020).
+
+Every gate is a ratio of per-case sums, R = Σ num / Σ den (a plain mean has den = 1), with
+each case's den in [0, d_max] and num in [0, u·den]. R ⋄ L holds exactly when the suite
+mean of y = num − L·den is ≤ 0 (< 0 for a strict gate; with the sign turned for a `>=`
+gate), so every decision is a test about the mean of one bounded value per case: the case is
+the sampling unit, and the variants or reruns of a case never count as independent.
+
+Two e-processes (nonnegative supermartingales under their null, so by Ville's inequality
+the chance that one *ever* reaches 1/α is at most α, whenever the run looks and stops):
+
+- `Hypergeometric`, for 0/1 values by construction (error shares, limit-0 shares): the
+  likelihood of the order seen under a count K of ones, mixed over a uniform prior on the
+  counts of the alternative side, against the most likely count of the null side. It
+  depends only on (cases seen, ones seen), which lets the tests compute its exact error by
+  dynamic programming over every stopping point.
+- `betting_log_capital`, for bounded values: a bettor stakes a fixed fraction of the most
+  it may on the next case against the null's conditional mean without replacement,
+  m_t = (N·m − S_{t−1}) / (N − t + 1), and the capital is averaged over a grid of
+  fractions (Waudby-Smith & Ramdas, "Estimating means of bounded random variables by
+  betting", JRSS-B 2024: diversified Kelly). Its error is measured by Monte Carlo.
+
+Each gate gets α/(number of gates) (Bonferroni); within a gate each side gets all of it,
+because for any true value only one side's claim can be wrong. A gate is also decided,
+with certainty, once the cases not yet seen cannot change its verdict.
+
+Pure numpy; decflow's own code rather than `confseq` (it pulls in scipy, matplotlib,
+pandas and a C++ build, and grids the mean instead of testing the one limit a gate has) or
+`expectation` (Python ≥ 3.12 only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Claim = Literal["fail", "pass"]
+Decision = Literal["fail", "pass"]
+Floats = npt.NDArray[np.float64]
+
+BET_FRACTIONS = np.array([0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
+"""Fractions of the largest safe bet the mixed bettors stake (the grid of diversified
+Kelly): from cautious (long, noisy runs) to bold (a rate far from its limit, or no
+occurrence at all)."""
+
+_BISECTIONS = 48
+
+
+def split_alpha(alpha: float, gates: int) -> float:
+    """Each gate's share of the run's α (Bonferroni)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    return alpha / max(gates, 1)
+
+
+def null_means(x: Floats, null_mean: float, population: int | None) -> Floats:
+    """The mean of case t (t = 1, 2, …) given the cases before it, if the suite's mean is
+    `null_mean`: (N·m − S_{t−1}) / (N − t + 1); `null_mean` itself for an endless stream."""
+    if population is None:
+        return np.full(x.shape, null_mean)
+    before = np.cumsum(x, axis=-1) - x
+    remaining = population - np.arange(x.shape[-1])
+    if np.any(remaining <= 0):
+        raise ValueError(f"more values ({x.shape[-1]}) than the population ({population})")
+    return (population * null_mean - before) / remaining
+
+
+def betting_log_capital(
+    x: npt.ArrayLike, null_mean: float, claim: Claim, population: int | None = None
+) -> Floats:
+    """Log capital after each value of a bettor against the suite mean of `x` (values in
+    [0, 1], in the order seen; leading axes are independent runs).
+
+    `claim` "fail" bets that the mean is above `null_mean` (the null is: mean ≤ null_mean),
+    "pass" that it is below (null: mean ≥ null_mean). Under its null, at the boundary or
+    beyond, the capital is a nonnegative supermartingale. Where the null's conditional mean
+    leaves [0, 1] the suite already settles the question (see `certain`), and no bet is
+    placed.
+    """
+    values = np.asarray(x, dtype=np.float64)
+    means = null_means(values, null_mean, population)
+    inside = (means > 0.0) & (means < 1.0)
+    clipped = np.clip(means, 0.0, 1.0)
+    if claim == "fail":
+        gain, room = values - clipped, clipped
+    else:
+        gain, room = clipped - values, 1.0 - clipped
+    # gain / room ≥ −1 for values in [0, 1]: a fraction c < 1 of the largest bet never
+    # loses everything on one case.
+    scaled = np.where(inside, gain / np.where(inside, room, 1.0), 0.0)
+    scaled = np.maximum(scaled, -1.0)
+    total: Floats | None = None
+    for fraction in BET_FRACTIONS:
+        path = np.cumsum(np.log1p(fraction * scaled), axis=-1)
+        total = path if total is None else np.logaddexp(total, path)
+    assert total is not None
+    return total - math.log(len(BET_FRACTIONS))
+
+
+def log_factorials(n: int) -> Floats:
+    """log k! for k = 0 … n."""
+    return np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=np.float64)))))
+
+
+class Hypergeometric:
+    """Evidence about the number K of ones among N cases from the first t drawn (s ones)."""
+
+    def __init__(self, population: int) -> None:
+        if population < 1:
+            raise ValueError(f"population must be ≥ 1, got {population}")
+        self.population = population
+        self._logf = log_factorials(population)
+
+    def log_likelihood(self, counts: npt.NDArray[np.int64], drawn: int, ones: int) -> Floats:
+        """log P(the order seen | K) for each K in `counts` (−inf where impossible)."""
+        n, f = self.population, self._logf
+        zeros = drawn - ones
+        k = np.asarray(counts, dtype=np.int64)
+        possible = (k >= ones) & (n - k >= zeros)
+        k_ok = np.where(possible, k, ones)
+        value = (f[k_ok] - f[k_ok - ones] + f[n - k_ok] - f[n - k_ok - zeros]
+                 - f[n] + f[n - drawn])
+        return np.where(possible, value, -np.inf)
+
+    def log_evidence(self, drawn: int, ones: int, k_pass: int, claim: Claim) -> float:
+        """log e-value against the null side of a gate that holds iff K ≤ `k_pass`.
+
+        "fail" tests the null K ≤ k_pass (uniform prior on K > k_pass), "pass" the null
+        K > k_pass (uniform prior on K ≤ k_pass). +inf when the draws rule the null out.
+        """
+        n = self.population
+        low_side = np.arange(0, max(k_pass, -1) + 1)
+        high_side = np.arange(max(k_pass + 1, 0), n + 1)
+        alternative, null = (high_side, low_side) if claim == "fail" else (low_side, high_side)
+        if not len(alternative):
+            return -math.inf
+        if not len(null):
+            return math.inf
+        mixed = self.log_likelihood(alternative, drawn, ones)
+        best_null = float(np.max(self.log_likelihood(null, drawn, ones)))
+        if best_null == -math.inf:
+            return math.inf
+        top = float(np.max(mixed))
+        if top == -math.inf:
+            return -math.inf
+        return top + math.log(float(np.mean(np.exp(mixed - top)))) - best_null
+
+    def bounds(self, drawn: int, ones: int, alpha: float) -> tuple[int, int]:
+        """Time-uniform bounds on K, one-sided at level `alpha` each: the counts no test
+        of this family rejects."""
+        threshold = math.log(1.0 / alpha)
+        low_k, high_k = ones, ones + self.population - drawn
+
+        def rejects_below(k: int) -> bool:  # is "K ≤ k" rejected?
+            return self.log_evidence(drawn, ones, k, "fail") >= threshold
+
+        def rejects_above(k: int) -> bool:  # is "K ≥ k" rejected?
+            return self.log_evidence(drawn, ones, k - 1, "pass") >= threshold
+
+        # The lowest K whose "K ≤ K" is not rejected; the highest whose "K ≥ K" is not.
+        lo, hi = low_k, high_k
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if rejects_below(mid):
+                lo = mid + 1
+            else:
+                hi = mid
+        lower = lo
+        lo, hi = low_k, high_k
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if rejects_above(mid):
+                hi = mid - 1
+            else:
+                lo = mid
+        return lower, max(lo, lower)
+
+
+@dataclass(frozen=True)
+class RatioGate:
+    """A gate R ⋄ limit on R = Σ num / Σ den over the suite's `population` cases.
+
+    Per case den ∈ [0, `den_max`] and num ∈ [0, `num_per_den`·den]. `binary`: num is 0 or 1
+    and den is 1 for every case, by construction (the hypergeometric e-process applies).
+    """
+
+    limit: float
+    comparison: Literal["<=", ">=", "<"]
+    population: int
+    num_per_den: float = 1.0
+    den_max: float = 1.0
+    binary: bool = False
+
+    def __post_init__(self) -> None:
+        if self.population < 1:
+            raise ValueError("a gate needs at least one case")
+        if self.num_per_den <= 0 or self.den_max <= 0:
+            raise ValueError("num_per_den and den_max must be positive")
+
+    def per_case(self, num: Floats, den: Floats, at: float) -> Floats:
+        """y, whose suite mean is ≤ 0 when R ⋄ `at` holds (as a mean of [0, 1] values)."""
+        low, high = self.value_range(at)
+        signed = num - at * den if self.comparison != ">=" else at * den - num
+        return (signed - low) / (high - low)
+
+    def value_range(self, at: float) -> tuple[float, float]:
+        """The smallest and largest signed value (num − at·den, turned for `>=`) of a case."""
+        top, d = self.num_per_den, self.den_max
+        if self.comparison == ">=":
+            return -(top - at) * d, at * d
+        return -at * d, (top - at) * d
+
+    def zero_point(self, at: float) -> float:
+        """Where the mean of `per_case` values sits when R equals `at`."""
+        low, high = self.value_range(at)
+        return -low / (high - low)
+
+    def holds_count(self) -> int:
+        """Binary gates: the largest count of ones with which the gate holds (−1: none)."""
+        counts = np.arange(self.population + 1) / self.population
+        if self.comparison == "<=":
+            holding = counts <= self.limit
+        elif self.comparison == "<":
+            holding = counts < self.limit
+        else:
+            raise ValueError("a binary gate counts what must stay low (<= or <)")
+        return int(np.flatnonzero(holding).max()) if holding.any() else -1
+
+
+@dataclass(frozen=True)
+class GateEvidence:
+    """Where a gate stands after `n` of its suite's cases."""
+
+    n: int
+    estimate: float | None
+    low: float | None
+    high: float | None
+    # log e-values of the two claims: the bettors' running maximum (a crossing at any case
+    # so far counts), the hypergeometric's value now (its runs check after every batch).
+    log_e_fail: float
+    log_e_pass: float
+    decision: Decision | None
+    reason: Literal["evidence", "certain"] | None
+
+
+def _running_max(path: Floats) -> float:
+    return float(np.max(path)) if path.size else 0.0
+
+
+def _certain(gate: RatioGate, num: Floats, den: Floats) -> Decision | None:
+    """The verdict the unseen cases can no longer change, if any (small margin for
+    rounding: the full run's own arithmetic decides a tie at the last case)."""
+    seen = len(num)
+    unseen = gate.population - seen
+    low, high = gate.value_range(gate.limit)
+    signed = np.sum(num - gate.limit * den) if gate.comparison != ">=" else np.sum(
+        gate.limit * den - num)
+    margin = 1e-9 * gate.population * max(high - low, 1.0)
+    if signed + unseen * high < -margin:
+        return "pass"
+    if signed + unseen * low > margin:
+        return "fail"
+    return None
+
+
+def _estimate(num: Floats, den: Floats) -> float | None:
+    total = float(np.sum(den))
+    return float(np.sum(num)) / total if total > 0 else None
+
+
+def evaluate(gate: RatioGate, num: npt.ArrayLike, den: npt.ArrayLike, alpha: float,
+             *, interval: bool = True) -> GateEvidence:
+    """The gate's evidence from the per-case values seen so far, in the order seen."""
+    num_a = np.asarray(num, dtype=np.float64)
+    den_a = np.asarray(den, dtype=np.float64)
+    n = len(num_a)
+    threshold = math.log(1.0 / alpha)
+    if gate.binary:
+        ones = round(float(np.sum(num_a)))
+        model = Hypergeometric(gate.population)
+        k_pass = gate.holds_count()
+        log_fail = model.log_evidence(n, ones, k_pass, "fail")
+        log_pass = model.log_evidence(n, ones, k_pass, "pass")
+    else:
+        x = gate.per_case(num_a, den_a, gate.limit)
+        zero = gate.zero_point(gate.limit)
+        log_fail = _running_max(betting_log_capital(x, zero, "fail", gate.population))
+        log_pass = _running_max(betting_log_capital(x, zero, "pass", gate.population))
+    decision: Decision | None = None
+    reason: Literal["evidence", "certain"] | None = None
+    sure = _certain(gate, num_a, den_a)
+    if sure is not None:
+        decision, reason = sure, "certain"
+    elif log_fail >= threshold:
+        decision, reason = "fail", "evidence"
+    elif log_pass >= threshold:
+        decision, reason = "pass", "evidence"
+    low = high = None
+    if interval and n:
+        if gate.binary:
+            lo_k, hi_k = Hypergeometric(gate.population).bounds(n, ones, alpha)
+            low, high = lo_k / gate.population, hi_k / gate.population
+        else:
+            low, high = ratio_bounds(gate, num_a, den_a, alpha)
+    return GateEvidence(n, _estimate(num_a, den_a), low, high, log_fail, log_pass,
+                        decision, reason)
+
+
+def ratio_bounds(gate: RatioGate, num: Floats, den: Floats, alpha: float) -> tuple[float, float]:
+    """Time-uniform bounds on R at level `alpha` per side (the values of R the bettors have
+    not rejected), within what the unseen cases still allow."""
+    threshold = math.log(1.0 / alpha)
+    top = gate.num_per_den
+    # Tested as "R ≤ r" (a `<=` shape); the gate's own direction plays no part in R's bounds.
+    shape = RatioGate(0.0, "<=", gate.population, gate.num_per_den, gate.den_max)
+
+    def capital(r: float, claim: Claim) -> float:
+        x = shape.per_case(num, den, r)
+        return _running_max(betting_log_capital(x, shape.zero_point(r), claim,
+                                                gate.population))
+
+    lo, hi = 0.0, top
+    for _ in range(_BISECTIONS):
+        mid = (lo + hi) / 2
+        if capital(mid, "fail") >= threshold:
+            lo = mid
+        else:
+            hi = mid
+    lower = lo
+    lo, hi = 0.0, top
+    for _ in range(_BISECTIONS):
+        mid = (lo + hi) / 2
+        if capital(mid, "pass") >= threshold:
+            hi = mid
+        else:
+            lo = mid
+    upper = max(hi, lower)
+    logical = _logical_bounds(gate, num, den)
+    return max(lower, logical[0]), min(upper, logical[1])
+
+
+def _logical_bounds(gate: RatioGate, num: Floats, den: Floats) -> tuple[float, float]:
+    """R's range whatever the unseen cases hold: all of them at den_max with num 0, or at
+    den_max with num at its largest (den 0 would leave the seen ratio, which lies between)."""
+    unseen_den = (gate.population - len(num)) * gate.den_max
+    s_num, s_den = float(np.sum(num)), float(np.sum(den))
+    if s_den + unseen_den <= 0:
+        return 0.0, gate.num_per_den
+    total = s_den + unseen_den
+    return s_num / total, (s_num + gate.num_per_den * unseen_den) / total
