@@ -17,6 +17,7 @@ from decflow.errors import ConfigurationError
 from decflow.properties import paraphrasers
 from decflow.properties.generate import generate
 from decflow.properties.paraphrasers import Paraphraser, build_paraphraser
+from tests.support.credentials import allow_credentials
 from tests.support.properties import property_config
 
 LABELS = ["refund", "reject", "review"]
@@ -165,6 +166,7 @@ def test_openai_provider_sends_the_key_from_the_environment(
     chat: _ChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PARA_KEY", "sk-test-secret")
+    allow_credentials(monkeypatch, chat.url)
     chat.answer('["Reworded."]')
     provider = _openai(chat.url, api_key_env="PARA_KEY")
     found = _paraphrase("Original.", provider)

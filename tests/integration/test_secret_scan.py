@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.support.cli import run_cli
+from tests.support.credentials import allow_credentials
 from tests.support.paths import EXAMPLES
 from tests.support.servers.recording import Recorded, RecordingServer, Reply
 
@@ -35,6 +36,7 @@ def answer(request: Recorded) -> Reply:
 def test_secret_appears_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("DECFLOW_TEST_TOKEN", SECRET)
     with RecordingServer(answer) as server:
+        allow_credentials(monkeypatch, server.url())
         contract = yaml.safe_load((EXAMPLES / "refund" / "decguard.yaml").read_text())
         contract["backend"] = {"provider": "http", "url": server.url("/decide"),
                                "bearer_token_env": "DECFLOW_TEST_TOKEN", "model": "m"}

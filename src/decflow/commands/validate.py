@@ -31,6 +31,24 @@ def _production_line(contract: Any) -> str | None:
     return f"segments: {segments}; requirements: {required}; segment requirements: {segment}"
 
 
+def _credential_lines(contract: Any) -> list[str]:
+    """One line per credential: where the contract names it, the variable, the origins it
+    would be sent to, and whether this environment allows that."""
+    from decflow.contracts.credential_uses import credential_uses
+    from decflow.contracts.credentials import ALLOW_ENV
+
+    lines = []
+    for use in credential_uses(contract):
+        allowed = use.allowed()
+        verdict = ("sent by the plugin itself" if allowed is None else "allowed" if allowed
+                   else f"NOT allowed here: a run stops with exit 2 unless {ALLOW_ENV} lists it")
+        origins = ", ".join(use.origins) or "its plugin's own origins"
+        lines.append(f"{use.field}: {use.variable} -> {origins} ({verdict})")
+    if not lines:
+        return ["    credentials none"]
+    return [f"    credentials {lines[0]}", *(f"                {line}" for line in lines[1:])]
+
+
 def validate(contract_path: str, dataset: str | None) -> str:
     from decflow.backends.registry import build_backend
     from decflow.contracts import load_contract
@@ -66,6 +84,7 @@ def validate(contract_path: str, dataset: str | None) -> str:
         lines.append(f"    production {production}")
     if contract.policy is not None:
         lines.append(f"    policy     {len(contract.policy.routes)} routes")
+    lines += _credential_lines(contract)
     lines.append(f"    hash      {loaded.hash}")
     return "\n".join(lines) + "\n"
 

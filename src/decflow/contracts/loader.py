@@ -18,6 +18,7 @@ import yaml
 
 from decflow.contracts.canonical import contract_hash
 from decflow.contracts.contract import Contract
+from decflow.contracts.credential_uses import register_values
 from decflow.contracts.parse import parse_contract
 from decflow.errors import ContractError, DecflowError
 from decflow.strictjson import MAX_DEPTH, JsonProblem, key_lines, loads
@@ -261,6 +262,7 @@ def load_contract(path: str | Path) -> LoadedContract:
         # Problems come escaped (ContractError): look their paths up the same way.
         escaped = {escape(path): line for path, line in lines.items()}
         raise ContractError(exc.source, with_lines(exc.problems, escaped)) from None
+    register_values(contract)  # an echo of one of its credentials is redacted everywhere
     return LoadedContract(
         contract=contract,
         hash=contract_hash(contract),

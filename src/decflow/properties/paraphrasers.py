@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from decflow.contracts.credentials import is_allowed, refusal
 from decflow.errors import ConfigurationError
 from decflow.properties.base import setting
+from decflow.redaction import register
 
 if TYPE_CHECKING:
     import httpx
@@ -150,12 +152,15 @@ class OpenAIParaphraser(Paraphraser):
         headers = {}
         key_env = setting(source, "api_key_env", "OPENAI_API_KEY")
         if key_env is not None:
+            if not is_allowed(key_env, self.url):
+                raise ConfigurationError(refusal(key_env, self.url, "properties.paraphrase.source"))
             key = os.environ.get(key_env)
             if not key:
                 raise ConfigurationError(
                     f"properties.paraphrase.source.api_key_env: environment variable "
                     f"{key_env} is not set"
                 )
+            register([key])
             headers["Authorization"] = f"Bearer {key}"
         timeout = float(setting(source, "timeout_s", 60) or 60)
         import httpx  # only this provider needs it; every fuzz run imports this module

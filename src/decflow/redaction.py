@@ -1,0 +1,62 @@
+"""Credential values this process holds, and their removal from everything it shows or
+stores.
+
+Every value of every credential a contract names (`bearer_token_env`, `headers_from_env`,
+`api_key_env`, a plugin setting ending in `_env`) is registered when the contract is
+loaded, and again wherever one is read; `redact_text` and `redact` replace each
+occurrence with `[REDACTED]`, wherever a backend echoed it (a model name, an error, a
+metadata value, a label). The sinks call them: result rows, the report, every view and
+file written, stdout and stderr, log records and Prefect artifacts.
+
+This module imports nothing from decflow, so every layer can use it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+MARK = "[REDACTED]"
+_secrets: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+_lock = threading.Lock()
+
+
+def register(values: Iterable[str]) -> None:
+    """Remember credential values to redact (empty values mean nothing)."""
+    global _pattern
+    fresh = {value for value in values if value and value not in _secrets}
+    if not fresh:
+        return
+    with _lock:
+        _secrets.update(fresh)
+        # longest first: a secret that contains another is removed whole
+        ordered = sorted(_secrets, key=len, reverse=True)
+        _pattern = re.compile("|".join(re.escape(value) for value in ordered))
+
+
+def active() -> bool:
+    return _pattern is not None
+
+
+def redact_text(text: str) -> str:
+    pattern = _pattern
+    if pattern is None or not text:
+        return text
+    return pattern.sub(MARK, text)
+
+
+def redact(value: Any) -> Any:
+    """`value` with every registered credential removed from its strings (keys too),
+    recursively through mappings, lists and tuples."""
+    if _pattern is None:
+        return value
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {redact(key): redact(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact(item) for item in value)
+    return value
