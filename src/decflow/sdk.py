@@ -11,6 +11,7 @@ Fallback is a directive for the application, never an automatic call.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,9 +125,11 @@ def run_test(
     max_concurrency: int | None = None,
     check_health: bool = True,
     fail_on_warn: bool = False,
+    allow_paths: Sequence[str] = (),
 ) -> dict[str, Any]:
     """`decflow test` (mode test|all), `decflow fuzz` (mode fuzz) or `decflow stability`:
-    the report dict the CLI prints. Gate failures are in the report; problems raise."""
+    the report dict the CLI prints. Gate failures are in the report; problems raise.
+    Files the contract names must lie in its folder or in one of `allow_paths`."""
     from decflow.pipeline.contract_run.runner import run_contract
     from decflow.pipeline.spec import RunSpec
     from decflow.store.runs import new_run_id
@@ -140,6 +143,7 @@ def run_test(
         backend=backend, dataset=dataset, seed=seed,
         properties=tuple(properties) if properties else None, minimize=minimize,
         max_concurrency=max_concurrency, healthcheck=check_health,
+        allow_paths=tuple(allow_paths),
     )
     report = run_contract(spec, opened, fail_on_warn=fail_on_warn)
     write_run_html(opened, report)

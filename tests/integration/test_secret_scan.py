@@ -40,7 +40,8 @@ def test_secret_appears_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         contract = yaml.safe_load((EXAMPLES / "refund" / "decguard.yaml").read_text())
         contract["backend"] = {"provider": "http", "url": server.url("/decide"),
                                "bearer_token_env": "DECFLOW_TEST_TOKEN", "model": "m"}
-        contract["dataset"] = str(EXAMPLES / "refund" / "cases.jsonl")
+        (tmp_path / "cases.jsonl").write_bytes((EXAMPLES / "refund" / "cases.jsonl").read_bytes())
+        contract["dataset"] = "cases.jsonl"
         path = tmp_path / "contract.yaml"
         path.write_text(yaml.safe_dump(contract))
         outputs = tmp_path / "out"

@@ -34,6 +34,9 @@ MAX_CONCURRENCY_OPTION = typer.Option(
     None, "--max-concurrency", min=1, max=256, help="Backend calls in flight (1-256)."
 )
 OUTPUT_OPTION = typer.Option(None, "-o", "--output", help="Also write the JSON report here.")
+ALLOW_PATH_OPTION = typer.Option(
+    [], "--allow-path", help="A folder outside the contract's own whose files the contract "
+    "may name (repeatable; also $DECFLOW_ALLOW_PATH).")
 STORE_OPTION = typer.Option(
     None, "--store", help="Store URL (default $DECFLOW_STORE, else .decflow)."
 )

@@ -59,6 +59,7 @@ RUN_PARAMS: tuple[Param, ...] = (
     ("task_runner", str, TASK_RUNNER_OPTION),
     ("dask_address", str | None, DASK_ADDRESS_OPTION),
     PLAN_PARAM,
+    ("allow_paths", list[str], common.ALLOW_PATH_OPTION),
 )
 PROPERTY_PARAMS: tuple[Param, ...] = (
     ("seed", int | None, typer.Option(None, "--seed", min=0,
@@ -96,6 +97,7 @@ class RunOptions:
     properties: tuple[str, ...] = ()
     minimize: bool | None = None
     plan: bool = False  # print the diagnostics plan and stop, without any backend call
+    allow_paths: tuple[str, ...] = ()
 
 
 def use_prefect(flag: bool | None) -> bool:
@@ -117,6 +119,7 @@ def build_spec(options: RunOptions, store: Any) -> Any:
         backend=options.backend, dataset=options.dataset, seed=options.seed,
         properties=options.properties or None, minimize=options.minimize,
         max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
+        allow_paths=tuple(options.allow_paths),
     )
 
 

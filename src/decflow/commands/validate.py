@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import typer
+
+from decflow.commands import common
 
 
 def _backends_line(contract: Any) -> str:
@@ -49,7 +52,7 @@ def _credential_lines(contract: Any) -> list[str]:
     return [f"    credentials {lines[0]}", *(f"                {line}" for line in lines[1:])]
 
 
-def validate(contract_path: str, dataset: str | None) -> str:
+def validate(contract_path: str, dataset: str | None, allow_paths: Sequence[str] = ()) -> str:
     from decflow.backends.registry import build_backend
     from decflow.contracts import load_contract
     from decflow.data.golden_dataset import load_golden
@@ -70,7 +73,8 @@ def validate(contract_path: str, dataset: str | None) -> str:
     if shown is None:
         lines.append("    dataset   none (pass --dataset to `decflow test`)")
     else:
-        data = load_golden(shown, decision.labels, shown_path=shown)
+        read = dataset or loaded.resolve(contract.dataset, allowed=allow_paths)
+        data = load_golden(read, decision.labels, shown_path=shown)
         lines.append(f"    dataset   {shown}: {data.n_cases} cases, {data.n_labeled} labeled")
     lines.append(
         f"    gates     requirements: {_count_gates(contract.requirements)}, "
@@ -96,6 +100,7 @@ def register(app: typer.Typer) -> None:
         dataset: str | None = typer.Option(
             None, "-d", "--dataset", help="Golden dataset (overrides the contract's)."
         ),
+        allow_paths: list[str] = common.ALLOW_PATH_OPTION,
     ) -> None:
         """Validate a contract, its backends and dataset offline; print its hash."""
-        typer.echo(validate(contract, dataset), nl=False)
+        typer.echo(validate(contract, dataset, allow_paths), nl=False)

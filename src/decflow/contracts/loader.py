@@ -10,6 +10,7 @@ schema problems at the line of the key (or list item) they are about.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from decflow.contracts.canonical import contract_hash
 from decflow.contracts.contract import Contract
 from decflow.contracts.credential_uses import register_values
 from decflow.contracts.parse import parse_contract
+from decflow.contracts.paths import contract_file
 from decflow.errors import ContractError, DecflowError
 from decflow.strictjson import MAX_DEPTH, JsonProblem, key_lines, loads
 from decflow.strictjson import problems as json_problems
@@ -41,9 +43,12 @@ class LoadedContract:
     path: Path
     base_dir: Path
 
-    def resolve(self, relpath: str | Path) -> Path:
-        """A path written in the contract (dataset, paraphrase file) is relative to it."""
-        return self.base_dir / relpath
+    def resolve(self, relpath: str, field: str = "dataset",
+                allowed: Sequence[str] = ()) -> Path:
+        """A path written in the contract (dataset, paraphrase file): relative to it and
+        inside its folder, or inside an `allowed` one (`decflow.contracts.paths`)."""
+        return contract_file(self.base_dir, relpath, field=field, source=str(self.path),
+                             allowed=allowed)
 
 
 # libyaml's parser is about ten times faster; the safe constructor and resolver stay Python.

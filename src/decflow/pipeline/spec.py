@@ -33,10 +33,13 @@ class RunSpec:
     healthcheck: bool = True
     shard_size: int = 5000
     created_at: str = field(default_factory=lambda: now_iso())
+    # folders outside the contract's own that its paths may name (--allow-path)
+    allow_paths: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["properties"] = list(self.properties) if self.properties is not None else None
+        data["allow_paths"] = list(self.allow_paths)
         return data
 
     @classmethod
@@ -44,6 +47,7 @@ class RunSpec:
         values = dict(data)
         if values.get("properties") is not None:
             values["properties"] = tuple(values["properties"])
+        values["allow_paths"] = tuple(values.get("allow_paths") or ())
         return cls(**values)
 
 

@@ -13,12 +13,14 @@ import hashlib
 import json
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from decflow.contracts.credentials import is_allowed, refusal
+from decflow.contracts.paths import contract_file
 from decflow.errors import ConfigurationError
 from decflow.properties.base import setting
 from decflow.redaction import register
@@ -77,9 +79,11 @@ class FileParaphraser(Paraphraser):
 
     provider = "file"
 
-    def __init__(self, path: str, base_dir: Path) -> None:
+    def __init__(self, path: str, base_dir: Path, *, allowed: Sequence[str] = (),
+                 contract: str = "the contract") -> None:
         self.path = path
-        full = (base_dir / path) if not Path(path).is_absolute() else Path(path)
+        full = contract_file(base_dir, path, field="properties.paraphrase.source.path",
+                             source=contract, allowed=allowed)
         try:
             raw = full.read_bytes()
         except OSError as exc:
@@ -240,8 +244,10 @@ def _parse_paraphrases(response: httpx.Response) -> list[str]:
     return [t for t in texts if t.strip()]
 
 
-def build_paraphraser(source: Any, *, base_dir: Path, seed: int) -> Paraphraser:
-    """Build the provider named by `properties.paraphrase.source` (once per run)."""
+def build_paraphraser(source: Any, *, base_dir: Path, seed: int, allowed: Sequence[str] = (),
+                      contract: str = "the contract") -> Paraphraser:
+    """Build the provider named by `properties.paraphrase.source` (once per run); a file
+    it names lies in the contract's folder `base_dir` or an `allowed` one."""
     provider = setting(source, "provider", "identity") if source is not None else "identity"
     if provider == "identity":
         return IdentityParaphraser()
@@ -249,7 +255,7 @@ def build_paraphraser(source: Any, *, base_dir: Path, seed: int) -> Paraphraser:
         path = setting(source, "path")
         if not isinstance(path, str) or not path:
             raise ConfigurationError("properties.paraphrase.source.path: required for file")
-        return FileParaphraser(path, base_dir)
+        return FileParaphraser(path, base_dir, allowed=allowed, contract=contract)
     if provider == "openai":
         return OpenAIParaphraser(source, seed=seed)
     for point in entry_points(group=ENTRY_POINT_GROUP):

@@ -11,11 +11,13 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from decflow.backends.registry import build_backend
+from decflow.contracts.paths import contract_file
 from decflow.data.golden_dataset import dataset_hash, load_golden
 from decflow.diagnostics.pair_storage import pair_meta, pair_table
 from decflow.errors import DecflowError
@@ -43,7 +45,10 @@ def dataset_location(spec: RunSpec, contract: Any) -> tuple[str, str]:
             "no dataset given; set 'dataset' in the contract or pass --dataset"
         )
     shown = os.path.join(os.path.dirname(spec.contract_path), contract.dataset)
-    return shown, shown
+    base_dir = Path(spec.contract_path).parent
+    read = contract_file(base_dir, contract.dataset, field="dataset", source=spec.contract_path,
+                         allowed=spec.allow_paths)
+    return str(read), shown
 
 
 def _dataset_hash(context: StageContext) -> list[str]:
