@@ -13,9 +13,12 @@ This module imports nothing from decflow, so every layer can use it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 MARK = "[REDACTED]"
@@ -25,16 +28,36 @@ _lock = threading.Lock()
 
 
 def register(values: Iterable[str]) -> None:
-    """Remember credential values to redact (empty values mean nothing)."""
+    """Remember credential values to redact (empty values mean nothing). The first one
+    also makes every log record redacted as it is made, whatever handler ships it
+    (stderr, a file, Prefect's API)."""
     global _pattern
     fresh = {value for value in values if value and value not in _secrets}
     if not fresh:
         return
     with _lock:
+        if _pattern is None:
+            _redact_log_records()
         _secrets.update(fresh)
         # longest first: a secret that contains another is removed whole
         ordered = sorted(_secrets, key=len, reverse=True)
         _pattern = re.compile("|".join(re.escape(value) for value in ordered))
+
+
+def _redact_log_records() -> None:
+    make = logging.getLogRecordFactory()
+
+    def redacted(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        if _pattern is not None:
+            try:
+                message = record.getMessage()
+            except Exception:  # a record that cannot format is left to its handler
+                return record
+            record.msg, record.args = redact_text(message), None
+        return record
+
+    logging.setLogRecordFactory(redacted)
 
 
 def active() -> bool:
@@ -60,3 +83,28 @@ def redact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(redact(item) for item in value)
     return value
+
+
+class RedactingStream:
+    """A text stream that writes through `stream` with credentials redacted."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def redacted_output() -> Iterator[None]:
+    """While the block runs, everything written to stdout and stderr is redacted."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(saved[0]), RedactingStream(saved[1])  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from decflow.errors import DecflowError
+from decflow.redaction import redact
 
 FORMATS = ("text", "json")
 
@@ -80,7 +81,7 @@ def write_json(path: str, document: dict[str, Any], what: str = "report") -> Non
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        target.write_text(json.dumps(redact(document), indent=2, ensure_ascii=False) + "\n")
     except OSError as exc:
         raise DecflowError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
     typer.echo(f"{what} written to {path}", err=True)

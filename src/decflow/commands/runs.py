@@ -19,12 +19,16 @@ def register(app: typer.Typer) -> None:
         """List stored runs (id, accepted baseline, decision, mode, backend, status, time)."""
         if ctx.invoked_subcommand is not None:
             return
-        from decflow.store.runs import accepted_run, list_runs
+        from decflow.store.runs import accepted_run, damaged_files, list_runs
         from decflow.store.store import open_store
         from decflow.untrusted import escape
 
         opened = open_store(store)
         records = list_runs(opened)
+        for record in records:  # a report edited since the run: shown, never trusted
+            damaged = damaged_files(opened, record)
+            if damaged:
+                record["status"] = f"damaged ({', '.join(damaged)} edited since the run)"
         if not records:
             typer.echo(f"no runs in the store {opened.location}")
             return

@@ -10,6 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from decflow.flows.common import failure, finish
+from decflow.redaction import redact
 from decflow.tasks.replay import replay_task
 from decflow.tasks.report import artifact_key
 from decflow.views.replay_text import render_replay
@@ -29,8 +30,8 @@ def replay(
     max_concurrency: int | None = None,
 ) -> Any:
     """`target` is a fuzz / test --all report file or a run id in the store."""
-    result: dict[str, Any] = replay_task(target, store, list(ids or []), contract, backend,
-                                         max_concurrency)
+    result: dict[str, Any] = redact(replay_task(target, store, list(ids or []), contract,
+                                                backend, max_concurrency))
     create_markdown_artifact(
         f"# Replay of {target}: {result['status'].upper()}\n\n```\n{render_replay(result)}```\n",
         key=artifact_key("replay", target),

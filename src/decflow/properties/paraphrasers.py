@@ -23,7 +23,7 @@ from decflow.contracts.credentials import is_allowed, refusal
 from decflow.contracts.paths import contract_file
 from decflow.errors import ConfigurationError
 from decflow.properties.base import setting
-from decflow.redaction import register
+from decflow.redaction import redact, redact_text, register
 
 if TYPE_CHECKING:
     import httpx
@@ -191,8 +191,8 @@ class OpenAIParaphraser(Paraphraser):
             raise ParaphraseFailed("unavailable", f"paraphraser unreachable ({exc})") from exc
         if response.status_code >= 400:
             raise ParaphraseFailed("paraphrase_error", f"paraphraser HTTP {response.status_code}")
-        self.last_response = _response_identity(response)
-        return _parse_paraphrases(response)[:n]
+        self.last_response = redact(_response_identity(response))
+        return [redact_text(text) for text in _parse_paraphrases(response)[:n]]
 
     def provenance(self) -> dict[str, Any]:
         found = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.pipeline.regression import run_diff
+from decflow.redaction import redact
 from decflow.store.runs import write_report
 from decflow.store.store import Store
 from decflow.tasks.common import outcome, stage_task
@@ -17,6 +18,6 @@ def diff_task(
 ) -> dict[str, Any]:
     """The regression diff of two stored runs, written as `runs/<candidate>/diff.json`."""
     store = Store(store_url)
-    diff = run_diff(baseline_run, candidate_run, store, contract_path=contract,
-                    fail_on_warn=fail_on_warn)
+    diff = redact(run_diff(baseline_run, candidate_run, store, contract_path=contract,
+                           fail_on_warn=fail_on_warn))
     return outcome(diff, write_report(store, candidate_run, diff, "diff.json"))

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from decflow.errors import DecflowError
+from decflow.redaction import redact_text
 
 # Report kinds the file views do not describe (a probe has relations, not gates).
 NO_FILE_VIEWS = frozenset({"probe"})
@@ -44,7 +45,7 @@ def _write(path: str, text: str, what: str) -> None:
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        target.write_text(redact_text(text), encoding="utf-8")
     except OSError as exc:
         raise DecflowError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
 
