@@ -94,10 +94,10 @@ def test_text_view_shape(contract) -> None:
     assert "  Calibration   ECE 0.975 · Brier 1.924 · NLL 4.432\n" in text
     assert "  Baseline      dataset · 4 records\n" in text
     assert (
-        "  Drift         confidence TV 0.750 · mean delta 0.135 · accuracy drop 1.000 · "
+        "  Drift         confidence TV 0.75 · mean delta 0.135 · accuracy drop 1 · "
         "ECE increase 0.815\n"
     ) in text
-    assert "    FAIL locale=en · 2 records · accuracy 0.000 · ECE 0.985\n" in text
+    assert "    FAIL locale=en · 2 records · accuracy 0 · ECE 0.985\n" in text
     assert text.endswith("FAIL: at least one post-deployment requirement does not hold\n")
 
 

@@ -73,7 +73,7 @@ def test_text_view_shape(tmp_path: Path):
     assert code == 0
     assert "refund_request (choice) · PASS" in out
     assert "Cases        11 total · 11 decided · 0 errored · 10 labeled" in out
-    assert "Selective    confidence >= 0.8: coverage 0.727   abstention 0.273" in out
+    assert "Selective    confidence >= 0.8: coverage 0.7273   abstention 0.2727" in out
     assert "PASS  min_accuracy" in out and "(warning)" in out
     assert out.rstrip().endswith("PASS: all gates hold")
 

@@ -99,7 +99,7 @@ def test_summary_is_diagnostics_first_and_names_what_was_not_exercised() -> None
     positions = [text.index(heading) for heading in order]
     assert positions == sorted(positions)
     assert "flip rate:   0.0% (0/8 pairs)" in text
-    assert "Wilson CI:   [0.000, 0.324] at epsilon=0.01" in text
+    assert "Wilson CI:   [0, 0.3244] at epsilon=0.01" in text
     assert "inputs:      4, repeats: 5, layer: verdict" in text
     assert "skew:        75.0% ('allow' on 4 inputs)" in text
     assert "distinct:    2 verdicts" in text
@@ -110,7 +110,7 @@ def test_summary_is_diagnostics_first_and_names_what_was_not_exercised() -> None
     assert rows["normalization"][-2:] == ["n/a", "n/a"]
     assert rows["tool_selection"][-2:] == ["n/a", "n/a"]
     # 0 violations in 4 exercised inputs: Wilson [0, 0.490] (reference table).
-    assert rows["case_swap"][-3:] == ["0.0%", "[0.000,", "0.490]"]
+    assert rows["case_swap"][-3:] == ["0.0%", "[0,", "0.4899]"]
     assert "agent calls: 28 (40 without call reuse)" in text
 
 

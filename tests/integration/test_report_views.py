@@ -499,7 +499,7 @@ def test_markdown_summary_of_a_run() -> None:
     assert "  - sent: [escalate, deny, approve]" in text
     assert "  - minimal: [deny, approve, escalate]" in text
     assert "Stability: **stochastic**: 3 of 20 rerun pairs flipped" in text
-    assert "| gender | 9 | 3 | 0.222 | [0.063, 0.547] | n/a | undecided |  |" in text
+    assert "| gender | 9 | 3 | 0.2222 | [0.063, 0.547] | n/a | undecided |  |" in text
     # Every table row has as many cells as its header: user pipes are escaped.
     for block in text.split("\n\n"):
         rows = [line for line in block.splitlines() if line.startswith("|")]
@@ -688,9 +688,12 @@ def test_render_script_shows_a_long_report_whole(tmp_path: Path) -> None:
 
 
 def test_numbers_that_round_to_zero_show_no_sign_and_counts_agree() -> None:
-    from decflow.views.text import counted, num
+    from decflow.gates.headline import number
+    from decflow.views.text import counted, percent
 
-    assert [num(-0.0), num(-0.0004), num(-0.0006), num(None)] == \
-        ["0.000", "0.000", "-0.001", "n/a"]
+    # the one formatter of every view: 4 significant digits, never -0
+    assert [number(-0.0), number(-0.00004), number(6 / 11), number(1.0), number(None)] == \
+        ["0", "-4e-05", "0.5455", "1", "n/a"]
+    assert [percent(0.125), percent(-0.0), percent(None)] == ["12.5%", "0.0%", "n/a"]
     assert [counted(1, "call"), counted(2, "call"), counted(0, "call")] == \
         ["1 call", "2 calls", "0 calls"]

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -150,13 +151,33 @@ def recorded(api: str, flow_run_id: Any, expected_tasks: int) -> dict[str, Any]:
         time.sleep(0.5)
 
 
+# Task runs are named `<stage>: <what it does>`; the call stage's steps share the stage.
+RESULTS_STEPS = {
+    "results: call backend (": "results-shard",
+    "results: check the backend's health": "results-health",
+    "results: check that some originals were answered": "results-check-originals",
+    "results: publish the answers": "results",
+}
+
+
 def base_name(task_run: Any) -> str:
-    """Task runs are named `<task>-<suffix>`; shard runs `results-<phase>-<index>`."""
+    """The task a task run ran, from its name (`cases: read the golden dataset` → cases)."""
     name: str = task_run.name
-    if name.startswith(("results-originals-", "results-transformed-")) and \
-            name.rsplit("-", 1)[-1].isdigit():
-        return "results-shard"
-    return name.rsplit("-", 1)[0]
+    for start, step in RESULTS_STEPS.items():
+        if name.startswith(start):
+            return step
+    return name.split(": ", 1)[0]
+
+
+def tagged(api: str, run_id: str) -> list[Any]:
+    """The flow runs of decflow run `run_id` (tag `run:<id>`), oldest first."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+
+    async def find(client: Any) -> list[Any]:
+        return list(await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=[f"run:{run_id}"]))))
+
+    return sorted(api_call(api, find), key=lambda r: r.created)
 
 
 @pytest.fixture
@@ -169,6 +190,7 @@ def project(tmp_path: Path) -> Path:
 def test_contract_run_flow_matches_direct_run_and_is_recorded(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    from decflow.gates.headline import failing_first
     from decflow.views.html import render_html
     from decflow.views.markdown import render_markdown
 
@@ -187,7 +209,8 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     assert stored == report
 
     flow_run = flow_run_of(prefect_api, run_id)
-    assert flow_run.name == "refund_request-all-default"
+    assert flow_run.name == f"refund_request-all-default-{run_id}"
+    assert [r.id for r in tagged(prefect_api, run_id)] == [flow_run.id]
     assert flow_run.parameters["spec"]["mode"] == "all"
     shards = 2  # one shard of originals and one of transformed cases at the default size
     stages = {"cases", "requests", "results-health", "results-shard",
@@ -195,8 +218,17 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
               "report"}
     seen = recorded(prefect_api, flow_run.id, len(stages) - 1 + shards)
     assert seen["flow_run"].state.is_completed()
+    assert seen["flow_run"].state.message == report["headline"] == "PASS: 18/18 gates hold"
+    assert {"decflow", "decflow-heartbeat", f"run:{run_id}", "verdict:pass"} <= set(
+        seen["flow_run"].tags)
     tasks = seen["tasks"]
     assert {base_name(t) for t in tasks} == stages
+    # named after the stage and what the run does, no random suffix
+    assert {t.name for t in tasks if base_name(t) == "results-shard"} == {
+        "results: call backend (originals, shard 1/1)",
+        "results: call backend (transformed, shard 1/1)"}
+    assert all(re.fullmatch(r"[a-z-]+: [a-z][^:]*", t.name) for t in tasks), [
+        t.name for t in tasks]
     assert len(tasks) <= 20 + shards
     assert sum(base_name(t) == "results-shard" for t in tasks) == shards
     assert all(t.state.is_completed() for t in tasks)
@@ -208,7 +240,10 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     assert set(by_type) == {"markdown", "table", "progress"}
     assert not any("file:" in str(a.data) for a in seen["artifacts"])
     run_dir = (project / "store" / "runs" / run_id).resolve()
-    summary = {a.key: a.data for a in by_type["markdown"]}["refund-request-all-default-report"]
+    (markdown,) = by_type["markdown"]
+    assert markdown.key == "cli-refund-request-default-all"  # a run started by hand
+    assert markdown.description == report["headline"]
+    summary = markdown.data
     assert summary.startswith(render_markdown(report))
     html = rendered(summary)
     for name in ("report.json", "report.html"):
@@ -219,9 +254,10 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     body = checks.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     assert body.count("<tr>") == len(report["checks"])
     (table,) = by_type["table"]
+    assert table.key == "cli-refund-request-default-all-checks"
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert len(rows) == len(report["checks"])
-    for row, check in zip(rows, report["checks"], strict=True):
+    for row, check in zip(rows, failing_first(report["checks"]), strict=True):
         cells = {column: rendered(str(text)) for column, text in row.items()}
         assert not any("<blockquote>" in cell for cell in cells.values()), row
         shown = {column: text_of(cell) for column, cell in cells.items()}
@@ -231,7 +267,10 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
         # the message prints the value as the table should: "<metric> <value> …"
         expected = "n/a" if check["value"] is None else check["message"].split()[1]
         assert shown["value"] == expected, (row, check)
-    assert by_type["progress"][0].data == pytest.approx(100.0)
+    (progress,) = by_type["progress"]
+    assert progress.data == pytest.approx(100.0)
+    requests = report["run"]["artifacts"]["requests"]["rows"]
+    assert progress.description.startswith(f"results: {requests}/{requests} calls (100%) · ")
 
     # resuming the finished run through the flow (PREFECT_API_URL alone selects it): every
     # stage is a store hit, logged as such
@@ -268,6 +307,80 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
         assert any(f"stage {stage}: reused from run {run_id}" in m for m in logs), (stage, logs)
 
 
+FAILING = "FAIL 2/18: max_ece 0.1751 > 0.15; option_order.max_violation_rate 0.8182 > 0"
+
+
+def test_a_failing_run_ends_failed_naming_the_failing_gates_in_every_view(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The on-call view: the flow run of a FAILing `test --prefect` is Failed, and its state
+    message, a WARNING log line, the artifacts' descriptions and first lines, and the first
+    line of the text, Markdown, HTML, JSON and JUnit views all name the failing gates."""
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    done = decflow(env, project, "test", "refund/decflow.yaml", "--all", "-b",
+                   "order_sensitive", "--prefect", "--store", "store", "-o", "r.json",
+                   "--markdown", "r.md", "--html", "r.html", "--junit", "r.xml")
+    assert done.returncode == 1, done.stderr  # the exit code of a FAIL, as without Prefect
+    report = json.loads((project / "r.json").read_text())
+    assert report["headline"] == FAILING
+    run_id = report["run"]["id"]
+    (flow_run,) = tagged(prefect_api, run_id)
+    seen = recorded(prefect_api, flow_run.id, 11)
+    state = seen["flow_run"].state
+    assert state.is_failed() and state.message == FAILING
+    assert {"decflow", f"run:{run_id}", "verdict:fail"} <= set(seen["flow_run"].tags)
+    assert all(t.state.is_completed() for t in seen["tasks"])  # a verdict, not a crash
+    warnings = [entry.message for entry in seen["logs"] if entry.level == 30]
+    assert warnings == [FAILING]
+    markdown = {a.type: a for a in seen["artifacts"]}["markdown"]
+    table = {a.type: a for a in seen["artifacts"]}["table"]
+    assert markdown.description == table.description == FAILING
+    escaped = FAILING.replace("_", "\\_").replace(">", "&gt;")
+    assert markdown.data.splitlines()[0] == f"**{escaped}**"
+    assert (project / "r.md").read_text().splitlines()[0] == f"**{escaped}**"
+    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert [r["status"] for r in rows[:2]] == ["FAIL", "FAIL"]  # failing gates first
+    assert done.stdout.splitlines()[0] == FAILING
+    html = (project / "r.html").read_text()
+    assert f'<p class="headline">{FAILING.replace(">", "&gt;")}</p>' in html
+    assert f'name="message" value="{FAILING.replace(">", "&gt;")}"' in (
+        project / "r.xml").read_text()
+
+    # a production check too (the same flow as the drift-check deployment)
+    checked = decflow(env, project, "check", "refund/decflow.yaml", "-d",
+                      "refund/production-drift.jsonl", "--baseline", "refund/production.jsonl",
+                      "--store", "store", "-o", "check.json")
+    assert checked.returncode == 1, checked.stderr
+    check = json.loads((project / "check.json").read_text())
+    assert check["headline"].startswith("FAIL 4/6: min_accuracy 0 < 0.9; max_ece 0.975 > 0.25")
+    (check_run,) = tagged(prefect_api, check["run"]["id"])
+    assert check_run.state.is_failed() and check_run.state.message == check["headline"]
+    assert "verdict:fail" in check_run.tags
+
+
+def test_a_warn_run_completes_tagged_also_under_fail_on_warn(
+    prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import yaml
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    document = yaml.safe_load((project / "refund" / "decflow.yaml").read_text())
+    document["warnings"]["max_ece"] = document["requirements"].pop("max_ece")
+    (project / "refund" / "warn.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    done = decflow(env, project, "test", "refund/warn.yaml", "-b", "order_sensitive",
+                   "--fail-on-warn", "--prefect", "--store", "store", "-o", "warn.json")
+    assert done.returncode == 1, done.stderr  # --fail-on-warn: the exit code only
+    report = json.loads((project / "warn.json").read_text())
+    assert report["status"] == "warn"
+    assert report["headline"] == "WARN 1/5: max_ece 0.1751 > 0.15 (warning)"
+    (flow_run,) = tagged(prefect_api, report["run"]["id"])
+    seen = recorded(prefect_api, flow_run.id, 8)
+    assert seen["flow_run"].state.is_completed()
+    assert seen["flow_run"].state.message == report["headline"]
+    assert "verdict:warn" in seen["flow_run"].tags
+    assert [e.message for e in seen["logs"] if e.level == 30] == [report["headline"]]
+
+
 def test_production_check_flow(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -296,14 +409,17 @@ def test_production_check_flow(
                 if r.parameters.get("records") == "refund/production.jsonl"]
 
     (flow_run,) = api_call(prefect_api, find)
-    assert flow_run.name == "refund_request-check-records"
+    (run_dir,) = list((project / "store" / "runs").iterdir())
+    assert flow_run.name == f"refund_request-check-records-{run_dir.name}"
     seen = recorded(prefect_api, flow_run.id, 5)
+    assert seen["flow_run"].state.is_completed()
+    assert f"run:{run_dir.name}" in seen["flow_run"].tags
     assert {base_name(t) for t in seen["tasks"]} == {"records-plan", "records", "aggregates",
                                                       "summary", "report"}
+    assert "records: read unit 1 (4 records)" in {t.name for t in seen["tasks"]}
     keys = {a.key for a in seen["artifacts"] if a.type != "progress"}
-    assert keys == {"refund-request-check-records-report",
-                    "refund-request-check-records-report-checks"}  # a local store: no links
-    (run_dir,) = list((project / "store" / "runs").iterdir())
+    assert keys == {"cli-refund-request-records-check",
+                    "cli-refund-request-records-check-checks"}  # a local store: no links
     assert json.loads((run_dir / "run.json").read_text())["mode"] == "check"
     assert json.loads((run_dir / "report.json").read_text())["status"] == report["status"]
     for store in ("store", "direct-store"):  # the HTML view beside it, however it ran
@@ -496,46 +612,81 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     assert first["baseline"] is None and first["diff"] is None
     baseline_id = first["run"]["run_id"]
     assert first["run"]["status"] == "pass"
-    assert (project / "second.txt").read_text().endswith("see its artifacts")
     (candidate_id,) = [p.name for p in (project / "store" / "runs").iterdir()
                        if p.name != baseline_id]
+    candidate = json.loads((project / "store" / "runs" / candidate_id / "report.json")
+                           .read_text())
     diff = json.loads((project / "store" / "runs" / candidate_id / "diff.json").read_text())
     assert diff["kind"] == "diff" and diff["status"] == "fail"
+    assert candidate["status"] == "fail"
     cases = [json.loads(line) for line in (project / "refund" / "cases.jsonl").open()]
     damaged = sum("damaged" in case["input"] for case in cases)  # the rule that changed
     assert damaged and diff["counts"]["answer_flips"] == damaged
 
     async def nightly_runs(client: Any) -> list[Any]:
         runs = [r for r in await client.read_flow_runs()
-                if r.name == "refund_request-test-default-nightly"
+                if r.name.startswith("refund_request-test-default-nightly-")
                 and r.parameters.get("store") == "store"]
         return sorted(runs, key=lambda r: r.created)
 
     runs = api_call(prefect_api, nightly_runs)
-    assert len(runs) == 2
+    assert [r.name for r in runs] == [f"refund_request-test-default-nightly-{run_id}"
+                                      for run_id in (baseline_id, candidate_id)]
     assert runs[0].state.is_completed() and runs[1].state.is_failed()
-    # the failed run's state is one line naming the run and the diff
-    assert runs[1].state.message == (project / "second.txt").read_text()
-    assert runs[1].state.message.startswith(f"run {candidate_id}: FAIL (exit 1)")
-    assert f"regression diff {baseline_id} → {candidate_id}: FAIL" in runs[1].state.message
-    assert "\n" not in runs[1].state.message
+    # the failed run's state is one line naming the failing gates of the run and the diff
+    message = runs[1].state.message
+    assert message == (project / "second.txt").read_text() == (
+        f"run {candidate_id}: {candidate['headline']}; "
+        f"regression diff {baseline_id} → {candidate_id}: {diff['headline']}")
+    assert candidate["headline"].startswith("FAIL ") and "min_accuracy" in candidate["headline"]
+    assert diff["headline"].startswith("FAIL ") and "\n" not in message
+    assert runs[0].state.message == f"run {baseline_id}: PASS: 5/5 gates hold"
+    assert "verdict:fail" in runs[1].tags and "verdict:pass" in runs[0].tags
+
+    # the regression result is under one key on both nights: the latest version is the diff
+    key = "cli-refund-request-default-regression"
     first_seen = recorded(prefect_api, runs[0].id, 7)
-    note = {a.key: a.data for a in first_seen["artifacts"]}["refund-request-default-regression"]
+    first_artifacts = {a.key: a for a in first_seen["artifacts"]}
+    assert first_artifacts[key].description == (
+        f"no accepted baseline: run {baseline_id} was not diffed")
+    note = first_artifacts[key].data
     assert f"`decflow runs accept {baseline_id} --store store`" in note  # it passed
+    assert f"{key}-checks" in first_artifacts
     second_seen = recorded(prefect_api, runs[1].id, 8)
     assert "diff" in {base_name(t) for t in second_seen["tasks"]}
-    artifacts = {a.key: a.data for a in second_seen["artifacts"]}
-    assert "refund-request-default-regression-diff-checks" in artifacts
+    assert f"diff: compare run {candidate_id} with baseline {baseline_id}" in {
+        t.name for t in second_seen["tasks"]}
+    artifacts = {a.key: a for a in second_seen["artifacts"]}
+    assert {key, f"{key}-checks", "cli-refund-request-default-test",
+            "cli-refund-request-default-test-checks"} <= set(artifacts)
+    assert artifacts[key].description == diff["headline"]
+    assert latest_version(prefect_api, key).id == artifacts[key].id
+    assert latest_version(prefect_api, f"{key}-checks").id == artifacts[f"{key}-checks"].id
     # the diff names both runs and the contract hash each ran with
-    identity = rendered(artifacts["refund-request-default-regression-diff"]).split(
-        "</table>", 1)[0]
-    rows = {text_of(cells[0]): [text_of(c) for c in cells[1:]] for cells in (
-        re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", identity,
-                                                             flags=re.S)) if cells}
-    assert rows["run"] == [f"run {baseline_id}", f"run {candidate_id}"]
+    identity = diff_identity_rows(rendered(artifacts[key].data))
+    assert identity["run"] == [f"run {baseline_id}", f"run {candidate_id}"]
     hashes = [json.loads((project / "store" / "runs" / r / "run.json").read_text())[
         "contract_hash"] for r in (baseline_id, candidate_id)]
-    assert rows["contract"] == [short_hash(h) for h in hashes]
+    assert identity["contract"] == [short_hash(h) for h in hashes]
+
+
+def latest_version(api: str, key: str) -> Any:
+    """The artifact the Artifacts page shows as the latest version of `key`."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    async def read(client: Any) -> list[Any]:
+        return list(await client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))))
+
+    return max(api_call(api, read), key=lambda a: a.created)
+
+
+def diff_identity_rows(html: str) -> dict[str, list[str]]:
+    """The rows of a diff Markdown's identity table (baseline and candidate columns)."""
+    table = html.split('<th>baseline</th>', 1)[1].split("</table>", 1)[0]
+    return {text_of(cells[0]): [text_of(c) for c in cells[1:]] for cells in (
+        re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table,
+                                                             flags=re.S)) if cells}
 
 
 def drifted_contract(folder: Path) -> Path:
@@ -553,8 +704,6 @@ def drifted_contract(folder: Path) -> Path:
 def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one_line(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    import signal
-
     import yaml
 
     env = {**client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home")),
@@ -615,16 +764,21 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     assert drift.parameters["records"] == "contracts/refund/production.jsonl"
 
     (run_id,) = [p.name for p in (store / "runs").iterdir()]
+    report = json.loads((store / "runs" / run_id / "report.json").read_text())
     assert run.state.is_failed()
-    assert run.state.message == f"run {run_id}: FAIL (exit 1); see its artifacts"
-    assert "decflow-heartbeat" in run.tags  # watched by the crash automation
+    assert run.state.message == f"run {run_id}: {report['headline']}"
+    assert report["headline"].startswith("FAIL ") and "min_accuracy" in report["headline"]
+    assert run.name == f"refund_request-test-default-nightly-{run_id}"
+    assert {"decflow", "decflow-heartbeat", f"run:{run_id}", "verdict:fail"} <= set(run.tags)
     printed = output.read_text()
     assert "crash detection" in printed
     assert "Traceback" not in printed and "Engine execution exited" not in printed
     finished = [line for line in printed.splitlines() if "Finished in state Failed(" in line]
     assert len(finished) == 1 and run_id in finished[0], printed
     seen = recorded(prefect_api, run.id, 8)
-    note = {a.key: a.data for a in seen["artifacts"]}["refund-request-default-regression"]
+    # keyed by the deployment: never a version of a run started by hand
+    note = {a.key: a.data for a in seen["artifacts"]}[
+        "nightly-regression-refund-served-refund-request-default-regression"]
     assert f"decflow runs accept {run_id}" not in note
     assert "it is FAIL, so it should not become the baseline" in note
     assert "accept a run that passes" in note
@@ -649,9 +803,46 @@ def heartbeat_times(api: str, flow_run_id: Any) -> list[Any]:
     return found
 
 
-def test_a_killed_flow_run_ends_crashed_and_resumes_through_the_flow(
+def children_of(pid: int) -> list[int]:
+    """The processes `pid` started (its crash follower)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def task_runs_of(api: str, flow_run_id: Any) -> list[Any]:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async def read(client: Any) -> list[Any]:
+        return list(await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))))
+
+    found: list[Any] = api_call(api, read)
+    return found
+
+
+def until(condition: Any, timeout_s: float) -> Any:
+    """Poll `condition()` every second until it returns something truthy (or time is up:
+    its last value)."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()) and time.monotonic() < deadline:
+        time.sleep(1)
+    return value
+
+
+def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    """SIGKILL during a call shard: the run's follower ends it and its running task runs
+    Crashed within seconds, naming the run and the command that resumes it. Killed together
+    with its follower (a lost machine), the heartbeat automation ends the flow run and the
+    next decflow flow run to start ends its task runs."""
     from decflow.flows.crash_detection import AUTOMATION_NAME
     from tests.integration.test_resume_kill import (
         CASES,
@@ -672,45 +863,72 @@ def test_a_killed_flow_run_ends_crashed_and_resumes_through_the_flow(
     assert automation.trigger.within.total_seconds() == CRASH_WINDOW_S
     service = CountingService()
     service.thread.start()
+    command = [sys.executable, "-m", "decflow", "test", "--store", "store", "--prefect"]
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([*command, str(contract)], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def new_run(before: set[str]) -> str:
+        (found,) = {p.name for p in (tmp_path / "store" / "runs").iterdir()} - before
+        return found
+
+    def open_tasks(flow_run_id: Any) -> list[Any]:
+        return [t for t in task_runs_of(prefect_api, flow_run_id) if not t.state.is_final()]
+
     try:
         contract = write_contract(tmp_path, service.url)
-        run = subprocess.Popen(
-            [sys.executable, "-m", "decflow", "test", str(contract), "--store", "store",
-             "--prefect"], cwd=tmp_path, env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run = start()
         kill_when_sent(service, run, 300)
-        (run_id,) = [p.name for p in (tmp_path / "store" / "runs").iterdir()]
+        run_id = new_run(set())
         recorded_before_kill = recorded_ids(tmp_path / "store")
+        (killed,) = tagged(prefect_api, run_id)
+        # the follower: Crashed within seconds, the shard's task run too
+        killed = until(lambda: (r := api_call(prefect_api, lambda c: c.read_flow_run(
+            killed.id))).state.is_final() and r, 30)
+        leftover = until(lambda: not open_tasks(killed.id), 30)
         sent_before, _ = service.snapshot()
         resumed = decflow(env, tmp_path, "test", str(contract), "--store", "store",
                           "--prefect", "--resume", run_id, "-o", "resumed.json")
         assert resumed.returncode in (0, 1), resumed.stderr
         resent = service.snapshot()[0] - sent_before
 
-        async def runs_of(client: Any) -> list[Any]:
-            return sorted((r for r in await client.read_flow_runs()
-                           if (r.parameters.get("spec") or {}).get("run_id") == run_id),
-                          key=lambda r: r.created)
-
-        # the killed run: Crashed by the automation once its heartbeats stopped
-        deadline = time.monotonic() + CRASH_WINDOW_S + 60
-        while True:
-            killed, finished = api_call(prefect_api, runs_of)
-            if killed.state.is_final() or time.monotonic() > deadline:
-                break
-            time.sleep(1)
+        # killed with its follower: the automation, once its heartbeats stopped
+        before = sum(service.snapshot()[0].values())
+        second = start()
+        until(lambda: children_of(second.pid), 60)
+        followers = children_of(second.pid)
+        deadline = time.monotonic() + 120
+        while sum(service.snapshot()[0].values()) - before < 300:
+            assert second.poll() is None and time.monotonic() < deadline
+            time.sleep(0.005)
+        for pid in [*followers, second.pid]:
+            os.kill(pid, signal.SIGKILL)
+        second.wait()
+        lost_id = new_run({run_id})
+        (lost,) = tagged(prefect_api, lost_id)
+        lost = until(lambda: (r := api_call(prefect_api, lambda c: c.read_flow_run(
+            lost.id))).state.is_final() and r, CRASH_WINDOW_S + 60)
+        left_running = open_tasks(lost.id)
+        # the next flow run follows it up: its task runs, its message
+        again = decflow(env, tmp_path, "test", str(contract), "--store", "store", "--prefect",
+                        "--resume", lost_id)
+        assert again.returncode in (0, 1), again.stderr
     finally:
         service.server.shutdown()
         service.server.server_close()
         decflow(env, tmp_path, "prefect-setup", "--crash-after", "90")  # the default again
+    resume = f"`decflow test {contract} --store store --resume {run_id}`"
     assert killed.state.is_crashed(), killed.state
-    assert "No heartbeat for 40 s" in killed.state.message
-    beats = heartbeat_times(prefect_api, killed.id)
-    assert beats, "the killed run sent no heartbeat"
-    silent = (killed.state.timestamp - beats[-1]).total_seconds()
-    assert CRASH_WINDOW_S <= silent <= CRASH_WINDOW_S + 30, silent
+    assert killed.state.message.startswith(f"decflow run {run_id}: its process died")
+    assert killed.state.message.endswith(f"resume it with {resume}")
+    assert leftover, [(t.name, t.state.type) for t in open_tasks(killed.id)]
+    shards = [t for t in task_runs_of(prefect_api, killed.id)
+              if t.name.startswith("results: call backend")]
+    assert shards and all(t.state.is_crashed() for t in shards)
+    (_, finished) = tagged(prefect_api, run_id)
     assert finished.state.is_completed()  # a live run with heartbeats is left alone
-    assert "decflow-heartbeat" in finished.tags
+    assert {"decflow", "decflow-heartbeat", f"run:{run_id}"} <= set(finished.tags)
     assert recorded_before_kill and not recorded_before_kill & set(resent)
     assert set(resent) == {f"c{i:04d}" for i in range(CASES)} - recorded_before_kill
     assert set(resent.values()) == {1}
@@ -718,6 +936,19 @@ def test_a_killed_flow_run_ends_crashed_and_resumes_through_the_flow(
     assert report["run"]["id"] == run_id
     assert report["metrics"]["counts"]["total"] == CASES
     assert report["metrics"]["counts"]["errored"] == 0
+
+    assert lost.state.is_crashed(), lost.state
+    assert "No heartbeat for 40 s" in lost.state.message
+    beats = heartbeat_times(prefect_api, lost.id)
+    assert beats, "the killed run sent no heartbeat"
+    silent = (lost.state.timestamp - beats[-1]).total_seconds()
+    assert CRASH_WINDOW_S <= silent <= CRASH_WINDOW_S + 30, silent
+    assert left_running, "the automation alone ends no task run"
+    followed = api_call(prefect_api, lambda c: c.read_flow_run(lost.id))
+    assert followed.state.is_crashed() and "No heartbeat for 40 s" in followed.state.message
+    assert followed.state.message.endswith(
+        f"resume it with `decflow test {contract} --store store --resume {lost_id}`")
+    assert not open_tasks(lost.id)
 
 
 def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
@@ -771,4 +1002,6 @@ def test_replay_flow_reproduces_stored_failures(
     assert {base_name(t) for t in seen["tasks"]} == {"replay"}
     (note,) = [a.data for a in seen["artifacts"] if a.type == "markdown"]
     reproduced = [o for o in expected["outcomes"] if o["reproduced"]]
-    assert reproduced and f"Replay of {run_id}: FAIL" in note
+    assert reproduced and f"# Replay of {run_id}" in note
+    assert note.startswith(f"**{expected['headline']}**")
+    assert flow_run.state.message == expected["headline"]

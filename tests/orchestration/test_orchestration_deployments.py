@@ -42,6 +42,8 @@ def test_nightly_regression_and_drift_check_are_declared(built: dict[str, object
         "store": ".decflow",
     }
     assert drift.parameters["records"] == "contracts/refund/production.jsonl"  # type: ignore[attr-defined]
+    # a drift check measures drift against earlier records
+    assert drift.parameters["baseline"] == "contracts/refund/production-baseline.jsonl"  # type: ignore[attr-defined]
 
 
 def test_schedules_fire_nightly_and_every_six_hours(built: dict[str, object]) -> None:
@@ -83,8 +85,9 @@ def test_parameters_name_real_files_and_validate() -> None:
         flow_of(entry).validate_parameters(params)
         assert load_contract(str(ROOT / params["contract"])).contract.decision.name == (
             "refund_request")
-        if "records" in params:
-            assert (ROOT / params["records"]).is_file()
+        for name in ("records", "baseline"):
+            if name in params:
+                assert (ROOT / params[name]).is_file()
 
 
 def test_unknown_entrypoint_is_an_error(tmp_path: Path) -> None:
@@ -95,6 +98,18 @@ def test_unknown_entrypoint_is_an_error(tmp_path: Path) -> None:
     bad.write_text(yaml.safe_dump({"deployments": [
         {"name": "x", "entrypoint": "flows.py:not_a_flow", "parameters": {}}]}))
     with pytest.raises(DecflowError, match="not_a_flow"):
+        build_deployments(bad)
+
+
+def test_a_drift_check_without_a_baseline_is_an_error(tmp_path: Path) -> None:
+    from decflow.errors import DecflowError
+    from decflow.flows.deployments import build_deployments, load_definitions
+
+    (drift,) = [e for e in load_definitions(DEPLOYMENTS) if "drift" in e["tags"]]
+    del drift["parameters"]["baseline"]
+    bad = tmp_path / "prefect.yaml"
+    bad.write_text(yaml.safe_dump({"deployments": [drift]}))
+    with pytest.raises(DecflowError, match="tagged drift but passes no baseline"):
         build_deployments(bad)
 
 

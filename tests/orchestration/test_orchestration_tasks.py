@@ -47,11 +47,28 @@ def test_shard_retries_skip_failures_a_retry_cannot_change() -> None:
     assert not transient(None, None, Failed(data=DecflowError("bad contract")))  # type: ignore[arg-type]
 
 
-def test_artifact_keys_are_valid_prefect_keys() -> None:
-    from decflow.tasks.report import artifact_key
+def test_artifact_keys_are_valid_prefect_keys_and_name_where_a_run_comes_from() -> None:
+    from decflow.tasks.report import artifact_key, slug
 
-    assert artifact_key("refund_request-all-default") == "refund-request-all-default"
-    assert artifact_key("Spam Filter", "B/2") == "spam-filter-b-2"
+    assert slug("refund_request-all-default") == "refund-request-all-default"
+    assert slug("Spam Filter", "B/2") == "spam-filter-b-2"
+    # outside a deployment's run: a run started by hand
+    assert artifact_key("refund_request", "order_sensitive", "all") == (
+        "cli-refund-request-order-sensitive-all")
+
+
+def test_every_task_run_is_named_after_its_stage_and_what_it_does() -> None:
+    from decflow.tasks.stages import shard_run_name
+
+    for task in all_tasks():
+        name = task.task_run_name  # type: ignore[attr-defined]
+        if callable(name):
+            continue  # records units: a function of the unit (tested against the server)
+        stage = task.name.split("-")[0]  # type: ignore[attr-defined]
+        if task.name == "records-plan":  # type: ignore[attr-defined]
+            stage = "records-plan"
+        assert name.startswith(f"{stage}: "), (task, name)
+    assert shard_run_name("transformed", 0, 3) == "results: call backend (transformed, shard 1/3)"
 
 
 def test_a_reported_gate_failure_is_not_logged_again_with_a_traceback() -> None:
@@ -71,23 +88,29 @@ def test_a_reported_gate_failure_is_not_logged_again_with_a_traceback() -> None:
                                      sys.exc_info())
 
     quiet = QuietUserErrors()
-    assert not quiet.filter(record(GateFailed("run x: FAIL (exit 1); see its artifacts")))
+    assert not quiet.filter(record(GateFailed("FAIL 1/2: max_ece 0.2 > 0.15")))
     user_error = record(DecflowError("bad contract"))
     assert quiet.filter(user_error) and user_error.exc_info is None
     crash = record(RuntimeError("bug"))
     assert quiet.filter(crash) and crash.exc_info is not None
 
 
-def test_a_failed_verdict_ends_the_flow_failed_with_one_line() -> None:
-    from decflow.flows.common import GateFailed, failure, finish
+def test_a_failed_verdict_ends_the_flow_failed_naming_the_failing_gates() -> None:
+    from decflow.flows.common import GateFailed, Verdict, final_state, flow_result
 
-    outcome = {"status": "pass", "exit_code": 0}
-    assert finish(outcome, failure(outcome, "run a")) is outcome
-    failed = {"status": "fail", "exit_code": 1}
-    state = finish(outcome, failure(failed, "run b"), failure(failed, "diff a → b"))
-    assert state.is_failed()  # type: ignore[union-attr]
-    assert state.message == ("run b: FAIL (exit 1); see its artifacts; "  # type: ignore[union-attr]
-                             "diff a → b: FAIL (exit 1); see its artifacts")
-    assert "\n" not in state.message  # type: ignore[union-attr]
-    with pytest.raises(GateFailed, match="run b: FAIL"):
-        state.result()  # type: ignore[union-attr]
+    passed = {"status": "pass", "exit_code": 0, "headline": "PASS: 3/3 gates hold"}
+    state = final_state(passed, Verdict(passed))
+    assert state.is_completed() and state.message == "PASS: 3/3 gates hold"
+    assert flow_result(state) is passed
+    # --fail-on-warn sets the exit code only: a WARN run still completes
+    warned = {"status": "warn", "exit_code": 1, "headline": "WARN 1/3: x 0.2 > 0.1 (warning)"}
+    assert final_state(warned, Verdict(warned)).is_completed()
+    failed = {"status": "fail", "exit_code": 1, "headline": "FAIL 1/3: max_ece 0.2 > 0.15"}
+    result = {"run": passed, "diff": failed}
+    state = final_state(result, Verdict(passed, "run b"), Verdict(failed, "regression diff a → b"))
+    assert state.is_failed()
+    assert state.message == "regression diff a → b: FAIL 1/3: max_ece 0.2 > 0.15"
+    assert "\n" not in state.message  # type: ignore[operator]
+    with pytest.raises(GateFailed, match=r"max_ece 0\.2 > 0\.15"):
+        state.result()
+    assert flow_result(state) is result  # what the CLI reads the report from

@@ -61,7 +61,7 @@ def test_refund_default_vs_order_sensitive_equals_decguard() -> None:
     assert "    FAIL  max_mean_tv_distance           mean_tv_distance 0.05082 violates <= 0.03\n" \
         in text
     assert "    PASS  max_accuracy_drop              accuracy_drop -0 <= 0.02\n" in text
-    assert "    locale=en             n=11   accuracy 1.000 -> 1.000   flips 0.0%\n" in text
+    assert "    locale=en             n=11   accuracy 1 -> 1   flips 0.0%\n" in text
     assert "latency_p50_ms" not in text  # both sides missing: row hidden
     assert text.endswith("FAIL: the candidate regresses beyond the contract's limits\n")
 

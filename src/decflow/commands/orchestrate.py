@@ -16,6 +16,7 @@ from pathlib import Path
 import typer
 
 from decflow.errors import DecflowError
+from decflow.flows.heartbeat import DEFAULT_WINDOW_S, HEARTBEAT_S, MIN_WINDOW_S
 from decflow.workers.command import python_module
 
 DEFAULT_FILE = "deployments/prefect.yaml"
@@ -90,9 +91,10 @@ def register(app: typer.Typer) -> None:
     @app.command("prefect-setup", short_help="Make killed flow runs end Crashed (once).")
     def prefect_setup_command(
         crash_after: float | None = typer.Option(
-            None, "--crash-after", min=1,
-            help="Seconds without a heartbeat before a run is marked Crashed (default: keep "
-            "the current window, 90 on creation)."),
+            None, "--crash-after", min=MIN_WINDOW_S,
+            help=f"Seconds without a heartbeat before a run is marked Crashed, at least "
+            f"{MIN_WINDOW_S} (runs heartbeat every {HEARTBEAT_S} s; default: keep the current "
+            f"window, {DEFAULT_WINDOW_S} on creation)."),
     ) -> None:
         """Create (or update) the Prefect server's automation that marks a decflow flow run
         Crashed when its heartbeats stop (killed process, lost machine). Run it once per

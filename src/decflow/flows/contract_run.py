@@ -20,7 +20,9 @@ from prefect.settings import PREFECT_API_URL
 from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
+from decflow.flows.common import Verdict, decflow_run, finish, flow_result
 from decflow.flows.crash_detection import watched_run
+from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.results import RequestParts
@@ -34,6 +36,7 @@ from decflow.tasks.stages import (
     finish_results_task,
     health_task,
     originals_task,
+    shard_run_name,
     shard_task,
 )
 
@@ -46,12 +49,17 @@ def decision_name(contract_path: str) -> str:
 
 
 def run_label(spec: dict[str, Any]) -> str:
-    """<decision>-<mode>-<backend>: flow run names and artifact keys."""
+    """<decision>-<mode>-<backend>: what flow run names start with."""
     return f"{decision_name(spec['contract_path'])}-{spec['mode']}-{spec['backend']}"
 
 
 def _contract_run_name() -> str:
-    return run_label(flow_run.parameters["spec"])
+    spec = flow_run.parameters["spec"]
+    return f"{run_label(spec)}-{spec['run_id']}"
+
+
+def run_crash_message(spec: RunSpec) -> str:
+    return crash_message(f"run {spec.run_id}", f"resume it with `{spec.resume_command()}`")
 
 
 def _dicts(manifests: dict[str, Manifest]) -> Any:
@@ -62,17 +70,17 @@ def _dicts(manifests: dict[str, Manifest]) -> Any:
 
 class PrefectShards:
     """The call stage's steps as tasks of the current flow run (see `call_stage`); shards
-    run one after another, or all submitted at once to a Dask cluster."""
+    run one after another (each moving the progress artifact as its calls come back), or
+    all submitted at once to a Dask cluster (the progress moves as shards finish)."""
 
-    def __init__(self, context: StageContext, key: str, parts: RequestParts,
+    def __init__(self, context: StageContext, key: str, _parts: RequestParts,
                  parallel: bool) -> None:
         self.spec = context.spec.to_dict()
         self.requests_key = context.manifests["requests"].key
         self.key, self.parallel = key, parallel
-        shards = sum(-(-parts.phase_count(phase) // context.spec.shard_size)
-                     for phase in ("originals", "transformed"))
-        self.progress = CallProgress(shards,
-                                     f"backend calls of run {context.spec.run_id}: shards done")
+        self.progress = CallProgress.start(context.manifests["requests"].rows,
+                                           context.spec.run_id)
+        self.done = 0
 
     def health(self) -> dict[str, str] | None:
         health: dict[str, str] | None = health_task(self.spec)
@@ -80,22 +88,28 @@ class PrefectShards:
 
     def run(self, phase: str, shards: int) -> None:
         args = (self.spec, self.requests_key, self.key, phase)
+
+        def shard(index: int) -> Any:
+            return shard_task.with_options(task_run_name=shard_run_name(phase, index, shards))
+
         if self.parallel:
-            futures = [shard_task.submit(*args, index) for index in range(shards)]
+            futures = [shard(index).submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
-                future.result()
-                self.progress.advance()
+                self.done += future.result()
+                self.progress.report(self.done)
             return
         for index in range(shards):
-            shard_task(*args, index)
-            self.progress.advance()
+            self.done += shard(index)(*args, index, self.progress.to_dict(self.done))
+            self.progress.report(self.done)
 
     def check_originals(self) -> None:
         originals_task(self.spec, self.requests_key, self.key)
 
     def finish(self, health: dict[str, str] | None) -> Manifest:
-        return Manifest.from_dict(finish_results_task(self.spec, self.requests_key, self.key,
-                                                      health))
+        manifest = Manifest.from_dict(finish_results_task(self.spec, self.requests_key,
+                                                          self.key, health))
+        self.progress.report(self.progress.total, final=True)  # every request answered
+        return manifest
 
 
 def run_stages(
@@ -103,7 +117,7 @@ def run_stages(
     parallel_shards: bool = False,
 ) -> dict[str, Any]:
     """Every stage of a contract run as tasks of the current flow run; returns the run's
-    id, status, exit code and the store path of its report."""
+    id, status, exit code, headline and the store path of its report."""
     logger = get_run_logger()
     store = Store(spec.store_url)
 
@@ -121,8 +135,8 @@ def run_stages(
         book.run(stage, lambda task=task: Manifest.from_dict(
             task(spec_d, _dicts(book.manifests), fail_on_warn)))
     verdict = book.manifests["summary"].extra
-    report_task(spec.store_url, verdict["report"], artifact_key(run_label(spec_d)))
-    logger.info("run %s: %s (exit %s)", spec.run_id, verdict["status"], verdict["exit_code"])
+    key = artifact_key(decision_name(spec.contract_path), spec.backend, spec.mode)
+    report_task(spec.store_url, verdict["report"], key)
     return {"run_id": spec.run_id, **verdict}
 
 
@@ -132,11 +146,15 @@ def contract_run(
     from_stage: str | None = None,
     fail_on_warn: bool = False,
     parallel_shards: bool = False,
-) -> dict[str, Any]:
+) -> Any:
     """A contract run (`spec` is `RunSpec.to_dict()`); returns its outcome (run id, status,
-    exit code, store path of the report)."""
-    return run_stages(RunSpec.from_dict(spec), from_stage=from_stage,
-                      fail_on_warn=fail_on_warn, parallel_shards=parallel_shards)
+    exit code, headline, store path of the report); a FAIL ends the flow run Failed (see
+    `flows.common`)."""
+    run_spec = RunSpec.from_dict(spec)
+    with decflow_run(run_spec.run_id, run_label(spec), run_crash_message(run_spec)):
+        outcome = run_stages(run_spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
+                             parallel_shards=parallel_shards)
+        return finish(outcome, Verdict(outcome))
 
 
 def warn_if_ephemeral() -> None:
@@ -155,15 +173,16 @@ def run_contract_flow(
     dask_address: str | None = None,
 ) -> dict[str, Any]:
     """What the CLI calls for `--prefect`: the flow with the chosen task runner; returns
-    the stored report."""
+    the stored report (a FAIL is the report's exit code 1, not a failed call)."""
     warn_if_ephemeral()
     runner = build_task_runner(task_runner, dask_address)
     configured = contract_run.with_options(task_runner=runner)
     # heartbeats, so a killed run ends Crashed (see crash_detection for their cost)
     with watched_run():
-        outcome: dict[str, Any] = configured(
+        state = configured(
             spec=spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
-            parallel_shards=task_runner == "dask",
+            parallel_shards=task_runner == "dask", return_state=True,
         )
+    outcome: dict[str, Any] = flow_result(state)
     report: dict[str, Any] = Store(spec["store_url"]).read_json(outcome["report"])
     return report

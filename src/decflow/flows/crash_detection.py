@@ -7,6 +7,9 @@ server-side automation with a *proactive* trigger (it fires on the absence of ev
 marks a watched run Crashed when, after a heartbeat, neither another heartbeat nor a
 final state arrives within its window. Only runs with the tag are watched: a run that
 heartbeats at Prefect's default (every 180 s) would otherwise be crashed while alive.
+A killed run whose follower process survives is Crashed sooner, by the follower
+(`decflow.flows.crashes`), which also ends its task runs; the automation is for what the
+follower cannot outlive (a lost machine).
 
 `watched_run()` is what the CLI's flow runs and `decflow serve` run under; deployments
 served by a worker get the same from `deployments/prefect.yaml` (tag and heartbeat
@@ -30,11 +33,9 @@ from prefect.events.schemas.events import ResourceSpecification
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
 from decflow.errors import DecflowError
+from decflow.flows.heartbeat import DEFAULT_WINDOW_S, HEARTBEAT_S, MIN_WINDOW_S
 
-HEARTBEAT_S = 30  # the shortest interval Prefect allows
 WATCHED_TAG = "decflow-heartbeat"
-DEFAULT_WINDOW_S = 90  # three heartbeats missed
-MIN_WINDOW_S = HEARTBEAT_S + 10  # a heartbeat late by up to 10 s is not a crash
 AUTOMATION_NAME = "decflow: crash flow runs without heartbeats"
 HEARTBEAT = "prefect.flow-run.heartbeat"
 FINAL_STATES = ("Completed", "Failed", "Cancelled", "Crashed")

@@ -37,6 +37,7 @@ FLOWS: dict[str, Flow[Any, Any]] = {
 }
 WORK_POOL = "decflow-process"
 HEARTBEAT_SETTING = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"
+DRIFT_TAG = "drift"
 
 
 def load_definitions(path: str | Path) -> list[dict[str, Any]]:
@@ -80,12 +81,24 @@ def check_heartbeat(entry: dict[str, Any]) -> None:
         )
 
 
+def check_drift_baseline(entry: dict[str, Any]) -> None:
+    """A drift check measures drift only against a baseline."""
+    if DRIFT_TAG in (entry.get("tags") or []) and not (entry.get("parameters") or {}).get(
+            "baseline"):
+        raise DecflowError(
+            f"deployment '{entry.get('name')}': it is tagged {DRIFT_TAG} but passes no "
+            "baseline, so it would measure no drift; set parameters.baseline to earlier "
+            "records or an earlier check's report.json"
+        )
+
+
 def checked_definitions(path: str | Path) -> list[dict[str, Any]]:
     """The entries of the deployments file, each checked: a decflow flow, valid
-    parameters, heartbeats as the crash automation expects."""
+    parameters, heartbeats as the crash automation expects, a baseline for drift checks."""
     entries = load_definitions(path)
     for entry in entries:
         check_heartbeat(entry)
+        check_drift_baseline(entry)
         flow_of(entry).validate_parameters(entry.get("parameters") or {})
     return entries
 

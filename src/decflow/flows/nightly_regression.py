@@ -1,23 +1,25 @@
 """The `nightly_regression` flow: run the contract against its backend, diff the run
 against the accepted baseline for its decision and backend (`decflow runs accept RUN`),
-publish artifacts, and end the flow run Failed (one line) when the run or the diff is FAIL.
-The first run, with no accepted baseline yet, completes with a note saying what to do."""
+publish artifacts, and end the flow run Failed (one line naming the failing gates) when the
+run or the diff is FAIL. The first run, with no accepted baseline yet, completes with a note
+saying what to do, published under the key later diffs use."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
-from decflow.flows.common import failure, finish
-from decflow.flows.contract_run import decision_name, run_stages
+from decflow.flows.common import Verdict, decflow_run, finish
+from decflow.flows.contract_run import decision_name, run_crash_message, run_stages
 from decflow.pipeline.spec import RunSpec
 from decflow.store.runs import accepted_run, new_run_id
 from decflow.store.store import Store
 from decflow.tasks.regression import diff_task
 from decflow.tasks.report import artifact_key, report_task
+from decflow.views.artifacts import placeholder_rows
 
 
 def _nightly_run_name() -> str:
@@ -57,32 +59,31 @@ def nightly_regression(
     fail_on_warn: bool = False,
 ) -> Any:
     """Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
-    (outcomes: run id, status, exit code and the store path of the report); when the run
-    or the diff is FAIL the flow run ends Failed and a Python caller gets `GateFailed`."""
+    (outcomes: run id, status, exit code, headline and the store path of the report); when
+    the run or the diff is FAIL the flow run ends Failed and a Python caller gets
+    `GateFailed`. The regression result (the diff, or the note that there is no baseline)
+    is always published under the same key."""
     logger = get_run_logger()
     spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
                    mode=mode, backend=backend, dataset=dataset)
-    run = run_stages(spec, fail_on_warn=fail_on_warn)
     decision = decision_name(contract)
-    baseline = accepted_run(Store(store), decision, backend)
-    diff = None
-    if baseline is None:
-        advice = baseline_advice(run, contract, backend, store)
-        logger.warning("no accepted baseline for decision %s and backend %s; %s", decision,
-                       backend, advice)
-        create_markdown_artifact(
-            no_baseline_note(decision, backend, run, advice, store),
-            key=artifact_key(decision, backend, "regression"),
-            description="nightly regression: no accepted baseline",
-        )
-    else:
+    with decflow_run(spec.run_id, _nightly_run_name(), run_crash_message(spec)):
+        run = run_stages(spec, fail_on_warn=fail_on_warn)
+        ran = Verdict(run, f"run {spec.run_id}")
+        key = artifact_key(decision, backend, "regression")
+        baseline = accepted_run(Store(store), decision, backend)
+        if baseline is None:
+            advice = baseline_advice(run, contract, backend, store)
+            logger.warning("no accepted baseline for decision %s and backend %s; %s",
+                           decision, backend, advice)
+            line = f"no accepted baseline: run {spec.run_id} was not diffed"
+            create_markdown_artifact(no_baseline_note(decision, backend, run, advice, store),
+                                     key=key, description=line)
+            create_table_artifact(placeholder_rows(line), key=f"{key}-checks",
+                                  description=line)
+            return finish({"run": run, "diff": None, "baseline": None}, ran)
         diff = diff_task(baseline, spec.run_id, contract, store, fail_on_warn)
-        report_task.with_options(name="diff-report")(
-            store, diff["report"], artifact_key(decision, backend, "regression")
-        )
-        logger.info("diff %s → %s: %s", baseline, spec.run_id, diff["status"])
-    return finish(
-        {"run": run, "diff": diff, "baseline": baseline},
-        failure(run, f"run {spec.run_id}"),
-        None if diff is None else failure(diff, f"regression diff {baseline} → {spec.run_id}"),
-    )
+        report_task.with_options(task_run_name="report: publish the regression diff")(
+            store, diff["report"], key)
+        return finish({"run": run, "diff": diff, "baseline": baseline}, ran,
+                      Verdict(diff, f"regression diff {baseline} → {spec.run_id}"))

@@ -6,15 +6,17 @@ and published as artifacts. With the Dask task runner each worker reads only its
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Any
 
-from prefect import flow, get_run_logger, unmapped
+from prefect import flow, unmapped
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
-from decflow.flows.common import failure, finish
+from decflow.flows.common import Verdict, decflow_run, finish, flow_result
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
+from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.store.runs import new_run_id
 from decflow.store.store import Store
@@ -22,8 +24,20 @@ from decflow.tasks.production import aggregates_task, check_summary_task, plan_t
 from decflow.tasks.report import artifact_key, report_task
 
 
+def check_label(contract: str) -> str:
+    return f"{decision_name(contract)}-check-records"
+
+
 def _check_run_name() -> str:
-    return f"{decision_name(flow_run.parameters['contract'])}-check-records"
+    return check_label(flow_run.parameters["contract"])
+
+
+def rerun_command(contract: str, records: str, baseline: str | None, store: str) -> str:
+    """The command that runs the same check again (a check has nothing to resume)."""
+    parts = ["decflow", "check", contract, "-d", records]
+    if baseline:
+        parts += ["--baseline", baseline]
+    return " ".join(shlex.quote(p) for p in [*parts, "--store", store])
 
 
 @flow(name="production_check", flow_run_name=_check_run_name, persist_result=False)
@@ -33,33 +47,30 @@ def production_check(
     baseline: str | None = None,
     store: str = ".decflow",
     fail_on_warn: bool = False,
-    fail_flow_on_fail: bool = True,
 ) -> Any:
     """Check production records (a file, folder or glob) against the contract and an
     optional baseline (records or an earlier check report); the report is stored as a run
-    (`runs/<run_id>/report.json`). Returns the run id, status, exit code, report path; a
-    FAIL ends the flow run Failed (`GateFailed` for a Python caller) unless
-    `fail_flow_on_fail` is off."""
+    (`runs/<run_id>/report.json`). Returns the run id, status, exit code, headline and
+    report path; a FAIL ends the flow run Failed (`GateFailed` for a Python caller)."""
     run_id = new_run_id()
-    plan = plan_task(records)
-    # Workers may run in another directory: they get absolute local paths.
-    contract_file = contract if "://" in contract else os.path.abspath(contract)
-    store = Store(store).location
-    # one task per unit: with the Dask runner each worker reads only its own units
-    futures = unit_task.map(unmapped(contract_file), unmapped(store), plan["units"])
-    outcomes = [future.result() for future in futures]
-    aggregates = aggregates_task(contract_file, store, quote(plan), quote(outcomes))
-    outcome: dict[str, Any] = check_summary_task(
-        contract, records, baseline, store, run_id, quote(aggregates), fail_on_warn,
-    )
-    label = f"{decision_name(contract)}-check-records"
-    report_task(store, outcome["report"], artifact_key(label))
-    get_run_logger().info("check %s: %s (exit %s)", run_id, outcome["status"],
-                          outcome["exit_code"])
-    result = {"run_id": run_id, **outcome}
-    if not fail_flow_on_fail:
-        return result
-    return finish(result, failure(outcome, f"production check {run_id}"))
+    crash = crash_message(f"check {run_id}", "run it again with "
+                          f"`{rerun_command(contract, records, baseline, store)}`")
+    with decflow_run(run_id, check_label(contract), crash):
+        plan = plan_task(records)
+        # Workers may run in another directory: they get absolute local paths.
+        contract_file = contract if "://" in contract else os.path.abspath(contract)
+        location = Store(store).location
+        # one task per unit: with the Dask runner each worker reads only its own units
+        futures = unit_task.map(unmapped(contract_file), unmapped(location), plan["units"])
+        outcomes = [future.result() for future in futures]
+        aggregates = aggregates_task(contract_file, location, quote(plan), quote(outcomes))
+        outcome: dict[str, Any] = check_summary_task(
+            contract, records, baseline, location, run_id, quote(aggregates), fail_on_warn,
+        )
+        report_task(location, outcome["report"],
+                    artifact_key(decision_name(contract), "records", "check"))
+        result = {"run_id": run_id, **outcome}
+        return finish(result, Verdict(result))
 
 
 def run_production_check_flow(
@@ -75,9 +86,8 @@ def run_production_check_flow(
         task_runner=build_task_runner(task_runner, dask_address)
     )
     with watched_run():
-        outcome: dict[str, Any] = configured(
-            contract=contract, records=records, baseline=baseline, store=store,
-            fail_on_warn=fail_on_warn, fail_flow_on_fail=False,
-        )
+        state = configured(contract=contract, records=records, baseline=baseline, store=store,
+                           fail_on_warn=fail_on_warn, return_state=True)
+    outcome: dict[str, Any] = flow_result(state)
     report: dict[str, Any] = Store(store).read_json(outcome["report"])
     return report

@@ -3,16 +3,20 @@ flow run fails when any of them reproduces (the CLI's exit 1)."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
-from decflow.flows.common import failure, finish
+from decflow.flows.common import Verdict, decflow_run, finish
+from decflow.flows.contract_run import decision_name
+from decflow.flows.crashes import crash_message
 from decflow.redaction import redact
 from decflow.tasks.replay import replay_task
 from decflow.tasks.report import artifact_key
+from decflow.views.markdown import md
 from decflow.views.replay_text import render_replay
 
 
@@ -29,12 +33,17 @@ def replay(
     backend: str | None = None,
     max_concurrency: int | None = None,
 ) -> Any:
-    """`target` is a fuzz / test --all report file or a run id in the store."""
-    result: dict[str, Any] = redact(replay_task(target, store, list(ids or []), contract,
-                                                backend, max_concurrency))
-    create_markdown_artifact(
-        f"# Replay of {target}: {result['status'].upper()}\n\n```\n{render_replay(result)}```\n",
-        key=artifact_key("replay", target),
-        description="replayed property failures",
-    )
-    return finish(result, failure(result, f"replay of {target}"))
+    """`target` is a fuzz / test --all report file or a run id in the store; a reproduced
+    failure ends the flow run Failed (`GateFailed` for a Python caller)."""
+    again = f"run it again with `decflow replay {shlex.quote(target)} --store {shlex.quote(store)}`"
+    with decflow_run(None, _replay_run_name(), crash_message(f"replay of {target}", again)):
+        result: dict[str, Any] = redact(replay_task(target, store, list(ids or []), contract,
+                                                    backend, max_concurrency))
+        create_markdown_artifact(
+            f"**{md(result['headline'])}**\n\n# Replay of {md(target)}\n\n"
+            f"```\n{render_replay(result)}```\n",
+            key=artifact_key(decision_name(result["contract_path"]), str(result["backend"]),
+                             "replay"),
+            description=result["headline"],
+        )
+        return finish(result, Verdict(result))

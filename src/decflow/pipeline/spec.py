@@ -6,6 +6,7 @@ tasks that wrap them) receive it plus upstream manifests, never DataFrames or cl
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -16,6 +17,9 @@ from decflow.store.runs import now_iso
 
 Mode = Literal["test", "fuzz", "all", "stability"]
 STAGES = ("cases", "requests", "results", "comparisons", "minimized", "summary", "report")
+# The command (and flag) that starts a run of each mode.
+MODE_COMMANDS: dict[str, str] = {"test": "test", "all": "test --all", "fuzz": "fuzz",
+                                 "stability": "stability"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,14 @@ class RunSpec:
         data["properties"] = list(self.properties) if self.properties is not None else None
         data["allow_paths"] = list(self.allow_paths)
         return data
+
+    def resume_command(self) -> str:
+        """The command line that finishes this run after an interruption (the store keeps
+        its backend, dataset and options; the paths are as this run was given them)."""
+        command, _, flag = MODE_COMMANDS[self.mode].partition(" ")
+        return " ".join(part for part in (
+            "decflow", command, shlex.quote(self.contract_path), flag,
+            "--store", shlex.quote(self.store_url), "--resume", self.run_id) if part)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:

@@ -17,6 +17,7 @@ from prefect.states import State
 
 from decflow.errors import DecflowError
 from decflow.pipeline.spec import RunSpec
+from decflow.report.sections import report_headline
 from decflow.store.store import Manifest, Store
 from decflow.tasks import logs
 
@@ -38,8 +39,11 @@ def transient(_task: Task[Any, Any], _run: TaskRun, state: State[Any]) -> bool:
     return False
 
 
-def stage_task(name: str, *, retries: int = 0, run_name: str | None = None) -> Callable[[F], F]:
-    """A thin task named after its stage, with Prefect caching and persistence off."""
+def stage_task(name: str, run_name: str | Callable[[], str], *,
+               retries: int = 0) -> Callable[[F], F]:
+    """A thin task named after its stage, with Prefect caching and persistence off. Its
+    runs are named `run_name` (a template of its parameters, or a function), which starts
+    with the stage and says what the run does: Prefect adds no random suffix then."""
     options: dict[str, Any] = {
         "name": name,
         "cache_policy": NO_CACHE,
@@ -65,7 +69,8 @@ def spec_and_store(spec: dict[str, Any]) -> tuple[RunSpec, Store]:
 def outcome(report: dict[str, Any], relative: str) -> dict[str, Any]:
     """What a task returns for a report it stored: small, so Prefect does not walk the
     whole report (it visits every task input and result looking for futures)."""
-    return {"status": report["status"], "exit_code": report["exit_code"], "report": relative}
+    return {"status": report["status"], "exit_code": report["exit_code"],
+            "headline": report_headline(report), "report": relative}
 
 
 def manifests_of(manifests: dict[str, dict[str, Any]]) -> dict[str, Manifest]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prefect.runtime import task_run
+
 from decflow.data.record_units import Unit
 from decflow.pipeline.production.run import summarize_and_record
 from decflow.pipeline.production.stages import (
@@ -23,20 +25,25 @@ from decflow.store.store import Manifest, Store
 from decflow.tasks.common import outcome, stage_task
 
 
-@stage_task("records-plan")
+@stage_task("records-plan", "records-plan: hash, count and split the records")
 def plan_task(records: str) -> dict[str, Any]:
     """Hash and count the record files and split them into units (small JSON)."""
     return plan_source(records, absolute=True).to_dict()
 
 
-@stage_task("records", run_name="records-{unit[index]}")
+def _unit_run_name() -> str:
+    unit = task_run.parameters["unit"]
+    return f"records: read unit {unit['index'] + 1} ({unit['n_records']} records)"
+
+
+@stage_task("records", _unit_run_name)
 def unit_task(contract: str, store_url: str, unit: dict[str, Any]) -> dict[str, Any]:
     """The `records` stage of one unit: only its files or row groups are read here."""
     loaded = load_contract_cached(contract)
     return stage_unit(Unit.from_dict(unit), store_url, loaded.contract, loaded.hash)
 
 
-@stage_task("aggregates")
+@stage_task("aggregates", "aggregates: merge the units' statistics and ids")
 def aggregates_task(
     contract: str, store_url: str, plan: dict[str, Any], outcomes: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -47,7 +54,7 @@ def aggregates_task(
     return manifest.to_dict()
 
 
-@stage_task("summary")
+@stage_task("summary", "summary: judge drift and gates, write the report")
 def check_summary_task(
     contract: str, records_path: str, baseline: str | None, store_url: str, run_id: str,
     aggregates: dict[str, Any], fail_on_warn: bool = False,

@@ -11,7 +11,7 @@ from decflow.store.store import Store
 from decflow.tasks.common import outcome, stage_task
 
 
-@stage_task("diff")
+@stage_task("diff", "diff: compare run {candidate_run} with baseline {baseline_run}")
 def diff_task(
     baseline_run: str, candidate_run: str, contract: str, store_url: str,
     fail_on_warn: bool = False,

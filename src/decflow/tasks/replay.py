@@ -9,7 +9,7 @@ from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
 
-@stage_task("replay")
+@stage_task("replay", "replay: re-send the stored failures of {target}")
 def replay_task(
     target: str, store_url: str, ids: list[str], contract: str | None, backend: str | None,
     max_concurrency: int | None,

@@ -1,18 +1,26 @@
 """The `report` stage under Prefect: the run's artifacts in the Prefect UI.
 
 Every flow run publishes the Markdown report (ending with where the report and the HTML
-view written next to it are stored) and a table of checks; stores a browser can reach also
-get link artifacts. Artifacts are keyed by decision, mode and backend, so nightly runs of
-the same contract become versions of one artifact.
+view written next to it are stored) and a table of checks, both described by the report's
+headline; stores a browser can reach also get link artifacts. Keys name where a run comes
+from (the deployment, or `cli` for runs started by hand), the decision, the backend and
+the kind of result (`artifact_key`), so the runs of one deployment become versions of one
+artifact, and a run started by hand never becomes a version of a deployment's.
+
+The call stage's progress artifact counts calls, with the rate and the time left in its
+description; the same line goes to the run's log (the terminal of a `--prefect` run).
 """
 
 from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 from uuid import UUID
 
+from prefect import get_run_logger
 from prefect.artifacts import (
     create_link_artifact,
     create_markdown_artifact,
@@ -20,22 +28,33 @@ from prefect.artifacts import (
     create_table_artifact,
     update_progress_artifact,
 )
+from prefect.runtime import deployment
 
 from decflow.redaction import redact
+from decflow.report.sections import report_headline
 from decflow.store.runs import read_run_json
 from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
+CLI_ORIGIN = "cli"
 
-def artifact_key(*parts: str) -> str:
+
+def slug(*parts: str) -> str:
     """Prefect keys allow lowercase letters, digits and dashes only."""
     joined = "-".join(parts).lower()
     return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]", "-", joined)).strip("-")
 
 
+def artifact_key(decision: str, backend: str, kind: str) -> str:
+    """`<deployment or cli>-<decision>-<backend>-<kind>`, slugged."""
+    origin = deployment.name or CLI_ORIGIN
+    return slug(origin, decision, backend, kind)
+
+
 def publish_report(store: Store, relative: str, key: str) -> str:
-    """Publish the artifacts of the report stored at `relative` (`…/<name>.json`), with its
-    HTML view written next to it; returns where the stored JSON is (path or URL)."""
+    """Publish the artifacts of the report stored at `relative` (`…/<name>.json`) under
+    `key` (`key-checks`, `key-json`, `key-html`), with its HTML view written next to it;
+    returns where the stored JSON is (path or URL)."""
     from decflow.views.artifacts import check_rows, linkable, report_artifact
     from decflow.views.stored import write_stored_html
 
@@ -45,46 +64,61 @@ def publish_report(store: Store, relative: str, key: str) -> str:
     name = PurePosixPath(relative).stem
     files = {f"{name}.json": relative, f"{name}.html": write_stored_html(store, relative, report)}
     locations = {file: store.uri(path) for file, path in files.items()}
-    status = str(report["status"]).upper()
-    create_markdown_artifact(report_artifact(report, locations), key=f"{key}-{name}",
-                             description=f"decflow {name} ({status})")
-    create_table_artifact(check_rows(report), key=f"{key}-{name}-checks",
-                          description=f"checks ({status})")
+    headline = report_headline(report)
+    create_markdown_artifact(report_artifact(report, locations), key=key, description=headline)
+    create_table_artifact(check_rows(report), key=f"{key}-checks", description=headline)
     for file, location in locations.items():
         if linkable(location):
             kind = PurePosixPath(file).suffix[1:]
-            create_link_artifact(location, link_text=file, key=f"{key}-{name}-{kind}",
+            create_link_artifact(location, link_text=file, key=f"{key}-{kind}",
                                  description=f"the stored {file}")
     return locations[f"{name}.json"]
 
 
-@stage_task("report")
+@stage_task("report", run_name="report: publish the artifacts")
 def report_task(store_url: str, relative: str, key: str) -> str:
     """Publish the artifacts of a stored report; returns where it is stored."""
     return publish_report(Store(store_url), relative, key)
 
 
+@dataclass
 class CallProgress:
-    """A progress artifact for the call stage, moved forward as shards finish: at most
-    every `EVERY_S` seconds and at the end (an update is a server round trip, ≈0.1 s on
-    SQLite: not worth paying for every short shard)."""
+    """The call stage's progress in calls (see the module docstring). The flow creates it
+    (`start`) and moves it as shards finish; a shard task gets it as a dict (`to_dict`,
+    with `base` the calls done before the shard) and moves it while it calls. An update is
+    a server round trip (≈0.1 s on SQLite), so it is sent at most every `EVERY_S` seconds,
+    and at the end."""
 
     EVERY_S = 5.0
 
-    def __init__(self, shards: int, description: str) -> None:
-        self.shards = shards
-        self.done = 0
-        self.artifact_id: UUID | None = None
-        self.updated = time.monotonic()
-        if shards:
-            self.artifact_id = create_progress_artifact(0.0, description=description)
+    total: int
+    artifact_id: str
+    started: float = field(default_factory=time.time)  # wall clock: shared across processes
+    base: int = 0
+    updated: float = field(default_factory=time.monotonic)
 
-    def advance(self) -> None:
-        self.done += 1
+    @classmethod
+    def start(cls, total: int, run_id: str) -> CallProgress:
+        artifact = create_progress_artifact(0.0, description=f"backend calls of run {run_id}")
+        return cls(total, str(artifact))
+
+    def to_dict(self, base: int) -> dict[str, Any]:
+        return {"total": self.total, "artifact_id": self.artifact_id, "started": self.started,
+                "base": base}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CallProgress:
+        return cls(data["total"], data["artifact_id"], data["started"], data["base"])
+
+    def report(self, done: int, *, final: bool = False) -> None:
+        """`done` calls of `total` so far; sent if `EVERY_S` passed or `final`."""
+        from decflow.views.progress_text import progress_line
+
         now = time.monotonic()
-        if self.artifact_id is None or (
-            self.done < self.shards and now - self.updated < self.EVERY_S
-        ):
+        if not final and now - self.updated < self.EVERY_S:
             return
         self.updated = now
-        update_progress_artifact(self.artifact_id, 100.0 * self.done / self.shards)
+        line = progress_line("results", done, self.total, time.time() - self.started)
+        share = 100.0 * done / self.total if self.total else 100.0
+        update_progress_artifact(UUID(self.artifact_id), share, description=line)
+        get_run_logger().info("%s", line)

@@ -5,7 +5,8 @@ compute, manifest), so a stage computes exactly as in the in-process runner. Tas
 run's `RunSpec` as a dict and upstream manifests as dicts, and return a manifest dict. The
 call stage runs in the flow itself (`flows.contract_run`), which submits its shards as
 `results-shard` tasks around the `results-health`, `results-check-originals` and `results`
-(publish) steps.
+(publish) steps. Task runs are named `<stage>: <what it does>`, a shard's
+`results: call backend (transformed, shard 1/3)`.
 """
 
 from __future__ import annotations
@@ -22,9 +23,20 @@ from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import StageContext, run_stage
 from decflow.store.store import Manifest, Store
 from decflow.tasks.common import SHARD_RETRIES, manifests_of, spec_and_store, stage_task
+from decflow.tasks.report import CallProgress
 
 Spec = dict[str, Any]
 ManifestDict = dict[str, Any]
+
+
+# What each stage's task run does, after the stage name.
+STAGE_RUN_NAMES = {
+    "cases": "cases: read the golden dataset",
+    "requests": "requests: build the requests to send",
+    "comparisons": "comparisons: compare transformed answers with the originals",
+    "minimized": "minimized: shrink failing transformed cases",
+    "summary": "summary: judge the gates, write the report",
+}
 
 
 def _stage_task(name: str) -> Any:
@@ -37,7 +49,7 @@ def _stage_task(name: str) -> Any:
         return run_stage(STAGE_BY_NAME[name], context).to_dict()
 
     compute.__name__ = compute.__qualname__ = f"{name}_task"
-    return stage_task(name)(compute)
+    return stage_task(name, STAGE_RUN_NAMES[name])(compute)
 
 
 # One task per stage besides the call stage, named after it (the names Prefect shows).
@@ -46,7 +58,7 @@ STAGE_TASKS: dict[str, Callable[..., ManifestDict]] = {
 }
 
 
-@stage_task("results-health")
+@stage_task("results-health", "results: check the backend's health")
 def health_task(spec: Spec) -> dict[str, str] | None:
     run_spec, _ = spec_and_store(spec)
     return results_stage.prepare_calls(run_spec)
@@ -63,22 +75,36 @@ def _requests(store: Store, key: str) -> Manifest:
     return manifest
 
 
-@stage_task("results-shard", retries=SHARD_RETRIES, run_name="results-{phase}-{index}")
-def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int) -> int:
-    """One shard of backend calls; a retry re-sends only requests without a recorded result."""
+def shard_run_name(phase: str, index: int, shards: int) -> str:
+    return f"results: call backend ({phase}, shard {index + 1}/{shards})"
+
+
+@stage_task("results-shard", "results: call backend ({phase})", retries=SHARD_RETRIES)
+def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
+               progress: dict[str, Any] | None = None) -> int:
+    """One shard of backend calls (the flow names its run with `shard_run_name`); a retry
+    re-sends only requests without a recorded result. With `progress` (a `CallProgress`
+    dict) the progress artifact moves as the shard's calls come back."""
     run_spec, store = spec_and_store(spec)
+    moved = None
+    if progress is not None:
+        reporter = CallProgress.from_dict(progress)
+
+        def moved(shard_done: int, _shard_total: int) -> None:
+            reporter.report(reporter.base + shard_done)
+
     return results_stage.call_shard(
-        run_spec, store, _requests(store, requests_key), key, phase, index
+        run_spec, store, _requests(store, requests_key), key, phase, index, moved
     )
 
 
-@stage_task("results-check-originals")
+@stage_task("results-check-originals", "results: check that some originals were answered")
 def originals_task(spec: Spec, requests_key: str, key: str) -> None:
     run_spec, store = spec_and_store(spec)
     results_stage.check_originals(run_spec, store, _requests(store, requests_key), key)
 
 
-@stage_task("results")
+@stage_task("results", "results: publish the answers")
 def finish_results_task(
     spec: Spec, requests_key: str, key: str, health: dict[str, str] | None
 ) -> ManifestDict:

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from decflow.views.markdown import check_cells, md, render_markdown, table
+from decflow.gates.headline import failing_first
+from decflow.views.markdown import CHECK_HEADERS, check_cells, md, render_markdown, table
 
 # Locations worth a link: web URLs, and object-store URLs (S3 consoles and tools open them);
 # never a path on the machine that ran the flow.
@@ -25,8 +26,15 @@ def linkable(location: str) -> bool:
 
 
 def check_rows(report: dict[str, Any]) -> list[dict[str, str]]:
-    """The report's checks as rows of the checks table artifact (columns `CHECK_HEADERS`)."""
-    return [check_cells(check) for check in report.get("checks") or []]
+    """The report's checks as rows of the checks table artifact (columns `CHECK_HEADERS`),
+    failing checks first."""
+    return [check_cells(check) for check in failing_first(report.get("checks") or [])]
+
+
+def placeholder_rows(message: str) -> list[dict[str, str]]:
+    """A checks table saying why there are no checks (it replaces the previous version of
+    the artifact, which would otherwise stand as the latest)."""
+    return [{**dict.fromkeys(CHECK_HEADERS, "n/a"), "message": md(message)}]
 
 
 def stored_block(locations: Mapping[str, str]) -> list[str]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.views.text import num, short_hash
+from decflow.gates.headline import number
+from decflow.views.text import percent, short_hash
 
 LABEL_WIDTH = 16
 
@@ -22,22 +23,19 @@ def _more(text: str) -> str:
     return _line("", text)
 
 
-def _rate(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
 
 def _interval(item: dict[str, Any]) -> str:
-    return f"[{num(item.get('ci_low'))}, {num(item.get('ci_high'))}]"
+    return f"[{number(item.get('ci_low'))}, {number(item.get('ci_high'))}]"
 
 
 def stability_lines(stability: dict[str, Any]) -> list[str]:
     mean_tv = stability.get("mean_tv")
-    tv = "" if mean_tv is None else f" · mean TV {num(mean_tv)}"
+    tv = "" if mean_tv is None else f" · mean TV {number(mean_tv)}"
     lines = [
         _line(
             "Stability",
             f"{stability['verdict']} · {stability['flips']}/{stability['pairs']} rerun pairs "
-            f"flipped ({_rate(stability.get('flip_rate'))}) · 95% CI {_interval(stability)} "
+            f"flipped ({percent(stability.get('flip_rate'))}) · 95% CI {_interval(stability)} "
             f"vs ε {stability['epsilon']:g}{tv}",
         )
     ]
@@ -60,15 +58,11 @@ def blindness_lines(blindness: dict[str, Any]) -> list[str]:
     if summary is None:
         state = "BLIND" if blindness.get("blind") else "ok"
         summary = (
-            f"{state}: {_rate(blindness.get('skew'))} '{blindness.get('modal_label')}' on "
+            f"{state}: {percent(blindness.get('skew'))} '{blindness.get('modal_label')}' on "
             f"{blindness.get('n')} inputs"
         )
     gated = "" if blindness.get("configured", True) else " (informative: no blindness section)"
     return [_line("Blindness", summary + gated)]
-
-
-def _p(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2g}"
 
 
 def _verdict(axis: dict[str, Any]) -> str:
@@ -82,7 +76,7 @@ def _verdict(axis: dict[str, Any]) -> str:
         if not stated:
             return "UNFAIR" + unattributed
         p_value = direction.get("p_holm", direction.get("p_value"))
-        return f"UNFAIR{unattributed} ({direction['statement']}, sign test p {_p(p_value)})"
+        return f"UNFAIR{unattributed} ({direction['statement']}, sign test p {number(p_value)})"
     if verdict == "not exercised":
         return "NOT EXERCISED"
     if verdict == "undecided" and axis.get("cases_needed"):
@@ -94,7 +88,7 @@ def _legacy_axis_row(axis: dict[str, Any]) -> str:
     """An axis of a decflow/1 report (attributable flip rate with a Wilson interval)."""
     counted = axis.get("exercised")
     rate = axis.get("attributable_rate")
-    shown = "n/a" if not counted else f"attributable {_rate(rate)} {_interval(axis)}"
+    shown = "n/a" if not counted else f"attributable {percent(rate)} {_interval(axis)}"
     placebo = f"{axis['placebo_flips']}/{axis['placebo_pairs']}" if "placebo_pairs" in axis else "-"
     return (
         f"      {axis['axis']:<11}{axis.get('pairs', 0):>6}{counted or 0:>8}"
@@ -115,8 +109,8 @@ def _axis_rows(axis: dict[str, Any]) -> list[str]:
     )
     excess = axis.get("excess")
     shown = "n/a" if excess is None else (
-        f"{excess:.3f} [{num(axis.get('ci_low'))}, {num(axis.get('ci_high'))}] "
-        f"p {_p(axis.get('p_holm'))}"
+        f"{number(excess)} [{number(axis.get('ci_low'))}, {number(axis.get('ci_high'))}] "
+        f"p {number(axis.get('p_holm'))}"
     )
     rows = [
         f"      {axis['axis']:<11}{axis.get('pairs', 0):>6}{counted:>8}"
@@ -128,7 +122,7 @@ def _axis_rows(axis: dict[str, Any]) -> list[str]:
         if axis.get("mcnemar_p") is not None:
             tests.append(
                 f"McNemar cross vs placebo {axis['mcnemar_b']}:{axis['mcnemar_c']} "
-                f"p {_p(axis['mcnemar_p'])} (Holm {_p(axis.get('mcnemar_p_holm'))})"
+                f"p {number(axis['mcnemar_p'])} (Holm {number(axis.get('mcnemar_p_holm'))})"
             )
         direction = axis.get("direction")
         if direction:
@@ -137,8 +131,8 @@ def _axis_rows(axis: dict[str, Any]) -> list[str]:
                 f"{direction['cases_disfavoured']}:{direction['cases_favoured']} cases)"
             )
             tests.append(
-                f"{claim}, sign test p {_p(direction['p_value'])} "
-                f"(Holm {_p(direction.get('p_holm'))})"
+                f"{claim}, sign test p {number(direction['p_value'])} "
+                f"(Holm {number(direction.get('p_holm'))})"
             )
         tests.append("base decisions blind" if axis.get("blind") else "base decisions not blind")
         rows.append(f"      {'':<11}{' · '.join(tests)}")
@@ -185,7 +179,8 @@ def counterfactual_lines(section: dict[str, Any]) -> list[str]:
             "bounds are one-sided 95% statements, p-values Holm-adjusted across axes"
             if pooled else "each interval is a separate 95% statement"
         )
-        lines.append(_more(f"{label} {num(section['score'])} [{num(low)}, {num(high)}]; {bounds}"))
+        lines.append(_more(
+            f"{label} {number(section['score'])} [{number(low)}, {number(high)}]; {bounds}"))
     plan = section.get("plan") or {}
     if plan and not plan.get("can_qualify"):
         lines.append(_more(plan.get("advice", "")))

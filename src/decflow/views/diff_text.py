@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.gates.headline import number
 from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
-from decflow.views.text import checks, num, preview
+from decflow.views.text import checks, percent, preview
 
 VERDICTS = {
     "pass": "PASS: no regression gate is violated",
@@ -28,12 +29,8 @@ def _side(name: str, side: dict[str, Any]) -> str:
     return f"  {name:<9} {side['path']}  {who}"
 
 
-def _percent(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
-
-
 def _signed(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.3f}"
+    return "n/a" if value is None else ("+" if value > 0 else "") + number(value)
 
 
 def _summary(report: dict[str, Any]) -> list[str]:
@@ -42,15 +39,16 @@ def _summary(report: dict[str, Any]) -> list[str]:
         f"  Cases        {counts['matched']} matched · {counts['compared']} compared · "
         f"{counts['only_in_baseline']} only in baseline · "
         f"{counts['only_in_candidate']} only in candidate",
-        f"  Answers      {counts['answer_flips']} flipped ({_percent(shift['answer_flip_rate'])})"
+        f"  Answers      {counts['answer_flips']} flipped ({percent(shift['answer_flip_rate'])})"
         f" · {counts['newly_wrong']} newly wrong · {counts['newly_correct']} newly correct",
         f"  Errors       {counts['newly_errored']} new · {counts['recovered']} recovered · "
         f"{counts['still_errored']} still",
-        f"  Shift        mean TV {num(shift['mean_tv_distance'])}   "
-        f"max TV {num(shift['max_tv_distance'])}   mean JS {num(shift['mean_js_divergence'])}",
-        f"  Confidence   mean shift {num(shift['mean_confidence_delta'])}   "
-        f"mean |shift| {num(shift['mean_abs_confidence_delta'])}   "
-        f"max |shift| {num(shift['max_abs_confidence_delta'])}",
+        f"  Shift        mean TV {number(shift['mean_tv_distance'])}   "
+        f"max TV {number(shift['max_tv_distance'])}   "
+        f"mean JS {number(shift['mean_js_divergence'])}",
+        f"  Confidence   mean shift {number(shift['mean_confidence_delta'])}   "
+        f"mean |shift| {number(shift['mean_abs_confidence_delta'])}   "
+        f"max |shift| {number(shift['max_abs_confidence_delta'])}",
     ]
 
 
@@ -60,7 +58,7 @@ def _metrics(report: dict[str, Any]) -> list[str]:
         if entry["baseline"] is None and entry["candidate"] is None:
             continue
         lines.append(
-            f"  {name:<16}{num(entry['baseline']):>10}{num(entry['candidate']):>11}"
+            f"  {name:<16}{number(entry['baseline']):>10}{number(entry['candidate']):>11}"
             f"{_signed(entry['delta']):>10}"
         )
     return lines
@@ -74,14 +72,14 @@ def _segments(report: dict[str, Any]) -> list[str]:
         small = "" if s["gated"] else "   (not gated: small)"
         lines.append(
             f"    {s['key'] + '=' + s['value']:<21} n={s['matched']:<4} accuracy "
-            f"{num(s['baseline_accuracy'])} -> {num(s['candidate_accuracy'])}   "
-            f"flips {_percent(s['answer_flip_rate'])}{small}"
+            f"{number(s['baseline_accuracy'])} -> {number(s['candidate_accuracy'])}   "
+            f"flips {percent(s['answer_flip_rate'])}{small}"
         )
     return lines
 
 
 def _answer(selected: str | None, confidence: float | None) -> str:
-    return "error" if selected is None else f"{selected} ({confidence:.3g})"
+    return "error" if selected is None else f"{selected} ({number(confidence)})"
 
 
 def _changes(report: dict[str, Any]) -> list[str]:

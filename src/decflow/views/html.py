@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from decflow.gates.headline import failing_first
+from decflow.gates.headline import failing_first, number
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -34,7 +34,7 @@ from decflow.report.sections import (
 from decflow.version import __version__
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
-from decflow.views.text import VERDICTS, counted, num
+from decflow.views.text import VERDICTS, counted
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
@@ -85,9 +85,9 @@ def _escape_cell(value: Any) -> str:
     return e(json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value)
 
 
-def val(value: Any, digits: int = 3) -> str:
-    """A value as escaped cell text: numbers to `digits` decimals, JSON for structures."""
-    return cell(value, digits, _escape_cell)
+def val(value: Any) -> str:
+    """A value as escaped cell text: numbers through `number`, JSON for structures."""
+    return cell(value, _escape_cell)
 
 
 def clip(value: Any, limit: int = MAX_INPUT) -> str:
@@ -212,7 +212,7 @@ def gates(report: dict[str, Any]) -> str:
     ordered = failing_first(checks)
     rows = (
         (pill(c["status"]), e(c["gate"]) + e(level_tag(c["level"])), e(c["level"]),
-         val(c["value"], 4), e(c["message"]))
+         val(c["value"]), e(c["message"]))
         for c in ordered
     )
     return section(
@@ -245,8 +245,8 @@ def golden_metrics(report: dict[str, Any]) -> str:
         ("ECE", val(calibration["ece"])), ("Brier", val(calibration["brier"])),
         ("NLL", val(calibration["nll"])), ("coverage", val(selective.get("coverage"))),
         ("selective accuracy", val(selective.get("selective_accuracy"))),
-        ("latency p50 ms", val(latency["p50_ms"], 1)),
-        ("latency p95 ms", val(latency["p95_ms"], 1)),
+        ("latency p50 ms", val(latency["p50_ms"])),
+        ("latency p95 ms", val(latency["p95_ms"])),
     ]
     if classification.get("ordinal_mae") is not None:
         items.insert(6, ("ordinal MAE", val(classification["ordinal_mae"])))
@@ -320,9 +320,9 @@ def outcome(item: dict[str, Any], labels: Sequence[str]) -> str:
     elif result.get("selected") is not None:
         facts.append(f"selected <b>{e(result['selected'])}</b>")
     if comparison.get("tv_distance") is not None:
-        facts.append(f"TV {num(comparison['tv_distance'])}")
+        facts.append(f"TV {number(comparison['tv_distance'])}")
     if probabilities:
-        facts.append(e(", ".join(f"{k} {num(v)}" for k, v in probabilities.items())))
+        facts.append(e(", ".join(f"{k} {number(v)}" for k, v in probabilities.items())))
     return f"<p>{' · '.join(facts)}</p>" if facts else ""
 
 
@@ -356,7 +356,7 @@ def failing_examples(report: dict[str, Any]) -> str:
 
 
 def interval_text(item: dict[str, Any]) -> str:
-    return f"[{num(item.get('ci_low'))}, {num(item.get('ci_high'))}]"
+    return f"[{number(item.get('ci_low'))}, {number(item.get('ci_high'))}]"
 
 
 def diagnostics_view(report: dict[str, Any]) -> str:
@@ -387,7 +387,7 @@ def diagnostics_view(report: dict[str, Any]) -> str:
         parts.append(plots(hbar_chart(
             [BarRow(f"share of '{blindness.get('modal_label')}'", (Bar(blindness.get("skew")),))],
             ("skew",), "Label skew", marker=blindness.get("threshold"),
-            marker_label=f"blind at {num(blindness.get('threshold'))}", kind="blindness")))
+            marker_label=f"blind at {number(blindness.get('threshold'))}", kind="blindness")))
     if diagnostics.get("guidance"):
         parts.append(f"<p><b>Oracle guidance:</b> {e(diagnostics['guidance'])}</p>")
     counterfactual = diagnostics.get("counterfactual") or {}
@@ -413,13 +413,13 @@ def axes_view(counterfactual: dict[str, Any]) -> str:
         stated = direction.get("statement") if direction.get("significant", True) else None
         mcnemar = (
             None if a.get("mcnemar_p") is None
-            else f"McNemar {a.get('mcnemar_b')}:{a.get('mcnemar_c')} p {num(a['mcnemar_p'])} "
-            f"(Holm {num(a.get('mcnemar_p_holm'))})"
+            else f"McNemar {a.get('mcnemar_b')}:{a.get('mcnemar_c')} p {number(a['mcnemar_p'])} "
+            f"(Holm {number(a.get('mcnemar_p_holm'))})"
         )
         sign = (
             None if not direction
-            else f"sign test over cases p {num(direction.get('p_value'))} "
-            f"(Holm {num(direction.get('p_holm'))})"
+            else f"sign test over cases p {number(direction.get('p_value'))} "
+            f"(Holm {number(direction.get('p_holm'))})"
         )
         notes = "; ".join(str(n) for n in (stated, mcnemar, sign, a.get("evidence"),
                                            a.get("note")) if n)

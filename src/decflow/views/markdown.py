@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from decflow.gates.headline import failing_first
+from decflow.gates.headline import failing_first, number
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -26,7 +26,7 @@ from decflow.report.sections import (
     shows_golden,
     status_label,
 )
-from decflow.views.text import MAX_LISTED, VERDICTS, num, preview, short_hash
+from decflow.views.text import MAX_LISTED, VERDICTS, preview, short_hash
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 
@@ -47,8 +47,8 @@ def md(value: Any) -> str:
     return MD_SPECIAL.sub(r"\\\1", text)
 
 
-def cell(value: Any, digits: int = 3, escape: Callable[[Any], str] = md) -> str:
-    """A value as table cell text: numbers to `digits` decimals, anything else `escape`d."""
+def cell(value: Any, escape: Callable[[Any], str] = md) -> str:
+    """A value as table cell text: numbers through `number`, anything else `escape`d."""
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -56,7 +56,7 @@ def cell(value: Any, digits: int = 3, escape: Callable[[Any], str] = md) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return num(value, digits)
+        return number(value)
     return escape(value)
 
 
@@ -106,8 +106,8 @@ CHECK_HEADERS = ("status", "gate", "metric", "comparison", "threshold", "value",
 
 
 def check_value(value: float | None) -> str:
-    """A check's value as its message shows it (4 significant digits)."""
-    return "n/a" if value is None else f"{value:.4g}"
+    """A check's value as its message shows it."""
+    return number(value)
 
 
 def check_cells(check: dict[str, Any]) -> dict[str, str]:
@@ -149,7 +149,7 @@ def golden_block(report: dict[str, Any]) -> list[str]:
         ("ECE / Brier / NLL", " / ".join(cell(calibration[k]) for k in ("ece", "brier", "nll"))),
         ("coverage / selective accuracy",
          f"{cell(selective.get('coverage'))} / {cell(selective.get('selective_accuracy'))}"),
-        ("latency p50 / p95 ms", f"{cell(latency['p50_ms'], 1)} / {cell(latency['p95_ms'], 1)}"),
+        ("latency p50 / p95 ms", f"{cell(latency['p50_ms'])} / {cell(latency['p95_ms'])}"),
     ]
     if (report.get("contract") or {}).get("type") == "score":
         rows.insert(3, ("ordinal MAE", cell(classification["ordinal_mae"])))
@@ -211,7 +211,7 @@ def problems(item: dict[str, Any]) -> list[str]:
 
 
 def interval(item: dict[str, Any]) -> str:
-    return f"[{num(item.get('ci_low'))}, {num(item.get('ci_high'))}]"
+    return f"[{number(item.get('ci_low'))}, {number(item.get('ci_high'))}]"
 
 
 def diagnostics_block(report: dict[str, Any]) -> list[str]:
@@ -227,9 +227,9 @@ def diagnostics_block(report: dict[str, Any]) -> list[str]:
     blindness = diagnostics.get("blindness")
     if blindness:
         state = "**BLIND**" if blindness.get("blind") else "not blind"
-        lines.append(f"- Blindness: {state}: skew {num(blindness.get('skew'))} on label "
+        lines.append(f"- Blindness: {state}: skew {number(blindness.get('skew'))} on label "
                      f"{md(blindness.get('modal_label') or 'n/a')} (threshold "
-                     f"{num(blindness.get('threshold'))})")
+                     f"{number(blindness.get('threshold'))})")
     if diagnostics.get("guidance"):
         lines.append(f"- Oracle: {md(diagnostics['guidance'])}")
     for item in diagnostics.get("not_exercised") or []:
@@ -255,7 +255,7 @@ def failures_block(report: dict[str, Any]) -> list[str]:
     for item in items[:MAX_LISTED]:
         detail = (md(item["error"]) if item["kind"] == "error" else
                   f"expected {md(item['expected'])}, selected {md(item['selected'])} "
-                  f"({num(item['confidence'])})")
+                  f"({number(item['confidence'])})")
         lines.append(f"- {md(item['case_id'])}: {detail}: {md(preview(item['input']))}")
     return [*lines, ""]
 

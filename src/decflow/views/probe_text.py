@@ -8,7 +8,9 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from decflow.gates.headline import number
 from decflow.untrusted import escape
+from decflow.views.text import percent
 
 RULE = "=" * 60
 _INDENT = "   "
@@ -29,17 +31,13 @@ def _paragraph(text: str) -> list[str]:
     return textwrap.wrap(text, _WIDTH - 8, initial_indent=_INDENT, subsequent_indent=_INDENT)
 
 
-def _percent(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
 def _meter(report: dict[str, Any]) -> list[str]:
     meter, settings = report["meter"], report["settings"]
     lines = ["1. RERUN STABILITY METER"]
     lines += _field("call", meter["verdict"])
-    lines += _field("flip rate", f"{_percent(meter['flip_rate'] or 0.0)} "
+    lines += _field("flip rate", f"{percent(meter['flip_rate'] or 0.0)} "
                                  f"({meter['flips']}/{meter['pairs']} pairs)")
-    lines += _field("Wilson CI", f"[{meter['ci_low']:.3f}, {meter['ci_high']:.3f}] "
+    lines += _field("Wilson CI", f"[{number(meter['ci_low'])}, {number(meter['ci_high'])}] "
                                  f"at epsilon={meter['epsilon']:g}")
     lines += _field("inputs", f"{report['inputs']}, repeats: {settings['repeats']}, "
                               f"layer: {settings['layer']}")
@@ -55,7 +53,7 @@ def _blindness(report: dict[str, Any]) -> list[str]:
     lines = ["2. BLINDNESS DETECTOR"]
     if blindness["skew"] is None:
         return lines + _field("call", "not measured: every first draw errored")
-    label, share = blindness["modal_label"], _percent(blindness["skew"])
+    label, share = blindness["modal_label"], percent(blindness["skew"])
     noun = _LAYER_NOUNS[report["settings"]["layer"]]
     lines += _field("call", "BLIND" if blindness["blind"] else "ok")
     lines += _field("skew", f"{share} ('{label}' on {blindness['n']} inputs)")
@@ -72,7 +70,7 @@ def _blindness(report: dict[str, Any]) -> list[str]:
 def _interval(relation: dict[str, Any]) -> str:
     """The rate's Wilson interval (reports stored before it was added show n/a)."""
     low, high = relation.get("ci_low"), relation.get("ci_high")
-    return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+    return "n/a" if low is None or high is None else f"[{number(low)}, {number(high)}]"
 
 
 def _table(relations: list[dict[str, Any]]) -> list[str]:
@@ -84,7 +82,7 @@ def _table(relations: list[dict[str, Any]]) -> list[str]:
              row(["-" * width for _, width, _ in _COLUMNS])]
     for r in relations:
         lines.append(row([r["name"], r["type"], str(r["held"]), str(r["violated"]),
-                          str(r["skipped"]), str(r["errors"]), _percent(r["violation_rate"]),
+                          str(r["skipped"]), str(r["errors"]), percent(r["violation_rate"]),
                           _interval(r)]))
     return lines
 

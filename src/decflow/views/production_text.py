@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.gates.headline import number
 from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
-from decflow.views.text import checks, num, short_hash
+from decflow.views.text import checks, short_hash
 
 VERDICTS = {
     "pass": "PASS: all post-deployment gates hold",
@@ -28,32 +29,34 @@ def _metric_lines(metrics: dict[str, Any]) -> list[str]:
     lines = [
         f"  Records       {counts['total']} total · {counts['with_correctness']} with "
         f"correctness · {counts['with_outcome']} with label outcome",
-        f"  Outcomes      accuracy {num(outcomes['accuracy'])} · "
-        f"error {num(outcomes['error_rate'])}",
-        f"  Calibration   ECE {num(calibration['ece'])} · Brier {num(calibration['brier'])} · "
-        f"NLL {num(calibration['nll'])}",
-        f"  Confidence    mean {num(confidence['mean'])} · p50 {num(confidence['p50'])} · "
-        f"p95 {num(confidence['p95'])}",
+        f"  Outcomes      accuracy {number(outcomes['accuracy'])} · "
+        f"error {number(outcomes['error_rate'])}",
+        f"  Calibration   ECE {number(calibration['ece'])} · "
+        f"Brier {number(calibration['brier'])} · "
+        f"NLL {number(calibration['nll'])}",
+        f"  Confidence    mean {number(confidence['mean'])} · p50 {number(confidence['p50'])} · "
+        f"p95 {number(confidence['p95'])}",
     ]
     threshold = metrics.get("threshold")
     if threshold is not None:
         lines.append(
             f"  Threshold     confidence >= {threshold['threshold']:g}: "
-            f"coverage {num(threshold['coverage'])}"
+            f"coverage {number(threshold['coverage'])}"
         )
     lines.append(
-        f"  Routing       abstain {num(routing['abstention_rate'])} · "
-        f"fallback {num(routing['fallback_rate'])} · review {num(routing['human_review_rate'])}"
+        f"  Routing       abstain {number(routing['abstention_rate'])} · "
+        f"fallback {number(routing['fallback_rate'])} · "
+        f"review {number(routing['human_review_rate'])}"
     )
     latency, cost = metrics["latency_ms"], metrics["cost"]
     if latency["n"]:
         lines.append(
-            f"  Latency ms    mean {num(latency['mean'], 1)} · p95 {num(latency['p95'], 1)}"
+            f"  Latency ms    mean {number(latency['mean'])} · p95 {number(latency['p95'])}"
         )
     if cost["n"]:
         lines.append(
-            f"  Cost          mean {num(cost['mean'], 4)} · p95 {num(cost['p95'], 4)} · "
-            f"total {num(cost['total'], 4)}"
+            f"  Cost          mean {number(cost['mean'])} · p95 {number(cost['p95'])} · "
+            f"total {number(cost['total'])}"
         )
     return lines
 
@@ -66,10 +69,10 @@ def _baseline_lines(report: dict[str, Any]) -> list[str]:
     return [
         "",
         f"  Baseline      {baseline['source']} · {baseline['n_records']} records",
-        f"  Drift         confidence TV {num(drift['confidence_tv_distance'])} · "
-        f"mean delta {num(drift['confidence_mean_delta'])} · "
-        f"accuracy drop {num(drift['accuracy_drop'])} · "
-        f"ECE increase {num(drift['ece_increase'])}",
+        f"  Drift         confidence TV {number(drift['confidence_tv_distance'])} · "
+        f"mean delta {number(drift['confidence_mean_delta'])} · "
+        f"accuracy drop {number(drift['accuracy_drop'])} · "
+        f"ECE increase {number(drift['ece_increase'])}",
     ]
 
 
@@ -84,8 +87,8 @@ def _segment_lines(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"    {segment['status'].upper()} {segment['key']}={shown} · "
             f"{metrics['counts']['total']} records · "
-            f"accuracy {num(metrics['outcomes']['accuracy'])} · "
-            f"ECE {num(metrics['calibration']['ece'])}"
+            f"accuracy {number(metrics['outcomes']['accuracy'])} · "
+            f"ECE {number(metrics['calibration']['ece'])}"
         )
     return lines
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.gates.headline import number
 from decflow.report.sections import property_failures
-from decflow.views.text import MAX_LISTED, counted, num, preview
+from decflow.views.text import MAX_LISTED, counted, percent, preview
 
 
 def _shown(item: dict[str, Any], labels: list[str]) -> str:
@@ -13,9 +14,6 @@ def _shown(item: dict[str, Any], labels: list[str]) -> str:
     shown = [pair[0] for pair in presentation] if presentation else labels
     return "[" + ", ".join(shown) + "]"
 
-
-def _rate(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
 def properties_block(report: dict[str, Any]) -> list[str]:
@@ -28,8 +26,8 @@ def properties_block(report: dict[str, Any]) -> list[str]:
             note = "  (identity: rerun evidence, not a paraphrase test)"
         lines.append(
             f"    {s['property']:<20} {s['n_evaluated']} compared · {s['n_violations']} violating "
-            f"({_rate(s['violation_rate'])}) · {s['n_flips']} flips · "
-            f"max TV {num(s['max_tv_distance'])}"
+            f"({percent(s['violation_rate'])}) · {s['n_flips']} flips · "
+            f"max TV {number(s['max_tv_distance'])}"
             + (f" · {s['n_errors']} errored" if s["n_errors"] else "")
             + (f" · {s['n_skipped']} skipped" if s["n_skipped"] else "")
             + note

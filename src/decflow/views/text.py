@@ -1,7 +1,8 @@
 """The terminal view of a contract run (test / fuzz / all), in DecGuard's shape.
 
-Numbers use 3 decimals (latency 1), `n/a` when missing; hashes are shortened to 12 hex
-digits; warning-level checks are tagged `(warning)`.
+Numbers go through `decflow.gates.headline.number` (at most 4 significant digits, as in
+the check messages), `n/a` when missing; hashes are shortened to 12 hex digits;
+warning-level checks are tagged `(warning)`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from decflow.gates.headline import failing_first
+from decflow.gates.headline import failing_first, number
 from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
@@ -26,12 +27,12 @@ PREVIEW = 70
 Section = Callable[[dict[str, Any]], list[str]]
 
 
-def num(value: float | None, digits: int = 3) -> str:
-    """A number to `digits` decimals; one that rounds to zero shows as 0, never -0."""
+def percent(value: float | None) -> str:
+    """A rate as a percentage with one decimal, `12.5%`; never `-0.0%`."""
     if value is None:
         return "n/a"
-    text = f"{value:.{digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
+    text = f"{100 * value:.1f}"
+    return (text[1:] if text.startswith("-") and float(text) == 0 else text) + "%"
 
 
 def counted(n: int, noun: str) -> str:
@@ -79,30 +80,31 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         errored += f" ({kinds})"
     classification, calibration = metrics["classification"], metrics["calibration"]
     accuracy = (
-        f"  Accuracy     {num(classification['accuracy'])}   "
-        f"macro-F1 {num(classification['macro_f1'])}"
+        f"  Accuracy     {number(classification['accuracy'])}   "
+        f"macro-F1 {number(classification['macro_f1'])}"
     )
     if report["contract"]["type"] == "score":
-        accuracy += f"   ordinal MAE {num(classification['ordinal_mae'])}"
+        accuracy += f"   ordinal MAE {number(classification['ordinal_mae'])}"
     lines = [
         "",
         f"  Cases        {counts['total']} total · {counts['succeeded']} decided · {errored} · "
         f"{counts['labeled']} labeled",
         accuracy,
-        f"  Calibration  ECE {num(calibration['ece'])}   Brier {num(calibration['brier'])}   "
-        f"NLL {num(calibration['nll'])}   ({calibration['bins']} bins)",
+        f"  Calibration  ECE {number(calibration['ece'])}   Brier {number(calibration['brier'])}   "
+        f"NLL {number(calibration['nll'])}   ({calibration['bins']} bins)",
     ]
     selective = metrics.get("selective")
     if selective:
         lines.append(
             f"  Selective    confidence >= {selective['threshold']:g}: coverage "
-            f"{num(selective['coverage'])}   abstention {num(selective['abstention_rate'])}   "
-            f"accuracy {num(selective['selective_accuracy'])}"
+            f"{number(selective['coverage'])}   "
+            f"abstention {number(selective['abstention_rate'])}   "
+            f"accuracy {number(selective['selective_accuracy'])}"
         )
     latency = metrics["latency"]
     lines.append(
-        f"  Latency ms   mean {num(latency['mean_ms'], 1)}   p50 {num(latency['p50_ms'], 1)}   "
-        f"p95 {num(latency['p95_ms'], 1)}   max {num(latency['max_ms'], 1)}"
+        f"  Latency ms   mean {number(latency['mean_ms'])}   p50 {number(latency['p50_ms'])}   "
+        f"p95 {number(latency['p95_ms'])}   max {number(latency['max_ms'])}"
     )
     return lines
 
@@ -131,7 +133,7 @@ def failures(report: dict[str, Any]) -> list[str]:
         else:
             detail = (
                 f"expected {item['expected']}, selected {item['selected']} "
-                f"({num(item['confidence'])})"
+                f"({number(item['confidence'])})"
             )
         lines.append(f"    {item['case_id']}: {detail}")
         lines.append(f"      input: {preview(item['input'])}")

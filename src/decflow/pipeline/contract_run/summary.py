@@ -157,7 +157,7 @@ def _compute_summary(context: StageContext, key: str) -> Manifest:
                                  fail_on_warn=context.fail_on_warn))
     checks = pl.DataFrame(report["checks"], schema=CHECKS_SCHEMA)
     verdict = {"status": report["status"], "exit_code": report["exit_code"],
-               "report": report_path(spec.run_id)}
+               "headline": report["headline"], "report": report_path(spec.run_id)}
     manifest = store.publish("summary", key, checks, extra=verdict)
     report["run"]["artifacts"]["summary"] = artifact_ref(store, manifest)
     write_report(store, spec.run_id, report)

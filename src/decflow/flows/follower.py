@@ -1,0 +1,39 @@
+"""The follower process of a flow run (`python -m decflow.flows.follower FLOW_RUN_ID
+MESSAGE`, started by `decflow.flows.crashes.followed_run`).
+
+It waits on its standard input, the read end of a pipe from the flow's process: `FINISHED`
+then end of file means the flow finished and reports its own state; end of file alone
+means the flow's process died, and the follower ends the flow run Crashed. Until then it
+imports only the standard library (it lives as long as every flow run).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from uuid import UUID
+
+from decflow.flows.heartbeat import FINISHED
+
+# The server records task-run states from the events the dead process sent just before
+# dying, a moment later: the task runs are looked at twice.
+PASSES_AFTER_S = (2.0, 10.0)
+
+
+def follow(flow_run_id: UUID, message: str) -> None:
+    if sys.stdin.buffer.read().endswith(FINISHED):
+        return
+    from prefect import get_client
+
+    from decflow.flows.crashes import crash_flow_run
+
+    waited = 0.0
+    for after in PASSES_AFTER_S:
+        time.sleep(after - waited)
+        waited = after
+        with get_client(sync_client=True) as client:
+            crash_flow_run(client, flow_run_id, message)
+
+
+if __name__ == "__main__":
+    follow(UUID(sys.argv[1]), sys.argv[2])
