@@ -22,21 +22,25 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 MARK = "[REDACTED]"
+# A value shorter than this is not redacted: removing every "acme" or "tok" would mangle
+# ordinary text, and no credential worth the name is that short.
+MIN_LENGTH = 8
 _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
 _lock = threading.Lock()
+_factory_installed = False
 
 
 def register(values: Iterable[str]) -> None:
-    """Remember credential values to redact (empty values mean nothing). The first one
+    """Remember credential values to redact (shorter than `MIN_LENGTH`: ignored). The first one
     also makes every log record redacted as it is made, whatever handler ships it
     (stderr, a file, Prefect's API)."""
     global _pattern
-    fresh = {value for value in values if value and value not in _secrets}
+    fresh = {value for value in values if len(value) >= MIN_LENGTH and value not in _secrets}
     if not fresh:
         return
     with _lock:
-        if _pattern is None:
+        if not _factory_installed:
             _redact_log_records()
         _secrets.update(fresh)
         # longest first: a secret that contains another is removed whole
@@ -44,7 +48,18 @@ def register(values: Iterable[str]) -> None:
         _pattern = re.compile("|".join(re.escape(value) for value in ordered))
 
 
+def forget() -> None:
+    """Forget every registered value (a process about to run another contract's checks,
+    as a test session does)."""
+    global _pattern
+    with _lock:
+        _secrets.clear()
+        _pattern = None
+
+
 def _redact_log_records() -> None:
+    global _factory_installed
+    _factory_installed = True
     make = logging.getLogRecordFactory()
 
     def redacted(*args: Any, **kwargs: Any) -> logging.LogRecord:
@@ -58,10 +73,6 @@ def _redact_log_records() -> None:
         return record
 
     logging.setLogRecordFactory(redacted)
-
-
-def active() -> bool:
-    return _pattern is not None
 
 
 def redact_text(text: str) -> str:

@@ -96,7 +96,7 @@ def test_a_copy_of_a_report_must_carry_the_verdict_its_run_recorded(
     assert code == 1, err
     assert run_cli("report", str(copy), "--store", str(store))[0] == 1
     edited_to_pass(copy)
-    code, out, err = run_cli("report", str(copy), "--store", str(store))
+    code, _out, err = run_cli("report", str(copy), "--store", str(store))
     assert code == 2 and str(copy) in err and "the report was edited after the run" in err, err
 
 

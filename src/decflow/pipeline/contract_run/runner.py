@@ -24,7 +24,7 @@ from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
 from decflow.pipeline.contract_run.summary import SUMMARY
 from decflow.pipeline.spec import STAGES, RunSpec, load_contract_cached
 from decflow.pipeline.stage import ProgressFactory, Stage, StageContext, run_stage
-from decflow.store.runs import read_run_record, run_path, write_run_record
+from decflow.store.runs import REPORT, read_run_json, read_run_record, run_path, write_run_record
 from decflow.store.store import Manifest, Store
 
 log = logging.getLogger("decflow")
@@ -130,7 +130,7 @@ class RunBook:
         """The stored report (kept in memory when the summary ran in this process)."""
         found = self.context.outputs.get("report")
         if found is None:
-            found = self.store.read_json(self.manifests[SUMMARY.name].extra["report"])
+            found = read_run_json(self.store, self.spec.run_id, REPORT)  # sha256 checked
         return dict(found)
 
 
