@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -59,6 +60,18 @@ HOSTILE = """\
     def agent(text):
         misbehave(text)
         return "allow" if "a" in text else "block"
+
+    from decflow.properties.paraphrasers import Paraphraser
+
+    class HostileParaphraser(Paraphraser):
+        provider = "hostileparaphrase"
+
+        def __init__(self, settings, *, base_dir, seed):
+            pass
+
+        def paraphrase(self, text, *, n, case_id):
+            misbehave(text)
+            return [text + " indeed"]
     """
 MISBEHAVIOURS = {"exit0": "exception", "osexit": "exception", "exit1": "exception",
                  "generator": "exception", "interrupt": "exception", "hang": "timeout"}
@@ -66,8 +79,10 @@ MISBEHAVIOURS = {"exit0": "exception", "osexit": "exception", "exit1": "exceptio
 
 @pytest.fixture
 def plugin_env(tmp_path: Path) -> dict[str, str]:
-    folder = install_plugin(tmp_path / "site", "hostile_plugin", HOSTILE,
-                            {"decflow.backends": {"hostile": "hostile_plugin:Hostile"}})
+    folder = install_plugin(tmp_path / "site", "hostile_plugin", HOSTILE, {
+        "decflow.backends": {"hostile": "hostile_plugin:Hostile"},
+        "decflow.paraphrasers": {"hostileparaphrase": "hostile_plugin:HostileParaphraser"},
+    })
     install_plugin(tmp_path / "site2", "exits_on_import", "import sys\nsys.exit(0)\n",
                    {"decflow.backends": {"exitsonimport": "exits_on_import:Thing"}})
     install_plugin(tmp_path / "site3", "dies_on_import", "import os\nos._exit(0)\n",
@@ -77,7 +92,8 @@ def plugin_env(tmp_path: Path) -> dict[str, str]:
             "DECFLOW_STORE": str(tmp_path / "store")}
 
 
-def write_contract(folder: Path, provider: str = "hostile", **backend: str) -> Path:
+def write_contract(folder: Path, provider: str = "hostile", properties: Any = None,
+                   **backend: str) -> Path:
     texts = []
     for index, hostile in enumerate(MISBEHAVIOURS):
         texts += [f"fine {index}", hostile]
@@ -93,6 +109,7 @@ def write_contract(folder: Path, provider: str = "hostile", **backend: str) -> P
         "dataset": "cases.jsonl",
         "evaluation": {"max_concurrency": 1},
         "requirements": {"min_accuracy": 0.5},
+        **({"properties": properties} if properties else {}),
     }
     path = folder / "decflow.yaml"
     path.write_text(yaml.safe_dump(contract))
@@ -118,6 +135,19 @@ def test_a_plugin_that_exits_or_hangs_costs_its_cases_not_the_report(
     assert (counts["errored"], counts["succeeded"]) == (len(MISBEHAVIOURS), 7)
     assert counts["errors_by_kind"] == {"exception": 5, "timeout": 1}
     assert elapsed < 60  # one 2 s timeout, a few worker restarts
+
+
+def test_a_paraphraser_plugin_that_exits_or_hangs_costs_its_cases_not_the_report(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    contract = write_contract(tmp_path, provider="mock", properties={
+        "paraphrase": {"source": {"provider": "hostileparaphrase"}, "max_tv_distance": 1.0}})
+    started = time.monotonic()
+    done = console("fuzz", str(contract), "-f", "json", cwd=tmp_path, env=plugin_env)
+    assert done.returncode in (0, 1), done.stderr
+    summary = json.loads(done.stdout)["properties"]["summaries"][0]
+    assert (summary["property"], summary["n_errors"]) == ("paraphrase", len(MISBEHAVIOURS))
+    assert time.monotonic() - started < 60
 
 
 def test_a_plugin_that_exits_while_it_is_imported_stops_with_exit_2(
