@@ -1,8 +1,8 @@
 """Nothing planted in the working directory runs (issue 21, class 2): a checkout with a
-`decflow/` package, a `json.py` and a `polars.py` in it, as an untrusted pull request could
-carry, is never imported by the console script or by any child process decflow starts —
-the scan child of a check of 32 MB or more, its spawned record workers, a plugin
-backend's worker, a probe agent's worker, Prefect's CLI."""
+`decflow/` package, a `json.py`, a `polars.py` and a `pickle.py` in it, as an untrusted
+pull request could carry, is never imported by the console script or by any child process
+decflow starts — the scan child of a check of 32 MB or more, its spawned record workers,
+a plugin backend's worker, a probe agent's worker, Prefect's CLI, Dask's workers."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.slow
 
-PLANTED = ("decflow/__init__.py", "json.py", "polars.py")
+# pickle.py: what a spawned worker (multiprocessing, Dask) imports before it takes its
+# parent's import path
+PLANTED = ("decflow/__init__.py", "json.py", "polars.py", "pickle.py")
 PLUGIN = """\
     from decflow.backends.base import Backend, Prediction
 
@@ -140,4 +142,21 @@ def test_prefects_cli_is_started_away_from_the_checkout(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert prefect_cli("--version", cwd=work, env=dict(os.environ)) == 0
+    assert imported(markers) == []
+
+
+def test_dask_workers_of_a_local_cluster_import_nothing_from_the_checkout(
+    checkout: tuple[Path, Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from decflow.flows.runners import isolated_local_cluster
+
+    work, markers, _env = checkout
+    monkeypatch.chdir(work)
+    with isolated_local_cluster(n_workers=1, threads_per_worker=1, processes=True,
+                                host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        assert client.submit(sum, [1, 2]).result() == 3
     assert imported(markers) == []
