@@ -23,7 +23,7 @@ from typing import Any
 from decflow.errors import DecflowError, ReportError
 from decflow.redaction import redact
 from decflow.store.run_files import FILES, mismatch, recorded, with_file
-from decflow.store.store import Store
+from decflow.store.store import Store, json_bytes
 
 RUNS = "runs"
 RECORD = "run.json"
@@ -121,11 +121,6 @@ def damaged_files(store: Store, record: dict[str, Any]) -> list[str]:
             damaged.append(name)
     return damaged
 
-
-def json_bytes(document: Any) -> bytes:
-    """How the store writes JSON (`Store.write_json`)."""
-    return (json.dumps(document, ensure_ascii=False, allow_nan=False,
-                       separators=(",", ":")) + "\n").encode()
 
 
 def contract_copy(store: Store, run_id: str) -> str | None:

@@ -27,10 +27,6 @@ def encode(message: dict[str, Any]) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def write_frame(fd: int, message: dict[str, Any]) -> None:
-    write_encoded(fd, encode(message))
-
-
 def write_encoded(fd: int, frame: bytes) -> None:
     view = memoryview(frame)
     while view:

@@ -204,7 +204,6 @@ class WorkerProcess:
         self._lock = threading.RLock()
         self._setups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self._failures = 0
-        self.setup_timeout: float | None = None
 
     # -- what instances need replayed in a new worker ---------------------------------
 

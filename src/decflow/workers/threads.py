@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
@@ -63,8 +63,3 @@ async def await_in_thread(fn: Callable[..., T], *args: Any, timeout: float) -> T
         return await asyncio.wait_for(asyncio.wrap_future(_started(fn, args)), timeout)
     except TimeoutError:
         raise CallTimedOut(f"no answer within {timeout:g}s") from None
-
-
-def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run `coroutine` on a fresh event loop (in the calling thread)."""
-    return asyncio.run(coroutine)
