@@ -297,13 +297,18 @@ def test_html_parses_is_self_contained_and_escapes_user_text() -> None:
 
 
 def test_html_shows_banner_identity_gates_and_metrics() -> None:
+    from decflow.views.text import short_hash
+
     report = run_report()
     root = parse(render_html(report))
     text = root.all_text()
     assert "FAIL" in text
-    for value in (report["contract"]["hash"], report["dataset"]["hash"],
+    # identity rows are short text: paths, short hashes, counts
+    for value in (short_hash(report["contract"]["hash"]), short_hash(report["dataset"]["hash"]),
                   report["contract"]["path"], report["dataset"]["path"], "mock", "m1"):
         assert value in text
+    identity = text.split("Identity", 1)[1].split("Gates", 1)[0]
+    assert "None" not in identity and "{" not in identity
     rows = [tr for tr in root.iter("tr") if tr.attrs.get("class") in {"pass", "fail", "warn"}]
     # Failing gates first (requirements, then warnings), passing ones last.
     order = {"fail": 0, "warn": 1, "pass": 3}
@@ -674,17 +679,48 @@ def test_render_script_writes_a_png(tmp_path: Path) -> None:
     assert struct.unpack(">II", data[16:24]) == (800, 600)
 
 
-def test_render_script_shows_a_long_report_whole(tmp_path: Path) -> None:
-    """Without --height the PNG is as tall as the page (it used to stop at 2000 px)."""
+def test_the_failing_refund_all_report_fits_a_window_and_groups_its_failures(
+    tmp_path: Path,
+) -> None:
+    """The HTML of the failing refund `--all` run (27 near-identical option_order failures)
+    fits a 1,440 px wide window without sideways scrolling and is at most 4,000 px tall:
+    one card per failing property with its count and first cases, the rest behind a
+    disclosure. Without --height the PNG is as tall as the page (it used to stop at 2000 px).
+    """
+    from decflow.views.text import FIRST_CASES
+
     out_json = tmp_path / "long.json"
     run_cli("test", "--all", str(ROOT / "contracts" / "refund" / "decflow.yaml"), "-b",
             "order_sensitive", "--store", str(tmp_path / "store"), "-o", str(out_json))
+    report = json.loads(out_json.read_text())
+    failing = [f for f in report["properties"]["failures"] if f["property"] == "option_order"]
+    assert len(failing) == 27
+    measured = subprocess.run([sys.executable, str(SCRIPT), str(out_json), "--measure",
+                               "--width", "1440"],
+                              capture_output=True, text=True, timeout=180, check=False)
+    assert measured.returncode == 0, measured.stderr
+    width, height = (int(n) for n in measured.stdout.strip().split("x"))
+    assert width == 1440 and 2000 < height <= 4000, (width, height)
     out = tmp_path / "long.png"
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out_json), str(out)],
-                          capture_output=True, text=True, timeout=180, check=False)
+    done = subprocess.run([sys.executable, str(SCRIPT), str(out_json), str(out), "--width",
+                           "1440"], capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr
-    width, height = struct.unpack(">II", out.read_bytes()[16:24])
-    assert width == 1280 and height > 4 * 2000  # dozens of failing cases listed
+    assert struct.unpack(">II", out.read_bytes()[16:24]) == (1440, height)
+
+    root = parse(render_html(report))
+    groups = [d for d in root.iter("div") if d.attrs.get("class") == "group"]
+    (group,) = groups  # one failing property
+    assert "option_order: 27 failing cases" in group.all_text()
+    examples = [d for d in group.iter("div") if d.attrs.get("class") == "example"]
+    assert [d.iter("b")[0].all_text() for d in examples] == [
+        f["id"] for f in failing[:FIRST_CASES]]
+    (details,) = list(group.iter("details"))
+    assert "24 more failing cases" in details.all_text()
+    rows = details.iter("tr")[1:]  # under the header
+    assert [tr.iter("td")[0].all_text() for tr in rows] == [f["id"] for f in failing[3:]]
+    markdown = render_markdown(report)
+    assert "**option\\_order**: 27 failing cases, the first 3" in markdown
+    assert "- … 24 more in the report JSON (`properties.failures`)" in markdown
 
 
 def test_numbers_that_round_to_zero_show_no_sign_and_counts_agree() -> None:

@@ -1,4 +1,5 @@
-"""Progress for long stages: a live bar with rate and ETA on a terminal, log lines otherwise."""
+"""Progress for long stages: a live bar with rate and ETA on a terminal, log lines otherwise
+(`40/132 calls (30%) · 12.3 calls/s · ETA 8 s`, the line a Prefect run's progress shows)."""
 
 from __future__ import annotations
 
@@ -20,15 +21,15 @@ def _plain(name: str, total: int | None) -> Update:
     state = {"last": started, "started": started}
 
     def update(done: int, total_now: int | None) -> None:
+        from decflow.views.progress_text import progress_line
+
         now = time.monotonic()
         finished = total_now is not None and done >= total_now
         if not finished and now - state["last"] < LOG_EVERY_S:
             return
         state["last"] = now
-        elapsed = max(now - state["started"], 1e-9)
-        rate = done / elapsed
-        of = f"/{total_now}" if total_now is not None else ""
-        print(f"{name}: {done}{of} ({rate:.0f}/s)", file=sys.stderr, flush=True)
+        print(progress_line(done, total_now, now - state["started"], name), file=sys.stderr,
+              flush=True)
 
     return update
 
@@ -53,9 +54,11 @@ def progress_factory(enabled: bool = True) -> Iterator[Factory | None]:
     )
     from rich.text import Text
 
+    from decflow.gates.headline import number
+
     class RateColumn(ProgressColumn):
         def render(self, task: Task) -> Text:
-            return Text(f"{task.speed:.0f}/s" if task.speed else "")
+            return Text(f"{number(task.speed)} {task.description}/s" if task.speed else "")
 
     with Progress(
         TextColumn("{task.description}"),

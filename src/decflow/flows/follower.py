@@ -16,8 +16,9 @@ from uuid import UUID
 from decflow.flows.heartbeat import FINISHED
 
 # The server records task-run states from the events the dead process sent just before
-# dying, a moment later: the task runs are looked at twice.
-PASSES_AFTER_S = (2.0, 10.0)
+# dying, a moment later (importing Prefect here takes about that long): the task runs are
+# looked at twice.
+PASSES_AFTER_S = (0.0, 10.0)
 
 
 def follow(flow_run_id: UUID, message: str) -> None:
@@ -27,10 +28,9 @@ def follow(flow_run_id: UUID, message: str) -> None:
 
     from decflow.flows.crashes import crash_flow_run
 
-    waited = 0.0
+    started = time.monotonic()
     for after in PASSES_AFTER_S:
-        time.sleep(after - waited)
-        waited = after
+        time.sleep(max(0.0, started + after - time.monotonic()))
         with get_client(sync_client=True) as client:
             crash_flow_run(client, flow_run_id, message)
 

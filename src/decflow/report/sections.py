@@ -51,6 +51,16 @@ def property_failures(properties: dict[str, Any]) -> list[dict[str, Any]]:
     return failing
 
 
+def failures_by_property(properties: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The failing transformed cases grouped by property, properties in first-seen order:
+    views show one group per property (its count, the first few cases) instead of dozens of
+    near-identical cases."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for item in property_failures(properties):
+        groups.setdefault(str(item.get("property")), []).append(item)
+    return list(groups.items())
+
+
 def shown_pairs(item: dict[str, Any], labels: Sequence[str]) -> list[tuple[str, str]]:
     """(label as shown, contract label) in the order the backend saw them."""
     if item.get("presentation"):

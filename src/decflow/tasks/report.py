@@ -118,7 +118,7 @@ class CallProgress:
         if not final and now - self.updated < self.EVERY_S:
             return
         self.updated = now
-        line = progress_line("results", done, self.total, time.time() - self.started)
+        line = progress_line(done, self.total, time.time() - self.started, "calls", "results")
         share = 100.0 * done / self.total if self.total else 100.0
         update_progress_artifact(UUID(self.artifact_id), share, description=line)
         get_run_logger().info("%s", line)

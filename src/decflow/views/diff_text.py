@@ -12,7 +12,7 @@ from decflow.gates.headline import number
 from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
-from decflow.views.text import checks, percent, preview
+from decflow.views.text import answer, checks, percent, preview
 
 VERDICTS = {
     "pass": "PASS: no regression gate is violated",
@@ -78,10 +78,6 @@ def _segments(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _answer(selected: str | None, confidence: float | None) -> str:
-    return "error" if selected is None else f"{selected} ({number(confidence)})"
-
-
 def _changes(report: dict[str, Any]) -> list[str]:
     changes = report["changes"]
     if not changes:
@@ -90,8 +86,8 @@ def _changes(report: dict[str, Any]) -> list[str]:
     for change in changes[:MAX_CHANGES]:
         line = (
             f"    {change['case_id']:<12} "
-            f"{_answer(change['baseline_selected'], change['baseline_confidence'])} -> "
-            f"{_answer(change['candidate_selected'], change['candidate_confidence'])}"
+            f"{answer(change['baseline_selected'], change['baseline_confidence'])} -> "
+            f"{answer(change['candidate_selected'], change['candidate_confidence'])}"
         )
         if change["expected"] is not None:
             line += f", expected {change['expected']}"
@@ -117,13 +113,14 @@ def render_diff(report: dict[str, Any]) -> str:
         lines.append(f"  gates     {report['gates_from']}")
     if not report["same_dataset"]:
         lines.append("  note      the runs used different datasets; cases are matched by id")
+    # checks and changed cases first: what an on-call reader acts on
     lines += [
+        *checks(report, gate_width=30),
+        *_changes(report),
         "",
         *_summary(report),
         *_metrics(report),
         *_segments(report),
-        *checks(report, gate_width=30),
-        *_changes(report),
         "",
         VERDICTS[report["status"]],
     ]

@@ -23,8 +23,8 @@ from decflow.report.sections import (
     bin_edges,
     confidence_histogram,
     failing_checks,
+    failures_by_property,
     labels_of,
-    property_failures,
     report_headline,
     report_kind,
     shown_pairs,
@@ -32,13 +32,13 @@ from decflow.report.sections import (
     status_label,
 )
 from decflow.version import __version__
+from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
-from decflow.views.text import VERDICTS, counted
+from decflow.views.text import FIRST_CASES, VERDICTS, answer, counted, short_hash
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
-MAX_EXAMPLES = 50
 MAX_ROWS = 200
 MAX_INPUT = 2000
 RERUN_NOTE = '<br><span class="muted">identity: rerun evidence, not a paraphrase test</span>'
@@ -46,7 +46,7 @@ RERUN_NOTE = '<br><span class="muted">identity: rerun evidence, not a paraphrase
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#222;margin:0;
  background:#f4f5f7}
-main{max-width:1180px;margin:0 auto;padding:20px 24px 40px}
+main{max-width:1240px;margin:0 auto;padding:20px 24px 40px}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px;
  border-bottom:1px solid #ddd;padding-bottom:4px}h3{font-size:14px;margin:16px 0 6px}
 .banner{border-radius:8px;padding:14px 18px;color:#fff;display:flex;gap:18px;
@@ -54,8 +54,10 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px;
 .banner .st{font-size:28px;font-weight:700;letter-spacing:1px}
 .banner.pass{background:#2e7d4f}.banner.warn{background:#b7791f}.banner.fail{background:#b3261e}
 .banner p{margin:2px 0}.sub{opacity:.9;font-size:13px}
-table{border-collapse:collapse;background:#fff;margin:4px 0 10px;font-size:13px}
-th,td{border:1px solid #e0e0e0;padding:4px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;background:#fff;margin:4px 0 10px;font-size:13px;
+ max-width:100%}
+th,td{border:1px solid #e0e0e0;padding:4px 8px;text-align:left;vertical-align:top;
+ overflow-wrap:break-word}td code{word-break:break-all}
 th{background:#eef0f3;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.fail td{background:#fdecea}tr.warn td{background:#fff6e0}
 .pill{display:inline-block;border-radius:9px;padding:0 7px;font-size:11px;font-weight:700;
@@ -71,8 +73,12 @@ pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;background:#f7f7f9;
 .plot{background:#fff;border:1px solid #e0e0e0;border-radius:6px;max-width:100%;height:auto}
 .example{background:#fff;border:1px solid #e0e0e0;border-left:4px solid #b3261e;
  border-radius:6px;padding:8px 12px;margin:8px 0}
-.labels span{display:inline-block;border:1px solid #bbb;border-radius:4px;padding:0 6px;
- margin:0 4px 2px 0;background:#fafafa}.muted{color:#666}
+.group{margin:10px 0 18px}h4{font-size:14px;margin:12px 0 4px}
+h5{font-size:13px;margin:6px 0 2px}.example p{margin:2px 0}.problem{color:#b3261e}
+.parts{display:grid;grid-template-columns:1fr 1fr;gap:16px}
+details{margin:6px 0}summary{cursor:pointer;color:#444;font-weight:600}
+.labels{display:inline-block}.labels span{display:inline-block;border:1px solid #bbb;
+ border-radius:4px;padding:0 6px;margin:0 4px 2px 0;background:#fafafa}.muted{color:#666}
 footer{margin-top:30px;color:#888;font-size:12px}
 """
 
@@ -168,40 +174,16 @@ def banner(report: dict[str, Any], title: str) -> str:
 
 
 def identity(report: dict[str, Any]) -> str:
-    rows = []
-    contract = report.get("contract")
-    if contract:
-        rows.append(("contract", f"{e(contract.get('name'))} ({e(contract.get('type'))}) · "
-                     f"labels {e(', '.join(contract.get('labels') or []))}<br>"
-                     f"{e(contract.get('path'))}<br><code>{e(contract.get('hash'))}</code>"))
-    dataset = report.get("dataset")
-    if dataset:
-        rows.append(("dataset", f"{e(dataset.get('path'))} · {val(dataset.get('n_cases'))} "
-                     f"cases, {val(dataset.get('n_labeled'))} labeled<br>"
-                     f"<code>{e(dataset.get('hash'))}</code>"))
-    backend = report.get("backend")
-    if backend:
-        rows.append(("backend", f"{e(backend.get('name'))}: {e(backend.get('provider'))} · "
-                     f"model {val(backend.get('model'))} · version "
-                     f"{val(backend.get('model_version'))}<br>"
-                     f"<code>{val(backend.get('details'))}</code>"))
-    health = report.get("health")
-    if health:
-        rows.append(("health", f"{e(health.get('status'))}: {e(health.get('detail'))}"))
-    evaluation = report.get("evaluation")
-    if evaluation:
-        rows.append(("evaluation", e(", ".join(f"{k} {v}" for k, v in evaluation.items()))))
-    run = report.get("run")
-    if run:
-        rows.append(("run", f"{e(run.get('id'))} in {e(run.get('store'))}"))
-    for key in ("baseline", "candidate", "source"):
-        if isinstance(report.get(key), dict | str):
-            rows.append((key, val(report[key])))
-    if report.get("gates_from"):
-        rows.append(("gates", e(report["gates_from"])))
+    """Run and check reports: one row per what the report is about; diffs: the two runs
+    side by side and whose gates apply. Short text only (see `views.identity`)."""
+    if report_kind(report) == "diff":
+        sides = table(("", "baseline", "candidate"),
+                      ((e(name), e(base), e(cand)) for name, base, cand in side_rows(report)))
+        return section("Identity", sides, f"<p>Gates: {e(gates_text(report))}</p>")
+    rows = identity_rows(report)
     if not rows:
         return ""
-    return section("Identity", table(("", ""), ((e(k), v) for k, v in rows)))
+    return section("Identity", table(("", ""), ((e(k), e(v)) for k, v in rows)))
 
 
 def gates(report: dict[str, Any]) -> str:
@@ -222,11 +204,13 @@ def gates(report: dict[str, Any]) -> str:
     )
 
 
-def calibration_plots(report: dict[str, Any], threshold: float | None) -> str:
+def calibration_plots(report: dict[str, Any], threshold: float | None, *beside: str) -> str:
+    """The reliability diagram and confidence histogram, `beside` them what fits in the
+    row (a table)."""
     bins = report["metrics"]["calibration"]["reliability"]
     counts = confidence_histogram(report)
     hist = histogram(counts, bin_edges(report), threshold=threshold) if counts else ""
-    return plots(reliability_diagram(bins), hist)
+    return plots(reliability_diagram(bins), hist, *beside)
 
 
 # -- run reports ------------------------------------------------------------------------
@@ -258,7 +242,7 @@ def golden_metrics(report: dict[str, Any]) -> str:
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
     return section("Metrics", cards(items), error_line,
-                   calibration_plots(report, selective.get("threshold")), label_table)
+                   calibration_plots(report, selective.get("threshold"), label_table))
 
 
 def properties_view(report: dict[str, Any]) -> str:
@@ -279,18 +263,18 @@ def properties_view(report: dict[str, Any]) -> str:
         )) for s in summaries],
         ("violation rate", "flip rate"), "Property violations and flips", kind="properties",
     ) if summaries else ""
+    evidence = properties.get("rate_evidence") or []
+    # the statement repeats count, rate and interval: the columns say it, beside the chart
+    evidence_table = "<div><h3>Rate evidence (Wilson 95% intervals)</h3>" + table(
+        ("gate", "count", "rate", "95% CI", "limit"),
+        ((e(i["gate"]), f"{i['count']}/{i['n']}", val(i["rate"]), interval_text(i),
+          val(i["limit"])) for i in evidence)) + "</div>" if evidence else ""
     parts = [
         table(("property", "level", "relation", "evaluated", "violations", "flips", "max TV",
                "errors", "skipped", "minimized"), rows),
-        plots(chart),
+        plots(chart, evidence_table),
+        failing_examples(report),
     ]
-    evidence = properties.get("rate_evidence") or []
-    if evidence:
-        parts.append("<h3>Rate evidence (Wilson 95% intervals)</h3>" + table(
-            ("gate", "count", "rate", "95% CI", "limit", "evidence"),
-            ((e(i["gate"]), f"{i['count']}/{i['n']}", val(i["rate"]), interval_text(i),
-              val(i["limit"]), e(i["statement"])) for i in evidence)))
-    parts.append(failing_examples(report))
     skipped = properties.get("skipped") or []
     if skipped:
         parts.append(f"<h3>Skipped cases ({len(skipped)})</h3>")
@@ -303,7 +287,7 @@ def labels_shown(item: dict[str, Any], labels: Sequence[str]) -> str:
     for shown, label in shown_pairs(item, labels):
         mapped = "" if shown == label else f' <span class="muted">= {e(label)}</span>'
         spans.append(f"<span>{e(shown)}{mapped}</span>")
-    return f'<div class="labels">labels shown, in order: {"".join(spans)}</div>'
+    return f"labels shown, in order: {''.join(spans)}"
 
 
 def outcome(item: dict[str, Any], labels: Sequence[str]) -> str:
@@ -323,35 +307,64 @@ def outcome(item: dict[str, Any], labels: Sequence[str]) -> str:
         facts.append(f"TV {number(comparison['tv_distance'])}")
     if probabilities:
         facts.append(e(", ".join(f"{k} {number(v)}" for k, v in probabilities.items())))
-    return f"<p>{' · '.join(facts)}</p>" if facts else ""
+    return " · ".join(facts)
 
 
 def example_part(item: dict[str, Any], labels: Sequence[str], heading: str) -> str:
+    """One side of a failing case, four lines: what was shown (labels, steps), the input,
+    what came back, and why it fails."""
     steps = item.get("steps")
-    steps_line = f'<p class="muted">steps {val(steps)}</p>' if steps else ""
-    return (f"<h3>{e(heading)}</h3>{labels_shown(item, labels)}{clip(item.get('input'))}"
-            f"{steps_line}{outcome(item, labels)}"
-            f"<ul>{''.join(f'<li>{e(p)}</li>' for p in problems(item))}</ul>")
+    shown = "; ".join(flat_text(s) if isinstance(s, dict) else str(s) for s in steps or [])
+    steps_part = f' <span class="muted">· steps: {e(shown)}</span>' if steps else ""
+    came_back = outcome(item, labels)
+    why = "; ".join(problems(item))
+    return (f'<div><h5>{e(heading)}</h5><div><div class="labels">'
+            f"{labels_shown(item, labels)}</div>{steps_part}</div>{clip(item.get('input'))}"
+            f"{f'<p>{came_back}</p>' if came_back else ''}"
+            f'<p class="problem">{e(why)}</p></div>')
+
+
+def example_card(item: dict[str, Any], labels: Sequence[str]) -> str:
+    """One failing transformed case: as sent, and its minimal example."""
+    name = item.get("id") or f"{item.get('property')}/{item.get('case_id')}"
+    body = example_part(item, labels, "as sent")
+    reduced = item.get("reduced")
+    if reduced:
+        calls = reduced.get("backend_calls")
+        note = f" ({counted(calls, 'minimisation call')})" if calls is not None else ""
+        body += example_part(reduced, labels, f"minimal example{note}")
+    return (f'<div class="example"><b>{e(name)}</b> · case {e(item.get("case_id"))}'
+            f'<div class="parts">{body}</div></div>')
+
+
+def more_cases(items: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
+    """The rest of a property's failing cases, one table row each, behind a disclosure."""
+    shown = items[:MAX_ROWS]
+    rows = ((e(i.get("id") or i.get("case_id")), e("; ".join(problems(i))),
+             e(", ".join(s for s, _ in shown_pairs(i, labels))), clip(i.get("input"), 300))
+            for i in shown)
+    rest = "" if len(items) == len(shown) else (
+        f'<p class="muted">{len(items) - len(shown)} more in the report JSON.</p>')
+    return (f"<details><summary>{counted(len(items), 'more failing case')}</summary>"
+            f"{table(('case', 'problem', 'labels shown', 'input'), rows)}{rest}</details>")
 
 
 def failing_examples(report: dict[str, Any]) -> str:
-    failing = property_failures(report["properties"])
-    if not failing:
+    """One card per property: how many of its transformed cases fail, the first
+    `FIRST_CASES` in full, the rest behind a disclosure (all of them are in the JSON)."""
+    groups = failures_by_property(report["properties"])
+    if not groups:
         return ""
     labels = labels_of(report)
-    total = report["properties"].get("n_failures", len(failing))
-    parts = [f"<h3>Failing transformed cases ({min(len(failing), MAX_EXAMPLES)} of "
-             f"{total})</h3>"]
-    for item in failing[:MAX_EXAMPLES]:
-        name = item.get("id") or f"{item.get('property')}/{item.get('case_id')}"
-        body = example_part(item, labels, "as sent")
-        reduced = item.get("reduced")
-        if reduced:
-            calls = reduced.get("backend_calls")
-            note = f" ({counted(calls, 'minimisation call')})" if calls is not None else ""
-            body += example_part(reduced, labels, f"minimal example{note}")
-        parts.append(f'<div class="example"><b>{e(name)}</b> · property '
-                     f'{e(item.get("property"))} · case {e(item.get("case_id"))}{body}</div>')
+    listed = sum(len(items) for _, items in groups)
+    total = report["properties"].get("n_failures", listed)
+    parts = [f"<h3>Failing transformed cases ({total})</h3>"]
+    for name, items in groups:
+        cards = "".join(example_card(item, labels) for item in items[:FIRST_CASES])
+        rest = items[FIRST_CASES:]
+        parts.append(f'<div class="group"><h4>{e(name)}: '
+                     f"{e(counted(len(items), 'failing case'))}</h4>{cards}"
+                     f"{more_cases(rest, labels) if rest else ''}</div>")
     return "".join(parts)
 
 
@@ -366,25 +379,25 @@ def diagnostics_view(report: dict[str, Any]) -> str:
     if stability:
         epsilon = stability["epsilon"]
         top = nice_max(max(stability["ci_high"], epsilon) * 1.2)
-        parts.append("<h3>Rerun stability</h3>" + table(
-            ("verdict", "pairs", "flips", "flip rate", "95% CI", "ε", "advice"),
+        parts.append("<h3>Rerun stability</h3>" + plots(table(
+            ("verdict", "pairs", "flips", "flip rate", "95% CI", "ε"),
             [(e(stability["verdict"]), val(stability["pairs"]), val(stability["flips"]),
-              val(stability.get("flip_rate")), interval_text(stability), val(epsilon),
-              e(stability.get("advice", "")))]))
-        parts.append(plots(hbar_chart(
+              val(stability.get("flip_rate")), interval_text(stability), val(epsilon))]),
+            hbar_chart(
             [BarRow("rerun flip rate", (Bar(stability.get("flip_rate"), stability["ci_low"],
                                             stability["ci_high"]),))],
             ("flip rate",), "Stability meter (95% interval vs ε)", domain_max=min(top, 1.0),
             marker=epsilon, marker_label=f"ε {epsilon:g}", kind="stability")))
+        if stability.get("advice"):
+            parts.append(f'<p class="muted">{e(stability["advice"])}</p>')
     blindness = diagnostics.get("blindness")
     if blindness:
         state = "BLIND" if blindness.get("blind") else "not blind"
-        parts.append(f"<h3>Blindness: {e(state)}</h3>" + table(
+        parts.append(f"<h3>Blindness: {e(state)}</h3>" + plots(table(
             ("skew", "modal label", "distinct labels", "inputs", "threshold"),
             [(val(blindness.get("skew")), val(blindness.get("modal_label")),
               val(blindness.get("distinct")), val(blindness.get("n")),
-              val(blindness.get("threshold")))]))
-        parts.append(plots(hbar_chart(
+              val(blindness.get("threshold")))]), hbar_chart(
             [BarRow(f"share of '{blindness.get('modal_label')}'", (Bar(blindness.get("skew")),))],
             ("skew",), "Label skew", marker=blindness.get("threshold"),
             marker_label=f"blind at {number(blindness.get('threshold'))}", kind="blindness")))
@@ -461,7 +474,8 @@ def artifacts(report: dict[str, Any]) -> str:
     if not stored:
         return ""
     return section("Artifacts", table(("stage", "path", "rows", "sha256"), (
-        (e(name), e(a.get("path")), val(a.get("rows")), f"<code>{e(a.get('sha256'))}</code>")
+        (e(name), f"<code>{e(a.get('path'))}</code>", val(a.get("rows")),
+         f"<code>{e(short_hash(a.get('sha256')))}</code>")
         for name, a in stored.items())))
 
 
@@ -498,12 +512,14 @@ def diff_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         [BarRow(n, (Bar(m["baseline"]), Bar(m["candidate"]))) for n, m in rates],
         ("baseline", "candidate"), "Metrics: baseline vs candidate", kind="diff-metrics",
     ) if rates else ""
-    parts = [banner(report, title), identity(report), gates(report), section(
-        "Shift", plots(kv_table(report.get("counts") or {}, ("count", "value")),
-                       kv_table(report.get("shift") or {}))),
-        section("Metrics", table(("metric", "baseline", "candidate", "delta"), (
-            (e(n), val(m["baseline"]), val(m["candidate"]), val(m["delta"]))
-            for n, m in metrics.items())), plots(metric_chart))]
+    shift = plots(kv_table(report.get("counts") or {}, ("count", "value")),
+                  kv_table(report.get("shift") or {}))
+    metric_table = table(("metric", "baseline", "candidate", "delta"), (
+        (e(n), val(m["baseline"]), val(m["candidate"]), val(m["delta"]))
+        for n, m in metrics.items()))
+    # checks and changed cases first: what an on-call reader acts on
+    parts = [banner(report, title), identity(report), gates(report), changed_cases(report),
+             section("Shift", shift), section("Metrics", metric_table, plots(metric_chart))]
     segments = report.get("segments") or []
     if segments:
         columns = [k for k in segments[0] if k not in ("key", "value")]
@@ -515,10 +531,21 @@ def diff_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         parts.append(section("Segments", table(("segment", *columns), (
             (e(f"{s['key']}={s['value']}"), *(val(s.get(c)) for c in columns))
             for s in segments)), plots(chart)))
-    if report.get("changes"):
-        parts.append(section(f"Changed cases ({len(report['changes'])})",
-                             records_table(report["changes"])))
     return title, parts
+
+
+def changed_cases(report: dict[str, Any]) -> str:
+    changes = report.get("changes") or []
+    if not changes:
+        return ""
+    shown = changes[:MAX_ROWS]
+    rows = ((e(c.get("case_id")), e(str(c.get("kind", "")).replace("_", " ")),
+             e(answer(c.get("baseline_selected"), c.get("baseline_confidence"))),
+             e(answer(c.get("candidate_selected"), c.get("candidate_confidence"))),
+             val(c.get("expected")), e(c.get("error") or ""), clip(c.get("input"), 400))
+            for c in shown)
+    return section(f"Changed cases ({len(shown)} of {len(changes)})", table(
+        ("case", "change", "baseline", "candidate", "expected", "error", "input"), rows))
 
 
 def check_body(report: dict[str, Any]) -> tuple[str, list[str]]:

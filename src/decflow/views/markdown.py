@@ -18,15 +18,16 @@ from decflow.report.sections import (
     axis_rate,
     axis_verdict,
     failing_checks,
+    failures_by_property,
     labels_of,
-    property_failures,
     report_headline,
     report_kind,
     shown_pairs,
     shows_golden,
     status_label,
 )
-from decflow.views.text import MAX_LISTED, VERDICTS, preview, short_hash
+from decflow.views.identity import gates_text, identity_rows, side_rows
+from decflow.views.text import FIRST_CASES, MAX_LISTED, VERDICTS, answer, counted, preview
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 
@@ -81,21 +82,7 @@ def status_line(report: dict[str, Any], title: str) -> list[str]:
 
 
 def identity(report: dict[str, Any]) -> list[str]:
-    rows = []
-    contract, dataset, backend = (report.get(k) for k in ("contract", "dataset", "backend"))
-    if contract:
-        rows.append(("contract", f"{md(contract.get('path'))} · "
-                     f"`{short_hash(contract.get('hash'))}`"))
-    if dataset:
-        rows.append(("dataset", f"{md(dataset.get('path'))} · {dataset.get('n_cases', 'n/a')} "
-                     f"cases, {dataset.get('n_labeled', 'n/a')} labeled · "
-                     f"`{short_hash(dataset.get('hash'))}`"))
-    if backend:
-        rows.append(("backend", f"{md(backend.get('name'))}: {md(backend.get('provider'))} · "
-                     f"{md(backend.get('model') or 'n/a')}"))
-    run = report.get("run")
-    if run:
-        rows.append(("run", f"{md(run.get('id'))} · mode {md(report.get('mode', 'n/a'))}"))
+    rows = [(name, md(text)) for name, text in identity_rows(report)]
     return table(("", ""), rows) if rows else []
 
 
@@ -172,18 +159,25 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append(f"- {md(item['gate'])}: {md(item['statement'])}")
     if properties.get("rate_evidence"):
         lines.append("")
-    failing = property_failures(properties)
+    groups = failures_by_property(properties)
     labels = labels_of(report)
-    if failing:
-        total = properties.get("n_failures", len(failing))
-        lines.append(f"Failing transformed cases ({min(len(failing), MAX_LISTED)} of {total}):")
-        lines.append("")
-        for item in failing[:MAX_LISTED]:
+    if groups:
+        listed = sum(len(items) for _, items in groups)
+        total = properties.get("n_failures", listed)
+        lines.extend([f"Failing transformed cases ({total}), by property:", ""])
+    for name, items in groups:
+        shown = items[:FIRST_CASES]
+        lines.extend([f"**{md(name)}**: {counted(len(items), 'failing case')}"
+                      f"{'' if len(items) == len(shown) else f', the first {len(shown)}'}", ""])
+        for item in shown:
             lines.append(f"- {md(item.get('id', item.get('case_id')))}: "
                          f"{md('; '.join(problems(item)))}")
             lines.append(f"  - sent: {sent(item, labels)}")
             if item.get("reduced"):
                 lines.append(f"  - minimal: {sent(item['reduced'], labels)}")
+        if len(items) > len(shown):
+            lines.append(f"- … {len(items) - len(shown)} more in the report JSON "
+                         "(`properties.failures`)")
         lines.append("")
     skipped = properties.get("skipped") or []
     if skipped:
@@ -284,35 +278,34 @@ def segments_table(segments: list[dict[str, Any]], columns: Sequence[str]) -> li
         (md(f"{s['key']}={s['value']}"), *(cell(s.get(c)) for c in columns)) for s in segments))
 
 
-def side_identity(side: dict[str, Any]) -> dict[str, str]:
-    dataset, backend = side.get("dataset") or {}, side.get("backend") or {}
-    return {
-        "run": md(side.get("path") or "n/a"),
-        "created": md(side.get("created_at") or "n/a"),
-        "mode": md(side.get("mode") or "n/a"),
-        "contract": f"`{short_hash(side.get('contract_hash'))}`",
-        "dataset": f"{md(dataset.get('path') or 'n/a')} · `{short_hash(dataset.get('hash'))}`",
-        "backend": f"{md(backend.get('name') or 'n/a')}: {md(backend.get('provider') or 'n/a')}"
-                   f" · {md(backend.get('model') or 'n/a')}",
-    }
-
-
 def diff_identity(report: dict[str, Any]) -> list[str]:
     """The two runs compared (run, contract hash, dataset, backend) and whose gates apply."""
-    baseline = side_identity(report.get("baseline") or {})
-    candidate = side_identity(report.get("candidate") or {})
     lines = table(("", "baseline", "candidate"),
-                  ((name, baseline[name], candidate[name]) for name in baseline))
-    path = (report.get("contract") or {}).get("path")
-    gates = md(report["gates_from"]) if report.get("gates_from") else (
-        f"the contract {md(path)}" if path else
-        "no contract given: the implicit error-rate requirement only")
-    return [*lines, f"Gates: {gates}", ""]
+                  ((name, md(base), md(cand)) for name, base, cand in side_rows(report)))
+    return [*lines, f"Gates: {md(gates_text(report))}", ""]
+
+
+def changes_block(report: dict[str, Any]) -> list[str]:
+    """The diff's changed cases, the first `MAX_LISTED` (all of them are in the JSON)."""
+    changes = report.get("changes") or []
+    if not changes:
+        return []
+    shown = changes[:MAX_LISTED]
+    return [f"## Changed cases ({len(shown)} of {len(changes)})", "", *table(
+        ("case", "change", "baseline", "candidate", "expected", "input"),
+        ((md(c.get("case_id")), md(str(c.get("kind", "")).replace("_", " ")),
+          md(answer(c.get("baseline_selected"), c.get("baseline_confidence"))),
+          md(answer(c.get("candidate_selected"), c.get("candidate_confidence"))),
+          cell(c.get("expected")), md(preview(c.get("input")))) for c in shown))]
 
 
 def render_diff(report: dict[str, Any]) -> list[str]:
+    """Checks and changed cases first (what an on-call reader acts on), then the counts,
+    shift, metrics and segments behind them."""
     lines = status_line(report, "decflow diff")
     lines.extend(diff_identity(report))
+    lines.extend(checks_block(report))
+    lines.extend(changes_block(report))
     lines.extend(["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))])
     lines.extend(["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))])
     lines.extend(["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (
@@ -323,7 +316,6 @@ def render_diff(report: dict[str, Any]) -> list[str]:
         lines.extend(["## Segments", "", *segments_table(segments, (
             "matched", "baseline_accuracy", "candidate_accuracy", "accuracy_drop",
             "answer_flip_rate"))])
-    lines.extend(checks_block(report))
     return lines
 
 

@@ -1,5 +1,6 @@
 """One progress line for long stages, the same on the terminal and in the Prefect progress
-artifact: `results: 40/132 calls (30%) · 12.3 calls/s · ETA 8 s`."""
+artifact: `40/132 calls (30%) · 12.3 calls/s · ETA 8 s` (with a stage name before it in the
+artifact and the run's log: `results: 40/132 calls …`)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,17 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
-def progress_line(name: str, done: int, total: int | None, elapsed_s: float,
-                  unit: str = "calls") -> str:
+def progress_line(done: int, total: int | None, elapsed_s: float, unit: str,
+                  stage: str = "") -> str:
     """Where a stage is: done of total (unknown total: done alone), the rate so far and,
     with a total, the time left at that rate."""
     rate = done / elapsed_s if elapsed_s > 0 else 0.0
     speed = f"{number(rate)} {unit}/s"
+    named = f"{stage}: " if stage else ""
     if total is None:
-        return f"{name}: {done} {unit} · {speed}"
+        return f"{named}{done} {unit} · {speed}"
     share = f"{100 * done // total}%" if total else "100%"
-    parts = [f"{name}: {done}/{total} {unit} ({share})", speed]
+    parts = [f"{named}{done}/{total} {unit} ({share})", speed]
     if done >= total:
         parts.append(f"done in {duration(elapsed_s)}")
     elif rate > 0:

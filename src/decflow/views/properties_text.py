@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.gates.headline import number
-from decflow.report.sections import property_failures
-from decflow.views.text import MAX_LISTED, counted, percent, preview
+from decflow.report.sections import failures_by_property
+from decflow.views.text import FIRST_CASES, MAX_LISTED, counted, percent, preview
 
 
 def _shown(item: dict[str, Any], labels: list[str]) -> str:
@@ -40,21 +40,26 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append(f"  Skipped ({min(len(skipped), MAX_LISTED)} of {len(skipped)})")
         for item in skipped[:MAX_LISTED]:
             lines.append(f"    {item['property']}/{item['case_id']}: {item['reason']}")
-    failures = property_failures(section)
-    total = section.get("n_failures", len(failures))
-    if failures:
-        lines.append(f"  Property failures ({min(len(failures), MAX_LISTED)} of {total})")
-        for item in failures[:MAX_LISTED]:
+    groups = failures_by_property(section)
+    if groups:
+        listed = sum(len(items) for _, items in groups)
+        total = section.get("n_failures", listed)
+        lines.append(f"  Property failures ({total}; the first {FIRST_CASES} of each property)")
+    for name, items in groups:
+        lines.append(f"    {name}: {counted(len(items), 'failing case')}")
+        for item in items[:FIRST_CASES]:
             if item.get("error"):
                 problem = f"{item['error']['kind']}: {item['error']['message']}"
             else:
                 problem = "; ".join(item["violations"])
-            lines.append(f"    {item['id']}: {problem}")
-            lines.append(f"      sent:    {_shown(item, labels)} {preview(item['input'])}")
+            lines.append(f"      {item['id']}: {problem}")
+            lines.append(f"        sent:    {_shown(item, labels)} {preview(item['input'])}")
             reduced = item.get("reduced")
             if reduced:
                 lines.append(
-                    f"      minimal: {_shown(reduced, labels)} {preview(reduced['input'])} "
+                    f"        minimal: {_shown(reduced, labels)} {preview(reduced['input'])} "
                     f"({counted(reduced['backend_calls'], 'call')})"
                 )
+        if len(items) > FIRST_CASES:
+            lines.append(f"      … {len(items) - FIRST_CASES} more in the report JSON")
     return lines

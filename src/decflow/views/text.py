@@ -22,6 +22,7 @@ VERDICTS = {
     "fail": "FAIL: at least one requirement does not hold",
 }
 MAX_LISTED = 10
+FIRST_CASES = 3  # failing cases shown per property; the rest are in the report JSON
 PREVIEW = 70
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -35,16 +36,22 @@ def percent(value: float | None) -> str:
     return (text[1:] if text.startswith("-") and float(text) == 0 else text) + "%"
 
 
+def answer(selected: Any, confidence: float | None) -> str:
+    """A case's answer: `refund (0.96)`, or `error`."""
+    return "error" if selected is None else f"{selected} ({number(confidence)})"
+
+
 def counted(n: int, noun: str) -> str:
     """`1 call`, `2 calls`."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def short_hash(value: str | None) -> str:
+    """`sha256:` and the first 12 hex digits (a bare digest: its first 12)."""
     if not value:
         return "n/a"
-    algorithm, _, digest = value.partition(":")
-    return f"{algorithm}:{digest[:12]}"
+    algorithm, colon, digest = value.partition(":")
+    return f"{algorithm}:{digest[:12]}" if colon else value[:12]
 
 
 def preview(value: Any, width: int = PREVIEW) -> str:
