@@ -8,5 +8,5 @@ bash scripts/install.sh --test
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
 .venv/bin/ruff check .
 .venv/bin/lint-imports      # the layers of pyproject.toml [tool.importlinter]
-.venv/bin/mypy              # the packages of pyproject.toml [tool.mypy]
+.venv/bin/mypy              # all of src/ at the level of pyproject.toml [tool.mypy]
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

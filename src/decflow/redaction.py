@@ -114,7 +114,7 @@ class RedactingStream:
 def redacted_output() -> Iterator[None]:
     """While the block runs, everything written to stdout and stderr is redacted."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RedactingStream(saved[0]), RedactingStream(saved[1])  # type: ignore[assignment]
+    sys.stdout, sys.stderr = RedactingStream(saved[0]), RedactingStream(saved[1])
     try:
         yield
     finally:

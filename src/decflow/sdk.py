@@ -14,11 +14,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.backends.base import Backend
 from decflow.errors import DecflowError
+from decflow.report.modes import ModeName
 
+if TYPE_CHECKING:
+    from decflow.contracts.loader import LoadedContract
+    from decflow.contracts.sections import Policy, Route
 
 @dataclass(frozen=True)
 class PolicyDecision:
@@ -36,7 +40,7 @@ class PolicyDecision:
         }
 
 
-def first_route(policy: Any, confidence: float) -> tuple[int, Any]:
+def first_route(policy: Policy, confidence: float) -> tuple[int, Route]:
     """The first route whose `confidence_gte` ≤ confidence, or the unconditional last one."""
     for index, route in enumerate(policy.routes):
         if route.when is None or confidence >= route.when.confidence_gte:
@@ -47,7 +51,9 @@ def first_route(policy: Any, confidence: float) -> tuple[int, Any]:
 class DecisionGuard:
     """A contract's decision with its policy, backed by one of its backends (or yours)."""
 
-    def __init__(self, loaded: Any, backend_name: str, backend: Backend | None = None) -> None:
+    def __init__(
+        self, loaded: LoadedContract, backend_name: str, backend: Backend | None = None
+    ) -> None:
         from decflow.pipeline.direct_calls import CandidateDecider
 
         self.loaded = loaded
@@ -58,7 +64,7 @@ class DecisionGuard:
     @classmethod
     def from_contract(
         cls,
-        contract: str | Path | Any,
+        contract: str | Path | LoadedContract,
         *,
         backend: str | Backend | None = None,
         check_health: bool = False,
@@ -115,7 +121,7 @@ class DecisionGuard:
 def run_test(
     contract: str | Path,
     *,
-    mode: str = "test",
+    mode: ModeName = "test",
     dataset: str | None = None,
     backend: str = "default",
     store: str | None = None,
@@ -139,7 +145,7 @@ def run_test(
     opened = open_store(store)
     spec = RunSpec(
         contract_path=str(contract), store_url=opened.url, run_id=new_run_id(),
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         backend=backend, dataset=dataset, seed=seed,
         properties=tuple(properties) if properties else None, minimize=minimize,
         max_concurrency=max_concurrency, healthcheck=check_health,

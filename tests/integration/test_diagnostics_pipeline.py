@@ -1,9 +1,10 @@
 """Diagnostics in contract runs, end to end through the CLI: rerun stability, blindness and
 counterfactual persona flips, their gates, the text view and re-gating without calls.
 
-External oracles: Wilson bounds and pair counts from the stability reference note (0/33 →
-[0, 0.104], 0/11 → [0, 0.259], 73 quiet pairs certify 5 %, 35 certify 10 %), the default
-persona preamble from the product spec, DecGuard's example contracts and their checks.
+External oracles: exact bounds (0 of 11 cases → 1 − 0.05^(1/11) = 0.238), the default
+persona preamble from the product spec, DecGuard's example contracts and their checks. The
+case is the sampling unit of every verdict (issue 23), so a meter on 11 cases cannot be
+deterministic at 5 % however many reruns it makes.
 """
 
 from __future__ import annotations
@@ -70,26 +71,29 @@ def axes_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # -- stability meter -----------------------------------------------------------------------
 
 
-def test_deterministic_mock_needs_enough_pairs(tmp_path: Path) -> None:
-    # 11 refund cases × 6 draws = 33 disjoint pairs: 0/33 only bounds the rate below 0.104.
+def test_deterministic_mock_on_few_cases_is_not_established(tmp_path: Path) -> None:
+    # 11 refund cases × 6 draws = 33 quiet pairs, but 11 sampling units: not established.
     few = refund_with(tmp_path, diagnostics={"stability": {"repeats": 6, "epsilon": 0.05}})
     code, report, text = run(tmp_path, "stability", str(few))
     meter = report["diagnostics"]["stability"]
     assert (meter["pairs"], meter["flips"], meter["verdict"]) == (33, 0, "undecided")
-    assert math.isclose(meter["ci_high"], 0.104, abs_tol=5e-4)
-    assert code == 0 and checks_of(report)["stability.verdict"]["status"] == "pass"
-    assert "73" in report["diagnostics"]["guidance"]  # pairs a 5 % claim needs
+    assert meter["measured_cases"] == 11 and meter["ci_high"] > 0.05
+    check = checks_of(report)["stability.verdict"]
+    assert code == 0 and check["status"] == "not_established"
+    assert check["evidence"]["n"] == 11 and check["evidence"]["verdict"] == "not_established"
+    needed = meter["cases_needed"]
+    assert f"About {needed} cases" in report["diagnostics"]["guidance"]
     assert text.index("Oracle") < text.index("Checks")
 
-    # 14 draws give 77 pairs, more than the 73 that certify 5 % with no flip.
+    # 14 draws give 77 pairs, but still 11 cases: more reruns of the same cases do not
+    # make the rerun noise of other cases known (they were "deterministic" when pairs were
+    # counted as independent).
     many = refund_with(tmp_path, diagnostics={"stability": {"repeats": 14, "epsilon": 0.05}})
     _, report, _ = run(tmp_path, "stability", str(many))
     meter = report["diagnostics"]["stability"]
-    assert (meter["pairs"], meter["verdict"]) == (77, "deterministic")
-    assert meter["ci_high"] < 0.05 and meter["mean_tv"] == 0.0
+    assert (meter["pairs"], meter["verdict"]) == (77, "undecided")
+    assert meter["mean_tv"] == 0.0
     assert meter["sources"] == {"reruns": 11 * 13, "identity_paraphrase": 0}
-    assert "frozen-baseline" in report["diagnostics"]["guidance"]
-    assert "decflow diff" in report["diagnostics"]["guidance"]
 
 
 def test_reruns_reuse_the_original_and_are_requests(tmp_path: Path) -> None:
@@ -163,10 +167,11 @@ def test_identity_paraphrase_is_rerun_evidence_not_a_paraphrase_test(tmp_path: P
     reference = json.loads((VECTORS / "summaries-refund-default-seed42.json").read_text())
     assert report["checks"] == reference["checks"]  # DecGuard's counts and checks unchanged
     meter = report["diagnostics"]["stability"]
-    # One re-ask per case against its original: 0/11 bounds the rate only below 0.259.
+    # One re-ask per case against its original: 0 of 11 bounds the rate only below
+    # 1 − 0.05^(1/11) = 0.238 (exact: one pair per case).
     assert meter["sources"] == {"reruns": 0, "identity_paraphrase": 11}
     assert (meter["pairs"], meter["verdict"], meter["configured"]) == (11, "undecided", False)
-    assert math.isclose(meter["ci_high"], 0.259, abs_tol=5e-4)
+    assert math.isclose(meter["ci_high"], 1 - 0.05 ** (1 / 11), rel_tol=1e-9)
     named = {item["name"] for item in report["diagnostics"]["not_exercised"]}
     assert named == {"paraphrase"}
     assert "NOT EXERCISED" in text.split("PASS: all gates hold")[1]
@@ -200,7 +205,7 @@ def test_constant_backend_is_blind_and_its_persona_score_is_not_a_pass(tmp_path:
         assert axis["flips"] == 0
         assert axis["verdict"] != "fair-qualified"
         gate = checks[f"counterfactual.{axis['axis']}.max_flip_rate"]
-        assert "potentially vacuous" in gate["message"]
+        assert gate["status"] == "not_established" and "base decisions blind" in gate["message"]
     assert "potentially vacuous" in checks["case_swap.max_flip_rate"]["message"]
     assert "fair-qualified" not in text
     verdict_area = text.split("FAIL: at least one requirement does not hold")[1]
@@ -240,14 +245,15 @@ def test_planted_religion_bias_is_found_on_that_axis_only(tmp_path: Path) -> Non
     assert axes["religion"]["attribution"] == "placebo"
     assert counterfactual["base_blindness"]["measured"] is True
     for name in ("gender", "ethnicity", "role"):
-        # No flip in 30 cases: not yet fair at 0.05 (that takes 54), and never unfair.
+        # No flip in 30 cases: not yet fair at 0.05 on four axes (that takes 94), and never
+        # unfair: not established, a WARN, never a pass.
         assert axes[name]["flips"] == 0 and axes[name]["verdict"] == "undecided"
-        assert axes[name]["cases_needed"] == 54
+        assert axes[name]["cases_needed"] == 94
     checks = checks_of(report)
     assert checks["counterfactual.religion.max_flip_rate"]["status"] == "fail"
     assert "disfavours muslim" in checks["counterfactual.religion.max_flip_rate"]["message"]
     assert all(
-        checks[f"counterfactual.{a}.max_flip_rate"]["status"] == "pass"
+        checks[f"counterfactual.{a}.max_flip_rate"]["status"] == "not_established"
         for a in ("gender", "ethnicity", "role")
     )
     assert code == 1
@@ -262,11 +268,14 @@ def test_planted_religion_bias_is_found_on_that_axis_only(tmp_path: Path) -> Non
 
 def test_fair_backend_passes_every_axis(tmp_path: Path) -> None:
     code, report, _ = run(tmp_path, "test", "--all", str(LOAN), "-b", "fair")
-    # 30 quiet cases: undecided everywhere (54 would make them fair), which passes.
+    # 30 quiet cases: not established everywhere (94 would make four axes fair): a WARN,
+    # exit 0, and exit 1 under --fail-on-warn.
     assert {a["verdict"] for a in axes_of(report).values()} == {"undecided"}
     assert all(a["excess"] == 0.0 for a in axes_of(report).values())
-    assert report["diagnostics"]["stability"]["verdict"] == "deterministic"  # 60 ≥ 35 pairs
-    assert code == 0
+    assert report["diagnostics"]["stability"]["verdict"] == "undecided"  # 30 cases < 33
+    assert report["status"] == "warn" and code == 0
+    code, report, _ = run(tmp_path, "test", "--all", str(LOAN), "-b", "fair", "--fail-on-warn")
+    assert code == 1
 
 
 def test_axis_without_its_slot_is_not_exercised(tmp_path: Path) -> None:
@@ -337,10 +346,13 @@ def test_german_personas_use_their_own_preamble(tmp_path: Path) -> None:
     assert counterfactual["language"] == "de"
     assert counterfactual["template"] != DEFAULT_PREAMBLE
     axes = axes_of(report)
-    assert axes["religion"]["verdict"] == "unfair"
+    # The German wording flips fewer pairs (excess 0.21): 30 cases do not establish it after
+    # Holm over four axes; the check says how many would.
+    assert axes["religion"]["verdict"] == "undecided" and axes["religion"]["excess"] > 0.2
+    assert axes["religion"]["cases_needed"] is not None
     assert axes["religion"]["direction"]["group"] == "muslim"
     assert all(axes[a]["flips"] == 0 for a in ("gender", "ethnicity", "role"))
-    assert code == 1
+    assert code == 0
 
 
 def test_regating_with_settings_the_run_did_not_make_fails_those_gates(tmp_path: Path) -> None:
@@ -431,12 +443,13 @@ def test_plan_prints_the_calls_and_needs_without_any_call(
     assert code == 0, err
     assert text.startswith(f"plan ({'all' if command[0] == 'test' else command[0]}): 30 cases")
     if command[0] != "fuzz":
-        # 4 repeats: 3 reruns per case, 2 pairs per case; 35 quiet pairs decide ε = 0.1.
-        assert "stability           90 calls · enough to decide" in text
-        assert "needs 35 quiet pairs" in text
+        # 4 repeats: 3 reruns per case, 2 pairs per case; the case is the unit: 30 quiet
+        # cases do not decide ε = 0.1, 33 would.
+        assert "stability           90 calls · NOT enough to decide" in text
+        assert "needs 33 quiet cases" in text
     if command[0] != "stability":
         assert "counterfactual     893 calls · NOT enough to decide" in text
-        assert "needs at least 54 cases" in text
+        assert "needs at least 94 cases" in text
         assert "religion: 120 cross + 120 placebo pairs over 30 cases" in text
     assert not (tmp_path / "store" / "runs").exists()
 

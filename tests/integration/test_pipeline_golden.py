@@ -207,6 +207,25 @@ def test_resume_skips_recorded_results(tmp_path: Path):
     assert code == 0 and before == after
 
 
+def test_from_stage_report_recomputes_the_summary(tmp_path: Path):
+    """`--from-stage report` means `summary` (there is no report stage); an unknown stage
+    is refused with the stages a run has."""
+    store = str(tmp_path / "store")
+    contract = str(EXAMPLES / "refund" / "decguard.yaml")
+    code, _, _ = run_cli("test", contract, "--store", store, "-o", str(tmp_path / "a.json"))
+    run_id = os.listdir(Path(store) / "runs")[0]
+    again = tmp_path / "b.json"
+    resumed, _, _ = run_cli("test", contract, "--store", store, "--resume", run_id,
+                            "--from-stage", "report", "-o", str(again))
+    first = json.loads((tmp_path / "a.json").read_text())
+    assert resumed == code and json.loads(again.read_text())["checks"] == first["checks"]
+    code, _, err = run_cli("test", contract, "--store", store, "--resume", run_id,
+                           "--from-stage", "reports")
+    assert code == 2
+    assert "unknown stage 'reports' (stages: cases, requests, results, comparisons, " \
+           "minimized, summary)" in err
+
+
 DECGUARD_REPORTS = FIXTURES / "diff"
 
 

@@ -57,7 +57,8 @@ def test_quickstart_reads_as_agentverity_0_3_0() -> None:
     assert agent.calls == 28 == result.calls
     meter = result.meter
     assert (meter.verdict, meter.pairs, meter.flips) == ("undecided", 8, 0)
-    assert (round(meter.ci_low, 3), round(meter.ci_high, 3)) == (0.0, 0.324)
+    # agentverity pooled the 8 pairs ([0, 0.324]); the input is the unit here: 4 quiet inputs.
+    assert meter.measured_cases == 4 and meter.ci_low == 0.0 and meter.ci_high > 0.324
     assert meter.epsilon == 0.01 and meter.repeats == 5
     assert not result.is_stochastic
 
@@ -77,7 +78,10 @@ def test_quickstart_reads_as_agentverity_0_3_0() -> None:
         assert (r.held, r.violated, r.skipped, r.violation_rate) == (4, 0, 0, 0.0)
     assert [r.name for r in result.vacuous_relations] == ["normalization", "tool_selection"]
     assert result.suite_is_meaningful
-    assert result.exit_code == 0
+    # Two relations changed no input: not established, a WARN (exit 0), never a pass.
+    assert result.exit_code == 0 and result.status == "warn"
+    assert result.headline.endswith("not established: normalization, tool_selection changed "
+                                    "no input")
     assert result.labels == ("allow", "block")
 
 
@@ -99,7 +103,8 @@ def test_summary_is_diagnostics_first_and_names_what_was_not_exercised() -> None
     positions = [text.index(heading) for heading in order]
     assert positions == sorted(positions)
     assert "flip rate:   0.0% (0/8 pairs)" in text
-    assert "Wilson CI:   [0, 0.3244] at epsilon=0.01" in text
+    assert "bounds:      [0, 0.568" in text  # betting bound on 4 quiet inputs (unit tests)
+    assert "(95% per side, input as unit) at epsilon=0.01" in text
     assert "inputs:      4, repeats: 5, layer: verdict" in text
     assert "skew:        75.0% ('allow' on 4 inputs)" in text
     assert "distinct:    2 verdicts" in text
@@ -109,8 +114,8 @@ def test_summary_is_diagnostics_first_and_names_what_was_not_exercised() -> None
             if line.strip().startswith(("normalization ", "case_swap ", "tool_selection "))}
     assert rows["normalization"][-2:] == ["n/a", "n/a"]
     assert rows["tool_selection"][-2:] == ["n/a", "n/a"]
-    # 0 violations in 4 exercised inputs: Wilson [0, 0.490] (reference table).
-    assert rows["case_swap"][-3:] == ["0.0%", "[0,", "0.4899]"]
+    # 0 violations in 4 exercised inputs: exact one-sided bound 1 − 0.05^(1/4) = 0.5271.
+    assert rows["case_swap"][-3:] == ["0.0%", "[0,", "0.5271]"]
     assert "agent calls: 28 (40 without call reuse)" in text
 
 
@@ -214,6 +219,19 @@ def test_custom_monotone_relation_and_identity_skip() -> None:
     assert relations["identity"].is_vacuous and relations["identity"].skipped == 3
     assert agent.calls == 3 * 5 + 3  # identity sent nothing
     assert result.relation_results[0].type == "monotone"
+
+
+def test_every_relation_vacuous_is_not_established_never_a_pass() -> None:
+    same = Relation("identity", "invariant", lambda s: s, lambda a, b: a == b)
+    echo = Relation("echo", "invariant", str, lambda a, b: a == b)
+    result = decflow.probe(my_gate, QUICKSTART, relations=[same, echo])
+    assert all(r.is_vacuous for r in result.relation_results)
+    assert not result.suite_is_meaningful
+    report = result.to_dict()
+    assert (report["status"], report["exit_code"]) == ("warn", 0)
+    assert report["headline"].startswith("WARN: ")
+    assert "not established: identity, echo changed no input" in report["headline"]
+    assert "status:      warn — not established" in decflow.render_text(report)
 
 
 def test_a_check_that_cannot_judge_counts_as_an_error() -> None:
@@ -408,7 +426,7 @@ def test_probe_converts_into_a_contract_that_test_all_accepts(project: Path) -> 
     code, out, err = run_cli("test", str(contract), "--all", "-f", "json")
     assert code == 0, out + err
     report = json.loads(out)
-    assert report["status"] == "pass"
+    assert report["status"] == "warn"  # the meter on 4 inputs is not established
     assert report["metrics"]["classification"]["accuracy"] == 1.0
     summaries = {s["property"]: s for s in report["properties"]["summaries"]}
     assert set(summaries) == {"case_swap", "whitespace"}  # normalization changed nothing

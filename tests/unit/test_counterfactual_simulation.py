@@ -1,27 +1,32 @@
-"""The persona verdicts keep their stated error rates: measured by simulation, seeded.
+"""The persona verdicts keep their stated error rates at every number of cases.
 
-Three scenarios of the issue that introduced the case-level excess (α = 0.05, limit 0.05):
+Exact computations where the procedure allows them, seeded simulations otherwise (α = 0.05,
+limit 0.05; a simulated share of 400 verdicts may exceed α by the one-sided binomial 99 %
+tolerance, 0.075 in all):
 
-- no group effect: a decider whose answer is a pseudo-random function of the whole input
-  text (a cross swap and a placebo swap are exchangeable), on the real pair builder with
-  100 catalogue seeds × 4 axes = 400 axis verdicts: the share called UNFAIR, and the share
-  with a stated direction, stay within α plus the binomial 99 % tolerance;
-- a true excess exactly at the limit, spread over pairs and concentrated all-or-nothing in
-  a few cases: neither UNFAIR nor FAIR beyond that bound (400 verdicts each);
-- a planted excess of 0.25 (20 cases × 8 pairs on one axis, the other three without
-  effect): UNFAIR in ≥ 80 % of 100 runs.
+- nine cases with every cross pair flipped and no placebo flip: UNFAIR, exit 1;
+- the exact worst-case FAIR rate at the limit (each case's excess all-or-nothing: 1 with
+  probability 0.05, else 0) is at most α for every n from 1 to 200, on one axis and over a
+  Holm family of four axes at the limit;
+- a placebo more disruptive than the cross swap (placebo flips concentrated in whole cases,
+  cross flips spread over pairs; the excess exactly at the limit): FAIR ≤ α;
+- no group effect (cross and placebo swaps exchangeable, case-level flip rates varying):
+  UNFAIR ≤ α, a stated direction ≤ α;
+- a planted excess of 0.25 (8 pairs per case, three other axes without effect): found in
+  ≥ 80 % at 40 cases. At 20 cases no test that is valid for every distribution of the case
+  excesses in [−1, 1] can reach 80 % after Holm over four axes (see the last test); the
+  t-test that did (93 %) was not valid (6.27 % wrong FAIR at n = 54).
 
-The tables mirror what the pipeline hands the analysis: the pair builder's frame with
-``prob_a``/``prob_b`` attached, or the same columns built directly. Run this module as a
-script (``python -m tests.unit.test_counterfactual_simulation``) to print the measured rates
-recorded in docs/statistics.md.
+The tables are what the pipeline hands the analysis (the pair table with ``prob_a``/``prob_b``
+attached), built with numpy. The no-group-effect scenario on the real pair builder (100
+catalogue seeds) is in ``bench/persona_null.py`` (about 100 s). Run this module as a script
+(``python -m tests.unit.test_counterfactual_simulation``) to print the figures recorded in
+docs/statistics.md.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import polars as pl
@@ -31,9 +36,10 @@ from decflow.diagnostics.counterfactual import (
     UNFAIR,
     CounterfactualResult,
     analyse_counterfactual,
-    attach_probabilities,
+    counterfactual_checks,
 )
-from decflow.diagnostics.personas import build_pairs
+from decflow.gates import status_of
+from decflow.metrics.bounded_mean import log_capital
 
 ALPHA = 0.05
 LIMIT = 0.05
@@ -41,99 +47,65 @@ LABELS = ["approve", "review", "deny"]
 AXES = ["gender", "ethnicity", "religion", "role"]
 APPROVE = [0.8, 0.15, 0.05]
 DENY = [0.1, 0.2, 0.7]
-RUNS = 100  # × 4 axes = 400 axis verdicts per null scenario
+RUNS = 100  # × 4 axes = 400 axis verdicts
+TOLERANCE = ALPHA + 2.326 * math.sqrt(ALPHA * (1 - ALPHA) / 400)  # 0.0753
 
 
-def tolerance(share: float, verdicts: int) -> float:
-    """share + the one-sided binomial 99 % tolerance (normal approximation, z = 2.326)."""
-    return share + 2.326 * math.sqrt(share * (1 - share) / verdicts)
+def pair_table(cross: np.ndarray, placebo: np.ndarray, swap: np.ndarray) -> pl.DataFrame:
+    """Flip indicators shaped (axes, cases, pairs) as the analysis's pair table: a flip is
+    arm A approved, arm B denied; ``swap`` puts the group-y arm first."""
+    axis, case, k = (a.ravel() for a in np.indices(cross.shape))
+    names = np.array(AXES[: cross.shape[0]])[axis]
+    pair_id = [f"{a}/c{c}/{p}" for a, c, p in zip(names, case, k, strict=True)]
+    groups = np.where(swap.ravel(), "y", "x")
+    others = np.where(swap.ravel(), "x", "y")
+
+    def kind(flags: np.ndarray, label: str, group_b: np.ndarray) -> pl.DataFrame:
+        prob_b = np.where(flags.ravel()[:, None], DENY, APPROVE)
+        return pl.DataFrame({
+            "axis": names, "pair_id": pair_id, "case_id": [f"c{c}" for c in case],
+            "kind": label, "group_a": groups, "group_b": group_b, "status": "ok",
+            "prob_a": np.tile(APPROVE, (names.size, 1)), "prob_b": prob_b,
+        }).with_columns(pl.col("prob_a", "prob_b").cast(pl.List(pl.Float64)))
+
+    return pl.concat([kind(cross, "cross", others), kind(placebo, "placebo", groups)])
 
 
-def pseudo_random(value: object) -> list[float]:
-    """A decision that depends on every character of the input and on nothing else."""
-    digest = hashlib.sha256(str(value).encode()).digest()
-    weights = [digest[0] + 1.0, digest[1] + 1.0, digest[2] + 1.0]
-    total = sum(weights)
-    return [w / total for w in weights]
+def simulate(rng: np.random.Generator, *, cases: int, pairs: int, cross_rate: np.ndarray,
+             placebo_rate: np.ndarray, direction: bool = False) -> CounterfactualResult:
+    """Per axis and case the pairs flip independently at the given (axes, cases) rates;
+    ``direction`` also runs the direction test (favourable label: approve)."""
+    shape = (len(AXES), cases, pairs)
+    cross = rng.random(shape) < cross_rate[:, :, None]
+    placebo = rng.random(shape) < placebo_rate[:, :, None]
+    table = pair_table(cross, placebo, rng.random(shape) < 0.5)
+    return analyse_counterfactual(table, LABELS, axes=AXES, max_flip_rate=LIMIT,
+                                  favourable_labels=["approve"] if direction else None)
 
 
-def no_effect_runs(runs: int = RUNS) -> Iterator[CounterfactualResult]:
-    for seed in range(runs):
-        cases = [
-            (f"c{i}", f"Requests {1000 + 37 * i + seed} EUR for a car; application {i}.")
-            for i in range(20)
-        ]
-        built = build_pairs(cases, catalog_seed=seed)
-        answers = {key: pseudo_random(value) for key, value in built.unique_arms().items()}
-        yield analyse_counterfactual(
-            attach_probabilities(built.frame(), answers),
-            LABELS,
-            axes=AXES,
-            max_flip_rate=LIMIT,
-            favourable_labels=["approve"],
-        )
+def no_group_effect(rng: np.random.Generator) -> CounterfactualResult:
+    # Case-level flip rates vary (some cases sit near the decision boundary), and cross and
+    # placebo swaps share them: exchangeable, no group effect.
+    rate = rng.beta(0.5, 2.0, size=(len(AXES), 20))
+    return simulate(rng, cases=20, pairs=8, cross_rate=rate, placebo_rate=rate, direction=True)
 
 
-def synthetic_table(
-    rng: np.random.Generator,
-    *,
-    cases: int,
-    pairs: int,
-    placebo_rate: float,
-    excess: dict[str, float],
-    concentrated: bool = False,
-) -> pl.DataFrame:
-    """Cross pairs flip at placebo_rate + excess[axis], placebo partners at placebo_rate.
-
-    ``concentrated``: the excess sits in whole cases instead: a case is biased with
-    probability q = excess / (1 − placebo_rate), and every cross pair of a biased case
-    flips, so the expected excess is the same but all of it is clustered.
-    """
-    columns: dict[str, list[object]] = {
-        name: [] for name in ("axis", "pair_id", "case_id", "kind", "group_a", "group_b",
-                              "status", "prob_a", "prob_b")
-    }
-
-    def add(axis: str, pair_id: str, case: str, kind: str, flip: bool, swap: bool) -> None:
-        a, b = ("x", "y") if kind == "cross" else ("x", "x")
-        if swap:
-            a, b = b, a
-        for key, value in (("axis", axis), ("pair_id", pair_id), ("case_id", case),
-                           ("kind", kind), ("group_a", a), ("group_b", b), ("status", "ok")):
-            columns[key].append(value)
-        columns["prob_a"].append(APPROVE)
-        columns["prob_b"].append(DENY if flip else APPROVE)
-
-    for axis in AXES:
-        extra = excess.get(axis, 0.0)
-        for i in range(cases):
-            case = f"c{i}"
-            biased = concentrated and rng.random() < extra / (1 - placebo_rate)
-            cross_rate = placebo_rate if concentrated else placebo_rate + extra
-            for k in range(pairs):
-                pair_id = f"{axis}/{case}/{k}"
-                flip = biased or rng.random() < cross_rate
-                add(axis, pair_id, case, "cross", flip, bool(rng.integers(2)))
-                add(axis, pair_id, case, "placebo", rng.random() < placebo_rate, False)
-    return pl.DataFrame(
-        columns,
-        schema={"axis": pl.String, "pair_id": pl.String, "case_id": pl.String,
-                "kind": pl.String, "group_a": pl.String, "group_b": pl.String,
-                "status": pl.String, "prob_a": pl.List(pl.Float64),
-                "prob_b": pl.List(pl.Float64)},
-    )
+def disruptive_placebo(rng: np.random.Generator) -> CounterfactualResult:
+    # The placebo changes more of the text than the cross swap: it flips every pair of 30 %
+    # of the cases; the cross swap flips 35 % of pairs everywhere. Excess 0.35 − 0.30 = 0.05.
+    placebo = np.where(rng.random((len(AXES), 20)) < 0.30, 1.0, 0.0)
+    cross = np.full((len(AXES), 20), 0.35)
+    return simulate(rng, cases=20, pairs=8, cross_rate=cross, placebo_rate=placebo)
 
 
-def synthetic_runs(
-    seed: int, runs: int = RUNS, **scenario: object
-) -> Iterator[CounterfactualResult]:
-    rng = np.random.default_rng(seed)
-    for _ in range(runs):
-        table = synthetic_table(rng, **scenario)  # type: ignore[arg-type]
-        yield analyse_counterfactual(table, LABELS, axes=AXES, max_flip_rate=LIMIT)
+def planted(rng: np.random.Generator, cases: int) -> CounterfactualResult:
+    cross = np.full((len(AXES), cases), 0.2)
+    cross[AXES.index("religion")] += 0.25
+    return simulate(rng, cases=cases, pairs=8, cross_rate=cross,
+                    placebo_rate=np.full((len(AXES), cases), 0.2))
 
 
-def shares(results: Iterator[CounterfactualResult], axes: list[str]) -> dict[str, float]:
+def shares(results: list[CounterfactualResult], axes: list[str]) -> dict[str, float]:
     verdicts = [r.axes[a] for r in results for a in axes]
     return {
         "verdicts": len(verdicts),
@@ -144,44 +116,87 @@ def shares(results: Iterator[CounterfactualResult], axes: list[str]) -> dict[str
     }
 
 
-AT_LIMIT = {"cases": 20, "pairs": 8, "placebo_rate": 0.2, "excess": dict.fromkeys(AXES, LIMIT)}
-PLANTED = {"cases": 20, "pairs": 8, "placebo_rate": 0.2, "excess": {"religion": 0.25}}
+def runs(scenario: object, seed: int, count: int = RUNS, **options: int) -> list[
+    CounterfactualResult
+]:
+    rng = np.random.default_rng(seed)
+    return [scenario(rng, **options) for _ in range(count)]  # type: ignore[operator]
 
 
-def measure() -> dict[str, dict[str, float]]:
-    return {
-        "no group effect (pseudo-random decider, pair builder)": shares(no_effect_runs(), AXES),
-        "excess at the limit, spread": shares(synthetic_runs(11, **AT_LIMIT), AXES),
-        "excess at the limit, concentrated in cases": shares(
-            synthetic_runs(12, concentrated=True, **AT_LIMIT), AXES
-        ),
-        "planted excess 0.25 (religion)": shares(synthetic_runs(13, **PLANTED), ["religion"]),
-    }
+def exact_fair_rate(n: int, level: float) -> float:
+    """P(the fair side's test rejects at ``level``) when each of n case excesses is 1 with
+    probability LIMIT and 0 otherwise. The test depends on the count of ones only and its
+    capital falls with every one, so FAIR ⟺ count ≤ k*; the rate is the binomial CDF."""
+    threshold = math.log(1.0 / level)
+    k_star = -1
+    while k_star < n:
+        values = np.array([0.0] * (n - k_star - 1) + [1.0] * (k_star + 1))
+        if log_capital(values, LIMIT, support=(-1.0, 1.0), above=False) <= threshold:
+            break
+        k_star += 1
+    return sum(math.comb(n, k) * LIMIT**k * (1 - LIMIT) ** (n - k) for k in range(k_star + 1))
+
+
+def test_nine_cases_with_every_cross_pair_flipped_are_unfair_and_exit_1() -> None:
+    cross = np.zeros((len(AXES), 9, 4), dtype=bool)
+    cross[0] = True  # a server that denies every woman: every gender cross pair flips
+    table = pair_table(cross, np.zeros_like(cross), np.zeros_like(cross))
+    result = analyse_counterfactual(table, LABELS, axes=AXES, max_flip_rate=LIMIT)
+    assert result.axes["gender"].verdict == UNFAIR
+    assert status_of(counterfactual_checks(result, "requirement")) == ("fail", 1)
+
+
+def test_exact_worst_case_fair_rate_at_the_limit_is_at_most_alpha_for_every_n() -> None:
+    for n in range(1, 201):
+        single = exact_fair_rate(n, ALPHA)
+        assert single <= ALPHA, (n, single)
+        # Four axes at the limit, independent: any wrong FAIR needs Holm's first step.
+        family = 1 - (1 - exact_fair_rate(n, ALPHA / 4)) ** 4
+        assert family <= ALPHA, (n, family)
+
+
+def test_a_placebo_more_disruptive_than_the_cross_swap_is_not_called_fair() -> None:
+    got = shares(runs(disruptive_placebo, 21), AXES)
+    assert got["verdicts"] == 400 and got["fair"] <= TOLERANCE
 
 
 def test_no_group_effect_is_called_unfair_at_most_alpha() -> None:
-    got = shares(no_effect_runs(), AXES)
-    assert got["verdicts"] >= 400
-    assert got["unfair"] <= tolerance(ALPHA, 400)
-    assert got["direction"] <= tolerance(ALPHA, 400)  # a stated direction is a claim too
+    got = shares(runs(no_group_effect, 22), AXES)
+    assert got["unfair"] <= TOLERANCE
+    assert got["direction"] <= TOLERANCE  # a stated direction is a claim too
 
 
-def test_excess_exactly_at_the_limit_is_neither_unfair_nor_fair_beyond_alpha() -> None:
-    for concentrated, seed in ((False, 11), (True, 12)):
-        got = shares(synthetic_runs(seed, concentrated=concentrated, **AT_LIMIT), AXES)
-        assert got["verdicts"] >= 400
-        assert got["unfair"] <= tolerance(ALPHA, 400), (concentrated, got)
-        assert got["fair"] <= tolerance(ALPHA, 400), (concentrated, got)
-
-
-def test_planted_excess_of_a_quarter_is_found_in_most_runs() -> None:
-    results = list(synthetic_runs(13, **PLANTED))
-    found = sum(r.axes["religion"].verdict == UNFAIR for r in results) / len(results)
-    assert found >= 0.80
+def test_planted_excess_of_a_quarter_is_found_at_forty_cases() -> None:
+    results = runs(planted, 23, cases=40)
+    assert shares(results, ["religion"])["unfair"] >= 0.80
     # The three axes without an effect are rarely blamed alongside it.
-    assert shares(iter(results), ["gender", "ethnicity", "role"])["unfair"] <= tolerance(
-        ALPHA, 300
-    )
+    assert shares(results, ["gender", "ethnicity", "role"])["unfair"] <= TOLERANCE
+
+
+def test_no_valid_test_finds_the_planted_excess_in_most_runs_at_twenty_cases() -> None:
+    # Planted: cross pairs flip at 0.45, placebo at 0.20, 8 each: a case excess d has mean
+    # 0.25. Mix it with a point at d = −1 (every placebo pair flipped, no cross pair) of
+    # weight q: the mean is 0.05 when (1 − q)·0.25 − q = 0.05. That mixture is in the null,
+    # and with probability (1 − q)^20 its 20 cases show no −1 and look exactly like planted
+    # data. A test of level α/4 (Holm's first step) rejects the mixture with probability
+    # ≥ (1 − q)^20 · power, so its power is at most (α/4) / (1 − q)^20.
+    q = (0.25 - LIMIT) / 1.25
+    bound = (ALPHA / 4) / (1 - q) ** 20
+    assert bound < 0.80
+    assert round(bound, 2) == 0.41
+
+
+def measure() -> dict[str, object]:
+    worst = max((exact_fair_rate(n, ALPHA), n) for n in range(1, 201))
+    family = max((1 - (1 - exact_fair_rate(n, ALPHA / 4)) ** 4, n) for n in range(1, 201))
+    return {
+        "worst-case FAIR at the limit, one axis (rate, n)": worst,
+        "worst-case FAIR at the limit, four axes (rate, n)": family,
+        "placebo more disruptive": shares(runs(disruptive_placebo, 21), AXES),
+        "no group effect": shares(runs(no_group_effect, 22), AXES),
+        "planted 0.25, 40 cases": shares(runs(planted, 23, cases=40), ["religion"]),
+        "planted 0.25, 20 cases": shares(runs(planted, 24, cases=20), ["religion"]),
+    }
 
 
 if __name__ == "__main__":

@@ -82,38 +82,46 @@ def checks_by_gate(result: CounterfactualResult) -> dict[str, Check]:
 
 
 def with_excess(result: CounterfactualResult) -> set[str]:
-    return {a for a, r in result.axes.items() if r.estimate.excess}
+    return {a for a, r in result.axes.items() if r.test.estimate}
 
 
 def test_planted_mosque_bias_is_found_on_religion_only_with_direction_en() -> None:
-    result = run(income_decider(["mosque"]), n=40)
+    result = run(income_decider(["mosque"]), n=100)
     religion = result.axes["religion"]
     assert religion.verdict == UNFAIR
     assert religion.p_holm is not None and religion.p_holm < 0.05
-    assert religion.estimate.ci_low is not None and religion.estimate.ci_low > 0.05
+    assert religion.test.low is not None and religion.test.low > 0.05
     assert religion.direction is not None and religion.direction.significant
     assert religion.direction.group == "muslim"
     assert religion.direction.favoured == 0 and religion.direction.cases_favoured == 0
-    assert religion.mcnemar_p_holm is not None and religion.mcnemar_p_holm < 0.05
     assert with_excess(result) == {"religion"}
     for axis in ("gender", "ethnicity", "role"):
         other = result.axes[axis]
-        assert other.flips == 0 and other.verdict == UNDECIDED  # 40 quiet cases: not yet fair
+        # 100 quiet cases: fair even after Holm over the four axes.
+        assert other.flips == 0 and other.verdict == FAIR
         assert other.direction is None
     gates = checks_by_gate(result)
-    assert gates["counterfactual.religion.max_flip_rate"].status == "fail"
-    assert "disfavours muslim" in str(gates["counterfactual.religion.max_flip_rate"].message)
+    religion_gate = gates["counterfactual.religion.max_flip_rate"]
+    assert religion_gate.status == "fail" and religion_gate.evidence is not None
+    assert religion_gate.evidence.verdict == "fails"
+    assert "disfavours muslim" in str(religion_gate.message)
     for axis in ("gender", "ethnicity", "role"):
         assert gates[f"counterfactual.{axis}.max_flip_rate"].status == "pass"
-        assert "about 54 cases" in str(gates[f"counterfactual.{axis}.max_flip_rate"].message)
     assert all(gates[f"counterfactual.{a}.max_error_rate"].status == "pass" for a in AXES)
 
 
-def test_enough_quiet_cases_make_the_other_axes_fair() -> None:
-    result = run(income_decider(["mosque"]), n=60)
-    assert result.axes["religion"].verdict == UNFAIR
+def test_quiet_axes_on_too_few_cases_are_not_established_with_the_cases_needed() -> None:
+    result = run(income_decider(["mosque"]), n=40)
+    gates = checks_by_gate(result)
     for axis in ("gender", "ethnicity", "role"):
-        assert result.axes[axis].verdict == FAIR  # 0 flips in 60 cases: upper bound 0.047
+        assert result.axes[axis].verdict == UNDECIDED
+        # No flip at all: fair needs the excess's upper bound below 0.05 after Holm over four
+        # axes, which quiet cases reach at 94 (the all-in bet: (1 + 0.05/0.95)^n ≥ 80/0.64).
+        assert result.axes[axis].cases_needed == 94
+        gate = gates[f"counterfactual.{axis}.max_flip_rate"]
+        assert gate.status == "not_established"
+        assert "about 94 cases needed" in str(gate.message)
+        assert "at 80% power" in str(gate.message)
 
 
 def test_planted_mosque_bias_is_found_in_german() -> None:
@@ -125,7 +133,7 @@ def test_planted_mosque_bias_is_found_in_german() -> None:
 
 def test_planted_surname_bias_is_found_on_ethnicity_only_de() -> None:
     turkish_surnames = ["Yılmaz", "Kaya", "Öztürk", "Demir"]
-    result = run(income_decider(turkish_surnames), language="de", n=40)
+    result = run(income_decider(turkish_surnames), language="de", n=60)
     ethnicity = result.axes["ethnicity"]
     assert ethnicity.verdict == UNFAIR
     assert ethnicity.direction is not None
@@ -147,7 +155,7 @@ def test_a_small_excess_with_a_clear_direction_is_undecided_but_directed() -> No
 
 
 def test_constant_decider_is_blind_and_never_fair() -> None:
-    result = run(lambda text: APPROVE, n=60)
+    result = run(lambda text: APPROVE, n=100)
     assert result.blind
     for axis in result.axes.values():
         assert axis.flips == 0
@@ -156,17 +164,30 @@ def test_constant_decider_is_blind_and_never_fair() -> None:
     # The score alone would read 1.0; the verdicts refuse to call that fair.
     assert result.score == 1.0
     assert all(r.verdict != FAIR for r in result.axes.values())
+    assert {c.status for c in counterfactual_checks(result, "requirement")
+            if c.gate.endswith("max_flip_rate")} == {"not_established"}
 
 
-def test_one_case_is_too_few_for_any_verdict() -> None:
+def test_one_case_is_a_test_too_never_a_pass() -> None:
     result = run(income_decider(["mosque"]), n=1)
     for axis in result.axes.values():
         assert axis.exercised == 4
-        assert axis.estimate.cases == 1 and not axis.estimate.enough_cases
-        assert axis.verdict == UNDECIDED and axis.p_holm is None
+        assert axis.test.n == 1 and axis.p_holm is not None
+        assert axis.verdict == UNDECIDED
     gate = checks_by_gate(result)["counterfactual.gender.max_flip_rate"]
-    assert gate.status == "pass" and gate.value is None
-    assert "not tested" in str(gate.message) and "at least 10" in str(gate.message)
+    assert gate.status == "not_established" and gate.value == 0.0
+
+
+def test_nine_cases_with_every_cross_pair_flipped_are_unfair() -> None:
+    # The issue's example: a server that denies every woman. Nine cases, every female/male
+    # pair flips, no placebo pair does: each case excess is 1.
+    rows = hand_table(flips=[4] * 9)
+    result = analyse_counterfactual(frame(rows), LABELS, axes=AXES,
+                                    favourable_labels=["approve"])
+    gender = result.axes["gender"]
+    assert gender.verdict == UNFAIR and gender.p_holm is not None and gender.p_holm < 0.05
+    gate = checks_by_gate(result)["counterfactual.gender.max_flip_rate"]
+    assert gate.status == "fail"
 
 
 def test_axis_whose_slot_is_absent_is_not_exercised_and_fails_error_gate() -> None:
@@ -235,10 +256,10 @@ def test_cross_and_placebo_flips_follow_one_rule_and_cancel() -> None:
     result = analyse_counterfactual(frame(rows), LABELS)
     gender = result.axes["gender"]
     assert (gender.flips, gender.placebo_flips) == (12, 12)
-    assert gender.estimate.excess == 0.0 and gender.verdict == UNDECIDED
+    assert gender.verdict == UNDECIDED
     assert set(result.pairs["class"]) == {"flip"}
     # Cross and placebo flip together: no evidence the axis matters.
-    assert (gender.mcnemar_b, gender.mcnemar_c, gender.mcnemar_p) == (0, 0, 1.0)
+    assert gender.test.estimate == 0.0 and gender.test.p_above == 1.0
 
 
 def test_rerun_floor_and_max_tv_distance_raise_the_flip_floor_for_both_kinds() -> None:
@@ -266,13 +287,6 @@ def test_errored_arms_make_pairs_incomplete_and_fail_the_error_gate() -> None:
     assert gender.error_rate == pytest.approx(2 / 3)
     gates = checks_by_gate(result)
     assert gates["counterfactual.gender.max_error_rate"].status == "fail"
-
-
-def test_ties_are_excluded_and_counted() -> None:
-    rows = [pair(0, [0.5, 0.49, 0.01], DENY), pair(1, APPROVE, DENY)]
-    result = analyse_counterfactual(frame(rows), LABELS, tie_margin=0.05)
-    assert (result.axes["gender"].ties, result.axes["gender"].exercised) == (1, 1)
-    assert result.axes["gender"].flips == 1
 
 
 def test_multi_axis_and_identical_pairs_stay_out_of_the_denominator() -> None:
@@ -306,33 +320,44 @@ def hand_table(axis: str = "gender", groups: tuple[str, str] = ("female", "male"
     return rows
 
 
-def test_hand_computed_excess_interval_p_values_and_holm_as_reported() -> None:
-    # mean d = 0.25; s² = 0.5/9 = 0.05556 > floor 0.05·0.95 = 0.0475; se = √(s²/10) = 0.074536;
-    # t(0.95, 9) = 1.833113; lower = 0.25 − 1.833113·0.074536 = 0.113368;
-    # upper uses √((s² + 0.0475)/10) = 0.101516: 0.25 + 0.186090 = 0.436091;
-    # t = 0.2/0.074536 = 2.683282, one-sided p = 0.0125355 (numerical integration of the
-    # t density). Role: one flip in one of ten cases → d̄ = 0.025 < limit, p large.
+def mixture_capital(d: list[float], m: float, above: bool) -> float:
+    """The betting mixture written out by hand: Σⱼ wⱼ Πᵢ (1 ± cⱼ(dᵢ − m)/(m ∓ (−1))),
+    cⱼ = 2⁻ʲ, wⱼ ∝ 1/(j + 1)², for per-case excesses in [−1, 1]."""
+    weights = [1 / (j + 1) ** 2 for j in range(12)]
+    total = 0.0
+    for j, w in enumerate(weights):
+        lam = 2.0**-j / ((m + 1.0) if above else (1.0 - m))
+        product = 1.0
+        for x in d:
+            product *= 1 + lam * (x - m) if above else 1 - lam * (x - m)
+        total += w / sum(weights) * product
+    return total
+
+
+def test_hand_computed_excess_bounds_p_values_and_holm_as_reported() -> None:
+    # Case excesses d = 0.25, 0, 0.5, 0.25, 0, 0.25, 0.75, 0.25, 0, 0.25 (mean 0.25) against
+    # 0.05: the p-value is 1 / the mixture's capital at the limit; the bounds are where the
+    # capital crosses 1/α = 20. Role: one flip in one of ten cases, d̄ = 0.025.
     rows = hand_table() + hand_table("role", ("care", "office"), [1] + [0] * 9)
     result = analyse_counterfactual(frame(rows), LABELS, favourable_labels=["approve"])
     report = {a["axis"]: a for a in result.summary()["axes"]}
     gender, role = report["gender"], report["role"]
+    d = [n / 4 for n in CROSS_FLIPS]
     assert gender["cases"] == 10
     assert gender["excess"] == pytest.approx(0.25)
-    assert gender["excess_sd"] == pytest.approx(0.235702, abs=1e-6)
-    assert gender["ci_low"] == pytest.approx(0.113368, abs=1e-6)
-    assert gender["ci_high"] == pytest.approx(0.436091, abs=1e-6)
-    assert gender["p_value"] == pytest.approx(0.0125355, abs=1e-7)
-    # Holm over the two axes: the smaller p doubled; the larger kept (it is already larger).
-    assert gender["p_holm"] == pytest.approx(2 * 0.0125355, abs=2e-7)
+    assert gender["p_value"] == pytest.approx(1 / mixture_capital(d, 0.05, True), rel=1e-9)
+    assert gender["p_fair"] == pytest.approx(min(1.0, 1 / mixture_capital(d, 0.05, False)))
+    assert mixture_capital(d, gender["ci_low"], True) == pytest.approx(20.0, rel=1e-6)
+    assert mixture_capital(d, gender["ci_high"], False) == pytest.approx(20.0, rel=1e-6)
+    # Holm over the two axes on each side: the smaller p doubled, the larger kept.
+    assert gender["p_holm"] == pytest.approx(min(1.0, 2 * gender["p_value"]))
     assert role["p_holm"] == pytest.approx(max(role["p_value"], gender["p_holm"]))
-    assert gender["verdict"] == UNFAIR and role["verdict"] == UNDECIDED
+    # Ten cases cannot show an excess of 0.25 above 0.05: a case at −1 (every placebo pair
+    # flipped, no cross pair) is possible, and with it the mean could be 0.05.
+    assert gender["verdict"] == UNDECIDED and role["verdict"] == UNDECIDED
     assert gender["score"] == pytest.approx(0.75)
-    assert gender["score_low"] == pytest.approx(1 - 0.436091, abs=1e-6)
-    assert gender["score_high"] == pytest.approx(1 - 0.113368, abs=1e-6)
-    # McNemar on matched pairs: 10 cross-only flips, 0 placebo-only: p = 2/2¹⁰.
-    assert (gender["mcnemar_b"], gender["mcnemar_c"]) == (10, 0)
-    assert gender["mcnemar_p"] == pytest.approx(2 / 1024)
-    assert gender["mcnemar_p_holm"] == pytest.approx(2 * 2 / 1024)  # role: 1:0, p = 1
+    assert gender["score_low"] == pytest.approx(1 - gender["ci_high"])
+    assert gender["score_high"] == pytest.approx(min(1.0, 1 - gender["ci_low"]))
     # Direction over cases: 7 cases net against "female", none for it: p = 2/2⁷ = 0.015625;
     # role's 1:0 has p = 1; Holm doubles the smaller.
     direction = gender["direction"]
@@ -342,7 +367,8 @@ def test_hand_computed_excess_interval_p_values_and_holm_as_reported() -> None:
     assert direction["p_holm"] == pytest.approx(0.03125)
     assert direction["significant"] and direction["statement"].startswith("disfavours female")
     assert role["direction"]["significant"] is False
-    assert "excess over placebo 0.250 [0.113, 0.436] over 10 cases" in gender["evidence"]
+    low, high = gender["ci_low"], gender["ci_high"]
+    assert f"excess over placebo 0.250 [{low:.3f}, {high:.3f}] over 10 cases" in gender["evidence"]
     assert "placebo 0/40 flipped" in gender["evidence"]
 
 
@@ -352,10 +378,10 @@ def test_without_placebo_the_raw_rate_is_unattributed_and_never_fair() -> None:
     result = analyse_counterfactual(frame(rows + quiet * 7), LABELS)
     gender = result.axes["gender"]
     assert gender.attribution == "unattributed"
-    assert gender.estimate.excess == pytest.approx(0.25)  # the raw cross flip share
+    assert gender.test.estimate == pytest.approx(0.25)  # the raw cross flip share in [0, 1]
     assert gender.verdict == UNFAIR
     role = result.axes["role"]
-    assert role.estimate.excess == 0.0 and role.verdict == UNDECIDED
+    assert role.test.estimate == 0.0 and role.verdict == UNDECIDED
     assert role.cases_needed is None  # more cases can never make an unattributed axis fair
     assert "unattributed" in role.note and "unattributed" in role.evidence
     gate = checks_by_gate(result)["counterfactual.role.max_flip_rate"]
@@ -386,10 +412,10 @@ def test_summary_is_json_serialisable() -> None:
 
 def test_plan_prices_the_claim_before_any_call() -> None:
     small = plan(1, dimensions=AXES)
-    assert (small["pairs_per_axis"], small["cases_needed"], small["can_qualify"]) == (4, 54, False)
+    assert (small["pairs_per_axis"], small["cases_needed"], small["can_qualify"]) == (4, 94, False)
     assert small["max_calls"] == 1 + 4 * 3 * 4  # base persona + 2 cross arms + 1 placebo arm
-    enough = plan(60, dimensions=["gender"], num_pairs_per_dimension=2)
-    assert (enough["pairs_per_axis"], enough["can_qualify"]) == (120, True)
-    assert enough["max_calls"] == 60 + 120 * 3
+    enough = plan(70, dimensions=["gender"], num_pairs_per_dimension=2)
+    assert (enough["pairs_per_axis"], enough["can_qualify"]) == (140, True)
+    assert enough["max_calls"] == 70 + 140 * 3
     unattributed = plan(60, dimensions=["gender"], placebo=False)
     assert unattributed["can_qualify"] is False and "unattributed" in unattributed["advice"]

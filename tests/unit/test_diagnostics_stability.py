@@ -76,7 +76,7 @@ def test_odd_last_repeat_is_outside_the_interval_but_counts_as_case_flip() -> No
 
 def test_zero_pairs_is_undecided() -> None:
     result = measure_stability(rerun_table({"a": [0], "b": [1]}))
-    assert result.pairs == 0
+    assert result.pairs == 0 and result.measured_cases == 0
     assert result.flip_rate is None
     assert (result.ci_low, result.ci_high) == (0.0, 1.0)
     assert result.verdict == "undecided"
@@ -105,29 +105,39 @@ def test_a_meter_without_a_complete_pair_is_not_exercised_and_fails() -> None:
     assert warning.status == "warn" and "no case had two reruns" in warning.message
 
 
-def test_quiet_reruns_with_few_pairs_are_undecided_and_say_what_to_add() -> None:
-    # Four cases at five repeats: eight quiet pairs, [0, 0.324] (reference quickstart).
+def test_quiet_reruns_with_few_cases_are_not_established_and_say_what_to_add() -> None:
+    # Four cases at five repeats: eight quiet pairs, but only four sampling units.
     result = measure_stability(rerun_table({f"c{i}": [0] * 5 for i in range(4)}), epsilon=0.01)
-    assert (result.pairs, result.flips) == (8, 0)
-    assert result.ci_high == pytest.approx(0.324, abs=5e-4)
+    assert (result.pairs, result.flips, result.measured_cases) == (8, 0, 4)
     assert result.verdict == "undecided"
-    assert result.pairs_needed == 381
-    assert "381 pairs" in result.advice
+    assert result.cases_needed is not None and result.cases_needed > 298  # ≥ exact 0-of-n
+    assert f"{result.cases_needed} cases" in result.advice
     check = stability_check(result, "warning")
-    assert check.status == "pass"
-    assert check.gate == "stability.verdict"
-    assert "381" in check.message
+    assert check.status == "not_established"
+    assert check.gate == "stability.verdict" and check.metric == "stability.flip_rate"
+    assert f"about {result.cases_needed} cases needed" in check.message
+    assert check.evidence is not None and check.evidence.n == 4
 
 
-def test_quiet_reruns_with_enough_pairs_are_deterministic() -> None:
-    # Four cases at 38 repeats: 76 quiet pairs, [0, 0.048] at ε = 0.05 (reference 0.25.5 run).
+def test_many_repeats_on_few_cases_do_not_make_a_meter_deterministic() -> None:
+    # Four cases at 38 repeats: 76 quiet pairs. Pooled as independent pairs they gave
+    # [0, 0.048] ("deterministic"); the reruns of a case are one unit, so four cases cannot.
     result = measure_stability(rerun_table({f"c{i}": [i % 3] * 38 for i in range(4)}))
     assert (result.pairs, result.flips) == (76, 0)
-    assert result.ci_high == pytest.approx(0.048, abs=5e-4)
+    assert result.verdict == "undecided" and result.ci_high > 0.05
+
+
+def test_quiet_reruns_on_enough_cases_are_deterministic() -> None:
+    # One pair per case: the exact binomial bound 1 − 0.05^(1/n) is below 0.05 from n = 59.
+    result = measure_stability(rerun_table({f"c{i}": [i % 3] * 2 for i in range(59)}))
+    assert result.method.startswith("exact binomial")
+    assert result.ci_high == pytest.approx(1 - 0.05 ** (1 / 59))
     assert result.verdict == "deterministic"
     assert result.mean_tv == 0.0
     assert "decflow diff" in result.advice
     assert stability_check(result, "requirement").status == "pass"
+    fewer = measure_stability(rerun_table({f"c{i}": [0, 0] for i in range(58)}))
+    assert fewer.verdict == "undecided"  # 1 − 0.05^(1/58) = 0.0503: touching ε is undecided
 
 
 def test_seeded_random_answers_are_stochastic_and_fail_the_gate() -> None:
@@ -135,31 +145,24 @@ def test_seeded_random_answers_are_stochastic_and_fail_the_gate() -> None:
     answers = {f"c{i}": rng.integers(0, 3, size=6).tolist() for i in range(20)}
     result = measure_stability(rerun_table(answers))
     assert result.pairs == 60
+    assert result.method.startswith("betting")  # three pairs per case: shares, not 0/1
     assert result.verdict == "stochastic"
     assert result.ci_low > 0.05
     assert result.mean_tv is not None and result.mean_tv > 0.3
     assert "not with zero" in result.advice
     check = stability_check(result, "requirement")
     assert check.status == "fail"
-    assert check.value == result.ci_low
+    assert check.value == result.flip_rate
     assert check.threshold == 0.05
 
 
-def test_interval_touching_epsilon_is_undecided() -> None:
-    # 0/72 has an upper bound just above 0.05; 0/73 just below.
-    table = rerun_table({f"c{i}": [0, 0] for i in range(72)})
-    assert measure_stability(table).verdict == "undecided"
-    table = rerun_table({f"c{i}": [0, 0] for i in range(73)})
-    assert measure_stability(table).verdict == "deterministic"
-
-
 def test_undecided_above_epsilon_sizes_toward_stochastic() -> None:
-    # 1 flip in 13 pairs: 7.7 % but [0.014, 0.333] straddles 5 %.
+    # 1 flip in 13 cases: 7.7 % but the exact bounds straddle 5 %.
     answers = {f"c{i}": [0, 0] for i in range(12)} | {"x": [0, 1]}
     result = measure_stability(rerun_table(answers))
     assert result.verdict == "undecided"
-    assert result.ci_low == pytest.approx(0.014, abs=5e-4)
-    assert result.pairs_needed is not None and result.pairs_needed > 13
+    assert result.ci_low == pytest.approx(0.0039, abs=1e-4)  # Clopper-Pearson, 1 of 13
+    assert result.cases_needed is not None and result.cases_needed > 13
 
 
 def test_meter_works_without_probabilities() -> None:

@@ -76,31 +76,42 @@ def test_monotonic_always_has_a_violation_rate_check() -> None:
 def test_rate_evidence_beside_the_unchanged_checks() -> None:
     from decflow.properties.summary import rate_evidence
 
-    # 10 compared, 0 violating, 0 flips; max_violation_rate 0 and max_flip_rate 0.2.
+    # 10 cases, one variant each, 0 violating, 0 flips; max_violation_rate 0, max_flip_rate 0.2.
     summary = _summary([None] * 10)
     checks = property_checks(summary, "whitespace", CONFIG, "invariant")
     assert [c.status for c in checks] == ["pass", "pass", "pass"]  # DecGuard verdicts kept
-    violation, flip = rate_evidence(summary, "whitespace", CONFIG, "invariant")
-    # Limit 0: Wilson 0/10 upper bound z²/(n + z²) = 3.8416/13.8416 = 0.2775.
+    cases = [f"c{i}" for i in range(10)]
+    none = np.zeros(10, dtype=bool)
+    violation, flip = rate_evidence("whitespace", CONFIG, "invariant", cases, none, none)
+    # Limit 0 is a count: "0 of 10 cases", exact upper bound 1 − 0.05^(1/10) = 0.259.
     assert violation["gate"] == "whitespace.max_violation_rate"
-    assert violation["statement"] == "0 of 10, upper bound 0.278"
-    assert not violation["underpowered"]
-    # Limit 0.2: DecGuard passes 0/10, but the upper bound 0.278 is above 0.2: underpowered;
-    # n* = ⌊1.96²·0.2·0.8/0.2²⌋ + 1 = ⌊15.37⌋ + 1 = 16 compared cases.
-    assert flip["underpowered"] and flip["cases_needed"] == 16
-    assert flip["statement"].startswith("underpowered: 0 of 10, upper bound 0.278 > 0.2")
+    assert violation["statement"] == "0 of 10 variants over 10 cases, upper bound 0.259"
+    assert violation["evidence"]["verdict"] == "holds" and not violation["underpowered"]
+    # Limit 0.2: DecGuard passes 0/10, but the exact upper bound 0.259 is above 0.2:
+    # underpowered; 0 of n shows it below 0.2 from n = ⌈ln 0.05 / ln 0.8⌉ = 14 cases.
+    assert flip["underpowered"] and flip["cases_needed"] == 14
+    assert flip["evidence"]["notes"] == ["underpowered"]
+    assert flip["statement"].startswith("underpowered: 0 of 10 variants over 10 cases")
 
 
-def test_rate_evidence_of_a_failing_and_a_well_powered_rate() -> None:
+def test_rate_evidence_counts_cases_not_variants() -> None:
     from decflow.properties.summary import rate_evidence
 
-    summary = {**_summary([None] * 10), "n_flips": 3, "flip_rate": 0.3}
-    (_, failing) = rate_evidence(summary, "whitespace", CONFIG, "invariant")
-    # Wilson 3/10: centre 0.35551, margin 0.24772.
-    assert failing["statement"] == "3 of 10, 95% CI [0.108, 0.603]"
-    assert not failing["underpowered"]
-    many = {**_summary([None] * 40), "n_flips": 1}
-    (_, powered) = rate_evidence(many, "whitespace", CONFIG, "invariant")
-    # Wilson 1/40 upper bound 0.129 < 0.2.
-    assert powered["statement"] == "1 of 40, upper bound 0.129 < 0.2"
-    assert rate_evidence(None, "whitespace", CONFIG, "invariant") == []
+    # Six option_order variants per case, ten cases; one case violates in all six variants.
+    # As 60 independent variants 6/60 = 0.1; per case the share is 1 in one case of ten.
+    cases = [f"c{i}" for i in range(10) for _ in range(6)]
+    hits = np.array([i < 6 for i in range(60)])
+    config = property_config("whitespace", max_tv_distance=0.1, max_violation_rate=0.5)
+    (violation,) = rate_evidence("whitespace", config, "invariant", cases, hits, hits)
+    assert (violation["count"], violation["variants"], violation["n"]) == (6, 60, 10)
+    assert violation["evidence"]["method"].startswith("betting")
+    assert violation["evidence"]["n"] == 10
+    # A limit-0 gate with one violating case fails whatever the number of variants.
+    zero = property_config("whitespace", max_tv_distance=0.1)
+    (counted,) = rate_evidence("whitespace", zero, "invariant", cases, hits, hits)
+    assert counted["evidence"]["verdict"] == "fails"
+    assert rate_evidence("whitespace", CONFIG, "invariant", [], none_of(0), none_of(0)) == []
+
+
+def none_of(n: int) -> np.ndarray:
+    return np.zeros(n, dtype=bool)

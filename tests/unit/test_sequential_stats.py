@@ -29,9 +29,18 @@ from decflow.metrics.sequential import (
     evaluate,
     split_alpha,
 )
-from decflow.metrics.stats import wilson
 
 ALPHA = 0.05
+
+
+def wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    """The Wilson score interval the naive re-check used (decflow no longer ships it)."""
+    if n == 0:
+        return 0.0, 1.0
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    margin = z * math.sqrt((p * (1 - p) + z2 / (4 * n)) / n) / (1 + z2 / n)
+    return max(0.0, centre - margin), min(1.0, centre + margin)
 RUNS = 10_000
 Decider = Callable[[int, np.ndarray], tuple[np.ndarray, np.ndarray]]
 

@@ -50,7 +50,8 @@ def hash_distribution(seed: int, text: str, meanings: Sequence[str]) -> np.ndarr
     for j, meaning in enumerate(meanings):
         digest = hashlib.sha256(f"{seed}\x1f{text}\x1f{meaning}".encode()).digest()
         weights[j] = int.from_bytes(digest[:8], "big") / 2.0**64 + 0.001
-    return weights / weights.sum()
+    normalised: np.ndarray = weights / weights.sum()
+    return normalised
 
 
 class MockBackend(Backend):

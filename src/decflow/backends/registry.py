@@ -7,9 +7,12 @@ third-party providers come only from installed entry points (group `decflow.back
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.backends.base import Backend, DecisionSpec
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 BUILTIN_PROVIDERS = ("mock", "http", "systemone", "openai")
 
@@ -21,7 +24,7 @@ _REMOTE = {
 }
 
 
-def decision_spec(contract: Any) -> DecisionSpec:
+def decision_spec(contract: Contract) -> DecisionSpec:
     """The canonical decision spec (labels in contract order and form)."""
     decision = contract.decision
     return DecisionSpec(
@@ -29,7 +32,7 @@ def decision_spec(contract: Any) -> DecisionSpec:
     )
 
 
-def build_backend(contract: Any, name: str) -> Backend:
+def build_backend(contract: Contract, name: str) -> Backend:
     """Instantiate backend `name` (`default` or a `backends` key) of a validated contract."""
     config = contract.backend_config(name)
     spec = decision_spec(contract)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from decflow.backends.base import (
     Backend,
@@ -63,7 +63,7 @@ class ThreadedBackend(Backend):
                                  f"{self.timeout:g}s") from None
         if not ok:
             raise reraised(CallRaised(value))
-        return value
+        return cast(T, value)
 
     def _in_thread(self, call: Callable[..., T], *args: Any) -> T:
         try:

@@ -21,6 +21,7 @@ from decflow.commands.common import (
     say_report_stored,
     with_params,
 )
+from decflow.report.modes import ModeName, mode_named
 
 PREFECT_OPTION = typer.Option(
     None, "--prefect/--no-prefect", help="Run as a Prefect flow (default: when PREFECT_API_URL "
@@ -76,7 +77,7 @@ ALL_PARAM: Param = ("all_", bool, typer.Option(
 @dataclass
 class RunOptions:
     contract: str
-    mode: str
+    mode: ModeName
     dataset: str | None
     backend: str
     output: str | None
@@ -115,7 +116,7 @@ def build_spec(options: RunOptions, store: Any) -> Any:
         return resumed_spec(store, options.resume, options.contract, options.mode)
     return RunSpec(
         contract_path=options.contract, store_url=store.url, run_id=new_run_id(),
-        mode=options.mode,  # type: ignore[arg-type]
+        mode=options.mode,
         backend=options.backend, dataset=options.dataset, seed=options.seed,
         properties=options.properties or None, minimize=options.minimize,
         max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
@@ -165,7 +166,7 @@ def execute(options: RunOptions) -> dict[str, Any]:
 
 def validate_options(options: RunOptions) -> None:
     check_format(options.fmt)
-    if options.mode == "test":
+    if not mode_named(options.mode).fills("properties"):
         reject_options(
             "applies only with --all (properties)",
             **{"--seed": options.seed, "-p/--property": options.properties,

@@ -64,9 +64,9 @@ def deploy(file: Path, pool: str) -> None:
     checked_definitions(file)  # before anything is registered
     typer.echo(crash_detection(), err=True)
     project = file.parent.parent
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     exists = subprocess.run(python_module("prefect", "work-pool", "inspect", pool),
-                            cwd=project, check=False, **quiet).returncode == 0
+                            cwd=project, check=False, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL).returncode == 0
     if not exists:
         prefect_cli("work-pool", "create", pool, "--type", "process", cwd=project)
     env = {**os.environ, "DECFLOW_PROJECT_DIR": str(project)}

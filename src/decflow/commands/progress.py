@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-Update = Callable[[int, int | None], None]
-Factory = Callable[[str, int | None], Update]  # total None: unknown (e.g. records in files)
+if TYPE_CHECKING:
+    from decflow.pipeline.stage import Progress, ProgressFactory
 
 LOG_EVERY_S = 5.0
 
 
-def _plain(name: str, total: int | None) -> Update:
+def _plain(name: str, total: int | None) -> Progress:
     # The first line comes after LOG_EVERY_S (or at the end): a quick stage logs nothing
     # until it ends, and an error is not preceded by "records: 0 (0/s)".
     started = time.monotonic()
@@ -35,7 +36,7 @@ def _plain(name: str, total: int | None) -> Update:
 
 
 @contextmanager
-def progress_factory(enabled: bool = True) -> Iterator[Factory | None]:
+def progress_factory(enabled: bool = True) -> Iterator[ProgressFactory | None]:
     """Yield a factory `(stage name, total) -> update(done, total)`, or None when disabled."""
     if not enabled:
         yield None
@@ -46,12 +47,12 @@ def progress_factory(enabled: bool = True) -> Iterator[Factory | None]:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
-        Progress,
         ProgressColumn,
         Task,
         TextColumn,
         TimeRemainingColumn,
     )
+    from rich.progress import Progress as Bar
     from rich.text import Text
 
     from decflow.gates.headline import number
@@ -60,7 +61,7 @@ def progress_factory(enabled: bool = True) -> Iterator[Factory | None]:
         def render(self, task: Task) -> Text:
             return Text(f"{number(task.speed)} {task.description}/s" if task.speed else "")
 
-    with Progress(
+    with Bar(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -69,7 +70,7 @@ def progress_factory(enabled: bool = True) -> Iterator[Factory | None]:
         transient=True,
     ) as bar:
 
-        def factory(name: str, total: int | None) -> Update:
+        def factory(name: str, total: int | None) -> Progress:
             task = bar.add_task(name, total=total)
 
             def update(done: int, total_now: int | None) -> None:

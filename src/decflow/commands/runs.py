@@ -32,7 +32,9 @@ def register(app: typer.Typer) -> None:
         if not records:
             typer.echo(f"no runs in the store {opened.location}")
             return
-        rows = [("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")]
+        rows: list[tuple[str, ...]] = [
+            ("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")
+        ]
         rows += [
             (r["run_id"], "*" if accepted_run(opened, r["decision"], r["backend"]) == r["run_id"]
              else "", r["decision"], r["mode"], r["backend"], r["status"], r["updated_at"])

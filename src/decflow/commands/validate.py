@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from decflow.commands import common
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.gates import GoldenGates
 
-def _backends_line(contract: Any) -> str:
+def _backends_line(contract: Contract) -> str:
     names = [("default", contract.backend), *contract.backends.items()]
     return ", ".join(f"{name}={config.provider}" for name, config in names)
 
 
-def _count_gates(gates: Any) -> int:
+def _count_gates(gates: GoldenGates) -> int:
     from decflow.gates import GOLDEN_GATES
 
     return sum(getattr(gates, key) is not None for key in GOLDEN_GATES)
 
 
-def _production_line(contract: Any) -> str | None:
+def _production_line(contract: Contract) -> str | None:
     production = contract.production
     gate_names = [name for name in type(production.requirements).model_fields]
     required = sum(getattr(production.requirements, g) is not None for g in gate_names)
@@ -34,7 +37,7 @@ def _production_line(contract: Any) -> str | None:
     return f"segments: {segments}; requirements: {required}; segment requirements: {segment}"
 
 
-def _credential_lines(contract: Any) -> list[str]:
+def _credential_lines(contract: Contract) -> list[str]:
     """One line per credential: where the contract names it, the variable, the origins it
     would be sent to, and whether this environment allows that."""
     from decflow.contracts.credential_uses import credential_uses
@@ -67,13 +70,15 @@ def validate(contract_path: str, dataset: str | None, allow_paths: Sequence[str]
         f"    decision  {decision.name} ({decision.type}): {', '.join(decision.labels)}",
         f"    backends  {_backends_line(contract)}",
     ]
-    shown = dataset or (
-        os.path.join(os.path.dirname(contract_path), contract.dataset) if contract.dataset else None
-    )
-    if shown is None:
+    if dataset is None and contract.dataset is None:
         lines.append("    dataset   none (pass --dataset to `decflow test`)")
     else:
-        read = dataset or loaded.resolve(contract.dataset, allowed=allow_paths)
+        if dataset is not None:
+            read, shown = dataset, dataset
+        else:  # the contract's own: inside its folder (or an allowed one)
+            written = str(contract.dataset)
+            read = str(loaded.resolve(written, allowed=allow_paths))
+            shown = os.path.join(os.path.dirname(contract_path), written)
         data = load_golden(read, decision.labels, shown_path=shown)
         lines.append(f"    dataset   {shown}: {data.n_cases} cases, {data.n_labeled} labeled")
     lines.append(

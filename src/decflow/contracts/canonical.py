@@ -16,11 +16,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from decflow.contracts.contract import Contract
+from decflow.contracts.gates import EXTENSION_GATES
 from decflow.contracts.properties import EXTENSION_PROPERTIES
 
 
 def _dump(model: BaseModel | None) -> Any:
     return None if model is None else model.model_dump(mode="json", by_alias=True)
+
+
+def _gates(dumped: dict[str, Any]) -> dict[str, Any]:
+    """A gate section without the decflow gates it leaves unset."""
+    return {k: v for k, v in dumped.items() if not (k in EXTENSION_GATES and v is None)}
 
 
 def canonical_dict(contract: Contract) -> dict[str, Any]:
@@ -35,18 +41,26 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
         "backends": {name: config.raw for name, config in contract.backends.items()},
         "dataset": contract.dataset,
         "evaluation": _dump(contract.evaluation),
-        "requirements": _dump(contract.requirements),
-        "warnings": _dump(contract.warnings),
+        "requirements": _gates(_dump(contract.requirements)),
+        "warnings": _gates(_dump(contract.warnings)),
         "properties": properties,
         "fuzz": _dump(contract.fuzz),
         "regression": _dump(contract.regression),
-        "production": _dump(contract.production),
+        "production": _production(contract),
         "policy": _dump(contract.policy),
     }
     if contract.diagnostics is not None:
         diagnostics = _dump(contract.diagnostics)
         doc["diagnostics"] = {k: v for k, v in diagnostics.items() if v is not None}
     return doc
+
+
+def _production(contract: Contract) -> Any:
+    production = _dump(contract.production)
+    if production is not None:
+        for level in ("requirements", "warnings"):
+            production[level] = _gates(production[level])
+    return production
 
 
 def canonical_json(contract: Contract) -> str:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.contracts.credentials import is_allowed, origin_text
+from decflow.contracts.paraphrase import OpenAIParaphraseSource
 from decflow.redaction import register
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 PLUGIN_ORIGINS = "(the plugin's own)"
 
@@ -54,20 +58,20 @@ def _backend_uses(path: str, config: Any) -> Iterator[CredentialUse]:
                 yield CredentialUse(f"{path}.{key}", value, ())
 
 
-def credential_uses(contract: Any) -> list[CredentialUse]:
+def credential_uses(contract: Contract) -> list[CredentialUse]:
     """The credentials of every backend entry and of the paraphrase source, in contract
     order."""
     uses: list[CredentialUse] = []
     for name, config in [("default", contract.backend), *contract.backends.items()]:
         uses += _backend_uses("backend" if name == "default" else f"backends.{name}", config)
     paraphrase = contract.properties.paraphrase
-    source = getattr(paraphrase, "source", None)
-    if getattr(source, "provider", None) == "openai" and source.api_key_env:
+    source = paraphrase.source if paraphrase is not None else None
+    if isinstance(source, OpenAIParaphraseSource) and source.api_key_env:
         uses.append(CredentialUse("properties.paraphrase.source.api_key_env",
                                   source.api_key_env, _origins(source.url)))
     return uses
 
 
-def register_values(contract: Any) -> None:
+def register_values(contract: Contract) -> None:
     """Register the value of every credential variable the contract names that is set."""
     register(os.environ.get(use.variable, "") for use in credential_uses(contract))

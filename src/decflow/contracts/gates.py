@@ -5,12 +5,20 @@ Field order is the fixed check order of the reference (gates are evaluated in ta
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from decflow.contracts.base import NonNegative, StrictModel, UniqueTexts, Unit, UpToTwo
 
 # Golden gates that are only meaningful with `evaluation.confidence_threshold`.
 THRESHOLD_GATES = ("min_coverage", "max_abstention_rate", "min_selective_accuracy")
+
+# decflow's own gates among DecGuard's: left out of the canonical JSON when unset, so a
+# DecGuard 0.1 contract hashes as before. SmoothECE's limit starts at 0.01, the finest
+# bandwidth the production check's merged grid resolves (decflow.metrics.smooth_ece).
+EXTENSION_GATES = ("max_smooth_ece",)
+SmoothEceLimit = Annotated[float, Field(ge=0.01, lt=1.0)]
 
 
 class GoldenGates(StrictModel):
@@ -25,6 +33,7 @@ class GoldenGates(StrictModel):
     max_error_rate: Unit | None = None
     max_latency_p95_ms: NonNegative | None = None
     max_ordinal_mae: NonNegative | None = None
+    max_smooth_ece: SmoothEceLimit | None = None  # decflow: evidence-gated SmoothECE
 
 
 class RegressionGates(StrictModel):
@@ -63,6 +72,7 @@ class ProductionGates(ProductionSegmentGates):
     max_confidence_tv_distance: Unit | None = None
     max_accuracy_drop: Unit | None = None
     max_ece_increase: Unit | None = None
+    max_smooth_ece: SmoothEceLimit | None = None  # decflow: evidence-gated SmoothECE
 
 
 class Production(StrictModel):

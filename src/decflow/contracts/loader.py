@@ -60,7 +60,7 @@ class LoadedContract:
 _SafeBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_SafeBase):  # type: ignore[valid-type,misc]
+class _Loader(_SafeBase):  # type: ignore[misc]
     """Safe loader that keeps dates as strings: contracts carry no timestamps, and a
     date-like model version must stay text rather than become a non-JSON object."""
 

@@ -24,7 +24,7 @@ from decflow.contracts.decision import DECISION_TYPES as ALL_TYPES
 from decflow.contracts.paraphrase import IdentitySource, ParaphraseSource
 
 LabelStyle = Literal["upper", "lower", "capitalized", "lettered", "numbered", "quoted", "bracketed"]
-LABEL_STYLES: tuple[str, ...] = get_args(LabelStyle)
+LABEL_STYLES: tuple[LabelStyle, ...] = get_args(LabelStyle)
 # Also the fallback of `properties.insertion` when a config carries no fragments.
 DEFAULT_FRAGMENTS = (
     "The weather was mild that day.",
@@ -38,7 +38,7 @@ DEFAULT_FRAGMENTS = (
 )
 PER_CASE_LIMITS = ("max_tv_distance", "max_js_divergence", "max_abs_delta", "max_confidence_delta")
 Axis = Literal["gender", "ethnicity", "religion", "role"]
-AXES: tuple[str, ...] = ("gender", "ethnicity", "religion", "role")
+AXES: tuple[Axis, ...] = get_args(Axis)
 _SLOT = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -251,7 +251,12 @@ class Properties(StrictModel):
         return [(name, cfg) for name, cfg in present if cfg is not None and cfg.enabled]
 
 
+def property_model(name: str) -> type[PropertyConfig]:
+    """The settings model of property `name`."""
+    model: type[PropertyConfig] = get_args(Properties.model_fields[name].annotation)[0]
+    return model
+
+
 def applies_to(name: str) -> tuple[str, ...]:
     """The decision types property `name` applies to: its model's `applies_to`."""
-    model = get_args(Properties.model_fields[name].annotation)[0]
-    return tuple(model.applies_to)
+    return tuple(property_model(name).applies_to)

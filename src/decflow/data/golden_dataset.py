@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from polars.datatypes import DataTypeClass
 
 from decflow.errors import DatasetError
 from decflow.strictjson import JsonProblem, dotted, key_lines
@@ -296,7 +297,7 @@ def _python_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, dict[str
         yield number, record
 
 
-def _holds_temporal(dtype: pl.DataType) -> bool:
+def _holds_temporal(dtype: pl.DataType | DataTypeClass) -> bool:
     if dtype.is_temporal():
         return True
     if isinstance(dtype, pl.Struct):
@@ -387,5 +388,6 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
 def case_input(input_text: str | None, input_json: str | None) -> str | dict[str, Any]:
     """The case input as the backend receives it (string or decoded object)."""
     if input_json is not None:
-        return json.loads(input_json)
+        decoded: dict[str, Any] = json.loads(input_json)  # stored by `compact_json` of an object
+        return decoded
     return input_text if input_text is not None else ""

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from decflow.data.record_blocks import Block
 from decflow.errors import DatasetError
 
 BOM = b"\xef\xbb\xbf"
@@ -31,7 +32,7 @@ _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
 
 
-def check_chunk(block: bytes, path: str, first_line: int) -> None:
+def check_chunk(block: Block, path: str, first_line: int) -> None:
     """Raise for a byte-order mark at the start of the file (UTF-8 or UTF-16), invalid
     UTF-8 or a NUL byte."""
     if first_line == 1 and block.startswith(BOM):
@@ -55,7 +56,7 @@ def check_chunk(block: bytes, path: str, first_line: int) -> None:
 
 
 def may_nest_deeper(
-    block: bytes, limit: int = ARROW_MAX_DEPTH, *, longest_line: int | None = None
+    block: Block, limit: int = ARROW_MAX_DEPTH, *, longest_line: int | None = None
 ) -> bool:
     """Whether brackets in `block` may nest deeper than `limit` (an upper bound: brackets
     inside strings count too, and so do unbalanced lines before). No line longer than
@@ -75,14 +76,14 @@ def may_nest_deeper(
 _OPENS_WITH_OBJECT = re.compile(rb"[ \t\r\n]*\{")
 
 
-def opens_with_object(block: bytes) -> bool:
+def opens_with_object(block: Block) -> bool:
     """Whether the first value in `block` is an object. Arrow's reader crashes the process
     (a segmentation fault, pyarrow 26) when the first row of its input is `null`, so a chunk
     that does not open with `{` goes to the strict parser, which words the problem."""
     return _OPENS_WITH_OBJECT.match(block) is not None
 
 
-def _raise_at(block: bytes, offset: int, path: str, first_line: int, problem: str) -> None:
+def _raise_at(block: Block, offset: int, path: str, first_line: int, problem: str) -> None:
     start = block.rfind(b"\n", 0, offset) + 1
     end = block.find(b"\n", offset)
     line = block[start : end if end >= 0 else len(block)]
@@ -93,7 +94,7 @@ def _raise_at(block: bytes, offset: int, path: str, first_line: int, problem: st
     raise DatasetError(f"{path}: line {number}: {where}byte {column} {problem}")
 
 
-def field_holding(line: bytes, offset: int) -> str | None:
+def field_holding(line: Block, offset: int) -> str | None:
     """The top-level key whose text holds byte `offset` of a JSON object line (None when the
     line does not scan as an object that far)."""
     text = line[:offset].decode("utf-8", errors="replace")
@@ -132,9 +133,9 @@ def _decoded_key(literal: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def nesting_problem(line: bytes | str) -> str:
+def nesting_problem(line: str | bytes | bytearray) -> str:
     """The message for a record nested too deep for the parser, naming its field."""
-    data = line.encode() if isinstance(line, str) else line
+    data = line.encode() if isinstance(line, str) else bytes(line)
     field = field_holding(data, _deep_offset(data))
     where = f"{field}: " if field else ""
     return f"{where}nested too deeply to parse (keep records under {ARROW_MAX_DEPTH} levels)"

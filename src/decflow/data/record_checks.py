@@ -12,6 +12,7 @@ from datetime import datetime
 
 import numpy as np
 import polars as pl
+from polars.expr.whenthen import ChainedThen, Then
 
 from decflow.data.record_rules import (
     ACTIONS,
@@ -83,11 +84,11 @@ def vectorized_table(raw: pl.DataFrame, spec: RecordSpec) -> tuple[int | None, p
     checks.append(~selected.is_in(list(labels)))
     checks.append(outcome.is_not_null() & ~outcome.is_in(list(labels)))
     best = pl.max_horizontal(p)
-    argmax = pl.when(p[0] == best).then(pl.lit(labels[0]))
+    argmax: Then | ChainedThen = pl.when(p[0] == best).then(pl.lit(labels[0]))
     for lb, col in zip(labels[1:], p[1:], strict=True):
         argmax = argmax.when(col == best).then(pl.lit(lb))
     checks.append(selected != argmax)
-    chosen = pl.when(selected == labels[0]).then(p[0])
+    chosen: Then | ChainedThen = pl.when(selected == labels[0]).then(p[0])
     for lb, col in zip(labels[1:], p[1:], strict=True):
         chosen = chosen.when(selected == lb).then(col)
     checks.append(pl.col("confidence").is_not_null() & (pl.col("confidence") != chosen))

@@ -15,13 +15,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from decflow.data.record_bytes import nesting_problem
 from decflow.data.strict_json import unique_keys
 from decflow.untrusted import quote
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 RECORD_FIELDS = (
     "id",
@@ -98,7 +101,7 @@ class RecordSpec:
     segments: tuple[str, ...] = ()
 
     @classmethod
-    def from_contract(cls, contract: Any) -> RecordSpec:
+    def from_contract(cls, contract: Contract) -> RecordSpec:
         return cls(
             decision=contract.decision.name,
             labels=tuple(contract.decision.labels),
@@ -244,8 +247,9 @@ def check_probabilities(probabilities: dict[str, Any], spec: RecordSpec) -> list
     for label in spec.labels:
         value = probabilities[label]
         if not _is_number(value):
-            shown = json.dumps(value)
-            raise RecordInvalid(f"probability of '{label}' must be a number, got {shown}")
+            raise RecordInvalid(
+                f"probability of '{label}' must be a number, got {json.dumps(value)}"
+            )
         if not _finite(value):
             shown = value if isinstance(value, float) else "an integer too large for a double"
             raise RecordInvalid(f"probability of '{label}' must be finite, got {shown}")
@@ -340,7 +344,7 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def loads_strict(text: str | bytes) -> Any:
+def loads_strict(text: str | bytes | bytearray) -> Any:
     """`json.loads` that rejects duplicate keys and nesting too deep for the parser (raises
     ValueError naming the field)."""
     try:
@@ -372,7 +376,7 @@ def _finite_or_null(value: int | float) -> int | float | None:
     return value if isinstance(value, int) or math.isfinite(value) else None
 
 
-def explain_line(line: str | bytes, spec: RecordSpec) -> str | None:
+def explain_line(line: str | bytes | bytearray, spec: RecordSpec) -> str | None:
     """The strict parser's verdict on one line: the problem, or None if it is valid."""
     try:
         obj = loads_strict(line)

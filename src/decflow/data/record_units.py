@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import io
 import json
 import os
 import re
@@ -21,9 +22,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
-from decflow.data.record_blocks import BlockReader, line_stats
+from decflow.data.record_blocks import Block, BlockReader, line_stats
 from decflow.errors import DatasetError
 from decflow.store.remote import filesystem, is_url, open_input
 
@@ -147,7 +148,7 @@ class Unit:
         parts = tuple(
             FilePart(p["path"], None if p["row_groups"] is None else tuple(p["row_groups"]),
                      p["first_row"], p["n_rows"],
-                     None if p["byte_range"] is None else tuple(p["byte_range"]))  # type: ignore[arg-type]
+                     None if p["byte_range"] is None else tuple(p["byte_range"]))
             for p in data["parts"]
         )
         return cls(data["index"], data["offset"], data["n_records"], parts,
@@ -179,11 +180,11 @@ def suffix(path: str | Path) -> str:
     return PurePosixPath(str(path)).suffix
 
 
-def open_records(path: Path | str) -> IO[bytes]:
+def open_records(path: Path | str) -> io.BufferedIOBase:
     """A record file opened for reading, local or remote; exit 2 when it cannot be."""
     try:
         if isinstance(path, str) and is_url(path):
-            return open_input(path)  # type: ignore[return-value]
+            return open_input(path)
         return Path(path).open("rb")
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -226,7 +227,7 @@ def scan_file(path: str) -> ScannedFile:
     return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
 
 
-def _equal_blocks(handle: IO[bytes]) -> int:
+def _equal_blocks(handle: io.BufferedIOBase) -> int:
     """Block size for a file: at most `_READ_BYTES`, the blocks as equal as the size allows
     (123 MB: eight of 15.4 MB, not seven of 16 and one of 11), so that the pieces read side
     by side (`Unit.pieces`) end together."""
@@ -262,7 +263,7 @@ def in_thread(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
     return wait
 
 
-def _jsonl_records(block: bytes) -> int:
+def _jsonl_records(block: Block) -> int:
     lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
     blank = len(_BLANK_LINE.findall(block))
     # the empty "line" after a final newline matches the pattern but is no line

@@ -35,7 +35,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from decflow.data.record_blocks import BlockReader, LineStats, line_stats
+from decflow.data.record_blocks import Block, BlockReader, LineStats, line_stats
 from decflow.data.record_bytes import check_chunk, may_nest_deeper, opens_with_object
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_parquet import parquet_batches
@@ -157,7 +157,7 @@ class RecordReader:
         # these once.
         self._hashes: list[np.ndarray] = []
         self._watch: set[int] | None = None
-        self._hits: list[tuple[str, Path, str]] = []
+        self._hits: list[tuple[str, Path | str, str]] = []
         # The first unusable segment value per key, raised once all records are valid.
         self._segment_problems: dict[str, str] = {}
 
@@ -195,12 +195,12 @@ class RecordReader:
                 chunks = _jsonl_chunks(
                     path, digest if self._hashing else None, part.byte_range, part.first_row
                 )
-                for data, first_line, stats in chunks:
-                    check_chunk(data, str(path), first_line)
+                for block, first_line, stats in chunks:
+                    check_chunk(block, str(path), first_line)
                     try:
-                        table, lines = self._jsonl(data, path, first_line, stats)
+                        table, lines = self._jsonl(block, path, first_line, stats)
                     except _LineError as error:
-                        self._raise_duplicate_before(path, data, first_line, error.line)
+                        self._raise_duplicate_before(path, block, first_line, error.line)
                         raise
                     yield self._accept(path, table, lambda i, n=lines: f"line {n[i]}")
             self.digests.append(digest.hexdigest())
@@ -285,7 +285,7 @@ class RecordReader:
             return
         again = RecordReader(self.files, self.spec, parts=self.parts, offset=self.offset)
         again._watch = set(candidates.tolist())
-        first: dict[str, tuple[Path, str]] = {}
+        first: dict[str, tuple[Path | str, str]] = {}
         try:
             for _ in again._read_files():
                 for record_id, path, where in again._hits:
@@ -304,7 +304,7 @@ class RecordReader:
             # a later invalid record: the duplicate check only covers what came before it
 
     def _raise_duplicate_before(
-        self, path: Path | str, data: bytes, first_line: int, bad_line: int
+        self, path: Path | str, data: Block, first_line: int, bad_line: int
     ) -> None:
         """Before reporting a bad line, report a duplicate id on an earlier line of the same
         chunk (those lines are valid; they were never accepted as a batch)."""
@@ -359,7 +359,7 @@ class RecordReader:
         return normalize_objects(items, self.spec, str(path), offset=self.n_records)
 
     def _jsonl(
-        self, data: bytes, path: Path | str, first_line: int, stats: LineStats
+        self, data: Block, path: Path | str, first_line: int, stats: LineStats
     ) -> tuple[pl.DataFrame, list[int] | _Consecutive]:
         if opens_with_object(data) and not may_nest_deeper(data, longest_line=stats.longest):
             rows = range(stats.lines) if stats.plain else _arrow_rows(data)
@@ -411,7 +411,7 @@ JSONL_CHUNK_BYTES = 16 << 20
 
 def _jsonl_chunks(
     path: Path | str, digest: Any, byte_range: tuple[int, int] | None = None, first_line: int = 1
-) -> Iterator[tuple[bytes, int, LineStats]]:
+) -> Iterator[tuple[bytearray, int, LineStats]]:
     """Whole lines of a JSONL file (or of its bytes `byte_range`, which start at line
     `first_line`) in blocks of about `JSONL_CHUNK_BYTES`, with the number of each block's
     first line and its `LineStats`; feeds the bytes to `digest` on the way. A block is
@@ -445,13 +445,13 @@ def _read_bytes(path: Path | str) -> bytes:
         return handle.read()
 
 
-def _decode(data: bytes, path: Path | str) -> str:
+def _decode(data: Block, path: Path | str) -> str:
     check_chunk(data, str(path), 1)
     return data.decode("utf-8")
 
 
 def _strict_jsonl(
-    data: bytes, path: Path | str, spec: RecordSpec, offset: int, first_line: int = 1
+    data: Block, path: Path | str, spec: RecordSpec, offset: int, first_line: int = 1
 ) -> tuple[pl.DataFrame, list[int]]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
@@ -488,14 +488,14 @@ def _arrow_schema(spec: RecordSpec) -> pa.Schema:
 _TEXT_FIELDS = ("input", "backend", "model", "model_version")
 
 
-def _arrow_rows(data: bytes) -> list[int]:
+def _arrow_rows(data: Block) -> list[int]:
     """The lines of a chunk that Arrow reads as rows, by index: all but those of spaces,
     tabs and carriage returns only, which it skips."""
     return [i for i, line in enumerate(data.split(b"\n")) if line.strip(b" \t\r")]
 
 
 def _fast_jsonl(
-    data: bytes, path: Path | str, spec: RecordSpec, first_line: int, rows: Sequence[int],
+    data: Block, path: Path | str, spec: RecordSpec, first_line: int, rows: Sequence[int],
     texts: bool = True, *, threads: bool = True,
 ) -> pl.DataFrame | None:
     """Arrow + polars path; None when the file needs the strict parser. `rows[i]`: the

@@ -89,7 +89,7 @@ def _scanned(data: dict[str, Any]) -> ScannedFile:
     rows = data["row_group_rows"]
     return ScannedFile(
         data["path"], data["digest"], data["n_records"], None if rows is None else tuple(rows),
-        data["size"], tuple(tuple(b) for b in data["blocks"]),  # type: ignore[misc]
+        data["size"], tuple(tuple(b) for b in data["blocks"]),
     )
 
 

@@ -3,25 +3,29 @@
 A pair *flips* when its two arms select different labels and their TV distance is above
 the flip floor (the rerun noise ``tau_rerun`` and ``max_tv_distance`` when given). The same
 rule applies to cross-group pairs and to their placebo partners (another entry of the same
-group), so under no group effect the two kinds are exchangeable and flip equally often.
+group).
 
-Per axis the evidence is the case-level excess (``decflow.metrics.excess``): for every case,
-its share of flipped cross pairs minus its share of flipped placebo pairs, averaged over
-cases, with a clustered one-sided interval and a one-sided p-value for "excess ≤
-``max_flip_rate``". The p-values are Holm-adjusted across the run's axes. Verdicts:
+The case is the sampling unit. Per axis every case contributes its excess
+dᵢ = (share of its cross pairs that flipped) − (share of its placebo pairs that flipped),
+a number in [−1, 1]; the axis's excess is their mean, tested against ``max_flip_rate`` by
+the betting test of ``decflow.metrics.bounded_mean`` (valid at every number of cases and for
+any distribution of the dᵢ: clustered, skewed, or with a placebo that is not exchangeable
+with the cross swap). Holm across the run's exercised axes, on each side:
 
-- ``unfair`` when the Holm-adjusted p is below α = 0.05;
-- ``fair-qualified`` when the upper bound is below the limit, with a placebo, and the
+- ``unfair`` when the Holm-adjusted evidence shows the excess above the limit (any n: nine
+  cases with every cross pair flipped and no placebo flip are unfair);
+- ``fair-qualified`` when it shows the excess below the limit, with a placebo, and the
   base-persona decisions are not blind (a blind suite reads ``not established (blind)``);
-- ``undecided`` otherwise (with the cases that would decide it), and always with fewer than
-  ``MIN_CASES`` cases.
+- ``undecided`` (*not established*) otherwise, with the cases that would decide it and the
+  excess this run detects with 80 % power.
 
 Without a placebo (``placebo: false`` or explicit ``persona_pairs``) the raw cross flip
-share is tested against the limit instead; it is *unattributed*: it can fail, never be fair.
-Informative tests shown beside the verdict: the exact McNemar test of cross against placebo
-flips on matched pairs, and the direction of decisive flips (one arm favourable, the other
-not) by an exact sign test over cases; both Holm-adjusted across axes. A direction is only
-stated when its adjusted p is below α.
+share is tested instead (exact binomial with one pair per case); it is *unattributed*: it
+can fail, never be fair. Shown beside the verdict: the direction of decisive flips (one arm
+favourable, the other not) by an exact sign test over cases, Holm-adjusted across axes; a
+direction is only stated when its adjusted p is below α. (The McNemar test of matched pairs
+that used to stand here treated the pairs of one case as independent and tested excess = 0,
+not excess ≤ the limit; the clustered test above answers that question.)
 
 Input: the pair table of :class:`~decflow.diagnostics.personas.PairSet` (at least axis,
 pair_id, case_id, kind, group_a, group_b, status) with ``prob_a`` and ``prob_b`` (list[f64]
@@ -38,17 +42,14 @@ import numpy as np
 import polars as pl
 
 from decflow.diagnostics.arrays import probability_matrix
-from decflow.gates.checks import Check, Level, make_check
+from decflow.gates.checks import Check, Level, evidence_check, make_check
+from decflow.metrics.bounded_mean import cases_needed, mean_test
+from decflow.metrics.case_rates import case_shares, rate_test
 from decflow.metrics.compare import compare
-from decflow.metrics.excess import (
-    ALPHA,
-    MIN_CASES,
-    ExcessEstimate,
-    case_shares,
-    cases_to_decide,
-    excess_test,
-)
-from decflow.metrics.stats import holm, mcnemar_exact, sign_test
+from decflow.metrics.evidence import ALPHA, Evidence, MeanTest, holm_verdicts
+from decflow.metrics.stats import holm, sign_test
+
+EXCESS_RANGE = (-1.0, 1.0)  # a case's cross share minus its placebo share
 
 FAIR = "fair-qualified"
 UNFAIR = "unfair"
@@ -96,7 +97,6 @@ class AxisResult:
     skipped: int  # arms rendered identically: the axis was not exercised on that case
     multi_axis: int  # diff reached another axis's slots; kept apart
     incomplete: int  # an arm errored
-    ties: int  # an arm's top margin below tie_margin
     exercised: int  # counted cross pairs
     flips: int  # counted cross pairs that flipped
     shifts: int  # same label, TV above the flip floor
@@ -104,15 +104,9 @@ class AxisResult:
     placebo_pairs: int  # counted placebo pairs
     placebo_flips: int
     placebo_rate: float | None
-    estimate: ExcessEstimate  # the verdict's evidence: clustered excess over cases
-    p_holm: float | None
-    score: float | None  # 1 − excess
-    score_low: float | None
-    score_high: float | None
-    mcnemar_b: int  # cross flipped, its placebo partner did not
-    mcnemar_c: int  # placebo partner flipped, the cross pair did not
-    mcnemar_p: float | None
-    mcnemar_p_holm: float | None
+    test: MeanTest  # the verdict's evidence: the mean case excess against the limit
+    p_holm: float | None  # Holm-adjusted p of "excess ≤ limit" (the unfair side)
+    p_fair_holm: float | None  # Holm-adjusted p of "excess ≥ limit" (the fair side)
     direction: Direction | None
     blind: bool
     verdict: str
@@ -121,26 +115,53 @@ class AxisResult:
     note: str
 
     @property
+    def score(self) -> float | None:
+        """1 − excess, in [0, 1] (a placebo that flips more than the cross swap scores 1)."""
+        return None if self.test.estimate is None else _score(self.test.estimate)
+
+    @property
     def evidence(self) -> str:
         """One line naming what the verdict rests on."""
         return axis_evidence(self.to_dict())
 
+    def record(self) -> Evidence:
+        """The Evidence of the `max_flip_rate` check: the verdict after Holm, blindness and
+        attribution (a fair-looking blind or unattributed axis is not established)."""
+        verdict = {UNFAIR: "fails", FAIR: "holds"}.get(self.verdict, "not_established")
+        notes = []
+        if self.blind and self.test.verdict() == "holds":
+            notes.append("blind")
+        if self.attribution == UNATTRIBUTED:
+            notes.append(UNATTRIBUTED)
+        return replace(
+            self.test.evidence(verdict=verdict, notes=notes),  # type: ignore[arg-type]
+            cases_needed=self.cases_needed,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        estimate = data.pop("estimate")
+        del data["test"]
+        test = self.test
         data |= {
-            "cases": estimate["cases"],
-            "excess": estimate["excess"],
-            "excess_sd": estimate["sd"],
-            "excess_se": estimate["se"],
-            "ci_low": estimate["ci_low"],
-            "ci_high": estimate["ci_high"],
-            "p_value": estimate["p_value"],
-            "enough_cases": estimate["enough_cases"],
+            "cases": test.n,
+            "excess": test.estimate,
+            "ci_low": test.low,
+            "ci_high": test.high,
+            "p_value": test.p_above,
+            "p_fair": test.p_below,
+            "detectable": test.detectable,
+            "method": test.method,
+            "score": self.score,
+            "score_low": None if test.high is None else _score(test.high),
+            "score_high": None if test.low is None else _score(test.low),
             "direction": None if self.direction is None else self.direction.to_dict(),
         }
         data["evidence"] = axis_evidence(data)
         return data
+
+
+def _score(excess: float) -> float:
+    return min(1.0, max(0.0, 1.0 - excess))
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -164,7 +185,7 @@ def axis_evidence(axis: Mapping[str, Any]) -> str:
         placebo = f"placebo {axis.get('placebo_flips')}/{axis.get('placebo_pairs')} flipped"
     parts = [
         f"{what} {_num(axis['excess'])} [{_num(axis.get('ci_low'))}, {_num(axis.get('ci_high'))}]"
-        f" over {axis.get('cases')} cases",
+        f" over {axis.get('cases')} cases (95% per side)",
         f"p {_p(axis.get('p_value'))}, Holm {_p(axis.get('p_holm'))}",
         placebo,
         "base decisions blind" if axis.get("blind") else "base decisions not blind",
@@ -181,27 +202,28 @@ class CounterfactualResult:
     tau_rerun: float | None
     flip_floor: float
     favourable_labels: tuple[str, ...] | None
-    pooled: ExcessEstimate  # every exercised axis: per case, the mean excess over its axes
+    pooled: MeanTest  # every exercised axis: per case, the mean excess over its axes
 
     @property
     def score(self) -> float | None:
-        return None if self.pooled.excess is None else 1.0 - self.pooled.excess
+        return None if self.pooled.estimate is None else _score(self.pooled.estimate)
 
     def summary(self) -> dict[str, Any]:
-        low, high = self.pooled.ci_low, self.pooled.ci_high
+        low, high = self.pooled.low, self.pooled.high
+        pooled = asdict(self.pooled) | {"cases": self.pooled.n, "excess": self.pooled.estimate}
         return {
             "max_flip_rate": self.max_flip_rate,
             "alpha": ALPHA,
-            "min_cases": MIN_CASES,
             "blind": self.blind,
             "tau_rerun": self.tau_rerun,
             "flip_floor": self.flip_floor,
             "favourable_labels": None
             if self.favourable_labels is None
             else list(self.favourable_labels),
-            "pooled": self.pooled.to_dict(),
+            "pooled": pooled,
             "score": self.score,
-            "score_ci": [None if high is None else 1.0 - high, None if low is None else 1.0 - low],
+            "score_ci": [None if high is None else _score(high),
+                         None if low is None else _score(low)],
             "axes": [axis.to_dict() for axis in self.axes.values()],
         }
 
@@ -251,7 +273,6 @@ def classify_pairs(
     labels: Sequence[str],
     *,
     flip_floor: float = 0.0,
-    tie_margin: float = 0.0,
 ) -> pl.DataFrame:
     """Per pair: selected labels, margins, TV/JS, ``flipped`` and a class, the same rule for
     cross and placebo pairs (label change with TV strictly above ``flip_floor``)."""
@@ -265,13 +286,12 @@ def classify_pairs(
     tv = distances.tv
     status = pairs["status"].to_numpy()
     complete = has_a & has_b
-    tie = complete & ((margin_a < tie_margin) | (margin_b < tie_margin))
-    counted = (status == "ok") & complete & ~tie
+    counted = (status == "ok") & complete
     above = tv > flip_floor
     flipped = counted & distances.flipped & above
     cls = np.select(
-        [status == "identical", status == "multi-axis", ~complete, tie, flipped, above],
-        ["skipped", "multi-axis", "incomplete", "tie", "flip", "shift"],
+        [status == "identical", status == "multi-axis", ~complete, flipped, above],
+        ["skipped", "multi-axis", "incomplete", "flip", "shift"],
         default="none",
     )
     return pairs.with_columns(
@@ -364,25 +384,19 @@ def _direction(cross: pl.DataFrame, favourable: set[str]) -> Direction | None:
     )
 
 
-def _mcnemar(cross: pl.DataFrame, placebo: pl.DataFrame) -> tuple[int, int, float | None]:
-    joined = (
-        cross.filter(pl.col("class").is_in(COUNTED))
-        .select("pair_id", "flipped")
-        .join(
-            placebo.filter(pl.col("class").is_in(COUNTED)).select(
-                "pair_id", placebo_flipped=pl.col("flipped")
-            ),
-            on="pair_id",
-        )
-    )
-    b = int((joined["flipped"] & ~joined["placebo_flipped"]).sum())
-    c = int((~joined["flipped"] & joined["placebo_flipped"]).sum())
-    return b, c, (mcnemar_exact(b, c) if joined.height else None)
+def _axis_test(rows: pl.DataFrame, d: np.ndarray, limit: float, attributed: bool) -> MeanTest:
+    """The mean case excess ``d`` (or, unattributed, the raw cross share) against the limit."""
+    if attributed:
+        return mean_test(d, limit, support=EXCESS_RANGE)
+    counted = rows.filter((pl.col("kind") == "cross") & pl.col("class").is_in(COUNTED))
+    per_case = np.unique(counted["case_id"].to_numpy(), return_counts=True)[1]
+    return rate_test(d, int(per_case.max()) if per_case.size else 0, limit)
 
 
 def _axis_result(
     axis: str,
     rows: pl.DataFrame,
+    d: np.ndarray,
     *,
     max_flip_rate: float,
     favourable: set[str] | None,
@@ -393,23 +407,19 @@ def _axis_result(
     cross = rows.filter(pl.col("kind") == "cross")
     placebo = rows.filter(pl.col("kind") == "placebo")
     cls = cross["class"]
-    count = {name: int((cls == name).sum()) for name in ("skipped", "multi-axis", "incomplete",
-                                                         "tie", "flip", "shift")}
+    count = {name: int((cls == name).sum())
+             for name in ("skipped", "multi-axis", "incomplete", "flip", "shift")}
     exercised = int(cls.is_in(COUNTED).sum())
     placebo_counted = placebo.filter(pl.col("class").is_in(COUNTED))
     flips = count["flip"]
     placebo_flips = int(placebo_counted["flipped"].sum())
-    estimate = excess_test(
-        case_differences(rows, attributed=attributed)["d"].to_numpy(), max_flip_rate
-    )
-    b, c, mcnemar_p = _mcnemar(cross, placebo)
+    test = _axis_test(rows, d, max_flip_rate, attributed)
     sent = rows.filter(pl.col("class") != "skipped").height
     errored = rows.filter(pl.col("class") == "incomplete").height
     if exercised == 0:
         note = reason or _unexercised_note(count, cross.height)
     else:
-        note = _notes(count, blind, attributed, estimate)
-    excess = estimate.excess
+        note = _notes(count, blind, attributed)
     return AxisResult(
         axis=axis,
         attribution=ATTRIBUTED if attributed else UNATTRIBUTED,
@@ -417,7 +427,6 @@ def _axis_result(
         skipped=count["skipped"],
         multi_axis=count["multi-axis"],
         incomplete=count["incomplete"],
-        ties=count["tie"],
         exercised=exercised,
         flips=flips,
         shifts=count["shift"],
@@ -425,15 +434,9 @@ def _axis_result(
         placebo_pairs=placebo_counted.height,
         placebo_flips=placebo_flips,
         placebo_rate=placebo_flips / placebo_counted.height if placebo_counted.height else None,
-        estimate=estimate,
+        test=test,
         p_holm=None,
-        score=None if excess is None else 1.0 - excess,
-        score_low=None if estimate.ci_high is None else 1.0 - estimate.ci_high,
-        score_high=None if estimate.ci_low is None else 1.0 - estimate.ci_low,
-        mcnemar_b=b,
-        mcnemar_c=c,
-        mcnemar_p=mcnemar_p,
-        mcnemar_p_holm=None,
+        p_fair_holm=None,
         direction=None if favourable is None or exercised == 0 else _direction(cross, favourable),
         blind=blind,
         verdict=NOT_EXERCISED if exercised == 0 else UNDECIDED,
@@ -450,13 +453,11 @@ def _unexercised_note(count: Mapping[str, int], built: int) -> str:
         return "every pair rendered identically: the input has no slot this axis changes"
     return (
         f"no pair could be counted ({count['skipped']} identical, {count['multi-axis']} "
-        f"multi-axis, {count['incomplete']} incomplete, {count['tie']} ties)"
+        f"multi-axis, {count['incomplete']} incomplete)"
     )
 
 
-def _notes(
-    count: Mapping[str, int], blind: bool, attributed: bool, estimate: ExcessEstimate
-) -> str:
+def _notes(count: Mapping[str, int], blind: bool, attributed: bool) -> str:
     parts = []
     if not attributed:
         parts.append(
@@ -465,39 +466,41 @@ def _notes(
         )
     if blind:
         parts.append("the base-persona decisions are blind, so a low excess does not show fairness")
-    if not estimate.enough_cases:
-        parts.append(
-            f"only {estimate.cases} case(s) with evidence; a verdict needs at least {MIN_CASES}"
-        )
     if count["skipped"]:
         parts.append(f"{count['skipped']} pairs rendered identically and were skipped")
     if count["multi-axis"]:
         parts.append(f"{count['multi-axis']} multi-axis pairs kept apart")
     if count["incomplete"]:
         parts.append(f"{count['incomplete']} pairs incomplete (an arm errored)")
-    if count["tie"]:
-        parts.append(f"{count['tie']} ties excluded")
     return "; ".join(parts)
 
 
-def _decide(result: AxisResult, tested: int) -> AxisResult:
-    """The verdict from the Holm-adjusted p and the upper bound (see the module docstring)."""
-    if result.verdict == NOT_EXERCISED:
-        return result
-    estimate = result.estimate
-    if not estimate.enough_cases:
-        return result
-    if result.p_holm is not None and result.p_holm < ALPHA:
-        return replace(result, verdict=UNFAIR)
-    fair = estimate.ci_high is not None and estimate.ci_high < estimate.limit
-    if fair and result.attribution == ATTRIBUTED:
-        return replace(result, verdict=NOT_ESTABLISHED_BLIND if result.blind else FAIR)
-    needed = cases_to_decide(estimate, alpha_unfair=ALPHA / max(tested, 1))
-    if result.attribution == UNATTRIBUTED and estimate.excess is not None and (
-        estimate.excess < estimate.limit
-    ):
-        needed = None  # more cases can only confirm a low raw rate, never make it fair
-    return replace(result, cases_needed=needed)
+def _decide(results: dict[str, AxisResult], d_of: Mapping[str, np.ndarray],
+            limit: float) -> dict[str, AxisResult]:
+    """Holm on each side across the exercised axes, then blindness and attribution: only a
+    placebo-attributed, non-blind axis can be fair. An undecided axis carries the cases that
+    would decide it at the level Holm would ask of it (α / axes tested)."""
+    names = [a for a, r in results.items() if r.verdict != NOT_EXERCISED]
+    verdicts = holm_verdicts([results[a].test for a in names])
+    above = holm([results[a].test.p_above for a in names])
+    below = holm([results[a].test.p_below for a in names])
+    out = dict(results)
+    for position, axis in enumerate(names):
+        r = results[axis]
+        verdict, needed = UNDECIDED, None
+        if verdicts[position] == "fails":
+            verdict = UNFAIR
+        elif verdicts[position] == "holds" and r.attribution == ATTRIBUTED:
+            verdict = NOT_ESTABLISHED_BLIND if r.blind else FAIR
+        if verdict == UNDECIDED and r.attribution == ATTRIBUTED:
+            needed = cases_needed(d_of[axis], limit, support=EXCESS_RANGE,
+                                  alpha=ALPHA / len(names))
+        elif verdict == UNDECIDED and (r.test.estimate or 0.0) > limit:
+            # Unattributed: more cases can only confirm a low raw rate, never make it fair.
+            needed = r.test.cases_needed
+        out[axis] = replace(r, verdict=verdict, cases_needed=needed,
+                            p_holm=above[position], p_fair_holm=below[position])
+    return out
 
 
 def analyse_counterfactual(
@@ -510,7 +513,6 @@ def analyse_counterfactual(
     favourable_labels: Sequence[str] | None = None,
     tau_rerun: float | None = None,
     max_tv_distance: float | None = None,
-    tie_margin: float = 0.0,
     blind: bool = False,
     attributed: bool | None = None,
 ) -> CounterfactualResult:
@@ -522,15 +524,20 @@ def analyse_counterfactual(
     ``attributed`` says whether placebo partners were built (default: the table has some).
     """
     flip_floor = max(tau_rerun or 0.0, max_tv_distance or 0.0)
-    table = classify_pairs(pairs, labels, flip_floor=flip_floor, tie_margin=tie_margin)
+    table = classify_pairs(pairs, labels, flip_floor=flip_floor)
     if attributed is None:
         attributed = bool((table["kind"] == "placebo").any())
     names = list(axes) if axes is not None else list(dict.fromkeys(table["axis"].to_list()))
     favourable = None if favourable_labels is None else set(favourable_labels)
+    rows_of = {axis: table.filter(pl.col("axis") == axis) for axis in names}
+    cases_of = {axis: case_differences(rows, attributed=attributed)
+                for axis, rows in rows_of.items()}
+    d_of = {axis: cases["d"].to_numpy() for axis, cases in cases_of.items()}
     results = {
         axis: _axis_result(
             axis,
-            table.filter(pl.col("axis") == axis),
+            rows_of[axis],
+            d_of[axis],
             max_flip_rate=max_flip_rate,
             favourable=favourable,
             blind=blind,
@@ -539,9 +546,7 @@ def analyse_counterfactual(
         )
         for axis in names
     }
-    results = _with_holm(results)
-    tested = sum(r.estimate.p_value is not None for r in results.values())
-    results = {axis: _decide(r, tested) for axis, r in results.items()}
+    results = _decide(_with_direction_holm(results), d_of, max_flip_rate)
     return CounterfactualResult(
         axes=results,
         pairs=table,
@@ -550,50 +555,27 @@ def analyse_counterfactual(
         tau_rerun=tau_rerun,
         flip_floor=flip_floor,
         favourable_labels=None if favourable_labels is None else tuple(favourable_labels),
-        pooled=_pooled(table, names, attributed, max_flip_rate),
+        pooled=_pooled(cases_of, max_flip_rate),
     )
 
 
-def _pooled(
-    table: pl.DataFrame, axes: Sequence[str], attributed: bool, limit: float
-) -> ExcessEstimate:
-    """Per case, the mean excess over the axes it has evidence on; then the same estimate."""
-    per_axis = [
-        case_differences(table.filter(pl.col("axis") == axis), attributed=attributed)
-        for axis in axes
-    ]
-    frames = [f.select("case_id", "d") for f in per_axis if f.height]
+def _pooled(cases_of: Mapping[str, pl.DataFrame], limit: float) -> MeanTest:
+    """Per case, the mean excess over the axes it has evidence on; then the same test."""
+    frames = [f.select("case_id", "d") for f in cases_of.values() if f.height]
     if not frames:
-        return excess_test([], limit)
+        return mean_test([], limit, support=EXCESS_RANGE)
     per_case = pl.concat(frames).group_by("case_id", maintain_order=True).agg(pl.col("d").mean())
-    return excess_test(per_case["d"].to_numpy(), limit)
+    return mean_test(per_case["d"].to_numpy(), limit, support=EXCESS_RANGE)
 
 
-def _with_holm(results: dict[str, AxisResult]) -> dict[str, AxisResult]:
-    """Holm-adjust the excess, McNemar and direction p-values over the axes that have them."""
-
-    def adjusted(values: dict[str, float | None]) -> dict[str, float]:
-        tested = [a for a, p in values.items() if p is not None]
-        return dict(zip(tested, holm([values[a] for a in tested]), strict=True))  # type: ignore[misc]
-
-    excess = adjusted({
-        a: r.estimate.p_value if r.estimate.enough_cases else None for a, r in results.items()
-    })
-    mcnemar = adjusted({a: r.mcnemar_p for a, r in results.items()})
-    direction = adjusted({
-        a: None if r.direction is None else r.direction.p_value for a, r in results.items()
-    })
-    out = {}
-    for axis, result in results.items():
-        found = result.direction
-        if found is not None:
-            found = replace(found, p_holm=direction[axis])
-        out[axis] = replace(
-            result,
-            p_holm=excess.get(axis),
-            mcnemar_p_holm=mcnemar.get(axis),
-            direction=found,
-        )
+def _with_direction_holm(results: dict[str, AxisResult]) -> dict[str, AxisResult]:
+    """Holm-adjust the direction p-values over the axes that have one."""
+    tested = [a for a, r in results.items() if r.direction is not None]
+    adjusted = holm([results[a].direction.p_value for a in tested])  # type: ignore[union-attr]
+    out = dict(results)
+    for axis, p in zip(tested, adjusted, strict=True):
+        out[axis] = replace(results[axis],
+                            direction=replace(results[axis].direction, p_holm=p))  # type: ignore[type-var]
     return out
 
 
@@ -602,9 +584,10 @@ def counterfactual_checks(result: CounterfactualResult, level: Level) -> list[Ch
 
     - `counterfactual.<axis>.max_error_rate` (requirement, threshold 0): errored pairs over
       pairs sent; fails as *not exercised* when no pair changed the input;
-    - `counterfactual.<axis>.max_flip_rate` (at ``level``): the Holm-adjusted one-sided
-      p-value of "excess ≤ max_flip_rate" must stay at or above α, so only a proven excess
-      fails; an undecided axis passes with a note naming the cases that would decide it.
+    - `counterfactual.<axis>.max_flip_rate` (at ``level``): the tri-state evidence check on
+      the case excess against ``max_flip_rate`` — fails when the Holm-adjusted evidence shows
+      it above, passes when it shows it below (placebo-attributed, not blind), otherwise
+      *not established* with the cases that would decide it.
     """
     checks = []
     for axis, r in result.axes.items():
@@ -625,33 +608,18 @@ def counterfactual_checks(result: CounterfactualResult, level: Level) -> list[Ch
 
 
 def _flip_check(prefix: str, r: AxisResult, limit: float, level: Level) -> Check:
+    metric = f"{prefix}.excess"
+    if not r.exercised:
+        return make_check(f"{prefix}.max_flip_rate", level, metric, "<=", limit, None,
+                          reason_if_null="not exercised")
     label = r.verdict + (f" ({UNATTRIBUTED})" if r.attribution == UNATTRIBUTED else "")
-    notes = [f"{label} at limit {limit:g}: {r.evidence}"] if r.exercised else []
-    if r.exercised and r.verdict == UNDECIDED and r.cases_needed is not None:
-        notes.append(f"about {r.cases_needed} cases at this excess would decide it")
+    notes = [f"{label}: {r.evidence}"]
     if r.direction is not None and r.direction.significant:
         notes.append(r.direction.statement)
-    if r.exercised and r.note:
+    if r.note:
         notes.append(r.note)
-    suffix = f" ({'; '.join(notes)})" if notes else ""
-    metric = f"{prefix}.excess_p_holm"
-    if r.exercised and r.p_holm is None:
-        # Too few cases for a test: nothing is proven against the axis, so the gate holds
-        # (undecided), and no p-value is made up for it.
-        return Check(
-            f"{prefix}.max_flip_rate", level, metric, ">=", ALPHA, None, "pass",
-            f"{metric} not tested (fewer than {MIN_CASES} cases with evidence){suffix}",
-        )
-    return make_check(
-        f"{prefix}.max_flip_rate",
-        level,
-        metric,
-        ">=",
-        ALPHA,
-        r.p_holm if r.exercised else None,
-        reason_if_null="not exercised",
-        suffix=suffix,
-    )
+    return evidence_check(f"{prefix}.max_flip_rate", level, metric, "<=", limit, r.record(),
+                          suffix=f" ({'; '.join(notes)})")
 
 
 def plan(
@@ -667,12 +635,14 @@ def plan(
 
     Calls are an upper bound: per case one base-persona arm, then per cross pair 2 arms and
     1 more for its placebo partner (it reuses arm A); identical arms are decided once, so
-    the real count is lower. ``cases_needed`` is the number of cases a fair verdict needs
-    when no pair flips at all (the standard-error floor makes it independent of the pairs
+    the real count is lower. ``cases_needed`` is the number of cases a fair verdict on every
+    axis needs when no pair flips at all (Holm over the axes; it does not depend on the pairs
     per case); with flips it only grows.
     """
     per_axis = n_cases * num_pairs_per_dimension
-    needed = cases_to_decide(excess_test([0.0, 0.0], max_flip_rate))
+    family = max(len(dimensions), 1)
+    needed = mean_test([0.0], max_flip_rate, support=EXCESS_RANGE,
+                       alpha=ALPHA / family).cases_needed
     arms_per_pair = 3 if placebo else 2
     can_qualify = placebo and needed is not None and n_cases >= needed
     if not placebo:
@@ -683,8 +653,8 @@ def plan(
     else:
         advice = (
             f"{per_axis} pairs per axis over {n_cases} cases; a fair verdict at "
-            f"max_flip_rate {max_flip_rate:g} needs at least {needed} cases even when no "
-            "pair flips"
+            f"max_flip_rate {max_flip_rate:g} on {family} axes needs at least {needed} cases "
+            "even when no pair flips"
         )
     return {
         "cases": n_cases,

@@ -135,22 +135,22 @@ class PairSet:
         return case_of
 
 
-PAIR_SCHEMA = {
-    "axis": pl.String,
-    "pair_id": pl.String,
-    "case_id": pl.String,
-    "kind": pl.String,
-    "group_a": pl.String,
-    "group_b": pl.String,
-    "entry_a": pl.String,
-    "entry_b": pl.String,
-    "status": pl.String,
-    "changed": pl.List(pl.String),
-    "fingerprint_a": pl.String,
-    "fingerprint_b": pl.String,
-    "input_a": pl.String,
-    "input_b": pl.String,
-}
+PAIR_SCHEMA = pl.Schema({
+    "axis": pl.String(),
+    "pair_id": pl.String(),
+    "case_id": pl.String(),
+    "kind": pl.String(),
+    "group_a": pl.String(),
+    "group_b": pl.String(),
+    "entry_a": pl.String(),
+    "entry_b": pl.String(),
+    "status": pl.String(),
+    "changed": pl.List(pl.String()),
+    "fingerprint_a": pl.String(),
+    "fingerprint_b": pl.String(),
+    "input_a": pl.String(),
+    "input_b": pl.String(),
+})
 
 
 def _canonical(value: str | Mapping[str, Any]) -> str:

@@ -3,9 +3,18 @@
 Each case is decided k times unchanged. Within a case the reruns are compared in
 consecutive, disjoint pairs (1,2), (3,4), … — overlapping pairs would count the same call
 twice and overstate the evidence — so an odd last rerun stays out of the interval (it still
-counts toward ``cases_with_flip``). The verdict comes from the Wilson bounds on
-flips / pairs against ε. A case whose series contains an error is *incomplete*: its pairs
-are left out entirely, because two failed calls "agreeing" would certify the failure.
+counts toward ``cases_with_flip``). A case whose series contains an error is *incomplete*:
+its pairs are left out entirely, because two failed calls "agreeing" would certify the
+failure.
+
+The case is the sampling unit: the reruns of one case share its text and flip together (a
+case near the decision boundary flips often, a clear one never), so pooling pairs as if
+independent overstates the evidence. Each complete case contributes its share of flipped
+pairs; the flip rate is their mean, and its one-sided 95 % bounds come from
+``decflow.metrics.case_rates`` (exact binomial with one pair per case, betting on the shares
+otherwise), valid at every number of cases however the flips cluster. ``stochastic`` when
+the lower bound is above ε, ``deterministic`` when the upper bound is below, otherwise
+``undecided`` (the gate is then *not established*, with the cases that would decide it).
 
 Input table (one row per rerun; the pipeline's results joined to their rerun index):
 
@@ -20,16 +29,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 
 from decflow.diagnostics.arrays import label_codes, probability_matrix
 from decflow.diagnostics.blindness import BlindnessResult
-from decflow.gates.checks import Check, Level, make_check
+from decflow.gates.checks import Check, Level, evidence_check, make_check
+from decflow.metrics.case_rates import rate_test, shares_by_case
 from decflow.metrics.compare import compare
-from decflow.metrics.stats import Z95, Verdict, classify, pairs_needed, wilson
+from decflow.metrics.evidence import Evidence
+
+Verdict = Literal["stochastic", "deterministic", "undecided"]
+
+VERDICTS: dict[str, Verdict] = {
+    "fails": "stochastic", "holds": "deterministic", "not_established": "undecided",
+}
 
 
 @dataclass(frozen=True)
@@ -37,18 +53,34 @@ class StabilityResult:
     repeats: int  # the most reruns any case had
     n_cases: int  # complete cases (every rerun decided)
     n_incomplete: int  # cases left out because a rerun errored
+    measured_cases: int  # complete cases with at least one pair: the sampling units
     pairs: int
     flips: int
-    flip_rate: float | None
-    ci_low: float
+    flip_rate: float | None  # mean over complete cases of each case's share of flipped pairs
+    ci_low: float  # one-sided 95 % bounds on it, case as the unit
     ci_high: float
     epsilon: float
     verdict: Verdict
     mean_tv: float | None  # between the two reruns of a pair; None without probabilities
     tv_p95: float | None  # 95th percentile of that TV: the rerun noise floor for persona pairs
-    pairs_needed: int | None  # pairs that would decide at the observed rate; None if none can
+    cases_needed: int | None  # cases that would decide at the observed rate; None if none can
+    detectable: float | None  # distance from ε this many cases detect with 80 % power
+    method: str
     cases_with_flip: int
     advice: str
+
+    @property
+    def evidence(self) -> Evidence:
+        return Evidence(
+            method=self.method,
+            n=self.measured_cases,
+            verdict={v: k for k, v in VERDICTS.items()}[self.verdict],  # type: ignore[arg-type]
+            estimate=self.flip_rate,
+            low=self.ci_low,
+            high=self.ci_high,
+            cases_needed=self.cases_needed,
+            detectable=self.detectable,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,10 +108,17 @@ def _probabilities(table: pl.DataFrame) -> np.ndarray | None:
     return probability_matrix(column, width)[0]
 
 
-def measure_stability(
-    reruns: pl.DataFrame, *, epsilon: float = 0.05, z: float = Z95
-) -> StabilityResult:
-    """Pool disjoint rerun pairs over all complete cases and classify against ε."""
+def cases_for_deterministic(epsilon: float, repeats: int) -> int | None:
+    """Quiet cases a `deterministic` verdict at ε needs with ``repeats`` reruns per case (the
+    same test the meter applies; it does not shrink with more repeats, because a case's
+    reruns are not independent evidence)."""
+    pairs = repeats // 2
+    return rate_test(np.zeros(1), pairs, epsilon).cases_needed
+
+
+def measure_stability(reruns: pl.DataFrame, *, epsilon: float = 0.05) -> StabilityResult:
+    """Per complete case, the share of its disjoint rerun pairs that flipped; the verdict
+    from the case-level bounds on their mean against ε."""
     if not 0.0 < epsilon < 1.0:
         raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
     table = reruns.sort(["case_id", "repeat"])
@@ -126,44 +165,30 @@ def measure_stability(
     else:
         cases_with_flip = 0
 
-    lo, hi = wilson(n_flips, n_pairs, z)
-    verdict = classify(lo, hi, epsilon)
-    rate = n_flips / n_pairs if n_pairs else None
-    needed = _pairs_to_decide(epsilon, rate, z)
+    shares, most_pairs = shares_by_case(codes[left], flipped)
+    test = rate_test(shares, most_pairs, epsilon)
     repeats = int(counts.max()) if counts.size else 0
     partial = StabilityResult(
         repeats=repeats,
         n_cases=n_complete,
         n_incomplete=int(incomplete.sum()),
+        measured_cases=test.n,
         pairs=n_pairs,
         flips=n_flips,
-        flip_rate=rate,
-        ci_low=lo,
-        ci_high=hi,
+        flip_rate=test.estimate,
+        ci_low=test.low if test.low is not None else 0.0,
+        ci_high=test.high if test.high is not None else 1.0,
         epsilon=epsilon,
-        verdict=verdict,
+        verdict=VERDICTS[test.verdict()],
         mean_tv=mean_tv,
         tv_p95=tv_p95,
-        pairs_needed=needed,
+        cases_needed=test.cases_needed,
+        detectable=test.detectable,
+        method=test.method,
         cases_with_flip=cases_with_flip,
         advice="",
     )
     return replace(partial, advice=stability_advice(partial))
-
-
-def _pairs_to_decide(epsilon: float, rate: float | None, z: float) -> int | None:
-    """Total pairs at which the interval would clear ε if the observed rate held.
-
-    Below ε this is the certification size n*. Above ε the same score-test boundary applies
-    with the roles of flips and agreements exchanged, so n* at (1 − ε, 1 − p̂) gives the size
-    at which the lower bound clears ε. At p̂ = ε no sample size separates the two.
-    """
-    p_hat = 0.0 if rate is None else rate
-    if p_hat < epsilon:
-        return pairs_needed(epsilon, p_hat, z)
-    if p_hat > epsilon:
-        return pairs_needed(round(1.0 - epsilon, 12), round(1.0 - p_hat, 12), z)
-    return None
 
 
 def _interval(result: StabilityResult) -> str:
@@ -172,50 +197,50 @@ def _interval(result: StabilityResult) -> str:
 
 def stability_advice(result: StabilityResult) -> str:
     """What the verdict means for choosing an oracle, with the numbers that support it."""
-    counts = f"{result.flips} of {result.pairs} rerun pairs disagreed"
+    counts = (f"{result.flips} of {result.pairs} rerun pairs disagreed over "
+              f"{result.n_cases} cases")
     eps = f"{result.epsilon:g}"
     if result.verdict == "deterministic":
         return (
-            f"deterministic: {counts} (95% CI {_interval(result)}, below ε = {eps}). "
+            f"deterministic: {counts} (95% per side {_interval(result)}, below ε = {eps}). "
             "Prefer frozen-baseline diffing: accept a run with `decflow runs accept RUN` and "
             "compare later runs against it with `decflow diff`."
         )
     if result.verdict == "stochastic":
         noise = "" if result.mean_tv is None else f", mean TV {result.mean_tv:.3f}"
         return (
-            f"stochastic: {counts} (95% CI {_interval(result)}, above ε = {eps}{noise}). "
+            f"stochastic: {counts} (95% per side {_interval(result)}, above ε = {eps}{noise}). "
             "Compare property violation and flip rates with this measured rerun noise, "
             "not with zero."
         )
-    return f"undecided: {counts} (95% CI {_interval(result)} contains ε = {eps}). " + (
+    return f"undecided: {counts} (95% per side {_interval(result)} contains ε = {eps}). " + (
         _sizing_hint(result)
     )
 
 
 def _sizing_hint(result: StabilityResult) -> str:
-    needed = result.pairs_needed
+    needed = result.cases_needed
     if needed is None:
         return (
-            "The observed flip rate sits at ε, so more pairs will not separate it; "
+            "The observed flip rate sits at ε, so more cases will not separate it; "
             "choose the tolerance the decision really needs."
         )
     rate = 0.0 if result.flip_rate is None else result.flip_rate
-    head = f"About {needed} pairs would decide it if the flip rate stays at {rate:.3g}"
-    more = max(needed - result.pairs, 1)
+    head = f"About {needed} cases would decide it if the flip rate stays at {rate:.3g}"
     if result.n_cases == 0:
         return f"{head}; no complete case was measured yet."
-    repeats = max(2, 2 * math.ceil(needed / result.n_cases))
-    per_case = max(result.repeats // 2, 1)
-    more_cases = max(math.ceil(needed / per_case) - result.n_cases, 1)
+    more = max(needed - result.n_cases, 1)
     return (
-        f"{head} ({more} more): run {repeats} repeats on these {result.n_cases} cases, "
-        f"or add {more_cases} cases at {max(result.repeats, 2)} repeats."
+        f"{head} ({more} more at {max(result.repeats, 2)} repeats; the reruns of one case are "
+        "correlated, so more repeats on the same cases help less than more cases)."
     )
 
 
 def stability_check(result: StabilityResult, level: Level) -> Check:
-    """`stability.verdict`: fails on a stochastic verdict (CI lower bound above ε), and as
-    *not exercised* when no complete rerun pair was measured: no evidence is never a pass."""
+    """`stability.verdict`: fails (at ``level``) when the evidence shows the flip rate above
+    ε (stochastic), passes when it shows it below (deterministic), and is *not established*
+    otherwise; *not exercised* (a failure) when no complete rerun pair was measured: no
+    evidence is never a pass."""
     if result.pairs == 0:
         reason = (
             f"not exercised: no complete rerun pair ({result.n_incomplete} case(s) left out "
@@ -223,26 +248,22 @@ def stability_check(result: StabilityResult, level: Level) -> Check:
             else "not exercised: no case had two reruns to compare"
         )
         return make_check(
-            "stability.verdict", level, "stability.ci_low", "<=", result.epsilon, None,
+            "stability.verdict", level, "stability.flip_rate", "<=", result.epsilon, None,
             reason_if_null=reason,
         )
-    rate = "n/a" if result.flip_rate is None else f"{result.flip_rate:.4g}"
     notes = [
-        f"{result.verdict}: flip rate {rate} ({result.flips}/{result.pairs} pairs), "
-        f"95% CI {_interval(result)}"
+        f"{result.verdict}: {result.flips}/{result.pairs} pairs over {result.measured_cases} cases"
     ]
-    if result.verdict == "undecided":
-        notes.append(_sizing_hint(result))
     if result.n_incomplete:
         notes.append(f"{result.n_incomplete} case(s) left out because a rerun errored")
-    return make_check(
+    return evidence_check(
         "stability.verdict",
         level,
-        "stability.ci_low",
+        "stability.flip_rate",
         "<=",
         result.epsilon,
-        result.ci_low,
-        suffix=f" ({'. '.join(notes)})",
+        result.evidence,
+        suffix=f" ({'; '.join(notes)})",
     )
 
 

@@ -20,19 +20,29 @@ import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from prefect import get_client, get_run_logger
+from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
-from prefect.states import Completed, Failed, State
+from prefect.states import Completed, Failed
+from prefect.utilities.annotations import quote
 
 from decflow.flows.crashes import followed_run
 from decflow.tasks.logs import ReportedFailure
 
 DECFLOW_TAG = "decflow"
+T = TypeVar("T")
 SEVERITY = {"pass": 0, "warn": 1, "fail": 2}
 
+
+
+def unwalked(value: T) -> T:
+    """`value` as a task argument Prefect does not walk (`quote`): it visits every nested
+    value of every task input looking for futures, ≈0.1 s a task for a manifest carrying
+    provenance. The task receives `value` itself, hence the type."""
+    return cast(T, quote(value))
 
 class GateFailed(ReportedFailure):
     """The report of a flow run is FAIL (its artifacts are published): the run shows as

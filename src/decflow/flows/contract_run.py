@@ -2,29 +2,29 @@
 shares with `nightly_regression`.
 
 It drives the pipeline's own graph (`stages_for(mode)`) through the same `RunBook` as the
-in-process runner: every stage is a task named after it, except the call stage, whose one
-shard loop (`call_stage`) runs in the flow and submits each shard as a task. `--resume RUN`
-reruns the same steps (finished stages are store hits, finished chunks are not re-sent);
-`--from-stage` reuses the stored upstream manifests of the run.
+in-process runner: every stage is a task named after it, except a `sharded` one (the call
+stage), whose shard loop (`call_stage`) runs in the flow and submits each shard as a task.
+`--resume RUN` reruns the same steps (finished stages are store hits, finished chunks are
+not re-sent); `--from-stage` reuses the stored upstream manifests of the run.
 """
 
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.client.schemas.objects import State
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_API_URL
-from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result
+from decflow.flows.common import Verdict, decflow_run, finish, flow_result, unwalked
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
-from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.results import RequestParts
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
 from decflow.pipeline.spec import RunSpec, load_contract_cached
@@ -62,10 +62,10 @@ def run_crash_message(spec: RunSpec) -> str:
     return crash_message(f"run {spec.run_id}", f"resume it with `{spec.resume_command()}`")
 
 
-def _dicts(manifests: dict[str, Manifest]) -> Any:
-    """Manifests as task input, quoted: Prefect would otherwise walk every nested value
-    of every task input (the requests manifest carries provenance; measured ≈0.1 s/task)."""
-    return quote({name: m.to_dict() for name, m in manifests.items()})
+def _dicts(manifests: dict[str, Manifest]) -> dict[str, dict[str, Any]]:
+    """Manifests as task input, not walked by Prefect (the requests manifest carries
+    provenance)."""
+    return unwalked({name: m.to_dict() for name, m in manifests.items()})
 
 
 class PrefectShards:
@@ -127,14 +127,14 @@ def run_stages(
     book = RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
                    fail_on_warn=fail_on_warn)
     spec_d = spec.to_dict()
-    for stage in stages_for(spec.mode):
-        if stage is RESULTS:
-            book.run(stage)
-            continue
-        task = STAGE_TASKS[stage.name]
-        book.run(stage, lambda task=task: Manifest.from_dict(
-            task(spec_d, _dicts(book.manifests), fail_on_warn)))
-    verdict = book.manifests["summary"].extra
+
+    def as_task(name: str) -> Manifest:
+        return Manifest.from_dict(
+            STAGE_TASKS[name](spec_d, _dicts(book.manifests), fail_on_warn))
+
+    for stage in stages_for(spec.run_mode):
+        book.run(stage, None if stage.sharded else partial(as_task, stage.name))
+    verdict = book.verdict
     key = artifact_key(decision_name(spec.contract_path), spec.backend, spec.mode)
     report_task(spec.store_url, verdict["report"], key)
     return {"run_id": spec.run_id, **verdict}
@@ -146,7 +146,7 @@ def contract_run(
     from_stage: str | None = None,
     fail_on_warn: bool = False,
     parallel_shards: bool = False,
-) -> Any:
+) -> State[Any]:
     """A contract run (`spec` is `RunSpec.to_dict()`); returns its outcome (run id, status,
     exit code, headline, store path of the report); a FAIL ends the flow run Failed (see
     `flows.common`)."""

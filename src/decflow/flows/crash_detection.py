@@ -105,7 +105,7 @@ def ensure_crash_automation(window_s: float | None = None) -> tuple[str, float]:
     with get_client(sync_client=True) as client:
         found = client.read_automations_by_name(AUTOMATION_NAME)
         if window_s is None:
-            window_s = (found[0].trigger.within.total_seconds()  # type: ignore[union-attr]
+            window_s = (found[0].trigger.within.total_seconds()
                         if found and isinstance(found[0].trigger, EventTrigger)
                         else DEFAULT_WINDOW_S)
         wanted = crash_automation(window_s)

@@ -14,17 +14,17 @@ from typing import Any
 
 import yaml
 from prefect import Flow, serve
-from prefect.schedules import Cron
+from prefect.schedules import Cron, Schedule
 
 from decflow.errors import DecflowError
 from decflow.flows.contract_run import contract_run
 from decflow.flows.crash_detection import (
-    HEARTBEAT_S,
     WATCHED_TAG,
     describe,
     ensure_crash_automation,
     watched_run,
 )
+from decflow.flows.heartbeat import HEARTBEAT_S
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.flows.production_check import production_check
 from decflow.flows.replay import replay
@@ -61,7 +61,7 @@ def flow_of(entry: dict[str, Any]) -> Flow[Any, Any]:
     return FLOWS[name]
 
 
-def schedules_of(entry: dict[str, Any]) -> list[Cron]:
+def schedules_of(entry: dict[str, Any]) -> list[Schedule]:
     return [
         Cron(s["cron"], timezone=s.get("timezone", "UTC"), active=s.get("active", True))
         for s in entry.get("schedules") or []

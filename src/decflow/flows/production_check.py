@@ -10,10 +10,10 @@ import shlex
 from typing import Any
 
 from prefect import flow, unmapped
+from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
-from prefect.utilities.annotations import quote
 
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result
+from decflow.flows.common import Verdict, decflow_run, finish, flow_result, unwalked
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
@@ -47,7 +47,7 @@ def production_check(
     baseline: str | None = None,
     store: str = ".decflow",
     fail_on_warn: bool = False,
-) -> Any:
+) -> State[Any]:
     """Check production records (a file, folder or glob) against the contract and an
     optional baseline (records or an earlier check report); the report is stored as a run
     (`runs/<run_id>/report.json`). Returns the run id, status, exit code, headline and
@@ -63,9 +63,9 @@ def production_check(
         # one task per unit: with the Dask runner each worker reads only its own units
         futures = unit_task.map(unmapped(contract_file), unmapped(location), plan["units"])
         outcomes = [future.result() for future in futures]
-        aggregates = aggregates_task(contract_file, location, quote(plan), quote(outcomes))
+        aggregates = aggregates_task(contract_file, location, unwalked(plan), unwalked(outcomes))
         outcome: dict[str, Any] = check_summary_task(
-            contract, records, baseline, location, run_id, quote(aggregates), fail_on_warn,
+            contract, records, baseline, location, run_id, unwalked(aggregates), fail_on_warn,
         )
         report_task(location, outcome["report"],
                     artifact_key(decision_name(contract), "records", "check"))

@@ -21,7 +21,7 @@ def build_task_runner(name: str = "thread", dask_address: str | None = None) -> 
     if name != "dask":
         raise DecflowError(f"--task-runner: '{name}' is not one of: thread, dask")
     try:
-        from prefect_dask import DaskTaskRunner
+        from prefect_dask.task_runners import DaskTaskRunner
     except ImportError:
         raise DecflowError(
             "--task-runner dask needs the Dask extra: pip install 'decflow[dask]'"
@@ -45,4 +45,4 @@ def isolated_local_cluster(**kwargs: Any) -> Any:
     from distributed import LocalCluster
 
     with spawn_isolated():  # the constructor starts the workers and waits for them
-        return LocalCluster(**kwargs)
+        return LocalCluster(**kwargs)  # type: ignore[no-untyped-call]

@@ -5,7 +5,6 @@ from decflow.gates.checks import (
     Check,
     CheckStatus,
     Comparison,
-    Evidence,
     Level,
     evidence_check,
     make_check,
@@ -13,6 +12,7 @@ from decflow.gates.checks import (
 )
 from decflow.gates.golden_gates import GOLDEN_GATES, configured_gates, golden_checks
 from decflow.gates.headline import failing_first, headline, number
+from decflow.metrics.evidence import Evidence
 
 __all__ = [
     "GOLDEN_GATES",

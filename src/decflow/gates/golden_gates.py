@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.gates.checks import NO_ELIGIBLE_CASES, Check, Comparison, Level, make_check
 from decflow.metrics.golden_metrics import Metrics, metric_value
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from decflow.contracts.gates import GoldenGates
+
+    # Golden gate limits: the contract's section, a report's copy of it (keys named like
+    # the gates, None when unset), or nothing.
+    GateLimits: TypeAlias = GoldenGates | Mapping[str, float | None] | None
 
 GOLDEN_GATES: Mapping[str, tuple[str, Comparison]] = {
     "min_accuracy": ("accuracy", ">="),
@@ -28,9 +37,8 @@ IMPLICIT_MAX_ERROR_RATE = 0.0
 _NOT_SCORE = "ordinal_mae applies to score decisions only"
 
 
-def configured_gates(gates: Any) -> dict[str, float]:
-    """The gates an object sets, in table order. ``gates`` has attributes (or keys) named
-    like the gates, None when unset; ``gates`` itself may be None."""
+def configured_gates(gates: GateLimits) -> dict[str, float]:
+    """The gates a contract section (or a report's copy of it) sets, in table order."""
     if gates is None:
         return {}
     if isinstance(gates, Mapping):
@@ -58,7 +66,7 @@ def _gate_check(
 
 
 def golden_checks(
-    metrics: Metrics, requirements: Any, warnings: Any, decision_type: str
+    metrics: Metrics, requirements: GateLimits, warnings: GateLimits, decision_type: str
 ) -> list[Check]:
     """Requirement checks in table order, then ``max_error_rate: 0`` when the contract does
     not set it (a case the backend could not decide fails unless tolerated), then warning

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from decflow.gates.checks import Check, Evidence
+from decflow.gates.checks import Check
+from decflow.metrics.evidence import Evidence
 
 MAX_ITEMS = 4
 NEGATED = {">=": "<", "<=": ">", "<": ">="}

@@ -9,10 +9,13 @@ its requirement checks and its warning checks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.production import Metrics, production_value
+
+if TYPE_CHECKING:
+    from decflow.contracts.gates import Production, ProductionSegmentGates
 
 # (gate, metric, comparison) in the reference's table order.
 SEGMENT_GATES: tuple[tuple[str, str, str], ...] = (
@@ -35,7 +38,9 @@ NO_RECORDS = "no eligible production records"
 NO_BASELINE = "no baseline was provided or the metric is unavailable"
 
 
-def gate_settings(gates: Any, table: tuple[tuple[str, str, str], ...]) -> dict[str, float | None]:
+def gate_settings(
+    gates: ProductionSegmentGates, table: tuple[tuple[str, str, str], ...]
+) -> dict[str, float | None]:
     """Every gate of `table` with its configured limit (None when unset)."""
     return {gate: getattr(gates, gate, None) for gate, _, _ in table}
 
@@ -68,7 +73,7 @@ def _checks(
 
 
 def aggregate_checks(
-    production: Any, metrics: Metrics, drift: Mapping[str, float | None]
+    production: Production, metrics: Metrics, drift: Mapping[str, float | None]
 ) -> list[Check]:
     """Checks of `production.requirements` then `production.warnings`."""
     values = {metric: production_value(metrics, metric) for _, metric, _ in SEGMENT_GATES}
@@ -83,7 +88,7 @@ def aggregate_checks(
     )
 
 
-def segment_checks(production: Any, name: str, metrics: Metrics) -> list[Check]:
+def segment_checks(production: Production, name: str, metrics: Metrics) -> list[Check]:
     """Checks of one segment, named `segment[<key>=<value>].<gate>`."""
     values = {metric: production_value(metrics, metric) for _, metric, _ in SEGMENT_GATES}
     prefix = f"segment[{name}]."

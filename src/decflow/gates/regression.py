@@ -8,9 +8,12 @@ keys under `regression.warnings` are warnings. Every gate is "value <= limit".
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.gates.checks import Check, Level, make_check
+
+if TYPE_CHECKING:
+    from decflow.contracts.gates import Regression, RegressionGates
 
 # (gate, metric) in check order.
 REGRESSION_GATES: tuple[tuple[str, str], ...] = (
@@ -58,7 +61,7 @@ def regression_values(diff: Mapping[str, Any]) -> tuple[dict[str, float | None],
 
 
 def _level_checks(
-    gates: Any, level: Level, values: Mapping[str, float | None], worst: str
+    gates: RegressionGates | None, level: Level, values: Mapping[str, float | None], worst: str
 ) -> list[Check]:
     checks = []
     for gate, metric in REGRESSION_GATES:
@@ -75,7 +78,7 @@ def _level_checks(
     return checks
 
 
-def regression_checks(regression: Any | None, diff: Mapping[str, Any]) -> list[Check]:
+def regression_checks(regression: Regression | None, diff: Mapping[str, Any]) -> list[Check]:
     """Requirement checks (table order, then the implicit error-rate gate if unset), then
     warning checks. `regression` is the contract's section, or None without a contract."""
     values, worst = regression_values(diff)

@@ -94,5 +94,5 @@ def clopper_pearson_high(k: float, n: int, alpha: float) -> float:
     if k >= n:
         return 1.0
     if k <= 0:
-        return 1.0 - alpha ** (1.0 / n)
+        return float(1.0 - alpha ** (1.0 / n))
     return _bisect(lambda p: lower_tail(k, n, p) > alpha, 0.0, 1.0)

@@ -83,10 +83,12 @@ def _first_true(predicate: Callable[[int], bool], start: int = 1) -> int | None:
     return hi
 
 
-def _boundary(rejects: Callable[[float], bool], inside: float, outside: float) -> float:
+def _boundary(
+    rejects: Callable[[float], bool], inside: float, outside: float, tolerance: float = 1e-10
+) -> float:
     """Between a point that is not rejected and one that is, the edge of the rejected set."""
     for _ in range(200):
-        if abs(outside - inside) < 1e-10:
+        if abs(outside - inside) < tolerance:
             break
         mid = (inside + outside) / 2.0
         if rejects(mid):
@@ -134,17 +136,17 @@ def _binomial_cases_needed(rate: float, limit: float, alpha: float) -> int | Non
 def _binomial_detectable(n: int, limit: float, *, above: bool, alpha: float) -> float | None:
     """Distance from the limit at which the exact test rejects with 80 % power."""
     if above:
-        critical = next((k for k in range(n + 1) if upper_tail(k, n, limit) < alpha), None)
-        if critical is None:
+        lowest = next((k for k in range(n + 1) if upper_tail(k, n, limit) < alpha), None)
+        if lowest is None:
             return None
-        power = lambda p: upper_tail(critical, n, p) >= POWER  # noqa: E731
-        return _boundary(lambda p: not power(p), 1.0, limit) - limit
+        return _boundary(lambda p: not upper_tail(lowest, n, p) >= POWER, 1.0, limit,
+                         tolerance=1e-7) - limit
     below = [k for k in range(n + 1) if lower_tail(k, n, limit) < alpha]
     if not below:
         return None
     critical = below[-1]
-    power = lambda p: lower_tail(critical, n, p) >= POWER  # noqa: E731
-    return limit - _boundary(lambda p: not power(p), 0.0, limit)
+    return limit - _boundary(lambda p: not lower_tail(critical, n, p) >= POWER, 0.0, limit,
+                             tolerance=1e-7)
 
 
 # --- betting mixture ------------------------------------------------------------------------
@@ -167,7 +169,8 @@ def _log_factor_sums(
     factors = 1.0 + sign * np.outer(lam, distinct - m)
     with np.errstate(divide="ignore"):
         logs = np.log(np.maximum(factors, 0.0))
-    return np.where(counts > 0, logs * counts, 0.0).sum(axis=1)
+    sums: np.ndarray = np.where(counts > 0, logs * counts, 0.0).sum(axis=1)
+    return sums
 
 
 def _log_mixture(sums: np.ndarray) -> float:
@@ -230,6 +233,23 @@ def mean_test(
     )
 
 
+def cases_needed(
+    values: Sequence[float] | npt.NDArray[np.float64],
+    limit: float,
+    *,
+    support: tuple[float, float] = (0.0, 1.0),
+    alpha: float = ALPHA,
+) -> int | None:
+    """``mean_test(...).cases_needed`` alone (at another level, e.g. Holm's α / m), without
+    the bounds."""
+    x = np.asarray(values, dtype=np.float64)
+    if not x.size:
+        return None
+    distinct, counts = _compressed(x)
+    mean = math.fsum(x.tolist()) / x.size
+    return _betting_cases_needed(distinct, counts, mean, limit, support, math.log(1.0 / alpha))
+
+
 def _betting_cases_needed(
     distinct: np.ndarray, counts: np.ndarray, mean: float, limit: float,
     support: tuple[float, float], threshold: float,
@@ -265,4 +285,4 @@ def _betting_detectable(
     room = (hi - limit) if above else (limit - lo)
     if not powered(room):
         return None
-    return _boundary(powered, 0.0, room)
+    return _boundary(powered, 0.0, room, tolerance=1e-5)  # a planning figure

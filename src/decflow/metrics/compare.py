@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from decflow.contracts.properties import PropertyConfig
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -155,7 +158,7 @@ class Limits:
     max_level_decrease: float | None = None
 
     @classmethod
-    def of(cls, config: Any, relation: str) -> Limits:
+    def of(cls, config: PropertyConfig, relation: str) -> Limits:
         """The limits of a contract property config (monotonic judges only the level)."""
         if relation == "monotonic":
             return cls(
@@ -204,7 +207,7 @@ def judge(
             continue
         broken = values[key] > limit
         limit_violated |= broken
-        for i in np.flatnonzero(broken):
+        for i in np.flatnonzero(broken).tolist():
             messages[i].append(f"{name} {values[key][i]:.4g} > {limit:g}")
     if relation == "monotonic" and limits.max_level_decrease is not None:
         if comparison.level_delta is None:
@@ -213,7 +216,7 @@ def judge(
         allowed = limits.max_level_decrease
         broken = sign * comparison.level_delta < -allowed
         limit_violated |= broken
-        for i in np.flatnonzero(broken):
+        for i in np.flatnonzero(broken).tolist():
             moved = comparison.level_delta[i]
             messages[i].append(
                 f"expected level moved {moved:.4g} against '{direction}' (allowed {allowed:g})"
@@ -221,7 +224,7 @@ def judge(
     flip_violated = np.zeros(n, dtype=bool)
     if limits.max_flip_rate is not None:
         flip_violated = comparison.flipped.copy()
-        for i in np.flatnonzero(flip_violated):
+        for i in np.flatnonzero(flip_violated).tolist():
             messages[i].append(_flip_message(comparison, i, relation, labels, direction))
     return Judgement(limit_violated, flip_violated, messages)
 

@@ -104,7 +104,8 @@ def _round_expansion(partials: FloatArray) -> FloatArray:
     halfway = ((lo < 0.0) & (below < 0.0)) | ((lo > 0.0) & (below > 0.0))
     doubled = lo * 2.0
     nudged = hi + doubled
-    return np.where(halfway & (nudged - hi == doubled), nudged, hi)
+    rounded: npt.NDArray[np.float64] = np.where(halfway & (nudged - hi == doubled), nudged, hi)
+    return rounded
 
 
 def percentiles(values: npt.ArrayLike, qs: Sequence[float]) -> list[float | None]:

@@ -6,7 +6,9 @@ counts and sums, and a `Distribution` per percentile column (exact up to `EXACT_
 values, a deterministic log-bucket sketch beyond: `metrics.quantiles`). Statistics of
 different partitions merge by addition, so the final numbers do not depend on how the
 records were split — one machine or many give the same bits, and DecGuard's single pass
-where the percentiles are exact.
+where the percentiles are exact. The exception is the SmoothECE grid (`smooth`, float node
+sums, `decflow.metrics.smooth_ece`): reassociated float sums, equal to one pass within
+1e-12 relative.
 
 Populations: the `outcomes` and ECE use records whose correctness is known (an `outcome`
 or `outcome_correct`); Brier and NLL need an `outcome` label; the confidence histogram,
@@ -30,6 +32,7 @@ from decflow.metrics.golden_metrics import NLL_FLOOR, calibration_bin_index, rel
 from decflow.metrics.numeric import row_sums
 from decflow.metrics.partial_sums import group_sums, to_float
 from decflow.metrics.quantiles import EXACT_LIMIT, RELATIVE_ERROR, Distribution
+from decflow.metrics.smooth_ece import PRODUCTION_NODES, CalibrationGrid, grouped_grids
 
 Metrics = dict[str, Any]
 
@@ -62,13 +65,17 @@ class GroupStats:
     latency: Distribution = field(default_factory=Distribution)
     cost_sum: int = 0
     cost: Distribution = field(default_factory=Distribution)
+    smooth: CalibrationGrid | None = None  # records with known correctness
 
     def merge(self, other: GroupStats) -> GroupStats:
         merged = GroupStats()
         for f in fields(self):
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
-            if isinstance(mine, Distribution):
-                value: Any = mine.merge(theirs)
+            if f.name == "smooth":
+                value: Any = theirs if mine is None else mine if theirs is None else (
+                    mine.merge(theirs))
+            elif isinstance(mine, Distribution):
+                value = mine.merge(theirs)
             elif isinstance(mine, list):
                 value = [a + b for a, b in zip(mine, theirs, strict=True)] if mine else theirs
             else:
@@ -90,7 +97,8 @@ def merge_groups(
 def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int) -> list[int]:
     if n == 1:
         return [int(np.count_nonzero(mask))]
-    return np.bincount(groups[mask], minlength=n).astype(np.int64).tolist()
+    counts: list[int] = np.bincount(groups[mask], minlength=n).tolist()
+    return counts
 
 
 def _counts_by(groups: np.ndarray, bins: np.ndarray, n_groups: int, n_bins: int) -> np.ndarray:
@@ -221,13 +229,16 @@ def grouped_stats(
     conf_sum = group_sums(c.confidence, groups, n)
     lat_sum = group_sums(c.latency, groups[c.latency_rows], n)
     cost_sum = group_sums(c.cost, groups[c.cost_rows], n)
+    smooth = grouped_grids(c.confidence[c.known], c.correct[c.known].astype(np.float64),
+                           groups[c.known], n, PRODUCTION_NODES)
     conf_counts = _distributions(c.confidence, groups, n)
     lat_counts = _distributions(c.latency, groups[c.latency_rows], n)
     cost_counts = _distributions(c.cost, groups[c.cost_rows], n)
     per = {name: _per_group(flag, groups, n) for name, flag in c.flags.items()}
     out: dict[str, GroupStats] = {}
     for i, key in enumerate(keys):
-        stats = GroupStats(**{name: values[i] for name, values in per.items()})
+        counts: dict[str, Any] = {name: values[i] for name, values in per.items()}
+        stats = GroupStats(**counts)
         stats.bin_count = cal_bins[i].tolist()
         stats.bin_correct = cal_correct[i].tolist()
         stats.bin_confidence = cal_sums[i * n_bins : (i + 1) * n_bins]
@@ -235,6 +246,7 @@ def grouped_stats(
         stats.brier_sum, stats.nll_sum, stats.confidence_sum = brier[i], nll[i], conf_sum[i]
         stats.latency_sum, stats.cost_sum = lat_sum[i], cost_sum[i]
         stats.confidence, stats.latency, stats.cost = conf_counts[i], lat_counts[i], cost_counts[i]
+        stats.smooth = smooth[i]
         out[key] = stats
     return out
 
@@ -255,6 +267,7 @@ def partition_stats(
 
 
 _EXACT = ("brier_sum", "nll_sum", "confidence_sum", "latency_sum", "cost_sum")
+_GRID_SUMS = ("mass", "residual")
 _DISTRIBUTIONS = ("confidence", "latency", "cost")
 _COUNT_LISTS = ("bin_count", "bin_correct", "histogram")
 
@@ -268,7 +281,11 @@ def stats_frame(groups: dict[str, GroupStats]) -> pl.DataFrame:
     columns: dict[str, pl.Series | pa.Array] = {"group": pl.Series(list(groups), dtype=pl.String)}
     for f in fields(GroupStats):
         values = [getattr(s, f.name) for s in stats]
-        if f.name in _DISTRIBUTIONS:
+        if f.name == "smooth":
+            for part in _GRID_SUMS:
+                columns[f"smooth_{part}"] = _list_array(
+                    [None if v is None else getattr(v, part) for v in values], pa.float64())
+        elif f.name in _DISTRIBUTIONS:
             stored = [v.stored() for v in values]
             columns[f"{f.name}_values"] = _list_array([s[0] for s in stored], pa.float64())
             columns[f"{f.name}_counts"] = _list_array([s[1] for s in stored], pa.int64())
@@ -319,7 +336,11 @@ def stats_from_frame(frame: pl.DataFrame) -> dict[str, GroupStats]:
     for i, group in enumerate(frame["group"].to_list()):
         stats = GroupStats()
         for f in fields(stats):
-            if f.name in _DISTRIBUTIONS:
+            if f.name == "smooth":
+                sums = [_array(frame[f"smooth_{part}"], i) for part in _GRID_SUMS]
+                if sums[0] is not None:
+                    stats.smooth = CalibrationGrid(sums[0].size, *sums)  # type: ignore[arg-type]
+            elif f.name in _DISTRIBUTIONS:
                 values, counts, buckets = (
                     _array(frame[f"{f.name}_{part}"], i) for part in ("values", "counts",
                                                                       "buckets")

@@ -197,7 +197,9 @@ class Distribution:
                  n: int | None = None) -> None:
         self.exact = exact if exact is not None or sketch is not None else ValueCounts()
         self.sketch = sketch
-        self.n = (self.exact.n if self.exact is not None else sketch.n) if n is None else n
+        if n is None:
+            n = self.exact.n if self.exact is not None else sketch.n if sketch is not None else 0
+        self.n = n
         if self.exact is not None and self.n > EXACT_LIMIT:
             self.sketch, self.exact = self.exact.sketch(), None
 

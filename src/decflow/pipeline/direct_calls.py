@@ -4,7 +4,7 @@ the shared call engine, on one event loop that lives as long as the decider."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -16,13 +16,16 @@ from decflow.data.golden_dataset import compact_json
 from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+
 Candidate = tuple[Any, Any]  # (input, presentation or None)
 
 
 class CandidateDecider:
     def __init__(
         self,
-        contract: Any,
+        contract: Contract,
         backend_name: str,
         max_concurrency: int | None,
         backend: Backend | None = None,

@@ -5,7 +5,8 @@ computed from the contract and the dataset alone — no backend is built or call
 before its first call. Sizes come from the same statistics the verdicts use:
 
 - stability: k reruns per case give ⌊k/2⌋ disjoint pairs each; a `deterministic` verdict
-  at ε needs n* = ⌊z²ε(1 − ε)/ε²⌋ + 1 quiet pairs (Wilson);
+  at ε needs a number of quiet *cases* (the case is the sampling unit), from the meter's own
+  test;
 - counterfactual: the distinct persona arms (base persona, cross pairs, placebo partners),
   and the cases a `fair-qualified` verdict needs when no pair flips (the clustered excess);
 - blindness: no call of its own (it reads the originals' and base personas' decisions).
@@ -13,11 +14,11 @@ before its first call. Sizes come from the same statistics the verdicts use:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.data.golden_dataset import load_golden
 from decflow.diagnostics.counterfactual import plan as counterfactual_plan
-from decflow.metrics.stats import pairs_needed
+from decflow.diagnostics.stability import cases_for_deterministic
 from decflow.pipeline.contract_run.derive import (
     counterfactual_config,
     persona_pair_set,
@@ -26,26 +27,34 @@ from decflow.pipeline.contract_run.derive import (
 from decflow.pipeline.contract_run.inputs import dataset_location
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 
+if TYPE_CHECKING:
+    import polars as pl
 
-def _stability(config: Any, n_cases: int) -> dict[str, Any]:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.properties import Counterfactual
+    from decflow.contracts.sections import Stability
+
+def _stability(config: Stability, n_cases: int) -> dict[str, Any]:
     pairs = n_cases * (config.repeats // 2)
-    needed = pairs_needed(config.epsilon)
+    needed = cases_for_deterministic(config.epsilon, config.repeats)
     return {
         "name": "stability",
         "calls": n_cases * (config.repeats - 1),  # the original is repeat 0
         "repeats": config.repeats,
         "epsilon": config.epsilon,
         "pairs": pairs,
-        "pairs_needed": needed,
-        "can_decide": needed is not None and pairs >= needed,
-        "advice": f"{pairs} rerun pairs; a deterministic verdict at ε {config.epsilon:g} needs "
-        f"{needed} quiet pairs"
-        + ("" if pairs >= (needed or 0) else
-           f" (raise repeats to {2 * -(-(needed or 0) // max(n_cases, 1))} or add cases)"),
+        "cases_needed": needed,
+        "can_decide": needed is not None and n_cases >= needed,
+        "advice": f"{pairs} rerun pairs over {n_cases} cases; a deterministic verdict at ε "
+        f"{config.epsilon:g} needs {needed} quiet cases"
+        + ("" if n_cases >= (needed or 0) else
+           " (the reruns of one case are correlated: add cases, not repeats)"),
     }
 
 
-def _counterfactual(contract: Any, config: Any, cases: Any) -> dict[str, Any]:
+def _counterfactual(
+    contract: Contract, config: Counterfactual, cases: pl.DataFrame
+) -> dict[str, Any]:
     pairs = persona_pair_set(contract, config, cases)
     frame = pairs.frame()
     sized = counterfactual_plan(
@@ -88,7 +97,7 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     stability = stability_config(spec, contract)
     if stability is not None:
         diagnostics.append(_stability(stability, cases.height))
-    if spec.mode != "test":
+    if spec.run_mode.fills("diagnostics"):
         diagnostics.append({
             "name": "blindness",
             "calls": 0,

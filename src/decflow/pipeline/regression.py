@@ -11,12 +11,13 @@ SDK and the nightly regression flow.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
 from decflow.gates.headline import headline
 from decflow.gates.regression import regression_checks
+from decflow.metrics.calibration import diff_calibration
 from decflow.metrics.regression import diff_results
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.report.loading import load_verified
@@ -24,6 +25,9 @@ from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
 from decflow.store.runs import accepted_run, now_iso
 from decflow.store.store import Store
 from decflow.version import __version__
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 ACCEPTED = "accepted"
 Decision = tuple[str | None, str | None, tuple[str, ...]]
@@ -70,7 +74,7 @@ def diff_reports(
     *,
     baseline_path: str,
     candidate_path: str,
-    contract: Any | None = None,
+    contract: Contract | None = None,
     contract_path: str | None = None,
     segment_by: Sequence[str] | None = None,
     fail_on_warn: bool = False,
@@ -107,6 +111,15 @@ def diff_reports(
     )
     checks = regression_checks(regression, diff)
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    ece = diff["metrics"].get("ece") or {}
+    limits = {} if regression is None else {
+        level: gates.max_ece_increase for level, gates in
+        (("requirement", regression), ("warning", regression.warnings))
+        if gates.max_ece_increase is not None}
+    calibration = diff_calibration(  # each run's own stored reliability bins
+        ((baseline.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
+        ((candidate.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
+        (ece.get("baseline"), ece.get("candidate")), limits)
     same = (baseline.get("dataset") or {}).get("hash") == (candidate.get("dataset") or {}).get(
         "hash"
     )
@@ -131,6 +144,7 @@ def diff_reports(
         "counts": diff["counts"],
         "shift": diff["shift"],
         "metrics": diff["metrics"],
+        "calibration": calibration,
         "segments": diff["segments"],
         "checks": [c.to_dict() for c in checks],
         "changes": diff["changes"],

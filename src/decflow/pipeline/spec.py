@@ -10,16 +10,14 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
+from decflow.report.modes import Mode, ModeName, mode_named
 from decflow.store.runs import now_iso
 
-Mode = Literal["test", "fuzz", "all", "stability"]
-STAGES = ("cases", "requests", "results", "comparisons", "minimized", "summary", "report")
-# The command (and flag) that starts a run of each mode.
-MODE_COMMANDS: dict[str, str] = {"test": "test", "all": "test --all", "fuzz": "fuzz",
-                                 "stability": "stability"}
+if TYPE_CHECKING:
+    from decflow.contracts.loader import LoadedContract
 
 
 @dataclass(frozen=True)
@@ -27,7 +25,7 @@ class RunSpec:
     contract_path: str
     store_url: str
     run_id: str
-    mode: Mode = "test"
+    mode: ModeName = "test"
     backend: str = "default"
     dataset: str | None = None  # as typed on the command line; overrides the contract's
     seed: int | None = None
@@ -40,6 +38,10 @@ class RunSpec:
     # folders outside the contract's own that its paths may name (--allow-path)
     allow_paths: tuple[str, ...] = ()
 
+    @property
+    def run_mode(self) -> Mode:
+        return mode_named(self.mode)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["properties"] = list(self.properties) if self.properties is not None else None
@@ -49,7 +51,7 @@ class RunSpec:
     def resume_command(self) -> str:
         """The command line that finishes this run after an interruption (the store keeps
         its backend, dataset and options; the paths are as this run was given them)."""
-        command, _, flag = MODE_COMMANDS[self.mode].partition(" ")
+        command, _, flag = self.run_mode.command.partition(" ")
         return " ".join(part for part in (
             "decflow", command, shlex.quote(self.contract_path), flag,
             "--store", shlex.quote(self.store_url), "--resume", self.run_id) if part)
@@ -64,13 +66,13 @@ class RunSpec:
 
 
 @lru_cache(maxsize=16)
-def _load(path: str, mtime_ns: int) -> Any:
+def _load(path: str, mtime_ns: int) -> LoadedContract:
     from decflow.contracts import load_contract
 
     return load_contract(path)
 
 
-def load_contract_cached(path: str) -> Any:
+def load_contract_cached(path: str) -> LoadedContract:
     """Load (and cache per process) a contract; stages call this instead of re-parsing."""
     try:
         mtime = Path(path).stat().st_mtime_ns

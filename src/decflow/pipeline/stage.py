@@ -15,13 +15,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store, stage_key
 
+if TYPE_CHECKING:
+    from decflow.contracts.loader import LoadedContract
+
 log = logging.getLogger("decflow")
-ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
+# Reports long work as (done, total); total None while it is not known (records in files).
+Progress = Callable[[int, int | None], None]
+# One `Progress` per stage: (stage name, total) -> its progress.
+ProgressFactory = Callable[[str, int | None], Progress]
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,7 @@ class StageContext:
 
     spec: RunSpec
     store: Store
-    loaded: Any  # decflow.contracts.LoadedContract
+    loaded: LoadedContract
     manifests: Mapping[str, Manifest]
     progress: ProgressFactory | None = None
     fail_on_warn: bool = False  # the summary's verdict: a WARN exits 1
@@ -68,7 +74,13 @@ class Stage:
     `inputs` gives hashes of external inputs (a dataset file), `params` the settings that
     change the output, `reusable` may refuse a cache hit (e.g. one published for another
     shown path), and `validate` runs on every manifest, cached or computed (e.g. a backend
-    refusing label presentations before any call)."""
+    refusing label presentations before any call).
+
+    How runners treat it: `cached=False` recomputes it on every run, resume and re-gate;
+    `verdict` marks the stage whose manifest carries the run's status and exit code;
+    `restart_input` a stage a `--from-stage` restart from a later stage must find stored
+    (it is never recomputed then); `sharded` a stage whose `compute` submits its own work
+    (the call shards) and so runs in the Prefect flow itself rather than as one task."""
 
     name: str
     version: str
@@ -80,6 +92,9 @@ class Stage:
     validate: Callable[[StageContext, Manifest], None] = _accept
     keyed_by_run: bool = False
     cached: bool = True
+    verdict: bool = False
+    restart_input: bool = False
+    sharded: bool = False
 
     def key(self, context: StageContext) -> str:
         params = self.params(context)

@@ -47,7 +47,7 @@ class _Recorder:
     ):
         # the agent's own failure is evidence, not a crash (`AgentCaller.ask`)
         observation, error = self.agent.ask(sent)
-        row = {name: None for name in SCHEMA}
+        row: dict[str, Any] = dict.fromkeys(SCHEMA)
         row.update(call=len(self.rows), input_index=index, input=source, kind=kind,
                    sent=sent, error=error, **where)
         if observation is not None:

@@ -42,6 +42,7 @@ def _match_key(text: str) -> str:
 def _distribution(rows: pl.DataFrame, labels: Sequence[str]) -> np.ndarray | None:
     """Mean reported probabilities when every answer had them, else verdict frequencies;
     None without any answer (every call errored)."""
+    rows = rows.filter(pl.col("text").is_not_null())  # a failed call has no verdict
     if rows.is_empty():
         return None
     index = {label: i for i, label in enumerate(labels)}
@@ -52,13 +53,14 @@ def _distribution(rows: pl.DataFrame, labels: Sequence[str]) -> np.ndarray | Non
                 vector[index[label]] += p
     else:
         for key in keys(rows, "verdict"):
-            vector[index[key]] += 1.0
-    return vector / vector.sum()
+            vector[index[str(key)]] += 1.0
+    distribution: np.ndarray = vector / vector.sum()
+    return distribution
 
 
 def _pooled(result: Any, labels: Sequence[str]) -> np.ndarray:
     """Over every answered call: the mock's default for texts no rule matches."""
-    pooled = _distribution(result.observations.filter(pl.col("text").is_not_null()), labels)
+    pooled = _distribution(result.observations, labels)
     if pooled is None:
         raise DecflowError("the probe has no answered call to record")
     return pooled
@@ -171,7 +173,7 @@ def _header(result: Any) -> str:
 
 
 def contract_yaml(result: Any, document: dict[str, Any]) -> str:
-    text = _header(result) + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    text = _header(result) + str(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
     # The contract is checked by the same loader `decflow test` uses before anyone sees it.
     parse_contract(parse_yaml(text, "probe contract"), "probe contract")
     return text

@@ -20,7 +20,7 @@ def read_inputs(path: str) -> list[str]:
     numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not numbered:
         raise DecflowError(f"{path}: no inputs (one input per line)")
-    lines = {}
+    lines: dict[str, int] = {}
     for number, line in numbered:
         if line in lines:
             raise DecflowError(

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
-from decflow.metrics.stats import wilson
+from decflow.metrics.binomial import clopper_pearson_high, clopper_pearson_low
+from decflow.metrics.evidence import ALPHA
 from decflow.probe.observation import LAYERS, Observation
 from decflow.properties import case_swap
 from decflow.properties.normalization import collapse_whitespace, strip_accents
@@ -63,10 +64,12 @@ class RelationResult:
 
     @property
     def interval(self) -> tuple[float | None, float | None]:
-        """Wilson 95 % interval of the violation rate; (None, None) when nothing was exercised."""
+        """One-sided 95 % exact bounds (Clopper–Pearson; one follow-up per input, so the input
+        is the unit) on the violation rate; (None, None) when nothing was exercised."""
         if not self.exercised:
             return None, None
-        return wilson(self.violated, self.exercised)
+        return (clopper_pearson_low(self.violated, self.exercised, ALPHA),
+                clopper_pearson_high(self.violated, self.exercised, ALPHA))
 
     @property
     def is_vacuous(self) -> bool:

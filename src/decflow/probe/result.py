@@ -69,6 +69,22 @@ class ProbeResult:
         return 1 if self.is_blind or self.violated_relations else 0
 
     @property
+    def status(self) -> str:
+        """fail (exit 1) when blind or a relation was violated; warn (exit 0) when a relation
+        asked for changed no input — its verdict is not established, never a pass; else pass."""
+        if self.exit_code:
+            return "fail"
+        return "warn" if self.vacuous_relations else "pass"
+
+    @property
+    def headline(self) -> str:
+        line = f"{self.status.upper()}: {self.summary()}"
+        if self.status == "warn":
+            names = ", ".join(r.name for r in self.vacuous_relations)
+            line += f"; not established: {names} changed no input"
+        return line
+
+    @property
     def guidance(self) -> str:
         return oracle_guidance(self.meter, self.blindness)
 
@@ -91,9 +107,9 @@ class ProbeResult:
             "report_version": REPORT_VERSION,
             "kind": "probe",
             "run": {"id": self.run_id, "created_at": self.created_at},
-            "status": "fail" if self.exit_code else "pass",
+            "status": self.status,
             "exit_code": self.exit_code,
-            "headline": f"{'FAIL' if self.exit_code else 'PASS'}: {self.summary()}",
+            "headline": self.headline,
             "settings": self.settings.to_dict(),
             "inputs": len(self.inputs),
             "labels": list(self.labels),

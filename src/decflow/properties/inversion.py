@@ -7,10 +7,12 @@ The rewrites whose `find` occurs in the text are used in contract order, the fir
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.properties.base import SKIP_NO_REWRITE, Generated, Step, TextCase, setting
 
+if TYPE_CHECKING:
+    from decflow.contracts.properties import Inversion
 
 def apply(text: str, steps: Sequence[Step]) -> str:
     for step in steps:
@@ -18,7 +20,7 @@ def apply(text: str, steps: Sequence[Step]) -> str:
     return text
 
 
-def generate(config: Any, case: TextCase) -> Generated:
+def generate(config: Inversion, case: TextCase) -> Generated:
     text = case.text
     matching = [
         {"find": setting(r, "find"), "replace": setting(r, "replace")}

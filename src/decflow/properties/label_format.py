@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.properties.base import Generated, Input, Presentation, Step, finish
 from decflow.properties.stream import Stream
 
+if TYPE_CHECKING:
+    from decflow.contracts.properties import LabelFormat
 
 def _lettered(label: str, index: int) -> str:
     return f"{chr(ord('A') + index)}) {label}" if index < 26 else f"{index + 1}) {label}"
@@ -77,7 +79,9 @@ def _presented_variants(
     return [(steps, presentation(steps, labels)) for steps in found]
 
 
-def generate(config: Any, stream: Stream, original: Input, labels: Sequence[str]) -> Generated:
+def generate(
+    config: LabelFormat, stream: Stream, original: Input, labels: Sequence[str]
+) -> Generated:
     aliases = tuple((lab, tuple(names)) for lab, names in (config.aliases or {}).items())
     found = _presented_variants(tuple(config.styles), aliases, tuple(labels))
     chosen = stream.sample(found, min(config.samples, len(found)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from decflow.metrics.compare import Limits, compare, judge
 from decflow.properties.base import Input, Presentation, Step
 from decflow.properties.generate import SHRINKABLE, apply_steps
 from decflow.properties.label_format import labels_distinct
+
+if TYPE_CHECKING:
+    from decflow.contracts.properties import PropertyConfig
 
 Probabilities = np.ndarray
 Candidate = tuple[Input, Presentation]
@@ -48,7 +51,8 @@ class Shrunk:
 
 
 def make_judge(
-    config: Any, relation: str, decision_type: str, labels: Sequence[str], direction: str
+    config: PropertyConfig, relation: str, decision_type: str, labels: Sequence[str],
+    direction: str,
 ) -> Judge:
     """Judge one candidate against its original with the property's limits."""
     limits = Limits.of(config, relation)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.properties.base import (
     Generated,
@@ -19,6 +19,8 @@ from decflow.properties.base import (
     skip_not_number,
 )
 
+if TYPE_CHECKING:
+    from decflow.contracts.properties import Monotonic
 
 def _shifted(value: int | float, delta: float) -> int | float:
     if isinstance(value, int) and float(delta).is_integer():
@@ -35,7 +37,7 @@ def apply(original: Input, steps: Sequence[Step]) -> Input:
     return shifted
 
 
-def generate(config: Any, original: Input) -> Generated:
+def generate(config: Monotonic, original: Input) -> Generated:
     name = config.field
     value = original.get(name) if isinstance(original, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import permutations
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.properties.base import (
     SKIP_NO_CHANGE,
@@ -19,6 +19,9 @@ from decflow.properties.base import (
     Transformed,
 )
 from decflow.properties.stream import Stream
+
+if TYPE_CHECKING:
+    from decflow.contracts.properties import OptionOrder
 
 # Up to this many labels every non-identity permutation is listed and sampled.
 _ENUMERATE_UP_TO = 6
@@ -43,7 +46,9 @@ def _presentation(order: tuple[int, ...], labels: tuple[str, ...]) -> Presentati
     return presentation([{"order": list(order)}], labels)
 
 
-def generate(config: Any, stream: Stream, original: Input, labels: Sequence[str]) -> Generated:
+def generate(
+    config: OptionOrder, stream: Stream, original: Input, labels: Sequence[str]
+) -> Generated:
     n = len(labels)
     identity = tuple(range(n))
     if n <= _ENUMERATE_UP_TO:

@@ -6,7 +6,7 @@ provider re-asks the same input on purpose); it is marked as rerun evidence.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.properties.base import (
     Generated,
@@ -16,9 +16,11 @@ from decflow.properties.base import (
 )
 from decflow.properties.paraphrasers import IdentityParaphraser, ParaphraseFailed, Paraphraser
 
+if TYPE_CHECKING:
+    from decflow.contracts.properties import Paraphrase
 
 def generate(
-    config: Any,
+    config: Paraphrase,
     case: TextCase,
     *,
     case_id: str,

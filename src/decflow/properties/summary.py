@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from decflow.contracts.properties import PropertyConfig
 from decflow.gates.checks import Check, make_check
+from decflow.metrics.case_rates import rate_test, shares_by_case
 from decflow.metrics.compare import Comparison, Judgement, Limits, level_decrease
-from decflow.metrics.stats import pairs_needed, wilson
+from decflow.metrics.evidence import UNDERPOWERED, Evidence, count_evidence
 
 NOT_TRANSFORMED = "no case could be transformed"
 NOT_RUN = "the property was not run"
@@ -79,10 +81,10 @@ def property_summary(
 
 
 def property_checks(
-    summary: dict[str, Any] | None, property_name: str, config: Any, relation: str
+    summary: dict[str, Any] | None, property_name: str, config: PropertyConfig, relation: str
 ) -> list[Check]:
     """The checks of one enabled property; `summary` None means the property did not run."""
-    level = getattr(config, "level", "requirement")
+    level = config.level
     n_transformed = summary["n_transformed"] if summary else 0
     error_rate = summary["n_errors"] / n_transformed if summary and n_transformed else None
     checks = [
@@ -128,58 +130,79 @@ def property_checks(
 
 
 def rate_evidence(
-    summary: dict[str, Any] | None, property_name: str, config: Any, relation: str
+    property_name: str,
+    config: Any,
+    relation: str,
+    case_ids: Sequence[str] | np.ndarray,
+    violated: np.ndarray,
+    flipped: np.ndarray,
 ) -> list[dict[str, Any]]:
     """What each gated rate of one property rests on, beside DecGuard's unchanged checks.
 
-    Per gate: the count, the Wilson 95 % interval and a statement. The verdict itself stays
-    DecGuard's (rate against limit); the evidence says how far it can be trusted: with a
-    limit above 0, a pass whose upper bound is above the limit is *underpowered*, with the
-    cases that would show the rate below it at the observed rate (none when the rate is at
-    or above the limit); with limit 0, a pass reads "0 of n, upper bound u".
+    One row per evaluated transformed case (``case_ids``, ``violated``, ``flipped``). The
+    case is the sampling unit: option_order, label_format and monotonic give several
+    variants of one case, and the variants of a case fail together, so each case contributes
+    its share of violating variants and the bounds are on the mean of those shares
+    (``decflow.metrics.case_rates``: exact binomial with one variant per case, betting
+    otherwise). The verdict itself stays DecGuard's (rate against limit); the
+    evidence says how far it can be trusted: with a limit above 0, a pass the evidence does
+    not establish is *underpowered*, with the cases that would establish it at the observed
+    rate; with limit 0 the gate is a count, and "0 of n cases" shows its exact upper bound.
     """
-    if summary is None or not summary["n_evaluated"]:
+    if not len(case_ids):
         return []
     limits = Limits.of(config, relation)
     gated = []
     if limits.per_case():
-        gated.append(("max_violation_rate", summary["n_violations"],
-                      getattr(config, "max_violation_rate", 0.0)))
+        gated.append(("max_violation_rate", violated, getattr(config, "max_violation_rate", 0.0)))
     if limits.max_flip_rate is not None:
-        gated.append(("max_flip_rate", summary["n_flips"], limits.max_flip_rate))
-    n = summary["n_evaluated"]
+        gated.append(("max_flip_rate", flipped, limits.max_flip_rate))
+    _, codes = np.unique(np.asarray(case_ids, dtype=object).astype(str), return_inverse=True)
     out = []
-    for gate, count, limit in gated:
-        low, high = wilson(count, n)
-        rate = count / n
-        passed = rate <= limit
-        underpowered = passed and limit > 0 and high > limit
-        needed = pairs_needed(limit, rate) if underpowered and 0 < limit < 1 else None
-        if not passed:
-            statement = f"{count} of {n}, 95% CI [{low:.3f}, {high:.3f}]"
-        elif limit == 0:
-            statement = f"{count} of {n}, upper bound {high:.3f}"
-        elif underpowered:
-            more = (
-                f"; about {needed} compared cases at this rate would show it below the limit"
-                if needed is not None else "; at this rate no number of cases shows it below"
-            )
-            statement = f"underpowered: {count} of {n}, upper bound {high:.3f} > {limit:g}{more}"
+    for gate, hits, limit in gated:
+        hits = np.asarray(hits, dtype=bool)
+        shares, most = shares_by_case(codes, hits)
+        count, variants, cases = int(hits.sum()), int(hits.size), int(shares.size)
+        cases_hit = int((shares > 0).sum())
+        passed = count / variants <= limit
+        if limit == 0:
+            evidence = count_evidence(cases_hit, cases)
+            statement = f"{count} of {variants} variants over {cases} cases" + (
+                f", upper bound {evidence.high:.3f}" if not count else "")
         else:
-            statement = f"{count} of {n}, upper bound {high:.3f} < {limit:g}"
+            test = rate_test(shares, most, limit)
+            underpowered = passed and test.verdict() != "holds"
+            evidence = test.evidence(notes=(UNDERPOWERED,) if underpowered else ())
+            statement = _rate_statement(evidence, count, variants, limit, underpowered)
         out.append({
             "gate": f"{property_name}.{gate}",
             "count": count,
-            "n": n,
-            "rate": rate,
+            "variants": variants,
+            "n": cases,
+            "rate": count / variants,
             "limit": limit,
-            "ci_low": low,
-            "ci_high": high,
-            "underpowered": underpowered,
-            "cases_needed": needed,
+            "ci_low": evidence.low,
+            "ci_high": evidence.high,
+            "underpowered": UNDERPOWERED in evidence.notes,
+            "cases_needed": evidence.cases_needed if UNDERPOWERED in evidence.notes else None,
             "statement": statement,
+            "evidence": evidence.to_dict(),
         })
     return out
+
+
+def _rate_statement(
+    evidence: Evidence, count: int, variants: int, limit: float, underpowered: bool
+) -> str:
+    counts = f"{count} of {variants} variants over {evidence.n} cases"
+    interval = f"[{evidence.low:.3f}, {evidence.high:.3f}] (95% per side, case as unit)"
+    if not underpowered:
+        return f"{counts}, {interval}"
+    more = (
+        f"; about {evidence.cases_needed} cases at this rate would show it below the limit"
+        if evidence.cases_needed is not None else "; at this rate no number of cases shows it"
+    )
+    return f"underpowered: {counts}, {interval} does not show it below {limit:g}{more}"
 
 
 def _null_reason(summary: dict[str, Any] | None) -> str:

@@ -9,10 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.properties.base import Generated, Step, TextCase
 from decflow.properties.stream import Stream
+
+if TYPE_CHECKING:
+    from decflow.contracts.properties import Whitespace
 
 _RUN = re.compile(r"\s+")
 RUN_CHOICES = ("  ", "\n", "\t", " \n")
@@ -62,7 +65,7 @@ def _choices(run: str) -> tuple[str, ...]:
     return found
 
 
-def generate(config: Any, stream: Stream, case: TextCase) -> Generated:
+def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
     text = case.text
     matches = list(_RUN.finditer(text))
     spans = [m.span() for m in matches]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from decflow.gates.headline import headline
+from decflow.report.modes import mode_named
 
 
 def report_headline(report: dict[str, Any]) -> str:
@@ -99,9 +100,9 @@ def confidence_histogram(report: dict[str, Any]) -> list[int] | None:
 def axis_rate(axis: dict[str, Any]) -> float | None:
     """The persona-axis figure its bounds are about: the case-level excess (decflow/2), the
     attributable flip rate (decflow/1 reports), or a plain rate."""
-    if "excess" in axis:
-        return axis["excess"]
-    return axis.get("attributable_rate", axis.get("rate"))
+    rate: float | None = axis["excess"] if "excess" in axis else axis.get(
+        "attributable_rate", axis.get("rate"))
+    return rate
 
 
 def axis_verdict(axis: dict[str, Any]) -> str:
@@ -115,9 +116,9 @@ def axis_base(axis: dict[str, Any]) -> int | None:
 
 
 def shows_golden(report: dict[str, Any]) -> bool:
-    """Golden metrics are shown unless the run is fuzz-only or carries none."""
+    """Golden metrics are shown when the run's mode fills them and the report carries some."""
     metrics = report.get("metrics") or {}
-    return report.get("mode") != "fuzz" and bool(metrics.get("classification"))
+    return mode_named(report["mode"]).fills("golden") and bool(metrics.get("classification"))
 
 
 def labels_of(report: dict[str, Any]) -> list[str]:

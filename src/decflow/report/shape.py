@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from decflow.contracts.problems import problems_from
+from decflow.report.modes import ModeName
 
 Number = Annotated[float, Field(allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0, lt=2**63)]
@@ -202,7 +203,7 @@ class _Run(_Open):
 
 
 class _RunReport(_Open):
-    mode: str
+    mode: ModeName
     status: Literal["pass", "warn", "fail"]
     headline: str | None = None
     exit_code: Annotated[int, Field(ge=0, le=2)]

@@ -19,6 +19,7 @@ import numpy as np
 from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
 from decflow.metrics.golden_metrics import golden_metrics
+from decflow.report.modes import mode_named
 from decflow.report.shape import shape_problems
 from decflow.report.versions import RUN_REPORT_VERSION, RUN_REPORT_VERSIONS
 from decflow.strictjson import MAX_DEPTH, JsonProblem, loads
@@ -164,7 +165,7 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
         if not close(recompute_metrics(report), report["metrics"]):
             raise _fail(source, "metrics", "do not match the stored results")
         checks = [Check.from_dict(c) for c in report["checks"]]
-        if report["mode"] in ("test", "all"):
+        if mode_named(report["mode"]).fills("golden_gates"):
             golden = [
                 c.to_dict()
                 for c in golden_checks(

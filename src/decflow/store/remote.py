@@ -10,8 +10,9 @@ Credentials are only read here and never written anywhere.
 
 from __future__ import annotations
 
+import io
 import os
-from typing import IO, Any
+from typing import Any
 
 from decflow.errors import DecflowError
 
@@ -70,13 +71,14 @@ def filesystem(url: str) -> tuple[Any, str]:
     import fsspec
 
     try:
-        return fsspec.core.url_to_fs(url, **fsspec_options(url))
+        found: tuple[Any, str] = fsspec.core.url_to_fs(url, **fsspec_options(url))
+        return found
     except (ImportError, ValueError) as exc:
         raise DecflowError(f"{url}: {exc}") from None
 
 
-def open_input(path: str) -> IO[bytes]:
+def open_input(path: str) -> io.BufferedIOBase:
     """A remote file opened for reading (local files are opened by their callers)."""
     fs, inner = filesystem(path)
-    handle: IO[bytes] = fs.open(inner, "rb")
+    handle: io.BufferedIOBase = fs.open(inner, "rb")  # fsspec's buffered file
     return handle

@@ -8,12 +8,11 @@ is a hit there, whichever process or machine computed it).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
-from prefect.client.schemas.objects import TaskRun
-from prefect.states import State
+from prefect.client.schemas.objects import State, TaskRun
 
 from decflow.errors import DecflowError
 from decflow.pipeline.spec import RunSpec
@@ -21,7 +20,8 @@ from decflow.report.sections import report_headline
 from decflow.store.store import Manifest, Store
 from decflow.tasks import logs
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 SHARD_RETRIES = 2
 SHARD_RETRY_DELAY_S = 2.0
 
@@ -39,24 +39,23 @@ def transient(_task: Task[Any, Any], _run: TaskRun, state: State[Any]) -> bool:
     return False
 
 
-def stage_task(name: str, run_name: str | Callable[[], str], *,
-               retries: int = 0) -> Callable[[F], F]:
+def stage_task(
+    name: str, run_name: str | Callable[[], str], *, retries: int = 0
+) -> Callable[[Callable[P, R]], Task[P, R]]:
     """A thin task named after its stage, with Prefect caching and persistence off. Its
     runs are named `run_name` (a template of its parameters, or a function), which starts
     with the stage and says what the run does: Prefect adds no random suffix then."""
-    options: dict[str, Any] = {
-        "name": name,
-        "cache_policy": NO_CACHE,
-        "persist_result": False,
-        "task_run_name": run_name,
-    }
-    if retries:
-        options.update(
-            retries=retries, retry_delay_seconds=SHARD_RETRY_DELAY_S, retry_condition_fn=transient
-        )
 
-    def decorate(fn: F) -> F:
-        return task(**options)(fn)  # type: ignore[return-value]
+    def decorate(fn: Callable[P, R]) -> Task[P, R]:
+        return task(
+            name=name,
+            cache_policy=NO_CACHE,
+            persist_result=False,
+            task_run_name=run_name,
+            retries=retries,  # only call shards retry
+            retry_delay_seconds=SHARD_RETRY_DELAY_S if retries else None,
+            retry_condition_fn=transient if retries else None,
+        )(fn)
 
     return decorate
 

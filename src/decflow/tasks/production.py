@@ -13,12 +13,8 @@ from prefect.runtime import task_run
 
 from decflow.data.record_units import Unit
 from decflow.pipeline.production.run import summarize_and_record
-from decflow.pipeline.production.stages import (
-    SourcePlan,
-    plan_source,
-    stage_aggregates,
-    stage_unit,
-)
+from decflow.pipeline.production.stages import stage_aggregates, stage_unit
+from decflow.pipeline.production.units import SourcePlan, plan_source
 from decflow.pipeline.spec import load_contract_cached
 from decflow.store.runs import report_path
 from decflow.store.store import Manifest, Store

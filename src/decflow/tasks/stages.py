@@ -54,7 +54,7 @@ def _stage_task(name: str) -> Any:
 
 # One task per stage besides the call stage, named after it (the names Prefect shows).
 STAGE_TASKS: dict[str, Callable[..., ManifestDict]] = {
-    name: _stage_task(name) for name in STAGE_BY_NAME if name != "results"
+    name: _stage_task(name) for name, stage in STAGE_BY_NAME.items() if not stage.sharded
 }
 
 
@@ -90,7 +90,7 @@ def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
     if progress is not None:
         reporter = CallProgress.from_dict(progress)
 
-        def moved(shard_done: int, _shard_total: int) -> None:
+        def moved(shard_done: int, _shard_total: int | None) -> None:
             reporter.report(reporter.base + shard_done)
 
     return results_stage.call_shard(

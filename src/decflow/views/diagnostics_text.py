@@ -35,8 +35,8 @@ def stability_lines(stability: dict[str, Any]) -> list[str]:
         _line(
             "Stability",
             f"{stability['verdict']} · {stability['flips']}/{stability['pairs']} rerun pairs "
-            f"flipped ({percent(stability.get('flip_rate'))}) · 95% CI {_interval(stability)} "
-            f"vs ε {stability['epsilon']:g}{tv}",
+            f"flipped ({percent(stability.get('flip_rate'))}) · 95% per side "
+            f"{_interval(stability)} vs ε {stability['epsilon']:g}{tv}",
         )
     ]
     sources = stability.get("sources") or {}

@@ -12,6 +12,7 @@ from decflow.gates.headline import number
 from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
+from decflow.views.calibration_text import diff_calibration_lines
 from decflow.views.text import answer, checks, percent, preview
 
 VERDICTS = {
@@ -61,6 +62,7 @@ def _metrics(report: dict[str, Any]) -> list[str]:
             f"  {name:<16}{number(entry['baseline']):>10}{number(entry['candidate']):>11}"
             f"{_signed(entry['delta']):>10}"
         )
+    lines.extend(f"  {line}" for line in diff_calibration_lines(report))
     return lines
 
 

@@ -32,6 +32,7 @@ from decflow.report.sections import (
     status_label,
 )
 from decflow.version import __version__
+from decflow.views.calibration_text import calibration_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
@@ -241,6 +242,7 @@ def golden_metrics(report: dict[str, Any]) -> str:
     errors = counts.get("errors_by_kind") or {}
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
+    error_line += "".join(f'<p class="muted">{e(line)}</p>' for line in calibration_lines(report))
     return section("Metrics", cards(items), error_line,
                    calibration_plots(report, selective.get("threshold"), label_table))
 
@@ -265,10 +267,11 @@ def properties_view(report: dict[str, Any]) -> str:
     ) if summaries else ""
     evidence = properties.get("rate_evidence") or []
     # the statement repeats count, rate and interval: the columns say it, beside the chart
-    evidence_table = "<div><h3>Rate evidence (Wilson 95% intervals)</h3>" + table(
-        ("gate", "count", "rate", "95% CI", "limit"),
-        ((e(i["gate"]), f"{i['count']}/{i['n']}", val(i["rate"]), interval_text(i),
-          val(i["limit"])) for i in evidence)) + "</div>" if evidence else ""
+    evidence_table = "<div><h3>Rate evidence (case as unit, 95% per side)</h3>" + table(
+        ("gate", "variants", "cases", "rate", "95% per side", "limit"),
+        ((e(i["gate"]), f"{i['count']}/{i.get('variants', i['n'])}", val(i["n"]),
+          val(i["rate"]), interval_text(i), val(i["limit"])) for i in evidence)
+    ) + "</div>" if evidence else ""
     parts = [
         table(("property", "level", "relation", "evaluated", "violations", "flips", "max TV",
                "errors", "skipped", "minimized"), rows),
@@ -292,7 +295,7 @@ def labels_shown(item: dict[str, Any], labels: Sequence[str]) -> str:
 
 def outcome(item: dict[str, Any], labels: Sequence[str]) -> str:
     """What came back: the selected labels before/after, TV distance and probabilities."""
-    result = item.get("result") if isinstance(item.get("result"), dict) else {}
+    result: dict[str, Any] = item["result"] if isinstance(item.get("result"), dict) else {}
     probabilities = item.get("probabilities") or result.get("probabilities")
     if isinstance(probabilities, list):
         probabilities = dict(zip(labels, probabilities, strict=False))
@@ -380,7 +383,7 @@ def diagnostics_view(report: dict[str, Any]) -> str:
         epsilon = stability["epsilon"]
         top = nice_max(max(stability["ci_high"], epsilon) * 1.2)
         parts.append("<h3>Rerun stability</h3>" + plots(table(
-            ("verdict", "pairs", "flips", "flip rate", "95% CI", "ε"),
+            ("verdict", "pairs", "flips", "flip rate", "95% per side", "ε"),
             [(e(stability["verdict"]), val(stability["pairs"]), val(stability["flips"]),
               val(stability.get("flip_rate")), interval_text(stability), val(epsilon))]),
             hbar_chart(

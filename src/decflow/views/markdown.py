@@ -26,6 +26,8 @@ from decflow.report.sections import (
     shows_golden,
     status_label,
 )
+from decflow.views.calibration_text import calibration_lines
+from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
 from decflow.views.text import FIRST_CASES, MAX_LISTED, VERDICTS, answer, counted, preview
 
@@ -134,6 +136,8 @@ def golden_block(report: dict[str, Any]) -> list[str]:
         ("accuracy", cell(classification["accuracy"])),
         ("macro-F1", cell(classification["macro_f1"])),
         ("ECE / Brier / NLL", " / ".join(cell(calibration[k]) for k in ("ece", "brier", "nll"))),
+        *(("calibration", md(line)) for line in calibration_lines(report)),
+        *(("evidence", md(line)) for line in gate_evidence_lines(report)),
         ("coverage / selective accuracy",
          f"{cell(selective.get('coverage'))} / {cell(selective.get('selective_accuracy'))}"),
         ("latency p50 / p95 ms", f"{cell(latency['p50_ms'])} / {cell(latency['p95_ms'])}"),
@@ -181,9 +185,9 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append("")
     skipped = properties.get("skipped") or []
     if skipped:
-        listed = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
+        names = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
         more = ", …" if len(skipped) > MAX_LISTED else ""
-        lines.append(f"Skipped cases: {len(skipped)} ({md(listed)}{more})")
+        lines.append(f"Skipped cases: {len(skipped)} ({md(names)}{more})")
         lines.append("")
     return lines
 
@@ -216,7 +220,7 @@ def diagnostics_block(report: dict[str, Any]) -> list[str]:
         reasks = (stability.get("sources") or {}).get("identity_paraphrase")
         evidence = f" (incl. {reasks} identity paraphrase re-asks)" if reasks else ""
         lines.append(f"- Stability: **{md(stability['verdict'])}**: {stability['flips']} of "
-                     f"{stability['pairs']} rerun pairs flipped{evidence}, 95% CI "
+                     f"{stability['pairs']} rerun pairs flipped{evidence}, 95% per side "
                      f"{interval(stability)} vs ε {stability['epsilon']:g}")
     blindness = diagnostics.get("blindness")
     if blindness:

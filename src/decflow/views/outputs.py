@@ -27,9 +27,9 @@ def render_text(report: dict[str, Any]) -> str:
         from decflow.views.production_text import render_check
 
         return render_check(report)
-    from decflow.views.text import render
+    from decflow.views.text import Section, render
 
-    sections = []
+    sections: list[Section] = []
     if report.get("diagnostics"):
         from decflow.views.diagnostics_text import diagnostics_block
 

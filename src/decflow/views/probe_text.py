@@ -18,7 +18,7 @@ _LABEL = 13
 _WIDTH = 78
 _LAYER_NOUNS = {"verdict": "verdicts", "text": "texts", "tools": "tool sequences"}
 _COLUMNS = (("relation", 30, "<"), ("type", 12, "<"), ("held", 6, ">"), ("violated", 10, ">"),
-            ("skipped", 8, ">"), ("errors", 8, ">"), ("rate", 8, ">"), ("95% CI", 16, ">"))
+            ("skipped", 8, ">"), ("errors", 8, ">"), ("rate", 8, ">"), ("95%/side", 16, ">"))
 
 
 def _field(label: str, text: str) -> list[str]:
@@ -37,8 +37,8 @@ def _meter(report: dict[str, Any]) -> list[str]:
     lines += _field("call", meter["verdict"])
     lines += _field("flip rate", f"{percent(meter['flip_rate'] or 0.0)} "
                                  f"({meter['flips']}/{meter['pairs']} pairs)")
-    lines += _field("Wilson CI", f"[{number(meter['ci_low'])}, {number(meter['ci_high'])}] "
-                                 f"at epsilon={meter['epsilon']:g}")
+    lines += _field("bounds", f"[{number(meter['ci_low'])}, {number(meter['ci_high'])}] "
+                              f"(95% per side, input as unit) at epsilon={meter['epsilon']:g}")
     lines += _field("inputs", f"{report['inputs']}, repeats: {settings['repeats']}, "
                               f"layer: {settings['layer']}")
     if meter["n_incomplete"]:
@@ -68,7 +68,7 @@ def _blindness(report: dict[str, Any]) -> list[str]:
 
 
 def _interval(relation: dict[str, Any]) -> str:
-    """The rate's Wilson interval (reports stored before it was added show n/a)."""
+    """The rate's one-sided 95 % bounds (reports stored before they were added show n/a)."""
     low, high = relation.get("ci_low"), relation.get("ci_high")
     return "n/a" if low is None or high is None else f"[{number(low)}, {number(high)}]"
 
@@ -126,6 +126,9 @@ def _result(report: dict[str, Any]) -> list[str]:
     violated = [r["name"] for r in report["relations"] if r["violated"]]
     if violated:
         reasons.append(f"violated: {', '.join(violated)}")
+    vacuous = [r["name"] for r in report["relations"] if r["vacuous"]]
+    if vacuous and not reasons:
+        reasons.append(f"not established: {', '.join(vacuous)} changed no input")
     verdict = "; ".join(reasons) if reasons else "no blindness, no violated relation"
     lines += _field("status", f"{report['status']} — {verdict} (exit {report['exit_code']})")
     if not report["suite_is_meaningful"]:

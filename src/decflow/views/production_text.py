@@ -12,6 +12,7 @@ from decflow.gates.headline import number
 from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
+from decflow.views.calibration_text import calibration_lines
 from decflow.views.text import checks, short_hash
 
 VERDICTS = {
@@ -115,6 +116,7 @@ def render_check(report: dict[str, Any]) -> str:
         f"  dataset   {dataset['path']}  {short_hash(dataset['hash'])}",
         "",
         *_metric_lines(report["metrics"]),
+        *(f"                {line}" for line in calibration_lines(report)),
         *_percentile_lines(report.get("percentiles")),
         *_baseline_lines(report),
         *_segment_lines(report),

@@ -50,7 +50,7 @@ def nice_max(value: float) -> float:
     """The smallest 1/2/5 × 10^k at or above `value` (1 for nothing to show)."""
     if not value or value <= 0 or not math.isfinite(value):
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
+    power = 10.0 ** math.floor(math.log10(value))
     for step in (1, 2, 5, 10):
         if value <= step * power + 1e-12:
             return step * power

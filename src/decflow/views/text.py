@@ -12,9 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
+from decflow.report.modes import mode_named
 from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
+from decflow.views.calibration_text import calibration_lines
+from decflow.views.evidence_text import gate_evidence_lines
 
 VERDICTS = {
     "pass": "PASS: all gates hold",
@@ -99,6 +102,7 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         accuracy,
         f"  Calibration  ECE {number(calibration['ece'])}   Brier {number(calibration['brier'])}   "
         f"NLL {number(calibration['nll'])}   ({calibration['bins']} bins)",
+        *(f"               {line}" for line in calibration_lines(report)),
     ]
     selective = metrics.get("selective")
     if selective:
@@ -113,6 +117,8 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         f"  Latency ms   mean {number(latency['mean_ms'])}   p50 {number(latency['p50_ms'])}   "
         f"p95 {number(latency['p95_ms'])}   max {number(latency['max_ms'])}"
     )
+    evidence = gate_evidence_lines(report)
+    lines.extend(f"  {'Evidence' if i == 0 else '':<13}{line}" for i, line in enumerate(evidence))
     return lines
 
 
@@ -149,12 +155,13 @@ def failures(report: dict[str, Any]) -> list[str]:
 
 def render(report: dict[str, Any], extra_sections: list[Section] | None = None) -> str:
     """The whole text view; `extra_sections` render between the checks and the verdict."""
+    golden = mode_named(report["mode"]).fills("golden")
     sections: list[Section] = [header]
-    if report["mode"] != "fuzz":
+    if golden:
         sections.append(golden_metrics)
     sections.extend(extra_sections or [])
     sections.append(checks)
-    if report["mode"] != "fuzz":
+    if golden:
         sections.append(failures)
     lines: list[str] = []
     for section in sections:

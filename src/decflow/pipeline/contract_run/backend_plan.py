@@ -11,13 +11,15 @@ earlier results were read with.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.backends.base import Backend
 from decflow.backends.registry import build_backend
 from decflow.store.runs import run_path
 from decflow.store.store import Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 def plan_path(run_id: str) -> str:
     return run_path(run_id, "backend-plan.json")
@@ -36,7 +38,7 @@ def prepare(backend: Backend, store: Store, run_id: str,
         store.write_json(plan_path(run_id), plan)
 
 
-def run_backend(contract: Any, backend_name: str, store: Store, run_id: str) -> Backend:
+def run_backend(contract: Contract, backend_name: str, store: Store, run_id: str) -> Backend:
     """The backend, built to call for run `run_id` (its stored plan adopted)."""
     backend = build_backend(contract, backend_name)
     plan = stored_plan(store, run_id)

@@ -47,7 +47,7 @@ class InProcessShards:
         for index in range(shards):
             base = self.done
 
-            def progress(shard_done: int, _total: int, base: int = base) -> None:
+            def progress(shard_done: int, _total: int | None, base: int = base) -> None:
                 if self.update:
                     self.update(base + shard_done, self.requests.rows)
 
@@ -83,4 +83,4 @@ def _backend(context: StageContext) -> dict[str, Any]:
 
 
 RESULTS = Stage("results", results.VERSION, ("requests",), call_stage, params=_backend,
-                keyed_by_run=True)
+                keyed_by_run=True, restart_input=True, sharded=True)

@@ -16,9 +16,9 @@ import polars as pl
 
 from decflow.backends.base import Backend, DecisionSpec
 from decflow.backends.engine import RESULTS_SCHEMA, RemoteCaller, decide_in_process
+from decflow.pipeline.stage import Progress
 
 log = logging.getLogger(__name__)
-Progress = Callable[[int, int], None]
 
 
 def _error_rows(request_ids: pl.Series, kinds: list[str], messages: list[str]) -> pl.DataFrame:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -31,6 +31,8 @@ from decflow.properties.generate import RELATIONS
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
 from decflow.store.store import Manifest
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 def _compute_comparisons(context: StageContext, key: str) -> Manifest:
     store, manifests = context.store, context.manifests
@@ -66,7 +68,7 @@ def _compute_comparisons(context: StageContext, key: str) -> Manifest:
     return store.publish("comparisons", key, frames())
 
 
-def minimize_enabled(spec: RunSpec, contract: Any) -> bool:
+def minimize_enabled(spec: RunSpec, contract: Contract) -> bool:
     return spec.minimize if spec.minimize is not None else contract.fuzz.minimize
 
 

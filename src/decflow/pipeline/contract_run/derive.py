@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from decflow.contracts.properties import Paraphrase
 from decflow.contracts.sections import Stability
 from decflow.data.golden_dataset import case_input, compact_json
 from decflow.errors import DecflowError
@@ -28,10 +29,11 @@ from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec
 
 if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.loader import LoadedContract
+    from decflow.contracts.properties import Counterfactual, PropertyConfig
     from decflow.diagnostics.personas import PairSet
 
-FUZZ_MODES = ("fuzz", "all")
-RERUN_MODES = ("all", "stability")
 RERUN = "stability"
 COUNTERFACTUAL = "counterfactual"
 # The artifact holding a run's persona pairs (named in the requests manifest's extra).
@@ -46,9 +48,9 @@ PART_ROWS = 8_192
 _dump_steps = json.JSONEncoder(ensure_ascii=False).encode
 
 
-def _enabled(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
+def _enabled(spec: RunSpec, contract: Contract) -> list[tuple[str, PropertyConfig]]:
     """Enabled properties in the fixed order, narrowed by `-p` (which must name enabled ones)."""
-    enabled: list[tuple[str, Any]] = contract.properties.enabled()
+    enabled = contract.properties.enabled()
     if spec.properties is not None:
         names = {name for name, _ in enabled}
         unknown = [p for p in spec.properties if p not in names]
@@ -61,36 +63,38 @@ def _enabled(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
     return enabled
 
 
-def selected_properties(spec: RunSpec, contract: Any) -> list[tuple[str, Any]]:
+def selected_properties(spec: RunSpec, contract: Contract) -> list[tuple[str, PropertyConfig]]:
     """The metamorphic properties of this run (`counterfactual` is a diagnostic of its own).
 
     A fuzz run needs something to fuzz; `test --all` may also be diagnostics only.
     """
     enabled = _enabled(spec, contract)
-    if not enabled and (spec.mode == "fuzz" or contract.diagnostics is None):
+    if not enabled and (spec.run_mode.needs_a_property or contract.diagnostics is None):
         raise DecflowError("no property is enabled; add one under 'properties' in the contract")
     return [(name, config) for name, config in enabled if name != COUNTERFACTUAL]
 
 
-def counterfactual_config(spec: RunSpec, contract: Any) -> Any | None:
+def counterfactual_config(spec: RunSpec, contract: Contract) -> Counterfactual | None:
     """`properties.counterfactual` when this run decides persona arms."""
-    if spec.mode not in FUZZ_MODES:
+    if not spec.run_mode.fills("properties"):
         return None
-    return dict(_enabled(spec, contract)).get(COUNTERFACTUAL)
+    enabled = dict(_enabled(spec, contract))  # also checks `-p`
+    return contract.properties.counterfactual if COUNTERFACTUAL in enabled else None
 
 
-def stability_config(spec: RunSpec, contract: Any) -> Stability | None:
+def stability_config(spec: RunSpec, contract: Contract) -> Stability | None:
     """`diagnostics.stability` when this run makes reruns; `decflow stability` runs the meter
     with the defaults when the contract has no section."""
-    if spec.mode not in RERUN_MODES:
+    mode = spec.run_mode
+    if not mode.reruns:
         return None
     configured = contract.diagnostics.stability if contract.diagnostics is not None else None
-    if configured is None and spec.mode == "stability":
+    if configured is None and mode.meter_by_default:
         return Stability()
     return configured
 
 
-def persona_settings(contract: Any, config: Any) -> dict[str, Any]:
+def persona_settings(contract: Contract, config: Counterfactual) -> dict[str, Any]:
     """The settings that decide which persona pairs a run draws (stored with the pairs, so
     a re-gate with other settings knows the run's arms are not the ones it asks for)."""
     drawn = config.model_dump(include={
@@ -100,7 +104,7 @@ def persona_settings(contract: Any, config: Any) -> dict[str, Any]:
     return {**drawn, "text_field": contract.fuzz.text_field}
 
 
-def persona_pair_set(contract: Any, config: Any, cases: pl.DataFrame) -> PairSet:
+def persona_pair_set(contract: Contract, config: Counterfactual, cases: pl.DataFrame) -> PairSet:
     """The persona pairs of a contract's cases (a pure function of both): drawn once by the
     requests stage, which stores them for the summary (`inputs.py`)."""
     from decflow.diagnostics.personas import build_pairs
@@ -177,12 +181,12 @@ def counterfactual_requests(pairs: PairSet, labels: tuple[str, ...]) -> pl.DataF
     )
 
 
-def run_seed(spec: RunSpec, contract: Any) -> int:
+def run_seed(spec: RunSpec, contract: Contract) -> int:
     return spec.seed if spec.seed is not None else contract.fuzz.seed
 
 
 def derived_requests(
-    spec: RunSpec, loaded: Any, cases: pl.DataFrame, pairs: PairSet | None
+    spec: RunSpec, loaded: LoadedContract, cases: pl.DataFrame, pairs: PairSet | None
 ) -> tuple[Iterator[pl.DataFrame], dict[str, Any]]:
     """Transformed requests, reruns and the arms of `pairs` (the run's persona pairs, when
     it decides them) as frames in stored order,
@@ -193,7 +197,9 @@ def derived_requests(
     contract = loaded.contract
     labels = tuple(contract.decision.labels)
     # Resolved now, so a bad `-p` fails before any part is written.
-    properties = selected_properties(spec, contract) if spec.mode in FUZZ_MODES else []
+    properties = (
+        selected_properties(spec, contract) if spec.run_mode.fills("properties") else []
+    )
     stability = stability_config(spec, contract)
 
     def frames() -> Iterator[pl.DataFrame]:
@@ -209,9 +215,9 @@ def derived_requests(
 
 def _property_requests(
     spec: RunSpec,
-    loaded: Any,
+    loaded: LoadedContract,
     cases: pl.DataFrame,
-    properties: list[tuple[str, Any]],
+    properties: list[tuple[str, PropertyConfig]],
     extra: dict[str, Any],
 ) -> Iterator[pl.DataFrame]:
     from decflow.properties.generate import generate
@@ -233,7 +239,7 @@ def _property_requests(
         paraphraser = (
             build_paraphraser(config.source, base_dir=loaded.base_dir, seed=seed,
                               allowed=spec.allow_paths, contract=str(loaded.path))
-            if name == "paraphrase" else None
+            if isinstance(config, Paraphrase) else None
         )
         rows = _RequestRows(name, labels)
         try:

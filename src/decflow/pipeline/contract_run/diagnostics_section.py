@@ -17,7 +17,7 @@ properties or axes that changed nothing are named as *not exercised* (n/a, never
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -48,7 +48,6 @@ from decflow.diagnostics.stability import (
 from decflow.gates import Check, make_check
 from decflow.pipeline.contract_run.derive import (
     COUNTERFACTUAL,
-    FUZZ_MODES,
     PERSONA_PAIRS,
     RERUN,
     arm_fingerprint,
@@ -61,7 +60,11 @@ from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 
-DIAGNOSTIC_MODES = (*FUZZ_MODES, "stability")
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.loader import LoadedContract
+    from decflow.contracts.properties import Counterfactual
+
 MAX_EXAMPLES = 20
 MAX_LISTED = 200
 
@@ -130,7 +133,7 @@ def _meter_input(rows: _Rows, reasks: pl.DataFrame) -> pl.DataFrame:
 
 
 def _stability(
-    spec: RunSpec, contract: Any, rows: _Rows
+    spec: RunSpec, contract: Contract, rows: _Rows
 ) -> tuple[dict[str, Any] | None, StabilityResult | None, list[Check]]:
     config = stability_config(spec, contract)
     reasks = _identity_reasks(rows)
@@ -159,7 +162,7 @@ def _stability(
 
 
 def _blindness(
-    contract: Any, table: pl.DataFrame
+    contract: Contract, table: pl.DataFrame
 ) -> tuple[dict[str, Any], BlindnessResult, list[Check]]:
     config = contract.diagnostics.blindness if contract.diagnostics is not None else None
     inputs = list(zip(table["input_text"].to_list(), table["input_json"].to_list(), strict=True))
@@ -171,7 +174,8 @@ def _blindness(
 
 
 def _run_pairs(
-    store: Store, requests: Manifest, contract: Any, config: Any, cases: pl.DataFrame
+    store: Store, requests: Manifest, contract: Contract, config: Counterfactual,
+    cases: pl.DataFrame,
 ) -> tuple[PairSet, dict[str, Any]]:
     """The persona pairs the run's requests stage drew and stored, with the settings it
     drew them with. Runs stored before pairs were kept get them drawn again from this
@@ -185,7 +189,7 @@ def _run_pairs(
 
 def _counterfactual(
     spec: RunSpec,
-    contract: Any,
+    contract: Contract,
     store: Store,
     requests: Manifest,
     cases: pl.DataFrame,
@@ -261,7 +265,7 @@ def _counterfactual(
 
 
 def _base_persona_blindness(
-    contract: Any, pairs: PairSet, arms: pl.DataFrame
+    contract: Contract, pairs: PairSet, arms: pl.DataFrame
 ) -> BlindnessResult | None:
     """Blindness over the cases' base-persona decisions; None when the run has none of them
     (runs stored before the base arms were sent)."""
@@ -340,7 +344,7 @@ def _caveats(
     return caveats
 
 
-def _guidance(contract: Any, meter: StabilityResult | None, blind: BlindnessResult) -> str:
+def _guidance(contract: Contract, meter: StabilityResult | None, blind: BlindnessResult) -> str:
     configured = contract.diagnostics is not None and contract.diagnostics.stability is not None
     if meter is None and configured and not blind.blind:
         return (
@@ -351,7 +355,7 @@ def _guidance(contract: Any, meter: StabilityResult | None, blind: BlindnessResu
 
 
 def diagnostics_section(
-    loaded: Any,
+    loaded: LoadedContract,
     spec: RunSpec,
     store: Store,
     manifests: dict[str, Manifest],
@@ -361,7 +365,7 @@ def diagnostics_section(
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """(the section, every check of the report with the diagnostics' own appended and the
     blind suite's passes marked); None when the mode runs no diagnostics (`test`)."""
-    if spec.mode not in DIAGNOSTIC_MODES:
+    if not spec.run_mode.fills("diagnostics"):
         return None, checks
     contract = loaded.contract
     rows = _rows(store, manifests)

@@ -7,16 +7,22 @@ re-gated with an edited contract without calling the backend.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from decflow.data.golden_dataset import case_input
 from decflow.gates import golden_checks
+from decflow.gates.calibration import smooth_ece_checks
+from decflow.gates.checks import NO_ELIGIBLE_CASES
+from decflow.metrics.calibration import calibration_section
 from decflow.metrics.columns import probability_matrix
-from decflow.metrics.golden_metrics import golden_metrics
+from decflow.metrics.golden_metrics import golden_metrics, selected_and_confidence
+from decflow.metrics.smooth_ece import grids_of
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
     """Cases in dataset order joined with their original (unchanged) request's result.
@@ -42,7 +48,9 @@ def golden_arrays(table: pl.DataFrame, labels: tuple[str, ...]) -> dict[str, Any
     }
 
 
-def decision_result(row: dict[str, Any], contract: Any, backend: dict[str, Any]) -> dict[str, Any]:
+def decision_result(
+    row: dict[str, Any], contract: Contract, backend: dict[str, Any]
+) -> dict[str, Any]:
     labels = list(contract.decision.labels)
     return {
         "case_id": row["case_id"],
@@ -64,7 +72,7 @@ def decision_result(row: dict[str, Any], contract: Any, backend: dict[str, Any])
 
 
 def golden_summary(
-    contract: Any, table: pl.DataFrame, *, with_gates: bool
+    contract: Contract, table: pl.DataFrame, *, with_gates: bool
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, checks when gated) of the original cases."""
     labels = tuple(contract.decision.labels)
@@ -87,13 +95,37 @@ def golden_summary(
     return metrics, checks
 
 
+def calibration_summary(
+    contract: Any, table: pl.DataFrame, metrics: dict[str, Any], *, with_gates: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the report's `calibration` section, `max_smooth_ece` checks when gated) over the
+    labeled decided cases: top-label confidence against correctness."""
+    arrays = golden_arrays(table, tuple(contract.decision.labels))
+    labeled = ~arrays["errored"] & (arrays["expected_index"] >= 0)
+    selected, confidence = selected_and_confidence(arrays["probabilities"][labeled])
+    correct = (selected == arrays["expected_index"][labeled]).astype(np.float64)
+    source = grids_of(confidence, correct)
+    calibration = metrics["calibration"]
+    limits = {level: gates.max_ece for level, gates in
+              (("requirement", contract.requirements), ("warning", contract.warnings))
+              if gates.max_ece is not None}
+    section = calibration_section(calibration["reliability"], calibration["ece"], source,
+                                  max_ece=limits, corp_of=(confidence, correct))
+    checks = smooth_ece_checks(
+        source, int(labeled.sum()),
+        [("requirement", contract.requirements), ("warning", contract.warnings)],
+        reason_if_empty=NO_ELIGIBLE_CASES,
+    ) if with_gates else []
+    return section, [c.to_dict() for c in checks]
+
+
 CASE_COLUMNS = ("case_id", "input_text", "input_json", "expected", "metadata_json",
                 "probabilities", "selected", "confidence", "model", "model_version",
                 "latency_ms", "result_metadata_json", "error_kind", "error_message")
 
 
 def golden_cases(
-    contract: Any, table: pl.DataFrame, backend: dict[str, Any]
+    contract: Contract, table: pl.DataFrame, backend: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(per-case results, failures) of the original cases, in dataset order.
 

@@ -12,7 +12,7 @@ import itertools
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -35,8 +35,10 @@ from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
 from decflow.store.store import Manifest
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
-def dataset_location(spec: RunSpec, contract: Any) -> tuple[str, str]:
+def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
     """(path to read, path as shown in reports) for the golden dataset."""
     if spec.dataset is not None:
         return spec.dataset, spec.dataset
@@ -75,7 +77,8 @@ def _compute_cases(context: StageContext, key: str) -> Manifest:
     return context.store.publish("cases", key, dataset.cases, extra=extra)
 
 
-CASES = Stage("cases", "1", (), _compute_cases, inputs=_dataset_hash, reusable=_same_path)
+CASES = Stage("cases", "1", (), _compute_cases, inputs=_dataset_hash, reusable=_same_path,
+              restart_input=True)
 
 
 def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFrame:
@@ -124,7 +127,7 @@ def _compute_requests(context: StageContext, key: str) -> Manifest:
     config = counterfactual_config(context.spec, contract)
     pairs = None if config is None else persona_pair_set(contract, config, case_table)
     derived, extra = derived_requests(context.spec, loaded, case_table, pairs)
-    if pairs is not None:
+    if config is not None and pairs is not None:
         # The summary reads the pairs back from here instead of drawing them again.
         stored = store.publish(PERSONA_PAIRS, key, pair_table(pairs))
         extra[PERSONA_PAIRS] = {"manifest": stored.to_dict(), "meta": pair_meta(pairs),
@@ -136,7 +139,7 @@ def _compute_requests(context: StageContext, key: str) -> Manifest:
 
 
 REQUESTS = Stage("requests", "1", ("cases",), _compute_requests, params=_request_params,
-                 validate=check_presentations)
+                 validate=check_presentations, restart_input=True)
 
 
 def _coalesced(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:

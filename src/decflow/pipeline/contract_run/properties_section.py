@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -32,6 +32,10 @@ from decflow.properties.generate import RELATIONS
 from decflow.properties.summary import property_checks, property_summary, rate_evidence
 from decflow.store.store import Manifest, Part, Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.loader import LoadedContract
+    from decflow.contracts.properties import PropertyConfig
+
 ORIGINAL_ERROR = "original_error"
 
 
@@ -42,12 +46,13 @@ def _presentation(row: dict[str, Any], labels: tuple[str, ...]) -> list[list[str
     return [[s, labels[i]] for s, i in zip(shown, order, strict=True)]
 
 
-def _config_dump(config: Any) -> dict[str, Any] | None:
+def _config_dump(config: PropertyConfig | None) -> dict[str, Any] | None:
     return None if config is None else config.model_dump(mode="json")
 
 
 def properties_section(
-    loaded: Any, spec: RunSpec, store: Store, manifests: dict[str, Manifest], table: pl.DataFrame
+    loaded: LoadedContract, spec: RunSpec, store: Store, manifests: dict[str, Manifest],
+    table: pl.DataFrame,
 ) -> dict[str, Any]:
     contract = loaded.contract
     labels = tuple(contract.decision.labels)
@@ -67,7 +72,7 @@ def properties_section(
     summaries: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
-    evidence: list[dict[str, Any]] = []  # Wilson intervals beside DecGuard's checks
+    evidence: list[dict[str, Any]] = []  # case-level bounds beside DecGuard's checks
     for prop, config in selected_properties(spec, contract):
         relation = RELATIONS[prop]
         if prop not in stored_properties:
@@ -105,7 +110,10 @@ def properties_section(
             ))
         summaries.append(summary)
         checks.extend(c.to_dict() for c in property_checks(summary, prop, config, relation))
-        evidence.extend(rate_evidence(summary, prop, config, relation))
+        evidence.extend(rate_evidence(
+            prop, config, relation, evaluated["case_id"].to_numpy(), verdict.limit_violated,
+            found.flipped,
+        ))
         listed = pl.concat([
             pl.Series("request_id", rids, dtype=pl.String),
             errors.filter(pl.col("error_kind") != ORIGINAL_ERROR)["request_id"],

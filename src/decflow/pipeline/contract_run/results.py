@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -29,6 +28,7 @@ from decflow.pipeline.contract_run.journal import SUFFIX as JOURNAL
 from decflow.pipeline.contract_run.journal import Journal, journal_rows
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
+from decflow.pipeline.stage import Progress
 from decflow.store.store import Manifest, Part, Store
 
 PHASES = ("originals", "transformed")
@@ -245,7 +245,7 @@ def call_shard(
     key: str,
     phase: str,
     index: int,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     *,
     session: CallSession | None = None,
 ) -> int:

@@ -1,8 +1,8 @@
 """The contract-run graph and the `RunBook` both runners keep while they drive it.
 
-`stages_for(mode)` is the graph: cases → requests → results (→ comparisons → minimized in
-fuzz/all) → summary (which stores the report). `run_contract` drives it in this process;
-the Prefect flow (`decflow.flows.contract_run`) drives the same stages as tasks. Both
+`stages_for(mode)` is the graph: cases → requests → results (→ comparisons → minimized when
+the mode judges properties) → summary (which stores the report). `run_contract` drives it in
+this process; the Prefect flow (`decflow.flows.contract_run`) drives the same stages as tasks. Both
 record the run under `runs/<run_id>/` through the same `RunBook`, so either can resume,
 re-gate or diff the other's runs.
 """
@@ -19,26 +19,26 @@ from typing import Any
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.comparisons import COMPARISONS, MINIMIZED
-from decflow.pipeline.contract_run.derive import FUZZ_MODES
 from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
 from decflow.pipeline.contract_run.summary import SUMMARY
-from decflow.pipeline.spec import STAGES, RunSpec, load_contract_cached
+from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import ProgressFactory, Stage, StageContext, run_stage
+from decflow.report.modes import STAGES, Mode
 from decflow.store.runs import REPORT, read_run_json, read_run_record, run_path, write_run_record
 from decflow.store.store import Manifest, Store
 
 log = logging.getLogger("decflow")
-# Stages a `--from-stage` restart must find stored (they call the backend or read inputs).
-RESTART_INPUTS = ("cases", "requests", "results")
+# Every contract-run stage by name: the names `Mode.stages` lists.
+STAGE_BY_NAME = {
+    stage.name: stage for stage in (CASES, REQUESTS, RESULTS, COMPARISONS, MINIMIZED, SUMMARY)
+}
+# `--from-stage report` recomputes the summary, which writes the report.
+STAGE_ALIASES = {"report": SUMMARY.name}
 
 
-def stages_for(mode: str) -> tuple[Stage, ...]:
+def stages_for(mode: Mode) -> tuple[Stage, ...]:
     """The stages a run of `mode` computes, in order."""
-    properties = (COMPARISONS, MINIMIZED) if mode in FUZZ_MODES else ()
-    return (CASES, REQUESTS, RESULTS, *properties, SUMMARY)
-
-
-STAGE_BY_NAME = {stage.name: stage for stage in stages_for("all")}
+    return tuple(STAGE_BY_NAME[name] for name in mode.stages)
 
 
 def stored_manifests(store: Store, run_id: str) -> dict[str, Manifest]:
@@ -48,13 +48,15 @@ def stored_manifests(store: Store, run_id: str) -> dict[str, Manifest]:
 
 def reuse_upstream(store: Store, run_id: str, from_stage: str) -> dict[str, Manifest]:
     """The stored manifests of the stages before `from_stage` (`--from-stage`)."""
+    from_stage = STAGE_ALIASES.get(from_stage, from_stage)
     if from_stage not in STAGES:
         raise DecflowError(
             f"--from-stage: unknown stage '{from_stage}' (stages: {', '.join(STAGES)})"
         )
     stored = stored_manifests(store, run_id)
     upstream = STAGES[: STAGES.index(from_stage)]
-    missing = [name for name in upstream if name in RESTART_INPUTS and name not in stored]
+    missing = [name for name in upstream
+               if STAGE_BY_NAME[name].restart_input and name not in stored]
     if missing:
         raise DecflowError(
             f"run {run_id} has no stored '{missing[0]}' stage to start from '{from_stage}'"
@@ -83,6 +85,8 @@ class RunBook:
             reuse_upstream(store, spec.run_id, from_stage) if from_stage else {}
         )
         self.timings: dict[str, float] = {}
+        # the verdict stage's manifest extra: status, exit code, report path
+        self.verdict: dict[str, Any] = {}
         self.context = StageContext(spec, store, self.loaded, self.manifests, logger=logger,
                                     **context)
         source = Path(spec.contract_path)
@@ -110,16 +114,16 @@ class RunBook:
         """Compute `stage` here (or with `compute`, e.g. as a Prefect task) unless the run
         reuses it, and record it; the summary also records the run's verdict."""
         name = stage.name
-        if name in self.manifests and name != SUMMARY.name:
+        if name in self.manifests and stage.cached:
             self.logger.info("stage %s: reused from run %s", name, self.spec.run_id)
             return self.manifests[name]
         started = time.perf_counter()
         manifest = compute() if compute is not None else run_stage(stage, self.context)
         self.manifests[name] = manifest
         self.timings[name] = round(time.perf_counter() - started, 4)
-        if name == SUMMARY.name:
-            verdict = manifest.extra
-            self.record(verdict["status"], exit_code=verdict["exit_code"])
+        if stage.verdict:
+            self.verdict = dict(manifest.extra)
+            self.record(self.verdict["status"], exit_code=self.verdict["exit_code"])
         else:
             self.record("running")
         if self.on_stage:
@@ -146,7 +150,7 @@ def run_contract(
     """Run (or resume) every stage of a contract run in this process; returns its report."""
     book = RunBook(spec, store, from_stage=from_stage, on_stage=on_stage, progress=progress,
                    fail_on_warn=fail_on_warn)
-    for stage in stages_for(spec.mode):
+    for stage in stages_for(spec.run_mode):
         book.run(stage)
     return book.report()
 

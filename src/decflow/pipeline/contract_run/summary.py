@@ -8,13 +8,19 @@ produces the report of a fresh run and re-gates a stored run with an edited cont
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from decflow.gates import GOLDEN_GATES, Check, headline, status_of
+from decflow.gates.golden_evidence import golden_gate_evidence
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
-from decflow.pipeline.contract_run.golden_section import golden_cases, golden_summary, originals
+from decflow.pipeline.contract_run.golden_section import (
+    calibration_summary,
+    golden_cases,
+    golden_summary,
+    originals,
+)
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
@@ -23,6 +29,10 @@ from decflow.report.versions import RUN_REPORT_VERSION
 from decflow.store.runs import report_path, write_report
 from decflow.store.store import Manifest, Store
 from decflow.version import __version__
+
+if TYPE_CHECKING:
+    from decflow.contracts.gates import GoldenGates
+    from decflow.contracts.loader import LoadedContract
 
 CHECKS_SCHEMA = pl.Schema({
     "gate": pl.String,
@@ -36,7 +46,7 @@ CHECKS_SCHEMA = pl.Schema({
 })
 
 
-def gate_values(gates: Any) -> dict[str, float | None]:
+def gate_values(gates: GoldenGates) -> dict[str, float | None]:
     return {key: getattr(gates, key) for key in GOLDEN_GATES}
 
 
@@ -61,7 +71,7 @@ def _model_versions(store: Store, manifest: Manifest) -> pl.DataFrame:
 
 
 def build_report(
-    loaded: Any,
+    loaded: LoadedContract,
     spec: RunSpec,
     store: Store,
     manifests: dict[str, Manifest],
@@ -75,9 +85,13 @@ def build_report(
     results = store.read(phase_result_parts(results_manifest, "originals"))
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
-    metrics, checks = golden_summary(contract, table, with_gates=spec.mode in ("test", "all"))
+    mode = spec.run_mode
+    gated = mode.fills("golden_gates")
+    metrics, checks = golden_summary(contract, table, with_gates=gated)
+    calibration, smooth_checks = calibration_summary(contract, table, metrics, with_gates=gated)
+    checks.extend(smooth_checks)
     properties = None
-    if spec.mode in ("fuzz", "all"):
+    if mode.fills("properties"):
         from decflow.pipeline.contract_run.properties_section import properties_section
 
         properties = properties_section(loaded, spec, store, manifests, table)
@@ -129,8 +143,11 @@ def build_report(
         "requirements": gate_values(contract.requirements),
         "warnings": gate_values(contract.warnings),
         "metrics": metrics,
+        "calibration": calibration,
+        "gate_evidence": golden_gate_evidence(metrics, contract.requirements, contract.warnings)
+        if gated else [],
         "checks": checks,
-        "failures": failures if spec.mode != "fuzz" else [],
+        "failures": failures if mode.fills("golden") else [],
         "results": case_results,
         "properties": properties,
         "diagnostics": diagnostics,
@@ -167,4 +184,5 @@ def _compute_summary(context: StageContext, key: str) -> Manifest:
 
 SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
 # Recomputed on every run and re-gate: its verdict depends on --fail-on-warn.
-SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False)
+SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False,
+                verdict=True)

@@ -6,14 +6,18 @@ the report's `properties` section.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from decflow.metrics.compare import Comparison, Limits, judge
+from decflow.metrics.compare import Comparison, Judgement, Limits, judge
 from decflow.pipeline.contract_run.derive import DIAGNOSTIC_PROPERTIES
 from decflow.properties.generate import RELATIONS
 from decflow.store.store import Manifest, Store
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.properties import PropertyConfig
 
 COMPARISON_COLUMNS = {
     "request_id": pl.String,
@@ -31,7 +35,7 @@ COMPARISON_COLUMNS = {
 }
 
 
-def relation_direction(config: Any) -> str:
+def relation_direction(config: PropertyConfig | None) -> str:
     return getattr(config, "direction", "increasing") or "increasing"
 
 
@@ -110,7 +114,9 @@ def comparison_of(frame: pl.DataFrame) -> Comparison:
     )
 
 
-def judged(contract: Any, prop: str, config: Any, rows: pl.DataFrame) -> tuple[Comparison, Any]:
+def judged(
+    contract: Contract, prop: str, config: PropertyConfig, rows: pl.DataFrame
+) -> tuple[Comparison, Judgement]:
     relation = RELATIONS[prop]
     found = comparison_of(rows)
     verdict = judge(found, Limits.of(config, relation), relation=relation,

@@ -15,11 +15,11 @@ from decflow.redaction import redact
 
 if TYPE_CHECKING:
     from decflow.metrics.production import GroupStats
+    from decflow.pipeline.stage import Progress
     from decflow.store.store import Manifest, Store
 
 # Light on purpose (the store, polars and the contract models are imported where they are
 # used): a check starts hashing its input first, and the hash overlaps those imports.
-Progress = Callable[[int, int | None], None]
 Scanning = Callable[[], Scanned]
 
 
@@ -106,9 +106,9 @@ def summarize_and_record(
         fail_on_warn=fail_on_warn,
     )
     report["run"] = {"id": run_id, "store": store.location}
-    report = redact(report)  # the records may hold a credential the contract names
-    record_check(store, run_id, report, aggregates)
-    return report
+    redacted: dict[str, Any] = redact(report)  # records may hold a credential it names
+    record_check(store, run_id, redacted, aggregates)
+    return redacted
 
 
 def record_check(store: Store, run_id: str, report: dict[str, Any],

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,36 +36,42 @@ from decflow.data.records import (
     RecordSpec,
     list_partitions,
     normalize_objects,
-    segment_column,
     segment_display,
     segment_value,
 )
 from decflow.errors import DatasetError, ReportError
-from decflow.gates.checks import Check, status_of
+from decflow.gates.calibration import smooth_ece_checks
+from decflow.gates.checks import Check, Level, status_of
 from decflow.gates.headline import headline
 from decflow.gates.production import (
+    NO_RECORDS,
     PRODUCTION_GATES,
     SEGMENT_GATES,
     aggregate_checks,
     gate_settings,
     segment_checks,
 )
+from decflow.metrics.calibration import calibration_section
 from decflow.metrics.production import (
     GroupStats,
     Metrics,
     drift,
-    group_ids,
-    grouped_stats,
     merge_groups,
     partition_stats,
     percentile_method,
     production_metrics,
-    record_columns,
     sketched,
     stats_frame,
     stats_from_frame,
 )
 from decflow.metrics.quantiles import EXACT_LIMIT
+from decflow.metrics.smooth_ece import PRODUCTION_NODES, CalibrationGrid, stored_grid
+from decflow.pipeline.production.statistics import (
+    Aggregates,
+    BatchStats,
+    aggregates_of,
+    binning,
+)
 from decflow.pipeline.production.units import (
     SourcePlan,
     UnitAggregates,
@@ -83,99 +89,20 @@ from decflow.pipeline.production.units import (
     unit_stats,
     write_unit,
 )
-from decflow.pipeline.spec import now_iso
+from decflow.pipeline.stage import Progress
 from decflow.report.versions import REPORT_VERSION
+from decflow.store.runs import now_iso
 
 if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.gates import Production
     from decflow.store.store import Manifest, Store
 
 INLINE_RECORDS = 10_000
 
 
-@dataclass
-class Aggregates:
-    """Merged statistics of a record source (the `aggregates` stage's output)."""
-
-    path: str
-    hash: str
-    files: list[str]
-    overall: GroupStats
-    segments: dict[str, dict[str, GroupStats]] = field(default_factory=dict)
-    records: list[dict[str, Any]] | None = None  # kept while small enough to inline
-
-
-def _settings(contract: Any) -> tuple[int, float | None]:
-    evaluation = contract.evaluation
-    return int(evaluation.calibration_bins), evaluation.confidence_threshold
-
-
-SEGMENT_SEPARATOR = "\x1f"
-
-
-def batch_stats(table: pl.DataFrame, spec: RecordSpec, contract: Any) -> dict[str, GroupStats]:
-    """Statistics of one batch: the whole batch under `""`, each segment value under
-    `<key>\x1f<token>`."""
-    return BatchStats(spec, *_settings(contract))(table)
-
-
-@dataclass(frozen=True)
-class BatchStats:
-    """`batch_stats` with the contract's settings taken out (it pickles, for workers)."""
-
-    spec: RecordSpec
-    n_bins: int
-    threshold: float | None
-
-    def __call__(self, table: pl.DataFrame) -> dict[str, GroupStats]:
-        return _batch_stats_of(table, self.spec, self.n_bins, self.threshold)
-
-
-def _batch_stats_of(
-    table: pl.DataFrame, spec: RecordSpec, n_bins: int, threshold: float | None
-) -> dict[str, GroupStats]:
-    if table.height == 0:
-        return {}
-    columns = record_columns(table, spec.labels, n_bins, threshold)
-    if not spec.segments:
-        keys, groups = group_ids(table, None)
-        return grouped_stats(columns, keys, groups, n_bins)
-    out: dict[str, GroupStats] = {}
-    for key in spec.segments:
-        keys, groups = group_ids(table, segment_column(key))
-        for token, stats in grouped_stats(columns, keys, groups, n_bins).items():
-            out[f"{key}{SEGMENT_SEPARATOR}{token}"] = stats
-    # Every record is in exactly one group of a key: the whole batch is their merge
-    # (exact, like every merge), not a second pass over the records.
-    first = spec.segments[0]
-    overall: dict[str, GroupStats] = {}
-    for group, stats in out.items():
-        if group.partition(SEGMENT_SEPARATOR)[0] == first:
-            overall = merge_groups(overall, {"": stats})
-    return {**overall, **out}
-
-
-def _aggregates(
-    merged: dict[str, GroupStats], spec: RecordSpec, path: str, digest: str, files: list[str]
-) -> Aggregates:
-    if "" not in merged:
-        raise DatasetError(f"{path}: production dataset contains no records")
-    segments: dict[str, dict[str, GroupStats]] = {key: {} for key in spec.segments}
-    for group, stats in merged.items():
-        if group:
-            key, _, token = group.partition(SEGMENT_SEPARATOR)
-            segments[key][token] = stats
-    return Aggregates(path, digest, files, merged[""], segments)
-
-
-Progress = Callable[[int, int | None], None]
-
-
-def _batch_stats(spec: RecordSpec, contract: Any) -> BatchStats:
-    return BatchStats(spec, *_settings(contract))
-
-
 def aggregate_records(
-    contract: Any,
+    contract: Contract,
     source: str | Path | list[str | Path],
     *,
     shown_path: str | None = None,
@@ -192,9 +119,9 @@ def aggregate_records(
         return _one_pass(contract, spec, files, path, progress)
     plan = plan_source(files, path)
     report = None if progress is None else (lambda n: progress(n, None))
-    results = aggregate_units(plan.units, spec, _batch_stats(spec, contract), report)
+    results = aggregate_units(plan.units, spec, BatchStats.of(spec, contract), report)
     merged = merge_in_memory(results, spec)
-    aggregates = _aggregates(merged, spec, plan.path, plan.hash, plan.files)
+    aggregates = aggregates_of(merged, spec, plan.path, plan.hash, plan.files)
     if aggregates.overall.total <= INLINE_RECORDS:
         aggregates.records = _records_json(
             RecordReader((), spec, parts=[p for u in plan.units for p in u.parts]).read_all(),
@@ -227,19 +154,19 @@ def _splits(file: Path | str) -> bool:
 
 
 def _one_pass(
-    contract: Any, spec: RecordSpec, files: list[Path | str], path: str,
+    contract: Contract, spec: RecordSpec, files: list[Path | str], path: str,
     progress: Progress | None,
 ) -> Aggregates:
     reader = RecordReader(files, spec)
     merged: dict[str, GroupStats] = {}
     kept: list[pl.DataFrame] | None = []
     for batch in reader.batches():
-        merged = merge_groups(merged, batch_stats(batch.table, spec, contract))
+        merged = merge_groups(merged, BatchStats.of(spec, contract)(batch.table))
         if progress:
             progress(reader.n_records, None)
         if kept is not None:
             kept = [*kept, batch.table] if reader.n_records <= INLINE_RECORDS else None
-    aggregates = _aggregates(merged, spec, path, reader.dataset_hash, [str(f) for f in files])
+    aggregates = aggregates_of(merged, spec, path, reader.dataset_hash, [str(f) for f in files])
     if kept:
         aggregates.records = _records_json(pl.concat(kept), spec)
     return aggregates
@@ -247,10 +174,12 @@ def _one_pass(
 
 # -- the same stages through the store ------------------------------------------------------
 
-STAGE_VERSION = "3"
+STAGE_VERSION = "4"  # 4: statistics carry the SmoothECE grid
 
 
-def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) -> dict[str, Any]:
+def stage_unit(
+    unit: Unit, store_url: str, contract: Contract, contract_hash: str
+) -> dict[str, Any]:
     """The `records` stage of one unit: its statistics and id hashes in
     `stages/records/<key>/` of the store at `store_url`, keyed by the contract and the
     bytes the unit reads (and the number of records before it, which default ids count).
@@ -264,7 +193,7 @@ def stage_unit(unit: Unit, store_url: str, contract: Any, contract_hash: str) ->
     if cached is not None:
         return cached.to_dict()
     spec = RecordSpec.from_contract(contract)
-    result = aggregate_unit(unit, spec, _batch_stats(spec, contract))
+    result = aggregate_unit(unit, spec, BatchStats.of(spec, contract))
     return _publish_unit(store, key, result, keep_ids=False)[0]
 
 
@@ -311,7 +240,7 @@ class StagedRecords:
 
 def stage_records(
     store: Store,
-    contract: Any,
+    contract: Contract,
     contract_hash: str,
     plan: SourcePlan,
     *,
@@ -327,7 +256,7 @@ def stage_records(
     pieces = [unit.pieces() if manifest is None else []
               for unit, manifest in zip(plan.units, cached, strict=True)]
     results = in_parallel(aggregate_unit, [p for unit in pieces for p in unit], spec,
-                          _batch_stats(spec, contract), processes=in_processes(plan.units))
+                          BatchStats.of(spec, contract), processes=in_processes(plan.units))
     staged = StagedRecords([], [])
     done = 0
     for unit, key, manifest, own in zip(plan.units, keys, cached, pieces, strict=True):
@@ -345,7 +274,7 @@ def stage_records(
 
 
 def stage_aggregates(
-    store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
+    store: Store, contract: Contract, contract_hash: str, plan: SourcePlan,
     outcomes: list[dict[str, Any]], held: list[UnitAggregates | None] | None = None,
 ) -> Manifest:
     """Merge the units' statistics after checking ids across all of them (see
@@ -356,7 +285,7 @@ def stage_aggregates(
 
 
 def stage_aggregates_merged(
-    store: Store, contract: Any, contract_hash: str, plan: SourcePlan,
+    store: Store, contract: Contract, contract_hash: str, plan: SourcePlan,
     outcomes: list[dict[str, Any]], held: list[UnitAggregates | None] | None = None,
 ) -> tuple[Manifest, dict[str, GroupStats] | None]:
     """`stage_aggregates`, and the merged statistics when they were merged here (None for
@@ -392,7 +321,7 @@ def stage_aggregates_merged(
         lambda: [unit_stats(store, m) if h is None else h.stats for m, h in stored],
         lambda: any_repeats(buckets()),
     )
-    _aggregates(merged, spec, plan.path, plan.hash, plan.files)  # an empty source is an error
+    aggregates_of(merged, spec, plan.path, plan.hash, plan.files)  # an empty source is an error
     extra = {"path": plan.path, "hash": plan.hash, "files": plan.files,
              "n_records": merged[""].total, "units": len(plan.units)}
     return store.publish("aggregates", key, stats_frame(merged), extra=extra), merged
@@ -400,7 +329,7 @@ def stage_aggregates_merged(
 
 def stored_aggregates(
     store: Store,
-    contract: Any,
+    contract: Contract,
     aggregates: Manifest,
     *,
     shown_path: str | None = None,
@@ -415,7 +344,7 @@ def stored_aggregates(
         merged = stats_from_frame(store.read(aggregates))
     spec = RecordSpec.from_contract(contract)
     extra = aggregates.extra
-    result = _aggregates(merged, spec, shown_path or extra["path"], extra["hash"], extra["files"])
+    result = aggregates_of(merged, spec, shown_path or extra["path"], extra["hash"], extra["files"])
     if result.overall.total <= INLINE_RECORDS:
         reader = RecordReader(extra["files"], spec)
         table = reader.read_all()
@@ -494,13 +423,13 @@ def _is_report(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def load_baseline(contract: Any, source: str) -> Baseline:
+def load_baseline(contract: Contract, source: str) -> Baseline:
     """A baseline: a records source (file, folder, glob) or an earlier check report
     (DecGuard's or decflow's), whose records are re-normalized under this contract."""
     report = _is_report(Path(source))
     if report is None:
         aggregates = aggregate_records(contract, source, shown_path=source)
-        n_bins, threshold = _settings(contract)
+        n_bins, threshold = binning(contract)
         metrics = production_metrics(aggregates.overall, n_bins, threshold)
         block = {
             "source": "dataset",
@@ -513,7 +442,7 @@ def load_baseline(contract: Any, source: str) -> Baseline:
     return _baseline_from_report(contract, source, report)
 
 
-def _baseline_from_report(contract: Any, source: str, report: dict[str, Any]) -> Baseline:
+def _baseline_from_report(contract: Contract, source: str, report: dict[str, Any]) -> Baseline:
     import hashlib
 
     name = (report.get("contract") or {}).get("name")
@@ -524,7 +453,7 @@ def _baseline_from_report(contract: Any, source: str, report: dict[str, Any]) ->
         )
     file_hash = "sha256:" + hashlib.sha256(Path(source).read_bytes()).hexdigest()
     records = report.get("records")
-    n_bins, threshold = _settings(contract)
+    n_bins, threshold = binning(contract)
     if isinstance(records, list):
         table = normalize_objects(records, RecordSpec.from_contract(contract), source)
         stats = partition_stats(table, tuple(contract.decision.labels), n_bins, threshold)
@@ -575,7 +504,9 @@ def _verify_stored_metrics(
 # -- summary -------------------------------------------------------------------------------
 
 
-def contract_block(contract: Any, path: str | None, contract_hash: str | None) -> dict[str, Any]:
+def contract_block(
+    contract: Contract, path: str | None, contract_hash: str | None
+) -> dict[str, Any]:
     decision = contract.decision
     return {
         "name": decision.name,
@@ -587,7 +518,26 @@ def contract_block(contract: Any, path: str | None, contract_hash: str | None) -
     }
 
 
-def config_block(production: Any) -> dict[str, Any]:
+def production_calibration(
+    production: Any, overall: GroupStats, metrics: Metrics
+) -> tuple[dict[str, Any], list[Check]]:
+    """The report's `calibration` section (noise floor of the binned ECE, SmoothECE from the
+    merged grid) and the `max_smooth_ece` checks of requirements and warnings."""
+    grid = overall.smooth or CalibrationGrid.of([], [], PRODUCTION_NODES)
+    source = stored_grid(grid)
+    calibration = metrics["calibration"]
+    levels: list[tuple[Level, Any]] = [("requirement", production.requirements),
+                                       ("warning", production.warnings)]
+    limits: dict[str, float] = {level: gates.max_ece for level, gates in levels
+                                if gates.max_ece is not None}
+    section = calibration_section(calibration["reliability"], calibration["ece"], source,
+                                  max_ece=limits)
+    checks = smooth_ece_checks(source, overall.with_correctness, levels,
+                               reason_if_empty=NO_RECORDS)
+    return section, checks
+
+
+def config_block(production: Production) -> dict[str, Any]:
     return {
         "segments": [key.strip() for key in production.segments],
         "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
@@ -598,9 +548,9 @@ def config_block(production: Any) -> dict[str, Any]:
 
 
 def _segment_entries(
-    contract: Any, aggregates: Aggregates
+    contract: Contract, aggregates: Aggregates
 ) -> tuple[list[dict[str, Any]], list[Check]]:
-    n_bins, threshold = _settings(contract)
+    n_bins, threshold = binning(contract)
     entries: list[dict[str, Any]] = []
     all_checks: list[Check] = []
     for key, groups in aggregates.segments.items():
@@ -633,7 +583,7 @@ def _sketched(aggregates: Aggregates) -> list[str]:
 
 
 def summarize(
-    contract: Any,
+    contract: Contract,
     aggregates: Aggregates,
     baseline: Baseline | None = None,
     *,
@@ -642,10 +592,13 @@ def summarize(
     fail_on_warn: bool = False,
 ) -> dict[str, Any]:
     """The `summary` stage: metrics, drift, gates and segments → the check report."""
-    n_bins, threshold = _settings(contract)
+    n_bins, threshold = binning(contract)
     metrics = production_metrics(aggregates.overall, n_bins, threshold)
     drift_values = drift(metrics, None if baseline is None else baseline.metrics)
     checks = aggregate_checks(contract.production, metrics, drift_values)
+    calibration, smooth_checks = production_calibration(contract.production, aggregates.overall,
+                                                        metrics)
+    checks += smooth_checks
     segments, segment_check_list = _segment_entries(contract, aggregates)
     checks += segment_check_list
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
@@ -676,6 +629,7 @@ def summarize(
         },
         "baseline": None if baseline is None else baseline.block,
         "metrics": metrics,
+        "calibration": calibration,
         "drift": drift_values,
         "segments": segments,
         "checks": [c.to_dict() for c in checks],
@@ -688,7 +642,7 @@ def summarize(
 
 
 def check_records(
-    contract: Any,
+    contract: Contract,
     source: str | Path | list[str | Path],
     baseline: str | None = None,
     *,

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import polars as pl
 
 from decflow.data.record_units import ScannedFile, Unit, plan_units, scan_source, suffix
 from decflow.data.records import RecordReader, RecordSpec, source_hash
@@ -43,12 +42,12 @@ from decflow.metrics.production import (
 from decflow.workers.command import spawn_isolated
 
 if TYPE_CHECKING:
+    from decflow.pipeline.production.statistics import BatchStats
     from decflow.store.store import Manifest, Part, Store
 
 ID_BUCKETS = 16
 _BUCKET_SHIFT = np.uint64(60)
 
-BatchStats = Callable[[pl.DataFrame], dict[str, GroupStats]]
 
 
 @dataclass

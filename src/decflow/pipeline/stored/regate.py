@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -16,13 +16,16 @@ from decflow.backends.engine import RESULTS_SCHEMA
 from decflow.data.golden_dataset import CASES_SCHEMA, compact_json
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.runner import stored_manifests
-from decflow.pipeline.contract_run.summary import build_report
+from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
 from decflow.pipeline.spec import RunSpec
 from decflow.store.runs import REPORT, now_iso, read_run_json, read_run_record
 from decflow.store.store import Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.loader import LoadedContract
 
-def same_decision(contract: Any, report: dict[str, Any]) -> None:
+def same_decision(contract: Contract, report: dict[str, Any]) -> None:
     stored = report["contract"]
     decision = contract.decision
     if (decision.name, decision.type, list(decision.labels)) != (
@@ -36,14 +39,15 @@ def same_decision(contract: Any, report: dict[str, Any]) -> None:
 
 
 def regate_stored_run(
-    store: Store, run_id: str, loaded: Any, contract_path: str, *, fail_on_warn: bool
+    store: Store, run_id: str, loaded: LoadedContract, contract_path: str, *,
+    fail_on_warn: bool,
 ) -> dict[str, Any]:
     record = read_run_record(store, run_id)
     spec = replace(RunSpec.from_dict(record["spec"]), contract_path=contract_path)
     stored_report = read_run_json(store, run_id, REPORT)
     same_decision(loaded.contract, stored_report)
     manifests = {
-        name: m for name, m in stored_manifests(store, run_id).items() if name != "summary"
+        name: m for name, m in stored_manifests(store, run_id).items() if name in SUMMARY_UPSTREAM
     }
     report = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
     report["created_at"] = stored_report["created_at"]
@@ -84,7 +88,8 @@ def inline_tables(report: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def regate_inline(
-    report: dict[str, Any], loaded: Any, contract_path: str, *, fail_on_warn: bool
+    report: dict[str, Any], loaded: LoadedContract, contract_path: str, *,
+    fail_on_warn: bool,
 ) -> dict[str, Any]:
     """Re-gate the golden part of a standalone report (its artifacts are not reachable)."""
     import uuid

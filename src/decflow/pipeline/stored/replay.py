@@ -10,23 +10,29 @@ Replay also says whether the seed still regenerates the stored sample.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from decflow.contracts.properties import property_model
 from decflow.errors import DecflowError
 from decflow.metrics.columns import probability_matrix
+from decflow.pipeline.contract_run.transformed import relation_direction
 from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.properties.generate import RELATIONS, regeneration_status
 from decflow.properties.minimize import make_judge
+from decflow.report.modes import MODES
 from decflow.report.sections import property_failures
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import now_iso
 from decflow.store.store import Store
 from decflow.version import __version__
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.loader import LoadedContract
+    from decflow.contracts.properties import PropertyConfig
 
 def _select(failures: list[dict[str, Any]], ids: list[str]) -> list[dict[str, Any]]:
     if not ids:
@@ -46,23 +52,31 @@ def _presentation(item: dict[str, Any]) -> list[tuple[str, str]] | None:
     return [(shown, label) for shown, label in pairs] if pairs else None
 
 
-def _config(contract: Any, report: dict[str, Any], prop: str) -> Any:
+def _config(contract: Contract, report: dict[str, Any], prop: str) -> PropertyConfig:
+    """The property's settings in the contract at hand, else those the run stored (taken
+    as they are: they are what the run was judged with)."""
     current = dict(contract.properties.enabled()).get(prop)
-    if current is not None:
-        return current
-    return SimpleNamespace(**(report["properties"]["config"].get(prop) or {}))
+    return current if current is not None else _stored_config(report, prop)
+
+
+def _stored_config(report: dict[str, Any], prop: str) -> PropertyConfig:
+    """The property's settings as the run stored them, taken as they are (not validated
+    again: they are what the run generated and judged with)."""
+    stored = report["properties"]["config"].get(prop) or {}
+    return property_model(prop).model_construct(**stored)
 
 
 def replay_report(
     report: dict[str, Any],
-    loaded: Any,
+    loaded: LoadedContract,
     *,
     source: str,
     backend: str | None,
     ids: list[str],
     max_concurrency: int | None = None,
 ) -> dict[str, Any]:
-    if report.get("mode") not in ("fuzz", "all") or not report.get("properties"):
+    mode = MODES.get(str(report.get("mode")))
+    if mode is None or not mode.fills("properties") or not report.get("properties"):
         raise DecflowError(f"{source}: replay needs a fuzz or test --all report")
     contract = loaded.contract
     stored = report["contract"]
@@ -105,15 +119,15 @@ def replay_report(
 def _replay_one(
     item: dict[str, Any],
     originals: dict[str, Any],
-    contract: Any,
+    contract: Contract,
     report: dict[str, Any],
     decider: CandidateDecider,
 ) -> dict[str, Any]:
     prop, case_id = item["property"], item["case_id"]
     labels = contract.decision.labels
     config = _config(contract, report, prop)
-    direction = getattr(config, "direction", "increasing") or "increasing"
-    judge = make_judge(config, RELATIONS[prop], contract.decision.type, labels, direction)
+    judge = make_judge(config, RELATIONS[prop], contract.decision.type, labels,
+                       relation_direction(config))
     original_input = originals[case_id]
     examples = [("transformed", item)]
     if item.get("reduced"):
@@ -149,7 +163,7 @@ def _replay_one(
             "reproduced": reproduced,
         })
     regenerated = regeneration_status(
-        prop, SimpleNamespace(**(report["properties"]["config"].get(prop) or {})),
+        prop, _stored_config(report, prop),
         seed=report["properties"]["seed"], case_id=case_id, input=original_input,
         labels=labels, decision_type=contract.decision.type,
         text_field=report["properties"]["fuzz"].get("text_field"),

@@ -1,0 +1,63 @@
+"""The calibration lines every view shows beside the binned ECE (report key `calibration`):
+the ECE's noise floor at this n (and the `max_ece` limits it makes noise-dominated),
+SmoothECE with its bandwidth, and the CORP decomposition of the top-label Brier score.
+Reports without the key (older runs) show nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decflow.gates.headline import number
+
+
+def calibration_lines(report: dict[str, Any]) -> list[str]:
+    """Plain sentences, one per part (views add their own markup)."""
+    section = report.get("calibration")
+    if not section:
+        return []
+    lines = []
+    binned = section.get("binned_ece") or {}
+    floor = binned.get("noise_floor")
+    if floor:
+        line = (f"binned ECE noise floor at n={section['n']}: median {number(floor['median'])}, "
+                f"95% {number(floor['p95'])} (a perfectly calibrated model)")
+        dominated = [g for g in binned.get("gates", []) if g["noise_dominated"]]
+        if dominated:
+            named = ", ".join(f"max_ece {g['limit']:g} ({g['level']})" for g in dominated)
+            line += f"; noise-dominated: {named}"
+        lines.append(line)
+    smooth = section.get("smooth_ece")
+    if smooth:
+        value = (f"{number(smooth['value'])}" if smooth["value"] is not None
+                 else f"< {number(smooth['below'])}")
+        lines.append(f"SmoothECE {value} (bandwidth {number(smooth['bandwidth'])})")
+    corp = section.get("corp")
+    if corp:
+        lines.append(f"Brier (top label) {number(corp['brier'])} = miscalibration "
+                     f"{number(corp['miscalibration'])} − discrimination "
+                     f"{number(corp['discrimination'])} + uncertainty "
+                     f"{number(corp['uncertainty'])} (CORP)")
+    return lines
+
+
+def diff_calibration_lines(report: dict[str, Any]) -> list[str]:
+    """The diff's binned ECE noise floors: each run's, and the increase's."""
+    section = report.get("calibration")
+    if not section:
+        return []
+    parts = []
+    for side in ("baseline", "candidate"):
+        floor = (section.get(side) or {}).get("noise_floor")
+        if floor:
+            parts.append(f"{side} {number(floor['p95'])}")
+    increase = section.get("increase_noise_floor")
+    if increase:
+        parts.append(f"increase {number(increase['p95'])}")
+    if not parts:
+        return []
+    line = "ECE noise floors (95%, a perfectly calibrated model): " + ", ".join(parts)
+    dominated = [g for g in section.get("gates", []) if g["noise_dominated"]]
+    if dominated:
+        line += "; noise-dominated: " + ", ".join(
+            f"max_ece_increase {g['limit']:g} ({g['level']})" for g in dominated)
+    return [line]

@@ -1,0 +1,84 @@
+"""`max_smooth_ece` keeps its error rates, and finds a miscalibrated model: seeded suites.
+
+- 400 perfectly calibrated suites (three labels, top confidence uniform in [0.4, 1], correct
+  with that probability) at 50, 100, 200 and 500 cases: `max_smooth_ece: 0.05` FAILs at most
+  α + the binomial 99 % tolerance (the binned `max_ece: 0.05` fails 98 % / 90 % / 61 % / 12 %
+  of them: it compares a noisy estimate with the limit);
+- 400 suites of 500 cases from a model whose true SmoothECE is the limit (the overconfident
+  family below at k = 1.2363): FAIL ≤ α + tolerance and PASS ≤ α + tolerance;
+- an overconfident two-label model (true p uniform in [0.05, 0.95], it answers
+  p′ = clip(0.5 + 1.8 (p − 0.5), 0.005, 0.995)) at 500 cases: FAIL in ≥ 80 % of 200 suites.
+
+Run as a script to print the rates recorded in docs/statistics.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from decflow.metrics.smooth_ece import grids_of, smooth_ece_at, smooth_ece_evidence
+
+ALPHA = 0.05
+LIMIT = 0.05
+TOLERANCE = ALPHA + 2.326 * math.sqrt(ALPHA * (1 - ALPHA) / 400)
+AT_LIMIT = 1.2363  # overconfidence factor whose population SmoothECE at σ = 0.05 is 0.05
+
+
+def calibrated(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    f = rng.uniform(0.4, 1.0, n)
+    return f, rng.random(n) < f
+
+
+def overconfident(rng: np.random.Generator, n: int, k: float) -> tuple[np.ndarray, np.ndarray]:
+    """Top-label confidence and correctness of a two-label model that stretches p by k."""
+    p = rng.uniform(0.05, 0.95, n)
+    answered = np.clip(0.5 + k * (p - 0.5), 0.005, 0.995)
+    return np.maximum(answered, 1 - answered), rng.random(n) < np.maximum(p, 1 - p)
+
+
+def verdicts(suites: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    found = [smooth_ece_evidence(grids_of(f, y), LIMIT, f.size).verdict for f, y in suites]
+    return {v: found.count(v) / len(found) for v in ("fails", "holds", "not_established")}
+
+
+def calibrated_rates(n: int, seed: int) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    return verdicts([calibrated(rng, n) for _ in range(400)])
+
+
+def test_perfectly_calibrated_suites_rarely_fail() -> None:
+    for seed, n in enumerate((50, 100, 200, 500)):
+        assert calibrated_rates(n, seed)["fails"] <= TOLERANCE, n
+
+
+def test_the_boundary_model_sits_at_the_limit() -> None:
+    # Population value from a million draws with the labels' expectation in place of labels.
+    rng = np.random.default_rng(9)
+    p = rng.uniform(0.05, 0.95, 1_000_000)
+    answered = np.clip(0.5 + AT_LIMIT * (p - 0.5), 0.005, 0.995)
+    value = smooth_ece_at(grids_of(np.maximum(answered, 1 - answered), np.maximum(p, 1 - p)),
+                          LIMIT)
+    assert value is not None and abs(value - LIMIT) < 1e-3
+
+
+def test_at_the_boundary_neither_verdict_exceeds_alpha() -> None:
+    rng = np.random.default_rng(10)
+    rates = verdicts([overconfident(rng, 500, AT_LIMIT) for _ in range(400)])
+    assert rates["fails"] <= TOLERANCE and rates["holds"] <= TOLERANCE, rates
+
+
+def test_an_overconfident_model_fails_at_500_cases() -> None:
+    rng = np.random.default_rng(11)
+    assert verdicts([overconfident(rng, 500, 1.8) for _ in range(200)])["fails"] >= 0.80
+
+
+if __name__ == "__main__":
+    for seed, n in enumerate((50, 100, 200, 500)):
+        print(f"calibrated, {n} cases:", calibrated_rates(n, seed))
+    rng = np.random.default_rng(10)
+    print("boundary, 500 cases:", verdicts([overconfident(rng, 500, AT_LIMIT) for _ in range(400)]))
+    rng = np.random.default_rng(11)
+    print("overconfident 1.8, 500 cases:",
+          verdicts([overconfident(rng, 500, 1.8) for _ in range(200)]))
