@@ -3,7 +3,8 @@
 The direct path never imports prefect: commands import what they need inside their bodies,
 so `decflow --version` and a direct `decflow test` start fast. Errors print
 `error: <message>` and exit 2; unexpected exceptions print `internal error: …` and exit 2
-(`DECFLOW_DEBUG=1` adds the traceback).
+(`DECFLOW_DEBUG=1` adds the traceback). SIGINT and SIGTERM print one line (naming the run
+left resumable, if any) and exit 130 and 143.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -18,7 +20,7 @@ import traceback
 import typer
 from typer.exceptions import TyperException
 
-from decflow.errors import DecflowError
+from decflow.errors import DecflowError, Interrupted
 from decflow.redaction import redacted_output
 from decflow.untrusted import escape
 from decflow.version import __version__
@@ -74,12 +76,16 @@ def _invoke(args: list[str] | None) -> int:
         return 2
     except typer.Exit as exc:
         return int(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+    except Interrupted as exc:
+        return _interrupted(exc)
+    except typer.Abort:
         typer.echo("error: interrupted", err=True)
         return 2
     except TyperException as exc:
-        # usage errors: typer has printed help for a bare command; show the others
-        if type(exc).__name__ != "NoArgsIsHelpError":
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # bare `decflow`: the help, on stdout; still a usage error (exit 2)
+            typer.echo(exc.ctx.get_help())  # type: ignore[attr-defined]
+        else:
             exc.show()  # type: ignore[attr-defined]
         return 2
     except Exception as exc:
@@ -91,6 +97,22 @@ def _invoke(args: list[str] | None) -> int:
         _debug_traceback()
         return 2
     return result if isinstance(result, int) else 0
+
+
+def _interrupted(exc: Interrupted) -> int:
+    """One line for SIGINT/SIGTERM, naming the run left resumable; exit 128 + signal."""
+    message = "interrupted"
+    if exc.run_id:
+        message += f"; run {exc.run_id} is resumable: {exc.resume}"
+    typer.echo(f"error: {escape(message)}", err=True)
+    return 128 + exc.signum
+
+
+def _stop(signum: int, _frame: object) -> None:
+    """SIGINT and SIGTERM stop the command where it is (a run records where it stopped);
+    as `Interrupted`, which typer passes on, where it turns KeyboardInterrupt into a silent
+    exit 130."""
+    raise Interrupted(signum)
 
 
 # polars allocates through jemalloc, which by default gives each thread its own arena and
@@ -128,6 +150,8 @@ def _keep_freed_heap() -> None:
 def main() -> None:
     os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC_CONF)
     _keep_freed_heap()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop)
     from decflow.commands.check import scan_ahead
 
     scan_ahead(sys.argv[1:])

@@ -24,6 +24,13 @@ class DecflowError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def about_run(self, run_id: str, resume: str | None) -> None:
+        """Name the run this error stopped (recorded `failed`) and how to finish it."""
+        if f"run {run_id}" not in self.message:
+            self.message = f"run {run_id} failed: {self.message}"
+        if resume:
+            self.message += f"; fix that, then finish the run with `{escape(resume)}`"
+
 
 class ContractError(DecflowError):
     """An invalid contract: `<file>: invalid contract:` followed by one line per problem
@@ -46,3 +53,17 @@ class ReportError(DecflowError):
 
 class ConfigurationError(DecflowError):
     """A backend or paraphraser configuration problem found while running (exit 2)."""
+
+
+class Interrupted(BaseException):
+    """The command was stopped by a signal (`signum`: SIGINT 2, SIGTERM 15); the command
+    line exits 128 + signum. `resume` is the command that finishes the run it left
+    resumable, `run_id` that run (both None when no run was being worked on).
+
+    A BaseException, like KeyboardInterrupt, so no `except Exception` swallows it, but not
+    a KeyboardInterrupt: the command-line framework would turn that into a silent exit."""
+
+    def __init__(self, signum: int = 2, run_id: str | None = None,
+                 resume: str | None = None) -> None:
+        super().__init__(signum)
+        self.signum, self.run_id, self.resume = signum, run_id, resume

@@ -180,7 +180,9 @@ def test_process_errors_have_no_traceback(tmp_path: Path):
     assert done.returncode == 2
     assert "requirements.min_acuracy: unknown field (check the spelling)" in done.stderr
     assert "Traceback" not in done.stderr
-    assert run_process().returncode == 2  # no command: help and exit 2
+    bare = run_process()  # no command: the help, and exit 2 (a usage error)
+    assert bare.returncode == 2
+    assert bare.stdout.startswith("Usage: ") and "Commands:" in bare.stdout
 
 
 def test_cli_import_does_not_import_prefect():

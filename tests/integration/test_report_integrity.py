@@ -81,10 +81,12 @@ def test_an_edited_stored_report_stops_every_reader(
     with pytest.raises(DecflowError, match="does not match the sha256"):
         decflow.run_diff(other, run_id, store=str(store))
     code, listing, err = run_cli("runs", "--store", str(store))
-    assert code == 0, err
+    assert code == 2  # the store holds a damaged run: said, and every run still listed
     lines = {line.split()[0]: line for line in listing.splitlines()[1:]}
-    assert "damaged (report.json edited since the run)" in lines[run_id]
-    assert "damaged" not in lines[other] and " fail " in lines[other]
+    assert " damaged " in lines[run_id] and " fail " in lines[other]
+    assert f"error: run {run_id}: report.json no longer match" in err
+    code, out, _err = run_cli("runs", "verify", run_id, "--store", str(store))
+    assert code == 2 and "report.json" in out + _err
 
 
 def test_a_copy_of_a_report_must_carry_the_verdict_its_run_recorded(
@@ -104,5 +106,5 @@ def test_a_view_file_edited_marks_the_run_damaged(runs: tuple[Path, Path, str, s
     store, _contract, run_id, _other = runs
     html = store / "runs" / run_id / "report.html"
     html.write_text(html.read_text().replace("FAIL", "PASS"))
-    code, listing, _err = run_cli("runs", "--store", str(store))
-    assert code == 0 and "damaged (report.html edited since the run)" in listing
+    code, listing, err = run_cli("runs", "--store", str(store))
+    assert code == 2 and " damaged " in listing and "report.html no longer match" in err

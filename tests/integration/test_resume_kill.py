@@ -7,126 +7,33 @@ so the test sees exactly what was sent again after the kill.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
 import subprocess
-import sys
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-import yaml
 
+from tests.support.cli import start_decflow
 from tests.support.compare import normalized
+from tests.support.servers.counting import CountingService, counting_service, write_contract
 
 pytestmark = pytest.mark.slow
 
-LABELS = ("refund", "reject", "review")
 CASES = 600  # more than one 256-row result chunk
 MAX_CONCURRENCY = 4
-DELAY_S = 0.02
 KILL_AFTER = 420  # requests received by the service
-
-
-def favoured(text: str) -> str:
-    return LABELS[hashlib.sha256(text.encode()).digest()[0] % len(LABELS)]
-
-
-class CountingService:
-    """decguard.http/0.1: POST /decide → probabilities (after DELAY_S); GET /health → 200."""
-
-    def __init__(self) -> None:
-        self.received: Counter[str] = Counter()
-        self.answered: Counter[str] = Counter()
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
-        self.server.daemon_threads = True
-        # connections cut by the killed client are expected, not worth a traceback
-        self.server.handle_error = lambda *_args: None  # type: ignore[method-assign]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def snapshot(self) -> tuple[Counter[str], Counter[str]]:
-        with self.lock:
-            return Counter(self.received), Counter(self.answered)
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        service = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: Any) -> None:
-                return
-
-            def reply(self, body: bytes) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                self.reply(b'{"status": "ok"}')
-
-            def do_POST(self) -> None:
-                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                case_id = request["case_id"]
-                with service.lock:
-                    service.received[case_id] += 1
-                time.sleep(DELAY_S)
-                top = favoured(request["input"])
-                probabilities = {label: (0.8 if label == top else 0.1)
-                                 for label in request["decision"]["labels"]}
-                self.reply(json.dumps({"probabilities": probabilities, "model": "counting",
-                                       "model_version": "1"}).encode())
-                with service.lock:
-                    service.answered[case_id] += 1
-
-        return Handler
 
 
 @pytest.fixture(scope="module")
 def service() -> Iterator[CountingService]:
-    running = CountingService()
-    running.thread.start()
-    try:
+    with counting_service() as running:
         yield running
-    finally:
-        running.server.shutdown()
-        running.server.server_close()
-
-
-def write_contract(folder: Path, service_url: str) -> Path:
-    """A refund-like contract on the counting service, with CASES golden cases."""
-    with (folder / "cases.jsonl").open("w") as handle:
-        for i in range(CASES):
-            text = f"Request {i}: the item {'arrived damaged' if i % 3 else 'is fine'}."
-            handle.write(json.dumps({"id": f"c{i:04d}", "input": text,
-                                     "expected": favoured(text)}) + "\n")
-    document = {
-        "schema_version": "0.1",
-        "decision": {"name": "refund_request", "type": "choice", "options": list(LABELS)},
-        "backend": {"provider": "http", "url": f"{service_url}/decide",
-                    "health_url": f"{service_url}/health", "timeout_s": 10},
-        "dataset": "cases.jsonl",
-        "evaluation": {"max_concurrency": MAX_CONCURRENCY},
-        "requirements": {"min_accuracy": 0.9},
-    }
-    path = folder / "decflow.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    return path
 
 
 def kill_when_sent(service: CountingService, process: subprocess.Popen[bytes],
@@ -144,13 +51,8 @@ def kill_when_sent(service: CountingService, process: subprocess.Popen[bytes],
 
 @pytest.fixture(scope="module")
 def contract(service: CountingService, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_contract(tmp_path_factory.mktemp("kill-contract"), service.url)
-
-
-def decflow(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "DECFLOW_STORE")}
-    return subprocess.Popen([sys.executable, "-m", "decflow", *args], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return write_contract(tmp_path_factory.mktemp("kill-contract"), service.url, CASES,
+                          MAX_CONCURRENCY)
 
 
 def finished(process: subprocess.Popen[bytes]) -> int:
@@ -186,18 +88,18 @@ def killed_and_resumed(
     work = tmp_path_factory.mktemp("kill-run")
     store = work / "store"
     before, _ = service.snapshot()
-    run = decflow("test", str(contract), "--store", str(store), "--no-prefect", cwd=work)
+    run = start_decflow("test", str(contract), "--store", str(store), "--no-prefect", cwd=work)
     kill_when_sent(service, run, KILL_AFTER)
     at_kill_received, at_kill_answered = service.snapshot()
     (run_id,) = [p.name for p in (store / "runs").iterdir()]
     recorded = recorded_ids(store)
 
-    resume = decflow("test", str(contract), "--store", str(store), "--no-prefect",
-                     "--resume", run_id, "-o", str(work / "resumed.json"), cwd=work)
+    resume = start_decflow("test", str(contract), "--store", str(store), "--no-prefect",
+                           "--resume", run_id, "-o", str(work / "resumed.json"), cwd=work)
     code = finished(resume)
     after, _ = service.snapshot()
-    fresh = decflow("test", str(contract), "--store", str(work / "fresh-store"), "--no-prefect",
-                    "-o", str(work / "fresh.json"), cwd=work)
+    fresh = start_decflow("test", str(contract), "--store", str(work / "fresh-store"),
+                          "--no-prefect", "-o", str(work / "fresh.json"), cwd=work)
     fresh_code = finished(fresh)
     return {
         "before_kill": at_kill_received - before,

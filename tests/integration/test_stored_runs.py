@@ -36,7 +36,8 @@ def test_an_old_store_lists_and_shows_its_runs(tmp_path: Path) -> None:
 def test_an_old_run_is_accepted_and_diffed_against_a_new_one(tmp_path: Path) -> None:
     store = old_store(tmp_path)
     contract = str(tmp_path / "old" / "decflow.yaml")
-    assert run_cli("runs", "accept", OLD_RUN_ID, "--store", store)[0] == 0
+    # the old run is FAIL: accepting it takes --force
+    assert run_cli("runs", "accept", OLD_RUN_ID, "--force", "--store", store)[0] == 0
     out = tmp_path / "new.json"
     code, _, err = run_cli("test", contract, "--store", store, "-o", str(out))
     assert out.exists(), err
@@ -59,7 +60,9 @@ def test_every_stored_run_ends_with_where_it_went(tmp_path: Path) -> None:
     report = json.loads(out)  # stdout stays JSON
     run_id = report["run"]["id"]
     last = err.strip().splitlines()[-1]
-    assert last == f"run {run_id} stored: {store}/runs/{run_id}/report.json"
+    assert last == (f"run {run_id} stored: {store}/runs/{run_id}/report.json (HTML report: "
+                    f"{store}/runs/{run_id}/report.html)")
+    assert (store / "runs" / run_id / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert json.loads((store / "runs" / run_id / "report.json").read_text())["run"]["id"] == \
         run_id
     assert code == 0
@@ -69,7 +72,7 @@ def test_runs_lists_with_a_header_and_marks_the_accepted_run(tmp_path: Path) -> 
     store = tmp_path / "empty"
     assert run_cli("runs", "--store", str(store))[1].strip() == f"no runs in the store {store}"
     store = old_store(tmp_path)
-    assert run_cli("runs", "accept", OLD_RUN_ID, "--store", store)[0] == 0
+    assert run_cli("runs", "accept", OLD_RUN_ID, "--force", "--store", store)[0] == 0
     code, text, _ = run_cli("runs", "--store", store)
     header, row = text.splitlines()
     assert code == 0

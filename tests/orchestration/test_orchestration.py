@@ -272,21 +272,22 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     requests = report["run"]["artifacts"]["requests"]["rows"]
     assert progress.description.startswith(f"results: {requests}/{requests} calls (100%) · ")
 
-    # resuming the finished run through the flow (PREFECT_API_URL alone selects it): every
-    # stage is a store hit, logged as such
+    # resuming the finished run through the flow (PREFECT_API_URL alone selects it) leaves
+    # it as it is: a new run names it as its parent and reuses its stages, logged as such
     resumed = decflow(env, project, "test", contract, "--all", "--store", "store",
                       "--resume", run_id, "-o", "resumed.json")
     assert resumed.returncode == 0, resumed.stderr
     again = json.loads((project / "resumed.json").read_text())
+    child = again["run"]["id"]
+    assert child != run_id
     assert normalized(again) == normalized(report)
     assert again["run"]["artifacts"]["results"] == report["run"]["artifacts"]["results"]
-    second = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
-              if (r.parameters.get("spec") or {}).get("run_id") == run_id]
-    assert len(second) == 2
-    rerun = max(second, key=lambda r: r.created)
+    (rerun,) = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+                if (r.parameters.get("spec") or {}).get("run_id") == child]
+    assert rerun.parameters["spec"]["parent"] == run_id
     logs = [entry.message for entry in recorded(prefect_api, rerun.id, 4)["logs"]]
     for stage in ("cases", "requests", "results"):
-        assert any(f"stage {stage}: cache hit" in m for m in logs), (stage, logs)
+        assert any(f"stage {stage}: reused from run {run_id}" in m for m in logs), (stage, logs)
     tasks = recorded(prefect_api, rerun.id, 4)["tasks"]
     assert "results-shard" not in {base_name(t) for t in tasks}  # nothing re-sent
 
@@ -296,7 +297,7 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     assert regated.returncode == 0, regated.stderr
     assert normalized(json.loads((project / "from.json").read_text())) == normalized(report)
     third = max((r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
-                 if (r.parameters.get("spec") or {}).get("run_id") == run_id),
+                 if (r.parameters.get("spec") or {}).get("parent") == run_id),
                 key=lambda r: r.created)
     assert third.parameters["from_stage"] == "comparisons"
     seen = recorded(prefect_api, third.id, 4)
@@ -846,11 +847,11 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     from decflow.flows.crash_detection import AUTOMATION_NAME
     from tests.integration.test_resume_kill import (
         CASES,
-        CountingService,
+        MAX_CONCURRENCY,
         kill_when_sent,
         recorded_ids,
-        write_contract,
     )
+    from tests.support.servers.counting import CountingService, write_contract
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     setup = [decflow(env, tmp_path, "prefect-setup", "--crash-after", str(CRASH_WINDOW_S))
@@ -877,7 +878,7 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
         return [t for t in task_runs_of(prefect_api, flow_run_id) if not t.state.is_final()]
 
     try:
-        contract = write_contract(tmp_path, service.url)
+        contract = write_contract(tmp_path, service.url, CASES, MAX_CONCURRENCY)
         run = start()
         kill_when_sent(service, run, 300)
         run_id = new_run(set())
@@ -961,8 +962,9 @@ def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
     done = decflow(env, project, "test", "refund/decflow.yaml", "-b", "staging", "--prefect",
                    "--store", "store")
     assert done.returncode == 2
-    assert "error: http backend 'staging': environment variable DECGUARD_STAGING_TOKEN" \
-        in done.stderr
+    (run_id,) = [p.name for p in (project / "store" / "runs").iterdir()]
+    assert (f"error: run {run_id} failed: http backend 'staging': environment variable "
+            "DECGUARD_STAGING_TOKEN") in done.stderr
     assert "Traceback" not in done.stderr
 
 

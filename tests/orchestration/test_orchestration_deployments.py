@@ -209,3 +209,13 @@ def test_the_no_baseline_note_suggests_accepting_only_a_passing_run() -> None:
         assert f"it is {status.upper()}, so it should not become the baseline" in advice
         assert "accept a run that passes with `decflow runs accept RUN_ID --store store`" \
             in advice
+
+
+def test_crash_after_says_and_enforces_its_minimum() -> None:
+    from decflow.flows.heartbeat import MIN_WINDOW_S
+    from tests.support.cli import run_cli
+
+    code, out, _ = run_cli("prefect-setup", "--help")
+    assert code == 0 and f"at least {MIN_WINDOW_S}" in " ".join(out.split())
+    code, _, err = run_cli("prefect-setup", "--crash-after", str(MIN_WINDOW_S - 1))
+    assert code == 2 and f"greater than or equal to {MIN_WINDOW_S}" in err

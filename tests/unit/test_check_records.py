@@ -90,7 +90,10 @@ def test_bad_record_names_file_and_line(tmp_path: Path, bad, message: str, paddi
     path = _write(tmp_path / "records.jsonl", [*good, bad, _record(id="after")])
     with pytest.raises(DatasetError) as error:
         _read(path)
-    assert str(error.value).startswith(f"{path}: line {padding + 2}: ")
+    # a JSON syntax error also names the column of the file's line
+    placed = f"{path}: line {padding + 2}, column 13: " if message == "invalid JSON" else \
+        f"{path}: line {padding + 2}: "
+    assert str(error.value).startswith(placed)
     assert message in str(error.value)
 
 
@@ -406,7 +409,7 @@ def test_bad_bytes_are_exit_2_naming_line_and_field(
     path = tmp_path / "r.jsonl"
     path.write_bytes(good + data)
     if padding and data.startswith(b"\xef\xbb\xbf"):
-        message = f"line {padding + 1}: invalid JSON: Unexpected UTF-8 BOM"
+        message = f"line {padding + 1}, column 1: invalid JSON: Unexpected UTF-8 BOM"
     elif padding:
         message = message.replace("line 2:", f"line {padding + 2}:").replace(
             "line 1:", f"line {padding + 1}:")
@@ -464,7 +467,9 @@ def test_blank_lines_never_let_a_line_hold_two_records(tmp_path: Path) -> None:
     lines[150] = ""
     lines[200] += json.dumps(_record(id="extra"))
     path = _write(tmp_path / "r.jsonl", ["\n".join(lines) + "\n"])
-    with pytest.raises(DatasetError, match="line 201: invalid JSON: Extra data"):
+    column = len(json.dumps(_record(id="g200"))) + 1  # where the second object starts
+    with pytest.raises(DatasetError, match=f"line 201, column {column}: invalid JSON: Extra "
+                       "data"):
         _read(path)
 
 
@@ -492,7 +497,7 @@ def test_short_unbalanced_lines_never_reach_arrow_as_one_deep_value(tmp_path: Pa
     good = b"".join(_line(id=f"g{i}") + b"\n" for i in range(300))
     path = tmp_path / "r.jsonl"
     path.write_bytes(good + b'{"a": ' + (b"[" * 100 + b"\n") * 2000)
-    with pytest.raises(DatasetError, match="line 301: invalid JSON"):
+    with pytest.raises(DatasetError, match="line 301, column 107: invalid JSON"):
         _read(path)
 
 

@@ -96,19 +96,22 @@ def emit(document: dict[str, Any], text: str, fmt: str) -> None:
         typer.echo(text, nl=False)
 
 
-def say_stored(run_id: str | None, store: str | None) -> None:
-    """The last line of every command that stores something: where its result went (on
-    stderr, so stdout can stay JSON)."""
+def say_stored(run_id: str | None, store: str | None, *, html: bool = False) -> None:
+    """The last line of every command that stores something: where its result went, and
+    its HTML view when it has one (on stderr, so stdout can stay JSON)."""
     if run_id and store:
         from decflow.store.runs import report_path
+        from decflow.views.stored import html_path
 
-        typer.echo(f"run {run_id} stored: {store.rstrip('/')}/{report_path(run_id)}",
-                   err=True)
+        root, stored = store.rstrip("/"), report_path(run_id)
+        shown = f" (HTML report: {root}/{html_path(stored)})" if html else ""
+        typer.echo(f"run {run_id} stored: {root}/{stored}{shown}", err=True)
 
 
 def say_report_stored(report: dict[str, Any]) -> None:
+    """`say_stored` for a run whose report.html was written beside its report."""
     run = report.get("run") or {}
-    say_stored(run.get("id"), run.get("store"))
+    say_stored(run.get("id"), run.get("store"), html=True)
 
 
 def publish(

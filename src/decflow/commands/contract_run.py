@@ -148,6 +148,9 @@ def execute(options: RunOptions) -> dict[str, Any]:
     spec = build_spec(options, store)
     if not options.resume:
         print_plan(spec, options.fmt, to_stderr=True)
+    elif spec.parent:
+        typer.echo(f"run {spec.parent} finished; this is a new run {spec.run_id} that "
+                   f"continues it (run {spec.parent} is left as it is)", err=True)
     if use_prefect(options.prefect):
         from decflow.flows.contract_run import run_contract_flow
 

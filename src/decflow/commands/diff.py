@@ -12,7 +12,8 @@ def register(app: typer.Typer) -> None:
     @app.command("diff")
     def diff_command(
         baseline: str = typer.Argument(
-            ..., help="Baseline report file or run id, or 'accepted' (the accepted run)."
+            ..., help="Baseline report file or run id (a contract run or a check run), or "
+            "'accepted' (the accepted run)."
         ),
         candidate: str = typer.Argument(..., help="Candidate report file or run id."),
         contract: str | None = typer.Option(
@@ -29,15 +30,16 @@ def register(app: typer.Typer) -> None:
         junit: str | None = common.JUNIT_OPTION,
         markdown: str | None = common.MARKDOWN_OPTION,
     ) -> None:
-        """Compare two runs case by case and gate the regression."""
+        """Compare two contract runs case by case and gate the regression; or two check
+        runs: the later one's drift against the earlier."""
         from decflow.pipeline.regression import run_diff
         from decflow.store.store import open_store
-        from decflow.views.diff_text import render_diff
+        from decflow.views.outputs import render_text  # a diff of check runs is a check
 
         check_format(fmt)
         report = run_diff(baseline, candidate, open_store(store), contract_path=contract,
                           segment_by=segment_by or None, fail_on_warn=fail_on_warn)
         raise typer.Exit(publish(
-            report, render_diff, fmt=fmt, output=output, html=html, junit=junit,
+            report, render_text, fmt=fmt, output=output, html=html, junit=junit,
             markdown=markdown, what="diff",
         ))

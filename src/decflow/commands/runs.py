@@ -1,4 +1,5 @@
-"""`decflow runs`: list stored runs; `runs show ID`; `runs accept ID` (accepted baseline)."""
+"""`decflow runs`: list stored runs with their true state; `runs show ID`; `runs accept ID
+[--force]` (accepted baseline); `runs verify [ID]`; `runs gc`."""
 
 from __future__ import annotations
 
@@ -7,61 +8,150 @@ import json
 import typer
 
 from decflow.commands import common
+from decflow.untrusted import escape
 
 
 def register(app: typer.Typer) -> None:
-    runs = typer.Typer(help="Stored runs: list, show, accept as baseline.",
+    runs = typer.Typer(help="Stored runs: list, show, accept as baseline, verify, gc.",
                        invoke_without_command=True, no_args_is_help=False)
     app.add_typer(runs, name="runs")
+    register_upkeep(runs)
 
     @runs.callback()
     def runs_list(ctx: typer.Context, store: str | None = common.STORE_OPTION) -> None:
-        """List stored runs (id, accepted baseline, decision, mode, backend, status, time)."""
+        """List stored runs (id, accepted baseline, decision, mode, backend, true status,
+        time), then what to know about runs that did not finish; a run whose record is
+        damaged is listed as such, and the command exits 2 naming its file."""
         if ctx.invoked_subcommand is not None:
             return
-        from decflow.store.runs import accepted_run, damaged_files, list_runs
+        from decflow.store.runs import damaged_files, is_accepted, list_runs, run_state
         from decflow.store.store import open_store
-        from decflow.untrusted import escape
 
         opened = open_store(store)
-        records = list_runs(opened)
-        for record in records:  # a report edited since the run: shown, never trusted
-            damaged = damaged_files(opened, record)
-            if damaged:
-                record["status"] = f"damaged ({', '.join(damaged)} edited since the run)"
-        if not records:
+        listing = list_runs(opened)
+        if not listing.records and not listing.damaged:
             typer.echo(f"no runs in the store {opened.location}")
             return
-        rows: list[tuple[str, ...]] = [
-            ("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")
-        ]
-        rows += [
-            (r["run_id"], "*" if accepted_run(opened, r["decision"], r["backend"]) == r["run_id"]
-             else "", r["decision"], r["mode"], r["backend"], r["status"], r["updated_at"])
-            for r in records
-        ]
-        rows = [tuple(escape(str(value)) for value in row) for row in rows]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            typer.echo("  ".join(f"{value:<{width}}" for value, width in
-                                 zip(row, widths, strict=True)).rstrip())
+        rows: list[tuple[object, ...]] = [
+            ("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")]
+        notes, edited = [], []
+        for record in listing.records:
+            state = run_state(opened, record)
+            # a report or view edited since the run is listed, never trusted
+            damaged = damaged_files(opened, record)
+            rows.append((record["run_id"], "*" if is_accepted(opened, record) else "",
+                         record.get("decision"), record.get("mode"), record.get("backend"),
+                         "damaged" if damaged else state.status, record.get("updated_at")))
+            if damaged:
+                edited.append(f"run {record['run_id']}: {', '.join(damaged)} no longer "
+                              "match the sha256 in its run.json (edited since the run); "
+                              "they are not read")
+            elif state.detail:
+                notes.append(f"{record['run_id']} {state.status}: {state.detail}")
+        rows += [(run_id, "", "", "", "", "damaged", "") for run_id in listing.damaged]
+        print_table(rows)
+        for note in notes:
+            typer.echo(escape(note))
+        for problem in [*map(str, listing.damaged.values()), *edited]:
+            typer.echo(f"error: {escape(problem)}", err=True)
+        if listing.damaged or edited:
+            raise typer.Exit(2)
 
     @runs.command("show")
     def runs_show(run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
                   store: str | None = common.STORE_OPTION) -> None:
-        """Print a run's record (stages, hashes, timings, status) as JSON."""
-        from decflow.store.runs import read_run_record
+        """Print a run's record (stages, hashes, timings, true status) as JSON."""
+        from decflow.store.runs import read_run_record, run_state
         from decflow.store.store import open_store
 
-        typer.echo(json.dumps(read_run_record(open_store(store), run_id), indent=2))
+        opened = open_store(store)
+        record = read_run_record(opened, run_id)
+        state = run_state(opened, record)
+        shown = {**record, "status": state.status}
+        if state.detail:
+            shown["status_detail"] = state.detail
+        typer.echo(json.dumps(shown, indent=2))
 
     @runs.command("accept")
-    def runs_accept(run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
-                    store: str | None = common.STORE_OPTION) -> None:
-        """Mark a run as the accepted baseline for its decision and backend."""
+    def runs_accept(
+        run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
+        force: bool = typer.Option(False, "--force", help="Accept a run that did not PASS."),
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """Mark a finished run (a contract run, or a check run) as the accepted baseline for
+        its decision and backend; a run that did not PASS needs --force."""
         from decflow.store.runs import accept_run
         from decflow.store.store import open_store
 
-        entry = accept_run(open_store(store), run_id)
-        typer.echo(f"accepted {run_id} as the baseline for {entry['decision']} "
-                   f"(backend {entry['backend']})")
+        entry = accept_run(open_store(store), run_id, force=force)
+        replaced = f"; it replaces {entry['replaces']}" if entry["replaces"] else ""
+        typer.echo(escape(f"accepted {run_id} ({entry['status'].upper()}) as the baseline for "
+                          f"{entry['decision']} (backend {entry['backend']}){replaced}"))
+
+
+def register_upkeep(runs: typer.Typer) -> None:
+    """`runs verify` and `runs gc`."""
+
+    @runs.command("verify")
+    def runs_verify(
+        run_id: str | None = typer.Argument(None, help="One run (default: every run)."),
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """Re-hash runs' artifacts against their records and manifests; list what is
+        damaged (exit 2 if anything is)."""
+        from decflow.store.runs import RUNS
+        from decflow.store.store import open_store
+        from decflow.store.upkeep import verify_run
+
+        opened = open_store(store)
+        ids = [run_id] if run_id else opened.list_dir(RUNS)
+        damaged = 0
+        for one in ids:
+            checked, damage = verify_run(opened, one)
+            if not damage:
+                typer.echo(f"{one} ok ({checked} files)")
+                continue
+            damaged += 1
+            typer.echo(f"{one} damaged:")
+            for found in damage:
+                typer.echo(escape(f"  {found.path} {found.problem}"))
+        if damaged:
+            typer.echo(f"error: {damaged} of {len(ids)} runs are damaged; their reports and "
+                       "stages cannot be trusted: run them again (a finished run with "
+                       "`--resume RUN` reuses what is intact), then remove the damaged runs",
+                       err=True)
+            raise typer.Exit(2)
+
+    @runs.command("gc")
+    def runs_gc(
+        keep: int | None = typer.Option(None, "--keep", min=0,
+                                        help="Keep the N newest runs of each decision."),
+        older_than: str | None = typer.Option(
+            None, "--older-than", help="Remove only runs older than this (30d, 12h, 90m)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove "
+                                     "nothing."),
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """Remove old runs and the stage artifacts only they used; never an accepted run, a
+        running one, or a stage another run uses."""
+        from decflow.store.store import open_store
+        from decflow.store.upkeep import collect_garbage, parse_age
+
+        result = collect_garbage(open_store(store), keep=keep,
+                                 older_than=None if older_than is None else parse_age(
+                                     older_than), dry_run=dry_run)
+        verb = "would remove" if dry_run else "removed"
+        for run_id in result.runs:
+            typer.echo(f"{verb} run {run_id}")
+        typer.echo(f"{verb} {len(result.runs)} runs and {len(result.stages)} stage "
+                   f"artifacts; kept {result.kept} runs")
+
+
+def print_table(rows: list[tuple[object, ...]]) -> None:
+    """Rows as left-aligned columns (untrusted text escaped)."""
+    shown = [tuple(escape("" if value is None else str(value)) for value in row)
+             for row in rows]
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
+    for row in shown:
+        typer.echo("  ".join(f"{value:<{width}}" for value, width in
+                             zip(row, widths, strict=True)).rstrip())

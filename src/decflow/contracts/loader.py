@@ -184,7 +184,20 @@ def _yaml_error(exc: yaml.YAMLError, text: str) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return f"invalid YAML: {where}{problem}"
+    return f"invalid YAML: {where}{problem}{_opened(exc)}"
+
+
+def _opened(exc: yaml.YAMLError) -> str:
+    """Where the construct the parser was in began: an unclosed bracket is found lines
+    after it was opened, so the message names both places."""
+    context, mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if not context or mark is None:
+        return ""
+    at = f"line {mark.line + 1}, column {mark.column + 1}"
+    if "flow mapping" in context or "flow sequence" in context:
+        bracket = "{" if "mapping" in context else "["
+        return f"; the '{bracket}' opened at {at} is not closed"
+    return f" ({context} started at {at})"
 
 
 def parse_yaml(text: str, source: str) -> Any:

@@ -144,7 +144,11 @@ def segment_value(token: str) -> Any:
 
 def segment_display(token: str) -> str:
     """How a segment value is shown in check names: `str(value)`, `<missing>` if absent."""
-    value = segment_value(token)
+    return shown_segment_value(segment_value(token))
+
+
+def shown_segment_value(value: Any) -> str:
+    """`segment_display` of a value (as a report stores it)."""
     return "<missing>" if value is None else str(value)
 
 
@@ -387,5 +391,23 @@ def explain_line(line: str | bytes | bytearray, spec: RecordSpec) -> str | None:
     except RecordInvalid as exc:
         return str(exc)
     return None
+
+
+def invalid_json_at(number: int, exc: ValueError) -> str:
+    """`line N, column C: invalid JSON: reason` for a refused line `number` of a JSONL file
+    (the column of the file's line, not of a one-line document)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
+    return f"line {number}: invalid JSON: {exc}"
+
+
+def explain_jsonl_line(number: int, line: str | bytes, spec: RecordSpec) -> str | None:
+    """`explain_line` of line `number` of a JSONL file, placed: `line N[, column C]: …`."""
+    try:
+        loads_strict(line)
+    except ValueError as exc:
+        return invalid_json_at(number, exc)
+    problem = explain_line(line, spec)
+    return None if problem is None else f"line {number}: {problem}"
 
 

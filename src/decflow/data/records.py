@@ -25,6 +25,7 @@ Parquet lives in `record_parquet`, the vectorized checks in `record_checks`.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -46,7 +47,8 @@ from decflow.data.record_rules import (
     STRING_FIELDS,
     RecordInvalid,
     RecordSpec,
-    explain_line,
+    explain_jsonl_line,
+    invalid_json_at,
     loads_strict,
     normalize_record,
     record_schema,
@@ -352,6 +354,9 @@ class RecordReader:
     def _json_list(self, data: bytes, path: Path | str) -> pl.DataFrame:
         try:
             items = loads_strict(_decode(data, path))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: "
+                               f"{exc.msg}") from None
         except ValueError as exc:
             raise DatasetError(f"{path}: invalid JSON: {exc}") from None
         if not isinstance(items, list):
@@ -461,7 +466,7 @@ def _strict_jsonl(
         try:
             obj = loads_strict(line)
         except ValueError as exc:
-            raise _LineError(f"{path}: line {number}: invalid JSON: {exc}", number) from None
+            raise _LineError(f"{path}: {invalid_json_at(number, exc)}", number) from None
         try:
             rows.append(normalize_record(obj, spec, offset + len(rows) + 1))
         except RecordInvalid as exc:
@@ -533,10 +538,11 @@ def _fast_jsonl(
         return None
     if bad is not None:
         line = rows[bad]
-        problem = explain_line(data.split(b"\n", line + 1)[line], spec)
+        text = bytes(data.split(b"\n", line + 1)[line])
+        problem = explain_jsonl_line(first_line + line, text, spec)
         if problem is None:
             return None
-        raise _LineError(f"{path}: line {first_line + line}: {problem}", first_line + line)
+        raise _LineError(f"{path}: {problem}", first_line + line)
     assert table is not None
     if not texts:
         return table

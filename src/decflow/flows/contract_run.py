@@ -10,7 +10,6 @@ not re-sent); `--from-stage` reuses the stored upstream manifests of the run.
 
 from __future__ import annotations
 
-import sys
 from functools import partial
 from typing import Any
 
@@ -18,13 +17,13 @@ from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
-from prefect.settings import PREFECT_API_URL
 
 from decflow.errors import DecflowError
 from decflow.flows.common import Verdict, decflow_run, finish, flow_result, unwalked
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
+from decflow.flows.server import prefect_server
 from decflow.pipeline.contract_run.results import RequestParts
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
 from decflow.pipeline.spec import RunSpec, load_contract_cached
@@ -124,16 +123,16 @@ def run_stages(
     def shards(context: StageContext, key: str, parts: RequestParts) -> PrefectShards:
         return PrefectShards(context, key, parts, parallel_shards)
 
-    book = RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
-                   fail_on_warn=fail_on_warn)
     spec_d = spec.to_dict()
 
     def as_task(name: str) -> Manifest:
         return Manifest.from_dict(
             STAGE_TASKS[name](spec_d, _dicts(book.manifests), fail_on_warn))
 
-    for stage in stages_for(spec.run_mode):
-        book.run(stage, None if stage.sharded else partial(as_task, stage.name))
+    with RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
+                 fail_on_warn=fail_on_warn) as book:
+        for stage in stages_for(spec.run_mode):
+            book.run(stage, None if stage.sharded else partial(as_task, stage.name))
     verdict = book.verdict
     key = artifact_key(decision_name(spec.contract_path), spec.backend, spec.mode)
     report_task(spec.store_url, verdict["report"], key)
@@ -157,13 +156,6 @@ def contract_run(
         return finish(outcome, Verdict(outcome))
 
 
-def warn_if_ephemeral() -> None:
-    if not PREFECT_API_URL.value():
-        print("decflow: PREFECT_API_URL is not set; Prefect starts a temporary server for this "
-              "run (slow, and its history is lost at exit). Start one with "
-              "`prefect server start` and set PREFECT_API_URL.", file=sys.stderr)
-
-
 def run_contract_flow(
     spec: dict[str, Any],
     *,
@@ -174,11 +166,10 @@ def run_contract_flow(
 ) -> dict[str, Any]:
     """What the CLI calls for `--prefect`: the flow with the chosen task runner; returns
     the stored report (a FAIL is the report's exit code 1, not a failed call)."""
-    warn_if_ephemeral()
     runner = build_task_runner(task_runner, dask_address)
     configured = contract_run.with_options(task_runner=runner)
     # heartbeats, so a killed run ends Crashed (see crash_detection for their cost)
-    with watched_run():
+    with prefect_server(), watched_run():
         state = configured(
             spec=spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
             parallel_shards=task_runner == "dask", return_state=True,

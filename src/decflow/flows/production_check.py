@@ -18,6 +18,7 @@ from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
+from decflow.flows.server import prefect_server
 from decflow.store.runs import new_run_id
 from decflow.store.store import Store
 from decflow.tasks.production import aggregates_task, check_summary_task, plan_task, unit_task
@@ -79,13 +80,10 @@ def run_production_check_flow(
 ) -> dict[str, Any]:
     """What `decflow check --prefect` calls: the flow with the chosen task runner,
     returning the report (a FAIL is the report's exit code 1, not a failed call)."""
-    from decflow.flows.contract_run import warn_if_ephemeral
-
-    warn_if_ephemeral()
     configured = production_check.with_options(
         task_runner=build_task_runner(task_runner, dask_address)
     )
-    with watched_run():
+    with prefect_server(), watched_run():
         state = configured(contract=contract, records=records, baseline=baseline, store=store,
                            fail_on_warn=fail_on_warn, return_state=True)
     outcome: dict[str, Any] = flow_result(state)

@@ -9,19 +9,25 @@ before its first call. Sizes come from the same statistics the verdicts use:
   test;
 - counterfactual: the distinct persona arms (base persona, cross pairs, placebo partners),
   and the cases a `fair-qualified` verdict needs when no pair flips (the clustered excess);
-- blindness: no call of its own (it reads the originals' and base personas' decisions).
+- blindness: no call of its own (it reads the originals' and base personas' decisions);
+- metamorphic properties: their transformed requests, derived exactly as the run derives
+  them (seeded), less those that carry a generation error.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from decflow.contracts.properties import Paraphrase
 from decflow.data.golden_dataset import load_golden
 from decflow.diagnostics.counterfactual import plan as counterfactual_plan
 from decflow.diagnostics.stability import cases_for_deterministic
 from decflow.pipeline.contract_run.derive import (
     counterfactual_config,
+    derived_requests,
     persona_pair_set,
+    selected_properties,
     stability_config,
 )
 from decflow.pipeline.contract_run.inputs import dataset_location
@@ -31,6 +37,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from decflow.contracts.contract import Contract
+    from decflow.contracts.loader import LoadedContract
     from decflow.contracts.properties import Counterfactual
     from decflow.contracts.sections import Stability
 
@@ -88,11 +95,42 @@ def _counterfactual(
     }
 
 
+def _property_calls(spec: RunSpec, loaded: LoadedContract,
+                    cases: pl.DataFrame) -> list[dict[str, Any]]:
+    """The requests each metamorphic property will send: derived as the requests stage
+    derives them (seeded, no backend), less those that carry a generation error and are
+    never sent. A paraphrase provider other than `identity` is not asked: its property
+    counts at most one request per case and sample."""
+    contract = loaded.contract
+    properties = selected_properties(spec, contract)
+    asked = [name for name, config in properties
+             if not isinstance(config, Paraphrase) or config.source.provider == "identity"]
+    counted: dict[str, dict[str, Any]] = {}
+    if asked:
+        only = replace(spec, mode="fuzz", properties=tuple(asked))
+        frames, extra = derived_requests(only, loaded, cases, None)
+        for frame in frames:
+            sent = frame.filter(frame["pre_error_kind"].is_null())
+            for name, count in sent.group_by("property").len().iter_rows():
+                counted.setdefault(name, {"property": name, "calls": 0})["calls"] += count
+        for skipped in extra["skipped"]:
+            counted.setdefault(skipped["property"], {"property": skipped["property"],
+                                                     "calls": 0})
+    for name, config in properties:
+        if isinstance(config, Paraphrase) and name not in asked:
+            counted[name] = {"property": name, "calls": cases.height * config.samples,
+                             "at_most": True}
+    return [counted.get(name, {"property": name, "calls": 0}) for name, _ in properties]
+
+
 def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     """The plan of a run (see the module docstring); reads the contract and dataset only."""
-    contract = load_contract_cached(spec.contract_path).contract
+    loaded = load_contract_cached(spec.contract_path)
+    contract = loaded.contract
     read_path, shown = dataset_location(spec, contract)
     cases = load_golden(read_path, contract.decision.labels, shown_path=shown).cases
+    properties = (_property_calls(spec, loaded, cases) if spec.run_mode.fills("properties")
+                  else [])
     diagnostics: list[dict[str, Any]] = []
     stability = stability_config(spec, contract)
     if stability is not None:
@@ -106,14 +144,19 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     counterfactual = counterfactual_config(spec, contract)
     if counterfactual is not None:
         diagnostics.append(_counterfactual(contract, counterfactual, cases))
+    property_calls = sum(p["calls"] for p in properties)
+    diagnostic_calls = sum(d["calls"] for d in diagnostics)
     return {
         "mode": spec.mode,
         "cases": cases.height,
         "original_calls": cases.height,
+        "properties": properties,
+        "property_calls": property_calls,
         "diagnostics": diagnostics,
-        "diagnostic_calls": sum(d["calls"] for d in diagnostics),
-        "note": "transformed cases of metamorphic properties are derived and counted when the "
-        "run starts; identical inputs are decided once",
+        "diagnostic_calls": diagnostic_calls,
+        "calls": cases.height + property_calls + diagnostic_calls,
+        "note": "counted from the contract and dataset alone: nothing is called; a paraphrase "
+        "provider other than identity is counted at most (cases × samples)",
     }
 
 

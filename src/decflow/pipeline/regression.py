@@ -19,6 +19,7 @@ from decflow.gates.headline import headline
 from decflow.gates.regression import regression_checks
 from decflow.metrics.calibration import diff_calibration
 from decflow.metrics.regression import diff_results
+from decflow.pipeline.stored.check_runs import RECORDS_BACKEND, diff_checks, is_check_diff
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.report.loading import load_verified
 from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
@@ -154,7 +155,9 @@ def diff_reports(
 def accepted_baseline(store: Store, candidate: dict[str, Any]) -> str:
     """The run accepted for the candidate's decision and backend (`NoAcceptedBaseline`
     when there is none)."""
-    decision, backend = candidate["contract"]["name"], candidate["backend"]["name"]
+    decision = candidate["contract"]["name"]
+    backend = (RECORDS_BACKEND if candidate.get("kind") == "check"
+               else candidate["backend"]["name"])
     found = accepted_run(store, decision, backend)
     if found is None:
         raise NoAcceptedBaseline(decision, backend, (candidate.get("run") or {}).get("id"),
@@ -182,6 +185,17 @@ def gating_contract(
                   "its contract is not either; pass -c CONTRACT to gate the regression")
 
 
+def known_segment_keys(keys: Sequence[str], *reports: dict[str, Any]) -> None:
+    """`-s KEY` must name a metadata key some case of the reports has."""
+    known = sorted({str(key) for report in reports for item in report.get("results") or []
+                    if isinstance(item, dict) for key in (item.get("metadata") or {})})
+    unknown = [key for key in keys if key not in known]
+    if unknown:
+        raise DecflowError(
+            f"-s/--segment-by: no case of either run has the metadata key '{unknown[0]}' "
+            f"(keys: {', '.join(known) or 'none: the cases carry no metadata'})")
+
+
 def run_diff(
     baseline: str,
     candidate: str,
@@ -198,7 +212,16 @@ def run_diff(
     new, new_source, _ = load_verified(candidate, store)
     if baseline == ACCEPTED:
         baseline = accepted_baseline(store, new)
-    old, old_source, _ = load_verified(baseline, store)
+    old, old_source, old_run = load_verified(baseline, store)
+    if is_check_diff(old, new, old_source):
+        if segment_by:
+            raise DecflowError("-s/--segment-by applies to diffs of contract runs; a check "
+                               "run's segments are the contract's production.segments")
+        contract = None if contract_path is None else load_contract(contract_path).contract
+        return diff_checks(old, new, store, baseline_source=old_source, baseline_run=old_run,
+                           contract=contract, fail_on_warn=fail_on_warn)
+    if segment_by:
+        known_segment_keys(segment_by, old, new)
     gates_path, gates_from = gating_contract(new, store, contract_path)
     contract = None if gates_path is None else load_contract(gates_path).contract
     report = diff_reports(

@@ -37,6 +37,9 @@ class RunSpec:
     created_at: str = field(default_factory=lambda: now_iso())
     # folders outside the contract's own that its paths may name (--allow-path)
     allow_paths: tuple[str, ...] = ()
+    # `--resume` of a finished run writes a new run that reuses its stages: the run it
+    # continues (never changed by it).
+    parent: str | None = None
 
     @property
     def run_mode(self) -> Mode:

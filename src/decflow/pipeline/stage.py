@@ -109,7 +109,7 @@ class Stage:
 def run_stage(stage: Stage, context: StageContext) -> Manifest:
     """The stage's manifest: a published one with the same key, else computed now."""
     key = stage.key(context)
-    manifest = context.store.manifest(stage.name, key) if stage.cached else None
+    manifest = context.store.cached(stage.name, key) if stage.cached else None
     if manifest is not None and stage.reusable(context, manifest):
         context.logger.info("stage %s: cache hit (%s)", stage.name, key[:12])
     else:

@@ -12,15 +12,21 @@ import os
 from typing import Any
 
 from decflow.errors import DecflowError, ReportError
+from decflow.report.check_report import verify_check_report
 from decflow.report.verify import REPORT_MAX_DEPTH, load_report_file, verify_run_report
 from decflow.report.versions import REPORT_VERSIONS, RUN_REPORT_VERSIONS
 from decflow.store.runs import (
+    FAILED,
     FINISHED,
+    INTERRUPTED,
     REPORT,
+    RUNNING,
     has_run,
     read_run_file,
     read_run_record,
     report_path,
+    resume_command,
+    run_state,
 )
 from decflow.store.store import Manifest, Store
 from decflow.strictjson import JsonProblem, loads
@@ -59,22 +65,40 @@ def resolve_report(target: str, store: Store) -> tuple[dict[str, Any], str, str 
         if not isinstance(document, dict):
             raise ReportError(f"{store.uri(report_path(target))}: not a report")
         return document, source, target
+    if has_run(store, target):
+        raise DecflowError(f"run {target} has no report: {no_report(store, target)}")
     raise DecflowError(
-        f"'{target}' is neither a report file nor a run in the store {store.url} "
+        f"'{target}' is neither a file or folder nor a run id in the store {store.url} "
         "(see `decflow runs`)"
     )
 
 
+def no_report(store: Store, run_id: str) -> str:
+    """Why a stored run has no report, and what to do."""
+    state = run_state(store, read_run_record(store, run_id))
+    if state.status == RUNNING:
+        return f"it is still running ({state.detail})"
+    if state.status == INTERRUPTED:
+        return f"it was interrupted; {state.detail}"
+    if state.status == FAILED:
+        resume = resume_command(read_run_record(store, run_id))
+        return f"it failed: {state.detail}" + (
+            f"; fix that, then finish it with `{resume}`" if resume else "")
+    return f"its report is missing (status {state.status}); run it again"
+
+
 def load_verified(target: str, store: Store) -> tuple[dict[str, Any], str, str | None]:
-    """`resolve_report`, then re-verify a run report; a probe report is re-derived from its
-    stored call table by `decflow.probe.load`. Anything else is exit 2."""
+    """`resolve_report`, then re-verify a run or check report; a probe report is re-derived
+    from its stored call table by `decflow.probe.load`. Anything else is exit 2."""
     report, source, run_id = resolve_report(target, store)
     kind = report.get("kind", "run")
     version = report.get("report_version")
     if version in RUN_REPORT_VERSIONS and kind == "run":
         verify_run_report(report, source)
+    elif kind == "check":
+        verify_check_report(report, source)
     elif not (version in REPORT_VERSIONS and kind == "probe"):
-        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run report")
+        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run or check report")
     if run_id is not None:
         verify_against_run(report, source, store, run_id)
     return report, source, run_id

@@ -7,28 +7,39 @@ Layout (the only module that spells it):
     runs/<run_id>/report.json     the run's report (also diff.json, report.html beside it)
     runs/<run_id>/contract.<ext>  the contract the run used (replay/report from anywhere)
     runs/<run_id>/backend-plan.json  how the backend reads answers for the whole run
+    runs/<run_id>/lock            held while a process works on the run (`store.locks`)
     accepted/<decision>/<backend>.json   the accepted baseline run of a decision and backend
 
 Run records are plain JSON written atomically by the store; every runner (in-process,
 Prefect, probe, production check) records its runs here in the same shape.
+
+A run's state (`run_state`) is its record's status, checked against its lock: `running`
+only while a process holds the run's lock; a record left `running` by a process that was
+killed (`kill -9`, a lost machine) is `interrupted`, like one stopped by SIGINT/SIGTERM;
+`failed` when the run stopped with an error (the record keeps the error line); `pass`,
+`warn`, `fail` once it finished.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from decflow.errors import DecflowError, ReportError
 from decflow.redaction import redact
+from decflow.store.locks import Lock, describe, holder_of
 from decflow.store.run_files import FILES, mismatch, recorded, with_file
-from decflow.store.store import Store, json_bytes
+from decflow.store.store import DamagedArtifact, Store, json_bytes
 
 RUNS = "runs"
 RECORD = "run.json"
 REPORT = "report.json"
 FINISHED = ("pass", "warn", "fail")
+RUNNING, FAILED, INTERRUPTED = "running", "failed", "interrupted"
+ACCEPT_WAIT_S = 30.0
 
 
 def now_iso() -> str:
@@ -56,7 +67,16 @@ def has_run(store: Store, run_id: str) -> bool:
 def read_run_record(store: Store, run_id: str) -> dict[str, Any]:
     if not has_run(store, run_id):
         raise DecflowError(f"no run '{run_id}' in the store {store.url} (see `decflow runs`)")
-    record: dict[str, Any] = store.read_json(run_path(run_id, RECORD))
+    try:
+        record = store.read_json(run_path(run_id, RECORD))
+    except DamagedArtifact as exc:
+        raise DamagedArtifact(exc.uri, f"{exc.problem}, so run {run_id} cannot be read",
+                              "run it again for a new run (and delete the folder "
+                              f"{store.uri(run_path(run_id))})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("run_id"), str):
+        raise DamagedArtifact(store.uri(run_path(run_id, RECORD)),
+                              f"is damaged: not a run record, so run {run_id} cannot be read",
+                              "run it again for a new run")
     return record
 
 
@@ -131,35 +151,131 @@ def contract_copy(store: Store, run_id: str) -> str | None:
     return None
 
 
-def list_runs(store: Store) -> list[dict[str, Any]]:
-    """Every run record in the store, oldest first (run ids start with their UTC time)."""
-    return [read_run_record(store, run_id) for run_id in store.list_dir(RUNS)
-            if has_run(store, run_id)]
+@dataclass(frozen=True)
+class Listing:
+    """Every run in the store, oldest first (run ids start with their UTC time): the
+    readable records, and the runs whose record is damaged (the error for each)."""
+
+    records: list[dict[str, Any]]
+    damaged: dict[str, DamagedArtifact]  # by run id
+
+
+def list_runs(store: Store) -> Listing:
+    records, damaged = [], {}
+    for run_id in store.list_dir(RUNS):
+        if not has_run(store, run_id):
+            continue
+        try:
+            records.append(read_run_record(store, run_id))
+        except DamagedArtifact as exc:
+            damaged[run_id] = exc
+    return Listing(records, damaged)
+
+
+def run_lock(store: Store, run_id: str) -> Lock:
+    """The lock a process holds while it works on run `run_id`."""
+    return Lock(store, run_path(run_id), f"run {run_id}")
+
+
+def resume_command(record: dict[str, Any]) -> str | None:
+    """The command line that finishes a stopped contract run, as its runner recorded it
+    (None for other kinds, and for runs recorded before it was)."""
+    resume = record.get("resume")
+    return resume if isinstance(resume, str) else None
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run's true state: `status` (running, interrupted, failed, pass, warn, fail) and
+    what to say about it (`detail`: who holds it, the error line, how to resume it)."""
+
+    status: str
+    detail: str = ""
+
+
+def run_state(store: Store, record: dict[str, Any]) -> RunState:
+    status = str(record.get("status"))
+    resume = resume_command(record)
+    if status == RUNNING:
+        holder = holder_of(store, run_path(record["run_id"]))
+        if holder is not None:
+            return RunState(RUNNING, f"held by {describe(holder)}")
+        status = INTERRUPTED  # its process ended without recording an end: killed
+    if status == INTERRUPTED:
+        return RunState(INTERRUPTED, f"resume it: {resume}" if resume else "run it again")
+    if status == FAILED:
+        error = str(record.get("error") or "no error recorded").splitlines()[0]
+        return RunState(FAILED, error)
+    return RunState(status)
 
 
 def accepted_path(decision: str, backend: str) -> str:
     return f"accepted/{decision}/{backend}.json"
 
 
-def accept_run(store: Store, run_id: str) -> dict[str, Any]:
-    """Mark a finished contract run as the accepted baseline of its decision and backend."""
+def _not_passing(store: Store, run_id: str) -> str:
+    """What did not pass in run `run_id`: its report's headline, else its checks that did
+    not pass, as `gate (status)` items (reports older than headlines)."""
+    try:
+        report = store.read_json(report_path(run_id))
+        if isinstance(report.get("headline"), str):
+            return str(report["headline"])
+        items = [f"{c['gate']} ({c['status']})" for c in report.get("checks") or []
+                 if isinstance(c, dict) and c.get("status") != "pass"]
+    except (DecflowError, TypeError, KeyError, AttributeError):
+        return "its report cannot be read"
+    shown = "; ".join(items[:6]) + (f"; +{len(items) - 6} more" if len(items) > 6 else "")
+    return shown or "no failing check is listed"
+
+
+def accept_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any]:
+    """Mark a finished contract or check run as the accepted baseline of its decision and
+    backend (`records` for check runs). A run that did not PASS needs `force`. Accepts of
+    one decision take a lock, so two at once leave one consistent entry, and the second
+    says which run it replaced (`replaces`)."""
     record = read_run_record(store, run_id)
-    if record.get("kind", "run") != "run":
-        raise DecflowError(f"run {run_id} is a {record['kind']}; only contract runs can be a "
-                           "regression baseline")
-    if record["status"] not in FINISHED:
-        raise DecflowError(f"run {run_id} did not finish (status {record['status']}); "
-                           "finish it with --resume before accepting it")
-    entry = {
-        "run_id": run_id,
-        "decision": record["decision"],
-        "backend": record["backend"],
-        "contract_hash": record["contract_hash"],
-        "dataset_hash": record["dataset_hash"],
-        "accepted_at": now_iso(),
-    }
-    store.write_json(accepted_path(record["decision"], record["backend"]), entry)
+    kind = record.get("kind", "run")
+    if kind not in ("run", "check"):
+        raise DecflowError(f"run {run_id} is a {kind}; only contract runs and check runs can "
+                           "be a baseline")
+    state = run_state(store, record)
+    if state.status not in FINISHED:
+        raise DecflowError(f"run {run_id} did not finish (it is {state.status}"
+                           + (f": {state.detail}" if state.detail else "")
+                           + "); finish it before accepting it")
+    if state.status != "pass" and not force:
+        raise DecflowError(f"run {run_id} is {state.status.upper()}, not PASS: "
+                           f"{_not_passing(store, run_id)}; accept it anyway with "
+                           f"`decflow runs accept {run_id} --force`")
+    decision, backend = record["decision"], record["backend"]
+    relative = accepted_path(decision, backend)
+    # a second accept waits for the first (they take milliseconds), then replaces it
+    with Lock(store, f"accepted/{decision}", f"the accepted baselines of '{decision}'",
+              wait_s=ACCEPT_WAIT_S):
+        previous = accepted_run(store, decision, backend)
+        entry = {
+            "run_id": run_id,
+            "kind": kind,
+            "decision": decision,
+            "backend": backend,
+            "status": state.status,
+            "forced": state.status != "pass",
+            "contract_hash": record.get("contract_hash"),
+            "dataset_hash": record.get("dataset_hash"),
+            "accepted_at": now_iso(),
+            "replaces": previous if previous != run_id else None,
+        }
+        store.write_json(relative, entry)
     return entry
+
+
+def is_accepted(store: Store, record: dict[str, Any]) -> bool:
+    """Whether the run of `record` is the accepted baseline of its decision and backend."""
+    try:
+        found = accepted_run(store, str(record.get("decision")), str(record.get("backend")))
+    except DecflowError:
+        return False
+    return found == record.get("run_id")
 
 
 def accepted_run(store: Store, decision: str, backend: str) -> str | None:
@@ -167,5 +283,9 @@ def accepted_run(store: Store, decision: str, backend: str) -> str | None:
     relative = accepted_path(decision, backend)
     if not store.exists(relative):
         return None
-    run_id: str = store.read_json(relative)["run_id"]
+    entry = store.read_json(relative)
+    run_id = entry.get("run_id") if isinstance(entry, dict) else None
+    if not isinstance(run_id, str):
+        raise DamagedArtifact(store.uri(relative), "is damaged: not an accepted-baseline entry",
+                              "accept a run again (`decflow runs accept RUN`)")
     return run_id

@@ -9,10 +9,14 @@ The call stage writes `chunk-*.parquet` files as results arrive; `--resume` read
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import io
 import json
+import logging
 import os
+import stat
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +31,40 @@ if TYPE_CHECKING:
 MANIFEST = "_manifest.json"
 DEFAULT_STORE = ".decflow"
 STORE_ENV = "DECFLOW_STORE"
+TEMPORARY = ".tmp-"
+VERIFY_HINT = "`decflow runs verify` lists every damaged run"
+log = logging.getLogger("decflow")
+
+# What to do about an operating-system error on the store, by errno.
+_REMEDIES = {
+    errno.ENOSPC: "free space on that device (or pass another --store), then run again "
+                  "(`--resume RUN` finishes a stopped run)",
+    errno.EDQUOT: "the disk quota is used up: free space or pass another --store",
+    errno.EFBIG: "the file-size limit (`ulimit -f`) is too small for the store's files: "
+                 "raise it, then run again",
+    errno.EACCES: "make it readable and writable for this user, or pass another --store",
+    errno.EPERM: "make it readable and writable for this user, or pass another --store",
+    errno.EROFS: "the file system is read-only: pass a writable --store",
+    errno.ENOTDIR: "a part of the store path is a file, not a folder: pass --store a folder",
+    errno.EEXIST: "a part of the store path is a file, not a folder: pass --store a folder",
+    errno.EISDIR: "a folder stands where the store keeps a file: remove it",
+}
+
+
+class DamagedArtifact(DecflowError):
+    """A stored file that is missing, unreadable, or not what its manifest recorded."""
+
+    def __init__(self, uri: str, problem: str, remedy: str = VERIFY_HINT) -> None:
+        self.uri, self.problem = uri, problem
+        super().__init__(f"store: {uri} {problem}; {remedy}")
+
+
+def store_os_error(exc: OSError, doing: str, where: str) -> DecflowError:
+    """`store: cannot <doing> <where> (<reason>); <what to do>` for an OS error."""
+    reason = exc.strerror or type(exc).__name__
+    remedy = _REMEDIES.get(exc.errno or 0, "check the store's folder and pass another "
+                           "--store if it cannot be fixed")
+    return DecflowError(f"store: cannot {doing} {where} ({reason}); {remedy}")
 
 
 @dataclass(frozen=True)
@@ -139,6 +177,7 @@ class Store:
         if local is not None:
             self.fs: Any = _LocalFiles()
             root = os.path.abspath(os.path.expanduser(local))
+            _check_local_root(root)
         else:
             import fsspec
 
@@ -167,23 +206,41 @@ class Store:
 
     # -- raw files -----------------------------------------------------------------------
     def write_bytes(self, relative: str, data: bytes) -> None:
-        """Write atomically: a temporary name in the same folder, then a rename."""
+        """Write atomically: a temporary name in the same folder, then a rename. A failed
+        write (full disk, file-size limit, permissions) removes its temporary file and is
+        exit 2 naming the file and what to do; the final name is never half written."""
         target = self.path(relative)
         folder = target.rsplit("/", 1)[0]
-        self.fs.makedirs(folder, exist_ok=True)
-        temporary = f"{folder}/.tmp-{uuid.uuid4().hex}"
-        with self.fs.open(temporary, "wb") as handle:
-            handle.write(data)
-        if self.is_local:
-            os.replace(temporary, target)
-        else:
-            self.fs.mv(temporary, target)
+        temporary = f"{folder}/{TEMPORARY}{uuid.uuid4().hex}"
+        try:
+            self.fs.makedirs(folder, exist_ok=True)
+            with self.fs.open(temporary, "wb") as handle:
+                handle.write(data)
+            if self.is_local:
+                os.replace(temporary, target)
+            else:
+                self.fs.mv(temporary, target)
+        except OSError as exc:
+            self._remove_quietly(temporary)
+            raise store_os_error(exc, "write", self.uri(relative)) from None
+        except BaseException:  # interrupted mid-write: no temporary file left behind
+            self._remove_quietly(temporary)
+            raise
+
+    def _remove_quietly(self, path: str) -> None:
+        with contextlib.suppress(OSError):
+            if self.is_local:
+                os.remove(path)
+            elif self.fs.exists(path):
+                self.fs.rm(path)
 
     def read_bytes(self, relative: str) -> bytes:
         try:
             data: bytes = self.fs.cat_file(self.path(relative))
         except FileNotFoundError:
-            raise DecflowError(f"store: {self.uri(relative)} does not exist") from None
+            raise DamagedArtifact(self.uri(relative), "does not exist") from None
+        except OSError as exc:
+            raise store_os_error(exc, "read", self.uri(relative)) from None
         return data
 
     def exists(self, relative: str) -> bool:
@@ -193,21 +250,63 @@ class Store:
         self.write_bytes(relative, json_bytes(data))
 
     def read_json(self, relative: str) -> Any:
-        return json.loads(self.read_bytes(relative))
+        """A JSON file of the store; a damaged one (truncated, not JSON) is
+        `DamagedArtifact` naming it."""
+        data = self.read_bytes(relative)
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise DamagedArtifact(self.uri(relative), f"is damaged: not valid JSON ({exc}; "
+                                  f"{len(data)} bytes)") from None
 
     def list_dir(self, relative: str) -> list[str]:
-        """Names directly under `relative` (empty when it does not exist)."""
+        """Names directly under `relative` (empty when it does not exist); temporary files
+        of writes in progress are not listed."""
         folder = self.path(relative)
-        if not self.fs.exists(folder):
-            return []
-        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False))
+        try:
+            if not self.fs.exists(folder):
+                return []
+            found = self.fs.ls(folder, detail=False)
+        except NotADirectoryError:
+            raise DamagedArtifact(self.uri(relative), "is a file, not a folder",
+                                  "remove it or pass another --store") from None
+        except OSError as exc:
+            raise store_os_error(exc, "list", self.uri(relative)) from None
+        names = (p.rstrip("/").rsplit("/", 1)[-1] for p in found)
+        return sorted(name for name in names if not name.startswith(TEMPORARY))
 
     # -- stages --------------------------------------------------------------------------
     def manifest(self, stage: str, key: str) -> Manifest | None:
         relative = f"{self.stage_prefix(stage, key)}/{MANIFEST}"
         if not self.exists(relative):
             return None
-        return Manifest.from_dict(self.read_json(relative))
+        document = self.read_json(relative)
+        try:
+            return Manifest.from_dict(document)
+        except (LookupError, TypeError, ValueError, AttributeError) as exc:
+            raise DamagedArtifact(self.uri(relative),
+                                  f"is damaged: not a manifest ({type(exc).__name__}: {exc})"
+                                  ) from None
+
+    def cached(self, stage: str, key: str) -> Manifest | None:
+        """The published artifact of `stage` under `key` when it is intact: its manifest
+        reads, and every part exists with the sha256 recorded. A damaged one is a cache miss
+        (logged, naming what is damaged), so the stage is computed and published again
+        instead of every later run stopping on it."""
+        try:
+            manifest = self.manifest(stage, key)
+            if manifest is not None:
+                self.verify(manifest)
+        except DamagedArtifact as exc:
+            log.warning("stage %s: the stored artifact is damaged (%s %s); computing it "
+                        "again", stage, exc.uri, exc.problem)
+            return None
+        return manifest
+
+    def verify(self, manifest: Manifest) -> None:
+        """Raise `DamagedArtifact` unless every part of `manifest` hashes as recorded."""
+        for part in manifest.parts:
+            self._checked(part, self.read_bytes(part.path))
 
     def write_part(self, relative: str, frame: pl.DataFrame) -> Part:
         data = _frame_bytes(frame)
@@ -271,13 +370,17 @@ class Store:
             return pl.DataFrame()
         return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
 
-    def read_part(self, part: Part, columns: Sequence[str] | None = None) -> pl.DataFrame:
-        data = self.read_bytes(part.path)
+    def _checked(self, part: Part, data: bytes) -> bytes:
         if hashlib.sha256(data).hexdigest() != part.sha256:
-            raise DecflowError(
-                f"store: {self.uri(part.path)} does not match its manifest (sha256 differs); "
-                "the artifact was changed after it was written"
+            raise DamagedArtifact(
+                self.uri(part.path),
+                "does not match its manifest (sha256 differs): it was changed or cut short "
+                "after it was written",
             )
+        return data
+
+    def read_part(self, part: Part, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        data = self._checked(part, self.read_bytes(part.path))
         import polars as pl
 
         return pl.read_parquet(io.BytesIO(data), columns=list(columns) if columns else None)
@@ -296,7 +399,13 @@ class Store:
                 data = self.read_bytes(relative)
                 import polars as pl
 
-                ids = pl.read_parquet(io.BytesIO(data), columns=["request_id"])["request_id"]
+                try:
+                    ids = pl.read_parquet(io.BytesIO(data), columns=["request_id"])["request_id"]
+                except Exception as exc:  # polars' errors have no common base but Exception
+                    raise DamagedArtifact(
+                        self.uri(relative), f"is damaged: not a results chunk ({exc})",
+                        "delete that file to send its requests again with `--resume RUN`",
+                    ) from None
                 found.append((Part(relative, hashlib.sha256(data).hexdigest(), ids.len()), ids))
         return found
 
@@ -307,6 +416,20 @@ def json_bytes(data: Any) -> bytes:
     output stays indented."""
     text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return (text + "\n").encode()
+
+
+def _check_local_root(root: str) -> None:
+    """A local store is a folder, or a path where one can be made: a file there (or on
+    the way there) is exit 2 up front, never a store that silently holds no runs."""
+    try:
+        found = os.stat(root)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise store_os_error(exc, "open the store", root) from None
+    if not stat.S_ISDIR(found.st_mode):
+        raise DecflowError(f"store: {root} is a file, not a folder; pass --store a folder "
+                           f"(or set {STORE_ENV})")
 
 
 def store_url(option: str | None = None) -> str:

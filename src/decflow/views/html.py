@@ -36,7 +36,14 @@ from decflow.views.calibration_text import calibration_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
-from decflow.views.text import FIRST_CASES, VERDICTS, answer, counted, short_hash
+from decflow.views.text import (
+    FIRST_CASES,
+    VERDICTS,
+    answer,
+    counted,
+    failing_segments_first,
+    short_hash,
+)
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
@@ -571,7 +578,7 @@ def check_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         parts.append(section("Drift against the baseline", note, kv_table(drift)))
     segments = report.get("segments") or []
     if segments:
-        parts.append(check_segments(segments))
+        parts.append(check_segments(failing_segments_first(segments)))
     return title, parts
 
 

@@ -29,7 +29,15 @@ from decflow.report.sections import (
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
-from decflow.views.text import FIRST_CASES, MAX_LISTED, VERDICTS, answer, counted, preview
+from decflow.views.text import (
+    FIRST_CASES,
+    MAX_LISTED,
+    VERDICTS,
+    answer,
+    counted,
+    failing_segments_first,
+    preview,
+)
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 
@@ -324,8 +332,11 @@ def render_diff(report: dict[str, Any]) -> list[str]:
 
 
 def render_check(report: dict[str, Any]) -> list[str]:
+    """Checks first (what an on-call reader acts on), then the metrics, drift and segments
+    behind them."""
     lines = status_line(report, "decflow check")
     lines.extend(identity(report))
+    lines.extend(checks_block(report))
     metrics = report.get("metrics") or {}
     rows = {"records": (metrics.get("counts") or {}).get("total"),
             **{k: v for k, v in (metrics.get("outcomes") or {}).items() if k != "n"},
@@ -342,10 +353,10 @@ def render_check(report: dict[str, Any]) -> list[str]:
         flat = [{"key": s["key"], "value": s["value"], "status": s.get("status"),
                  "records": s["metrics"]["counts"]["total"],
                  "accuracy": (s["metrics"].get("outcomes") or {}).get("accuracy"),
-                 "ece": (s["metrics"].get("calibration") or {}).get("ece")} for s in segments]
+                 "ece": (s["metrics"].get("calibration") or {}).get("ece")}
+                for s in failing_segments_first(segments)]
         lines.extend(["## Segments", "",
                       *segments_table(flat, ("status", "records", "accuracy", "ece"))])
-    lines.extend(checks_block(report))
     return lines
 
 

@@ -7,9 +7,13 @@ from typing import Any
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     lines = [
-        f"plan ({plan['mode']}): {plan['cases']} cases, {plan['original_calls']} original calls"
-        f" + {plan['diagnostic_calls']} diagnostic calls"
+        f"plan ({plan['mode']}): {plan['cases']} cases, {plan['calls']} calls: "
+        f"{plan['original_calls']} original + {plan['property_calls']} property + "
+        f"{plan['diagnostic_calls']} diagnostic"
     ]
+    for item in plan["properties"]:
+        bound = " (at most)" if item.get("at_most") else ""
+        lines.append(f"  {item['property']:<20}{item['calls']:>7} calls{bound}")
     for item in plan["diagnostics"]:
         verdict = "" if "can_decide" not in item else (
             " · enough to decide" if item["can_decide"] else " · NOT enough to decide"

@@ -13,7 +13,7 @@ from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
-from decflow.views.text import checks, short_hash
+from decflow.views.text import checks, failing_segments_first, short_hash
 
 VERDICTS = {
     "pass": "PASS: all post-deployment gates hold",
@@ -81,7 +81,7 @@ def _segment_lines(report: dict[str, Any]) -> list[str]:
     if not report["segments"]:
         return []
     lines = ["", "  Segments"]
-    for segment in report["segments"]:
+    for segment in failing_segments_first(report["segments"]):
         value = segment["value"]
         shown = "<missing>" if value is None else str(value)
         metrics = segment["metrics"]

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from decflow.gates.headline import number
+
 COLORS = ("#3b6ea8", "#d9822b", "#5a9e5f", "#8e6bb3")
 INK, GRID, MUTED, ALERT = "#222", "#d8d8d8", "#666", "#c23b3b"
 FONT = 'font-family="system-ui, sans-serif"'
@@ -276,7 +278,7 @@ def _hbar(bar: Bar, series: str, row: str, index: int, y: float, x_of: Any) -> s
             f'stroke-width="1.3" fill="none"/>'
         )
         end = max(end, hi)
-    note = bar.note or f"{bar.value:.3g}"
+    note = bar.note or number(bar.value)
     parts.append(_text(end + 5, y + BAR_H - 3, note, size=10))
     return "".join(parts)
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from decflow.gates.headline import failing_first, number
+from decflow.gates.headline import ORDER, failing_first, number
 from decflow.report.modes import mode_named
 from decflow.report.sections import report_headline, status_label
 from decflow.untrusted import escape
@@ -29,6 +29,12 @@ FIRST_CASES = 3  # failing cases shown per property; the rest are in the report 
 PREVIEW = 70
 
 Section = Callable[[dict[str, Any]], list[str]]
+
+
+def failing_segments_first(segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A check's segments as every view lists them: failing first, like the checks (a
+    segment without a status, as in DecGuard's reports, passed)."""
+    return sorted(segments, key=lambda s: ORDER.get(s.get("status") or "pass", len(ORDER)))
 
 
 def percent(value: float | None) -> str:

@@ -9,14 +9,17 @@ re-gate or diff the other's runs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from decflow.errors import DecflowError
+from decflow.errors import DecflowError, Interrupted
+from decflow.pipeline.contract_run.backend_plan import plan_path, stored_plan
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.comparisons import COMPARISONS, MINIMIZED
 from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
@@ -24,7 +27,20 @@ from decflow.pipeline.contract_run.summary import SUMMARY
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import ProgressFactory, Stage, StageContext, run_stage
 from decflow.report.modes import STAGES, Mode
-from decflow.store.runs import REPORT, read_run_json, read_run_record, run_path, write_run_record
+from decflow.store.runs import (
+    FAILED,
+    FINISHED,
+    INTERRUPTED,
+    REPORT,
+    RUNNING,
+    new_run_id,
+    now_iso,
+    read_run_json,
+    read_run_record,
+    run_lock,
+    run_path,
+    write_run_record,
+)
 from decflow.store.store import Manifest, Store
 
 log = logging.getLogger("decflow")
@@ -66,8 +82,14 @@ def reuse_upstream(store: Store, run_id: str, from_stage: str) -> dict[str, Mani
 
 class RunBook:
     """What a runner keeps while it runs a contract's stages: the manifests so far (upstream
-    ones reused with `--from-stage`), stage timings, and `runs/<id>/run.json` kept current.
-    Shared by the in-process runner and the Prefect flow."""
+    ones reused with `--from-stage`, or from the finished run a new run continues), stage
+    timings, and `runs/<id>/run.json` kept current. Shared by the in-process runner and the
+    Prefect flow.
+
+    The run's lock is taken first and held until the book is closed (use it as a context
+    manager), so no two processes work on one run. Closed by an error, the run is recorded
+    `failed` with its error line; by SIGINT/SIGTERM, `interrupted`, and `Interrupted` is
+    raised naming the run and the command that finishes it."""
 
     def __init__(
         self,
@@ -81,17 +103,60 @@ class RunBook:
     ) -> None:
         self.spec, self.store, self.logger, self.on_stage = spec, store, logger, on_stage
         self.loaded = load_contract_cached(spec.contract_path)
-        self.manifests: dict[str, Manifest] = (
-            reuse_upstream(store, spec.run_id, from_stage) if from_stage else {}
-        )
-        self.timings: dict[str, float] = {}
-        # the verdict stage's manifest extra: status, exit code, report path
-        self.verdict: dict[str, Any] = {}
-        self.context = StageContext(spec, store, self.loaded, self.manifests, logger=logger,
-                                    **context)
-        source = Path(spec.contract_path)
-        store.write_bytes(run_path(spec.run_id, f"contract{source.suffix}"), source.read_bytes())
-        self.record("running")
+        self.lock = run_lock(store, spec.run_id)
+        self.lock.acquire()
+        try:
+            # a new run continuing a finished one reuses every stage it may (`--from-stage`
+            # narrows that); a resumed run reuses its own stages before `--from-stage`
+            start = from_stage or (SUMMARY.name if spec.parent else None)
+            self.manifests: dict[str, Manifest] = (
+                reuse_upstream(store, spec.parent or spec.run_id, start) if start else {}
+            )
+            self.timings: dict[str, float] = {}
+            # the verdict stage's manifest extra: status, exit code, report path
+            self.verdict: dict[str, Any] = {}
+            self.context = StageContext(spec, store, self.loaded, self.manifests,
+                                        logger=logger, **context)
+            source = Path(spec.contract_path)
+            store.write_bytes(run_path(spec.run_id, f"contract{source.suffix}"),
+                              source.read_bytes())
+            if spec.parent:
+                keep_plan(store, spec.parent, spec.run_id)
+            self.record(RUNNING)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def __enter__(self) -> RunBook:
+        return self
+
+    def __exit__(self, _kind: object, error: BaseException | None, _trace: object) -> None:
+        try:
+            if error is not None:
+                self._record_stop(error)
+        finally:
+            self.lock.release()
+        if isinstance(error, KeyboardInterrupt | Interrupted):
+            signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
+            raise Interrupted(int(signum), self.spec.run_id, self.resume) from error
+        if isinstance(error, DecflowError):
+            error.about_run(self.spec.run_id, self.resume)
+
+    @property
+    def resume(self) -> str | None:
+        return self.spec.resume_command()
+
+    def _record_stop(self, error: BaseException) -> None:
+        """Record how the run stopped; the store may be what failed, so a failure to record
+        it leaves the record `running`, which reads as interrupted once the lock is gone."""
+        if isinstance(error, KeyboardInterrupt | Interrupted):
+            status, line = INTERRUPTED, "interrupted"
+        elif isinstance(error, DecflowError):
+            status, line = FAILED, str(error)
+        else:
+            status, line = FAILED, f"internal error: {type(error).__name__}: {error}"
+        with contextlib.suppress(DecflowError, OSError):
+            self.record(status, error=line)
 
     def record(self, status: str, **extra: Any) -> None:
         spec = self.spec
@@ -105,6 +170,8 @@ class RunBook:
             "backend": spec.backend,
             "mode": spec.mode,
             "status": status,
+            "resume": self.resume,  # what `decflow runs` says of it once it stopped
+            "parent": spec.parent,
             "stages": {name: m.to_dict() for name, m in self.manifests.items()},
             "timings_s": self.timings,
             **extra,
@@ -115,7 +182,8 @@ class RunBook:
         reuses it, and record it; the summary also records the run's verdict."""
         name = stage.name
         if name in self.manifests and stage.cached:
-            self.logger.info("stage %s: reused from run %s", name, self.spec.run_id)
+            self.logger.info("stage %s: reused from run %s", name,
+                             self.spec.parent or self.spec.run_id)
             return self.manifests[name]
         started = time.perf_counter()
         manifest = compute() if compute is not None else run_stage(stage, self.context)
@@ -125,7 +193,7 @@ class RunBook:
             self.verdict = dict(manifest.extra)
             self.record(self.verdict["status"], exit_code=self.verdict["exit_code"])
         else:
-            self.record("running")
+            self.record(RUNNING)
         if self.on_stage:
             self.on_stage(name, manifest)
         return manifest
@@ -138,6 +206,13 @@ class RunBook:
         return dict(found)
 
 
+def keep_plan(store: Store, parent: str, run_id: str) -> None:
+    """A run continuing `parent` reads answers as its parent did (its backend plan)."""
+    plan = stored_plan(store, parent)
+    if plan is not None:
+        store.write_json(plan_path(run_id), plan)
+
+
 def run_contract(
     spec: RunSpec,
     store: Store,
@@ -148,17 +223,21 @@ def run_contract(
     on_stage: Callable[[str, Manifest], None] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) every stage of a contract run in this process; returns its report."""
-    book = RunBook(spec, store, from_stage=from_stage, on_stage=on_stage, progress=progress,
-                   fail_on_warn=fail_on_warn)
-    for stage in stages_for(spec.run_mode):
-        book.run(stage)
-    return book.report()
+    with RunBook(spec, store, from_stage=from_stage, on_stage=on_stage, progress=progress,
+                 fail_on_warn=fail_on_warn) as book:
+        for stage in stages_for(spec.run_mode):
+            book.run(stage)
+        return book.report()
 
 
 def resumed_spec(store: Store, run_id: str, contract_path: str, mode: str) -> RunSpec:
     """The spec of stored run `run_id` to finish it (`--resume`): same mode and contract
-    (by hash) as the interrupted run, read from the path given now."""
+    (by hash) as the interrupted run, read from the path given now. A finished run is never
+    changed: the spec is then a new run that continues it (`parent`)."""
     record = read_run_record(store, run_id)
+    if record.get("kind", "run") != "run":
+        raise DecflowError(f"run {run_id} is a {record['kind']} run; only contract runs "
+                           "(test, fuzz, stability) can be resumed")
     stored = RunSpec.from_dict(record["spec"])
     if stored.mode != mode:
         raise DecflowError(
@@ -170,4 +249,7 @@ def resumed_spec(store: Store, run_id: str, contract_path: str, mode: str) -> Ru
             f"run {run_id} used contract {record['contract_hash']}, but "
             f"{contract_path} now hashes to {current}; start a new run instead"
         )
+    if record["status"] in FINISHED:
+        return replace(stored, contract_path=contract_path, run_id=new_run_id(),
+                       parent=run_id, created_at=now_iso())
     return replace(stored, contract_path=contract_path)

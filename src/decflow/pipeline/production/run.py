@@ -100,7 +100,7 @@ def summarize_and_record(
     contract = loaded.contract
     statistics = stages.stored_aggregates(store, contract, aggregates, shown_path=records_path,
                                           merged=merged)
-    against = None if baseline is None else stages.load_baseline(contract, baseline)
+    against = None if baseline is None else stages.load_baseline(contract, baseline, store)
     report = stages.summarize(
         contract, statistics, against, contract_path=contract_path, contract_hash=loaded.hash,
         fail_on_warn=fail_on_warn,

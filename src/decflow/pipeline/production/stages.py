@@ -20,6 +20,7 @@ from the source for the report); larger inputs are named by path and hash
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,7 @@ from decflow.pipeline.production.units import (
 )
 from decflow.pipeline.stage import Progress
 from decflow.report.versions import REPORT_VERSION
+from decflow.store.remote import is_url
 from decflow.store.runs import now_iso
 
 if TYPE_CHECKING:
@@ -189,7 +191,7 @@ def stage_unit(
 
     store = Store(store_url)
     key = _unit_key(unit, contract_hash)
-    cached = store.manifest("records", key)
+    cached = store.cached("records", key)
     if cached is not None:
         return cached.to_dict()
     spec = RecordSpec.from_contract(contract)
@@ -252,7 +254,7 @@ def stage_records(
     spec = RecordSpec.from_contract(contract)
     n_records = sum(u.n_records for u in plan.units)
     keys = [_unit_key(unit, contract_hash) for unit in plan.units]
-    cached = [store.manifest("records", key) for key in keys]
+    cached = [store.cached("records", key) for key in keys]
     pieces = [unit.pieces() if manifest is None else []
               for unit, manifest in zip(plan.units, cached, strict=True)]
     results = in_parallel(aggregate_unit, [p for unit in pieces for p in unit], spec,
@@ -303,7 +305,7 @@ def stage_aggregates_merged(
     key = stage_key("aggregates", STAGE_VERSION, contract_hash,
                     [m.sha256 for m in manifests], {"files": plan.files})
     if all(e is None for e in errors):
-        cached = store.manifest("aggregates", key)
+        cached = store.cached("aggregates", key)
         if cached is not None:
             return cached, None
 
@@ -423,9 +425,17 @@ def _is_report(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def load_baseline(contract: Contract, source: str) -> Baseline:
+def load_baseline(contract: Contract, source: str, store: Store | None = None) -> Baseline:
     """A baseline: a records source (file, folder, glob) or an earlier check report
-    (DecGuard's or decflow's), whose records are re-normalized under this contract."""
+    (DecGuard's or decflow's), whose records are re-normalized under this contract; or,
+    when `source` names no file or folder, a check run in `store` (`accepted`: the check
+    run accepted for the decision)."""
+    if store is not None and not names_records(source):
+        from decflow.pipeline.stored.check_runs import stored_check
+
+        run_id, stored, report_hash = stored_check(store, source, contract.decision.name)
+        return _baseline_from_report(contract, f"run {run_id}", stored, report_hash,
+                                     run_id=run_id)
     report = _is_report(Path(source))
     if report is None:
         aggregates = aggregate_records(contract, source, shown_path=source)
@@ -439,19 +449,29 @@ def load_baseline(contract: Contract, source: str) -> Baseline:
             "metrics": metrics,
         }
         return Baseline(block, metrics)
-    return _baseline_from_report(contract, source, report)
+    return _baseline_from_report(contract, source, report, file_sha256(Path(source)))
 
 
-def _baseline_from_report(contract: Contract, source: str, report: dict[str, Any]) -> Baseline:
+def names_records(source: str) -> bool:
+    """Whether `source` is records (or a report file): an existing file or folder, a glob,
+    or an object-store URL; anything else is taken for a run id."""
+    return os.path.exists(source) or is_url(source) or any(c in source for c in "*?[")
+
+
+def file_sha256(path: Path) -> str:
     import hashlib
 
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _baseline_from_report(contract: Contract, source: str, report: dict[str, Any],
+                          file_hash: str, run_id: str | None = None) -> Baseline:
     name = (report.get("contract") or {}).get("name")
     if name is not None and name != contract.decision.name:
         raise DatasetError(
             f"{source}: the baseline report is for decision '{name}', "
             f"not '{contract.decision.name}'"
         )
-    file_hash = "sha256:" + hashlib.sha256(Path(source).read_bytes()).hexdigest()
     records = report.get("records")
     n_bins, threshold = binning(contract)
     if isinstance(records, list):
@@ -473,12 +493,14 @@ def _baseline_from_report(contract: Contract, source: str, report: dict[str, Any
             )
         n_records = metrics["counts"]["total"]
     block = {
-        "source": "report",
+        "source": "report" if run_id is None else "run",
         "path": source,
         "hash": file_hash,
         "n_records": n_records,
         "metrics": metrics,
     }
+    if run_id is not None:
+        block["run_id"] = run_id
     return Baseline(block, metrics)
 
 

@@ -18,6 +18,7 @@ from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.runner import stored_manifests
 from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
 from decflow.pipeline.spec import RunSpec
+from decflow.pipeline.stored.check_runs import regate_check
 from decflow.store.runs import REPORT, now_iso, read_run_json, read_run_record
 from decflow.store.store import Store
 
@@ -134,6 +135,8 @@ def show_or_regate(
             return {**report, "exit_code": 1}
         return report
     loaded = load_contract(contract_path)
+    if report.get("kind") == "check":
+        return regate_check(report, loaded, contract_path, fail_on_warn=fail_on_warn)
     if run_id is not None:
         return regate_stored_run(store, run_id, loaded, contract_path, fail_on_warn=fail_on_warn)
     return regate_inline(report, loaded, contract_path, fail_on_warn=fail_on_warn)

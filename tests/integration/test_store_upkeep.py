@@ -1,0 +1,97 @@
+"""`decflow runs verify` names every damaged artifact of a run; `decflow runs gc` removes old
+runs and the stage artifacts only they used, never an accepted run, a running one or a part
+another run uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from decflow.store.locks import Lock
+from decflow.store.runs import run_path
+from decflow.store.store import Store
+from tests.support.cli import run_cli
+from tests.support.paths import ROOT
+
+CONTRACT = str(ROOT / "contracts" / "refund" / "decflow.yaml")
+
+
+def runs(store: Path, count: int) -> list[str]:
+    ids = []
+    for _ in range(count):
+        out = store.parent / "out.json"
+        code, _, err = run_cli("test", "--all", CONTRACT, "--store", str(store), "-o", str(out))
+        assert code == 0, err
+        ids.append(json.loads(out.read_text())["run"]["id"])
+    return ids
+
+
+def record(store: Path, run_id: str) -> dict[str, Any]:
+    return dict(json.loads((store / "runs" / run_id / "run.json").read_text()))
+
+
+def stage_folders(store: Path, run_id: str) -> set[Path]:
+    return {store / "stages" / m["stage"] / m["key"]
+            for m in record(store, run_id)["stages"].values()}
+
+
+def test_verify_names_every_damaged_artifact(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first, second = runs(store, 2)
+    code, out, err = run_cli("runs", "verify", "--store", str(store))
+    assert code == 0 and err == ""
+    assert [line.split()[:2] for line in out.splitlines()] == [[first, "ok"], [second, "ok"]]
+
+    part = store / record(store, first)["stages"]["results"]["parts"][0]["path"]
+    data = bytearray(part.read_bytes())
+    data[-10] ^= 1
+    part.write_bytes(bytes(data))
+    shared = store / record(store, first)["stages"]["cases"]["parts"][0]["path"]
+    shared.unlink()  # the cases stage both runs use
+    code, out, err = run_cli("runs", "verify", "--store", str(store))
+    assert code == 2
+    assert f"{first} damaged:\n" in out and f"{second} damaged:\n" in out
+    assert f"  {part} does not match its manifest (sha256 differs)" in out
+    assert f"  {shared} does not exist" in out
+    assert out.count("does not exist") == 2  # named for each run that uses it
+    assert err.startswith("error: 2 of 2 runs are damaged")
+    code, out, _ = run_cli("runs", "verify", second, "--store", str(store))
+    assert code == 2 and part.name not in out
+
+
+def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    ids = sorted(runs(store, 5))  # newest last (ids start with the time; the same second
+    # is ordered by the rest of the id, as gc orders them)
+    assert run_cli("runs", "accept", ids[0], "--store", str(store))[0] == 0
+    held = Lock(Store(str(store)), run_path(ids[1]), "run")  # as a process working on it
+    held.acquire()
+    record_1 = record(store, ids[1])
+    (store / "runs" / ids[1] / "run.json").write_text(json.dumps({**record_1,
+                                                                  "status": "running"}))
+    shared = stage_folders(store, ids[0]) & stage_folders(store, ids[2])
+    only_2 = stage_folders(store, ids[2]) - set().union(
+        *(stage_folders(store, r) for r in ids if r != ids[2]))
+    assert shared and only_2
+
+    code, out, _ = run_cli("runs", "gc", "--keep", "2", "--dry-run", "--store", str(store))
+    assert code == 0 and out.splitlines()[-1] == (
+        f"would remove 1 runs and {len(only_2)} stage artifacts; kept 4 runs")
+    assert (store / "runs" / ids[2]).exists()
+    assert run_cli("runs", "gc", "--older-than", "30d", "--store", str(store))[1] == (
+        "removed 0 runs and 0 stage artifacts; kept 5 runs\n")
+    code, out, _ = run_cli("runs", "gc", "--keep", "2", "--store", str(store))
+    held.release()
+    assert code == 0 and out.splitlines() == [
+        f"removed run {ids[2]}", f"removed 1 runs and {len(only_2)} stage artifacts; kept 4 runs"]
+    assert not (store / "runs" / ids[2]).exists()
+    assert all(folder.exists() for folder in shared)
+    assert not any(folder.exists() for folder in only_2)
+    remaining = [ids[0], ids[1], ids[3], ids[4]]
+    code, out, _ = run_cli("runs", "verify", "--store", str(store))
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == remaining
+    code, _, err = run_cli("report", ids[2], "--store", str(store))
+    assert code == 2 and f"'{ids[2]}' is neither a file or folder nor a run id" in err
+    assert run_cli("runs", "gc", "--store", str(store))[2] == (
+        "error: runs gc: say what to remove: --keep N and/or --older-than AGE\n")

@@ -1,0 +1,128 @@
+"""A slow decision service that counts what it receives, for crash, signal and lock tests.
+
+decguard.http/0.1 on 127.0.0.1 (stdlib): `POST /decide` answers after `delay_s` with
+probabilities favouring a label chosen by the input's hash; `GET /health` is 200. It counts
+every request per case id, received and answered, so a test sees exactly what was sent
+again after a kill. With `failing=True` every decision is a 500 (a run whose every case
+errors: exit 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LABELS = ("refund", "reject", "review")
+
+
+def favoured(text: str) -> str:
+    return LABELS[hashlib.sha256(text.encode()).digest()[0] % len(LABELS)]
+
+
+class CountingService:
+    """decguard.http/0.1: POST /decide → probabilities (after `delay_s`); GET /health → 200."""
+
+    def __init__(self, delay_s: float = 0.02, failing: bool = False) -> None:
+        self.delay_s, self.failing = delay_s, failing
+        self.received: Counter[str] = Counter()
+        self.answered: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        self.server.daemon_threads = True
+        # connections cut by the killed client are expected, not worth a traceback
+        self.server.handle_error = lambda *_args: None  # type: ignore[method-assign]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def snapshot(self) -> tuple[Counter[str], Counter[str]]:
+        with self.lock:
+            return Counter(self.received), Counter(self.answered)
+
+    def total_received(self) -> int:
+        with self.lock:
+            return sum(self.received.values())
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args: Any) -> None:
+                return
+
+            def reply(self, body: bytes, status: int = 200) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self.reply(b'{"status": "ok"}')
+
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                case_id = request["case_id"]
+                with service.lock:
+                    service.received[case_id] += 1
+                time.sleep(service.delay_s)
+                if service.failing:
+                    self.reply(b'{"error": "down"}', status=500)
+                    return
+                top = favoured(request["input"])
+                probabilities = {label: (0.8 if label == top else 0.1)
+                                 for label in request["decision"]["labels"]}
+                self.reply(json.dumps({"probabilities": probabilities, "model": "counting",
+                                       "model_version": "1"}).encode())
+                with service.lock:
+                    service.answered[case_id] += 1
+
+        return Handler
+
+
+@contextmanager
+def counting_service(delay_s: float = 0.02, failing: bool = False) -> Iterator[CountingService]:
+    running = CountingService(delay_s, failing)
+    running.thread.start()
+    try:
+        yield running
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
+
+
+def write_contract(folder: Path, service_url: str, cases: int, max_concurrency: int,
+                   requirements: dict[str, float] | None = None) -> Path:
+    """A refund-like contract on the counting service, with `cases` golden cases (every
+    answer right, confidence 0.8: `{"max_ece": 0.1}` fails it)."""
+    with (folder / "cases.jsonl").open("w") as handle:
+        for i in range(cases):
+            text = f"Request {i}: the item {'arrived damaged' if i % 3 else 'is fine'}."
+            handle.write(json.dumps({"id": f"c{i:04d}", "input": text,
+                                     "expected": favoured(text)}) + "\n")
+    document = {
+        "schema_version": "0.1",
+        "decision": {"name": "refund_request", "type": "choice", "options": list(LABELS)},
+        "backend": {"provider": "http", "url": f"{service_url}/decide",
+                    "health_url": f"{service_url}/health", "timeout_s": 10},
+        "dataset": "cases.jsonl",
+        "evaluation": {"max_concurrency": max_concurrency},
+        "requirements": requirements or {"min_accuracy": 0.9},
+    }
+    path = folder / "decflow.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
