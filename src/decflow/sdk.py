@@ -132,17 +132,31 @@ def run_test(
     check_health: bool = True,
     fail_on_warn: bool = False,
     allow_paths: Sequence[str] = (),
+    sequential: bool | dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`decflow test` (mode test|all), `decflow fuzz` (mode fuzz) or `decflow stability`:
     the report dict the CLI prints. Gate failures are in the report; problems raise.
-    Files the contract names must lie in its folder or in one of `allow_paths`."""
+    Files the contract names must lie in its folder or in one of `allow_paths`.
+    `sequential`: True (or a dict overriding alpha, max_cases, batch, seed, zero_limit)
+    runs `--sequential`, False the whole suite; None follows the contract's section."""
+    from pydantic import ValidationError
+
+    from decflow.contracts.sections import Sequential
     from decflow.pipeline.contract_run.runner import run_contract
-    from decflow.pipeline.spec import RunSpec
+    from decflow.pipeline.spec import RunSpec, load_contract_cached
     from decflow.store.runs import new_run_id
     from decflow.store.store import open_store
     from decflow.views.stored import write_run_html
 
     opened = open_store(store)
+    try:
+        settings = Sequential.settings(
+            load_contract_cached(str(contract)).contract.sequential,
+            None if sequential is None else bool(sequential),
+            sequential if isinstance(sequential, dict) else {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise DecflowError(f"sequential.{error['loc'][0]}: {error['msg']}") from None
     spec = RunSpec(
         contract_path=str(contract), store_url=opened.url, run_id=new_run_id(),
         mode=mode,
@@ -150,6 +164,7 @@ def run_test(
         properties=tuple(properties) if properties else None, minimize=minimize,
         max_concurrency=max_concurrency, healthcheck=check_health,
         allow_paths=tuple(allow_paths),
+        sequential=settings,
     )
     report = run_contract(spec, opened, fail_on_warn=fail_on_warn)
     write_run_html(opened, report)

@@ -86,3 +86,33 @@ def test_records_and_store_on_s3_give_the_local_report(s3, tmp_path: Path) -> No
     assert sorted(s3.find("runs/decflow/stages")) == sorted(written)
     # both checks are runs in the S3 store, like any run
     assert s3.exists(f"runs/decflow/runs/{stored['run']['id']}/report.json")
+
+
+def test_a_run_on_an_s3_store_holds_a_lease_while_it_works(s3) -> None:
+    """No atomic exclusive create on S3: the run's lock is a lease object, held while the run
+    works (a second holder is refused), gone once it ends; the run lists as finished."""
+    from decflow.pipeline.contract_run.runner import run_contract
+    from decflow.pipeline.spec import RunSpec
+    from decflow.store.locks import Lock, LockHeld
+    from decflow.store.runs import new_run_id, run_path
+    from decflow.store.store import Store
+    from tests.support.cli import run_cli
+    from tests.support.paths import ROOT
+
+    store = Store("s3://runs/decflow")
+    spec = RunSpec(contract_path=str(ROOT / "contracts" / "refund" / "decflow.yaml"),
+                   store_url=store.url, run_id=new_run_id())
+    lease = f"runs/decflow/{run_path(spec.run_id, 'lease.json')}"
+    seen: list[bool] = []
+
+    def during(stage: str, _manifest: object) -> None:
+        if stage == "results":  # under way: its lease is there, and a second is refused
+            seen.append(s3.exists(lease))
+            with pytest.raises(LockHeld):
+                Lock(store, run_path(spec.run_id), "run").acquire()
+
+    report = run_contract(spec, store, on_stage=during)
+    assert report["status"] == "pass" and seen == [True]
+    assert not s3.exists(lease)  # released
+    code, text, _ = run_cli("runs", "--store", store.url)
+    assert code == 0 and text.splitlines()[1].split()[-2] == "pass"

@@ -111,6 +111,11 @@ FAULTS = [
     Fault("store path is a file (a run)", a_file_instead,
           lambda store, _r, contract: run_args(contract, store), 2,
           "store: {path} is a file, not a folder; pass --store a folder"),
+    Fault("store path is a file (a check)", a_file_instead,
+          lambda store, _r, contract: ["check", str(contract), "-d",
+                                       str(contract.parent / "production.jsonl"), "--store",
+                                       str(store)], 2,
+          "store: {path} is a file, not a folder; pass --store a folder"),
     Fault("store path under a file", lambda store, r: a_file_instead(store, r) + "/inner",
           lambda store, _r, _c: ["runs", "--store", f"{store}/inner"], 2,
           "store: cannot open the store {path} (Not a directory); a part of the store path "
@@ -298,3 +303,21 @@ def test_a_store_without_write_permission_is_exit_2_naming_it(tmp_path: Path) ->
             in line), line
     assert "readable and writable for this user, or pass another --store" in line
     assert f"{store}/runs/" in line
+
+
+def test_a_damaged_cached_check_unit_is_read_again(tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    store = tmp_path / "store"
+    args = ["check", str(REFUND / "decflow.yaml"), "-d", str(REFUND / "production.jsonl"),
+            "--store", str(store), "-f", "json"]
+    code, first, _ = run_cli(*args)
+    assert code == 0
+    (part,) = store.glob("stages/records/*/part-00000.parquet")
+    flip_byte(part)
+    code, again, err = run_cli(*args)
+    assert code == 0, err
+    assert f"stage records: the stored artifact is damaged ({part} does not match" in \
+        caplog.text
+    assert json.loads(again)["metrics"] == json.loads(first)["metrics"]
+    caplog.clear()  # published again: the next check uses it as it is
+    assert run_cli(*args)[0] == 0 and "damaged" not in caplog.text

@@ -97,3 +97,21 @@ def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
     assert code == 2 and f"'{ids[2]}' is neither a file or folder nor a run id" in err
     assert run_cli("runs", "gc", "--store", str(store))[2] == (
         "error: runs gc: say what to remove: --keep N and/or --older-than AGE\n")
+
+
+def test_gc_removes_the_calls_an_interrupted_run_left(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    ids = sorted(runs(store, 2))
+    # as a run killed in its call stage records itself: running, its calls' folder named
+    calls = store / "stages" / "results" / ("f" * 64)
+    calls.mkdir(parents=True)
+    (calls / "chunk-o000000-1-00000.parquet").write_bytes(b"results so far")
+    interrupted = {**record(store, ids[0]), "status": "running",
+                   "computing": {"stage": "results", "key": "f" * 64}}
+    (store / "runs" / ids[0] / "run.json").write_text(json.dumps(interrupted))
+    assert run_cli("runs", "--store", str(store))[1].splitlines()[1].split()[-2] == \
+        "interrupted"
+    code, out, _ = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
+    assert code == 0 and out.splitlines()[0] == f"removed run {ids[0]}"
+    assert not calls.exists()
+    assert run_cli("runs", "verify", "--store", str(store))[0] == 0

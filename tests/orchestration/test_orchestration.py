@@ -1008,3 +1008,33 @@ def test_replay_flow_reproduces_stored_failures(
     assert reproduced and f"# Replay of {run_id}" in note
     assert note.startswith(f"**{expected['headline']}**")
     assert flow_run.state.message == expected["headline"]
+
+
+def test_sequential_run_as_a_flow_groups_batches_into_shard_tasks(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tests.support.planted import planted_contract
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    contract = planted_contract(tmp_path / "suite", 1000, wrong=0.03, flips=0.005)
+    common = ("test", str(contract), "--all", "--sequential", "--batch", "8", "--store",
+              str(tmp_path / "store"))
+    direct = decflow(env, tmp_path, *common, "--no-prefect", "-o", "direct.json")
+    assert direct.returncode == 0, direct.stderr
+    flowed = decflow(env, tmp_path, *common, "--prefect", "-o", "flow.json")
+    assert flowed.returncode == 0, flowed.stderr
+    report = json.loads((tmp_path / "flow.json").read_text())
+    keyed = (*RUN_KEYED_STAGES, "cases", "requests")
+    left = compare.normalized(report, keyed)
+    right = compare.normalized(json.loads((tmp_path / "direct.json").read_text()), keyed)
+    for side in (left, right):
+        for key in ("call_seconds", "seconds_saved"):
+            side["sequential"].pop(key)
+    assert left == right
+    assert report["sequential"]["calls_made"] < report["sequential"]["calls_full"]
+    flow_run = flow_run_of(prefect_api, report["run"]["id"])
+    seen = recorded(prefect_api, flow_run.id, 8)
+    names = [t.name for t in seen["tasks"]]
+    # One task per group of batches of about a shard of requests, never one per case.
+    assert sum(name.startswith("results: sequential batches") for name in names) == 1
+    assert len(names) <= 20

@@ -24,9 +24,9 @@ def test_every_task_has_prefect_caching_and_persistence_off() -> None:
 
     tasks = all_tasks()
     names = {t.name for t in tasks}  # type: ignore[attr-defined]
-    assert {"cases", "requests", "results-health", "results-shard", "results-check-originals",
-            "results", "comparisons", "minimized", "summary", "report", "records-plan", "records",
-            "aggregates", "diff", "replay"} == names
+    assert {"cases", "requests", "results-health", "results-shard", "results-sequential",
+            "results-check-originals", "results", "comparisons", "minimized", "summary", "report",
+            "records-plan", "records", "aggregates", "diff", "replay"} == names
     for task in tasks:
         assert task.cache_policy is NO_CACHE, task  # type: ignore[attr-defined]
         assert task.persist_result is False, task  # type: ignore[attr-defined]
@@ -34,7 +34,8 @@ def test_every_task_has_prefect_caching_and_persistence_off() -> None:
 
 def test_only_shards_retry() -> None:
     retrying = {t.name: t.retries for t in all_tasks() if t.retries}  # type: ignore[attr-defined]
-    assert retrying == {"results-shard": 2}
+    # A sequential run's group of batches is its shard of calls.
+    assert retrying == {"results-shard": 2, "results-sequential": 2}
 
 
 def test_shard_retries_skip_failures_a_retry_cannot_change() -> None:

@@ -255,3 +255,24 @@ if __name__ == "__main__":
     for name, (num, den, gate, claim) in boundary_scenarios().items():
         rate = monte_carlo(num, den, gate, claim, seed=sum(map(ord, name)))
         print(f"{name}: wrong {claim.upper()} {rate:.4f} of {RUNS}")
+
+
+def test_ece_bounds_close_on_the_suite_value_and_catch_miscalibration() -> None:
+    from decflow.metrics.sequential import BinnedGaps
+
+    rng = np.random.default_rng(3)
+    n, bins = 400, 5
+    confidence = rng.uniform(0.5, 1.0, n)
+    right = (rng.random(n) < confidence).astype(float)  # calibrated
+    which = np.minimum((confidence * bins).astype(np.int64), bins - 1)
+    gaps = right - confidence
+    suite = sum(abs(gaps[which == b].sum()) for b in range(bins)) / n
+    gate = BinnedGaps(0.1, bins, n)
+    low, high = gate.bounds(which, gaps, ALPHA)
+    assert low == pytest.approx(suite, abs=1e-6) and high == pytest.approx(suite, abs=1e-6)
+    for seen in (50, 150, 300):
+        low, high = gate.bounds(which[:seen], gaps[:seen], ALPHA)
+        assert low <= suite <= high
+    overconfident = np.zeros(n)  # always wrong at confidence 0.5-1: ECE ≈ 0.75
+    found, low, _high = gate.decision(which[:40], (overconfident - confidence)[:40], ALPHA)
+    assert found == "fail" and low > 0.1

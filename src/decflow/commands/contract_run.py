@@ -38,6 +38,26 @@ PLAN_PARAM: Param = ("plan", bool, typer.Option(
     False, "--plan", help="Print the calls each diagnostic will make and the evidence a "
     "verdict needs, then stop (no backend call)."))
 
+SEQUENTIAL_PARAMS: tuple[Param, ...] = (
+    ("sequential", bool | None, typer.Option(
+        None, "--sequential/--no-sequential", help="Take cases in a seeded random order and "
+        "stop calling the backend once every gate is decided (anytime-valid; default: when "
+        "the contract has a 'sequential' section).")),
+    ("alpha", float | None, typer.Option(
+        None, "--alpha", help="With --sequential: the run's chance of a status other than "
+        "the full suite's (sequential.alpha, 0.05).")),
+    ("max_cases", int | None, typer.Option(
+        None, "--max-cases", min=1, help="With --sequential: send at most this many cases.")),
+    ("batch", int | None, typer.Option(
+        None, "--batch", min=1, max=100_000,
+        help="With --sequential: cases per look (default: the concurrency window).")),
+    ("order_seed", int | None, typer.Option(
+        None, "--order-seed", min=0, help="With --sequential: seed of the case order.")),
+    ("zero_limit", float | None, typer.Option(
+        None, "--zero-limit",
+        help="With --sequential: the share limit-0 gates are judged against (0.02).")),
+)
+
 # The options of a run, as a table `test`, `fuzz` and `stability` share.
 RUN_PARAMS: tuple[Param, ...] = (
     ("contract", str, typer.Argument(..., help="Contract file (.yaml/.yml/.json).")),
@@ -60,6 +80,7 @@ RUN_PARAMS: tuple[Param, ...] = (
     ("task_runner", str, TASK_RUNNER_OPTION),
     ("dask_address", str | None, DASK_ADDRESS_OPTION),
     PLAN_PARAM,
+    *SEQUENTIAL_PARAMS,
     ("allow_paths", list[str], common.ALLOW_PATH_OPTION),
 )
 PROPERTY_PARAMS: tuple[Param, ...] = (
@@ -99,6 +120,40 @@ class RunOptions:
     minimize: bool | None = None
     plan: bool = False  # print the diagnostics plan and stop, without any backend call
     allow_paths: tuple[str, ...] = ()
+    sequential: bool | None = None
+    alpha: float | None = None
+    max_cases: int | None = None
+    batch: int | None = None
+    order_seed: int | None = None
+    zero_limit: float | None = None
+
+
+def sequential_settings(options: RunOptions) -> dict[str, Any] | None:
+    """The sequential settings of a new run: the contract's section, then the options."""
+    from pydantic import ValidationError
+
+    from decflow.contracts.sections import Sequential
+    from decflow.pipeline.spec import load_contract_cached
+
+    section = load_contract_cached(options.contract).contract.sequential
+    overrides = {"alpha": options.alpha, "max_cases": options.max_cases,
+                 "batch": options.batch, "seed": options.order_seed,
+                 "zero_limit": options.zero_limit}
+    try:
+        settings = Sequential.settings(section, options.sequential, overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        flag = {"seed": "order-seed"}.get(str(error["loc"][0]), str(error["loc"][0]))
+        raise typer.BadParameter(error["msg"], param_hint=f"--{flag.replace('_', '-')}") from None
+    if settings is None:
+        reject_options("applies only with --sequential", **_sequential_flags(options))
+    return settings
+
+
+def _sequential_flags(options: RunOptions) -> dict[str, Any]:
+    return {"--alpha": options.alpha, "--max-cases": options.max_cases,
+            "--batch": options.batch, "--order-seed": options.order_seed,
+            "--zero-limit": options.zero_limit}
 
 
 def use_prefect(flag: bool | None) -> bool:
@@ -121,6 +176,7 @@ def build_spec(options: RunOptions, store: Any) -> Any:
         properties=options.properties or None, minimize=options.minimize,
         max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
         allow_paths=tuple(options.allow_paths),
+        sequential=sequential_settings(options),
     )
 
 
@@ -175,6 +231,10 @@ def validate_options(options: RunOptions) -> None:
             **{"--seed": options.seed, "-p/--property": options.properties,
                "--minimize/--no-minimize": options.minimize},
         )
+    if options.resume:
+        reject_options("does not apply with --resume (the stored run's settings are kept)",
+                       **{"--sequential/--no-sequential": options.sequential,
+                          **_sequential_flags(options)})
     if options.from_stage and not options.resume:
         raise typer.BadParameter("needs --resume RUN", param_hint="--from-stage")
     if options.task_runner not in ("thread", "dask"):

@@ -52,6 +52,8 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
     if contract.diagnostics is not None:
         diagnostics = _dump(contract.diagnostics)
         doc["diagnostics"] = {k: v for k, v in diagnostics.items() if v is not None}
+    if contract.sequential is not None:
+        doc["sequential"] = _dump(contract.sequential)
     return doc
 
 

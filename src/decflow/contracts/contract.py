@@ -8,7 +8,7 @@ from decflow.contracts.decision import Decision
 from decflow.contracts.gates import GoldenGates, Production, Regression
 from decflow.contracts.properties import Properties
 from decflow.contracts.providers import BackendConfig
-from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy
+from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy, Sequential
 from decflow.errors import DecflowError
 
 DEFAULT_BACKEND = "default"
@@ -30,6 +30,7 @@ class Contract:
     production: Production
     policy: Policy | None
     diagnostics: Diagnostics | None
+    sequential: Sequential | None = None
 
     @property
     def backend_names(self) -> list[str]:

@@ -19,7 +19,7 @@ from decflow.contracts.problems import (
 )
 from decflow.contracts.properties import Properties
 from decflow.contracts.providers import BackendConfig, DecisionContext, parse_backend
-from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy
+from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy, Sequential
 from decflow.errors import ContractError
 
 SCHEMA_VERSION = "0.1"
@@ -35,7 +35,9 @@ CORE_SECTIONS: dict[str, type[BaseModel]] = {
     "production": Production,
 }
 # Sections that stay None when absent.
-OPTIONAL_SECTIONS: dict[str, type[BaseModel]] = {"policy": Policy, "diagnostics": Diagnostics}
+OPTIONAL_SECTIONS: dict[str, type[BaseModel]] = {
+    "policy": Policy, "diagnostics": Diagnostics, "sequential": Sequential,
+}
 TOP_LEVEL_KEYS = (
     "schema_version",
     "decision",

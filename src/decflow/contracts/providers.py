@@ -68,6 +68,7 @@ class BackendConfig:
     settings: Any
     raw: dict[str, Any]
     name: str = "default"
+    price_per_call: float | None = None  # decflow: the money-saved line of sequential runs
 
 
 def _context(info: ValidationInfo) -> DecisionContext | None:
@@ -291,10 +292,17 @@ def parse_backend(
     model = raw.get("model")
     if model is not None and (not isinstance(model, str) or not model):
         return None, [f"{path}.model: expected a non-empty string, got {describe(model)}"]
-    settings_raw = {k: v for k, v in raw.items() if k not in ("provider", "model")}
+    price = raw.get("price_per_call")
+    if price is not None and (isinstance(price, bool) or not isinstance(price, int | float)
+                              or not 0 <= price < float("inf")):
+        return None, [f"{path}.price_per_call: expected a non-negative number (the price of "
+                      f"one backend call), got {describe(price)}"]
+    price = None if price is None else float(price)
+    settings_raw = {k: v for k, v in raw.items()
+                    if k not in ("provider", "model", "price_per_call")}
     settings_model = BUILTIN_SETTINGS.get(provider)
     if settings_model is None:
-        return BackendConfig(provider, model, settings_raw, raw, name), []
+        return BackendConfig(provider, model, settings_raw, raw, name, price), []
     problems: list[str] = []
     try:
         settings = settings_model.model_validate(settings_raw, context=ctx)
@@ -304,7 +312,8 @@ def parse_backend(
         problems += _systemone_problems(raw, name=name, path=path, ctx=ctx)
     if problems:
         return None, problems
-    return BackendConfig(provider, model or DEFAULT_MODELS.get(provider), settings, raw, name), []
+    return BackendConfig(provider, model or DEFAULT_MODELS.get(provider), settings, raw, name,
+                         price), []
 
 
 def _systemone_problems(

@@ -35,6 +35,7 @@ from decflow.tasks.stages import (
     finish_results_task,
     health_task,
     originals_task,
+    sequential_group_task,
     shard_run_name,
     shard_task,
 )
@@ -76,6 +77,7 @@ class PrefectShards:
                  parallel: bool) -> None:
         self.spec = context.spec.to_dict()
         self.requests_key = context.manifests["requests"].key
+        self.cases_key = context.manifests["cases"].key
         self.key, self.parallel = key, parallel
         self.progress = CallProgress.start(context.manifests["requests"].rows,
                                            context.spec.run_id)
@@ -103,6 +105,13 @@ class PrefectShards:
 
     def check_originals(self) -> None:
         originals_task(self.spec, self.requests_key, self.key)
+
+    def sequential_group(self, end: int) -> dict[str, Any]:
+        """A sequential run's batches up to `end` as one task (see `sequential_calls`)."""
+        outcome: dict[str, Any] = sequential_group_task(self.spec, self.cases_key,
+                                                        self.requests_key, self.key, end)
+        self.progress.report(outcome["requests_sent"])
+        return outcome
 
     def finish(self, health: dict[str, str] | None) -> Manifest:
         manifest = Manifest.from_dict(finish_results_task(self.spec, self.requests_key,

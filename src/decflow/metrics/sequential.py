@@ -27,6 +27,8 @@ the chance that one *ever* reaches 1/α is at most α, whenever the run looks an
   fractions (Waudby-Smith & Ramdas, "Estimating means of bounded random variables by
   betting", JRSS-B 2024: diversified Kelly). Its error is measured by Monte Carlo.
 
+ECE, not a mean per case, is bounded through its bins (`BinnedGaps`).
+
 Each gate gets α/(number of gates) (Bonferroni); within a gate each side gets all of it,
 because for any true value only one side's claim can be wrong. A gate is also decided,
 with certainty, once the cases not yet seen cannot change its verdict.
@@ -359,3 +361,70 @@ def _logical_bounds(gate: RatioGate, num: Floats, den: Floats) -> tuple[float, f
         return 0.0, gate.num_per_den
     total = s_den + unseen_den
     return s_num / total, (s_num + gate.num_per_den * unseen_den) / total
+
+
+def cases_to_decide(gate: RatioGate, rate: float, alpha: float) -> int | None:
+    """Cases until the evidence decides `gate` when each case's 0/1 value comes at `rate`,
+    spread evenly (None: not before the last case)."""
+    n = gate.population
+    steps = np.arange(1, n + 1)
+    ones = np.floor(rate * steps + 0.5)
+    values = np.diff(np.concatenate(([0.0], ones)))
+    threshold = math.log(1 / alpha)
+    if gate.binary:
+        model, k_pass = Hypergeometric(n), gate.holds_count()
+        claim: Claim = "fail" if rate > gate.limit else "pass"
+        for t in range(1, n):
+            if model.log_evidence(t, int(ones[t - 1]), k_pass, claim) >= threshold:
+                return t
+        return None
+    x = gate.per_case(values, np.ones(n), gate.limit)
+    zero = gate.zero_point(gate.limit)
+    holds = rate >= gate.limit if gate.comparison == ">=" else rate <= gate.limit
+    path = betting_log_capital(x, zero, "pass" if holds else "fail", n)
+    crossed = np.flatnonzero(path[:-1] >= threshold)
+    return int(crossed[0]) + 1 if len(crossed) else None
+
+
+@dataclass(frozen=True)
+class BinnedGaps:
+    """An ECE gate (ECE ≤ `limit`) over the suite's `population` cases.
+
+    ECE = Σ_b |Σ_{i in b} gap_i| / (cases labeled), with gap = right − confidence of a
+    labeled case in confidence bin b. Each bin's sum and the labeled count are means per
+    case of values in [−1, 1] and [0, 1]: 2·`bins` + 2 one-sided bounds at α/(2·bins + 2)
+    each (Bonferroni) bound the ECE from both sides at once; the lower bound decides a
+    FAIL, the upper a PASS. The upper bound adds every bin's width, so a PASS before the
+    last case needs a suite well calibrated in few bins."""
+
+    limit: float
+    bins: int
+    population: int
+
+    def bounds(self, bin_of: npt.ArrayLike, gaps: npt.ArrayLike,
+               alpha: float) -> tuple[float, float]:
+        """Time-uniform bounds on the suite's ECE from the cases seen (`bin_of` −1: the
+        case does not count)."""
+        which = np.asarray(bin_of, dtype=np.int64)
+        gap = np.asarray(gaps, dtype=np.float64)
+        share = alpha / (2 * self.bins + 2)
+        mean = RatioGate(0.0, "<=", self.population)
+        ones = np.ones(len(which))
+        t_low, t_high = ratio_bounds(mean, (which >= 0).astype(np.float64), ones, share)
+        low_sum = high_sum = 0.0
+        for b in range(self.bins):
+            shifted = (np.where(which == b, gap, 0.0) + 1.0) / 2.0
+            lo, hi = ratio_bounds(mean, shifted, ones, share)
+            lo, hi = 2 * lo - 1, 2 * hi - 1
+            low_sum += max(0.0, lo, -hi)
+            high_sum += max(abs(lo), abs(hi))
+        low = min(low_sum / t_high, 1.0) if t_high > 0 else 0.0
+        high = min(high_sum / t_low, 1.0) if t_low > 0 else 1.0
+        return low, high
+
+    def decision(self, bin_of: npt.ArrayLike, gaps: npt.ArrayLike,
+                 alpha: float) -> tuple[Decision | None, float, float]:
+        low, high = self.bounds(bin_of, gaps, alpha)
+        found: Decision | None = "fail" if low > self.limit else (
+            "pass" if high < self.limit else None)
+        return found, low, high

@@ -146,7 +146,16 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
         diagnostics.append(_counterfactual(contract, counterfactual, cases))
     property_calls = sum(p["calls"] for p in properties)
     diagnostic_calls = sum(d["calls"] for d in diagnostics)
+    calls = cases.height + property_calls + diagnostic_calls
+    sequential = None
+    if spec.sequential:
+        from decflow.pipeline.contract_run.sequential_calls import planned_checks
+        from decflow.pipeline.contract_run.sequential_plan import sequential_plan
+
+        sequential = sequential_plan(planned_checks(contract, spec), cases.height, calls,
+                                     spec.sequential)
     return {
+        **({"sequential": sequential} if sequential is not None else {}),
         "mode": spec.mode,
         "cases": cases.height,
         "original_calls": cases.height,
@@ -154,7 +163,7 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
         "property_calls": property_calls,
         "diagnostics": diagnostics,
         "diagnostic_calls": diagnostic_calls,
-        "calls": cases.height + property_calls + diagnostic_calls,
+        "calls": calls,
         "note": "counted from the contract and dataset alone: nothing is called; a paraphrase "
         "provider other than identity is counted at most (cases × samples)",
     }

@@ -34,6 +34,9 @@ class RunSpec:
     max_concurrency: int | None = None
     healthcheck: bool = True
     shard_size: int = 5000
+    # `--sequential`: alpha, max_cases, batch, seed, zero_limit (contract section, then the
+    # command line); None for a run of the whole suite.
+    sequential: dict[str, Any] | None = None
     created_at: str = field(default_factory=lambda: now_iso())
     # folders outside the contract's own that its paths may name (--allow-path)
     allow_paths: tuple[str, ...] = ()

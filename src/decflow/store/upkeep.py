@@ -8,8 +8,9 @@ inside them, such as a requests stage's persona pairs): each stage folder must s
 
 `gc` never removes an accepted run, a run a process holds (`running`), or a stage folder a
 remaining run names; a run is removed only when every given rule allows it (beyond the
-`keep` newest of its decision, older than `older_than`). Stage folders no run names (the
-cache of interrupted runs and of check inputs) are left alone.
+`keep` newest of its decision, older than `older_than`), with the stage folders only it
+named (an interrupted run names the folder of the calls it was making). Stage folders no
+run names (the per-unit cache of check inputs) are left alone.
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ def run_manifests(record: dict[str, Any]) -> Iterator[Manifest]:
                 yield from walk(inner)
 
     yield from walk(record.get("stages") or {})
+
+
+def run_folders(store: Store, record: dict[str, Any]) -> set[str]:
+    """The stage folders a run uses: those of its manifests, and the one it was computing
+    when it last recorded itself (an interrupted run's call results)."""
+    folders = {store.stage_prefix(m.stage, m.key) for m in run_manifests(record)}
+    computing = record.get("computing")
+    if isinstance(computing, dict) and {"stage", "key"} <= computing.keys():
+        folders.add(store.stage_prefix(str(computing["stage"]), str(computing["key"])))
+    return folders
 
 
 def _stage_damage(store: Store, manifest: Manifest) -> list[Damage]:
@@ -150,11 +161,10 @@ def collect_garbage(store: Store, *, keep: int | None, older_than: timedelta | N
                            f"(first: {first}); nothing was removed, since their stages cannot "
                            "be told apart from others'")
     removed = _removable(store, listing.records, keep, older_than)
-    folders = {store.stage_prefix(m.stage, m.key): m for r in listing.records
-               for m in run_manifests(r)}
-    kept_folders = {store.stage_prefix(m.stage, m.key) for r in listing.records
-                    if r["run_id"] not in removed for m in run_manifests(r)}
-    stale = sorted(set(folders) - kept_folders)
+    folders = {folder for r in listing.records for folder in run_folders(store, r)}
+    kept_folders = {folder for r in listing.records if r["run_id"] not in removed
+                    for folder in run_folders(store, r)}
+    stale = sorted(folders - kept_folders)
     result = Collection(sorted(removed), stale, len(listing.records) - len(removed))
     if dry_run:
         return result

@@ -19,6 +19,7 @@ from prefect import get_run_logger
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import results as results_stage
 from decflow.pipeline.contract_run.runner import STAGE_BY_NAME
+from decflow.pipeline.contract_run.sequential_calls import sequential_group
 from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import StageContext, run_stage
 from decflow.store.store import Manifest, Store
@@ -96,6 +97,15 @@ def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
     return results_stage.call_shard(
         run_spec, store, _requests(store, requests_key), key, phase, index, moved
     )
+
+
+@stage_task("results-sequential", "results: sequential batches up to batch {end}",
+            retries=SHARD_RETRIES)
+def sequential_group_task(spec: Spec, cases_key: str, requests_key: str, key: str,
+                          end: int) -> dict[str, Any]:
+    """A sequential run's batches up to `end`: a group of about a shard of requests."""
+    run_spec, store = spec_and_store(spec)
+    return sequential_group(run_spec, store, cases_key, requests_key, key, end)
 
 
 @stage_task("results-check-originals", "results: check that some originals were answered")

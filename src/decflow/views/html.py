@@ -33,6 +33,7 @@ from decflow.report.sections import (
 )
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
+from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
@@ -249,7 +250,8 @@ def golden_metrics(report: dict[str, Any]) -> str:
     errors = counts.get("errors_by_kind") or {}
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
-    error_line += "".join(f'<p class="muted">{e(line)}</p>' for line in calibration_lines(report))
+    error_line += "".join(f'<p class="muted">{e(line)}</p>'
+                          for line in calibration_lines(report) + gate_evidence_lines(report))
     return section("Metrics", cards(items), error_line,
                    calibration_plots(report, selective.get("threshold"), label_table))
 

@@ -266,12 +266,27 @@ def failures_block(report: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def sequential_block(section: dict[str, Any]) -> list[str]:
+    """A sequential run: the calls it made against the full suite's, and why it stopped."""
+    made, full = section["calls_made"], section["calls_full"]
+    saved = [f"{cell(section['seconds_saved'])} s"] if section.get("seconds_saved") else []
+    if section.get("money_saved") is not None:
+        saved.append(f"{cell(section['money_saved'])} at {cell(section['price_per_call'])} "
+                     "per call")
+    return ["", f"**Sequential:** {made} of {full} backend calls "
+                f"({cell(full / made if made else None)}× fewer), {section['cases_sent']} of "
+                f"{section['suite_cases']} cases; stopped: {md(section['stop_reason'])}"
+                + (f"; saved about {' and '.join(saved)}" if saved else "")]
+
+
 def render_run(report: dict[str, Any]) -> list[str]:
     contract = report.get("contract") or {}
     kind = f" ({md(contract['type'])})" if contract.get("type") else ""
     lines = status_line(report, f"decflow {report.get('mode', 'run')}: "
                                 f"{md(contract.get('name', 'n/a'))}{kind}")
     lines.extend(identity(report))
+    if report.get("sequential"):
+        lines.extend(sequential_block(report["sequential"]))
     if shows_golden(report):
         lines.extend(golden_block(report))
     lines.extend(checks_block(report))

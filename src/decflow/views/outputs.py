@@ -38,6 +38,10 @@ def render_text(report: dict[str, Any]) -> str:
         from decflow.views.properties_text import properties_block
 
         sections.append(properties_block)
+    if report.get("sequential"):
+        from decflow.views.sequential_text import sequential_block
+
+        sections.append(sequential_block)
     return render(report, sections)
 
 

@@ -30,4 +30,31 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
                 f"({item['attribution']}; {item['cases_needed']} cases needed for fair)"
             )
     lines.append(f"  {plan['note']}")
+    if plan.get("sequential"):
+        lines.extend(_sequential_lines(plan["sequential"]))
     return lines
+
+
+def _sequential_lines(plan: dict[str, Any]) -> list[str]:
+    failing = plan["cases_if_a_requirement_fails"]
+    lines = [
+        f"sequential (alpha {plan['alpha']:g}, {plan['alpha_per_gate']:.4g} per gate): about "
+        f"{plan['calls_if_all_hold']} of {plan['calls_full']} calls "
+        f"({plan['cases_if_all_hold']} of {plan['cases']} cases) if every gate clearly holds"
+        + ("" if failing is None else
+           f", {plan['calls_if_a_requirement_fails']} calls ({failing} cases) if a rate "
+           "requirement clearly fails"),
+    ]
+    for gate in plan["gates"]:
+        fails = ("at the first occurrence" if gate["fails_at"] is None else
+                 f"at {gate['fails_at']:.4g}: {_cases(gate['cases_if_fails'])}")
+        lines.append(f"  {gate['gate']:<36} limit {gate['limit']:g}; holds at "
+                     f"{gate['holds_at']:.4g}: {_cases(gate['cases_if_holds'])}; fails {fails}")
+    if plan["suite_only"]:
+        lines.append("  not planned (the whole suite decides them; ECE its bins): "
+                     f"{', '.join(plan['suite_only'])}")
+    return lines
+
+
+def _cases(n: int | None) -> str:
+    return "only at the last case" if n is None else f"{n} cases"

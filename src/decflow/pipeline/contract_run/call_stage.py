@@ -12,6 +12,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from decflow.pipeline.contract_run import results
+from decflow.pipeline.contract_run.sequential_calls import (
+    sequential_call_stage,
+    sequential_params,
+)
 from decflow.pipeline.stage import Stage, StageContext
 from decflow.store.store import Manifest
 
@@ -66,6 +70,8 @@ class InProcessShards:
 
 
 def call_stage(context: StageContext, key: str) -> Manifest:
+    if context.spec.sequential:
+        return sequential_call_stage(context, key)
     parts = results.RequestParts(context.store, context.manifests["requests"])
     factory = context.shards or InProcessShards
     runner: ShardRunner = factory(context, key, parts)
@@ -79,7 +85,7 @@ def call_stage(context: StageContext, key: str) -> Manifest:
 
 
 def _backend(context: StageContext) -> dict[str, Any]:
-    return {"backend": context.spec.backend}
+    return {"backend": context.spec.backend, **sequential_params(context.spec)}
 
 
 RESULTS = Stage("results", results.VERSION, ("requests",), call_stage, params=_backend,

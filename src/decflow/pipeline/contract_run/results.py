@@ -254,13 +254,29 @@ def call_shard(
     A `session` lets one process (the in-process runner) keep the requests' shard index and
     the recorded results across shards instead of re-reading them from the store.
     """
-    contract = load_contract_cached(spec.contract_path).contract
     session = session or CallSession.load(store, requests, key)
+    start = index * spec.shard_size
+    shard = session.parts.rows(phase, start, start + spec.shard_size)
+    return call_rows(spec, store, key, shard, phase, index, progress, session=session)
+
+
+def call_rows(
+    spec: RunSpec,
+    store: Store,
+    key: str,
+    shard: pl.DataFrame,
+    phase: str,
+    index: int,
+    progress: Progress | None = None,
+    *,
+    session: CallSession,
+) -> int:
+    """Decide the requests `shard` (rows of the requests table, all of one `phase`) as
+    shard `index`; returns how many results it recorded now (see `call_shard`)."""
+    contract = load_contract_cached(spec.contract_path).contract
     sink = ShardSink(store, key, phase, index, session)
     decision = decision_spec(contract)
     sink.recover(decision.labels)
-    start = index * spec.shard_size
-    shard = session.parts.rows(phase, start, start + spec.shard_size)
     # The guards below skip polars work that has nothing to do (a fresh shard without
     # errors): per-shard overhead adds up over hundreds of shards.
     done = pl.concat([session.recorded.select("request_id"), *sink.written])
@@ -315,9 +331,11 @@ def check_originals(spec: RunSpec, store: Store, requests: Manifest, key: str) -
 
 
 def finish_results(
-    spec: RunSpec, store: Store, requests: Manifest, key: str, health: dict[str, str] | None
+    spec: RunSpec, store: Store, requests: Manifest, key: str, health: dict[str, str] | None,
+    *, extra: dict[str, Any] | None = None,
 ) -> Manifest:
-    """Publish the chunks as the results artifact once every request has exactly one row."""
+    """Publish the chunks as the results artifact once every request has exactly one row
+    (`extra` joins the manifest's own: a sequential run's record)."""
     chunks = store.chunk_ids("results", key)
     parts = [part for part, _ids in chunks]
     part_ids = [ids for _part, ids in chunks]
@@ -335,7 +353,7 @@ def finish_results(
             f"run {spec.run_id}: {missing.len()} requests have no result yet "
             f"(first: {missing[0]}); finish it with --resume {spec.run_id}"
         )
-    extra = {"backend": backend_info(spec, store), "health": health}
+    extra = {"backend": backend_info(spec, store), "health": health, **(extra or {})}
     schema = {name: str(dtype) for name, dtype in RESULTS_SCHEMA.items()}
     return store.publish("results", key, [], parts=kept, extra=extra, schema=schema)
 

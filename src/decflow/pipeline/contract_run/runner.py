@@ -23,6 +23,7 @@ from decflow.pipeline.contract_run.backend_plan import plan_path, stored_plan
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.comparisons import COMPARISONS, MINIMIZED
 from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
+from decflow.pipeline.contract_run.sequential_calls import adopt_sent
 from decflow.pipeline.contract_run.summary import SUMMARY
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import ProgressFactory, Stage, StageContext, run_stage
@@ -113,6 +114,7 @@ class RunBook:
                 reuse_upstream(store, spec.parent or spec.run_id, start) if start else {}
             )
             self.timings: dict[str, float] = {}
+            self.computing: dict[str, str] | None = None  # the run-keyed stage under way
             # the verdict stage's manifest extra: status, exit code, report path
             self.verdict: dict[str, Any] = {}
             self.context = StageContext(spec, store, self.loaded, self.manifests,
@@ -172,6 +174,7 @@ class RunBook:
             "status": status,
             "resume": self.resume,  # what `decflow runs` says of it once it stopped
             "parent": spec.parent,
+            "computing": self.computing,
             "stages": {name: m.to_dict() for name, m in self.manifests.items()},
             "timings_s": self.timings,
             **extra,
@@ -185,9 +188,16 @@ class RunBook:
             self.logger.info("stage %s: reused from run %s", name,
                              self.spec.parent or self.spec.run_id)
             return self.manifests[name]
+        if stage.keyed_by_run:  # its folder holds this run's calls before it is published:
+            # named in the record, so `runs gc` finds it if the run never finishes
+            self.computing = {"stage": name, "key": stage.key(self.context)}
+            self.record(RUNNING)
         started = time.perf_counter()
         manifest = compute() if compute is not None else run_stage(stage, self.context)
+        self.computing = None
         self.manifests[name] = manifest
+        if name == RESULTS.name:
+            adopt_sent(self.manifests, manifest)
         self.timings[name] = round(time.perf_counter() - started, 4)
         if stage.verdict:
             self.verdict = dict(manifest.extra)

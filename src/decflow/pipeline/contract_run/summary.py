@@ -99,6 +99,12 @@ def build_report(
     diagnostics, checks = diagnostics_section(
         loaded, spec, store, manifests, table, properties, checks
     )
+    sequential = results_manifest.extra.get("sequential")
+    if sequential is not None:
+        from decflow.pipeline.contract_run.sequential_summary import sequential_report
+
+        checks, sequential = sequential_report(contract, store, manifests, table, checks,
+                                               sequential)
     judged = [Check.from_dict(c) for c in checks]
     status, exit_code = status_of(judged, fail_on_warn=fail_on_warn)
     case_results, failures = golden_cases(contract, table, backend_info)
@@ -151,6 +157,7 @@ def build_report(
         "results": case_results,
         "properties": properties,
         "diagnostics": diagnostics,
+        **({"sequential": sequential} if sequential is not None else {}),
         "run": {
             "id": spec.run_id,
             "store": store.location,

@@ -1,0 +1,353 @@
+"""The `results` stage of a sequential run (`--sequential`): cases in a seeded random order,
+decided batch by batch, until the run's status can no longer change.
+
+The order (`sequential.seed`) and the batches (`sequential.batch`, default the concurrency
+window) are fixed before the first call and are part of the stage key, so `--resume`
+replays the same batches and sends only requests without a recorded result. After each
+batch the gates' evidence is updated (`sequential_gates.advance`); the run stops when
+`settled` says so or `max_cases` cases are sent. The stage publishes the results of the
+sent cases, and narrowed `cases` and `requests` tables holding only those cases, which the
+runner adopts for the later stages (`adopt_sent`); its manifest carries the record the
+summary judges the run from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.errors import DecflowError
+from decflow.gates import golden_checks
+from decflow.gates.checks import Check
+from decflow.metrics.columns import probability_matrix
+from decflow.metrics.compare import compare
+from decflow.pipeline.contract_run import results
+from decflow.pipeline.contract_run.derive import (
+    DIAGNOSTIC_PROPERTIES,
+    counterfactual_config,
+    selected_properties,
+    stability_config,
+)
+from decflow.pipeline.contract_run.golden_section import originals
+from decflow.pipeline.contract_run.sequential_gates import (
+    Design,
+    GateState,
+    Tracked,
+    advance,
+    golden_tracked,
+    property_tracked,
+    settled,
+    suite_only,
+)
+from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS, relation_direction
+from decflow.pipeline.spec import RunSpec, load_contract_cached
+from decflow.pipeline.stage import StageContext
+from decflow.properties.generate import RELATIONS
+from decflow.properties.summary import property_checks
+from decflow.store.store import Manifest, Store
+
+RECORD = "sequential"
+SETTINGS = ("alpha", "max_cases", "batch", "seed", "zero_limit")
+
+
+def case_order(cases: pl.DataFrame, seed: int) -> list[str]:
+    """The suite's case ids in the order a sequential run takes them."""
+    permutation = np.random.default_rng(seed).permutation(cases.height)
+    return [str(c) for c in cases["case_id"].gather(permutation).to_list()]
+
+
+def batch_bounds(cases: int, batch: int) -> list[int]:
+    """Cases sent after each batch."""
+    return [*range(batch, cases, batch), cases] if cases else []
+
+
+def planned_checks(contract: Any, spec: RunSpec) -> list[Check]:
+    """The checks the run will make, as templates (gate, level, comparison, threshold):
+    golden gates in test/all, property rates in fuzz/all, and one per diagnostic, which
+    only the whole suite decides."""
+    checks: list[Check] = []
+    mode = spec.run_mode
+    if mode.fills("golden_gates"):
+        blank: dict[str, Any] = {"counts": {}, "classification": {}, "calibration": {},
+                                 "selective": None,
+                 "latency": {}}
+        checks += golden_checks(blank, contract.requirements, contract.warnings,
+                                contract.decision.type)
+    properties = selected_properties(spec, contract) if mode.fills("properties") else []
+    for prop, config in properties:
+        if prop in RELATIONS:
+            checks += property_checks(None, prop, config, RELATIONS[prop])
+    stability = stability_config(spec, contract)
+    if stability is not None:
+        checks.append(_diagnostic("stability.verdict", stability.level))
+    blindness = contract.diagnostics.blindness if contract.diagnostics is not None else None
+    if blindness is not None and mode.fills("diagnostics"):
+        checks.append(_diagnostic("blindness.max_skew", blindness.level))
+    persona = counterfactual_config(spec, contract)
+    if persona is not None:
+        checks.append(_diagnostic("counterfactual.axes", persona.level))
+    return checks
+
+
+def _diagnostic(gate: str, level: str) -> Check:
+    return Check(gate, level, gate, "<=", 0.0, None, "fail", "")  # type: ignore[arg-type]
+
+
+def comparison_rows(contract: Any, joined: pl.DataFrame) -> pl.DataFrame:
+    """Comparisons (COMPARISON_COLUMNS) of evaluated transformed requests that carry their
+    `probabilities` and `original_probabilities`."""
+    width = len(contract.decision.labels)
+    configs = dict(contract.properties.enabled())
+    frames = []
+    for prop in joined["property"].unique(maintain_order=True).to_list():
+        rows = joined.filter(pl.col("property") == prop)
+        found = compare(
+            probability_matrix(rows["original_probabilities"], width),
+            probability_matrix(rows["probabilities"], width),
+            relation=RELATIONS[prop], decision_type=contract.decision.type,
+            direction=relation_direction(configs.get(prop)),
+        )
+        columns = found.columns()
+        if columns["level_delta"] is None:
+            columns["level_delta"] = [None] * rows.height
+        frames.append(pl.DataFrame(
+            {"request_id": rows["request_id"], "case_id": rows["case_id"],
+             "property": rows["property"], **columns}, schema=COMPARISON_COLUMNS))
+    return pl.concat(frames) if frames else pl.DataFrame(schema=COMPARISON_COLUMNS)
+
+
+def tracked_gates(contract: Any, checks: list[Check], order: list[str], table: pl.DataFrame,
+                  transformed: pl.DataFrame, comparisons: pl.DataFrame,
+                  design: Design) -> list[Tracked]:
+    """Every check with its per-case values over the sent cases (`order`); `table` holds
+    the sent cases with their original's result, in the order sent."""
+    golden = [c for c in checks if c.gate in GOLDEN_NAMES]
+    rates = [c for c in checks if c.gate.partition(".")[0] in RELATIONS
+             and c.gate.partition(".")[2] in PROPERTY_GATES]
+    rest = [c for c in checks if c not in golden and c not in rates]
+    tracked = {id(t.check): t for t in [
+        *golden_tracked(contract, table, golden, design),
+        *property_tracked(contract, rates, order, transformed, comparisons, design),
+        *suite_only(rest, len(order)),
+    ]}
+    return [tracked[id(c)] for c in checks]
+
+
+GOLDEN_NAMES = frozenset({
+    "min_accuracy", "min_macro_f1", "max_nll", "max_brier", "max_ece", "min_coverage",
+    "max_abstention_rate", "min_selective_accuracy", "max_error_rate", "max_latency_p95_ms",
+    "max_ordinal_mae",
+})
+PROPERTY_GATES = ("max_error_rate", "max_violation_rate", "max_flip_rate")
+
+
+class SequentialCalls:
+    """One sequential run's calls: the batches it sends and the evidence after each."""
+
+    def __init__(self, context: StageContext, key: str) -> None:
+        spec, store = context.spec, context.store
+        self.context, self.key, self.spec, self.store = context, key, spec, store
+        self.contract = context.loaded.contract
+        settings = dict(spec.sequential or {})
+        self.cases = store.read(context.manifests["cases"])
+        self.requests_manifest = context.manifests["requests"]
+        self.requests = store.read(self.requests_manifest, results.CALL_COLUMNS)
+        self.order = case_order(self.cases, int(settings["seed"]))
+        window = spec.max_concurrency or self.contract.evaluation.max_concurrency
+        self.batch = int(settings.get("batch") or window)
+        cap = settings.get("max_cases")
+        self.limit = min(len(self.order), int(cap)) if cap else len(self.order)
+        self.bounds = batch_bounds(self.limit, self.batch)
+        metamorphic = self.requests.filter(
+            (pl.col("property") != "") & ~pl.col("property").is_in(DIAGNOSTIC_PROPERTIES))
+        variants = metamorphic.group_by("property", "case_id").len().group_by("property").agg(
+            pl.col("len").max())
+        self.design = Design(len(self.order), float(settings["alpha"]),
+                             float(settings["zero_limit"]),
+                             {p: int(n) for p, n in variants.iter_rows()})
+        self.checks = planned_checks(self.contract, spec)
+        parts = results.RequestParts(store, self.requests_manifest)
+        self.session = results.CallSession.load_with(store, parts, key)
+        self.answers: list[pl.DataFrame] = []
+        self.comparisons: list[pl.DataFrame] = []
+        self.states: dict[str, GateState] = {}
+        self.sent = 0
+        self.requests_sent = 0
+        self.seconds = 0.0
+        self.stop_reason: str | None = None
+        total = self.requests.height
+        self.update = context.progress("calls", total) if context.progress else None
+
+    def group_ends(self) -> list[int]:
+        """Batch indices ending each group of batches of about a shard of requests (a
+        Prefect task runs a group; never a task per case)."""
+        per_case = self.requests.group_by("case_id").len()
+        counts = dict(zip(per_case["case_id"].to_list(), per_case["len"].to_list(),
+                          strict=True))
+        ends, size, start = [], 0, 0
+        for index, bound in enumerate(self.bounds):
+            size += sum(counts.get(case, 0) for case in self.order[start:bound])
+            start = bound
+            if size >= self.spec.shard_size:
+                ends.append(index + 1)
+                size = 0
+        if not ends or ends[-1] != len(self.bounds):
+            ends.append(len(self.bounds))
+        return ends
+
+    def run(self, upto: int | None = None) -> None:
+        """Send batches (the first `upto`; recorded ones are read back, not sent) until the
+        status is settled or the cases allowed are sent."""
+        last = len(self.bounds) if upto is None else upto
+        for index, bound in enumerate(self.bounds[:last]):
+            if self.stop_reason is not None:
+                return
+            self.run_batch(index, bound)
+        if self.sent == len(self.order):
+            # The whole suite decides every gate exactly (the summary judges it).
+            self.stop_reason = "every case of the suite sent"
+        elif self.stop_reason is None and last == len(self.bounds):
+            self.stop_reason = f"max_cases {self.limit} sent"
+
+    def run_batch(self, index: int, bound: int) -> None:
+        started = time.perf_counter()
+        batch_cases = self.order[self.sent:bound]
+        rows = self.requests.filter(pl.col("case_id").is_in(batch_cases))
+        for phase in results.PHASES:
+            phase_rows = results.phase_rows(rows, phase)
+            if phase_rows.height:
+                results.call_rows(self.spec, self.store, self.key, phase_rows, phase, index,
+                                  session=self.session)
+        self.seconds += time.perf_counter() - started
+        self.answers.append(self._batch_results(index))
+        self.sent = bound
+        self.requests_sent += rows.height
+        if self.update:
+            self.update(self.requests_sent, self.requests.height)
+        if bound < len(self.order):
+            self._judge()
+
+    def _batch_results(self, index: int) -> pl.DataFrame:
+        """Every result recorded under batch `index` (this attempt's and earlier ones')."""
+        folder = self.store.stage_prefix("results", self.key)
+        names = [name for name in self.store.list_dir(folder)
+                 if name.endswith(".parquet") and name[len(results.CHUNK) + 1:].startswith(
+                     f"{index:06d}-")]
+        frames = [pl.read_parquet(io.BytesIO(self.store.read_bytes(f"{folder}/{name}")))
+                  for name in sorted(names)]
+        if not frames:
+            return pl.DataFrame(schema=dict(RESULTS_SCHEMA))
+        return pl.concat(frames).unique("request_id", keep="first", maintain_order=True)
+
+    def _judge(self) -> None:
+        answers = pl.concat(self.answers)
+        sent_cases = self.order[:self.sent]
+        position = pl.DataFrame({"case_id": sent_cases, "_order": range(len(sent_cases))})
+        cases = self.cases.join(position, on="case_id").sort("_order").drop("_order")
+        table = originals(cases, answers)
+        sent_requests = self.requests.filter(pl.col("case_id").is_in(sent_cases))
+        transformed = sent_requests.filter(
+            (pl.col("property") != "") & ~pl.col("property").is_in(DIAGNOSTIC_PROPERTIES)
+        ).select("request_id", "case_id", "property").join(
+            answers.select("request_id", "probabilities", "error_kind"), on="request_id",
+            how="left")
+        newest = self.answers[-1]["request_id"]
+        fresh = transformed.filter(pl.col("request_id").is_in(newest.implode())
+                                   & pl.col("error_kind").is_null())
+        if fresh.height:
+            joined = fresh.join(table.select("case_id", original_probabilities="probabilities"),
+                                on="case_id", how="left")
+            self.comparisons.append(comparison_rows(self.contract, joined))
+        comparisons = (pl.concat(self.comparisons) if self.comparisons
+                       else pl.DataFrame(schema=COMPARISON_COLUMNS))
+        tracked = tracked_gates(self.contract, self.checks, sent_cases, table,
+                                transformed, comparisons, self.design)
+        self.states = advance(self.states, tracked, self.sent, self.design)
+        self.stop_reason = settled(self.states, tracked)
+
+    def finish(self, health: dict[str, str] | None) -> Manifest:
+        """Publish the sent cases, their requests and results, and the run's record."""
+        sent = self.order[:self.sent]
+        if not sent:
+            raise DecflowError(f"run {self.spec.run_id}: the suite has no case to send")
+        full_cases, full_requests = self.context.manifests["cases"], self.requests_manifest
+        kept_cases = self.store.read(full_cases).filter(pl.col("case_id").is_in(sent))
+        kept_requests = self.store.read(full_requests).filter(pl.col("case_id").is_in(sent))
+        cases = self.store.publish("cases", self._key("cases"), kept_cases,
+                                   extra=dict(full_cases.extra))
+        requests = self.store.publish("requests", self._key("requests"), kept_requests,
+                                      extra=dict(full_requests.extra))
+        results.check_originals(self.spec, self.store, requests, self.key)
+        record = {
+            "settings": {**dict(self.spec.sequential or {}), "batch": self.batch},
+            "design": self.design.to_dict(),
+            "order": sent,
+            "bounds": [b for b in self.bounds if b <= self.sent],
+            "stop_reason": self.stop_reason,
+            "calls_made": requests.rows,
+            "calls_full": full_requests.rows,
+            "call_seconds": round(self.seconds, 4),
+            "cases": cases.to_dict(),
+            "requests": requests.to_dict(),
+        }
+        return results.finish_results(self.spec, self.store, requests, self.key, health,
+                                      extra={RECORD: record})
+
+    def _key(self, name: str) -> str:
+        return hashlib.sha256(f"{name}:{self.key}:{self.sent}".encode()).hexdigest()
+
+
+def sequential_call_stage(context: StageContext, key: str) -> Manifest:
+    """The results stage of a sequential run: in this process, or (with the Prefect flow's
+    `shards`) one task per group of batches, after which the recorded batches are read
+    back here to publish."""
+    health = results.prepare_calls(context.spec)
+    calls = SequentialCalls(context, key)
+    if context.shards is None:
+        calls.run()
+        return calls.finish(health)
+    runner = context.shards(context, key, results.RequestParts(context.store,
+                                                              calls.requests_manifest))
+    end = 0
+    for end in calls.group_ends():
+        if runner.sequential_group(end)["stopped"]:
+            break
+    calls.run(upto=end)
+    return calls.finish(health)
+
+
+def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: str, key: str,
+                     end: int) -> dict[str, Any]:
+    """The batches of a sequential run up to batch `end` (those recorded are read back, the
+    rest sent): what a Prefect task runs."""
+    manifests = {}
+    for stage, stage_key in (("cases", cases_key), ("requests", requests_key)):
+        found = store.manifest(stage, stage_key)
+        if found is None:
+            raise DecflowError(f"store {store.url}: no published {stage} stage {stage_key}")
+        manifests[stage] = found
+    context = StageContext(spec, store, load_contract_cached(spec.contract_path), manifests)
+    calls = SequentialCalls(context, key)
+    calls.run(upto=end)
+    return {"sent": calls.sent, "requests_sent": calls.requests_sent,
+            "stopped": calls.stop_reason is not None}
+
+
+def adopt_sent(manifests: dict[str, Manifest], found: Manifest) -> None:
+    """After a sequential results stage, the later stages read only the cases it sent."""
+    record = found.extra.get(RECORD)
+    if record is not None:
+        manifests["cases"] = Manifest.from_dict(record["cases"])
+        manifests["requests"] = Manifest.from_dict(record["requests"])
+
+
+def sequential_params(spec: RunSpec) -> Mapping[str, Any]:
+    """What the stage key of a sequential run includes: its order and batches."""
+    return {RECORD: spec.sequential} if spec.sequential else {}

@@ -1,0 +1,371 @@
+"""The gates of a sequential run as ratios of per-case sums, and their verdicts so far.
+
+Every check the full run would make is tracked: golden gates and property rates as
+`RatioGate`s over the cases sent (in the order sent), limit-0 gates as the share of cases
+with an occurrence against `sequential.zero_limit`, and the rest (macro-F1, ECE, latency
+percentiles, diagnostics) as gates that only the whole suite decides. The driver
+(`sequential_calls`) and the summary both call `advance` at every batch boundary, so a
+re-built report reproduces the run's verdicts; decisions are final once made.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from decflow.gates.checks import Check, evidence_check
+from decflow.metrics.evidence import Evidence
+from decflow.metrics.golden_metrics import (
+    NLL_FLOOR,
+    calibration_bin_index,
+    selected_and_confidence,
+)
+from decflow.metrics.sequential import (
+    BinnedGaps,
+    RatioGate,
+    cases_to_decide,
+    evaluate,
+    split_alpha,
+)
+from decflow.pipeline.contract_run.golden_section import golden_arrays
+from decflow.pipeline.contract_run.transformed import judged
+
+# Golden gate → the per-case numerator/denominator it is a ratio of, and the largest
+# numerator per unit of denominator.
+_NLL_MAX = -math.log(NLL_FLOOR)
+SUITE_ONLY = "decided over the whole suite only"
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a sequential run fixes before its first call."""
+
+    population: int  # cases in the suite
+    alpha: float
+    zero_limit: float
+    variants: Mapping[str, int] = field(default_factory=dict)  # property → most per case
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"population": self.population, "alpha": self.alpha,
+                "zero_limit": self.zero_limit, "variants": dict(self.variants)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Design:
+        return cls(int(data["population"]), float(data["alpha"]), float(data["zero_limit"]),
+                   dict(data.get("variants") or {}))
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """One check of the run and the per-case values (in the order sent) it is a ratio of;
+    `ratio` None: only the whole suite decides it."""
+
+    check: Check
+    num: np.ndarray
+    den: np.ndarray
+    ratio: RatioGate | None
+    zero: bool = False
+    # ECE: `num` holds each case's gap (right − confidence), `den` its confidence bin (−1:
+    # the case does not count).
+    ece: BinnedGaps | None = None
+
+    @property
+    def has_evidence(self) -> bool:
+        """Decided by evidence before the last case (else only by the whole suite)."""
+        return self.ratio is not None or self.ece is not None
+
+
+@dataclass(frozen=True)
+class GateState:
+    """A tracked gate's standing: the final decision (if any), where it was made, and the
+    last e-values."""
+
+    decision: str | None = None  # "pass" | "fail"
+    reason: str | None = None  # "evidence" | "certain" | "suite"
+    decided_at: int | None = None
+    log_e_fail: float = 0.0
+    log_e_pass: float = 0.0
+    looked_at: int = 0  # ECE: cases at its last look (it looks when they grew by a tenth)
+
+
+def _ratio(check: Check, population: int, *, top: float = 1.0, den_max: float = 1.0,
+           binary: bool = False) -> RatioGate:
+    return RatioGate(check.threshold, check.comparison, population, top, den_max, binary)
+
+
+def golden_tracked(contract: Any, table: pl.DataFrame, checks: Sequence[Check],
+                   design: Design) -> list[Tracked]:
+    """The golden checks with their per-case values; `table` holds the sent cases joined
+    with their original's result, in the order sent."""
+    labels = tuple(contract.decision.labels)
+    arrays = golden_arrays(table, labels)
+    errored = np.asarray(arrays["errored"], dtype=bool)
+    decided = ~errored
+    probabilities = np.nan_to_num(np.asarray(arrays["probabilities"], dtype=np.float64)
+                                  .reshape(len(errored), len(labels)))
+    expected = arrays["expected_index"]
+    labeled = decided & (expected >= 0)
+    selected, confidence = selected_and_confidence(probabilities)
+    correct = labeled & (selected == expected)
+    rows = np.arange(len(errored))
+    truth = np.where(labeled, expected, 0)
+    one_hot = np.zeros_like(probabilities)
+    one_hot[rows, truth] = 1.0
+    brier = np.where(labeled, ((probabilities - one_hot) ** 2).sum(axis=1), 0.0)
+    nll = np.where(labeled, -np.log(np.maximum(probabilities[rows, truth], NLL_FLOOR)), 0.0)
+    threshold = contract.evaluation.confidence_threshold
+    covered = decided & (confidence >= threshold) if threshold is not None else decided
+    ones = np.ones(len(errored))
+    n = design.population
+    values: dict[str, tuple[np.ndarray, np.ndarray, float]] = {
+        "min_accuracy": (correct, labeled, 1.0),
+        "max_nll": (nll, labeled, _NLL_MAX),
+        "max_brier": (brier, labeled, 2.0),
+        "min_coverage": (covered, decided, 1.0),
+        "max_abstention_rate": (decided & ~covered, decided, 1.0),
+        "min_selective_accuracy": (covered & correct, covered & labeled, 1.0),
+        "max_error_rate": (errored, ones, 1.0),
+        "max_ordinal_mae": (np.abs(selected - expected) * labeled, labeled,
+                            max(len(labels) - 1, 1)),
+    }
+    out = []
+    for check in checks:
+        if check.gate == "max_ece":
+            bins = contract.evaluation.calibration_bins
+            which = np.where(labeled, calibration_bin_index(confidence, bins), -1)
+            gaps = np.where(labeled, correct.astype(np.float64) - confidence, 0.0)
+            out.append(Tracked(check, gaps, which.astype(np.float64), None,
+                               ece=BinnedGaps(check.threshold, bins, n)))
+            continue
+        if check.gate not in values:
+            out.extend(suite_only([check], len(errored)))
+            continue
+        num, den, top = values[check.gate]
+        num_f, den_f = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+        if check.threshold == 0 and check.comparison == "<=":
+            out.append(_zero(check, num_f > 0, design))
+        else:
+            binary = check.gate == "max_error_rate"
+            out.append(Tracked(check, num_f, den_f,
+                               _ratio(check, n, top=float(top), binary=binary)))
+    return out
+
+
+def suite_only(checks: Sequence[Check], size: int) -> list[Tracked]:
+    """Checks that only the whole suite decides (diagnostics, macro-F1, ECE, latency)."""
+    ones = np.ones(size)
+    return [Tracked(check, ones, ones, None) for check in checks]
+
+
+def _zero(check: Check, occurred: np.ndarray, design: Design) -> Tracked:
+    """A limit-0 gate: the share of cases with an occurrence, against `zero_limit`."""
+    gate = RatioGate(design.zero_limit, "<", design.population, binary=True)
+    ones = np.ones(len(occurred))
+    return Tracked(check, occurred.astype(np.float64), ones, gate, zero=True)
+
+
+def property_tracked(contract: Any, checks: Sequence[Check], order: Sequence[str],
+                     transformed: pl.DataFrame, comparisons: pl.DataFrame,
+                     design: Design) -> list[Tracked]:
+    """The property checks with per-case counts: `transformed` holds (case_id, property,
+    error_kind) of every transformed request of the sent cases, `comparisons` the evaluated
+    ones; `order` the sent case ids."""
+    position = {case: i for i, case in enumerate(order)}
+    size = len(order)
+    configs = dict(contract.properties.enabled())
+
+    def per_case(case_ids: pl.Series, weights: np.ndarray | None = None) -> np.ndarray:
+        index = np.fromiter((position[c] for c in case_ids), dtype=np.int64,
+                            count=len(case_ids))
+        return np.bincount(index, weights=weights, minlength=size).astype(np.float64)
+
+    out = []
+    for check in checks:
+        prop, _, gate = check.gate.partition(".")
+        if prop not in design.variants:
+            # Nothing of the suite was transformed: the full run fails it as not exercised.
+            out.extend(suite_only([check], size))
+            continue
+        rows = transformed.filter(pl.col("property") == prop)
+        if gate == "max_error_rate":
+            errors = rows.filter(pl.col("error_kind").is_not_null())["case_id"]
+            out.append(_zero(check, per_case(errors) > 0, design))
+            continue
+        evaluated = comparisons.filter(pl.col("property") == prop)
+        config = configs.get(prop)
+        if config is None or not evaluated.height:
+            counted = per_case(evaluated["case_id"]) if evaluated.height else np.zeros(size)
+            out.append(Tracked(check, np.zeros(size), counted,
+                               _ratio(check, design.population,
+                                      den_max=float(design.variants.get(prop, 1)))))
+            continue
+        found, verdict = judged(contract, prop, config, evaluated)
+        hits = verdict.limit_violated if gate == "max_violation_rate" else found.flipped
+        num = per_case(evaluated["case_id"], np.asarray(hits, dtype=np.float64))
+        den = per_case(evaluated["case_id"])
+        if check.threshold == 0:
+            out.append(_zero(check, num > 0, design))
+        else:
+            out.append(Tracked(check, num, den, _ratio(
+                check, design.population, den_max=float(design.variants.get(prop, 1)))))
+    return out
+
+
+def advance(states: Mapping[str, GateState], tracked: Sequence[Tracked], sent: int,
+            design: Design) -> dict[str, GateState]:
+    """Every tracked gate's state after the first `sent` cases (a batch boundary); a gate
+    decided earlier keeps its decision."""
+    alpha = gate_alpha(tracked, design)
+    complete = sent >= design.population
+    out = {}
+    for item in tracked:
+        name = item.check.gate
+        state = states.get(name, GateState())
+        if state.decision is not None:
+            out[name] = state
+            continue
+        if complete:
+            verdict = "pass" if item.check.status == "pass" else "fail"
+            out[name] = GateState(verdict, "suite", sent, state.log_e_fail, state.log_e_pass)
+            continue
+        if item.ece is not None:
+            out[name] = _look_at_ece(item, item.ece, state, sent, alpha)
+            continue
+        if item.ratio is None:
+            out[name] = state
+            continue
+        num, den = item.num[:sent], item.den[:sent]
+        if item.zero and num.any():
+            out[name] = GateState("fail", "certain", sent, math.inf, state.log_e_pass)
+            continue
+        found = evaluate(item.ratio, num, den, alpha, interval=False)
+        if found.decision == "fail" and item.zero:
+            found = replace(found, decision=None, reason=None)
+        out[name] = GateState(found.decision, found.reason,
+                              sent if found.decision else None,
+                              found.log_e_fail, found.log_e_pass)
+    return out
+
+
+def _look_at_ece(item: Tracked, ece: BinnedGaps, state: GateState, sent: int,
+                 alpha: float) -> GateState:
+    """ECE's bounds cost a bisection per bin: it looks when the cases grew by a tenth
+    (fewer looks keep the guarantee)."""
+    if sent < max(1.1 * state.looked_at, 1):
+        return state
+    found, _low, _high = ece.decision(item.den[:sent], item.num[:sent], alpha)
+    return replace(state, decision=found, reason="evidence" if found else None,
+                   decided_at=sent if found else None, looked_at=sent)
+
+
+def ece_estimate(item: Tracked, sent: int) -> float | None:
+    """The ECE of the cases sent (the same sum as the full run's)."""
+    which, gaps = item.den[:sent], item.num[:sent]
+    counted = int((which >= 0).sum())
+    if not counted:
+        return None
+    return float(sum(abs(gaps[which == b].sum()) for b in np.unique(which[which >= 0])))\
+        / counted
+
+
+def gate_alpha(tracked: Sequence[Tracked], design: Design) -> float:
+    """Each evidence gate's share of the run's α."""
+    return split_alpha(design.alpha, sum(1 for t in tracked if t.has_evidence))
+
+
+def settled(states: Mapping[str, GateState], tracked: Sequence[Tracked]) -> str | None:
+    """Why the run can stop (None: it cannot yet): every gate decided, or a requirement
+    shown to fail, or every requirement shown to hold and a warning shown to fail."""
+    decisions = {t.check.gate: (t.check.level, states.get(t.check.gate, GateState()).decision)
+                 for t in tracked}
+    failed = [g for g, (level, d) in decisions.items() if level == "requirement" and d == "fail"]
+    if failed:
+        return f"requirement {failed[0]} shown to fail"
+    if all(d is not None for _, d in decisions.values()):
+        return "every gate decided"
+    requirements = [d for level, d in decisions.values() if level == "requirement"]
+    warned = [g for g, (level, d) in decisions.items() if level == "warning" and d == "fail"]
+    if warned and all(d == "pass" for d in requirements):
+        return f"every requirement holds and warning {warned[0]} shown to fail"
+    return None
+
+
+def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState],
+                      sent: int, design: Design) -> tuple[list[Check], list[dict[str, Any]]]:
+    """(checks, per-gate report rows) at the stop: a decided gate gets its decision with the
+    time-uniform interval, an undecided one is not established."""
+    alpha = gate_alpha(tracked, design)
+    checks, rows = [], []
+    for item in tracked:
+        check = item.check
+        state = states.get(check.gate, GateState())
+        low = high = estimate = None
+        method = SUITE_ONLY
+        if item.ratio is not None and sent:
+            found = evaluate(item.ratio, item.num[:sent], item.den[:sent], alpha)
+            estimate, low, high = found.estimate, found.low, found.high
+            method = ("hypergeometric confidence sequence, without replacement" if
+                      item.ratio.binary else "betting confidence sequence, without replacement")
+        elif item.ece is not None and sent:
+            estimate = ece_estimate(item, sent)
+            low, high = item.ece.bounds(item.den[:sent], item.num[:sent], alpha)
+            method = "per-bin betting confidence sequences, without replacement (Bonferroni)"
+        notes: tuple[str, ...] = ("sequential",)
+        if item.zero:
+            notes += (f"limit 0 judged as the share of cases with an occurrence against "
+                      f"sequential.zero_limit {design.zero_limit:g}",)
+        if state.reason == "suite":
+            verdict = {"pass": "holds", "not_established": "not_established"}.get(
+                check.status, "fails")
+            checks.append(replace(check, evidence=check.evidence or Evidence(
+                method="exact over the whole suite", n=sent,
+                verdict=verdict,  # type: ignore[arg-type]
+                estimate=check.value, notes=notes)))
+        else:
+            verdict = {"pass": "holds", "fail": "fails"}.get(state.decision or "",
+                                                             "not_established")
+            if not item.has_evidence and state.decision is None:
+                notes += (SUITE_ONLY,)
+            needed = None
+            if state.decision is None and item.ratio is not None and estimate is not None:
+                needed = cases_to_decide(item.ratio, min(max(estimate, 0.0), 1.0), alpha)
+                needed = item.ratio.population if needed is None else needed
+            evidence = Evidence(method=method, n=sent, verdict=verdict,  # type: ignore[arg-type]
+                                estimate=estimate, low=low, high=high, cases_needed=needed,
+                                notes=notes)
+            checks.append(evidence_check(check.gate, check.level, check.metric,
+                                         check.comparison, check.threshold, evidence))
+        rows.append({
+            "gate": check.gate,
+            "level": check.level,
+            "decision": state.decision,
+            "stop_reason": _reason_text(state),
+            "cases_used": state.decided_at if state.decided_at is not None else sent,
+            "estimate": estimate,
+            "low": low,
+            "high": high,
+            "e_fail": _e_value(state.log_e_fail),
+            "e_pass": _e_value(state.log_e_pass),
+            "method": method,
+        })
+    return checks, rows
+
+
+def _reason_text(state: GateState) -> str:
+    return {
+        "evidence": "e-value reached 1/alpha",
+        "certain": "the unseen cases cannot change it",
+        "suite": "every case of the suite sent",
+    }.get(state.reason or "", "not decided when the run stopped")
+
+
+E_SHOWN_MAX = 1e15  # e-values beyond this (or infinite: a certain verdict) are shown as it
+
+
+def _e_value(log_e: float) -> float:
+    return E_SHOWN_MAX if log_e >= math.log(E_SHOWN_MAX) else float(math.exp(log_e))

@@ -1,0 +1,203 @@
+"""Sequential runs through the real stage graph on the mock backend with planted rates:
+they stop early when the status is clear and say why, run to the end (equal to the full
+run) at the limit, resume without re-sending, agree across batch sizes, and the command
+line refuses settings that do not apply."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+import yaml
+
+from decflow.contracts import load_contract
+from decflow.pipeline.contract_run import results
+from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
+from decflow.pipeline.spec import RunSpec
+from decflow.store.store import Store
+from decflow.views.markdown import render_markdown
+from decflow.views.outputs import render_text
+from tests.support.cli import run_cli
+from tests.support.compare import normalized
+from tests.support.planted import planted_contract
+
+SETTINGS = {"alpha": 0.05, "max_cases": None, "batch": 8, "seed": 0, "zero_limit": 0.02}
+
+
+def run(contract: Path, store: Path, run_id: str, sequential: dict[str, Any] | None = None,
+        mode: str = "all") -> dict[str, Any]:
+    spec = RunSpec(contract_path=str(contract), store_url=str(store), run_id=run_id,
+                   mode=mode, sequential=sequential)  # type: ignore[arg-type]
+    return run_contract(spec, Store(str(store)))
+
+
+def statuses(report: dict[str, Any]) -> dict[str, str]:
+    return {c["gate"]: c["status"] for c in report["checks"]}
+
+
+def test_clearly_passing_suite_stops_early_with_the_full_status(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 1000, wrong=0.03, flips=0.005)
+    full = run(contract, tmp_path / "store", "full")
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS)
+    assert full["status"] == seq["status"] == "pass"
+    section = seq["sequential"]
+    assert section["calls_full"] == 2000
+    assert section["calls_made"] * 2.5 < section["calls_full"]
+    assert section["stop_reason"] == "every gate decided"
+    assert {g["decision"] for g in section["gates"]} == {"pass"}
+    for gate in section["gates"]:
+        assert gate["low"] <= gate["estimate"] <= gate["high"]
+    zero = next(c for c in seq["checks"] if c["gate"] == "max_error_rate")
+    assert "zero_limit 0.02" in " ".join(zero["evidence"]["notes"])
+    assert seq["headline"].startswith("PASS")
+    summary = render_markdown(seq)  # the Prefect report artifact
+    assert f"**Sequential:** {section['calls_made']} of 2000 backend calls" in summary
+    assert "Sequential (alpha 0.05" in render_text(seq)
+
+
+def test_clearly_failing_suite_stops_at_the_proof(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 1000, wrong=0.35, flips=0.0)
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS)
+    assert seq["status"] == "fail"
+    section = seq["sequential"]
+    assert section["cases_sent"] <= 100
+    assert section["stop_reason"] == "requirement min_accuracy shown to fail"
+    accuracy = next(c for c in seq["checks"] if c["gate"] == "min_accuracy")
+    assert accuracy["status"] == "fail" and accuracy["evidence"]["high"] < 0.85
+
+
+def test_suite_at_the_limit_runs_to_the_end_and_equals_the_full_run(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 300, wrong=0.15, flips=0.0)
+    full = run(contract, tmp_path / "store", "full")
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS)
+    assert seq["sequential"]["cases_sent"] == 300
+    assert seq["sequential"]["stop_reason"] == "every case of the suite sent"
+    assert statuses(seq) == statuses(full)
+    assert seq["status"] == full["status"] == "pass"
+    measured = ("latency",)  # wall-clock: differs between any two runs
+    assert ({k: v for k, v in seq["metrics"].items() if k not in measured}
+            == {k: v for k, v in full["metrics"].items() if k not in measured})
+
+
+def test_resumed_run_equals_an_uninterrupted_one(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    contract = planted_contract(tmp_path / "suite", 600, wrong=0.03, flips=0.005)
+    whole = run(contract, tmp_path / "store", "whole", SETTINGS)
+    calls = {"n": 0}
+    real = results.call_rows
+
+    def crashing(*args: Any, **kwargs: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] > 7:
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(results, "call_rows", crashing)
+    with pytest.raises(RuntimeError):
+        run(contract, tmp_path / "store", "crashed", SETTINGS)
+    monkeypatch.setattr(results, "call_rows", real)
+    store = Store(str(tmp_path / "store"))
+    spec = resumed_spec(store, "crashed", str(contract), "all")
+    resumed = run_contract(spec, store)
+    keyed = ("results", "minimized", "cases", "requests", "comparisons", "summary")
+    timing = ("call_seconds", "seconds_saved")
+    left, right = normalized(whole, keyed), normalized(resumed, keyed)
+    for report in (left, right):
+        for key in timing:
+            report["sequential"].pop(key)
+    assert left == right
+    # No request was sent twice: one recorded row per sent request.
+    folder = store.path(store.stage_prefix("results", resumed["run"]["artifacts"]["results"]
+                                           ["path"].rsplit("/", 1)[-1]))
+    rows = pl.concat([pl.read_parquet(p) for p in Path(folder).glob("chunk-*.parquet")])
+    assert rows.height == rows["request_id"].n_unique() == resumed["sequential"]["calls_made"]
+
+
+def test_batch_sizes_agree_on_the_status(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 800, wrong=0.03, flips=0.005)
+    found = {batch: run(contract, tmp_path / "store", f"b{batch}", {**SETTINGS, "batch": batch})
+             for batch in (1, 8, 64)}
+    assert {r["status"] for r in found.values()} == {"pass"}
+    assert found[64]["sequential"]["cases_sent"] % 64 == 0
+
+
+def test_sequential_section_and_options(tmp_path: Path) -> None:
+    plain = planted_contract(tmp_path / "plain", 50, wrong=0.0, flips=0.0)
+    code, _out, err = run_cli("test", str(plain), "--alpha", "0.1", "--store",
+                              str(tmp_path / "store"))
+    assert code == 2 and "--alpha" in err and "--sequential" in err
+    section = planted_contract(tmp_path / "section", 50, wrong=0.0, flips=0.0,
+                               extra={"sequential": {"batch": 5}})
+    doc = yaml.safe_load(section.read_text(encoding="utf-8"))
+    doc["backend"]["price_per_call"] = 0.001
+    section.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    assert load_contract(str(section)).hash != load_contract(str(plain)).hash
+    code, out, _err = run_cli("test", str(section), "-f", "json", "--store",
+                              str(tmp_path / "store"), "--zero-limit", "0.1")
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["sequential"]["batch"] == 5
+    assert report["sequential"]["zero_limit"] == 0.1
+    assert report["sequential"]["money_saved"] == pytest.approx(
+        0.001 * report["sequential"]["calls_saved"])
+    code, _out, err = run_cli("test", str(section), "--zero-limit", "1.5", "--store",
+                              str(tmp_path / "store"))
+    assert code == 2 and "--zero-limit" in err
+
+
+def test_golden_only_contract_runs_sequentially_in_test_mode(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 600, wrong=0.02, flips=0.0)
+    doc = yaml.safe_load(contract.read_text(encoding="utf-8"))
+    del doc["properties"]
+    contract.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS, mode="test")
+    assert seq["status"] == "pass"
+    assert [g["gate"] for g in seq["sequential"]["gates"]] == ["min_accuracy", "max_error_rate"]
+    assert seq["sequential"]["cases_sent"] < 600
+
+
+def test_plan_prints_the_cases_each_gate_needs(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 2000, wrong=0.0, flips=0.0)
+    code, out, err = run_cli("test", str(contract), "--all", "--sequential", "--plan",
+                             "-f", "json", "--store", str(tmp_path / "store"))
+    assert code == 0, err
+    plan = json.loads(out)["sequential"]
+    gates = {g["gate"]: g for g in plan["gates"]}
+    # The issue's clear suite: flip rate 1 % under 5 %, accuracy 0.95 over 0.85.
+    assert gates["option_order.max_flip_rate"]["holds_at"] == pytest.approx(0.01)
+    assert gates["min_accuracy"]["holds_at"] == pytest.approx(0.95)
+    assert plan["cases_if_all_hold"] * 5 <= 2000
+    assert plan["calls_full"] == 4000  # an original and one reversed order per case
+    assert plan["calls_if_all_hold"] == 2 * plan["cases_if_all_hold"]
+    assert gates["max_error_rate"]["fails_at"] is None  # at the first occurrence
+    assert not (tmp_path / "store" / "runs").exists() or not any(
+        (tmp_path / "store" / "runs").iterdir())
+
+
+def test_sdk_runs_sequentially(tmp_path: Path) -> None:
+    from decflow.errors import DecflowError
+    from decflow.sdk import run_test
+
+    contract = planted_contract(tmp_path / "suite", 600, wrong=0.5, flips=0.0)
+    report = run_test(contract, store=str(tmp_path / "store"), sequential={"batch": 4})
+    assert report["status"] == "fail" and report["sequential"]["batch"] == 4
+    assert report["sequential"]["cases_sent"] < 100
+    assert "sequential" not in run_test(contract, store=str(tmp_path / "store"))
+    with pytest.raises(DecflowError, match=r"sequential\.alpha"):
+        run_test(contract, store=str(tmp_path / "store"), sequential={"alpha": 2})
+
+
+def test_ece_gate_is_decided_by_its_bins(tmp_path: Path) -> None:
+    contract = planted_contract(tmp_path / "suite", 1500, wrong=0.0, flips=0.0)
+    doc = yaml.safe_load(contract.read_text(encoding="utf-8"))
+    doc["requirements"]["max_ece"] = 0.02  # every answer is 0.9 sure and right: ECE 0.1
+    contract.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    full = run(contract, tmp_path / "store", "full", mode="test")
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS, mode="test")
+    assert full["status"] == seq["status"] == "fail"
+    assert seq["sequential"]["stop_reason"] == "requirement max_ece shown to fail"
+    ece = next(g for g in seq["sequential"]["gates"] if g["gate"] == "max_ece")
+    assert ece["low"] > 0.02 and ece["cases_used"] < 1500
