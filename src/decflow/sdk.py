@@ -187,13 +187,15 @@ def run_check(contract: str | Path, records: str, *, baseline: str | None = None
 
 def run_diff(baseline: str, candidate: str, *, contract: str | None = None,
              segment_by: list[str] | None = None, store: str | None = None,
-             fail_on_warn: bool = False) -> dict[str, Any]:
-    """`decflow diff`: the regression diff report dict (`baseline="accepted"` supported)."""
+             fail_on_warn: bool = False, noise_reruns: int = 0) -> dict[str, Any]:
+    """`decflow diff`: the regression diff report dict (`baseline="accepted"` supported);
+    `noise_reruns` as `--noise-reruns K`. Its `evidence` section holds the gating rule, the
+    rerun noise and each gate's interval and verdict; `headline` leads with the decision."""
     from decflow.pipeline.regression import run_diff as diff
     from decflow.store.store import open_store
 
     return diff(baseline, candidate, open_store(store), contract_path=contract,
-                segment_by=segment_by, fail_on_warn=fail_on_warn)
+                segment_by=segment_by, fail_on_warn=fail_on_warn, noise_reruns=noise_reruns)
 
 
 def render_text(report: dict[str, Any]) -> str:

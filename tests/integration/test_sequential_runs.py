@@ -18,6 +18,7 @@ from decflow.pipeline.contract_run import results
 from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
+from decflow.views.html import render_html
 from decflow.views.markdown import render_markdown
 from decflow.views.outputs import render_text
 from tests.support.cli import run_cli
@@ -56,6 +57,8 @@ def test_clearly_passing_suite_stops_early_with_the_full_status(tmp_path: Path) 
     summary = render_markdown(seq)  # the Prefect report artifact
     assert f"**Sequential:** {section['calls_made']} of 2000 backend calls" in summary
     assert "Sequential (alpha 0.05" in render_text(seq)
+    page = render_html(seq)
+    assert "<h2>Sequential run</h2>" in page and "option_order.max_flip_rate" in page
 
 
 def test_clearly_failing_suite_stops_at_the_proof(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def stage_folders(store: Path, run_id: str) -> set[Path]:
 
 def test_verify_names_every_damaged_artifact(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    first, second = runs(store, 2)
+    first, second = sorted(runs(store, 2))  # verify lists runs by id (same second: by suffix)
     code, out, err = run_cli("runs", "verify", "--store", str(store))
     assert code == 0 and err == ""
     # listed by run id: two runs of the same second are ordered by the rest of their ids

@@ -613,8 +613,10 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     assert first["baseline"] is None and first["diff"] is None
     baseline_id = first["run"]["run_id"]
     assert first["run"]["status"] == "pass"
-    (candidate_id,) = [p.name for p in (project / "store" / "runs").iterdir()
-                       if p.name != baseline_id]
+    stored = {p.name for p in (project / "store" / "runs").iterdir()} - {baseline_id}
+    (candidate_id,) = [name for name in stored if "-noise" not in name]
+    # the deployment's default noise_reruns: 2 re-sent the candidate's requests twice
+    assert stored == {candidate_id, f"{candidate_id}-noise2"}
     candidate = json.loads((project / "store" / "runs" / candidate_id / "report.json")
                            .read_text())
     diff = json.loads((project / "store" / "runs" / candidate_id / "diff.json").read_text())

@@ -8,13 +8,14 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, emit, say_stored, write_json
+from decflow.commands.common import OutputOptions, emit, say_stored, with_output, write_json
 
 LAYER_HELP = "Layer the meter and relations compare: verdict, text or tools."
 
 
 def register(app: typer.Typer) -> None:
     @app.command("probe", help="Meter, blindness and relations on an agent callable.")
+    @with_output(views=False)
     def probe_command(
         agent: str = typer.Option(..., "--agent", help="module:function giving the agent."),
         inputs: str = typer.Option(..., "--inputs", help="Text file, one input per line."),
@@ -25,8 +26,6 @@ def register(app: typer.Typer) -> None:
         no_reuse: bool = typer.Option(False, "--no-reuse",
                                       help="Independent draws for blindness and sources."),
         store: str | None = common.STORE_OPTION,
-        output: str | None = common.OUTPUT_OPTION,
-        fmt: str = common.FORMAT_OPTION,
         write_contract: str | None = typer.Option(
             None, "--write-contract", help="Write decflow.yaml + cases.jsonl into this folder."
         ),
@@ -34,6 +33,8 @@ def register(app: typer.Typer) -> None:
             None, "--call-timeout",
             help="Seconds an agent call may take before it counts as a timeout "
             "(default: $DECFLOW_CALL_TIMEOUT, else 120)."),
+        *,
+        out: OutputOptions,
     ) -> None:
         from decflow.probe.agents import AgentProcess
         from decflow.probe.loading import read_inputs
@@ -41,7 +42,6 @@ def register(app: typer.Typer) -> None:
         from decflow.store.store import open_store, store_url
         from decflow.views.probe_text import render_probe
 
-        check_format(fmt)
         inputs_list = read_inputs(inputs)
         result = probe(
             AgentProcess(agent, call_timeout), inputs_list, repeats=repeats, epsilon=epsilon,
@@ -52,8 +52,8 @@ def register(app: typer.Typer) -> None:
         if write_contract:
             path = result.write_contract(write_contract)
             typer.echo(f"contract written to {path}", err=True)
-        if output:
-            write_json(output, report)
-        emit(report, render_probe(report), fmt)
+        if out.output:
+            write_json(out.output, report)
+        emit(report, render_probe(report), out.fmt)
         say_stored(result.run_id, open_store(store).location)
         raise typer.Exit(result.exit_code)

@@ -1,5 +1,6 @@
 """`decflow runs`: list stored runs with their true state; `runs show ID`; `runs accept ID
-[--force]` (accepted baseline); `runs verify [ID]`; `runs gc`."""
+[--force]` (accepted baseline); `runs trend DECISION` (the last runs' gated metrics with
+intervals); `runs verify [ID]`; `runs gc`."""
 
 from __future__ import annotations
 
@@ -87,6 +88,27 @@ def register(app: typer.Typer) -> None:
         replaced = f"; it replaces {entry['replaces']}" if entry["replaces"] else ""
         typer.echo(escape(f"accepted {run_id} ({entry['status'].upper()}) as the baseline for "
                           f"{entry['decision']} (backend {entry['backend']}){replaced}"))
+
+    @runs.command("trend")
+    def runs_trend(
+        decision: str = typer.Argument(..., help="The decision's name (contract decision.name)."),
+        backend: str | None = typer.Option(None, "-b", "--backend",
+                                           help="Only runs on this backend (default: any)."),
+        last: int = typer.Option(10, "--last", min=1, help="How many of the latest runs."),
+        fmt: str = common.FORMAT_OPTION,
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """The last runs of a decision: each gated metric with its interval and status; the
+        accepted baseline marked."""
+        from decflow.commands.common import check_format
+        from decflow.pipeline.trend import decision_trend
+        from decflow.store.store import open_store
+        from decflow.views.trend_text import render_trend
+
+        check_format(fmt)
+        trend = decision_trend(open_store(store), decision, backend=backend, last=last)
+        typer.echo(json.dumps(trend, indent=2) if fmt == "json" else render_trend(trend),
+                   nl=fmt == "json")
 
 
 def register_upkeep(runs: typer.Typer) -> None:

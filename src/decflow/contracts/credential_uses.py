@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from decflow.contracts.credentials import is_allowed, origin_text
 from decflow.contracts.paraphrase import OpenAIParaphraseSource
+from decflow.contracts.properties import Paraphrase
 from decflow.redaction import register
 
 if TYPE_CHECKING:
@@ -64,8 +65,8 @@ def credential_uses(contract: Contract) -> list[CredentialUse]:
     uses: list[CredentialUse] = []
     for name, config in [("default", contract.backend), *contract.backends.items()]:
         uses += _backend_uses("backend" if name == "default" else f"backends.{name}", config)
-    paraphrase = contract.properties.paraphrase
-    source = paraphrase.source if paraphrase is not None else None
+    paraphrase = contract.properties.get("paraphrase")
+    source = paraphrase.source if isinstance(paraphrase, Paraphrase) else None
     if isinstance(source, OpenAIParaphraseSource) and source.api_key_env:
         uses.append(CredentialUse("properties.paraphrase.source.api_key_env",
                                   source.api_key_env, _origins(source.url)))

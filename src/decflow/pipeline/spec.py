@@ -34,6 +34,9 @@ class RunSpec:
     max_concurrency: int | None = None
     healthcheck: bool = True
     shard_size: int = 5000
+    # Draws per case in a `stability` run, overriding `diagnostics.stability.repeats` (the
+    # noise reruns a regression diff makes, `decflow diff --noise-reruns K`).
+    repeats: int | None = None
     # `--sequential`: alpha, max_cases, batch, seed, zero_limit (contract section, then the
     # command line); None for a run of the whole suite.
     sequential: dict[str, Any] | None = None

@@ -7,6 +7,7 @@ Layout (the only module that spells it):
     runs/<run_id>/report.json     the run's report (also diff.json, report.html beside it)
     runs/<run_id>/contract.<ext>  the contract the run used (replay/report from anywhere)
     runs/<run_id>/backend-plan.json  how the backend reads answers for the whole run
+    runs/<run_id>-noise<K>/      a noise run: run <run_id>'s original requests re-sent K times
     runs/<run_id>/lock            held while a process works on the run (`store.locks`)
     accepted/<decision>/<backend>.json   the accepted baseline run of a decision and backend
 
@@ -207,6 +208,23 @@ def run_state(store: Store, record: dict[str, Any]) -> RunState:
         error = str(record.get("error") or "no error recorded").splitlines()[0]
         return RunState(FAILED, error)
     return RunState(status)
+
+
+NOISE_KIND = "noise"
+_NOISE = "-noise"
+
+
+def noise_run_id(parent: str, reruns: int) -> str:
+    """The child run that re-sends run `parent`'s original requests `reruns` times."""
+    return f"{parent}{_NOISE}{reruns}"
+
+
+def noise_runs_of(store: Store, parent: str) -> list[str]:
+    """The ids of run `parent`'s noise runs in the store (any state)."""
+    prefix = f"{parent}{_NOISE}"
+    return [name for name in store.list_dir(RUNS)
+            if name.startswith(prefix) and name[len(prefix):].isdigit()
+            and has_run(store, name)]
 
 
 def accepted_path(decision: str, backend: str) -> str:

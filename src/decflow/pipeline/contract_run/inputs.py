@@ -116,7 +116,9 @@ def check_presentations(context: StageContext, requests: Manifest) -> None:
 
 def _request_params(context: StageContext) -> dict[str, Any]:
     spec = context.spec
-    return {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
+    params = {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
+    # Only when set, so the keys of runs without an override stay what they were.
+    return params if spec.repeats is None else {**params, "repeats": spec.repeats}
 
 
 def _compute_requests(context: StageContext, key: str) -> Manifest:
