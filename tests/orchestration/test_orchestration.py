@@ -1002,6 +1002,7 @@ def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     env.pop("DECGUARD_STAGING_TOKEN", None)
     env.pop("DECFLOW_DEBUG", None)
+    env["DECFLOW_ALLOW_CREDENTIALS"] = "http://localhost:8080"  # the token may go there
     done = decflow(env, project, "test", "refund/decflow.yaml", "-b", "staging", "--prefect",
                    "--store", "store")
     assert done.returncode == 2

@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from decflow.errors import DecflowError
+from decflow.redaction import redact
 from decflow.views.formats import VIEW_FORMATS
 
 FORMATS = ("text", "json")
@@ -35,6 +36,9 @@ MAX_CONCURRENCY_OPTION = typer.Option(
     None, "--max-concurrency", min=1, max=256, help="Backend calls in flight (1-256)."
 )
 OUTPUT_OPTION = typer.Option(None, "-o", "--output", help="Also write the JSON report here.")
+ALLOW_PATH_OPTION = typer.Option(
+    [], "--allow-path", help="A folder outside the contract's own whose files the contract "
+    "may name (repeatable; also $DECFLOW_ALLOW_PATH).")
 STORE_OPTION = typer.Option(
     None, "--store", help="Store URL (default $DECFLOW_STORE, else .decflow)."
 )
@@ -78,7 +82,7 @@ def write_json(path: str, document: dict[str, Any], what: str = "report") -> Non
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        target.write_text(json.dumps(redact(document), indent=2, ensure_ascii=False) + "\n")
     except OSError as exc:
         raise DecflowError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
     typer.echo(f"{what} written to {path}", err=True)

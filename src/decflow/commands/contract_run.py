@@ -76,6 +76,7 @@ RUN_PARAMS: tuple[Param, ...] = (
     ("dask_address", str | None, DASK_ADDRESS_OPTION),
     PLAN_PARAM,
     *SEQUENTIAL_PARAMS,
+    ("allow_paths", list[str], common.ALLOW_PATH_OPTION),
 )
 PROPERTY_PARAMS: tuple[Param, ...] = (
     ("seed", int | None, typer.Option(None, "--seed", min=0,
@@ -109,6 +110,7 @@ class RunOptions:
     properties: tuple[str, ...] = ()
     minimize: bool | None = None
     plan: bool = False  # print the diagnostics plan and stop, without any backend call
+    allow_paths: tuple[str, ...] = ()
     sequential: bool | None = None
     alpha: float | None = None
     max_cases: int | None = None
@@ -164,6 +166,7 @@ def build_spec(options: RunOptions, store: Any) -> Any:
         backend=options.backend, dataset=options.dataset, seed=options.seed,
         properties=options.properties or None, minimize=options.minimize,
         max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
+        allow_paths=tuple(options.allow_paths),
         sequential=sequential_settings(options),
     )
 

@@ -1,6 +1,7 @@
 """`decflow probe --agent MOD:FUNC --inputs FILE`: meter, blindness and relations on an
 agent callable, no contract needed. Exit 0 clean, 1 blind or a relation violated, 2 when
-the probe could not run (bad module path, not callable, empty or duplicate inputs)."""
+the probe could not run (bad module path, not callable, empty or duplicate inputs). The
+agent runs in a worker process (`decflow.probe.agents.AgentProcess`)."""
 
 from __future__ import annotations
 
@@ -28,17 +29,22 @@ def register(app: typer.Typer) -> None:
         write_contract: str | None = typer.Option(
             None, "--write-contract", help="Write decflow.yaml + cases.jsonl into this folder."
         ),
+        call_timeout: float | None = typer.Option(
+            None, "--call-timeout",
+            help="Seconds an agent call may take before it counts as a timeout "
+            "(default: $DECFLOW_CALL_TIMEOUT, else 120)."),
         *,
         out: OutputOptions,
     ) -> None:
-        from decflow.probe.loading import load_agent, read_inputs
+        from decflow.probe.agents import AgentProcess
+        from decflow.probe.loading import read_inputs
         from decflow.probe.runner import probe
         from decflow.store.store import open_store, store_url
         from decflow.views.probe_text import render_probe
 
-        agent_callable = load_agent(agent)
+        inputs_list = read_inputs(inputs)
         result = probe(
-            agent_callable, read_inputs(inputs), repeats=repeats, epsilon=epsilon,
+            AgentProcess(agent, call_timeout), inputs_list, repeats=repeats, epsilon=epsilon,
             blindness_threshold=threshold, layer=layer, reuse_calls=not no_reuse,
             store=store_url(store), name=agent,
         )

@@ -56,10 +56,6 @@ class Reruns:
     by_case: dict[str, np.ndarray] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
-    @property
-    def count(self) -> int:
-        return sum(len(rows) for rows in self.by_case.values())
-
     def merged(self, other: Reruns) -> Reruns:
         cases = dict(self.by_case)
         for case_id, rows in other.by_case.items():

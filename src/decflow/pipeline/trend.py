@@ -62,6 +62,8 @@ def decision_trend(store: Store, decision: str, *, backend: str | None = None,
                and r.get("status") in FINISHED and store.exists(report_path(r["run_id"]))]
     accepted = {name: accepted_run(store, decision, name)
                 for name in {r["backend"] for r in records}}
+    # oldest first by creation time (run ids made in the same second sort by their suffix)
+    records.sort(key=lambda r: ((r.get("spec") or {}).get("created_at") or "", r["run_id"]))
     rows, gates = [], {}
     for record in records[-last:] if last > 0 else records:
         run_id = record["run_id"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.pipeline.regression import run_diff
+from decflow.redaction import redact
 from decflow.store.runs import write_report
 from decflow.store.store import Store
 from decflow.tasks.common import outcome, stage_task
@@ -18,6 +19,6 @@ def diff_task(
     """The regression diff of two stored runs, written as `runs/<candidate>/diff.json`
     (after the candidate's noise run of `noise_reruns` re-sends, when it has no reruns)."""
     store = Store(store_url)
-    diff = run_diff(baseline_run, candidate_run, store, contract_path=contract,
-                    fail_on_warn=fail_on_warn, noise_reruns=noise_reruns)
+    diff = redact(run_diff(baseline_run, candidate_run, store, contract_path=contract,
+                           fail_on_warn=fail_on_warn, noise_reruns=noise_reruns))
     return outcome(diff, write_report(store, candidate_run, diff, "diff.json"))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from decflow.errors import DecflowError
+from decflow.redaction import redact_text
 from decflow.report.sections import report_kind
 from decflow.views.formats import VIEW_FORMATS
 
@@ -48,7 +49,7 @@ def _write(path: str, text: str, what: str) -> None:
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        target.write_text(redact_text(text), encoding="utf-8")
     except OSError as exc:
         raise DecflowError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
 

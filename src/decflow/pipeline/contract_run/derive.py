@@ -238,7 +238,8 @@ def _property_requests(
     skipped = extra["skipped"]
     for name, config in properties:
         paraphraser = (
-            build_paraphraser(config.source, base_dir=loaded.base_dir, seed=seed)
+            build_paraphraser(config.source, base_dir=loaded.base_dir, seed=seed,
+                              allowed=spec.allow_paths, contract=str(loaded.path))
             if isinstance(config, Paraphrase) else None
         )
         rows = _RequestRows(name, labels)

@@ -32,9 +32,11 @@ from decflow.store.runs import (
     FAILED,
     FINISHED,
     INTERRUPTED,
+    REPORT,
     RUNNING,
     new_run_id,
     now_iso,
+    read_run_json,
     read_run_record,
     run_lock,
     run_path,
@@ -217,7 +219,7 @@ class RunBook:
         """The stored report (kept in memory when the summary ran in this process)."""
         found = self.context.outputs.get("report")
         if found is None:
-            found = self.store.read_json(self.verdict["report"])
+            found = read_run_json(self.store, self.spec.run_id, REPORT)  # sha256 checked
         return dict(found)
 
 

@@ -37,6 +37,7 @@ from decflow.pipeline.production.baseline import Baseline, load_baseline
 from decflow.pipeline.production.stages import CheckContext, CheckSpec, stored_aggregates
 from decflow.pipeline.production.statistics import Aggregates, binning
 from decflow.pipeline.stage import Stage
+from decflow.redaction import redact
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import report_path, write_report, write_run_record
 from decflow.store.store import Manifest, Store
@@ -234,8 +235,8 @@ def records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]:
 
 def record_check(store: Store, run_id: str, report: dict[str, Any],
                  aggregates: Manifest) -> None:
-    """The check report and a run record in the shape `decflow runs` lists."""
-    write_report(store, run_id, report)
+    """The check report and a run record in the shape `decflow runs` lists (the record
+    first: the report's sha256 goes into it)."""
     write_run_record(store, {
         "run_id": run_id,
         "kind": "check",
@@ -248,6 +249,7 @@ def record_check(store: Store, run_id: str, report: dict[str, Any],
         "exit_code": report["exit_code"],
         "stages": {"aggregates": aggregates.to_dict()},
     })
+    write_report(store, run_id, report)
 
 
 def with_records(aggregates: Aggregates, spec: RecordSpec, files: list[str]) -> Aggregates:
@@ -281,6 +283,7 @@ def _summarize(context: CheckContext, key: str) -> Manifest:
     report = summarize(loaded.contract, statistics, against, contract_path=spec.contract_path,
                        contract_hash=loaded.hash, fail_on_warn=context.fail_on_warn,
                        created_at=spec.created_at)
+    report = redact(report)  # records may hold a credential it names
     verdict: dict[str, Any] = {"status": report["status"], "exit_code": report["exit_code"]}
     if spec.run_id:
         report["run"] = {"id": spec.run_id, "store": store.location}

@@ -15,6 +15,7 @@ from decflow.data.records import RecordSpec
 from decflow.pipeline.production.stages import CheckSpec, publish_unit
 from decflow.pipeline.production.statistics import BatchStats, aggregate_unit, combine_pieces
 from decflow.pipeline.stage import StageContext, UnitOutcome
+from decflow.workers.command import spawn_isolated
 
 # From this many records on, Parquet and JSON-list units are read in worker processes: their
 # batches are many short numpy and polars calls, so threads share one core's worth of the
@@ -59,7 +60,9 @@ def in_parallel(fn: Callable[..., R], items: Sequence[T], *args: Any,
 
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            yield from pool.map(fn, items, *(repeat(a) for a in args))
+            with spawn_isolated():  # map starts the workers: -P -s, as every child
+                results = pool.map(fn, items, *(repeat(a) for a in args))
+            yield from results
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
         yield from pool.map(lambda item: fn(item, *args), items)
