@@ -11,11 +11,13 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from decflow.backends.registry import build_backend
+from decflow.contracts.paths import contract_file
 from decflow.data.golden_dataset import dataset_hash, load_golden
 from decflow.diagnostics.pair_storage import pair_meta, pair_table
 from decflow.errors import DecflowError
@@ -30,7 +32,7 @@ from decflow.pipeline.contract_run.derive import (
 )
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec
-from decflow.pipeline.stage import Stage, StageContext
+from decflow.pipeline.stage import RunContext, Stage
 from decflow.store.store import Manifest
 
 if TYPE_CHECKING:
@@ -45,21 +47,24 @@ def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
             "no dataset given; set 'dataset' in the contract or pass --dataset"
         )
     shown = os.path.join(os.path.dirname(spec.contract_path), contract.dataset)
-    return shown, shown
+    base_dir = Path(spec.contract_path).parent
+    read = contract_file(base_dir, contract.dataset, field="dataset", source=spec.contract_path,
+                         allowed=spec.allow_paths)
+    return str(read), shown
 
 
-def _dataset_hash(context: StageContext) -> list[str]:
+def _dataset_hash(context: RunContext) -> list[str]:
     read_path, shown = dataset_location(context.spec, context.loaded.contract)
     return [dataset_hash(read_path, shown_path=shown)]
 
 
-def _same_path(context: StageContext, cached: Manifest) -> bool:
+def _same_path(context: RunContext, cached: Manifest) -> bool:
     """A cached `cases` stage names the dataset by the path it was first read from."""
     return bool(cached.extra.get("path") == dataset_location(context.spec,
                                                               context.loaded.contract)[1])
 
 
-def _compute_cases(context: StageContext, key: str) -> Manifest:
+def _compute_cases(context: RunContext, key: str) -> Manifest:
     contract = context.loaded.contract
     read_path, shown = dataset_location(context.spec, contract)
     dataset = load_golden(read_path, contract.decision.labels, shown_path=shown)
@@ -93,12 +98,12 @@ def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFr
     ).cast(REQUESTS_SCHEMA)
 
 
-def check_presentations(context: StageContext, requests: Manifest) -> None:
+def check_presentations(context: RunContext, requests: Manifest) -> None:
     """Let the backend refuse label presentations it cannot answer, before any call, and
     store the plan it makes from them with the run (`backend_plan`)."""
     spec, store = context.spec, context.store
     backend = build_backend(context.loaded.contract, spec.backend)
-    if not backend_plan.makes_plans(backend):
+    if not backend.makes_plans():
         return  # the default hooks accept every presentation: no need to read them
     if backend_plan.stored_plan(store, spec.run_id) is not None:
         return  # a resumed run keeps the plan its earlier results were read with
@@ -109,12 +114,14 @@ def check_presentations(context: StageContext, requests: Manifest) -> None:
     backend_plan.prepare(backend, store, spec.run_id, sorted(shown))
 
 
-def _request_params(context: StageContext) -> dict[str, Any]:
+def _request_params(context: RunContext) -> dict[str, Any]:
     spec = context.spec
-    return {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
+    params = {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
+    # Only when set, so the keys of runs without an override stay what they were.
+    return params if spec.repeats is None else {**params, "repeats": spec.repeats}
 
 
-def _compute_requests(context: StageContext, key: str) -> Manifest:
+def _compute_requests(context: RunContext, key: str) -> Manifest:
     store, loaded = context.store, context.loaded
     contract = loaded.contract
     labels = tuple(contract.decision.labels)

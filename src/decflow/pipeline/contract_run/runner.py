@@ -13,7 +13,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,15 +26,17 @@ from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
 from decflow.pipeline.contract_run.sequential_calls import adopt_sent
 from decflow.pipeline.contract_run.summary import SUMMARY
 from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.pipeline.stage import ProgressFactory, Stage, StageContext, run_stage
+from decflow.pipeline.stage import ProgressFactory, RunStage, StageContext, run_stage
 from decflow.report.modes import STAGES, Mode
 from decflow.store.runs import (
     FAILED,
     FINISHED,
     INTERRUPTED,
+    REPORT,
     RUNNING,
     new_run_id,
     now_iso,
+    read_run_json,
     read_run_record,
     run_lock,
     run_path,
@@ -51,7 +53,7 @@ STAGE_BY_NAME = {
 STAGE_ALIASES = {"report": SUMMARY.name}
 
 
-def stages_for(mode: Mode) -> tuple[Stage, ...]:
+def stages_for(mode: Mode) -> tuple[RunStage, ...]:
     """The stages a run of `mode` computes, in order."""
     return tuple(STAGE_BY_NAME[name] for name in mode.stages)
 
@@ -98,8 +100,13 @@ class RunBook:
         from_stage: str | None = None,
         logger: Any = log,
         on_stage: Callable[[str, Manifest], None] | None = None,
+        inherited: Mapping[str, Manifest] | None = None,
+        identity: Mapping[str, Any] | None = None,
         **context: Any,
     ) -> None:
+        """`inherited`: stages taken from another run (a noise run reuses the `cases` of the
+        run whose noise it measures); `identity`: fields every record of the run carries
+        (a noise run's kind and the run it measures)."""
         self.spec, self.store, self.logger, self.on_stage = spec, store, logger, on_stage
         self.loaded = load_contract_cached(spec.contract_path)
         self.lock = run_lock(store, spec.run_id)
@@ -108,9 +115,10 @@ class RunBook:
             # a new run continuing a finished one reuses every stage it may (`--from-stage`
             # narrows that); a resumed run reuses its own stages before `--from-stage`
             start = from_stage or (SUMMARY.name if spec.parent else None)
-            self.manifests: dict[str, Manifest] = (
-                reuse_upstream(store, spec.parent or spec.run_id, start) if start else {}
-            )
+            self.manifests: dict[str, Manifest] = dict(inherited or {})
+            if start:
+                self.manifests.update(reuse_upstream(store, spec.parent or spec.run_id, start))
+            self.identity = dict(identity or {})
             self.timings: dict[str, float] = {}
             self.computing: dict[str, str] | None = None  # the run-keyed stage under way
             # the verdict stage's manifest extra: status, exit code, report path
@@ -175,10 +183,11 @@ class RunBook:
             "computing": self.computing,
             "stages": {name: m.to_dict() for name, m in self.manifests.items()},
             "timings_s": self.timings,
+            **self.identity,
             **extra,
         })
 
-    def run(self, stage: Stage, compute: Callable[[], Manifest] | None = None) -> Manifest:
+    def run(self, stage: RunStage, compute: Callable[[], Manifest] | None = None) -> Manifest:
         """Compute `stage` here (or with `compute`, e.g. as a Prefect task) unless the run
         reuses it, and record it; the summary also records the run's verdict."""
         name = stage.name
@@ -210,7 +219,7 @@ class RunBook:
         """The stored report (kept in memory when the summary ran in this process)."""
         found = self.context.outputs.get("report")
         if found is None:
-            found = self.store.read_json(self.verdict["report"])
+            found = read_run_json(self.store, self.spec.run_id, REPORT)  # sha256 checked
         return dict(found)
 
 

@@ -60,8 +60,8 @@ from decflow.pipeline.contract_run.sequential_gates import (
 )
 from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS, relation_direction
 from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.pipeline.stage import StageContext
-from decflow.properties.generate import RELATIONS
+from decflow.pipeline.stage import RunContext
+from decflow.properties.generate import relation_of, transformed_properties
 from decflow.properties.summary import property_checks
 from decflow.store.store import Manifest, Store
 
@@ -94,8 +94,8 @@ def planned_checks(contract: Any, spec: RunSpec) -> list[Check]:
                                 contract.decision.type)
     properties = selected_properties(spec, contract) if mode.fills("properties") else []
     for prop, config in properties:
-        if prop in RELATIONS:
-            checks += property_checks(None, prop, config, RELATIONS[prop])
+        if prop in transformed_properties():
+            checks += property_checks(None, prop, config, relation_of(prop))
     stability = stability_config(spec, contract)
     if stability is not None:
         checks.append(_template("stability.verdict", stability.level, "<=", stability.epsilon))
@@ -128,7 +128,7 @@ def comparison_rows(contract: Any, joined: pl.DataFrame) -> pl.DataFrame:
         found = compare(
             probability_matrix(rows["original_probabilities"], width),
             probability_matrix(rows["probabilities"], width),
-            relation=RELATIONS[prop], decision_type=contract.decision.type,
+            relation=relation_of(prop), decision_type=contract.decision.type,
             direction=relation_direction(configs.get(prop)),
         )
         columns = found.columns()
@@ -156,7 +156,7 @@ def tracked_gates(contract: Any, spec: RunSpec, checks: list[Check], sent: Sent,
     """Every check with its per-case values over the sent cases."""
     order = sent.order
     golden = [c for c in checks if c.gate in GOLDEN_NAMES]
-    rates = [c for c in checks if c.gate.partition(".")[0] in RELATIONS
+    rates = [c for c in checks if c.gate.partition(".")[0] in transformed_properties()
              and c.gate.partition(".")[2] in PROPERTY_GATES]
     diagnostic = [c for c in checks if c.gate.startswith(DIAGNOSTIC_GATES)]
     rest = [c for c in checks if c not in golden and c not in rates and c not in diagnostic]
@@ -182,7 +182,7 @@ DIAGNOSTIC_GATES = ("stability.", "blindness.", "counterfactual.")
 class SequentialCalls:
     """One sequential run's calls: the batches it sends and the evidence after each."""
 
-    def __init__(self, context: StageContext, key: str) -> None:
+    def __init__(self, context: RunContext, key: str) -> None:
         spec, store = context.spec, context.store
         self.context, self.key, self.spec, self.store = context, key, spec, store
         self.contract = context.loaded.contract
@@ -349,7 +349,7 @@ class SequentialCalls:
         return hashlib.sha256(f"{name}:{self.key}:{self.sent}".encode()).hexdigest()
 
 
-def sequential_call_stage(context: StageContext, key: str) -> Manifest:
+def sequential_call_stage(context: RunContext, key: str) -> Manifest:
     """The results stage of a sequential run: in this process, or (with the Prefect flow's
     `shards`) one task per group of batches, after which the recorded batches are read
     back here to publish."""
@@ -378,7 +378,7 @@ def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: 
         if found is None:
             raise DecflowError(f"store {store.url}: no published {stage} stage {stage_key}")
         manifests[stage] = found
-    context = StageContext(spec, store, load_contract_cached(spec.contract_path), manifests)
+    context = RunContext(spec, store, load_contract_cached(spec.contract_path), manifests)
     calls = SequentialCalls(context, key)
     calls.run(upto=end)
     return {"sent": calls.sent, "requests_sent": calls.requests_sent,

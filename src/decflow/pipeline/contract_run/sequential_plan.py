@@ -11,7 +11,7 @@ from typing import Any
 from decflow.gates.checks import Check
 from decflow.metrics.sequential import RatioGate, cases_to_decide, split_alpha
 from decflow.pipeline.contract_run.sequential_calls import GOLDEN_NAMES, PROPERTY_GATES
-from decflow.properties.generate import RELATIONS
+from decflow.properties.generate import transformed_properties
 
 RATE_GATES = GOLDEN_NAMES - {"min_macro_f1", "max_ece", "max_latency_p95_ms"}
 
@@ -45,7 +45,7 @@ def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> 
     if check.comparison == "<=" and limit == 0:
         return Planned(RatioGate(settings["zero_limit"], "<", cases, binary=True), 0.0, None)
     prop, _, gate = name.partition(".")
-    if name in RATE_GATES or (prop in RELATIONS and gate in PROPERTY_GATES):
+    if name in RATE_GATES or (prop in transformed_properties() and gate in PROPERTY_GATES):
         good, bad = assumed_rates(check)
         return Planned(RatioGate(limit, check.comparison, cases,
                                  binary=name == "max_error_rate"), good, bad)
