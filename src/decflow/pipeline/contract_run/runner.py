@@ -33,6 +33,7 @@ from decflow.store.runs import (
     FINISHED,
     INTERRUPTED,
     RUNNING,
+    discard_unrecorded,
     new_run_id,
     now_iso,
     read_run_record,
@@ -124,6 +125,8 @@ class RunBook:
                 keep_plan(store, spec.parent, spec.run_id)
             self.record(RUNNING)
         except BaseException:
+            with contextlib.suppress(DecflowError, OSError):
+                discard_unrecorded(store, spec.run_id)
             self.lock.release()
             raise
 
