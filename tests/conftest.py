@@ -24,6 +24,15 @@ def default_store(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("DECFLOW_STORE", str(tmp_path_factory.mktemp("default-store")))
 
 
+@pytest.fixture(autouse=True)
+def no_registered_secrets() -> None:
+    """Each test starts with no credential registered for redaction (one process runs
+    them all; a token a test registered is no secret of the next one)."""
+    from decflow.redaction import forget
+
+    forget()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = item.path.parent.name

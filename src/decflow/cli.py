@@ -21,6 +21,7 @@ import typer
 from typer.exceptions import TyperException
 
 from decflow.errors import DecflowError, Interrupted
+from decflow.redaction import redacted_output
 from decflow.untrusted import escape
 from decflow.version import __version__
 
@@ -61,6 +62,11 @@ def _register() -> None:
 def invoke(args: list[str] | None = None) -> int:
     """Run the CLI on `args` and return the exit code (errors printed, never raised)."""
     _register()
+    with redacted_output():  # a credential a backend echoed is never printed
+        return _invoke(args)
+
+
+def _invoke(args: list[str] | None) -> int:
     try:
         # without standalone mode, click returns the code of a `typer.Exit` instead of raising
         result = app(args=args, standalone_mode=False)

@@ -11,6 +11,7 @@ Fallback is a directive for the application, never an automatic call.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,12 +68,18 @@ class DecisionGuard:
         *,
         backend: str | Backend | None = None,
         check_health: bool = False,
+        call_timeout: float | None = None,
     ) -> DecisionGuard:
+        """The contract's decision, backed by its backend `backend` (a name) or by a
+        `Backend` object of yours; the object runs in a thread of its own, each call
+        limited to `call_timeout` seconds (default `DECFLOW_CALL_TIMEOUT`, else 120)."""
         from decflow.contracts import LoadedContract, load_contract
 
         loaded = contract if isinstance(contract, LoadedContract) else load_contract(contract)
         if isinstance(backend, Backend):
-            guard = cls(loaded, backend.name, backend)
+            from decflow.backends.threaded import ThreadedBackend
+
+            guard = cls(loaded, backend.name, ThreadedBackend(backend, call_timeout))
         else:
             guard = cls(loaded, backend or "default")
         if check_health:
@@ -124,10 +131,12 @@ def run_test(
     max_concurrency: int | None = None,
     check_health: bool = True,
     fail_on_warn: bool = False,
+    allow_paths: Sequence[str] = (),
     sequential: bool | dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`decflow test` (mode test|all), `decflow fuzz` (mode fuzz) or `decflow stability`:
     the report dict the CLI prints. Gate failures are in the report; problems raise.
+    Files the contract names must lie in its folder or in one of `allow_paths`.
     `sequential`: True (or a dict overriding alpha, max_cases, batch, seed, zero_limit)
     runs `--sequential`, False the whole suite; None follows the contract's section."""
     from pydantic import ValidationError
@@ -154,6 +163,7 @@ def run_test(
         backend=backend, dataset=dataset, seed=seed,
         properties=tuple(properties) if properties else None, minimize=minimize,
         max_concurrency=max_concurrency, healthcheck=check_health,
+        allow_paths=tuple(allow_paths),
         sequential=settings,
     )
     report = run_contract(spec, opened, fail_on_warn=fail_on_warn)
@@ -177,13 +187,15 @@ def run_check(contract: str | Path, records: str, *, baseline: str | None = None
 
 def run_diff(baseline: str, candidate: str, *, contract: str | None = None,
              segment_by: list[str] | None = None, store: str | None = None,
-             fail_on_warn: bool = False) -> dict[str, Any]:
-    """`decflow diff`: the regression diff report dict (`baseline="accepted"` supported)."""
+             fail_on_warn: bool = False, noise_reruns: int = 0) -> dict[str, Any]:
+    """`decflow diff`: the regression diff report dict (`baseline="accepted"` supported);
+    `noise_reruns` as `--noise-reruns K`. Its `evidence` section holds the gating rule, the
+    rerun noise and each gate's interval and verdict; `headline` leads with the decision."""
     from decflow.pipeline.regression import run_diff as diff
     from decflow.store.store import open_store
 
     return diff(baseline, candidate, open_store(store), contract_path=contract,
-                segment_by=segment_by, fail_on_warn=fail_on_warn)
+                segment_by=segment_by, fail_on_warn=fail_on_warn, noise_reruns=noise_reruns)
 
 
 def render_text(report: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from decflow.backends.http import HttpBackend
 from decflow.contracts.providers import HttpSettings
 from decflow.errors import ConfigurationError
 from tests.support.backends import decide, run
+from tests.support.credentials import allow_credentials
 from tests.support.paths import ROOT
 from tests.support.servers.recording import Recorded, RecordingServer, Reply
 
@@ -221,6 +222,7 @@ def test_headers_user_agent_static_env_and_bearer(monkeypatch: pytest.MonkeyPatc
     settings = {"headers": {"X-Team": "risk"}, "headers_from_env": {"X-Tenant": "DF_TENANT"},
                 "bearer_token_env": "DF_TOKEN"}
     with RecordingServer(script=[Reply(200, GOOD)]) as server:
+        allow_credentials(monkeypatch, server.url())
         decide(make(server.url(), **settings))
     headers = {k.lower(): v for k, v in server.requests[0].headers.items()}
     assert headers["user-agent"] == f"decflow/{__version__}"
@@ -242,6 +244,7 @@ def test_missing_credential_is_a_configuration_error(
         ConfigurationError,
         match=r"^http backend 'default': environment variable DF_MISSING is not set$",
     ):
+        allow_credentials(monkeypatch, server.url())
         decide(make(server.url(), bearer_token_env="DF_MISSING"))
     assert server.requests == []
 
@@ -259,6 +262,7 @@ def test_secret_never_appears_in_metadata_errors_or_details(
         return Reply(200, {**GOOD, "metadata": metadata})
 
     with RecordingServer(echo) as server:
+        allow_credentials(monkeypatch, server.url())
         backend = make(server.url("/decide?tenant=7#frag"), bearer_token_env="DF_TOKEN")
         prediction = decide(backend)
     assert prediction.metadata == {
@@ -275,6 +279,7 @@ def test_secret_never_appears_in_metadata_errors_or_details(
     with RecordingServer(script=[Reply(401, secret.encode())]) as server, pytest.raises(
         BackendError
     ) as exc:
+        allow_credentials(monkeypatch, server.url())
         decide(make(server.url(), bearer_token_env="DF_TOKEN"))
     assert secret not in str(exc.value) and secret not in repr(exc.value)
 
@@ -290,6 +295,8 @@ def test_healthcheck(monkeypatch: pytest.MonkeyPatch) -> None:
         return Reply(routes.get(request.path.split("?")[0], 404), b"ignored")
 
     with RecordingServer(handler) as server:
+        allow_credentials(monkeypatch, server.url())
+
         def health(path: str | None) -> Any:
             extra = {"health_url": server.url(path)} if path else {}
             backend = make(server.url("/decide"), bearer_token_env="DF_TOKEN", **extra)
@@ -412,5 +419,6 @@ def test_credential_with_a_line_break_is_refused(monkeypatch: pytest.MonkeyPatch
     with RecordingServer(script=[Reply(200, GOOD)]) as server, pytest.raises(
         ConfigurationError, match="DF_TOKEN contains a line break"
     ):
+        allow_credentials(monkeypatch, server.url())
         decide(make(server.url(), bearer_token_env="DF_TOKEN"))
     assert server.requests == []

@@ -18,6 +18,7 @@ from decflow.backends.openai import OpenAIBackend
 from decflow.contracts.providers import OpenAISettings
 from decflow.errors import ConfigurationError
 from tests.support.backends import decide, run
+from tests.support.credentials import allow_credentials
 from tests.support.servers.fake_openai import BOS, SERVED_MODEL, FakeOpenAI
 from tests.support.servers.recording import Recorded, RecordingServer, Reply
 
@@ -486,6 +487,7 @@ def test_custom_prompt_and_object_input() -> None:
 def test_api_key_is_sent_as_bearer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DF_OPENAI_KEY", "sk-test-123")
     with smollm2({"positive": 1.0}).serve() as server:
+        allow_credentials(monkeypatch, server.url())
         decide(make(server, SENTIMENT, api_key_env="DF_OPENAI_KEY"))
         health = run(make(server, api_key_env="DF_OPENAI_KEY"), lambda b: b.healthcheck())
     assert all(r.headers["Authorization"] == "Bearer sk-test-123" for r in server.requests)
@@ -496,6 +498,7 @@ def test_api_key_is_sent_as_bearer(monkeypatch: pytest.MonkeyPatch) -> None:
         ConfigurationError,
         match="openai backend 'default': environment variable DF_OPENAI_KEY is not set",
     ):
+        allow_credentials(monkeypatch, server.url())
         decide(make(server, api_key_env="DF_OPENAI_KEY"))
 
 

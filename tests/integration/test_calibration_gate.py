@@ -5,6 +5,7 @@ SmoothECE within 0.05 either way, so the gate is not established (WARN, never a 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ REFUND = ROOT / "contracts" / "refund"
 
 def refund(tmp_path: Path, **changes: Any) -> Path:
     data = yaml.safe_load((EXAMPLES / "refund" / "decguard.yaml").read_text())
-    data["dataset"] = str(EXAMPLES / "refund" / data["dataset"])
+    shutil.copy(EXAMPLES / "refund" / data["dataset"], tmp_path / data["dataset"])
     data.update(changes)
     path = tmp_path / "refund.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -54,7 +55,7 @@ def test_golden_max_smooth_ece_is_an_evidence_check(tmp_path: Path) -> None:
 
 def test_production_max_smooth_ece_from_merged_statistics(tmp_path: Path) -> None:
     data = yaml.safe_load((REFUND / "decflow.yaml").read_text())
-    data["dataset"] = str(REFUND / data["dataset"])
+    shutil.copy(REFUND / data["dataset"], tmp_path / data["dataset"])
     data["production"]["warnings"] = {"max_smooth_ece": 0.05}
     contract = tmp_path / "decflow.yaml"
     contract.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +45,17 @@ def write_contract(tmp_path: Path, data: dict[str, Any], name: str = "decflow.ya
 
 
 def loan(tmp_path: Path, **changes: Any) -> dict[str, Any]:
-    """The loan example with its dataset path made absolute, plus top-level changes."""
+    """The loan example, its dataset copied beside the contract to be, plus top-level
+    changes."""
     data = yaml.safe_load(LOAN.read_text())
-    data["dataset"] = str(LOAN.parent / data["dataset"])
+    shutil.copy(LOAN.parent / data["dataset"], tmp_path / data["dataset"])
     data.update(changes)
     return data
 
 
 def refund_with(tmp_path: Path, **changes: Any) -> Path:
     data = yaml.safe_load((EXAMPLES / "refund" / "decguard.yaml").read_text())
-    data["dataset"] = str(EXAMPLES / "refund" / data["dataset"])
+    shutil.copy(EXAMPLES / "refund" / data["dataset"], tmp_path / data["dataset"])
     data.update(changes)
     return write_contract(tmp_path, data, "refund.yaml")
 
@@ -286,7 +288,7 @@ def test_axis_without_its_slot_is_not_exercised(tmp_path: Path) -> None:
     cases.write_text("".join(
         json.dumps({"id": i, "input": t, "expected": e}) + "\n" for i, t, e in texts
     ))
-    data = loan(tmp_path, dataset=str(cases))
+    data = loan(tmp_path, dataset=cases.name)
     data["properties"]["counterfactual"]["dimensions"] = ["ethnicity", "role"]
     code, report, text = run(tmp_path, "fuzz", str(write_contract(tmp_path, data)))
     axes = axes_of(report)

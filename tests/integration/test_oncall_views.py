@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ def diff(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     document = yaml.safe_load((REFUND / "decflow.yaml").read_text())
     document["backend"]["rules"][0]["probabilities"] = {"refund": 0.02, "reject": 0.95,
                                                         "review": 0.03}
-    document["dataset"] = str(REFUND / "cases.jsonl")
+    shutil.copy(REFUND / "cases.jsonl", folder / "cases.jsonl")  # beside the contract
     changed = folder / "changed.yaml"
     changed.write_text(yaml.safe_dump(document, sort_keys=False))
     for name, contract in (("a", REFUND / "decflow.yaml"), ("b", changed)):

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from decflow.errors import ConfigurationError
-from decflow.properties import paraphrasers
 from decflow.properties.generate import generate
-from decflow.properties.paraphrasers import Paraphraser, build_paraphraser
+from decflow.properties.paraphrasers import Paraphraser, PluginParaphraser, build_paraphraser
+from tests.support.console import install_plugin
+from tests.support.credentials import allow_credentials
 from tests.support.properties import property_config
 
 LABELS = ["refund", "reject", "review"]
@@ -165,6 +166,7 @@ def test_openai_provider_sends_the_key_from_the_environment(
     chat: _ChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PARA_KEY", "sk-test-secret")
+    allow_credentials(monkeypatch, chat.url)
     chat.answer('["Reworded."]')
     provider = _openai(chat.url, api_key_env="PARA_KEY")
     found = _paraphrase("Original.", provider)
@@ -209,38 +211,35 @@ def test_openai_provider_network_failures(chat: _ChatServer) -> None:
     assert gone.failure is not None and gone.failure.kind == "unavailable"
 
 
-class _Reverser(Paraphraser):
-    provider = "reverser"
+REVERSER = """\
+    from decflow.properties.paraphrasers import Paraphraser
 
-    def __init__(self, settings: dict[str, Any], *, base_dir: Path, seed: int) -> None:
-        self.settings = settings
+    class Reverser(Paraphraser):
+        provider = "reverser"
 
-    def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]:
-        return [" ".join(reversed(text.split()))][:n]
+        def __init__(self, settings, *, base_dir, seed):
+            self.settings = settings
+
+        def paraphrase(self, text, *, n, case_id):
+            return [" ".join(reversed(text.split()))][:n]
+
+        def provenance(self):
+            return {"provider": self.provider, "settings": self.settings}
+    """
 
 
-class _EntryPoint:
-    name = "reverser"
-
-    def load(self) -> type[Paraphraser]:
-        return _Reverser
-
-
-def test_plugins_come_from_the_entry_point_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[str] = []
-
-    def fake_entry_points(*, group: str) -> list[_EntryPoint]:
-        seen.append(group)
-        return [_EntryPoint()]
-
-    monkeypatch.setattr(paraphrasers, "entry_points", fake_entry_points)
+def test_plugins_come_from_the_entry_point_group_and_run_in_a_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = install_plugin(tmp_path, "df_reverser", REVERSER,
+                          {"decflow.paraphrasers": {"reverser": "df_reverser:Reverser"}})
+    monkeypatch.syspath_prepend(str(site))
     provider = build_paraphraser({"provider": "reverser", "flavour": 1}, base_dir=Path("."), seed=0)
-    assert seen == ["decflow.paraphrasers"]
-    assert isinstance(provider, _Reverser) and provider.settings == {
-        "provider": "reverser",
-        "flavour": 1,
-    }
+    assert isinstance(provider, PluginParaphraser)
+    assert provider.provenance() == {"provider": "reverser",
+                                     "settings": {"provider": "reverser", "flavour": 1}}
     assert _paraphrase("one two", provider).transformed[0].input == "two one"
+    provider.close()
     with pytest.raises(ConfigurationError, match="unknown provider 'nope'"):
         build_paraphraser({"provider": "nope"}, base_dir=Path("."), seed=0)
 

@@ -613,8 +613,10 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     assert first["baseline"] is None and first["diff"] is None
     baseline_id = first["run"]["run_id"]
     assert first["run"]["status"] == "pass"
-    (candidate_id,) = [p.name for p in (project / "store" / "runs").iterdir()
-                       if p.name != baseline_id]
+    stored = {p.name for p in (project / "store" / "runs").iterdir()} - {baseline_id}
+    (candidate_id,) = [name for name in stored if "-noise" not in name]
+    # the deployment's default noise_reruns: 2 re-sent the candidate's requests twice
+    assert stored == {candidate_id, f"{candidate_id}-noise2"}
     candidate = json.loads((project / "store" / "runs" / candidate_id / "report.json")
                            .read_text())
     diff = json.loads((project / "store" / "runs" / candidate_id / "diff.json").read_text())
@@ -958,6 +960,7 @@ def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     env.pop("DECGUARD_STAGING_TOKEN", None)
     env.pop("DECFLOW_DEBUG", None)
+    env["DECFLOW_ALLOW_CREDENTIALS"] = "http://localhost:8080"  # the token may go there
     done = decflow(env, project, "test", "refund/decflow.yaml", "-b", "staging", "--prefect",
                    "--store", "store")
     assert done.returncode == 2

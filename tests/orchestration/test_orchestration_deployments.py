@@ -39,7 +39,7 @@ def test_nightly_regression_and_drift_check_are_declared(built: dict[str, object
     assert drift.flow_name == "production_check"  # type: ignore[attr-defined]
     assert nightly.parameters == {  # type: ignore[attr-defined]
         "contract": "contracts/refund/decflow.yaml", "backend": "default", "mode": "test",
-        "store": ".decflow",
+        "store": ".decflow", "noise_reruns": 2,
     }
     assert drift.parameters["records"] == "contracts/refund/production.jsonl"  # type: ignore[attr-defined]
     # a drift check measures drift against earlier records

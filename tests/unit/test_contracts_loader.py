@@ -196,7 +196,9 @@ def test_loaded_contract_resolves_paths_next_to_the_contract(tmp_path: Path) -> 
     assert loaded.base_dir == (EXAMPLES / "refund").resolve()
     assert loaded.contract.dataset == "cases.jsonl"
     assert loaded.resolve(loaded.contract.dataset).is_file()
-    assert loaded.resolve(tmp_path) == tmp_path
+    with pytest.raises(DecflowError, match="is an absolute path"):
+        loaded.resolve(str(tmp_path))
+    assert loaded.resolve(str(tmp_path), allowed=[str(tmp_path)]) == tmp_path.resolve()
     assert loaded.hash.startswith("sha256:") and len(loaded.hash) == 7 + 64
 
 

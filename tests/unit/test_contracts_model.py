@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from decflow.contracts import (
-    PROPERTY_ORDER,
+    PROPERTIES,
     Counterfactual,
     HttpSettings,
     MockSettings,
@@ -268,7 +268,7 @@ def test_enabled_properties_in_fixed_order() -> None:
         "normalization",
         "counterfactual",
     ]
-    assert names == [n for n in PROPERTY_ORDER if n in properties and n != "whitespace"]
+    assert names == [n for n in PROPERTIES.names() if n in properties and n != "whitespace"]
     assert c.properties.whitespace is not None and not c.properties.whitespace.enabled
     assert dict(c.properties.enabled())["case_swap"].samples == 1
 

@@ -46,7 +46,7 @@ def test_refund_default_vs_order_sensitive_equals_decguard() -> None:
     report = diff_reports(
         _golden_report("golden-refund-test-default.json"),
         _golden_report("golden-refund-test-order_sensitive.json"),
-        baseline_path="default.json", candidate_path="order_sensitive.json",
+        paths=("default.json", "order_sensitive.json"),
         contract=contract, contract_path="decguard.yaml",
     )
     oracle = json.loads((VECTORS / "diff-refund-default-vs-order_sensitive.json").read_text())
@@ -104,6 +104,7 @@ def _contract(segment_by=(), min_segment_size=5, warnings=None, **limits) -> Sim
     regression.warnings = warnings or _gates()
     regression.segment_by = list(segment_by)
     regression.min_segment_size = min_segment_size
+    regression.gating = "point"
     evaluation = SimpleNamespace(
         model_dump=lambda: {"confidence_threshold": None, "calibration_bins": 10,
                             "probability_tolerance": 0.001, "max_concurrency": 4})
@@ -113,7 +114,7 @@ def _contract(segment_by=(), min_segment_size=5, warnings=None, **limits) -> Sim
 
 def _diff(baseline: list[dict], candidate: list[dict], **options) -> dict:
     return diff_reports(_report(baseline), _report(candidate, options.pop("dataset", "sha256:x")),
-                        baseline_path="b.json", candidate_path="c.json", **options)
+                        paths=("b.json", "c.json"), **options)
 
 
 def test_counts_errors_and_changes_by_hand() -> None:
@@ -203,7 +204,7 @@ def test_different_decisions_are_refused() -> None:
     with pytest.raises(DecflowError, match=r"cannot compare 'is_spam' \(noul: spam, ham\) with "
                                            r"'refund_request' \(choice: refund, reject, review\)"):
         diff_reports({**_report([]), "contract": other}, _report([]),
-                     baseline_path="b", candidate_path="c")
+                     paths=("b", "c"))
 
 
 def test_latency_percentiles_and_increase_gate() -> None:
@@ -225,7 +226,7 @@ def test_decguard_reports_with_flips_equal_decguards_diff() -> None:
     candidate = json.loads((fixtures / "refund-strong_model.json").read_text())
     oracle = json.loads((fixtures / "diff-default-vs-strong_model.json").read_text())
     report = diff_reports(
-        baseline, candidate, baseline_path="a.json", candidate_path="c.json",
+        baseline, candidate, paths=("a.json", "c.json"),
         contract=load_contract(EXAMPLE / "decguard.yaml").contract,
         contract_path="decguard.yaml", segment_by=["locale"],
     )

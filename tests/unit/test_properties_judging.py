@@ -14,7 +14,7 @@ import pytest
 
 from decflow.gates.checks import status_of
 from decflow.metrics.compare import Limits, compare, judge
-from decflow.properties.generate import PROPERTY_ORDER, RELATIONS
+from decflow.properties.generate import relation_of, transformed_properties
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
 from decflow.properties.summary import property_checks, property_summary
 from tests.support.properties import (
@@ -43,7 +43,7 @@ def _judged(run: str, name: str) -> tuple[Any, Any, list[dict[str, Any]]]:
     originals = golden_probabilities(example, backend)
     p = np.array([originals[r["case_id"]] for r in rows])
     q = np.array([[r["probabilities"][lab] for lab in order] for r in rows])
-    relation = RELATIONS[name]
+    relation = relation_of(name)
     direction = getattr(config, "direction", "increasing")
     found = compare(
         p, q, relation=relation, decision_type=decision_type(example), direction=direction
@@ -90,7 +90,7 @@ def _shrink(run: str, name: str, decide: Any) -> list[Any]:
     originals = golden_probabilities(example, backend)
     inputs = dict(cases(example))
     rule = make_judge(
-        config, RELATIONS[name], decision_type(example), labels(example), "increasing"
+        config, relation_of(name), decision_type(example), labels(example), "increasing"
     )
     failing = [r for r in _rows(run, name) if r["violations"]]
     jobs = [
@@ -148,7 +148,7 @@ def test_summaries_checks_and_exit_code_match(run: str) -> None:
     for row in transformations():
         if row["run"] == run and row["reduced_steps"] is not None:
             reduced[row["property"]] += 1
-    for name in PROPERTY_ORDER:
+    for name in transformed_properties():
         config = configs(example).get(name)
         if config is None:
             continue
@@ -156,7 +156,7 @@ def test_summaries_checks_and_exit_code_match(run: str) -> None:
         summary = property_summary(
             name,
             level=config.level,
-            relation=RELATIONS[name],
+            relation=relation_of(name),
             n_cases=len(cases(example)),
             n_skipped=0,
             error_kinds=[None] * len(rows),
@@ -166,7 +166,7 @@ def test_summaries_checks_and_exit_code_match(run: str) -> None:
             direction=getattr(config, "direction", "increasing"),
         )
         produced.append(summary)
-        checks.extend(property_checks(summary, name, config, RELATIONS[name]))
+        checks.extend(property_checks(summary, name, config, relation_of(name)))
     assert produced == reference["summaries"]
     assert [list(s) for s in produced] == [list(s) for s in reference["summaries"]]
     assert [c.to_dict() for c in checks] == reference["checks"]

@@ -75,6 +75,16 @@ class BackendError(Exception):
     status: int | None = None
 
 
+class ReportedFailure(BackendError):
+    """A per-case failure of code decflow runs but does not own (a plugin in its worker
+    process, a callable in its thread), with the kind it was recorded as."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind if kind in ERROR_KINDS else "exception"
+        self.status = status
+
+
 class BackendTimeout(BackendError):
     kind = "timeout"
 
@@ -158,6 +168,13 @@ class Backend(ABC):
         nothing to share."""
         self.check_presentations(presentations)
         return None
+
+    def makes_plans(self) -> bool:
+        """Whether this backend looks at presentations before a run (the default hooks
+        accept every presentation, so a run need not collect them)."""
+        kind = type(self)
+        return (kind.check_presentations is not Backend.check_presentations
+                or kind.prepare_run is not Backend.prepare_run)
 
     def use_plan(self, plan: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
         """Adopt the plan `prepare_run` returned for this run (possibly in another process)."""

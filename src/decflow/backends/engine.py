@@ -29,6 +29,7 @@ from decflow.backends.base import (
     RequestBatch,
 )
 from decflow.data.golden_dataset import case_input
+from decflow.redaction import redact_text
 from decflow.untrusted import escape, quote, shorten
 
 RESULTS_SCHEMA = pl.Schema({
@@ -64,17 +65,17 @@ SECRET_KEYS = frozenset(
 )
 
 
-def redact(value: Any) -> Any:
+def mask_secret_keys(value: Any) -> Any:
     """Replace values under secret-like keys (case-insensitive, `-` read as `_`), recursively."""
     if isinstance(value, Mapping):
         return {
             key: "[REDACTED]"
             if str(key).lower().replace("-", "_") in SECRET_KEYS
-            else redact(item)
+            else mask_secret_keys(item)
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [redact(item) for item in value]
+        return [mask_secret_keys(item) for item in value]
     return value
 
 
@@ -225,9 +226,9 @@ def decide_in_process(
         labels,
         per_request_ms,
         kinds,
-        messages,
-        answer.model,
-        answer.model_version,
+        [_redacted(message) for message in messages],
+        _redacted(answer.model),
+        _redacted(answer.model_version),
         None,
     )
 
@@ -264,7 +265,7 @@ class RemoteCaller:
             for position, label_index in enumerate(order):
                 canonical[label_index] = values[position]
             metadata = (
-                json.dumps(redact(prediction.metadata), sort_keys=True, default=str)
+                json.dumps(mask_secret_keys(prediction.metadata), sort_keys=True, default=str)
                 if prediction.metadata
                 else None
             )
@@ -274,16 +275,17 @@ class RemoteCaller:
                 latency,
                 None,
                 None,
-                prediction.model or self.backend.model,
-                prediction.model_version,
-                metadata,
+                _redacted(prediction.model or self.backend.model),
+                _redacted(prediction.model_version),
+                _redacted(metadata),
             )
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:  # third-party adapter code: any other failure is typed
             if _is_configuration_error(exc):
                 raise
-            return (request_id, None, None, *error_kind(exc), None, None, None)
+            kind, message = error_kind(exc)
+            return (request_id, None, None, kind, redact_text(message), None, None, None)
 
     async def run(
         self,
@@ -329,6 +331,12 @@ class RemoteCaller:
             for task in tasks:
                 task.cancel()
             flush()
+
+
+def _redacted(value: Any) -> Any:
+    """A text a backend sent, without any credential value in it (`decflow.redaction`);
+    anything else as it is (the schema check refuses it later)."""
+    return redact_text(value) if isinstance(value, str) else value
 
 
 def _rows_from_tuples(rows: list[tuple[Any, ...]], labels: Sequence[str]) -> pl.DataFrame:

@@ -19,7 +19,7 @@ from decflow.backends.base import (
     InvalidResponse,
     Prediction,
 )
-from decflow.backends.engine import redact
+from decflow.backends.engine import mask_secret_keys
 from decflow.backends.http11 import HttpResponse
 from decflow.backends.httpclient import (
     UNAVAILABLE_STATUSES,
@@ -104,7 +104,7 @@ class HttpBackend(Backend):
         """Secret-like keys redacted, and any echoed credential value removed."""
         if metadata is None:
             return None
-        cleaned: dict[str, Any] = scrub(redact(metadata), self.caller.secrets)
+        cleaned: dict[str, Any] = scrub(mask_secret_keys(metadata), self.caller.secrets)
         return cleaned
 
     async def healthcheck(self) -> Health:

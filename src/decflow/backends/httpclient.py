@@ -23,7 +23,8 @@ Response bodies never enter error messages (they may echo credentials or user da
 `timeout_s` bounds the connect and, separately, the whole exchange (send the request, read
 the full response): stricter than a per-read timeout, and what "timed out after 30s" means
 to a user. Credential values are read from the environment on first use and remembered
-only to scrub them from anything a server echoes back.
+only to scrub them from anything a server echoes back; they are sent only to origins the
+environment allows (`DECFLOW_ALLOW_CREDENTIALS`), checked before every request.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ from decflow.backends.http11 import (
     TimedOut,
     TransportError,
 )
+from decflow.contracts.credentials import is_allowed, origin, refusal
 from decflow.errors import ConfigurationError
+from decflow.redaction import register
 from decflow.strictjson import JsonProblem, loads
 from decflow.textfile import TextProblem, decode_utf8
 from decflow.version import __version__
@@ -105,10 +108,23 @@ class HttpCaller:
         self._bearer_env = bearer_token_env
         self._headers: dict[str, str] | None = None
         self._secrets: tuple[str, ...] = ()
+        self._allowed_origins: set[tuple[str, str, int | None]] = set()
         self.pool = pool or Http11Pool(timeout_s)
         self._targets: dict[str, Target] = {}
 
     # -- credentials -------------------------------------------------------------------
+
+    def _check_origin(self, url: str) -> None:
+        """Refuse (exit 2) to send credentials to an origin the environment does not allow
+        (`decflow.contracts.credentials`), before the request and before reading them."""
+        variables = [*self._env_headers.values(), *([self._bearer_env] if self._bearer_env else [])]
+        if not variables or origin(url) in self._allowed_origins:
+            return
+        for variable in variables:
+            if not is_allowed(variable, url):
+                raise ConfigurationError(
+                    refusal(variable, url, f"{self.provider} backend '{self.backend_name}'"))
+        self._allowed_origins.add(origin(url))
 
     def _env(self, variable: str) -> str:
         value = os.environ.get(variable, "")
@@ -137,6 +153,7 @@ class HttpCaller:
                 headers["Authorization"] = f"Bearer {token}"
                 secrets.append(token)
             self._secrets = tuple(secrets)
+            register(self._secrets)
             self._headers = headers
         return self._headers
 
@@ -148,11 +165,13 @@ class HttpCaller:
     # -- calls -------------------------------------------------------------------------
 
     async def post_json(self, url: str, payload: Any) -> HttpResponse:
+        self._check_origin(url)
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         headers = {**self.headers(), "Content-Type": "application/json"}
         return await self._send("POST", url, headers, body)
 
     async def get(self, url: str) -> HttpResponse:
+        self._check_origin(url)
         return await self._send("GET", url, self.headers(), None)
 
     async def health(self, url: str) -> Health:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, publish, reject_options, say_report_stored
+from decflow.commands.common import OutputOptions, reject_options, say_report_stored, with_output
 
 
 def _check_runner_options(prefect: bool, task_runner: str, dask_address: str | None) -> None:
@@ -59,6 +59,7 @@ def scan_ahead(args: Sequence[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("check")
+    @with_output()
     def check_command(
         contract: str = typer.Argument(..., help="The decision contract (.yaml/.yml/.json)."),
         dataset: str = typer.Option(
@@ -67,12 +68,7 @@ def register(app: typer.Typer) -> None:
         baseline: str | None = typer.Option(
             None, "--baseline", help="Baseline records, or an earlier check report."
         ),
-        output: str | None = common.OUTPUT_OPTION,
-        fmt: str = common.FORMAT_OPTION,
         fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
-        html: str | None = common.HTML_OPTION,
-        junit: str | None = common.JUNIT_OPTION,
-        markdown: str | None = common.MARKDOWN_OPTION,
         store: str | None = common.STORE_OPTION,
         prefect: bool | None = typer.Option(
             None, "--prefect/--no-prefect",
@@ -85,13 +81,14 @@ def register(app: typer.Typer) -> None:
         dask_address: str | None = typer.Option(
             None, "--dask-address", help="An existing Dask scheduler (with --task-runner dask)."
         ),
+        *,
+        out: OutputOptions,
     ) -> None:
         """Check production decision records against the contract (offline); the check is
         stored as a run, with the records' statistics but never a copy of them."""
         from decflow.commands.contract_run import use_prefect
 
         one_blas_thread()
-        check_format(fmt)
         _check_runner_options(use_prefect(prefect), task_runner, dask_address)
         if use_prefect(prefect):
             from decflow.flows.production_check import run_production_check_flow
@@ -116,9 +113,6 @@ def register(app: typer.Typer) -> None:
             write_run_html(open_store(store), report)  # beside report.json, as the flow does
         from decflow.views.production_text import render_check
 
-        code = publish(
-            report, render_check, fmt=fmt, output=output, html=html, junit=junit,
-            markdown=markdown, what="production report",
-        )
+        code = out.publish(report, render_check, what="production report")
         say_report_stored(report)
         raise typer.Exit(code)

@@ -14,11 +14,11 @@ import typer
 
 from decflow.commands import common
 from decflow.commands.common import (
+    OutputOptions,
     Param,
-    check_format,
-    publish,
     reject_options,
     say_report_stored,
+    with_output,
     with_params,
 )
 from decflow.report.modes import ModeName, mode_named
@@ -64,8 +64,6 @@ RUN_PARAMS: tuple[Param, ...] = (
     ("dataset", str | None, typer.Option(None, "-d", "--dataset",
                                          help="Golden dataset (overrides the contract's).")),
     ("backend", str, common.BACKEND_OPTION),
-    ("output", str | None, common.OUTPUT_OPTION),
-    ("fmt", str, common.FORMAT_OPTION),
     ("max_concurrency", int | None, common.MAX_CONCURRENCY_OPTION),
     ("fail_on_warn", bool, common.FAIL_ON_WARN_OPTION),
     ("healthcheck", bool, common.HEALTHCHECK_OPTION),
@@ -73,14 +71,12 @@ RUN_PARAMS: tuple[Param, ...] = (
     ("resume", str | None, typer.Option(None, "--resume", help="Finish the stored run RUN.")),
     ("from_stage", str | None, typer.Option(
         None, "--from-stage", help="With --resume: recompute from this stage on.")),
-    ("html", str | None, common.HTML_OPTION),
-    ("junit", str | None, common.JUNIT_OPTION),
-    ("markdown", str | None, common.MARKDOWN_OPTION),
     ("prefect", bool | None, PREFECT_OPTION),
     ("task_runner", str, TASK_RUNNER_OPTION),
     ("dask_address", str | None, DASK_ADDRESS_OPTION),
     PLAN_PARAM,
     *SEQUENTIAL_PARAMS,
+    ("allow_paths", list[str], common.ALLOW_PATH_OPTION),
 )
 PROPERTY_PARAMS: tuple[Param, ...] = (
     ("seed", int | None, typer.Option(None, "--seed", min=0,
@@ -100,17 +96,13 @@ class RunOptions:
     mode: ModeName
     dataset: str | None
     backend: str
-    output: str | None
-    fmt: str
+    out: OutputOptions
     max_concurrency: int | None
     fail_on_warn: bool
     healthcheck: bool
     store: str | None
     resume: str | None
     from_stage: str | None
-    html: str | None
-    junit: str | None
-    markdown: str | None
     prefect: bool | None
     task_runner: str
     dask_address: str | None
@@ -118,6 +110,7 @@ class RunOptions:
     properties: tuple[str, ...] = ()
     minimize: bool | None = None
     plan: bool = False  # print the diagnostics plan and stop, without any backend call
+    allow_paths: tuple[str, ...] = ()
     sequential: bool | None = None
     alpha: float | None = None
     max_cases: int | None = None
@@ -173,6 +166,7 @@ def build_spec(options: RunOptions, store: Any) -> Any:
         backend=options.backend, dataset=options.dataset, seed=options.seed,
         properties=options.properties or None, minimize=options.minimize,
         max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
+        allow_paths=tuple(options.allow_paths),
         sequential=sequential_settings(options),
     )
 
@@ -200,7 +194,7 @@ def execute(options: RunOptions) -> dict[str, Any]:
     store = open_store(options.store)
     spec = build_spec(options, store)
     if not options.resume:
-        print_plan(spec, options.fmt, to_stderr=True)
+        print_plan(spec, options.out.fmt, to_stderr=True)
     elif spec.parent:
         typer.echo(f"run {spec.parent} finished; this is a new run {spec.run_id} that "
                    f"continues it (run {spec.parent} is left as it is)", err=True)
@@ -221,7 +215,6 @@ def execute(options: RunOptions) -> dict[str, Any]:
 
 
 def validate_options(options: RunOptions) -> None:
-    check_format(options.fmt)
     if not mode_named(options.mode).fills("properties"):
         reject_options(
             "applies only with --all (properties)",
@@ -251,9 +244,7 @@ def validate_options(options: RunOptions) -> None:
     if options.plan:
         reject_options(
             "does not apply with --plan (nothing is run)",
-            **{"--resume": options.resume, "-o/--output": options.output,
-               "--html": options.html, "--junit": options.junit,
-               "--markdown": options.markdown},
+            **{"--resume": options.resume, **options.out.given()},
         )
 
 
@@ -264,28 +255,31 @@ def run_and_print(options: RunOptions) -> None:
 
     validate_options(options)
     if options.plan:
-        print_plan(build_spec(options, open_store(options.store)), options.fmt, to_stderr=False)
+        print_plan(build_spec(options, open_store(options.store)), options.out.fmt,
+                   to_stderr=False)
         raise typer.Exit(0)
     report = execute(options)
-    code = publish(report, render_text, fmt=options.fmt, output=options.output,
-                   html=options.html, junit=options.junit, markdown=options.markdown)
+    code = options.out.publish(report, render_text)
     say_report_stored(report)
     raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("test", help="Golden run (--all: + properties and diagnostics).")
+    @with_output()
     @with_params((*RUN_PARAMS, ALL_PARAM, *PROPERTY_PARAMS))
     def test(all_: bool, properties: list[str], **values: Any) -> None:
         run_and_print(RunOptions(mode="all" if all_ else "test",
                                  properties=tuple(properties), **values))
 
     @app.command("fuzz", help="Metamorphic properties only (originals still decided).")
+    @with_output()
     @with_params((*RUN_PARAMS, *PROPERTY_PARAMS))
     def fuzz(properties: list[str], **values: Any) -> None:
         run_and_print(RunOptions(mode="fuzz", properties=tuple(properties), **values))
 
     @app.command("stability", help="Rerun stability meter and blindness only (no properties).")
+    @with_output()
     @with_params(RUN_PARAMS)
     def stability(**values: Any) -> None:
         run_and_print(RunOptions(mode="stability", **values))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, publish
+from decflow.commands.common import OutputOptions, with_output
 
 
 def register(app: typer.Typer) -> None:
     @app.command("diff")
+    @with_output()
     def diff_command(
         baseline: str = typer.Argument(
             ..., help="Baseline report file or run id (a contract run or a check run), or "
@@ -22,24 +23,25 @@ def register(app: typer.Typer) -> None:
         segment_by: list[str] = typer.Option(
             [], "-s", "--segment-by", help="Metadata key to segment by (repeatable)."
         ),
-        output: str | None = common.OUTPUT_OPTION,
-        fmt: str = common.FORMAT_OPTION,
+        noise_reruns: int = typer.Option(
+            0, "--noise-reruns", min=0, metavar="K",
+            help="Measure the candidate's rerun noise first: re-send its stored requests K "
+                 "times (a child run, resumable) when it has no reruns yet.",
+        ),
         fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
         store: str | None = common.STORE_OPTION,
-        html: str | None = common.HTML_OPTION,
-        junit: str | None = common.JUNIT_OPTION,
-        markdown: str | None = common.MARKDOWN_OPTION,
+        *,
+        out: OutputOptions,
     ) -> None:
         """Compare two contract runs case by case and gate the regression; or two check
         runs: the later one's drift against the earlier."""
+        from decflow.commands.progress import progress_factory
         from decflow.pipeline.regression import run_diff
         from decflow.store.store import open_store
         from decflow.views.outputs import render_text  # a diff of check runs is a check
 
-        check_format(fmt)
-        report = run_diff(baseline, candidate, open_store(store), contract_path=contract,
-                          segment_by=segment_by or None, fail_on_warn=fail_on_warn)
-        raise typer.Exit(publish(
-            report, render_text, fmt=fmt, output=output, html=html, junit=junit,
-            markdown=markdown, what="diff",
-        ))
+        with progress_factory(enabled=noise_reruns > 0) as progress:
+            report = run_diff(baseline, candidate, open_store(store), contract_path=contract,
+                              segment_by=segment_by or None, fail_on_warn=fail_on_warn,
+                              noise_reruns=noise_reruns, progress=progress)
+        raise typer.Exit(out.publish(report, render_text, what="diff"))

@@ -3,20 +3,21 @@
 server-side automation that marks killed flow runs Crashed (deploy and serve create it too).
 
 Prefect is imported only inside the command bodies (and `deploy` runs Prefect's own CLI
-in a subprocess), so loading the CLI stays fast.
+in a subprocess, `python -P -s -m prefect`: never a module planted in the project
+directory), so loading the CLI stays fast.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import typer
 
 from decflow.errors import DecflowError
 from decflow.flows.heartbeat import DEFAULT_WINDOW_S, HEARTBEAT_S, MIN_WINDOW_S
+from decflow.workers.command import python_module
 
 DEFAULT_FILE = "deployments/prefect.yaml"
 FILE_OPTION = typer.Option(DEFAULT_FILE, "--file", help="The deployments file.")
@@ -41,7 +42,7 @@ def require_api_url(command: str) -> None:
 
 def prefect_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
                 check: bool = True) -> int:
-    command = [sys.executable, "-m", "prefect", *args]
+    command = python_module("prefect", *args)
     code = subprocess.run(command, cwd=cwd, env=env, check=False).returncode
     if check and code != 0:
         raise DecflowError(f"`prefect {' '.join(args)}` failed with exit code {code}")
@@ -63,7 +64,7 @@ def deploy(file: Path, pool: str) -> None:
     checked_definitions(file)  # before anything is registered
     typer.echo(crash_detection(), err=True)
     project = file.parent.parent
-    exists = subprocess.run([sys.executable, "-m", "prefect", "work-pool", "inspect", pool],
+    exists = subprocess.run(python_module("prefect", "work-pool", "inspect", pool),
                             cwd=project, check=False, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL).returncode == 0
     if not exists:

@@ -1,19 +1,21 @@
 """`decflow probe --agent MOD:FUNC --inputs FILE`: meter, blindness and relations on an
 agent callable, no contract needed. Exit 0 clean, 1 blind or a relation violated, 2 when
-the probe could not run (bad module path, not callable, empty or duplicate inputs)."""
+the probe could not run (bad module path, not callable, empty or duplicate inputs). The
+agent runs in a worker process (`decflow.probe.agents.AgentProcess`)."""
 
 from __future__ import annotations
 
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, emit, say_stored, write_json
+from decflow.commands.common import OutputOptions, emit, say_stored, with_output, write_json
 
 LAYER_HELP = "Layer the meter and relations compare: verdict, text or tools."
 
 
 def register(app: typer.Typer) -> None:
     @app.command("probe", help="Meter, blindness and relations on an agent callable.")
+    @with_output(views=False)
     def probe_command(
         agent: str = typer.Option(..., "--agent", help="module:function giving the agent."),
         inputs: str = typer.Option(..., "--inputs", help="Text file, one input per line."),
@@ -24,21 +26,25 @@ def register(app: typer.Typer) -> None:
         no_reuse: bool = typer.Option(False, "--no-reuse",
                                       help="Independent draws for blindness and sources."),
         store: str | None = common.STORE_OPTION,
-        output: str | None = common.OUTPUT_OPTION,
-        fmt: str = common.FORMAT_OPTION,
         write_contract: str | None = typer.Option(
             None, "--write-contract", help="Write decflow.yaml + cases.jsonl into this folder."
         ),
+        call_timeout: float | None = typer.Option(
+            None, "--call-timeout",
+            help="Seconds an agent call may take before it counts as a timeout "
+            "(default: $DECFLOW_CALL_TIMEOUT, else 120)."),
+        *,
+        out: OutputOptions,
     ) -> None:
-        from decflow.probe.loading import load_agent, read_inputs
+        from decflow.probe.agents import AgentProcess
+        from decflow.probe.loading import read_inputs
         from decflow.probe.runner import probe
         from decflow.store.store import open_store, store_url
         from decflow.views.probe_text import render_probe
 
-        check_format(fmt)
-        agent_callable = load_agent(agent)
+        inputs_list = read_inputs(inputs)
         result = probe(
-            agent_callable, read_inputs(inputs), repeats=repeats, epsilon=epsilon,
+            AgentProcess(agent, call_timeout), inputs_list, repeats=repeats, epsilon=epsilon,
             blindness_threshold=threshold, layer=layer, reuse_calls=not no_reuse,
             store=store_url(store), name=agent,
         )
@@ -46,8 +52,8 @@ def register(app: typer.Typer) -> None:
         if write_contract:
             path = result.write_contract(write_contract)
             typer.echo(f"contract written to {path}", err=True)
-        if output:
-            write_json(output, report)
-        emit(report, render_probe(report), fmt)
+        if out.output:
+            write_json(out.output, report)
+        emit(report, render_probe(report), out.fmt)
         say_stored(result.run_id, open_store(store).location)
         raise typer.Exit(result.exit_code)

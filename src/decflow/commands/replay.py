@@ -6,11 +6,12 @@ from __future__ import annotations
 import typer
 
 from decflow.commands import common
-from decflow.commands.common import check_format, emit, write_json
+from decflow.commands.common import OutputOptions, with_output
 
 
 def register(app: typer.Typer) -> None:
     @app.command("replay")
+    @with_output(views=False)
     def replay_command(
         target: str = typer.Argument(..., help="A fuzz / test --all report file or run id."),
         ids: list[str] = typer.Option([], "--id", help="<property>/<case id>/<sample>"),
@@ -20,20 +21,16 @@ def register(app: typer.Typer) -> None:
         backend: str | None = typer.Option(
             None, "-b", "--backend", help="Send to this backend (default: the run's)."
         ),
-        output: str | None = common.OUTPUT_OPTION,
-        fmt: str = common.FORMAT_OPTION,
         max_concurrency: int | None = common.MAX_CONCURRENCY_OPTION,
         store: str | None = common.STORE_OPTION,
+        *,
+        out: OutputOptions,
     ) -> None:
         """Re-send stored property failures and their reduced examples."""
         from decflow.pipeline.stored.replay import replay_target
         from decflow.store.store import open_store
         from decflow.views.replay_text import render_replay
 
-        check_format(fmt)
         replay = replay_target(target, open_store(store), ids=ids, contract=contract,
                                backend=backend, max_concurrency=max_concurrency)
-        if output:
-            write_json(output, replay, "replay report")
-        emit(replay, render_replay(replay), fmt)
-        raise typer.Exit(replay["exit_code"])
+        raise typer.Exit(out.publish(replay, render_replay, what="replay report"))

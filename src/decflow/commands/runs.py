@@ -1,5 +1,6 @@
 """`decflow runs`: list stored runs with their true state; `runs show ID`; `runs accept ID
-[--force]` (accepted baseline); `runs verify [ID]`; `runs gc`."""
+[--force]` (accepted baseline); `runs trend DECISION` (the last runs' gated metrics with
+intervals); `runs verify [ID]`; `runs gc`."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def register(app: typer.Typer) -> None:
         damaged is listed as such, and the command exits 2 naming its file."""
         if ctx.invoked_subcommand is not None:
             return
-        from decflow.store.runs import is_accepted, list_runs, run_state
+        from decflow.store.runs import damaged_files, is_accepted, list_runs, run_state
         from decflow.store.store import open_store
 
         opened = open_store(store)
@@ -34,21 +35,27 @@ def register(app: typer.Typer) -> None:
             return
         rows: list[tuple[object, ...]] = [
             ("run", "accepted", "decision", "mode", "backend", "status", "updated (UTC)")]
-        notes = []
+        notes, edited = [], []
         for record in listing.records:
             state = run_state(opened, record)
+            # a report or view edited since the run is listed, never trusted
+            damaged = damaged_files(opened, record)
             rows.append((record["run_id"], "*" if is_accepted(opened, record) else "",
                          record.get("decision"), record.get("mode"), record.get("backend"),
-                         state.status, record.get("updated_at")))
-            if state.detail:
+                         "damaged" if damaged else state.status, record.get("updated_at")))
+            if damaged:
+                edited.append(f"run {record['run_id']}: {', '.join(damaged)} no longer "
+                              "match the sha256 in its run.json (edited since the run); "
+                              "they are not read")
+            elif state.detail:
                 notes.append(f"{record['run_id']} {state.status}: {state.detail}")
         rows += [(run_id, "", "", "", "", "damaged", "") for run_id in listing.damaged]
         print_table(rows)
         for note in notes:
             typer.echo(escape(note))
-        for exc in listing.damaged.values():
-            typer.echo(f"error: {exc}", err=True)
-        if listing.damaged:
+        for problem in [*map(str, listing.damaged.values()), *edited]:
+            typer.echo(f"error: {escape(problem)}", err=True)
+        if listing.damaged or edited:
             raise typer.Exit(2)
 
     @runs.command("show")
@@ -81,6 +88,27 @@ def register(app: typer.Typer) -> None:
         replaced = f"; it replaces {entry['replaces']}" if entry["replaces"] else ""
         typer.echo(escape(f"accepted {run_id} ({entry['status'].upper()}) as the baseline for "
                           f"{entry['decision']} (backend {entry['backend']}){replaced}"))
+
+    @runs.command("trend")
+    def runs_trend(
+        decision: str = typer.Argument(..., help="The decision's name (contract decision.name)."),
+        backend: str | None = typer.Option(None, "-b", "--backend",
+                                           help="Only runs on this backend (default: any)."),
+        last: int = typer.Option(10, "--last", min=1, help="How many of the latest runs."),
+        fmt: str = common.FORMAT_OPTION,
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """The last runs of a decision: each gated metric with its interval and status; the
+        accepted baseline marked."""
+        from decflow.commands.common import check_format
+        from decflow.pipeline.trend import decision_trend
+        from decflow.store.store import open_store
+        from decflow.views.trend_text import render_trend
+
+        check_format(fmt)
+        trend = decision_trend(open_store(store), decision, backend=backend, last=last)
+        typer.echo(json.dumps(trend, indent=2) if fmt == "json" else render_trend(trend),
+                   nl=fmt == "json")
 
 
 def register_upkeep(runs: typer.Typer) -> None:

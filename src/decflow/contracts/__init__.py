@@ -15,7 +15,7 @@ from decflow.contracts.gates import (
 from decflow.contracts.loader import MAX_BYTES, LoadedContract, load_contract, read_document
 from decflow.contracts.parse import SCHEMA_VERSION, parse_contract
 from decflow.contracts.properties import (
-    PROPERTY_ORDER,
+    PROPERTIES,
     CaseSwap,
     Counterfactual,
     Inversion,
@@ -25,8 +25,9 @@ from decflow.contracts.properties import (
     Normalization,
     OptionOrder,
     Paraphrase,
-    Properties,
     PropertyConfig,
+    PropertyEntry,
+    PropertySet,
     RepeatedContext,
     Whitespace,
 )
@@ -42,7 +43,7 @@ from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy, Ro
 __all__ = [
     "DEFAULT_BACKEND",
     "MAX_BYTES",
-    "PROPERTY_ORDER",
+    "PROPERTIES",
     "SCHEMA_VERSION",
     "BackendConfig",
     "CaseSwap",
@@ -70,8 +71,9 @@ __all__ = [
     "Production",
     "ProductionGates",
     "ProductionSegmentGates",
-    "Properties",
     "PropertyConfig",
+    "PropertyEntry",
+    "PropertySet",
     "Regression",
     "RegressionGates",
     "RepeatedContext",

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from decflow.contracts.contract import Contract
 from decflow.contracts.gates import EXTENSION_GATES
-from decflow.contracts.properties import EXTENSION_PROPERTIES
+from decflow.contracts.properties import extension_properties
 
 
 def _dump(model: BaseModel | None) -> Any:
@@ -31,9 +31,12 @@ def _gates(dumped: dict[str, Any]) -> dict[str, Any]:
 
 def canonical_dict(contract: Contract) -> dict[str, Any]:
     properties = _dump(contract.properties)
-    for name in EXTENSION_PROPERTIES:
+    for name in extension_properties():
         if properties[name] is None:
             del properties[name]
+    regression = _dump(contract.regression)
+    if regression["gating"] is None:
+        del regression["gating"]
     doc: dict[str, Any] = {
         "schema_version": contract.schema_version,
         "decision": _dump(contract.decision),
@@ -45,7 +48,7 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
         "warnings": _gates(_dump(contract.warnings)),
         "properties": properties,
         "fuzz": _dump(contract.fuzz),
-        "regression": _dump(contract.regression),
+        "regression": regression,
         "production": _production(contract),
         "policy": _dump(contract.policy),
     }

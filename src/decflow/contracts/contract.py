@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from decflow.contracts.decision import Decision
 from decflow.contracts.gates import GoldenGates, Production, Regression
-from decflow.contracts.properties import Properties
+from decflow.contracts.properties import PropertySet
 from decflow.contracts.providers import BackendConfig
 from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy, Sequential
 from decflow.errors import DecflowError
@@ -24,7 +24,7 @@ class Contract:
     evaluation: Evaluation
     requirements: GoldenGates
     warnings: GoldenGates
-    properties: Properties
+    properties: PropertySet
     fuzz: Fuzz
     regression: Regression
     production: Production

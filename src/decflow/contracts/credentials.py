@@ -1,14 +1,23 @@
-"""URL and header rules that keep secrets out of contracts.
+"""URL and header rules that keep secrets out of contracts, and where credentials may go.
 
 Contracts name environment variables; they never hold credentials. These checks reject the
 usual ways a secret sneaks in: userinfo in a URL, a credential-like query parameter, or a
 literal credential header.
+
+A credential is only ever sent to an origin the environment allows, never on the
+contract's word alone: `DECFLOW_ALLOW_CREDENTIALS` lists origins (`https://api.openai.com,
+http://127.0.0.1:8080`), each optionally bound to one variable
+(`OPENAI_API_KEY@https://api.openai.com`). A contract (from a pull request, say) naming
+`GITHUB_TOKEN` toward its own server is refused before any request (`refusal`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from urllib.parse import parse_qsl, urlsplit
+
+from decflow.errors import ConfigurationError
 
 CREDENTIAL_QUERY_PARAMS = frozenset(
     {"api_key", "apikey", "access_token", "token", "key", "signature", "auth", "password"}
@@ -66,3 +75,59 @@ def check_header_value(value: str) -> str:
     if "\r" in value or "\n" in value:
         raise ValueError("header values must not contain line breaks")
     return value
+
+
+# -- which origins may receive a credential ---------------------------------------------
+
+ALLOW_ENV = "DECFLOW_ALLOW_CREDENTIALS"
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+Origin = tuple[str, str, int | None]
+
+
+def origin_text(url: str) -> str:
+    """`scheme://host[:port]` of a URL, the port shown only when it is not the default."""
+    scheme, host, port = origin(url)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}" if port == _DEFAULT_PORTS.get(scheme) else (
+        f"{scheme}://{shown}:{port}")
+
+
+def _allowed_entry(entry: str) -> tuple[str | None, Origin]:
+    variable, at, url = entry.rpartition("@")
+    if at and not _VARIABLE.match(variable):
+        variable, url = "", entry  # an "@" that is not VARIABLE@origin
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError:
+        parts = urlsplit("")
+    if (parts.scheme not in ("http", "https") or not parts.hostname or parts.username
+            or parts.path not in ("", "/") or parts.query or parts.fragment):
+        raise ConfigurationError(
+            f"{ALLOW_ENV}: {entry!r} is not an origin; list origins such as "
+            "https://api.openai.com or http://127.0.0.1:8080, separated by commas, each "
+            "optionally as VARIABLE@origin to allow only that variable there"
+        )
+    return (variable or None), origin(url)
+
+
+def allowed_origins() -> list[tuple[str | None, Origin]]:
+    """The environment's allowlist: (variable or None for any, origin) pairs."""
+    text = os.environ.get(ALLOW_ENV, "")
+    return [_allowed_entry(entry.strip()) for entry in text.split(",") if entry.strip()]
+
+
+def is_allowed(variable: str, url: str) -> bool:
+    target = origin(url)
+    return any(found == target and (allowed is None or allowed == variable)
+               for allowed, found in allowed_origins())
+
+
+def refusal(variable: str, url: str, where: str) -> str:
+    """Why the credential in `variable` is not sent to `url`'s origin, and what to do."""
+    shown = origin_text(url)
+    return (
+        f"{where}: the credential in {variable} would be sent to {shown}, an origin the "
+        f"environment does not allow; if you trust {shown} with it, add it to {ALLOW_ENV} "
+        f"(e.g. {ALLOW_ENV}={shown}; origins separated by commas)"
+    )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from decflow.contracts.decision import Decision
 from decflow.contracts.gates import THRESHOLD_GATES, GoldenGates, Production, Regression
-from decflow.contracts.properties import Counterfactual, Properties
+from decflow.contracts.properties import Counterfactual, LabelFormat, PropertySet
 from decflow.contracts.sections import Evaluation, Policy
 
 
@@ -57,7 +57,7 @@ def regression_problems(regression: Regression) -> list[str]:
     return problems
 
 
-def property_problems(properties: Properties, decision: Decision) -> list[str]:
+def property_problems(properties: PropertySet, decision: Decision) -> list[str]:
     problems = []
     labels = set(decision.labels)
     for name, config in properties:
@@ -68,22 +68,22 @@ def property_problems(properties: Properties, decision: Decision) -> list[str]:
                 f"properties.{name} applies to {_types_phrase(config.applies_to)}, "
                 f"not {decision.type}"
             )
-    label_format = properties.label_format
-    if label_format is not None:
+    label_format = properties.get("label_format")
+    if isinstance(label_format, LabelFormat):
         unknown = sorted(set(label_format.aliases) - labels)
         if unknown:
             problems.append(f"properties.label_format.aliases: unknown labels {unknown}")
-    counterfactual = properties.counterfactual
-    if counterfactual is not None and counterfactual.favourable_labels is not None:
+    counterfactual = properties.get("counterfactual")
+    if not isinstance(counterfactual, Counterfactual):
+        return problems
+    if counterfactual.favourable_labels is not None:
         unknown = sorted(set(counterfactual.favourable_labels) - labels)
         if unknown:
             problems.append(
                 f"properties.counterfactual.favourable_labels: unknown labels {unknown}; "
                 f"the contract labels are {list(decision.labels)}"
             )
-    if counterfactual is not None:
-        problems += counterfactual_slot_problems(counterfactual)
-    return problems
+    return problems + counterfactual_slot_problems(counterfactual)
 
 
 def counterfactual_slot_problems(config: Counterfactual) -> list[str]:

@@ -5,11 +5,15 @@ Field order is the fixed check order of the reference (gates are evaluated in ta
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from decflow.contracts.base import NonNegative, StrictModel, UniqueTexts, Unit, UpToTwo
+
+# `regression.gating`: how a diff judges its gates. `evidence` (decflow): tri-state verdicts
+# from paired, case-clustered intervals; `point` (DecGuard 0.1): the observed difference.
+Gating = Literal["evidence", "point"]
 
 # Golden gates that are only meaningful with `evaluation.confidence_threshold`.
 THRESHOLD_GATES = ("min_coverage", "max_abstention_rate", "min_selective_accuracy")
@@ -54,6 +58,8 @@ class Regression(RegressionGates):
     warnings: RegressionGates = Field(default_factory=RegressionGates)
     segment_by: UniqueTexts = Field(default_factory=list)
     min_segment_size: int = Field(default=5, ge=1)
+    # decflow extension; left out of the canonical JSON when unset (DecGuard's hash).
+    gating: Gating | None = None
 
 
 class ProductionSegmentGates(StrictModel):

@@ -10,6 +10,7 @@ schema problems at the line of the key (or list item) they are about.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ import yaml
 
 from decflow.contracts.canonical import contract_hash
 from decflow.contracts.contract import Contract
+from decflow.contracts.credential_uses import register_values
 from decflow.contracts.parse import parse_contract
+from decflow.contracts.paths import contract_file
 from decflow.errors import ContractError, DecflowError
 from decflow.strictjson import MAX_DEPTH, JsonProblem, key_lines, loads
 from decflow.strictjson import problems as json_problems
@@ -27,6 +30,11 @@ from decflow.untrusted import escape, quote, shorten
 
 MAX_BYTES = 1_000_000
 MAX_NODES = 1_000_000
+# What a contract may amount to once its YAML aliases are expanded (about its JSON size):
+# an anchor repeated is fine, an anchor of anchors that multiplies a 100 KB file into
+# gigabytes (every later step — validation, the canonical JSON of the hash — works on the
+# expanded document) is refused before anything is built.
+MAX_EXPANDED_BYTES = 4_000_000
 SUFFIXES = (".yaml", ".yml", ".json")
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -40,9 +48,12 @@ class LoadedContract:
     path: Path
     base_dir: Path
 
-    def resolve(self, relpath: str | Path) -> Path:
-        """A path written in the contract (dataset, paraphrase file) is relative to it."""
-        return self.base_dir / relpath
+    def resolve(self, relpath: str, field: str = "dataset",
+                allowed: Sequence[str] = ()) -> Path:
+        """A path written in the contract (dataset, paraphrase file): relative to it and
+        inside its folder, or inside an `allowed` one (`decflow.contracts.paths`)."""
+        return contract_file(self.base_dir, relpath, field=field, source=str(self.path),
+                             allowed=allowed)
 
 
 # libyaml's parser is about ten times faster; the safe constructor and resolver stay Python.
@@ -68,10 +79,12 @@ class _YamlChecker:
         self.problems: list[str] = []
         self.lines: dict[str, int] = {}
         self._sizes: dict[int, int] = {}
+        self._bytes: dict[int, int] = {}
         self._heights: dict[int, int] = {}
         self._open: set[int] = set()
 
     def size(self, node: yaml.Node, path: str, depth: int = 1) -> int:
+        """The node count of `node` expanded; its expanded bytes go to `self._bytes`."""
         key = id(node)
         if key in self._sizes:
             if depth - 1 + self._heights[key] > MAX_DEPTH:  # an alias placed deeper
@@ -94,13 +107,27 @@ class _YamlChecker:
                 value for _, value in node.value
             ]
             height = 1 + max((self._heights[id(child)] for child in children), default=0)
-        elif node.tag == _INT_TAG:
-            self._integer(node, path)
+            nodes = node.value if isinstance(node, yaml.SequenceNode) else [
+                part for pair in node.value for part in pair
+            ]
+            # brackets, a separator per item: about the size of the JSON it becomes
+            expanded = 2 + sum(self._bytes[id(child)] + 1 for child in nodes)
+        else:
+            if node.tag == _INT_TAG:
+                self._integer(node, path)
+            expanded = len(node.value) + 2
         self._open.discard(key)
         self._sizes[key] = total
+        self._bytes[key] = expanded
         self._heights[key] = height
         if total > MAX_NODES:
             raise ValueError("the document expands to too many values (check YAML aliases)")
+        if expanded > MAX_EXPANDED_BYTES:
+            raise ValueError(
+                f"{path or 'the document'}: expands to more than {MAX_EXPANDED_BYTES:,} bytes "
+                "once its YAML aliases are expanded (the limit for a contract): write the "
+                "repeated parts out, or repeat fewer of them"
+            )
         return total
 
     def _mapping(self, node: yaml.MappingNode, path: str, depth: int) -> int:
@@ -274,6 +301,7 @@ def load_contract(path: str | Path) -> LoadedContract:
         # Problems come escaped (ContractError): look their paths up the same way.
         escaped = {escape(path): line for path, line in lines.items()}
         raise ContractError(exc.source, with_lines(exc.problems, escaped)) from None
+    register_values(contract)  # an echo of one of its credentials is redacted everywhere
     return LoadedContract(
         contract=contract,
         hash=contract_hash(contract),

@@ -17,7 +17,7 @@ from decflow.contracts.problems import (
     plain_json_problems,
     problems_from,
 )
-from decflow.contracts.properties import Properties
+from decflow.contracts.properties import properties_model
 from decflow.contracts.providers import BackendConfig, DecisionContext, parse_backend
 from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy, Sequential
 from decflow.errors import ContractError
@@ -25,15 +25,9 @@ from decflow.errors import ContractError
 SCHEMA_VERSION = "0.1"
 
 # Sections that default to an empty model when absent (and so appear in the hash).
-CORE_SECTIONS: dict[str, type[BaseModel]] = {
-    "evaluation": Evaluation,
-    "requirements": GoldenGates,
-    "warnings": GoldenGates,
-    "properties": Properties,
-    "fuzz": Fuzz,
-    "regression": Regression,
-    "production": Production,
-}
+CORE_SECTIONS = (
+    "evaluation", "requirements", "warnings", "properties", "fuzz", "regression", "production"
+)
 # Sections that stay None when absent.
 OPTIONAL_SECTIONS: dict[str, type[BaseModel]] = {
     "policy": Policy, "diagnostics": Diagnostics, "sequential": Sequential,
@@ -47,6 +41,20 @@ TOP_LEVEL_KEYS = (
     *CORE_SECTIONS,
     *OPTIONAL_SECTIONS,
 )
+
+
+def _section_models() -> dict[str, type[BaseModel]]:
+    """Every section's model; `properties` is built from the property registry."""
+    core: dict[str, type[BaseModel]] = {
+        "evaluation": Evaluation,
+        "requirements": GoldenGates,
+        "warnings": GoldenGates,
+        "properties": properties_model(),
+        "fuzz": Fuzz,
+        "regression": Regression,
+        "production": Production,
+    }
+    return {**core, **OPTIONAL_SECTIONS}
 
 
 def _schema_version(data: dict[str, Any]) -> list[str]:
@@ -157,7 +165,7 @@ def parse_contract(data: Any, source: str) -> Contract:
         decision, found = _decision(data["decision"])
         problems += found
     sections: dict[str, Any] = {}
-    for name, model in {**CORE_SECTIONS, **OPTIONAL_SECTIONS}.items():
+    for name, model in _section_models().items():
         value = data.get(name)
         if value is None and name in OPTIONAL_SECTIONS:
             sections[name] = None

@@ -1,13 +1,21 @@
-"""The `properties` section: DecGuard's eight metamorphic properties plus decflow's
-`case_swap`, `normalization` and `counterfactual`.
+"""The `properties` section: the property registry and the settings models of DecGuard's
+eight metamorphic properties plus decflow's `case_swap`, `normalization` and
+`counterfactual`.
+
+A property is one `PropertyEntry`: its settings model (here, with the contract) and its
+transformation (`decflow.properties`, named by module path so this layer imports none).
+The section's model is built from the registry when the first contract is parsed, which
+closes it (`decflow.registry`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar, Literal, get_args
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, create_model, model_validator
 
 from decflow.contracts.base import (
     Level,
@@ -22,6 +30,7 @@ from decflow.contracts.base import (
 )
 from decflow.contracts.decision import DECISION_TYPES as ALL_TYPES
 from decflow.contracts.paraphrase import IdentitySource, ParaphraseSource
+from decflow.registry import Registry
 
 LabelStyle = Literal["upper", "lower", "capitalized", "lettered", "numbered", "quoted", "bracketed"]
 LABEL_STYLES: tuple[LabelStyle, ...] = get_args(LabelStyle)
@@ -52,11 +61,18 @@ Sentence = Annotated[str, AfterValidator(_not_blank)]
 Fragments = Annotated[list[Sentence], Field(min_length=1)]
 
 
-class PropertyBase(StrictModel):
+class PropertyConfig(StrictModel):
+    """The settings every property has; `applies_to`: the decision types it applies to."""
+
     applies_to: ClassVar[tuple[str, ...]] = ALL_TYPES
 
     enabled: bool = True
     level: Level = "requirement"
+
+
+class PropertyBase(PropertyConfig):
+    """A metamorphic property judged by violation and flip rates."""
+
     max_violation_rate: Unit = 0.0
     max_flip_rate: Unit | None = None
 
@@ -179,13 +195,9 @@ def _template(value: str) -> str:
     return value
 
 
-class Counterfactual(StrictModel):
+class Counterfactual(PropertyConfig):
     """decflow: persona pairs that differ on one axis must get the same decision."""
 
-    applies_to: ClassVar[tuple[str, ...]] = ALL_TYPES
-
-    enabled: bool = True
-    level: Level = "requirement"
     dimensions: Annotated[list[Axis], Field(min_length=1), AfterValidator(check_unique)] = Field(
         default_factory=lambda: list(AXES)
     )
@@ -204,57 +216,76 @@ class Counterfactual(StrictModel):
     template: Annotated[str, AfterValidator(_template)] | None = None
 
 
-PropertyConfig = (
-    OptionOrder
-    | LabelFormat
-    | IrrelevantContext
-    | RepeatedContext
-    | Whitespace
-    | Paraphrase
-    | Inversion
-    | Monotonic
-    | CaseSwap
-    | Normalization
-    | Counterfactual
-)
+@dataclass(frozen=True)
+class PropertyEntry:
+    """A property as the contract knows it: its key under `properties`, its settings model,
+    and its transformation as `module:attribute` of a `decflow.properties.base.Transformation`
+    (None for a property judged elsewhere: `counterfactual`, by the diagnostics). `core`:
+    one of DecGuard's eight, hashed as null when absent; any other is a decflow extension,
+    left out of the hash when absent (so a plain 0.1 contract hashes as DecGuard's)."""
 
-CORE_PROPERTIES = (
-    "option_order",
-    "label_format",
-    "irrelevant_context",
-    "repeated_context",
-    "whitespace",
-    "paraphrase",
-    "inversion",
-    "monotonic",
-)
-EXTENSION_PROPERTIES = ("case_swap", "normalization", "counterfactual")
-PROPERTY_ORDER = CORE_PROPERTIES + EXTENSION_PROPERTIES
+    name: str
+    settings: type[PropertyConfig]
+    transformation: str | None
+    core: bool = False
 
 
-class Properties(StrictModel):
-    option_order: OptionOrder | None = None
-    label_format: LabelFormat | None = None
-    irrelevant_context: IrrelevantContext | None = None
-    repeated_context: RepeatedContext | None = None
-    whitespace: Whitespace | None = None
-    paraphrase: Paraphrase | None = None
-    inversion: Inversion | None = None
-    monotonic: Monotonic | None = None
-    case_swap: CaseSwap | None = None
-    normalization: Normalization | None = None
-    counterfactual: Counterfactual | None = None
+# Registration order is the run order (never the contract's order).
+PROPERTIES: Registry[PropertyEntry] = Registry("property", lambda entry: entry.name)
+for _entry in (
+    PropertyEntry("option_order", OptionOrder, "decflow.properties.option_order:OPTION_ORDER",
+                  core=True),
+    PropertyEntry("label_format", LabelFormat, "decflow.properties.label_format:LABEL_FORMAT",
+                  core=True),
+    PropertyEntry("irrelevant_context", IrrelevantContext,
+                  "decflow.properties.insertion:IRRELEVANT_CONTEXT", core=True),
+    PropertyEntry("repeated_context", RepeatedContext,
+                  "decflow.properties.insertion:REPEATED_CONTEXT", core=True),
+    PropertyEntry("whitespace", Whitespace, "decflow.properties.whitespace:WHITESPACE",
+                  core=True),
+    PropertyEntry("paraphrase", Paraphrase, "decflow.properties.paraphrase:PARAPHRASE",
+                  core=True),
+    PropertyEntry("inversion", Inversion, "decflow.properties.inversion:INVERSION", core=True),
+    PropertyEntry("monotonic", Monotonic, "decflow.properties.monotonic:MONOTONIC", core=True),
+    PropertyEntry("case_swap", CaseSwap, "decflow.properties.case_swap:CASE_SWAP"),
+    PropertyEntry("normalization", Normalization,
+                  "decflow.properties.normalization:NORMALIZATION"),
+    PropertyEntry("counterfactual", Counterfactual, None),
+):
+    PROPERTIES.register(_entry)
+
+
+class PropertySet(StrictModel):
+    """The `properties` section: an optional settings model per registered property (the
+    model itself is `properties_model()`, built from the registry)."""
+
+    def get(self, name: str) -> PropertyConfig | None:
+        found: PropertyConfig | None = getattr(self, name, None)
+        return found
 
     def enabled(self) -> list[tuple[str, PropertyConfig]]:
         """Present and enabled properties, in the fixed run order (not contract order)."""
-        present = ((name, getattr(self, name)) for name in PROPERTY_ORDER)
+        present = ((name, self.get(name)) for name in PROPERTIES.names())
         return [(name, cfg) for name, cfg in present if cfg is not None and cfg.enabled]
+
+
+@lru_cache(maxsize=1)
+def properties_model() -> type[PropertySet]:
+    """The section's model: one optional field per registered property (closes the
+    registry: the first contract parsed fixes the properties every later one may use)."""
+    fields: dict[str, Any] = {
+        entry.name: (entry.settings | None, None) for entry in PROPERTIES.entries()
+    }
+    return create_model("Properties", __base__=PropertySet, __module__=__name__, **fields)
+
+
+def extension_properties() -> tuple[str, ...]:
+    return tuple(entry.name for entry in PROPERTIES.entries() if not entry.core)
 
 
 def property_model(name: str) -> type[PropertyConfig]:
     """The settings model of property `name`."""
-    model: type[PropertyConfig] = get_args(Properties.model_fields[name].annotation)[0]
-    return model
+    return PROPERTIES.get(name).settings
 
 
 def applies_to(name: str) -> tuple[str, ...]:

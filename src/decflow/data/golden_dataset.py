@@ -42,6 +42,9 @@ CASES_SCHEMA = pl.Schema({
     "position": pl.Int64,
 })
 ROW_FIELDS = ("id", "input", "expected", "metadata")
+# characters of a column name an error shows: enough to recognise a typo, too few to
+# carry a secret out of a file that was never a dataset
+COLUMN_EXCERPT = 10
 
 
 @dataclass(frozen=True)
@@ -225,14 +228,25 @@ def _json_cell(path: str, number: int, column: str, raw: Any) -> Any:
         ) from None
 
 
-def _table_rows(path: str, frame: pl.DataFrame) -> Iterator[tuple[int, Any]]:
+def _table_rows(path: str, frame: pl.DataFrame, *, header_line: bool = False) -> (
+    Iterator[tuple[int, Any]]
+):
+    """Rows of a Parquet or CSV dataset (`header_line`: the column names are a CSV file's
+    first line)."""
     columns = set(frame.columns)
     allowed = {"id", "input", "input_json", "expected", "metadata_json"}
     unknown = sorted(columns - allowed)
     if unknown:
+        # a CSV "header" may be a line of a file that is no dataset at all (a credentials
+        # file): never shown whole, and beyond a short excerpt
+        if not header_line:
+            shown = f"unknown column {quote(unknown[0])}"
+        elif len(frame.columns) > 1:
+            shown = f"line 1: unknown column {quote(unknown[0], COLUMN_EXCERPT)}"
+        else:
+            shown = "line 1 names none of the dataset's columns"
         raise DatasetError(
-            f"{path}: unknown column {quote(unknown[0])} "
-            "(allowed: id, input or input_json, expected, metadata_json)"
+            f"{path}: {shown} (allowed: id, input or input_json, expected, metadata_json)"
         )
     if ("input" in columns) == ("input_json" in columns):
         raise DatasetError(f"{path}: needs exactly one of the columns 'input' or 'input_json'")
@@ -297,7 +311,8 @@ def _csv_header(path: str, text: str) -> None:
     header = next(csv.reader(io.StringIO(text)), [])
     repeated = sorted({name for name in header if header.count(name) > 1})
     if repeated:
-        raise DatasetError(f"{path}: line 1: column {quote(repeated[0])} appears more than once")
+        raise DatasetError(f"{path}: line 1: column {quote(repeated[0], COLUMN_EXCERPT)} "
+                           "appears more than once")
 
 
 def _table_label(value: Any) -> Any:
@@ -363,7 +378,7 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
             )
         except (Exception, pl.exceptions.PanicException) as exc:  # polars raises many types
             raise DatasetError(f"{name}: cannot read dataset ({exc})") from None
-        rows = _table_rows(name, frame)
+        rows = _table_rows(name, frame, header_line=suffix == ".csv")
     checker = _RowChecker(name, labels, unit, line_of)
     for where, row in rows:
         checker.add(row, where)

@@ -3,8 +3,9 @@
 A check hashes and counts its input while the same interpreter imports polars, Arrow and
 the contract models. In a thread, the scan hands the GIL back and forth with those imports
 on every block and every numpy call: measured on 300k JSONL records (123 MB), 0.15 s alone
-and 0.35–0.45 s beside a check's start. In a child process (`python -m
-decflow.data.scan_process SOURCE`) it shares no GIL; the child prints one JSON line, the
+and 0.35–0.45 s beside a check's start. In a child process (`python -P -s -m
+decflow.data.scan_process SOURCE`: nothing in the working directory is importable there,
+`decflow.workers.command`) it shares no GIL; the child prints one JSON line, the
 scan or the `DatasetError` it met. Whatever else goes wrong with the child (it cannot
 start, it dies, it prints something else), the scan runs again in this process, which then
 fails or succeeds exactly as a scan without a child would.
@@ -31,6 +32,7 @@ from decflow.data.record_units import (
 )
 from decflow.errors import DatasetError
 from decflow.store.remote import is_url
+from decflow.workers.command import python_module
 
 # Below this many bytes a thread scans faster than a child process starts (≈ 0.07 s with
 # numpy imported).
@@ -54,7 +56,7 @@ def scan_beside(source: str | Path) -> Callable[[], Scanned]:
     scanning when this process exits is stopped."""
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "decflow.data.scan_process", str(source)],
+            python_module("decflow.data.scan_process", str(source)),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},  # no BLAS, no spinning pool
         )

@@ -57,8 +57,13 @@ def nightly_regression(
     store: str = ".decflow",
     dataset: str | None = None,
     fail_on_warn: bool = False,
+    noise_reruns: int = 2,
 ) -> Any:
-    """Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
+    """The diff attributes flips against the candidate's rerun noise: its stability reruns,
+    else a noise run re-sending its requests `noise_reruns` times (0: none; flip and TV gates
+    of an evidence-gated diff are then not established).
+
+    Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
     (outcomes: run id, status, exit code, headline and the store path of the report); when
     the run or the diff is FAIL the flow run ends Failed and a Python caller gets
     `GateFailed`. The regression result (the diff, or the note that there is no baseline)
@@ -82,7 +87,7 @@ def nightly_regression(
             create_table_artifact(placeholder_rows(line), key=f"{key}-checks",
                                   description=line)
             return finish({"run": run, "diff": None, "baseline": None}, ran)
-        diff = diff_task(baseline, spec.run_id, contract, store, fail_on_warn)
+        diff = diff_task(baseline, spec.run_id, contract, store, fail_on_warn, noise_reruns)
         report_task.with_options(task_run_name="report: publish the regression diff")(
             store, diff["report"], key)
         return finish({"run": run, "diff": diff, "baseline": baseline}, ran,

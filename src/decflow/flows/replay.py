@@ -13,6 +13,7 @@ from prefect.runtime import flow_run
 from decflow.flows.common import Verdict, decflow_run, finish
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crashes import crash_message
+from decflow.redaction import redact
 from decflow.tasks.replay import replay_task
 from decflow.tasks.report import artifact_key
 from decflow.views.markdown import md
@@ -36,8 +37,8 @@ def replay(
     failure ends the flow run Failed (`GateFailed` for a Python caller)."""
     again = f"run it again with `decflow replay {shlex.quote(target)} --store {shlex.quote(store)}`"
     with decflow_run(None, _replay_run_name(), crash_message(f"replay of {target}", again)):
-        result: dict[str, Any] = replay_task(target, store, list(ids or []), contract, backend,
-                                             max_concurrency)
+        result: dict[str, Any] = redact(replay_task(target, store, list(ids or []), contract,
+                                                    backend, max_concurrency))
         create_markdown_artifact(
             f"**{md(result['headline'])}**\n\n# Replay of {md(target)}\n\n"
             f"```\n{render_replay(result)}```\n",

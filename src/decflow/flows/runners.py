@@ -8,6 +8,7 @@ from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from decflow.errors import DecflowError
+from decflow.workers.command import spawn_isolated
 
 # shards run one at a time under threads (the contract's max_concurrency bounds the calls
 # to the backend); a few threads are enough for the stage tasks themselves
@@ -32,7 +33,16 @@ def build_task_runner(name: str = "thread", dask_address: str | None = None) -> 
         )
     if dask_address:
         return DaskTaskRunner(address=dask_address)
-    return DaskTaskRunner(cluster_kwargs={
+    return DaskTaskRunner(cluster_class=isolated_local_cluster, cluster_kwargs={
         "n_workers": 2, "threads_per_worker": 1, "processes": True,
         "host": "127.0.0.1", "dashboard_address": None,
     })
+
+
+def isolated_local_cluster(**kwargs: Any) -> Any:
+    """A Dask `LocalCluster` whose worker processes start isolated from the working
+    directory, like every child decflow starts (`decflow.workers.command`)."""
+    from distributed import LocalCluster
+
+    with spawn_isolated():  # the constructor starts the workers and waits for them
+        return LocalCluster(**kwargs)  # type: ignore[no-untyped-call]

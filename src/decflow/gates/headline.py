@@ -11,7 +11,7 @@ digits, whole numbers from 1,000 up, never ``-0``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from decflow.gates.checks import Check
@@ -66,8 +66,14 @@ def failing_first(checks: Iterable[Check | Mapping[str, Any]]) -> list[Any]:
         c.status if isinstance(c, Check) else c["status"], len(ORDER)))
 
 
-def headline(status: str, checks: Sequence[Check | Mapping[str, Any]]) -> str:
-    """The report's first line from its status and checks (see the module docstring)."""
+def headline(
+    status: str,
+    checks: Sequence[Check | Mapping[str, Any]],
+    *,
+    item: Callable[[Check], str] = brief,
+) -> str:
+    """The report's first line from its status and checks (see the module docstring).
+    `item` writes one open check (a diff phrases its evidence gates as decisions)."""
     judged = [_as_check(c) for c in checks]
     total = len(judged)
     open_ = [c for c in failing_first(judged) if c.status != "pass"]
@@ -76,7 +82,7 @@ def headline(status: str, checks: Sequence[Check | Mapping[str, Any]]) -> str:
         if total == 0:
             return f"{label}: no gates"
         return f"{label}: {total}/{total} gates hold"
-    items = [brief(c) for c in open_[:MAX_ITEMS]]
+    items = [item(c) for c in open_[:MAX_ITEMS]]
     more = len(open_) - MAX_ITEMS
     tail = f"; +{more} more" if more > 0 else ""
     return f"{label} {len(open_)}/{total}: " + "; ".join(items) + tail

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,8 @@ import numpy as np
 from decflow.metrics.compare import compare
 from decflow.metrics.golden_metrics import golden_metrics, metric_value
 from decflow.metrics.numeric import percentiles, row_sums
+from decflow.metrics.regression_evidence import PairedDiff, SegmentRows
+from decflow.metrics.rerun_noise import placebo
 
 MISSING_SEGMENT = "(missing)"
 DIFF_METRICS = (
@@ -126,6 +128,70 @@ def _accuracy(side: Side, rows: np.ndarray) -> float | None:
     return int((side.selected[labeled] == side.expected[labeled]).sum()) / n if n else None
 
 
+def matched_sides(
+    baseline: Sequence[dict[str, Any]], candidate: Sequence[dict[str, Any]],
+    labels: tuple[str, ...],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Side, Side]:
+    """The cases both reports hold (candidate order) and each side's columns over them."""
+    by_id = {case["case_id"]: case for case in baseline}
+    matched_candidate = [case for case in candidate if case["case_id"] in by_id]
+    matched_baseline = [by_id[case["case_id"]] for case in matched_candidate]
+    return (matched_baseline, matched_candidate, _side(matched_baseline, labels),
+            _side(matched_candidate, labels))
+
+
+def paired_sides(
+    case_ids: Sequence[str],
+    old: Side,
+    new: Side,
+    *,
+    reruns: tuple[Mapping[str, np.ndarray] | None, Mapping[str, np.ndarray] | None],
+    calibration_bins: int,
+) -> PairedDiff:
+    """The paired evidence over the matched cases `case_ids` (the sides' rows) that both
+    sides decided, with each side's reruns by case id (None: not measured)."""
+    rows = np.flatnonzero(~old.errored & ~new.errored)
+    ids = [case_ids[i] for i in rows.tolist()]
+    expected = new.expected[rows]
+    sides = [(side.probabilities[rows], found) for side, found in
+             zip((old, new), reruns, strict=True) if found is not None]
+    noise = placebo(ids, expected, sides) if sides else None
+    return PairedDiff(old.probabilities[rows], new.probabilities[rows], expected, noise,
+                      errored_before=old.errored, errored_after=new.errored,
+                      calibration_bins=calibration_bins)
+
+
+def paired_diff(
+    baseline: Sequence[dict[str, Any]],
+    candidate: Sequence[dict[str, Any]],
+    *,
+    labels: Sequence[str],
+    calibration_bins: int,
+    reruns_before: Mapping[str, np.ndarray] | None,
+    reruns_after: Mapping[str, np.ndarray] | None,
+    segment_by: Sequence[str] = (),
+    min_segment_size: int = 5,
+) -> tuple[PairedDiff, list[SegmentRows]]:
+    """The paired evidence of a diff (`metrics.regression_evidence`) and its segments'
+    rows among the compared cases. `reruns_*`: each run's reruns by case id (None: not
+    measured)."""
+    labels = tuple(labels)
+    _, matched, old, new = matched_sides(baseline, candidate, labels)
+    ids = [case["case_id"] for case in matched]
+    paired = paired_sides(ids, old, new, reruns=(reruns_before, reruns_after),
+                          calibration_bins=calibration_bins)
+    rows = np.flatnonzero(~old.errored & ~new.errored)
+    segments = []
+    for key in segment_by:
+        values = np.array([segment_label(matched[i].get("metadata"), key) for i in range(
+            len(matched))], dtype=object)
+        for value in sorted(set(values.tolist())):
+            members = values == value
+            segments.append(SegmentRows(key, value, np.flatnonzero(members[rows]),
+                                        bool(members.sum() >= min_segment_size)))
+    return paired, segments
+
+
 def diff_results(
     baseline: Sequence[dict[str, Any]],
     candidate: Sequence[dict[str, Any]],
@@ -139,11 +205,8 @@ def diff_results(
 ) -> dict[str, Any]:
     """`counts`, `shift`, `metrics`, `segments` and `changes` of a regression diff."""
     labels = tuple(labels)
-    by_id = {case["case_id"]: case for case in baseline}
     candidate_ids = {case["case_id"] for case in candidate}
-    matched_candidate = [case for case in candidate if case["case_id"] in by_id]
-    matched_baseline = [by_id[case["case_id"]] for case in matched_candidate]
-    old, new = _side(matched_baseline, labels), _side(matched_candidate, labels)
+    matched_baseline, matched_candidate, old, new = matched_sides(baseline, candidate, labels)
     compared = np.flatnonzero(~old.errored & ~new.errored)
     before_p, after_p = old.probabilities[compared], new.probabilities[compared]
     shift = compare(before_p, after_p, relation="invariant", decision_type=decision_type)

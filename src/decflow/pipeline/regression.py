@@ -15,12 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
-from decflow.gates.headline import headline
-from decflow.gates.regression import regression_checks
+from decflow.gates.regression import NOISE_ADVICE, regression_checks
 from decflow.metrics.calibration import diff_calibration
-from decflow.metrics.regression import diff_results
+from decflow.metrics.regression import diff_results, paired_diff
+from decflow.metrics.regression_evidence import PairedDiff
+from decflow.pipeline.diff_evidence import gating_rule, side_reruns
+from decflow.pipeline.noise import Reruns
+from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.check_runs import RECORDS_BACKEND, diff_checks, is_check_diff
 from decflow.pipeline.stored.contracts import stored_contract
+from decflow.pipeline.trend import decision_trend
 from decflow.report.loading import load_verified
 from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
 from decflow.store.runs import accepted_run, now_iso
@@ -73,16 +77,18 @@ def diff_reports(
     baseline: dict[str, Any],
     candidate: dict[str, Any],
     *,
-    baseline_path: str,
-    candidate_path: str,
+    paths: tuple[str, str],
     contract: Contract | None = None,
     contract_path: str | None = None,
     segment_by: Sequence[str] | None = None,
     fail_on_warn: bool = False,
+    reruns: tuple[Reruns, Reruns] = (Reruns(), Reruns()),
 ) -> dict[str, Any]:
-    """The diff report of two loaded (already verified) run reports. Evaluation settings
+    """The diff report of two loaded (already verified) run reports, named by `paths`
+    (baseline, candidate) in the report. Evaluation settings
     and gates come from `contract` when given, else from the candidate report (gates: only
-    the implicit error-rate requirement). Raises `DecflowError` for different decisions."""
+    the implicit error-rate requirement); `reruns` are each side's rerun noise. Raises
+    `DecflowError` for different decisions."""
     before, after = _decision(baseline), _decision(candidate)
     if before != after:
         raise DecflowError(f"cannot compare {_describe(before)} with {_describe(after)}")
@@ -110,7 +116,16 @@ def diff_reports(
         segment_by=keys,
         min_segment_size=regression.min_segment_size if regression else 5,
     )
-    checks = regression_checks(regression, diff)
+    gating, why = gating_rule(contract, (baseline, candidate))
+    paired, segments = paired_diff(
+        baseline["results"], candidate["results"], labels=after[2],
+        calibration_bins=int(evaluation.get("calibration_bins", 10)),
+        reruns_before=reruns[0].by_case or None, reruns_after=reruns[1].by_case or None,
+        segment_by=keys, min_segment_size=regression.min_segment_size if regression else 5,
+    )
+    verdicts = regression_checks(regression, diff, paired=paired, segments=segments,
+                                 gating=gating)
+    checks = verdicts.checks
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
     ece = diff["metrics"].get("ece") or {}
     limits = {} if regression is None else {
@@ -131,15 +146,15 @@ def diff_reports(
         "created_at": now_iso(),
         "status": status,
         "exit_code": exit_code,
-        "headline": headline(status, checks),
+        "headline": verdicts.headline(status),
         "contract": {
             "name": after[0],
             "type": after[1],
             "labels": list(after[2]),
             "path": contract_path,
         },
-        "baseline": _identity(baseline, baseline_path),
-        "candidate": _identity(candidate, candidate_path),
+        "baseline": _identity(baseline, paths[0]),
+        "candidate": _identity(candidate, paths[1]),
         "same_dataset": same,
         "evaluation": evaluation,
         "counts": diff["counts"],
@@ -149,7 +164,21 @@ def diff_reports(
         "segments": diff["segments"],
         "checks": [c.to_dict() for c in checks],
         "changes": diff["changes"],
+        "evidence": {
+            "gating": gating,
+            "why": why,
+            "noise": _noise(paired, reruns),
+            "gates": [g.to_dict() for g in verdicts.gates],
+        },
     }
+
+
+def _noise(paired: PairedDiff, reruns: tuple[Reruns, Reruns]) -> dict[str, Any]:
+    """The rerun noise the diff used, or how to measure it."""
+    summary = paired.noise_summary()
+    if summary is None:
+        return {"measured": False, "advice": NOISE_ADVICE}
+    return {"measured": True, "sources": [*reruns[0].sources, *reruns[1].sources], **summary}
 
 
 def accepted_baseline(store: Store, candidate: dict[str, Any]) -> str:
@@ -204,12 +233,16 @@ def run_diff(
     contract_path: str | None = None,
     segment_by: Sequence[str] | None = None,
     fail_on_warn: bool = False,
+    noise_reruns: int = 0,
+    progress: ProgressFactory | None = None,
 ) -> dict[str, Any]:
     """Load and verify two reports (files, or run ids in `store`; `baseline` may be
-    `accepted`) and diff them, gated by `gating_contract`."""
+    `accepted`) and diff them, gated by `gating_contract`, against the rerun noise the
+    store holds for either run (`noise_reruns` > 0 first makes the candidate's noise run
+    when it has no reruns)."""
     from decflow.contracts import load_contract
 
-    new, new_source, _ = load_verified(candidate, store)
+    new, new_source, new_run = load_verified(candidate, store)
     if baseline == ACCEPTED:
         baseline = accepted_baseline(store, new)
     old, old_source, old_run = load_verified(baseline, store)
@@ -224,14 +257,22 @@ def run_diff(
         known_segment_keys(segment_by, old, new)
     gates_path, gates_from = gating_contract(new, store, contract_path)
     contract = None if gates_path is None else load_contract(gates_path).contract
+    width = len((new.get("contract") or {}).get("labels") or ())
+    reruns = side_reruns(store, old_run, (new, new_run), width, noise_reruns=noise_reruns,
+                         progress=progress)
     report = diff_reports(
         old,
         new,
-        baseline_path=baseline if old_source == baseline else old_source,
-        candidate_path=candidate if new_source == candidate else new_source,
+        paths=(baseline if old_source == baseline else old_source,
+               candidate if new_source == candidate else new_source),
         contract=contract,
         contract_path=gates_path,
         segment_by=segment_by,
         fail_on_warn=fail_on_warn,
+        reruns=reruns,
     )
-    return {**report, "gates_from": gates_from}
+    trend = None
+    if new_run is not None:
+        trend = decision_trend(store, str(_decision(new)[0]),
+                               backend=(new.get("backend") or {}).get("name"))
+    return {**report, "gates_from": gates_from, "trend": trend}

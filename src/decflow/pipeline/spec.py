@@ -34,10 +34,15 @@ class RunSpec:
     max_concurrency: int | None = None
     healthcheck: bool = True
     shard_size: int = 5000
+    # Draws per case in a `stability` run, overriding `diagnostics.stability.repeats` (the
+    # noise reruns a regression diff makes, `decflow diff --noise-reruns K`).
+    repeats: int | None = None
     # `--sequential`: alpha, max_cases, batch, seed, zero_limit (contract section, then the
     # command line); None for a run of the whole suite.
     sequential: dict[str, Any] | None = None
     created_at: str = field(default_factory=lambda: now_iso())
+    # folders outside the contract's own that its paths may name (--allow-path)
+    allow_paths: tuple[str, ...] = ()
     # `--resume` of a finished run writes a new run that reuses its stages: the run it
     # continues (never changed by it).
     parent: str | None = None
@@ -49,6 +54,7 @@ class RunSpec:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["properties"] = list(self.properties) if self.properties is not None else None
+        data["allow_paths"] = list(self.allow_paths)
         return data
 
     def resume_command(self) -> str:
@@ -64,6 +70,7 @@ class RunSpec:
         values = dict(data)
         if values.get("properties") is not None:
             values["properties"] = tuple(values["properties"])
+        values["allow_paths"] = tuple(values.get("allow_paths") or ())
         return cls(**values)
 
 

@@ -10,15 +10,14 @@ input; the relation's outcome is recorded on the follow-up's row.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
 
-from decflow.probe.observation import MalformedAnswer, Observation, observe
+from decflow.probe.agents import AgentCaller
+from decflow.probe.observation import Observation
 from decflow.probe.relations import Relation
-
-Agent = Callable[[str], Any]
 
 SCHEMA: dict[str, Any] = {
     "call": pl.Int64,
@@ -39,21 +38,15 @@ SCHEMA: dict[str, Any] = {
 
 
 class _Recorder:
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: AgentCaller) -> None:
         self.agent = agent
         self.rows: list[dict[str, Any]] = []
 
     def call(self, index: int, source: str, sent: str, kind: str, **where: Any) -> (
         Observation | None
     ):
-        observation: Observation | None = None
-        error: str | None = None
-        try:
-            observation = observe(self.agent(sent))
-        except MalformedAnswer as exc:
-            error = f"malformed answer: {exc}"
-        except Exception as exc:  # the agent's own failure is evidence, not a crash
-            error = f"{type(exc).__name__}: {exc}"
+        # the agent's own failure is evidence, not a crash (`AgentCaller.ask`)
+        observation, error = self.agent.ask(sent)
         row: dict[str, Any] = dict.fromkeys(SCHEMA)
         row.update(call=len(self.rows), input_index=index, input=source, kind=kind,
                    sent=sent, error=error, **where)
@@ -81,7 +74,7 @@ def _judge(relation: Relation, source: Observation | None, followup: Observation
 
 
 def collect(
-    agent: Agent,
+    agent: AgentCaller,
     inputs: Sequence[str],
     relations: Sequence[Relation],
     *,

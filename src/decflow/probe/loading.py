@@ -1,63 +1,12 @@
-"""What `decflow probe` reads from the command line: the agent and the inputs file."""
+"""What `decflow probe` reads from the command line: the inputs file (the agent is loaded
+in its worker process, `decflow.probe.agents.AgentProcess`)."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from decflow.errors import DecflowError
 from decflow.probe.runner import check_inputs
-
-
-def _required_parameters(fn: Callable[..., Any]) -> int | None:
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    return sum(
-        1 for p in signature.parameters.values()
-        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    )
-
-
-def load_agent(spec: str) -> Callable[[str], Any]:
-    """`module:function`: a factory taking no arguments that returns the agent, or the agent
-    itself (a callable taking the input text). The current directory is importable, as it
-    is for `python -m`."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise DecflowError(f"--agent {spec!r}: use module:function (for example mymod:build_agent)")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise DecflowError(f"--agent {spec!r}: cannot import {module_name!r} ({exc})") from None
-    target: Any = module
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise DecflowError(f"--agent {spec!r}: {module_name!r} has no attribute {attribute!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise DecflowError(f"--agent {spec!r}: {attribute!r} is not callable")
-    if _required_parameters(target) != 0:
-        return target  # type: ignore[no-any-return]
-    try:
-        agent = target()
-    except Exception as exc:
-        raise DecflowError(
-            f"--agent {spec!r}: building the agent failed ({type(exc).__name__}: {exc})"
-        ) from None
-    if not callable(agent):
-        raise DecflowError(
-            f"--agent {spec!r}: {attribute}() returned {type(agent).__name__}, not a callable agent"
-        )
-    return agent  # type: ignore[no-any-return]
 
 
 def read_inputs(path: str) -> list[str]:

@@ -125,3 +125,34 @@ def observe(answer: Any) -> Observation:
         f"the agent returned {type(answer).__name__}; return a verdict string, a "
         "{label: probability} dict, or an object with verdict/text/tools"
     )
+
+
+# -- an observation as JSON (between a probe and its agent's worker process) -------------
+
+
+def observation_json(observation: Observation) -> dict[str, Any]:
+    return {
+        "text": observation.text,
+        "verdict": observation.verdict,
+        "tools": list(observation.tools),
+        "probabilities": None if observation.probabilities is None
+        else [list(pair) for pair in observation.probabilities],
+    }
+
+
+def observation_from(data: Any) -> Observation:
+    """The parent's `Observation` from the worker's JSON (MalformedAnswer if it is not one)."""
+    if not isinstance(data, dict):
+        raise MalformedAnswer("the agent worker's answer is not an observation")
+    text, verdict, tools = data.get("text"), data.get("verdict"), data.get("tools")
+    pairs = data.get("probabilities")
+    if (not isinstance(text, str) or not (verdict is None or isinstance(verdict, str))
+            or not isinstance(tools, list) or not all(isinstance(t, str) for t in tools)):
+        raise MalformedAnswer("the agent worker's answer is not an observation")
+    probabilities = None
+    if pairs is not None:
+        try:
+            probabilities = tuple((str(label), float(p)) for label, p in pairs)
+        except (TypeError, ValueError):
+            raise MalformedAnswer("the agent worker's probabilities are not pairs") from None
+    return Observation(text, verdict, tuple(tools), probabilities)

@@ -8,13 +8,14 @@ reads the same here; the interval then states how many pairs a certification wou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from decflow.diagnostics.blindness import DEFAULT_THRESHOLD
 from decflow.errors import DecflowError
+from decflow.probe.agents import AgentCaller, AgentThread
 from decflow.probe.analyse import ProbeSettings
-from decflow.probe.collect import Agent, collect
+from decflow.probe.collect import collect
 from decflow.probe.observation import LAYERS
 from decflow.probe.relations import Relation, builtin_relations
 from decflow.probe.result import ProbeResult, build_result
@@ -73,7 +74,7 @@ def agent_name(agent: Any) -> str:
 
 
 def probe(
-    agent: Agent,
+    agent: Callable[[str], Any] | AgentCaller,
     inputs: Sequence[str],
     *,
     repeats: int = DEFAULT_REPEATS,
@@ -84,21 +85,27 @@ def probe(
     reuse_calls: bool = True,
     store: Any = None,
     name: str | None = None,
+    call_timeout: float | None = None,
 ) -> ProbeResult:
     """Measure an agent callable (input text → answer) and test relations on it.
 
     `relations=None` runs the built-ins (normalization, case_swap, whitespace on `layer`,
     tool_selection on tools); `[]` runs diagnostics only. `store` (a URL or a Store) keeps
-    the probe as a run: its observations table, record and report.
+    the probe as a run: its observations table, record and report. The agent runs in a
+    thread of its own (`decflow.probe.agents`): whatever a call raises, or a call that
+    takes longer than `call_timeout` seconds (default `DECFLOW_CALL_TIMEOUT`, else 120),
+    is an errored call.
     """
-    if not callable(agent):
-        raise DecflowError(f"agent must be callable, got {type(agent).__name__}")
+    if not isinstance(agent, AgentCaller):
+        if not callable(agent):
+            raise DecflowError(f"agent must be callable, got {type(agent).__name__}")
+        agent = AgentThread(agent, agent_name(agent), call_timeout)
     values = check_inputs(inputs)
     _check_settings(repeats, epsilon, blindness_threshold, layer)
     chosen = builtin_relations(layer) if relations is None else list(relations)
     _check_relations(chosen)
     settings = ProbeSettings(
-        agent=name or agent_name(agent),
+        agent=name or agent.name,
         repeats=repeats,
         epsilon=float(epsilon),
         blindness_threshold=float(blindness_threshold),

@@ -56,8 +56,8 @@ def save(store: Any, frame: Any, settings: ProbeSettings) -> ProbeResult:
         "settings": settings.to_dict(),
         "stages": {STAGE: manifest.to_dict()},
     }
-    write_report(opened, run_id, report)
     write_run_record(opened, record)
+    write_report(opened, run_id, report)  # after the record, which keeps its sha256
     return result
 
 

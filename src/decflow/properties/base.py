@@ -1,4 +1,5 @@
-"""Shared types of the transformation families: transformed cases, skips, text access.
+"""Shared types of the transformation families: what a property does (`Transformation`,
+the behaviour half of a property's registry entry), transformed cases, skips, text access.
 
 A transformation is a JSON list of steps applied to the original case; applying steps is
 pure, so a transformed case can be regenerated, shrunk and replayed from its steps alone.
@@ -9,13 +10,18 @@ the labels are shown canonically (contract order, contract form).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from decflow.properties.stream import Stream
 
 Input = str | dict[str, Any]
 Presentation = list[tuple[str, str]] | None
 Step = dict[str, Any]
+# How a transformed case's decision must relate to the original's (`metrics.compare`).
+Relation = Literal["invariant", "swapped", "monotonic"]
+Settings = TypeVar("Settings")
 
 SKIP_NO_TEXT = "object input has no text to transform (set fuzz.text_field)"
 SKIP_EMPTY_TEXT = "text is empty"
@@ -142,3 +148,86 @@ class TextCase:
         original, text_field = self.original, self.text_field
         candidates = [(steps, with_text(original, text_field, text), None) for steps, text in edits]
         return finish(original, candidates, keep_noop=keep_noop)
+
+
+class ParaphraseProvider(Protocol):
+    """What the paraphrase transformation asks of the run's provider (a
+    `paraphrasers.Paraphraser`)."""
+
+    provider: str
+
+    def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]: ...
+
+    def provenance(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Original:
+    """One original case as a transformation sees it, with what it may draw on: the run's
+    seed (through `stream`), the decision's labels, the text field of object inputs and
+    the run's paraphrase provider."""
+
+    property_name: str
+    case_id: str
+    input: Input
+    labels: tuple[str, ...]
+    text_field: str | None
+    seed: int = 0
+    paraphraser: ParaphraseProvider | None = None
+
+    def stream(self) -> Stream:
+        """The seeded draws of this (seed, property, case)."""
+        return Stream(self.seed, self.property_name, self.case_id)
+
+    def text_case(self) -> TextCase:
+        """The text to edit; raises TextNotAvailable (the skip reason) when there is none."""
+        return TextCase.of(self.input, self.text_field)
+
+    def with_edited_text(self, edit: Callable[[str], str]) -> Input:
+        """The input with its text edited (raises TextNotAvailable like `text_case`)."""
+        text = get_text(self.input, self.text_field)
+        return with_text(self.input, self.text_field, edit(text))
+
+
+Shrink = Callable[[list[Step], Sequence[str]], Iterator[list[Step]]]
+
+
+def drop_one_step(steps: list[Step], _labels: Sequence[str]) -> Iterator[list[Step]]:
+    """Candidates one step smaller: each step left out in turn (none from a single step)."""
+    if len(steps) > 1:
+        for i in range(len(steps)):
+            yield steps[:i] + steps[i + 1 :]
+
+
+@dataclass(frozen=True)
+class Transformation(Generic[Settings]):
+    """What a property does, as its registry entry names it (`contracts.properties`):
+
+    - `generate(settings, original)`: its transformed cases of one original case;
+    - `apply(steps, original)`: the (input, presentation) stored steps make of the original
+      (pure: regeneration, minimisation and replay rebuild cases with it);
+    - `relation`: how the transformed decision must relate to the original's;
+    - `shrink`: the candidates one step smaller when minimising a failing case (None: its
+      failing cases are not minimised);
+    - `shared_steps`: `generate` hands out the same step lists to many cases (read-only),
+      so the requests stage serialises each once;
+    - `regenerates`: replay can generate a stored case again from the seed (not when a
+      provider wrote it: a paraphrase is re-sent as stored)."""
+
+    generate: Callable[[Settings, Original], Generated]
+    apply: Callable[[Sequence[Step], Original], tuple[Input, Presentation]]
+    relation: Relation = "invariant"
+    shrink: Shrink | None = None
+    shared_steps: bool = False
+    regenerates: bool = True
+
+
+def text_edit(
+    edit: Callable[[str, Sequence[Step]], str],
+) -> Callable[[Sequence[Step], Original], tuple[Input, Presentation]]:
+    """`Transformation.apply` of a property that edits the text with `edit(text, steps)`."""
+
+    def apply(steps: Sequence[Step], original: Original) -> tuple[Input, Presentation]:
+        return original.with_edited_text(lambda text: edit(text, steps)), None
+
+    return apply

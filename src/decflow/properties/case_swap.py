@@ -6,7 +6,13 @@ unchanged and therefore skipped, never counted as passed.
 
 from __future__ import annotations
 
-from decflow.properties.base import Generated, Step, TextCase
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from decflow.properties.base import Generated, Original, Step, TextCase, Transformation, text_edit
+
+if TYPE_CHECKING:
+    from decflow.contracts.properties import CaseSwap
 
 STEPS: list[Step] = [{"case": "swap"}]
 
@@ -17,3 +23,14 @@ def apply(text: str) -> str:
 
 def generate(case: TextCase) -> Generated:
     return case.finish([(list(STEPS), apply(case.text))])
+
+
+def _generate(_config: CaseSwap, original: Original) -> Generated:
+    return generate(original.text_case())
+
+
+def _swapped(text: str, steps: Sequence[Step]) -> str:
+    return apply(text) if steps else text
+
+
+CASE_SWAP = Transformation(_generate, text_edit(_swapped))

@@ -1,4 +1,5 @@
-"""The property catalogue: run order, relations, and one entry point per operation.
+"""The property catalogue's entry points, one per operation, each through the property's
+registered `Transformation` (named by its entry in `contracts.properties.PROPERTIES`).
 
 `generate` derives the transformed cases of one (property, case); `apply_steps` rebuilds a
 transformed case from stored steps (pure; used by minimisation and replay).
@@ -6,55 +7,54 @@ transformed case from stored steps (pure; used by minimisation and replay).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
-from decflow.contracts.properties import PROPERTY_ORDER as CONTRACT_ORDER
-from decflow.contracts.properties import applies_to
-from decflow.properties import (
-    case_swap,
-    inversion,
-    label_format,
-    monotonic,
-    normalization,
-    option_order,
-    paraphrase,
-    whitespace,
-)
+from decflow.contracts.properties import PROPERTIES, PropertyConfig, applies_to
+from decflow.errors import DecflowError
 from decflow.properties.base import (
     Generated,
     Input,
+    Original,
+    ParaphraseProvider,
     Presentation,
+    Relation,
     Step,
-    TextCase,
     TextNotAvailable,
-    get_text,
-    with_text,
+    Transformation,
 )
-from decflow.properties.insertion import generate as generate_insertion
-from decflow.properties.insertion import insert
-from decflow.properties.paraphrasers import Paraphraser
-from decflow.properties.stream import Stream
 
-# The contract's run order; counterfactual is not a transformation (diagnostics runs it).
-PROPERTY_ORDER = tuple(name for name in CONTRACT_ORDER if name != "counterfactual")
 
-RELATIONS = {name: "invariant" for name in PROPERTY_ORDER} | {
-    "inversion": "swapped",
-    "monotonic": "monotonic",
-}
+@cache
+def transformation(property_name: str) -> Transformation[Any]:
+    """The registered transformation of `property_name` (imported on first use)."""
+    entry = PROPERTIES.get(property_name)
+    if entry.transformation is None:
+        raise ValueError(f"property {property_name!r} transforms no case")
+    module, _, attribute = entry.transformation.partition(":")
+    found = getattr(importlib.import_module(module), attribute, None)
+    if not isinstance(found, Transformation):
+        raise DecflowError(
+            f"property '{property_name}': {entry.transformation} is not a Transformation"
+        )
+    return found
 
-DECISION_TYPES = {name: applies_to(name) for name in PROPERTY_ORDER}
 
-# Properties whose failing cases are shrunk by greedy minimisation.
-SHRINKABLE = frozenset(
-    {"option_order", "label_format", "irrelevant_context", "repeated_context", "whitespace"}
-)
+def transformed_properties() -> tuple[str, ...]:
+    """The properties that transform cases, in run order (`counterfactual` is judged by
+    the diagnostics instead)."""
+    return tuple(e.name for e in PROPERTIES.entries() if e.transformation is not None)
+
+
+def relation_of(property_name: str) -> Relation:
+    return transformation(property_name).relation
 
 
 def generate(
     property_name: str,
-    config: Any,
+    config: PropertyConfig,
     *,
     seed: int,
     case_id: str,
@@ -62,35 +62,18 @@ def generate(
     labels: Sequence[str],
     decision_type: str,
     text_field: str | None,
-    paraphraser: Paraphraser | None = None,
+    paraphraser: ParaphraseProvider | None = None,
 ) -> Generated:
     """Transformed cases of one case for one property (or why the case is skipped)."""
-    if property_name not in RELATIONS:
-        raise ValueError(f"unknown property {property_name!r}")
-    if decision_type not in DECISION_TYPES[property_name]:
+    found = transformation(property_name)
+    if decision_type not in applies_to(property_name):
         raise ValueError(f"{property_name} does not apply to {decision_type} decisions")
-    if property_name == "monotonic":
-        return monotonic.generate(config, input)
-    if property_name == "option_order":
-        return option_order.generate(config, Stream(seed, property_name, case_id), input, labels)
-    if property_name == "label_format":
-        return label_format.generate(config, Stream(seed, property_name, case_id), input, labels)
+    original = Original(property_name, case_id, input, tuple(labels), text_field, seed,
+                        paraphraser)
     try:
-        case = TextCase.of(input, text_field)
+        return found.generate(config, original)
     except TextNotAvailable as skip:
         return Generated(skip_reason=str(skip))
-    if property_name == "paraphrase":
-        return paraphrase.generate(config, case, case_id=case_id, paraphraser=paraphraser)
-    if property_name == "inversion":
-        return inversion.generate(config, case)
-    if property_name == "case_swap":
-        return case_swap.generate(case)
-    if property_name == "normalization":
-        return normalization.generate(case)
-    stream = Stream(seed, property_name, case_id)
-    if property_name == "whitespace":
-        return whitespace.generate(config, stream, case)
-    return generate_insertion(config, stream, case, repeated=property_name == "repeated_context")
 
 
 def apply_steps(
@@ -101,33 +84,13 @@ def apply_steps(
     text_field: str | None,
 ) -> tuple[Input, Presentation]:
     """The (input, presentation) that `steps` make of the original case."""
-    if property_name == "option_order":
-        return original_input, option_order.presentation(steps, labels)
-    if property_name == "label_format":
-        return original_input, label_format.presentation(steps, labels)
-    if property_name == "monotonic":
-        return monotonic.apply(original_input, steps), None
-    text = get_text(original_input, text_field)
-    if property_name in ("irrelevant_context", "repeated_context"):
-        text = insert(text, steps)
-    elif property_name == "whitespace":
-        text = whitespace.apply(text, steps)
-    elif property_name == "paraphrase":
-        text = steps[-1]["text"] if steps else text
-    elif property_name == "inversion":
-        text = inversion.apply(text, steps)
-    elif property_name == "case_swap":
-        text = case_swap.apply(text) if steps else text
-    elif property_name == "normalization":
-        text = normalization.apply(text, steps)
-    else:
-        raise ValueError(f"unknown property {property_name!r}")
-    return with_text(original_input, text_field, text), None
+    original = Original(property_name, "", original_input, tuple(labels), text_field)
+    return transformation(property_name).apply(steps, original)
 
 
 def regeneration_status(
     property_name: str,
-    config: Any,
+    config: PropertyConfig,
     *,
     sample: int,
     steps: Sequence[Step],
@@ -141,7 +104,7 @@ def regeneration_status(
     decision_type, text_field). `yes` or `NO`; paraphrases are never regenerated (the stored
     text is re-sent).
     """
-    if property_name == "paraphrase":
+    if not transformation(property_name).regenerates:
         return "n/a (stored text used)"
     again = generate(property_name, config, **case)
     match = next((t for t in again.transformed if t.sample == sample), None)

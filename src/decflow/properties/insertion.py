@@ -10,11 +10,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.contracts.properties import DEFAULT_FRAGMENTS
-from decflow.properties.base import SKIP_EMPTY_TEXT, Generated, Step, TextCase
+from decflow.properties.base import (
+    SKIP_EMPTY_TEXT,
+    Generated,
+    Original,
+    Step,
+    TextCase,
+    Transformation,
+    drop_one_step,
+    text_edit,
+)
 from decflow.properties.stream import Stream
+
+if TYPE_CHECKING:
+    from decflow.contracts.properties import IrrelevantContext, RepeatedContext
 
 # A whitespace run after sentence punctuation; the next sentence starts where it ends.
 _SENTENCE_GAP = re.compile(r"[.!?]\s+")
@@ -47,26 +59,47 @@ def insert(text: str, steps: Sequence[Step], starts: Sequence[int] | None = None
 
 
 def generate(
-    config: Any,
+    fragments: Sequence[str] | None,
+    samples: int,
     stream: Stream,
     case: TextCase,
     *,
-    repeated: bool,
+    insertions: int = 1,
+    repeats: int | None = None,
 ) -> Generated:
+    """`samples` draws of `insertions` fragments each, or of one fragment `repeats` times."""
     text = case.text
     if not text:
         return Generated(skip_reason=SKIP_EMPTY_TEXT)
-    fragments = config.fragments or DEFAULT_FRAGMENTS
+    fragments = fragments or DEFAULT_FRAGMENTS
     starts = sentence_starts(text)
     boundaries = len(starts) + 1
     candidates = []
     draw = stream.draw
-    for _ in range(config.samples):
-        if repeated:
-            chosen = [fragments[draw(len(fragments))]] * config.repeats
+    for _ in range(samples):
+        if repeats is not None:
+            chosen = [fragments[draw(len(fragments))]] * repeats
         else:
-            chosen = [fragments[draw(len(fragments))] for _ in range(config.insertions)]
+            chosen = [fragments[draw(len(fragments))] for _ in range(insertions)]
         steps = [{"at": draw(boundaries), "text": fragment} for fragment in chosen]
         steps.sort(key=_at)
         candidates.append((steps, insert(text, steps, starts)))
     return case.finish(candidates)
+
+
+def _irrelevant(config: IrrelevantContext, original: Original) -> Generated:
+    return generate(config.fragments, config.samples, original.stream(), original.text_case(),
+                    insertions=config.insertions)
+
+
+def _repeated(config: RepeatedContext, original: Original) -> Generated:
+    return generate(config.fragments, config.samples, original.stream(), original.text_case(),
+                    repeats=config.repeats)
+
+
+def _insert(text: str, steps: Sequence[Step]) -> str:
+    return insert(text, steps)
+
+
+IRRELEVANT_CONTEXT = Transformation(_irrelevant, text_edit(_insert), shrink=drop_one_step)
+REPEATED_CONTEXT = Transformation(_repeated, text_edit(_insert), shrink=drop_one_step)

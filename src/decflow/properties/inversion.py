@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from decflow.properties.base import SKIP_NO_REWRITE, Generated, Step, TextCase, setting
+from decflow.properties.base import (
+    SKIP_NO_REWRITE,
+    Generated,
+    Original,
+    Step,
+    TextCase,
+    Transformation,
+    setting,
+    text_edit,
+)
 
 if TYPE_CHECKING:
     from decflow.contracts.properties import Inversion
@@ -30,3 +39,10 @@ def generate(config: Inversion, case: TextCase) -> Generated:
     if not matching:
         return Generated(skip_reason=SKIP_NO_REWRITE)
     return case.finish([([step], apply(text, [step])) for step in matching])
+
+
+def _generate(config: Inversion, original: Original) -> Generated:
+    return generate(config, original.text_case())
+
+
+INVERSION = Transformation(_generate, text_edit(apply), relation="swapped")

@@ -6,11 +6,19 @@ Labels keep their contract order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from decflow.properties.base import Generated, Input, Presentation, Step, finish
+from decflow.properties.base import (
+    Generated,
+    Input,
+    Original,
+    Presentation,
+    Step,
+    Transformation,
+    finish,
+)
 from decflow.properties.stream import Stream
 
 if TYPE_CHECKING:
@@ -92,3 +100,22 @@ def presentation(steps: Sequence[Step], labels: Sequence[str]) -> Presentation:
     if not steps:
         return None
     return list(zip(_shown(steps, labels), labels, strict=True))
+
+
+def _fewer_labels(steps: list[Step], labels: Sequence[str]) -> Iterator[list[Step]]:
+    """Each label's step left out in turn, while the labels still show distinctly."""
+    for i in range(len(steps)):
+        fewer = steps[:i] + steps[i + 1 :]
+        if fewer and labels_distinct(fewer, labels):
+            yield fewer
+
+
+def _generate(config: LabelFormat, original: Original) -> Generated:
+    return generate(config, original.stream(), original.input, original.labels)
+
+
+def _apply(steps: Sequence[Step], original: Original) -> tuple[Input, Presentation]:
+    return original.input, presentation(steps, original.labels)
+
+
+LABEL_FORMAT = Transformation(_generate, _apply, shrink=_fewer_labels, shared_steps=True)

@@ -21,8 +21,7 @@ import numpy as np
 
 from decflow.metrics.compare import Limits, compare, judge
 from decflow.properties.base import Input, Presentation, Step
-from decflow.properties.generate import SHRINKABLE, apply_steps
-from decflow.properties.label_format import labels_distinct
+from decflow.properties.generate import apply_steps, transformation
 
 if TYPE_CHECKING:
     from decflow.contracts.properties import PropertyConfig
@@ -72,21 +71,10 @@ def make_judge(
 
 
 def smaller(property_name: str, steps: list[Step], labels: Sequence[str]) -> Iterator[list[Step]]:
-    """Candidate step lists one step smaller than `steps`, in DecGuard's order."""
-    if property_name == "option_order":
-        order = list(steps[-1]["order"])
-        for i in range(len(order) - 1):
-            if order[i] > order[i + 1]:
-                # The identity order that this can produce is skipped later as a no-op.
-                yield [{"order": [*order[:i], order[i + 1], order[i], *order[i + 2 :]]}]
-    elif property_name == "label_format":
-        for i in range(len(steps)):
-            fewer = steps[:i] + steps[i + 1 :]
-            if fewer and labels_distinct(fewer, labels):
-                yield fewer
-    elif len(steps) > 1:
-        for i in range(len(steps)):
-            yield steps[:i] + steps[i + 1 :]
+    """Candidate step lists one step smaller than `steps`, in DecGuard's order (the
+    property's own `shrink`; none for a property whose cases are not minimised)."""
+    shrink = transformation(property_name).shrink
+    return iter(()) if shrink is None else shrink(steps, labels)
 
 
 def _shrink(
@@ -146,7 +134,7 @@ def minimize_many(
     runs: dict[int, Generator[Candidate, Probabilities | None, Shrunk]] = {}
     pending: dict[int, Candidate] = {}
     for i, job in enumerate(jobs):
-        if job.property_name not in SHRINKABLE:
+        if transformation(job.property_name).shrink is None:
             results[i] = Shrunk(None, 0)
             continue
         runs[i] = _shrink(job, labels, text_field, max_calls)

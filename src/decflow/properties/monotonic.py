@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING
 from decflow.properties.base import (
     Generated,
     Input,
+    Original,
+    Presentation,
     Step,
+    Transformation,
     finish,
     skip_not_finite,
     skip_not_number,
@@ -49,3 +52,14 @@ def generate(config: Monotonic, original: Input) -> Generated:
         steps: list[Step] = [{"field": name, "delta": float(delta)}]
         candidates.append((steps, apply(original, steps), None))
     return finish(original, candidates)
+
+
+def _generate(config: Monotonic, original: Original) -> Generated:
+    return generate(config, original.input)
+
+
+def _apply(steps: Sequence[Step], original: Original) -> tuple[Input, Presentation]:
+    return apply(original.input, steps), None
+
+
+MONOTONIC = Transformation(_generate, _apply, relation="monotonic")

@@ -10,8 +10,20 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from decflow.properties.base import SKIP_NO_CHANGE, Generated, Step, TextCase
+from decflow.properties.base import (
+    SKIP_NO_CHANGE,
+    Generated,
+    Original,
+    Step,
+    TextCase,
+    Transformation,
+    text_edit,
+)
+
+if TYPE_CHECKING:
+    from decflow.contracts.properties import Normalization
 
 _RUN = re.compile(r"\s+")
 
@@ -47,3 +59,10 @@ def generate(case: TextCase) -> Generated:
     if not steps:
         return Generated(skip_reason=SKIP_NO_CHANGE)
     return case.finish([(steps, current)])
+
+
+def _generate(_config: Normalization, original: Original) -> Generated:
+    return generate(original.text_case())
+
+
+NORMALIZATION = Transformation(_generate, text_edit(apply))

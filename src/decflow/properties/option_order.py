@@ -5,7 +5,7 @@ Step: `{"order": [contract label indices in shown order]}`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import permutations
 from typing import TYPE_CHECKING
@@ -14,8 +14,10 @@ from decflow.properties.base import (
     SKIP_NO_CHANGE,
     Generated,
     Input,
+    Original,
     Presentation,
     Step,
+    Transformation,
     Transformed,
 )
 from decflow.properties.stream import Stream
@@ -82,3 +84,23 @@ def presentation(steps: Sequence[Step], labels: Sequence[str]) -> Presentation:
     if list(order) == list(range(len(labels))):
         return None
     return [(labels[i], labels[i]) for i in order]
+
+
+def _adjacent_swaps(steps: list[Step], _labels: Sequence[str]) -> Iterator[list[Step]]:
+    """One inversion fewer: each adjacent pair out of order swapped back, left to right (the
+    identity order this can reach is skipped as a no-op)."""
+    order = list(steps[-1]["order"])
+    for i in range(len(order) - 1):
+        if order[i] > order[i + 1]:
+            yield [{"order": [*order[:i], order[i + 1], order[i], *order[i + 2 :]]}]
+
+
+def _generate(config: OptionOrder, original: Original) -> Generated:
+    return generate(config, original.stream(), original.input, original.labels)
+
+
+def _apply(steps: Sequence[Step], original: Original) -> tuple[Input, Presentation]:
+    return original.input, presentation(steps, original.labels)
+
+
+OPTION_ORDER = Transformation(_generate, _apply, shrink=_adjacent_swaps, shared_steps=True)

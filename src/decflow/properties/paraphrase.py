@@ -6,15 +6,21 @@ provider re-asks the same input on purpose); it is marked as rerun evidence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from decflow.properties.base import (
     Generated,
     GenerationFailure,
+    Original,
+    ParaphraseProvider,
+    Step,
     TextCase,
+    Transformation,
     skip_provider_gave_none,
+    text_edit,
 )
-from decflow.properties.paraphrasers import IdentityParaphraser, ParaphraseFailed, Paraphraser
+from decflow.properties.paraphrasers import IdentityParaphraser, ParaphraseFailed
 
 if TYPE_CHECKING:
     from decflow.contracts.properties import Paraphrase
@@ -24,7 +30,7 @@ def generate(
     case: TextCase,
     *,
     case_id: str,
-    paraphraser: Paraphraser | None,
+    paraphraser: ParaphraseProvider | None,
 ) -> Generated:
     provider = paraphraser or IdentityParaphraser()
     try:
@@ -40,3 +46,16 @@ def generate(
     found = case.finish(candidates, keep_noop=True)
     found.provenance = provider.provenance()
     return found
+
+
+def _generate(config: Paraphrase, original: Original) -> Generated:
+    return generate(config, original.text_case(), case_id=original.case_id,
+                    paraphraser=original.paraphraser)
+
+
+def _stored_text(text: str, steps: Sequence[Step]) -> str:
+    """The stored paraphrase (never asked of the provider again)."""
+    return steps[-1]["text"] if steps else text
+
+
+PARAPHRASE = Transformation(_generate, text_edit(_stored_text), regenerates=False)

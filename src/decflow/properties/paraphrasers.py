@@ -4,27 +4,36 @@ A provider is built once per run (`build_paraphraser`, which fixes the run seed)
 per case. Failures of a
 provider for one case raise `ParaphraseFailed` with the typed error kind recorded for that
 case; configuration problems (unreadable file, missing credential, unknown plugin) raise
-`ConfigurationError` and stop the run with exit 2.
+`ConfigurationError` and stop the run with exit 2. Plugins run in a worker process
+(`PluginParaphraser`), never in decflow's own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import uuid
 from abc import ABC, abstractmethod
-from importlib.metadata import entry_points
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from decflow.contracts.credentials import is_allowed, refusal
+from decflow.contracts.paths import contract_file
 from decflow.errors import ConfigurationError
 from decflow.properties.base import setting
+from decflow.redaction import redact, redact_text, register
+from decflow.workers.process import CallFailed, WorkerFailed, shared_worker
+from decflow.workers.settings import call_timeout
 
 if TYPE_CHECKING:
     import httpx
 
 ENTRY_POINT_GROUP = "decflow.paraphrasers"
+HOST = "decflow.properties.paraphrase_host"
 
 DEFAULT_INSTRUCTIONS = (
     "Rewrite the user's text in {n} different ways. Keep the meaning, every fact and the "
@@ -75,9 +84,11 @@ class FileParaphraser(Paraphraser):
 
     provider = "file"
 
-    def __init__(self, path: str, base_dir: Path) -> None:
+    def __init__(self, path: str, base_dir: Path, *, allowed: Sequence[str] = (),
+                 contract: str = "the contract") -> None:
         self.path = path
-        full = (base_dir / path) if not Path(path).is_absolute() else Path(path)
+        full = contract_file(base_dir, path, field="properties.paraphrase.source.path",
+                             source=contract, allowed=allowed)
         try:
             raw = full.read_bytes()
         except OSError as exc:
@@ -150,12 +161,15 @@ class OpenAIParaphraser(Paraphraser):
         headers = {}
         key_env = setting(source, "api_key_env", "OPENAI_API_KEY")
         if key_env is not None:
+            if not is_allowed(key_env, self.url):
+                raise ConfigurationError(refusal(key_env, self.url, "properties.paraphrase.source"))
             key = os.environ.get(key_env)
             if not key:
                 raise ConfigurationError(
                     f"properties.paraphrase.source.api_key_env: environment variable "
                     f"{key_env} is not set"
                 )
+            register([key])
             headers["Authorization"] = f"Bearer {key}"
         timeout = float(setting(source, "timeout_s", 60) or 60)
         import httpx  # only this provider needs it; every fuzz run imports this module
@@ -182,8 +196,8 @@ class OpenAIParaphraser(Paraphraser):
             raise ParaphraseFailed("unavailable", f"paraphraser unreachable ({exc})") from exc
         if response.status_code >= 400:
             raise ParaphraseFailed("paraphrase_error", f"paraphraser HTTP {response.status_code}")
-        self.last_response = _response_identity(response)
-        return _parse_paraphrases(response)[:n]
+        self.last_response = redact(_response_identity(response))
+        return [redact_text(text) for text in _parse_paraphrases(response)[:n]]
 
     def provenance(self) -> dict[str, Any]:
         found = {
@@ -235,8 +249,10 @@ def _parse_paraphrases(response: httpx.Response) -> list[str]:
     return [t for t in texts if t.strip()]
 
 
-def build_paraphraser(source: Any, *, base_dir: Path, seed: int) -> Paraphraser:
-    """Build the provider named by `properties.paraphrase.source` (once per run)."""
+def build_paraphraser(source: Any, *, base_dir: Path, seed: int, allowed: Sequence[str] = (),
+                      contract: str = "the contract") -> Paraphraser:
+    """Build the provider named by `properties.paraphrase.source` (once per run); a file
+    it names lies in the contract's folder `base_dir` or an `allowed` one."""
     provider = setting(source, "provider", "identity") if source is not None else "identity"
     if provider == "identity":
         return IdentityParaphraser()
@@ -244,22 +260,68 @@ def build_paraphraser(source: Any, *, base_dir: Path, seed: int) -> Paraphraser:
         path = setting(source, "path")
         if not isinstance(path, str) or not path:
             raise ConfigurationError("properties.paraphrase.source.path: required for file")
-        return FileParaphraser(path, base_dir)
+        return FileParaphraser(path, base_dir, allowed=allowed, contract=contract)
     if provider == "openai":
         return OpenAIParaphraser(source, seed=seed)
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        if point.name == provider:
-            cls = point.load()
-            if not (isinstance(cls, type) and issubclass(cls, Paraphraser)):
-                raise ConfigurationError(
-                    f"paraphraser plugin '{provider}' is not a decflow Paraphraser subclass"
-                )
-            settings = source if isinstance(source, dict) else _as_dict(source)
-            return cls(settings, base_dir=base_dir, seed=seed)  # type: ignore[call-arg]
-    raise ConfigurationError(
-        f"properties.paraphrase.source.provider: unknown provider '{provider}' (built in: "
-        f"identity, file, openai; plugins register under '{ENTRY_POINT_GROUP}')"
-    )
+    settings = source if isinstance(source, dict) else _as_dict(source)
+    return PluginParaphraser(str(provider), settings, base_dir=base_dir, seed=seed)
+
+
+class PluginParaphraser(Paraphraser):
+    """A paraphraser plugin in its worker process (`decflow.properties.paraphrase_host`):
+    a `sys.exit`, a crash or a hang in it is that case's `paraphrase_error` (`timeout`
+    after `DECFLOW_CALL_TIMEOUT` seconds), never the end of the run; a plugin that cannot
+    be loaded or built stops it (exit 2)."""
+
+    def __init__(self, provider: str, settings: dict[str, Any], *, base_dir: Path,
+                 seed: int, timeout: float | None = None) -> None:
+        self.provider = provider
+        self.timeout = call_timeout(timeout)
+        self.worker = shared_worker(HOST, provider, f"paraphraser plugin '{provider}'")
+        self.instance = uuid.uuid4().hex
+        init = {"instance": self.instance, "provider": provider, "settings": settings,
+                "base_dir": str(base_dir), "seed": seed}
+        try:
+            self.worker.setup(self.instance, "init", init, self.timeout)
+        except (CallFailed, WorkerFailed) as exc:
+            raise ConfigurationError(
+                f"properties.paraphrase.source: paraphraser plugin '{provider}' could not "
+                f"be built: {exc}") from None
+
+    def _call(self, op: str, **args: Any) -> Any:
+        try:
+            return self.worker.request(op, {"instance": self.instance, **args}, self.timeout)
+        except CallFailed as exc:
+            message = str(exc.failure.get("message"))
+            if exc.failure.get("decflow"):
+                raise ConfigurationError(message) from None
+            kind = str(exc.failure.get("kind"))
+            raise ParaphraseFailed(kind if kind in ("timeout", "unavailable") else
+                                   "paraphrase_error", message) from None
+        except WorkerFailed as exc:
+            raise ParaphraseFailed("timeout" if exc.kind == "timeout" else "paraphrase_error",
+                                   str(exc)) from None
+
+    def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]:
+        texts = self._call("paraphrase", text=text, n=n, case_id=case_id)
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise ParaphraseFailed("paraphrase_error",
+                                   f"paraphraser plugin '{self.provider}' did not answer a "
+                                   "list of texts")
+        return [redact_text(t) for t in texts]
+
+    def provenance(self) -> dict[str, Any]:
+        try:
+            found = self._call("provenance")
+        except ParaphraseFailed:
+            found = None
+        return redact(found) if isinstance(found, dict) else {"provider": self.provider}
+
+    def close(self) -> None:
+        self.worker.forget(self.instance)
+        if self.worker.running():
+            with contextlib.suppress(ParaphraseFailed, ConfigurationError):
+                self._call("close")
 
 
 def _as_dict(source: Any) -> dict[str, Any]:

@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from decflow.properties.base import Generated, Step, TextCase
+from decflow.properties.base import (
+    Generated,
+    Original,
+    Step,
+    TextCase,
+    Transformation,
+    drop_one_step,
+    text_edit,
+)
 from decflow.properties.stream import Stream
 
 if TYPE_CHECKING:
@@ -91,3 +99,10 @@ def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
         steps = [step for _t, step in picked]
         candidates.append((steps, _render(text, spans, steps)))
     return case.finish(candidates)
+
+
+def _generate(config: Whitespace, original: Original) -> Generated:
+    return generate(config, original.stream(), original.text_case())
+
+
+WHITESPACE = Transformation(_generate, text_edit(apply), shrink=drop_one_step)

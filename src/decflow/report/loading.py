@@ -1,7 +1,9 @@
 """Finding and verifying a report: a report file, or a run id in the store.
 
 `decflow report`, `diff`, `replay`, the SDK and the Prefect tasks all load reports through
-`load_verified`, so a tampered report stops every one of them with exit 2.
+`load_verified`, so a tampered report stops every one of them with exit 2: a stored
+report must match the sha256 its run recorded (`decflow.store.run_files`), and its
+verdict the one the run recorded and its summary stage stored.
 """
 
 from __future__ import annotations
@@ -9,34 +11,60 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from decflow.errors import DecflowError
+from decflow.errors import DecflowError, ReportError
 from decflow.report.check_report import verify_check_report
-from decflow.report.verify import load_report_file, verify_run_report
+from decflow.report.verify import REPORT_MAX_DEPTH, load_report_file, verify_run_report
 from decflow.report.versions import REPORT_VERSIONS, RUN_REPORT_VERSIONS
 from decflow.store.runs import (
     FAILED,
+    FINISHED,
     INTERRUPTED,
+    REPORT,
     RUNNING,
     has_run,
+    read_run_file,
     read_run_record,
     report_path,
     resume_command,
     run_state,
 )
-from decflow.store.store import Store
+from decflow.store.store import Manifest, Store
+from decflow.strictjson import JsonProblem, loads
+from decflow.textfile import TextProblem, decode_utf8
+
+
+def _stored_file(target: str, store: Store, run_id: str) -> bool:
+    """Whether the file `target` is run `run_id`'s own stored report (not a copy)."""
+    local = store.path(report_path(run_id))
+    try:
+        return os.path.exists(local) and os.path.samefile(target, local)
+    except OSError:
+        return False
 
 
 def resolve_report(target: str, store: Store) -> tuple[dict[str, Any], str, str | None]:
-    """(report, source name, run id when the run's artifacts are in the store)."""
+    """(report, source name, run id when the run's artifacts are in the store). A run's
+    stored report is read only if it still matches the sha256 in the run's record."""
     if os.path.exists(target):
         report = load_report_file(target)
         run = report.get("run")
         run_id = run.get("id") if isinstance(run, dict) else None  # checked when verified
-        if run_id and has_run(store, run_id):
+        if isinstance(run_id, str) and has_run(store, run_id):
+            if _stored_file(target, store, run_id):
+                read_run_file(store, run_id, REPORT)
             return report, target, run_id
         return report, target, None
     if store.exists(report_path(target)):
-        return store.read_json(report_path(target)), f"run {target}", target
+        source = f"run {target}"
+        try:
+            document = loads(decode_utf8(read_run_file(store, target, REPORT)),
+                             max_depth=REPORT_MAX_DEPTH)
+        except (TextProblem, JsonProblem) as exc:
+            where = store.uri(report_path(target))
+            raise ReportError(f"{where}: not a JSON report: {exc}") from None
+        if not isinstance(document, dict):
+            raise ReportError(f"{store.uri(report_path(target))}: not a report")
+        return document, source, target
     if has_run(store, target):
         raise DecflowError(f"run {target} has no report: {no_report(store, target)}")
     raise DecflowError(
@@ -71,4 +99,31 @@ def load_verified(target: str, store: Store) -> tuple[dict[str, Any], str, str |
         verify_check_report(report, source)
     elif not (version in REPORT_VERSIONS and kind == "probe"):
         raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run or check report")
+    if run_id is not None:
+        verify_against_run(report, source, store, run_id)
     return report, source, run_id
+
+
+def verify_against_run(report: dict[str, Any], source: str, store: Store, run_id: str) -> None:
+    """The report's verdict must be the one its run recorded: the status and exit code in
+    the run's record and, for a contract run, the gates and statuses of the checks its
+    summary stage stored (an artifact checked against its manifest's sha256)."""
+    record = read_run_record(store, run_id)
+    for field in ("status", "exit_code"):
+        if record.get("status") in FINISHED and field in record and (
+                report.get(field) != record[field]):
+            raise ReportError(
+                f"{source}: {field} {report.get(field)!r} is not the {record[field]!r} run "
+                f"{run_id} recorded; the report was edited after the run"
+            )
+    summary = (record.get("stages") or {}).get("summary")
+    if not isinstance(summary, dict) or not isinstance(report.get("checks"), list):
+        return
+    stored = store.read(Manifest.from_dict(summary), ["gate", "status"])
+    recorded = list(zip(stored["gate"], stored["status"], strict=True)) if stored.height else []
+    shown = [(c.get("gate"), c.get("status")) for c in report["checks"] if isinstance(c, dict)]
+    if shown != recorded:
+        raise ReportError(
+            f"{source}: its checks are not the ones run {run_id} stored with its summary; "
+            "the report was edited after the run"
+        )

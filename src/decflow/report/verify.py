@@ -10,6 +10,7 @@ and gates. Every refusal names the file and the place (line and column, or field
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ from decflow.textfile import TextProblem, decode_utf8
 REPORT_MAX_DEPTH = MAX_DEPTH + 8
 SHOWN_PROBLEMS = 5
 REWRITE = "write it again from its run (`decflow report RUN -o FILE`)"
+# A report file is read whole and parsed; past this size it is refused unread (a 100k-case
+# `test --all` report is about 60 MB).
+MAX_REPORT_BYTES = 256_000_000
 
 
 def close(a: Any, b: Any) -> bool:
@@ -47,9 +51,16 @@ def close(a: Any, b: Any) -> bool:
 
 def load_report_file(path: str) -> dict[str, Any]:
     try:
-        raw = Path(path).read_bytes()
+        with Path(path).open("rb") as handle:
+            # the size first: a file past the limit costs no memory (a pipe has no size
+            # and is cut at the limit instead)
+            too_big = os.fstat(handle.fileno()).st_size > MAX_REPORT_BYTES
+            raw = b"" if too_big else handle.read(MAX_REPORT_BYTES + 1)
     except OSError as exc:
         raise ReportError(f"{path}: cannot read report ({exc.strerror or exc})") from None
+    if too_big or len(raw) > MAX_REPORT_BYTES:
+        raise ReportError(f"{path}: a report file is at most {MAX_REPORT_BYTES:,} bytes; this "
+                          "one is larger (not read)")
     try:
         document = loads(decode_utf8(raw), max_depth=REPORT_MAX_DEPTH)
     except (TextProblem, JsonProblem) as exc:

@@ -7,6 +7,7 @@ Layout (the only module that spells it):
     runs/<run_id>/report.json     the run's report (also diff.json, report.html beside it)
     runs/<run_id>/contract.<ext>  the contract the run used (replay/report from anywhere)
     runs/<run_id>/backend-plan.json  how the backend reads answers for the whole run
+    runs/<run_id>-noise<K>/      a noise run: run <run_id>'s original requests re-sent K times
     runs/<run_id>/lock            held while a process works on the run (`store.locks`)
     accepted/<decision>/<backend>.json   the accepted baseline run of a decision and backend
 
@@ -22,14 +23,17 @@ killed (`kill -9`, a lost machine) is `interrupted`, like one stopped by SIGINT/
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from decflow.errors import DecflowError
+from decflow.errors import DecflowError, ReportError
+from decflow.redaction import redact
 from decflow.store.locks import LEASE, LOCK, Lock, describe, holder_of
-from decflow.store.store import DamagedArtifact, Store
+from decflow.store.run_files import FILES, mismatch, recorded, with_file
+from decflow.store.store import DamagedArtifact, Store, json_bytes
 
 RUNS = "runs"
 RECORD = "run.json"
@@ -78,14 +82,65 @@ def read_run_record(store: Store, run_id: str) -> dict[str, Any]:
 
 
 def write_run_record(store: Store, record: dict[str, Any]) -> None:
-    store.write_json(run_path(record["run_id"], RECORD), {**record, "updated_at": now_iso()})
+    """Write a run's record; the sha256 of its report and view files recorded so far
+    (`store.run_files`) are kept."""
+    relative = run_path(record["run_id"], RECORD)
+    files = recorded(store.read_json(relative)) if store.exists(relative) else {}
+    # a backend's model name or details may echo a credential (decflow.redaction)
+    store.write_json(relative, redact({**record, **({FILES: files} if files else {}),
+                                       "updated_at": now_iso()}))
 
 
 def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT) -> str:
-    """Store a report of the run (`report.json`, `diff.json`, …); returns its store path."""
+    """Store a report of the run (`report.json`, `diff.json`, …) and its sha256 in the
+    run's record; returns its store path."""
+    return write_run_file(store, run_id, name, json_bytes(report))
+
+
+def write_run_file(store: Store, run_id: str, name: str, data: bytes) -> str:
+    """Write `runs/<run_id>/<name>`, then record its sha256 in the run's record (when the
+    run has one); returns the store path. The file goes first: a process killed in
+    between leaves a file that no longer matches its record, which readers refuse."""
     relative = run_path(run_id, name)
-    store.write_json(relative, report)
+    store.write_bytes(relative, data)
+    if has_run(store, run_id):
+        record = store.read_json(run_path(run_id, RECORD))
+        if isinstance(record, dict):
+            store.write_json(run_path(run_id, RECORD), with_file(record, name, data))
     return relative
+
+
+def read_run_file(store: Store, run_id: str, name: str) -> bytes:
+    """The bytes of `runs/<run_id>/<name>`, if they match the sha256 in the run's record."""
+    data = store.read_bytes(run_path(run_id, name))
+    files = recorded(store.read_json(run_path(run_id, RECORD))) if has_run(store, run_id) else {}
+    problem = mismatch(files, name, data)
+    if problem:
+        raise ReportError(
+            f"{store.uri(run_path(run_id, name))} {problem}; it is not read. Write it again "
+            f"from the run's stored stages (decflow report {run_id} -c CONTRACT) or run the "
+            "check again"
+        )
+    return data
+
+
+def read_run_json(store: Store, run_id: str, name: str) -> Any:
+    """`read_run_file`, parsed as JSON."""
+    return json.loads(read_run_file(store, run_id, name))
+
+
+def damaged_files(store: Store, record: dict[str, Any]) -> list[str]:
+    """The files a run recorded (by name) that are missing or no longer match."""
+    run_id, files = record.get("run_id"), recorded(record)
+    if not isinstance(run_id, str):
+        return []
+    damaged = []
+    for name in map(str, files):
+        relative = run_path(run_id, name)
+        data = store.read_bytes(relative) if store.exists(relative) else None
+        if mismatch(files, name, data):
+            damaged.append(name)
+    return damaged
 
 
 def contract_copy(store: Store, run_id: str) -> str | None:
@@ -186,6 +241,23 @@ def run_state(store: Store, record: dict[str, Any]) -> RunState:
         error = str(record.get("error") or "no error recorded").splitlines()[0]
         return RunState(FAILED, error)
     return RunState(status)
+
+
+NOISE_KIND = "noise"
+_NOISE = "-noise"
+
+
+def noise_run_id(parent: str, reruns: int) -> str:
+    """The child run that re-sends run `parent`'s original requests `reruns` times."""
+    return f"{parent}{_NOISE}{reruns}"
+
+
+def noise_runs_of(store: Store, parent: str) -> list[str]:
+    """The ids of run `parent`'s noise runs in the store (any state)."""
+    prefix = f"{parent}{_NOISE}"
+    return [name for name in store.list_dir(RUNS)
+            if name.startswith(prefix) and name[len(prefix):].isdigit()
+            and has_run(store, name)]
 
 
 def accepted_path(decision: str, backend: str) -> str:

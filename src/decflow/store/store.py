@@ -251,11 +251,7 @@ class Store:
         return bool(self.fs.exists(self.path(relative)))
 
     def write_json(self, relative: str, data: Any) -> None:
-        # Compact: only the C encoder is fast, and it cannot indent (an indented report of
-        # 100k cases costs seconds in the pure-Python encoder). `-o` output stays indented.
-        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        text += "\n"
-        self.write_bytes(relative, text.encode())
+        self.write_bytes(relative, json_bytes(data))
 
     def read_json(self, relative: str) -> Any:
         """A JSON file of the store; a damaged one (truncated, not JSON) is
@@ -416,6 +412,14 @@ class Store:
                     ) from None
                 found.append((Part(relative, hashlib.sha256(data).hexdigest(), ids.len()), ids))
         return found
+
+
+def json_bytes(data: Any) -> bytes:
+    """How the store writes JSON. Compact: only the C encoder is fast, and it cannot indent
+    (an indented report of 100k cases costs seconds in the pure-Python encoder). `-o`
+    output stays indented."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return (text + "\n").encode()
 
 
 def _check_local_root(root: str) -> None:

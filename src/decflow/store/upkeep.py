@@ -26,11 +26,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from decflow.errors import DecflowError
+from decflow.store.run_files import recorded as recorded_files
 from decflow.store.runs import (
     FINISHED,
     RECORD,
     REPORT,
     RUNNING,
+    damaged_files,
     is_accepted,
     list_runs,
     read_run_record,
@@ -112,6 +114,11 @@ def verify_run(store: Store, run_id: str) -> tuple[int, list[Damage]]:
             store.read_json(run_path(run_id, REPORT))
         except DamagedArtifact as exc:
             damage.append(Damage(exc.uri, exc.problem))
+    recorded = damaged_files(store, record)  # report and views against their sha256
+    checked += len(recorded_files(record))
+    damage += [Damage(store.uri(run_path(run_id, name)), "does not match the sha256 recorded "
+                      "for it in run.json (edited or damaged since the run)")
+               for name in recorded]
     return checked, damage
 
 

@@ -30,7 +30,9 @@ from prefect.artifacts import (
 )
 from prefect.runtime import deployment
 
+from decflow.redaction import redact
 from decflow.report.sections import report_headline
+from decflow.store.runs import read_run_json
 from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
@@ -56,7 +58,9 @@ def publish_report(store: Store, relative: str, key: str) -> str:
     from decflow.views.artifacts import check_rows, linkable, report_artifact
     from decflow.views.stored import write_stored_html
 
-    report = store.read_json(relative)
+    # verified against its recorded sha256; redacted, as it may predate a secret's use
+    stored = PurePosixPath(relative)
+    report = redact(read_run_json(store, stored.parent.name, stored.name))
     name = PurePosixPath(relative).stem
     files = {f"{name}.json": relative, f"{name}.html": write_stored_html(store, relative, report)}
     locations = {file: store.uri(path) for file, path in files.items()}

@@ -13,6 +13,7 @@ from decflow.report.sections import report_headline
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import diff_calibration_lines
+from decflow.views.diff_evidence import evidence_rows, gating_line, noise_line
 from decflow.views.text import answer, checks, percent, preview
 
 VERDICTS = {
@@ -100,6 +101,19 @@ def _changes(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _evidence(report: dict[str, Any]) -> list[str]:
+    """How the diff was gated, the rerun noise, and each gate's decision."""
+    gating = gating_line(report)
+    if gating is None:
+        return []
+    lines = ["", f"  Evidence     {gating}", f"  Noise        {noise_line(report)}"]
+    for gate, level, phrase, method, cases, _mcnemar in evidence_rows(report):
+        warning = " (warning)" if level == "warning" else ""
+        lines.append(f"    {gate + warning:<30} {phrase}")
+        lines.append(f"    {'':<30} {method}{f', n={cases}' if cases else ''}")
+    return lines
+
+
 def render_diff(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
     contract = report["contract"]
@@ -119,6 +133,7 @@ def render_diff(report: dict[str, Any]) -> str:
     lines += [
         *checks(report, gate_width=30),
         *_changes(report),
+        *_evidence(report),
         "",
         *_summary(report),
         *_metrics(report),

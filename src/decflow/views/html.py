@@ -33,6 +33,12 @@ from decflow.report.sections import (
 )
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
+from decflow.views.diff_evidence import (
+    EVIDENCE_HEADERS,
+    evidence_rows,
+    gating_line,
+    noise_line,
+)
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
@@ -45,6 +51,7 @@ from decflow.views.text import (
     failing_segments_first,
     short_hash,
 )
+from decflow.views.trend_text import run_label, trend_cell
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
@@ -547,7 +554,8 @@ def diff_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         for n, m in metrics.items()))
     # checks and changed cases first: what an on-call reader acts on
     parts = [banner(report, title), identity(report), gates(report), changed_cases(report),
-             section("Shift", shift), section("Metrics", metric_table, plots(metric_chart))]
+             evidence_section(report), section("Shift", shift),
+             section("Metrics", metric_table, plots(metric_chart))]
     segments = report.get("segments") or []
     if segments:
         columns = [k for k in segments[0] if k not in ("key", "value")]
@@ -559,7 +567,32 @@ def diff_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         parts.append(section("Segments", table(("segment", *columns), (
             (e(f"{s['key']}={s['value']}"), *(val(s.get(c)) for c in columns))
             for s in segments)), plots(chart)))
+    if report.get("trend"):
+        parts.append(trend_section(report["trend"]))
     return title, parts
+
+
+def evidence_section(report: dict[str, Any]) -> str:
+    """How the diff was gated, the rerun noise, each gate's decision with its interval."""
+    gating = gating_line(report)
+    if gating is None:
+        return ""
+    return section(
+        "Evidence", f"<p>{e(gating)}</p><p>Rerun noise: {e(noise_line(report))}</p>",
+        table(EVIDENCE_HEADERS, [tuple(e(c) for c in row) for row in evidence_rows(report)]))
+
+
+def trend_section(trend: dict[str, Any]) -> str:
+    """The decision's last runs (rows, oldest first; * = accepted baseline) by gated metric
+    (columns: value [95% per side] and status)."""
+    runs = trend["runs"]
+    gates = trend["gates"]
+    rows = ([e(run_label(run)), *(e(trend_cell(run["gates"].get(g))) for g in gates)]
+            for run in runs)
+    note = (f"<p>The last {len(runs)} runs of {e(trend['decision'])} on "
+            f"{e(trend['backend'] or 'every backend')}, oldest first; * marks the accepted "
+            "baseline; intervals are 95% per side.</p>")
+    return section("Trend", note, table(("run", *gates), rows))
 
 
 def changed_cases(report: dict[str, Any]) -> str:

@@ -27,6 +27,12 @@ from decflow.report.sections import (
     status_label,
 )
 from decflow.views.calibration_text import calibration_lines
+from decflow.views.diff_evidence import (
+    EVIDENCE_HEADERS,
+    evidence_rows,
+    gating_line,
+    noise_line,
+)
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
 from decflow.views.text import (
@@ -333,6 +339,7 @@ def render_diff(report: dict[str, Any]) -> list[str]:
     lines.extend(diff_identity(report))
     lines.extend(checks_block(report))
     lines.extend(changes_block(report))
+    lines.extend(evidence_block(report))
     lines.extend(["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))])
     lines.extend(["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))])
     lines.extend(["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (
@@ -344,6 +351,16 @@ def render_diff(report: dict[str, Any]) -> list[str]:
             "matched", "baseline_accuracy", "candidate_accuracy", "accuracy_drop",
             "answer_flip_rate"))])
     return lines
+
+
+def evidence_block(report: dict[str, Any]) -> list[str]:
+    """The diff's gating, rerun noise and per-gate decisions (interval, noise floor)."""
+    gating = gating_line(report)
+    if gating is None:
+        return []
+    rows = [tuple(md(c) for c in row) for row in evidence_rows(report)]
+    return ["## Evidence", "", md(gating), "", f"Rerun noise: {md(noise_line(report) or '')}",
+            "", *table(EVIDENCE_HEADERS, rows)]
 
 
 def render_check(report: dict[str, Any]) -> list[str]:

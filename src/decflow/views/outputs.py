@@ -1,4 +1,5 @@
-"""Every view of a report: text for the terminal, and the HTML/Markdown/JUnit files."""
+"""Every view of a report: text for the terminal, and the files of the registered formats
+(`views/formats.py`: HTML, Markdown, JUnit)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from decflow.errors import DecflowError
-
-# Report kinds the file views do not describe (a probe has relations, not gates).
-NO_FILE_VIEWS = frozenset({"probe"})
+from decflow.redaction import redact_text
+from decflow.report.sections import report_kind
+from decflow.views.formats import VIEW_FORMATS
 
 
 def render_text(report: dict[str, Any]) -> str:
@@ -48,32 +49,21 @@ def _write(path: str, text: str, what: str) -> None:
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        target.write_text(redact_text(text), encoding="utf-8")
     except OSError as exc:
         raise DecflowError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
 
 
-def write_views(
-    report: dict[str, Any],
-    *,
-    html: str | None = None,
-    junit: str | None = None,
-    markdown: str | None = None,
-) -> None:
-    if report.get("kind") in NO_FILE_VIEWS and (html or junit or markdown):
+def write_views(report: dict[str, Any], **files: str | None) -> None:
+    """Write `report` in each registered format given a file (`html="r.html"`, ...)."""
+    asked = [(VIEW_FORMATS.get(name), path) for name, path in files.items() if path]
+    kind = report_kind(report)
+    refused = [found for found, _ in asked if kind not in found.kinds]
+    if refused:
+        options = "/".join(found.option for found in refused)
         raise DecflowError(
-            f"--html/--markdown/--junit are not available for {report['kind']} reports "
-            "(they show gates of contract runs, checks and diffs); use the text view or -f json"
+            f"{options}: not available for {kind} reports (they show gates of contract runs, "
+            "checks and diffs); use the text view or -f json"
         )
-    if html:
-        from decflow.views.html import render_html
-
-        _write(html, render_html(report), "HTML report")
-    if markdown:
-        from decflow.views.markdown import render_markdown
-
-        _write(markdown, render_markdown(report), "Markdown report")
-    if junit:
-        from decflow.views.junit import render_junit
-
-        _write(junit, render_junit(report), "JUnit report")
+    for found, path in asked:
+        _write(str(path), found.render(report), found.what)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from decflow.store.runs import report_path
+from decflow.store.runs import read_run_json, report_path, write_run_file
 from decflow.store.store import Store
 
 
@@ -23,10 +23,10 @@ def write_stored_html(store: Store, relative: str, report: dict[str, Any] | None
     given, is that stored report, not read again); returns the HTML's store path."""
     from decflow.views.html import render_html
 
-    shown = store.read_json(relative) if report is None else report
-    target = html_path(relative)
-    store.write_bytes(target, render_html(shown).encode())
-    return target
+    target = PurePosixPath(html_path(relative))
+    run_id = target.parent.name
+    shown = read_run_json(store, run_id, PurePosixPath(relative).name) if report is None else report
+    return write_run_file(store, run_id, target.name, render_html(shown).encode())
 
 
 def write_run_html(store: Store, report: dict[str, Any]) -> str:

@@ -25,13 +25,6 @@ def plan_path(run_id: str) -> str:
     return run_path(run_id, "backend-plan.json")
 
 
-def makes_plans(backend: Backend) -> bool:
-    """Whether the backend looks at presentations before a run (the default hooks do not)."""
-    kind = type(backend)
-    return (kind.check_presentations is not Backend.check_presentations
-            or kind.prepare_run is not Backend.prepare_run)
-
-
 def stored_plan(store: Store, run_id: str) -> dict[str, Any] | None:
     relative = plan_path(run_id)
     return store.read_json(relative) if store.exists(relative) else None

@@ -27,7 +27,7 @@ from decflow.pipeline.contract_run.transformed import (
 from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
-from decflow.properties.generate import RELATIONS
+from decflow.properties.generate import relation_of
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
 from decflow.store.store import Manifest
 
@@ -52,7 +52,7 @@ def _compute_comparisons(context: StageContext, key: str) -> Manifest:
             found = compare(
                 probability_matrix(rows["original_probabilities"], width),
                 probability_matrix(rows["probabilities"], width),
-                relation=RELATIONS[prop],
+                relation=relation_of(prop),
                 decision_type=contract.decision.type,
                 direction=relation_direction(configs.get(prop)),
             )
@@ -109,7 +109,7 @@ def _compute_minimized(context: StageContext, key: str) -> Manifest:
         details = rows[failing.tolist()].join(
             joined, on="request_id", how="left", maintain_order="left"
         )
-        judge_fn = make_judge(config, RELATIONS[prop], contract.decision.type, labels,
+        judge_fn = make_judge(config, relation_of(prop), contract.decision.type, labels,
                               relation_direction(config))
         width = len(labels)
         originals = probability_matrix(details["original_probabilities"], width)

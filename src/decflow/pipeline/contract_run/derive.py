@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from decflow.contracts.properties import Paraphrase
+from decflow.contracts.properties import Counterfactual, Paraphrase
 from decflow.contracts.sections import Stability
 from decflow.data.golden_dataset import case_input, compact_json
 from decflow.errors import DecflowError
@@ -31,7 +31,7 @@ from decflow.pipeline.spec import RunSpec
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
     from decflow.contracts.loader import LoadedContract
-    from decflow.contracts.properties import Counterfactual, PropertyConfig
+    from decflow.contracts.properties import PropertyConfig
     from decflow.diagnostics.personas import PairSet
 
 RERUN = "stability"
@@ -41,8 +41,6 @@ PERSONA_PAIRS = "persona_pairs"
 # Request properties that are diagnostics, judged in the summary's diagnostics section and
 # never by the generic property comparisons.
 DIAGNOSTIC_PROPERTIES = (RERUN, COUNTERFACTUAL)
-# Properties whose generators hand out the same step lists for many cases.
-SHARED_STEPS = frozenset({"option_order", "label_format"})
 # Rows per requests part: bounds the Python lists the requests stage holds at once.
 PART_ROWS = 8_192
 _dump_steps = json.JSONEncoder(ensure_ascii=False).encode
@@ -78,19 +76,22 @@ def counterfactual_config(spec: RunSpec, contract: Contract) -> Counterfactual |
     """`properties.counterfactual` when this run decides persona arms."""
     if not spec.run_mode.fills("properties"):
         return None
-    enabled = dict(_enabled(spec, contract))  # also checks `-p`
-    return contract.properties.counterfactual if COUNTERFACTUAL in enabled else None
+    config = dict(_enabled(spec, contract)).get(COUNTERFACTUAL)  # also checks `-p`
+    return config if isinstance(config, Counterfactual) else None
 
 
 def stability_config(spec: RunSpec, contract: Contract) -> Stability | None:
     """`diagnostics.stability` when this run makes reruns; `decflow stability` runs the meter
-    with the defaults when the contract has no section."""
+    with the defaults when the contract has no section, and with `spec.repeats` draws per
+    case when the spec sets them (a diff's noise reruns)."""
     mode = spec.run_mode
     if not mode.reruns:
         return None
     configured = contract.diagnostics.stability if contract.diagnostics is not None else None
     if configured is None and mode.meter_by_default:
-        return Stability()
+        configured = Stability()
+    if configured is not None and spec.repeats is not None and mode.meter_by_default:
+        return configured.model_copy(update={"repeats": spec.repeats})
     return configured
 
 
@@ -237,7 +238,8 @@ def _property_requests(
     skipped = extra["skipped"]
     for name, config in properties:
         paraphraser = (
-            build_paraphraser(config.source, base_dir=loaded.base_dir, seed=seed)
+            build_paraphraser(config.source, base_dir=loaded.base_dir, seed=seed,
+                              allowed=spec.allow_paths, contract=str(loaded.path))
             if isinstance(config, Paraphrase) else None
         )
         rows = _RequestRows(name, labels)
@@ -277,6 +279,8 @@ class _RequestRows:
     """
 
     def __init__(self, prop: str, labels: tuple[str, ...]) -> None:
+        from decflow.properties.generate import transformation
+
         self.prop = prop
         self.labels = labels
         self.index_of = {label: i for i, label in enumerate(labels)}
@@ -284,7 +288,7 @@ class _RequestRows:
         # id → (the object, its number or JSON): the reference keeps the id from being reused.
         self.presentation_memo: dict[int, tuple[Any, int]] = {}
         self.steps_memo: dict[int, tuple[list[dict[str, Any]], str]] = {}
-        self.shared_steps = prop in SHARED_STEPS
+        self.shared_steps = transformation(prop).shared_steps
         self.case_id: list[str] = []
         self.sample: list[int] = []
         self.input_text: list[str | None] = []

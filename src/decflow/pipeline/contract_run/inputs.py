@@ -11,11 +11,13 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from decflow.backends.registry import build_backend
+from decflow.contracts.paths import contract_file
 from decflow.data.golden_dataset import dataset_hash, load_golden
 from decflow.diagnostics.pair_storage import pair_meta, pair_table
 from decflow.errors import DecflowError
@@ -45,7 +47,10 @@ def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
             "no dataset given; set 'dataset' in the contract or pass --dataset"
         )
     shown = os.path.join(os.path.dirname(spec.contract_path), contract.dataset)
-    return shown, shown
+    base_dir = Path(spec.contract_path).parent
+    read = contract_file(base_dir, contract.dataset, field="dataset", source=spec.contract_path,
+                         allowed=spec.allow_paths)
+    return str(read), shown
 
 
 def _dataset_hash(context: StageContext) -> list[str]:
@@ -98,7 +103,7 @@ def check_presentations(context: StageContext, requests: Manifest) -> None:
     store the plan it makes from them with the run (`backend_plan`)."""
     spec, store = context.spec, context.store
     backend = build_backend(context.loaded.contract, spec.backend)
-    if not backend_plan.makes_plans(backend):
+    if not backend.makes_plans():
         return  # the default hooks accept every presentation: no need to read them
     if backend_plan.stored_plan(store, spec.run_id) is not None:
         return  # a resumed run keeps the plan its earlier results were read with
@@ -111,7 +116,9 @@ def check_presentations(context: StageContext, requests: Manifest) -> None:
 
 def _request_params(context: StageContext) -> dict[str, Any]:
     spec = context.spec
-    return {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
+    params = {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
+    # Only when set, so the keys of runs without an override stay what they were.
+    return params if spec.repeats is None else {**params, "repeats": spec.repeats}
 
 
 def _compute_requests(context: StageContext, key: str) -> Manifest:

@@ -28,7 +28,7 @@ from decflow.pipeline.contract_run.transformed import (
     judged,
 )
 from decflow.pipeline.spec import RunSpec
-from decflow.properties.generate import RELATIONS
+from decflow.properties.generate import relation_of
 from decflow.properties.summary import property_checks, property_summary, rate_evidence
 from decflow.store.store import Manifest, Part, Store
 
@@ -74,7 +74,7 @@ def properties_section(
     failures: list[dict[str, Any]] = []
     evidence: list[dict[str, Any]] = []  # case-level bounds beside DecGuard's checks
     for prop, config in selected_properties(spec, contract):
-        relation = RELATIONS[prop]
+        relation = relation_of(prop)
         if prop not in stored_properties:
             checks.extend(c.to_dict() for c in property_checks(None, prop, config, relation))
             continue

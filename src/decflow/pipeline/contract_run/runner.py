@@ -13,7 +13,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,10 +32,12 @@ from decflow.store.runs import (
     FAILED,
     FINISHED,
     INTERRUPTED,
+    REPORT,
     RUNNING,
     discard_unrecorded,
     new_run_id,
     now_iso,
+    read_run_json,
     read_run_record,
     run_lock,
     run_path,
@@ -104,8 +106,13 @@ class RunBook:
         from_stage: str | None = None,
         logger: Any = log,
         on_stage: Callable[[str, Manifest], None] | None = None,
+        inherited: Mapping[str, Manifest] | None = None,
+        identity: Mapping[str, Any] | None = None,
         **context: Any,
     ) -> None:
+        """`inherited`: stages taken from another run (a noise run reuses the `cases` of the
+        run whose noise it measures); `identity`: fields every record of the run carries
+        (a noise run's kind and the run it measures)."""
         self.spec, self.store, self.logger, self.on_stage = spec, store, logger, on_stage
         self.loaded = load_contract_cached(spec.contract_path)
         self.lock = run_lock(store, spec.run_id)
@@ -114,9 +121,10 @@ class RunBook:
             # a new run continuing a finished one reuses every stage it may (`--from-stage`
             # narrows that); a resumed run reuses its own stages before `--from-stage`
             start = from_stage or (SUMMARY.name if spec.parent else None)
-            self.manifests: dict[str, Manifest] = (
-                reuse_upstream(store, spec.parent or spec.run_id, start) if start else {}
-            )
+            self.manifests: dict[str, Manifest] = dict(inherited or {})
+            if start:
+                self.manifests.update(reuse_upstream(store, spec.parent or spec.run_id, start))
+            self.identity = dict(identity or {})
             self.timings: dict[str, float] = {}
             self.computing: dict[str, str] | None = None  # the run-keyed stage under way
             # the verdict stage's manifest extra: status, exit code, report path
@@ -183,6 +191,7 @@ class RunBook:
             "computing": self.computing,
             "stages": {name: m.to_dict() for name, m in self.manifests.items()},
             "timings_s": self.timings,
+            **self.identity,
             **extra,
         })
 
@@ -218,7 +227,7 @@ class RunBook:
         """The stored report (kept in memory when the summary ran in this process)."""
         found = self.context.outputs.get("report")
         if found is None:
-            found = self.store.read_json(self.verdict["report"])
+            found = read_run_json(self.store, self.spec.run_id, REPORT)  # sha256 checked
         return dict(found)
 
 

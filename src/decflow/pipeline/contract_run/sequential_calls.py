@@ -49,7 +49,7 @@ from decflow.pipeline.contract_run.sequential_gates import (
 from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS, relation_direction
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import StageContext
-from decflow.properties.generate import RELATIONS
+from decflow.properties.generate import relation_of, transformed_properties
 from decflow.properties.summary import property_checks
 from decflow.store.store import Manifest, Store
 
@@ -82,8 +82,8 @@ def planned_checks(contract: Any, spec: RunSpec) -> list[Check]:
                                 contract.decision.type)
     properties = selected_properties(spec, contract) if mode.fills("properties") else []
     for prop, config in properties:
-        if prop in RELATIONS:
-            checks += property_checks(None, prop, config, RELATIONS[prop])
+        if prop in transformed_properties():
+            checks += property_checks(None, prop, config, relation_of(prop))
     stability = stability_config(spec, contract)
     if stability is not None:
         checks.append(_diagnostic("stability.verdict", stability.level))
@@ -111,7 +111,7 @@ def comparison_rows(contract: Any, joined: pl.DataFrame) -> pl.DataFrame:
         found = compare(
             probability_matrix(rows["original_probabilities"], width),
             probability_matrix(rows["probabilities"], width),
-            relation=RELATIONS[prop], decision_type=contract.decision.type,
+            relation=relation_of(prop), decision_type=contract.decision.type,
             direction=relation_direction(configs.get(prop)),
         )
         columns = found.columns()
@@ -129,7 +129,7 @@ def tracked_gates(contract: Any, checks: list[Check], order: list[str], table: p
     """Every check with its per-case values over the sent cases (`order`); `table` holds
     the sent cases with their original's result, in the order sent."""
     golden = [c for c in checks if c.gate in GOLDEN_NAMES]
-    rates = [c for c in checks if c.gate.partition(".")[0] in RELATIONS
+    rates = [c for c in checks if c.gate.partition(".")[0] in transformed_properties()
              and c.gate.partition(".")[2] in PROPERTY_GATES]
     rest = [c for c in checks if c not in golden and c not in rates]
     tracked = {id(t.check): t for t in [

@@ -10,7 +10,7 @@ from typing import Any
 from decflow.gates.checks import Check
 from decflow.metrics.sequential import RatioGate, cases_to_decide, split_alpha
 from decflow.pipeline.contract_run.sequential_calls import GOLDEN_NAMES, PROPERTY_GATES
-from decflow.properties.generate import RELATIONS
+from decflow.properties.generate import transformed_properties
 
 
 def assumed_rates(check: Check) -> tuple[float, float]:
@@ -30,7 +30,7 @@ def sequential_plan(checks: list[Check], cases: int, calls: int,
     calls they make at the suite's `calls` per case."""
     rated = [c for c in checks if c.gate in GOLDEN_NAMES - {"min_macro_f1", "max_ece",
                                                             "max_latency_p95_ms"}
-             or (c.gate.partition(".")[0] in RELATIONS
+             or (c.gate.partition(".")[0] in transformed_properties()
                  and c.gate.partition(".")[2] in PROPERTY_GATES)]
     bounded = [c for c in checks if c.gate == "max_ece"]  # by its bins: not planned here
     alpha = split_alpha(settings["alpha"], len(rated) + len(bounded))

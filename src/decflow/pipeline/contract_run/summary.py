@@ -24,6 +24,7 @@ from decflow.pipeline.contract_run.golden_section import (
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import Stage, StageContext
+from decflow.redaction import redact
 from decflow.report.versions import RUN_REPORT_VERSION
 from decflow.store.runs import report_path, write_report
 from decflow.store.store import Manifest, Store
@@ -175,8 +176,9 @@ def _compute_summary(context: StageContext, key: str) -> Manifest:
     spec, store = context.spec, context.store
     upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM
                 if name in context.manifests}
-    report = build_report(context.loaded, spec, store, upstream,
-                          fail_on_warn=context.fail_on_warn)
+    # whatever a backend echoed of a credential leaves no trace in any view of it
+    report = redact(build_report(context.loaded, spec, store, upstream,
+                                 fail_on_warn=context.fail_on_warn))
     checks = pl.DataFrame(report["checks"], schema=CHECKS_SCHEMA)
     verdict = {"status": report["status"], "exit_code": report["exit_code"],
                "headline": report["headline"], "report": report_path(spec.run_id)}

@@ -12,7 +12,7 @@ import polars as pl
 
 from decflow.metrics.compare import Comparison, Judgement, Limits, judge
 from decflow.pipeline.contract_run.derive import DIAGNOSTIC_PROPERTIES
-from decflow.properties.generate import RELATIONS
+from decflow.properties.generate import relation_of
 from decflow.store.store import Manifest, Store
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def comparison_of(frame: pl.DataFrame) -> Comparison:
 def judged(
     contract: Contract, prop: str, config: PropertyConfig, rows: pl.DataFrame
 ) -> tuple[Comparison, Judgement]:
-    relation = RELATIONS[prop]
+    relation = relation_of(prop)
     found = comparison_of(rows)
     verdict = judge(found, Limits.of(config, relation), relation=relation,
                     labels=contract.decision.labels, direction=relation_direction(config))

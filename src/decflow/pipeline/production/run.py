@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from decflow.data.record_units import Scanned, scan_in_background
 from decflow.data.scan_process import scan_beside, worth_a_process
+from decflow.redaction import redact
 
 if TYPE_CHECKING:
     from decflow.metrics.production import GroupStats
@@ -105,16 +106,17 @@ def summarize_and_record(
         fail_on_warn=fail_on_warn,
     )
     report["run"] = {"id": run_id, "store": store.location}
-    record_check(store, run_id, report, aggregates)
-    return report
+    redacted: dict[str, Any] = redact(report)  # records may hold a credential it names
+    record_check(store, run_id, redacted, aggregates)
+    return redacted
 
 
 def record_check(store: Store, run_id: str, report: dict[str, Any],
                  aggregates: Manifest) -> None:
-    """The check report and a run record in the shape `decflow runs` lists."""
+    """The check report and a run record in the shape `decflow runs` lists (the record
+    first: the report's sha256 goes into it)."""
     from decflow.store.runs import write_report, write_run_record
 
-    write_report(store, run_id, report)
     write_run_record(store, {
         "run_id": run_id,
         "kind": "check",
@@ -127,3 +129,4 @@ def record_check(store: Store, run_id: str, report: dict[str, Any],
         "exit_code": report["exit_code"],
         "stages": {"aggregates": aggregates.to_dict()},
     })
+    write_report(store, run_id, report)

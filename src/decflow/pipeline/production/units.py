@@ -39,6 +39,7 @@ from decflow.metrics.production import (
     stats_frame,
     stats_from_frame,
 )
+from decflow.workers.command import spawn_isolated
 
 if TYPE_CHECKING:
     from decflow.pipeline.production.statistics import BatchStats
@@ -182,7 +183,9 @@ def in_parallel(fn: Callable[..., R], items: Sequence[T], *args: Any,
 
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            yield from pool.map(fn, items, *(repeat(a) for a in args))
+            with spawn_isolated():  # map starts the workers: -P -s, as every child
+                results = pool.map(fn, items, *(repeat(a) for a in args))
+            yield from results
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
         yield from pool.map(lambda item: fn(item, *args), items)

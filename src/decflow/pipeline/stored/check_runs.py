@@ -23,7 +23,7 @@ from decflow.gates.production import (
 )
 from decflow.metrics.production import drift
 from decflow.report.loading import load_verified
-from decflow.store.runs import accepted_run, has_run, now_iso, report_path
+from decflow.store.runs import REPORT, accepted_run, has_run, now_iso, read_run_file, report_path
 from decflow.store.store import Store
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def stored_check(store: Store, name: str, decision: str) -> tuple[str, dict[str,
     if report.get("kind") != "check":
         raise DecflowError(f"run {run_id} is {_kind(report)}, not a check run: a check's "
                            "baseline is records, a check report or a check run")
-    data = store.read_bytes(report_path(run_id))
+    data = read_run_file(store, run_id, REPORT)  # the bytes load_verified checked
     return run_id, report, "sha256:" + hashlib.sha256(data).hexdigest()
 
 

@@ -19,7 +19,7 @@ from decflow.pipeline.contract_run.runner import stored_manifests
 from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stored.check_runs import regate_check
-from decflow.store.runs import now_iso, read_run_record, report_path
+from decflow.store.runs import REPORT, now_iso, read_run_json, read_run_record
 from decflow.store.store import Store
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def regate_stored_run(
 ) -> dict[str, Any]:
     record = read_run_record(store, run_id)
     spec = replace(RunSpec.from_dict(record["spec"]), contract_path=contract_path)
-    stored_report = store.read_json(report_path(run_id))
+    stored_report = read_run_json(store, run_id, REPORT)
     same_decision(loaded.contract, stored_report)
     manifests = {
         name: m for name, m in stored_manifests(store, run_id).items() if name in SUMMARY_UPSTREAM

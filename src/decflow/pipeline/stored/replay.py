@@ -20,7 +20,7 @@ from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.contract_run.transformed import relation_direction
 from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.pipeline.stored.contracts import stored_contract
-from decflow.properties.generate import RELATIONS, regeneration_status
+from decflow.properties.generate import regeneration_status, relation_of, transformed_properties
 from decflow.properties.minimize import make_judge
 from decflow.report.modes import MODES
 from decflow.report.sections import property_failures
@@ -126,7 +126,7 @@ def _replay_one(
     prop, case_id = item["property"], item["case_id"]
     labels = contract.decision.labels
     config = _config(contract, report, prop)
-    judge = make_judge(config, RELATIONS[prop], contract.decision.type, labels,
+    judge = make_judge(config, relation_of(prop), contract.decision.type, labels,
                        relation_direction(config))
     original_input = originals[case_id]
     examples = [("transformed", item)]
@@ -169,7 +169,7 @@ def _replay_one(
         text_field=report["properties"]["fuzz"].get("text_field"),
         sample=item["sample"], steps=item["steps"], transformed_input=item["input"],
         presentation=_presentation(item),
-    ) if prop in RELATIONS else "n/a"
+    ) if prop in transformed_properties() else "n/a"
     return {
         "id": item["id"],
         "property": prop,

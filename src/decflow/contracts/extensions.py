@@ -1,0 +1,45 @@
+"""Which decflow extensions a contract uses.
+
+A contract that uses none is a DecGuard 0.1 contract: its verdicts keep DecGuard's
+point-estimate rules (PRODUCT §4, "DecGuard parity"). One that uses any of them gets
+decflow's evidence gating where the semantics call for it (regression diffs among them).
+The extensions are the ones the canonical JSON leaves out when unset: extension properties,
+extension gates, `regression.gating`, `diagnostics`, `sequential`, and providers DecGuard
+does not have.
+"""
+
+from __future__ import annotations
+
+from decflow.contracts.contract import Contract
+from decflow.contracts.gates import EXTENSION_GATES
+from decflow.contracts.properties import extension_properties
+
+# Backend providers DecGuard 0.1 does not have.
+EXTENSION_PROVIDERS = ("openai",)
+
+
+def decflow_extensions(contract: Contract) -> list[str]:
+    """The contract paths of the decflow extensions the contract sets, in contract order
+    (empty for a plain DecGuard 0.1 contract)."""
+    used: list[str] = []
+    backends = [("backend", contract.backend)] + [
+        (f"backends.{name}", config) for name, config in contract.backends.items()
+    ]
+    used += [f"{path}.provider: {config.provider}" for path, config in backends
+             if config.provider in EXTENSION_PROVIDERS]
+    gates = [("requirements", contract.requirements), ("warnings", contract.warnings),
+             ("production.requirements", contract.production.requirements),
+             ("production.warnings", contract.production.warnings)]
+    used += [f"{section}.{gate}" for section, found in gates for gate in EXTENSION_GATES
+             if getattr(found, gate, None) is not None]
+    used += [f"properties.{name}" for name in extension_properties()
+             if getattr(contract.properties, name, None) is not None]
+    if contract.regression.gating is not None:
+        used.append("regression.gating")
+    if contract.diagnostics is not None:
+        sections = [f"diagnostics.{name}" for name, value in contract.diagnostics
+                    if value is not None]
+        used += sections or ["diagnostics"]
+    if contract.sequential is not None:
+        used.append("sequential")
+    return used

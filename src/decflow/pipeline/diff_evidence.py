@@ -1,0 +1,64 @@
+"""What a regression diff is judged by: the gating rule and the rerun noise.
+
+- `gating_rule`: `point` (DecGuard's observed-difference verdicts) for DecGuard report
+  files, DecGuard 0.1 contracts (no decflow extension) and `regression.gating: point`;
+  `evidence` for contracts that use any decflow extension or set `regression.gating:
+  evidence`. The reason is said in the report.
+- `side_reruns`: the rerun noise the store holds for each side (stability reruns, noise
+  runs), after making the candidate's noise run when `--noise-reruns K` asks for one and
+  the candidate has no reruns yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decflow.contracts.extensions import decflow_extensions
+from decflow.contracts.gates import Gating
+from decflow.errors import DecflowError
+from decflow.pipeline.noise import Reruns, make_noise_run, run_reruns
+from decflow.pipeline.stage import ProgressFactory
+from decflow.report.versions import DECGUARD_REPORT_VERSION
+from decflow.store.store import Store
+
+
+def gating_rule(contract: Any | None, reports: tuple[dict[str, Any], dict[str, Any]]
+                ) -> tuple[Gating, str]:
+    """(gating, why) for a diff of `reports` gated by `contract` (None: no contract)."""
+    if any(r.get("report_version") == DECGUARD_REPORT_VERSION for r in reports):
+        return "point", "a DecGuard 0.1 report keeps DecGuard's point-estimate gates"
+    if contract is None:
+        return "point", "no contract: DecGuard's point-estimate gates"
+    configured = contract.regression.gating
+    if configured is not None:
+        return configured, f"regression.gating: {configured}"
+    used = decflow_extensions(contract)
+    if used:
+        return "evidence", f"the contract uses decflow extensions ({', '.join(used)})"
+    return "point", ("a DecGuard 0.1 contract keeps DecGuard's point-estimate gates "
+                     "(set regression.gating: evidence for evidence verdicts)")
+
+
+def side_reruns(
+    store: Store,
+    baseline_run: str | None,
+    candidate: tuple[dict[str, Any], str | None],
+    width: int,
+    *,
+    noise_reruns: int = 0,
+    progress: ProgressFactory | None = None,
+) -> tuple[Reruns, Reruns]:
+    """Each side's reruns in `store`; with `noise_reruns`, the candidate's noise run is
+    made (or resumed) first when the candidate has none."""
+    report, candidate_run = candidate
+    after = run_reruns(store, candidate_run, width)
+    if noise_reruns and not after.by_case:
+        if candidate_run is None:
+            raise DecflowError(
+                "--noise-reruns re-sends the candidate run's stored requests, but the "
+                f"candidate is not a run in the store {store.url}; pass its run id and "
+                "--store"
+            )
+        make_noise_run(store, report, candidate_run, noise_reruns, progress=progress)
+        after = run_reruns(store, candidate_run, width)
+    return run_reruns(store, baseline_run, width), after

@@ -1,0 +1,86 @@
+"""Extensions registered from the test suite through the same API as decflow's built-ins
+(`tests.support.extensions`), run end to end by the command line; registries close before
+a contract loads, so a contract's hash never depends on what was imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from decflow.contracts import PROPERTIES, PropertyEntry, load_contract
+from decflow.errors import DecflowError
+from tests.support.extensions import ReversedWords
+from tests.support.paths import EXAMPLES, ROOT
+
+
+def extended_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    return subprocess.run([sys.executable, "-P", "-s", "-m", "tests.support.extended_cli", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+def spam_contract(tmp_path: Path, **properties: Any) -> Path:
+    """The spam example with `properties` replaced."""
+    document = yaml.safe_load((EXAMPLES / "spam" / "decguard.yaml").read_text())
+    document["properties"] = properties
+    shutil.copy(EXAMPLES / "spam" / "cases.json", tmp_path / "cases.json")
+    path = tmp_path / "decguard.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_registered_property_runs_like_a_built_in(tmp_path: Path) -> None:
+    contract = spam_contract(tmp_path, reversed_words={"max_flip_rate": 0})
+    done = extended_cli("fuzz", str(contract), "--store", str(tmp_path / "store"),
+                        "-o", "report.json", cwd=tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    summary = next(s for s in report["properties"]["summaries"]
+                   if s["property"] == "reversed_words")
+    # "free money" read backwards is "money free": the mock's rule no longer matches
+    assert summary["n_transformed"] > 0 and summary["n_flips"] >= 1
+    check = next(c for c in report["checks"] if c["gate"] == "reversed_words.max_flip_rate")
+    assert check["status"] == "fail" and done.returncode == 1
+
+
+def test_without_the_extension_the_property_is_an_unknown_field(tmp_path: Path) -> None:
+    contract = spam_contract(tmp_path, reversed_words={"max_flip_rate": 0})
+    with pytest.raises(DecflowError, match=r"properties\.reversed_words: unknown field"):
+        load_contract(contract)
+
+
+def test_registering_after_a_contract_loaded_is_refused(tmp_path: Path) -> None:
+    load_contract(spam_contract(tmp_path))
+    entry = PropertyEntry("reversed_words", ReversedWords, "tests.support.extensions:X")
+    with pytest.raises(DecflowError, match="registered after the property registry was read"):
+        PROPERTIES.register(entry)
+
+
+def test_a_contract_hashes_the_same_with_or_without_extensions(tmp_path: Path) -> None:
+    contract = EXAMPLES / "spam" / "decguard.yaml"
+    done = extended_cli("validate", str(contract), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert load_contract(contract).hash in done.stdout
+
+
+def test_a_registered_view_format_is_an_option_of_every_report_command(tmp_path: Path) -> None:
+    contract = spam_contract(tmp_path)
+    store = str(tmp_path / "store")
+    done = extended_cli("test", str(contract), "--store", store, "--checks-csv", "run.csv",
+                        "-o", "run.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "run.json").read_text())
+    rows = (tmp_path / "run.csv").read_text().splitlines()
+    assert rows[0] == "gate,level,status,value,threshold"
+    assert [row.split(",")[0] for row in rows[1:]] == [c["gate"] for c in report["checks"]]
+    shown = extended_cli("report", report["run"]["id"], "--store", store,
+                         "--checks-csv", "shown.csv", cwd=tmp_path)
+    assert shown.returncode == 0 and (tmp_path / "shown.csv").read_text() == "\n".join(rows) + "\n"
+    assert "--checks-csv" in extended_cli("check", "--help", cwd=tmp_path).stdout
