@@ -172,10 +172,10 @@ def test_a_run_folder_without_its_record_is_named_and_collected(tmp_path: Path) 
                    f"what is left of it (the folder {left})\n")
     code, out, err = run_cli("runs", "verify", "--store", str(store))
     assert code == 2
-    assert out.splitlines() == [f"{left.name} damaged:",
-                                f"  {left}/run.json does not exist: the run stopped before it "
-                                "was recorded, or its record was deleted",
-                                f"{kept} ok (20 files)"]
+    assert out.splitlines()[:2] == [f"{left.name} damaged:",
+                                    f"  {left}/run.json does not exist: the run stopped before "
+                                    "it was recorded, or its record was deleted"]
+    assert out.splitlines()[2].startswith(f"{kept} ok (") and len(out.splitlines()) == 3
     assert err.startswith("error: 1 of 2 runs are damaged")
     code, out, _ = run_cli("runs", "gc", "--keep", "5", "--store", str(store))
     assert code == 0 and out.splitlines() == [
@@ -193,8 +193,8 @@ def test_a_run_held_before_its_first_record_is_not_named(tmp_path: Path) -> None
     try:
         code, out, err = run_cli("runs", "--store", str(store))
         assert (code, err) == (0, "") and len(out.splitlines()) == 2
-        assert run_cli("runs", "verify", "--store", str(store))[:2] == (
-            0, f"{kept} ok (20 files)\n")
+        code, out, _ = run_cli("runs", "verify", "--store", str(store))
+        assert code == 0 and out.startswith(f"{kept} ok (") and len(out.splitlines()) == 1
         assert run_cli("runs", "gc", "--keep", "0", "--dry-run", "--store", str(store))[1] \
             .splitlines()[0] == f"would remove run {kept}"
     finally:
