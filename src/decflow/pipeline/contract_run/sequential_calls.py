@@ -17,7 +17,7 @@ import hashlib
 import io
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -53,6 +53,9 @@ from decflow.properties.generate import relation_of, transformed_properties
 from decflow.properties.summary import property_checks
 from decflow.store.store import Manifest, Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+
 RECORD = "sequential"
 SETTINGS = ("alpha", "max_cases", "batch", "seed", "zero_limit")
 
@@ -68,7 +71,7 @@ def batch_bounds(cases: int, batch: int) -> list[int]:
     return [*range(batch, cases, batch), cases] if cases else []
 
 
-def planned_checks(contract: Any, spec: RunSpec) -> list[Check]:
+def planned_checks(contract: Contract, spec: RunSpec) -> list[Check]:
     """The checks the run will make, as templates (gate, level, comparison, threshold):
     golden gates in test/all, property rates in fuzz/all, and one per diagnostic, which
     only the whole suite decides."""
@@ -100,7 +103,7 @@ def _diagnostic(gate: str, level: str) -> Check:
     return Check(gate, level, gate, "<=", 0.0, None, "fail", "")  # type: ignore[arg-type]
 
 
-def comparison_rows(contract: Any, joined: pl.DataFrame) -> pl.DataFrame:
+def comparison_rows(contract: Contract, joined: pl.DataFrame) -> pl.DataFrame:
     """Comparisons (COMPARISON_COLUMNS) of evaluated transformed requests that carry their
     `probabilities` and `original_probabilities`."""
     width = len(contract.decision.labels)
@@ -123,7 +126,7 @@ def comparison_rows(contract: Any, joined: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(frames) if frames else pl.DataFrame(schema=COMPARISON_COLUMNS)
 
 
-def tracked_gates(contract: Any, checks: list[Check], order: list[str], table: pl.DataFrame,
+def tracked_gates(contract: Contract, checks: list[Check], order: list[str], table: pl.DataFrame,
                   transformed: pl.DataFrame, comparisons: pl.DataFrame,
                   design: Design) -> list[Tracked]:
     """Every check with its per-case values over the sent cases (`order`); `table` holds

@@ -7,7 +7,7 @@ made against the full suite's, the time and, with `backend.price_per_call`, mone
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -24,9 +24,12 @@ from decflow.pipeline.contract_run.sequential_gates import (
 from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS
 from decflow.store.store import Manifest, Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+
 
 def sequential_report(
-    contract: Any,
+    contract: Contract,
     store: Store,
     manifests: dict[str, Manifest],
     table: pl.DataFrame,
