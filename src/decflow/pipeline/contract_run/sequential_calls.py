@@ -18,7 +18,7 @@ import io
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -65,6 +65,9 @@ from decflow.properties.generate import relation_of, transformed_properties
 from decflow.properties.summary import property_checks
 from decflow.store.store import Manifest, Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+
 RECORD = "sequential"
 SETTINGS = ("alpha", "max_cases", "batch", "seed", "zero_limit")
 
@@ -80,7 +83,7 @@ def batch_bounds(cases: int, batch: int) -> list[int]:
     return [*range(batch, cases, batch), cases] if cases else []
 
 
-def planned_checks(contract: Any, spec: RunSpec) -> list[Check]:
+def planned_checks(contract: Contract, spec: RunSpec) -> list[Check]:
     """The checks the run will make, as templates (gate, level, comparison, threshold):
     golden gates in test/all, property rates in fuzz/all, and the diagnostics' (stability,
     blindness, two per persona axis)."""
@@ -117,7 +120,7 @@ def _template(gate: str, level: str, comparison: str, threshold: float) -> Check
     return Check(gate, level, gate, comparison, threshold, None, "fail", "")  # type: ignore[arg-type]
 
 
-def comparison_rows(contract: Any, joined: pl.DataFrame) -> pl.DataFrame:
+def comparison_rows(contract: Contract, joined: pl.DataFrame) -> pl.DataFrame:
     """Comparisons (COMPARISON_COLUMNS) of evaluated transformed requests that carry their
     `probabilities` and `original_probabilities`."""
     width = len(contract.decision.labels)
@@ -151,7 +154,7 @@ class Sent:
     diagnostics: DiagnosticInputs | None  # None: the run has no diagnostic gate
 
 
-def tracked_gates(contract: Any, spec: RunSpec, checks: list[Check], sent: Sent,
+def tracked_gates(contract: Contract, spec: RunSpec, checks: list[Check], sent: Sent,
                   design: Design) -> list[Tracked]:
     """Every check with its per-case values over the sent cases."""
     order = sent.order

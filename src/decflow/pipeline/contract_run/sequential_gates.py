@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -37,6 +37,9 @@ from decflow.metrics.sequential import (
 from decflow.metrics.sequential_composite import BinnedEce, Composite, Exceedance, MacroF1
 from decflow.pipeline.contract_run.golden_section import golden_arrays
 from decflow.pipeline.contract_run.transformed import judged
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 # Golden gate → the per-case numerator/denominator it is a ratio of, and the largest
 # numerator per unit of denominator.
@@ -103,7 +106,7 @@ def _ratio(check: Check, population: int, *, top: float = 1.0, den_max: float = 
     return RatioGate(check.threshold, check.comparison, population, top, den_max, binary)
 
 
-def golden_tracked(contract: Any, table: pl.DataFrame, checks: Sequence[Check],
+def golden_tracked(contract: Contract, table: pl.DataFrame, checks: Sequence[Check],
                    design: Design) -> list[Tracked]:
     """The golden checks with their per-case values; `table` holds the sent cases joined
     with their original's result, in the order sent."""
@@ -183,7 +186,7 @@ def limit_zero(check: Check, occurred: np.ndarray, design: Design) -> Tracked:
     return Tracked(check, occurred.astype(np.float64), ones, gate, zero=True)
 
 
-def property_tracked(contract: Any, checks: Sequence[Check], order: Sequence[str],
+def property_tracked(contract: Contract, checks: Sequence[Check], order: Sequence[str],
                      transformed: pl.DataFrame, comparisons: pl.DataFrame,
                      design: Design) -> list[Tracked]:
     """The property checks with per-case counts: `transformed` holds (case_id, property,

@@ -7,7 +7,7 @@ made against the full suite's, the time and, with `backend.price_per_call`, mone
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -27,9 +27,12 @@ from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+
 
 def sequential_report(
-    contract: Any,
+    contract: Contract,
     spec: RunSpec,
     store: Store,
     manifests: dict[str, Manifest],
