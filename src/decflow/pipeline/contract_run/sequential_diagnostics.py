@@ -93,9 +93,10 @@ class PersonaAxis:
             if found.log_e_pass >= math.log(1.0 / alpha):
                 decision = "not_established"
         elif found.log_e_pass >= math.log(2.0 / alpha):
+            # Shown blind, the base decisions make the axis a final not established.
             blind = self.base.evidence(sent, alpha / 2, interval=False).decision
-            decision = {"pass": "pass", "fail": "not_established"}.get(  # type: ignore[assignment]
-                blind or "")
+            decision = "pass" if blind == "pass" else (
+                "not_established" if blind == "fail" else None)
         return GateEvidence(sent, found.estimate, found.low, found.high, found.log_e_fail,
                             found.log_e_pass, decision, "evidence" if decision else None)
 
