@@ -9,31 +9,30 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from decflow.contracts.problems import problems_from
 from decflow.errors import ReportError
 from decflow.gates.checks import Check, status_of
 from decflow.gates.production import check_report_checks, stored_gates
-from decflow.report.shape import Count, Number, _Check, _Open
-from decflow.report.verify import REWRITE, SHOWN_PROBLEMS, close
+from decflow.report.model import REWRITE, CheckRow, Count, Number, Open
+from decflow.report.verify import close
 from decflow.report.versions import REPORT_VERSIONS
 
 Limits = dict[str, Number | None]
 
 
-class _Decision(_Open):
+class _Decision(Open):
     name: str
     type: Literal["choice", "noul", "score"]
     labels: list[str] = Field(min_length=2)
 
 
-class _Settings(_Open):
+class _Settings(Open):
     calibration_bins: Annotated[int, Field(ge=1, le=10_000)]
     confidence_threshold: Number | None = None
 
 
-class _Config(_Open):
+class _Config(Open):
     segments: list[str]
     requirements: Limits
     warnings: Limits
@@ -41,35 +40,35 @@ class _Config(_Open):
     segment_warnings: Limits
 
 
-class _Records(_Open):
+class _Records(Open):
     path: str
     hash: str
     n_records: Count
 
 
-class _Confidence(_Open):
+class _Confidence(Open):
     n: Count
     histogram: list[Count]
 
 
-class _Metrics(_Open):
+class _Metrics(Open):
     confidence: _Confidence
 
 
-class _Baseline(_Open):
+class _Baseline(Open):
     source: str
     n_records: Count
     metrics: _Metrics
 
 
-class _Segment(_Open):
+class _Segment(Open):
     key: str
     metrics: _Metrics
-    checks: list[_Check]
+    checks: list[CheckRow]
     status: Literal["pass", "warn", "fail"]
 
 
-class _CheckReport(_Open):
+class _CheckReport(Open):
     kind: Literal["check"]
     status: Literal["pass", "warn", "fail"]
     exit_code: Annotated[int, Field(ge=0, le=2)]
@@ -82,7 +81,7 @@ class _CheckReport(_Open):
     metrics: _Metrics
     drift: dict[str, Number | None]
     segments: list[_Segment]
-    checks: list[_Check]
+    checks: list[CheckRow]
 
 
 def is_check_report(report: dict[str, Any]) -> bool:
@@ -98,12 +97,7 @@ def verify_check_report(report: dict[str, Any], source: str) -> dict[str, Any]:
     if report.get("report_version") not in REPORT_VERSIONS:
         raise ReportError(f"{source}: not a decflow check report (report_version "
                           f"{report.get('report_version')!r})")
-    try:
-        _CheckReport.model_validate(report)
-    except ValidationError as exc:
-        problems = problems_from(exc, "")
-        listed = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
-        raise ReportError(f"{source}: not a valid check report ({REWRITE}):\n{listed}") from None
+    _CheckReport.read(report, source, "check report")
     try:
         aggregate, per_segment = check_report_checks(
             stored_gates(report["config"]), report["metrics"], report["drift"],

@@ -19,6 +19,7 @@ from decflow.pipeline.contract_run.runner import stored_manifests
 from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stored.check_runs import regate_check
+from decflow.report.model import RunRef
 from decflow.store.runs import REPORT, now_iso, read_run_json, read_run_record
 from decflow.store.store import Store
 
@@ -51,9 +52,10 @@ def regate_stored_run(
         name: m for name, m in stored_manifests(store, run_id).items() if name in SUMMARY_UPSTREAM
     }
     report = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
-    report["created_at"] = stored_report["created_at"]
-    report["run"]["regated_at"] = now_iso()
-    return report
+    report.created_at = stored_report["created_at"]
+    if report.run is not None:
+        report.run.regated_at = now_iso()
+    return report.to_dict()
 
 
 def inline_tables(report: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -116,8 +118,8 @@ def regate_inline(
         created_at=report["created_at"],
     )
     regated = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
-    regated["run"] = {"id": spec.run_id, "store": None, "regated_at": now_iso(), "artifacts": {}}
-    return regated
+    regated.run = RunRef(id=spec.run_id, store=None, regated_at=now_iso(), artifacts={})
+    return regated.to_dict()
 
 
 def show_or_regate(

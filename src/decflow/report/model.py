@@ -1,0 +1,384 @@
+"""The typed report models: what a report is, for the code that builds one and the code
+that reads one.
+
+The contract run's summary stage builds a `RunReport` and writes its `to_dict()`; loading
+validates a report file into one (`RunReport.read`), and the views read the parts every
+report kind shares (identity, checks, status, headline) through `Report`. The models live
+in `report/`, below `pipeline/` (the builders) and `views/` (the readers), so both import
+them and neither imports the other.
+
+A report file is untrusted input: hand-edited, truncated, or written by another tool. The
+models are strict (a number is a finite JSON number, not the string "0.5" or a 400-digit
+integer), so a malformed file ends as one `ReportError` naming the field, never as a
+traceback from deep inside a view. Unknown fields are allowed and kept: DecGuard 0.1 and
+older decflow reports differ, newer decflow versions may add some, and sections not typed
+here yet (metrics, calibration, sequential) stay plain JSON.
+
+A model writes back exactly the keys it was given, in the order given (built or read):
+the JSON a stage writes is the one its builder spelled, and a report read and written
+again keeps its bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from decflow.contracts.problems import describe, problems_from
+from decflow.errors import ReportError
+from decflow.gates.checks import CheckStatus, Level, Verdict
+from decflow.report.modes import ModeName
+from decflow.untrusted import quote
+
+SHOWN_PROBLEMS = 5
+REWRITE = "write it again from its run (`decflow report RUN -o FILE`)"
+
+
+def _finite_number(value: object) -> int | float:
+    """A JSON number as written: an integer stays an integer (so a report read and written
+    again keeps `0`, not `0.0`), a float must be finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {describe(value)}")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ValueError(f"must be a finite number, got {describe(value)} (too large for a float)")
+    if isinstance(value, float) and value - value != 0.0:
+        raise ValueError(f"must be a finite number, got {quote(value)}")
+    return value
+
+
+Number = Annotated[int | float, PlainValidator(_finite_number)]
+Count = Annotated[int, Field(ge=0, lt=2**63)]
+Bins = Annotated[int, Field(ge=1, le=10_000)]
+ExitCode = Annotated[int, Field(ge=0, le=2)]
+DecisionType = Literal["choice", "noul", "score"]
+Input = str | dict[str, Any]
+Presentation = list[Annotated[list[str], Field(min_length=2, max_length=2)]]  # [shown, label]
+
+
+class Open(BaseModel):
+    """A report object: strictly typed fields, unknown fields kept, written back with the
+    keys it was given in their order."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    _given: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_keys(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        model = handler(data)
+        if isinstance(data, dict) and isinstance(model, Open):
+            model._given = tuple(data)
+        return model
+
+    @model_serializer(mode="wrap")
+    def _given_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        # fields assigned after construction follow the given ones
+        later = [k for k in self.model_fields_set if k not in self._given]
+        return {k: data[k] for k in (*self._given, *later) if k in data}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, as written to a report file."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def read(cls, document: dict[str, Any], source: str, what: str = "decflow report") -> Self:
+        """`document` validated, or one `ReportError` naming `source` and each bad field."""
+        try:
+            return cls.model_validate(document)
+        except ValidationError as exc:
+            problems = problems_from(exc, "")
+        more = len(problems) - SHOWN_PROBLEMS
+        listed = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
+        raise ReportError(
+            f"{source}: not a valid {what} ({REWRITE}):\n{listed}"
+            + (f"\n  … and {more} more" if more > 0 else "")
+        )
+
+
+# -- identity: what a report is about ---------------------------------------------------
+
+
+class ContractRef(Open):
+    """The decision a report is about (a diff's names its gates' contract)."""
+
+    name: str | None = None
+    type: DecisionType | None = None
+    labels: list[str] = []
+    schema_version: str | None = None
+    hash: str | None = None
+    path: str | None = None
+
+
+class DatasetRef(Open):
+    """Where the golden cases (a run) or the production records (a check) came from."""
+
+    path: str | None = None
+    hash: str | None = None
+    n_cases: Count | None = None
+    n_labeled: Count | None = None
+    n_records: Count | None = None
+    partitions: Count | None = None
+
+
+class BackendRef(Open):
+    name: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    model_version: str | None = None
+    details: dict[str, Any] | None = None
+
+
+class Health(Open):
+    status: str
+    detail: str
+
+
+class Evaluation(Open):
+    confidence_threshold: Number | None = None
+    calibration_bins: Bins | None = None
+    probability_tolerance: Number | None = None
+    max_concurrency: Count | None = None
+
+
+class CheckRow(Open):
+    """One gate's verdict (`decflow.gates.Check.to_dict`)."""
+
+    gate: str
+    level: Level
+    metric: str
+    comparison: str
+    threshold: Number
+    value: Number | None
+    status: CheckStatus
+    message: str
+    evidence: dict[str, Any] | None = None
+
+
+class ArtifactRef(Open):
+    uri: str | None = None
+    path: str | None = None
+    sha256: str | None = None
+    rows: Count | None = None
+
+
+class RunRef(Open):
+    """The stored run a report belongs to."""
+
+    id: str | None = None
+    store: str | None = None
+    regated_at: str | None = None
+    artifacts: dict[str, ArtifactRef] | None = None
+
+
+class Report(Open):
+    """What every report kind (run, check, diff, replay, probe) may carry and every view
+    reads: its identity, verdict and checks. Each field is optional here; a kind's own
+    model (`RunReport`) says which it must have."""
+
+    report_version: str | None = None
+    kind: str | None = None
+    created_at: str | None = None
+    mode: str | None = None
+    status: Verdict | None = None
+    exit_code: ExitCode | None = None
+    headline: str | None = None
+    contract: ContractRef | None = None
+    dataset: DatasetRef | None = None
+    backend: BackendRef | None = None
+    health: Health | None = None
+    evaluation: Evaluation | None = None
+    checks: list[CheckRow] = []
+    run: RunRef | None = None
+
+    @classmethod
+    def view(cls, document: dict[str, Any]) -> Report:
+        """The shared parts of a report dict, as the views read them."""
+        return cls.read(document, "the report")
+
+
+# -- a contract run's report ------------------------------------------------------------
+
+
+class RunContract(ContractRef):
+    name: str
+    type: DecisionType
+    labels: list[str] = Field(min_length=2)
+    path: str
+    hash: str | None
+
+
+class RunDataset(DatasetRef):
+    path: str
+    hash: str | None
+
+
+class RunBackend(BackendRef):
+    name: str
+    provider: str
+
+
+class RunEvaluation(Evaluation):
+    calibration_bins: Bins
+    probability_tolerance: Number
+
+
+class Result(Open):
+    case_id: str
+    decision: str
+    backend: str
+    labels: list[str]
+    probabilities: dict[str, Number]
+    selected: str
+    confidence: Number
+    latency_ms: Number | None
+
+
+class Error(Open):
+    kind: str
+    message: str
+
+
+class ResultItem(Open):
+    case_id: str
+    input: Input
+    expected: str | None = None
+    result: Result | None
+    error: Error | None
+
+
+class Failure(Open):
+    case_id: str
+    kind: str
+    input: Input
+    expected: str | None = None
+    selected: str | None = None
+    confidence: Number | None = None
+    error: str | None = None
+
+
+class PropertySummary(Open):
+    property: str
+    n_evaluated: Count
+    n_violations: Count
+    violation_rate: Number | None
+    n_flips: Count
+    flip_rate: Number | None
+    max_tv_distance: Number | None
+    n_errors: Count
+    n_skipped: Count
+
+
+class Skipped(Open):
+    property: str
+    case_id: str
+    reason: str
+
+
+class Reduced(Open):
+    input: Input
+    backend_calls: Count
+    presentation: Presentation | None = None
+
+
+class PropertyCase(Open):
+    id: str
+    input: Input
+    error: Error | None = None
+    violations: list[str] = []
+    presentation: Presentation | None = None
+    reduced: Reduced | None = None
+
+
+class Properties(Open):
+    seed: int | str
+    summaries: list[PropertySummary]
+    skipped: list[Skipped]
+    failures: list[PropertyCase] | None = None
+    pairs: list[PropertyCase] | None = None
+    n_failures: Count | None = None
+
+
+class Stability(Open):
+    verdict: str
+    flips: Count
+    pairs: Count
+    epsilon: Number
+    flip_rate: Number | None = None
+    ci_low: Number
+    ci_high: Number
+    mean_tv: Number | None = None
+    note: str | None = None
+    sources: dict[str, Count] | None = None
+
+
+class Blindness(Open):
+    summary: str | None = None
+    skew: Number | None = None
+    modal_label: str | None = None
+    threshold: Number | None = None
+
+
+class Axis(Open):
+    axis: str
+    note: str | None = None
+    attributable_rate: Number | None = None
+
+
+class Counterfactual(Open):
+    max_flip_rate: Number | None = None
+    axes: list[Axis] = []
+    score: Number | None = None
+
+
+class NotExercised(Open):
+    name: str
+    reason: str
+
+
+class Diagnostics(Open):
+    stability: Stability | None = None
+    blindness: Blindness | None = None
+    guidance: str | None = None
+    counterfactual: Counterfactual | None = None
+    not_exercised: list[NotExercised] | None = None
+    caveats: list[str] = []
+
+
+class RunReport(Report):
+    """A contract run's report (`test`, `fuzz`, `test --all`, `stability`): decflow/1-3 and
+    DecGuard 0.1 alike."""
+
+    report_version: str
+    decflow_version: str | None = None
+    mode: ModeName
+    status: Verdict
+    exit_code: ExitCode
+    contract: RunContract
+    dataset: RunDataset
+    backend: RunBackend
+    evaluation: RunEvaluation
+    requirements: dict[str, Any]
+    warnings: dict[str, Any]
+    metrics: dict[str, Any]
+    calibration: dict[str, Any] | None = None
+    gate_evidence: list[dict[str, Any]] | None = None
+    checks: list[CheckRow]
+    failures: list[Failure]
+    results: list[ResultItem]
+    properties: Properties | None = None
+    diagnostics: Diagnostics | None = None
+    # only a sequential run has the key
+    sequential: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)

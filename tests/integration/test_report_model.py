@@ -1,0 +1,96 @@
+"""The typed report model writes the report JSON DecGuard 0.1.1 wrote for the same run, and
+reads any stored report back to the same bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from decflow.errors import ReportError
+from decflow.report.model import Report, RunReport
+from decflow.store.store import json_bytes
+from tests.support.paths import EXAMPLES, FIXTURES
+
+DECGUARD_FUZZ = FIXTURES / "decguard-reports" / "refund-order_sensitive-fuzz.json"
+IDENTITY = ("contract", "dataset", "backend", "health", "evaluation", "requirements",
+            "warnings")
+
+
+def stored_run(tmp_path: Path, mode: str, backend: str) -> bytes:
+    """The bytes of `runs/<id>/report.json` after a run of the refund example."""
+    from decflow.pipeline.contract_run.runner import run_contract
+    from decflow.pipeline.spec import RunSpec
+    from decflow.store.store import Store
+
+    url = str(tmp_path / "store")
+    spec = RunSpec(contract_path=str(EXAMPLES / "refund" / "decguard.yaml"), store_url=url,
+                   run_id=f"model-{mode}", mode=mode, backend=backend)
+    run_contract(spec, Store(url))
+    return (tmp_path / "store" / "runs" / f"model-{mode}" / "report.json").read_bytes()
+
+
+def without_path(section: Any) -> Any:
+    """A section with its file path left out (DecGuard ran from the example's folder)."""
+    return {k: v for k, v in section.items() if k != "path"} if isinstance(section, dict) \
+        else section
+
+
+def test_a_fuzz_report_is_written_as_decguard_wrote_it(tmp_path: Path) -> None:
+    reference = json.loads(DECGUARD_FUZZ.read_text())
+    written = json.loads(stored_run(tmp_path, "fuzz", "order_sensitive"))
+    shared = [key for key in reference if key in written]
+    assert shared == [key for key in written if key in reference]
+    assert set(IDENTITY) | {"checks", "failures", "results"} <= set(shared)
+    # json.dumps keeps key order: each section has DecGuard's keys, order and values
+    for key in IDENTITY:
+        assert json.dumps(without_path(written[key])) == json.dumps(without_path(reference[key]))
+    assert json.dumps(written["checks"]) == json.dumps(reference["checks"])
+    assert json.dumps(written["failures"]) == json.dumps(reference["failures"])
+    assert [list(item) for item in written["results"]] == \
+        [list(item) for item in reference["results"]]
+    assert [list(item["result"]) for item in written["results"]] == \
+        [list(item["result"]) for item in reference["results"]]
+
+
+@pytest.mark.parametrize(("mode", "backend"), [("test", "default"), ("all", "order_sensitive")])
+def test_a_stored_report_reads_back_to_its_bytes(tmp_path: Path, mode: str,
+                                                 backend: str) -> None:
+    data = stored_run(tmp_path, mode, backend)
+    report = RunReport.read(json.loads(data), "report.json")
+    assert json_bytes(report.to_dict()) == data
+    assert report.contract.name == "refund_request"
+    assert [c.gate for c in report.checks] == [c["gate"] for c in json.loads(data)["checks"]]
+
+
+def test_a_decguard_report_reads_back_unchanged() -> None:
+    document = json.loads(DECGUARD_FUZZ.read_text())
+    report = RunReport.read(document, DECGUARD_FUZZ.name)
+    assert json.dumps(report.to_dict()) == json.dumps(document)
+    assert report.model_extra is not None and report.model_extra["decguard_version"]
+    assert (report.backend.provider, report.evaluation.calibration_bins) == ("mock", 10)
+
+
+def test_a_malformed_report_is_one_error_naming_each_field() -> None:
+    document = json.loads(DECGUARD_FUZZ.read_text())
+    document["checks"][1]["threshold"] = "0.5"
+    document["dataset"]["n_cases"] = 10**30
+    document["results"][0]["result"]["confidence"] = True
+    with pytest.raises(ReportError) as refused:
+        RunReport.read(document, "r.json")
+    assert str(refused.value).splitlines()[1:] == [
+        "  dataset.n_cases: must be less than 9223372036854775808, got 1000000000000000000000"
+        "000000000",
+        "  checks.1.threshold: expected a number, got the string '0.5'",
+        "  results.0.result.confidence: expected a number, got a boolean",
+    ]
+
+
+def test_the_view_model_reads_any_report_kind() -> None:
+    diff = json.loads((FIXTURES / "diff" / "refund-default.json").read_text())
+    partial = {"mode": "stability", "status": "pass", "checks": [], "metrics": None}
+    assert Report.view(partial).contract is None
+    assert Report.view(partial).to_dict() == partial
+    assert Report.view(diff).status == diff["status"]
