@@ -38,7 +38,8 @@ from pydantic import (
 
 from decflow.contracts.problems import describe, problems_from
 from decflow.errors import ReportError
-from decflow.gates.checks import CheckStatus, Level, Verdict
+from decflow.gates.checks import Check, CheckStatus, Level, Verdict
+from decflow.gates.headline import headline
 from decflow.report.modes import ModeName
 from decflow.untrusted import quote
 
@@ -166,6 +167,10 @@ class CheckRow(Open):
     message: str
     evidence: dict[str, Any] | None = None
 
+    def judged(self) -> Check:
+        """The check as the gates hold it (its evidence typed)."""
+        return Check.from_dict(self.model_dump())
+
 
 class ArtifactRef(Open):
     uri: str | None = None
@@ -181,6 +186,52 @@ class RunRef(Open):
     store: str | None = None
     regated_at: str | None = None
     artifacts: dict[str, ArtifactRef] | None = None
+
+
+class Stability(Open):
+    verdict: str
+    flips: Count
+    pairs: Count
+    epsilon: Number
+    flip_rate: Number | None = None
+    ci_low: Number
+    ci_high: Number
+    mean_tv: Number | None = None
+    note: str | None = None
+    sources: dict[str, Count] | None = None
+
+
+class Blindness(Open):
+    summary: str | None = None
+    skew: Number | None = None
+    modal_label: str | None = None
+    threshold: Number | None = None
+
+
+class Axis(Open):
+    axis: str
+    note: str | None = None
+    attributable_rate: Number | None = None
+
+
+class Counterfactual(Open):
+    max_flip_rate: Number | None = None
+    axes: list[Axis] = []
+    score: Number | None = None
+
+
+class NotExercised(Open):
+    name: str
+    reason: str
+
+
+class Diagnostics(Open):
+    stability: Stability | None = None
+    blindness: Blindness | None = None
+    guidance: str | None = None
+    counterfactual: Counterfactual | None = None
+    not_exercised: list[NotExercised] | None = None
+    caveats: list[str] = []
 
 
 class Report(Open):
@@ -201,12 +252,28 @@ class Report(Open):
     health: Health | None = None
     evaluation: Evaluation | None = None
     checks: list[CheckRow] = []
+    # a contract run's; the views show its caveats with the verdict
+    diagnostics: Diagnostics | None = None
     run: RunRef | None = None
 
     @classmethod
     def view(cls, document: dict[str, Any]) -> Report:
         """The shared parts of a report dict, as the views read them."""
         return cls.read(document, "the report")
+
+    def first_line(self) -> str:
+        """The report's first line: its own `headline` (decflow/3), else one made from its
+        status and checks (older decflow and DecGuard reports)."""
+        if self.headline:
+            return self.headline
+        return headline(self.status or "n/a", [c.judged() for c in self.checks])
+
+    def failing_checks(self) -> list[CheckRow]:
+        return [c for c in self.checks if c.status != "pass"]
+
+    def caveats(self) -> list[str]:
+        """What qualifies the verdict itself (a blind suite, an axis that changed nothing)."""
+        return [] if self.diagnostics is None else self.diagnostics.caveats
 
 
 # -- a contract run's report ------------------------------------------------------------
@@ -311,52 +378,6 @@ class Properties(Open):
     n_failures: Count | None = None
 
 
-class Stability(Open):
-    verdict: str
-    flips: Count
-    pairs: Count
-    epsilon: Number
-    flip_rate: Number | None = None
-    ci_low: Number
-    ci_high: Number
-    mean_tv: Number | None = None
-    note: str | None = None
-    sources: dict[str, Count] | None = None
-
-
-class Blindness(Open):
-    summary: str | None = None
-    skew: Number | None = None
-    modal_label: str | None = None
-    threshold: Number | None = None
-
-
-class Axis(Open):
-    axis: str
-    note: str | None = None
-    attributable_rate: Number | None = None
-
-
-class Counterfactual(Open):
-    max_flip_rate: Number | None = None
-    axes: list[Axis] = []
-    score: Number | None = None
-
-
-class NotExercised(Open):
-    name: str
-    reason: str
-
-
-class Diagnostics(Open):
-    stability: Stability | None = None
-    blindness: Blindness | None = None
-    guidance: str | None = None
-    counterfactual: Counterfactual | None = None
-    not_exercised: list[NotExercised] | None = None
-    caveats: list[str] = []
-
-
 class RunReport(Report):
     """A contract run's report (`test`, `fuzz`, `test --all`, `stability`): decflow/1-3 and
     DecGuard 0.1 alike."""
@@ -379,6 +400,5 @@ class RunReport(Report):
     failures: list[Failure]
     results: list[ResultItem]
     properties: Properties | None = None
-    diagnostics: Diagnostics | None = None
     # only a sequential run has the key
     sequential: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)

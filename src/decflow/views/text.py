@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from decflow.gates.headline import ORDER, failing_first, number
+from decflow.report.model import BackendRef, ContractRef, DatasetRef, Report
 from decflow.report.modes import mode_named
-from decflow.report.sections import report_headline, status_label
+from decflow.report.sections import status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
@@ -69,21 +70,21 @@ def preview(value: Any, width: int = PREVIEW) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def header(report: dict[str, Any]) -> list[str]:
-    contract, dataset, backend = report["contract"], report["dataset"], report["backend"]
-    model = backend.get("model") or "n/a"
+def header(report: Report) -> list[str]:
+    contract, dataset, backend = (report.contract or ContractRef(), report.dataset or DatasetRef(),
+                                  report.backend or BackendRef())
     lines = [
-        report_headline(report),
-        f"decflow {__version__} · {contract['name']} ({contract['type']}) · "
-        f"{report['status'].upper()}",
+        report.first_line(),
+        f"decflow {__version__} · {contract.name} ({contract.type}) · "
+        f"{str(report.status).upper()}",
         "",
-        f"  contract  {contract['path']}  {short_hash(contract['hash'])}",
-        f"  dataset   {dataset['path']}  {short_hash(dataset['hash'])}",
-        f"  backend   {backend['name']}: {backend['provider']} · {model}",
+        f"  contract  {contract.path}  {short_hash(contract.hash)}",
+        f"  dataset   {dataset.path}  {short_hash(dataset.hash)}",
+        f"  backend   {backend.name}: {backend.provider} · {backend.model or 'n/a'}",
     ]
-    health = report.get("health")
-    if health and health["status"] != "ok":
-        lines.append(f"  health    {health['status']}: {health['detail']}")
+    health = report.health
+    if health and health.status != "ok":
+        lines.append(f"  health    {health.status}: {health.detail}")
     return lines
 
 
@@ -128,16 +129,16 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def checks(report: dict[str, Any], gate_width: int = 38) -> list[str]:
+def checks(report: Report, gate_width: int = 38) -> list[str]:
     """The Checks block of the run, check and diff views (gate names padded to `gate_width`),
     failing checks first."""
-    if not report["checks"]:
+    if not report.checks:
         return []
     lines = ["", "  Checks"]
-    for check in failing_first(report["checks"]):
-        tag = " (warning)" if check["level"] == "warning" else ""
-        status = status_label(check["status"])
-        lines.append(f"    {status:<4}  {check['gate']:<{gate_width}} {check['message']}{tag}")
+    for check in failing_first(report.checks):
+        tag = " (warning)" if check.level == "warning" else ""
+        status = status_label(check.status)
+        lines.append(f"    {status:<4}  {check.gate:<{gate_width}} {check.message}{tag}")
     return lines
 
 
@@ -161,19 +162,18 @@ def failures(report: dict[str, Any]) -> list[str]:
 
 def render(report: dict[str, Any], extra_sections: list[Section] | None = None) -> str:
     """The whole text view; `extra_sections` render between the checks and the verdict."""
+    head = Report.view(report)
     golden = mode_named(report["mode"]).fills("golden")
-    sections: list[Section] = [header]
-    if golden:
-        sections.append(golden_metrics)
+    sections: list[Section] = [golden_metrics] if golden else []
     sections.extend(extra_sections or [])
-    sections.append(checks)
-    if golden:
-        sections.append(failures)
-    lines: list[str] = []
+    lines = header(head)
     for section in sections:
         lines.extend(section(report))
+    lines.extend(checks(head))
+    if golden:
+        lines.extend(failures(report))
     lines.extend(["", VERDICTS[report["status"]]])
     # A blind suite or an axis that changed nothing qualifies the verdict itself.
-    lines.extend(f"  {caveat}" for caveat in (report.get("diagnostics") or {}).get("caveats", []))
+    lines.extend(f"  {caveat}" for caveat in head.caveats())
     # Lines quote case inputs, answers and labels: shown escaped, one line each.
     return "\n".join(escape(line) for line in lines) + "\n"
