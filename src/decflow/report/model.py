@@ -30,6 +30,8 @@ from pydantic import (
     PlainValidator,
     PrivateAttr,
     SerializerFunctionWrapHandler,
+    SkipValidation,
+    TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
     model_serializer,
@@ -68,11 +70,23 @@ Input = str | dict[str, Any]
 Presentation = list[Annotated[list[str], Field(min_length=2, max_length=2)]]  # [shown, label]
 
 
-class Open(BaseModel):
-    """A report object: strictly typed fields, unknown fields kept, written back with the
-    keys it was given in their order."""
+class Checked(BaseModel):
+    """Strictly typed fields, unknown fields kept."""
 
     model_config = ConfigDict(extra="allow", strict=True)
+
+
+# A list with an entry per case (results, failures, transformed cases) is plain JSON in the
+# models: building, copying and writing 100k typed cases would cost seconds of a run. A
+# report read from a file has each entry checked against its item model (`PER_CASE`).
+PerCase = Annotated[list[dict[str, Any]], SkipValidation, Field(exclude=True)]
+MaybePerCase = Annotated[list[dict[str, Any]] | None, SkipValidation, Field(exclude=True)]
+
+
+class Open(Checked):
+    """A report object: written back with the keys it was given in their order (built by a
+    stage or read from a file), per-case lists as they are."""
+
     _given: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="wrap")
@@ -88,25 +102,68 @@ class Open(BaseModel):
         data: dict[str, Any] = handler(self)
         # fields assigned after construction follow the given ones
         later = [k for k in self.model_fields_set if k not in self._given]
-        return {k: data[k] for k in (*self._given, *later) if k in data}
+        fields = type(self).model_fields
+        written = {}
+        for key in (*self._given, *later):
+            if key in data:
+                written[key] = data[key]
+            elif key in fields and fields[key].exclude:
+                written[key] = None  # a per-case list: `to_dict` puts it here, as it is
+        return written
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, as written to a report file."""
-        return self.model_dump(mode="json")
+        data = self.model_dump(mode="json")
+        self._put_per_case(data)
+        return data
+
+    def _put_per_case(self, data: dict[str, Any]) -> None:
+        # pydantic would copy each case of a list it serializes; the lists go in afterwards
+        for key, field in type(self).model_fields.items():
+            value = getattr(self, key)
+            if key not in data:
+                continue
+            if field.exclude:
+                data[key] = value
+            elif isinstance(value, Open) and isinstance(data[key], dict):
+                value._put_per_case(data[key])
+
+    @classmethod
+    def per_case(cls) -> tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...]:
+        """(path, item model) of each per-case list a file of this kind may carry."""
+        return ()
 
     @classmethod
     def read(cls, document: dict[str, Any], source: str, what: str = "decflow report") -> Self:
         """`document` validated, or one `ReportError` naming `source` and each bad field."""
+        problems = [problem for path, items in cls.per_case()
+                    for problem in _item_problems(document, path, items)]
         try:
-            return cls.model_validate(document)
+            model = cls.model_validate(document)
         except ValidationError as exc:
-            problems = problems_from(exc, "")
+            problems = problems_from(exc, "") + problems
+        if not problems:
+            return model
         more = len(problems) - SHOWN_PROBLEMS
         listed = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
         raise ReportError(
             f"{source}: not a valid {what} ({REWRITE}):\n{listed}"
             + (f"\n  … and {more} more" if more > 0 else "")
         )
+
+
+def _item_problems(document: dict[str, Any], path: tuple[str, ...],
+                   items: TypeAdapter[Any]) -> list[str]:
+    value: Any = document
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return []  # a missing section is the model's to report
+        value = value[key]
+    try:
+        items.validate_python(value)
+    except ValidationError as exc:
+        return problems_from(exc, ".".join(path))
+    return []
 
 
 # -- identity: what a report is about ---------------------------------------------------
@@ -302,7 +359,7 @@ class RunEvaluation(Evaluation):
     probability_tolerance: Number
 
 
-class Result(Open):
+class Result(Checked):
     case_id: str
     decision: str
     backend: str
@@ -313,12 +370,12 @@ class Result(Open):
     latency_ms: Number | None
 
 
-class Error(Open):
+class Error(Checked):
     kind: str
     message: str
 
 
-class ResultItem(Open):
+class ResultItem(Checked):
     case_id: str
     input: Input
     expected: str | None = None
@@ -326,7 +383,7 @@ class ResultItem(Open):
     error: Error | None
 
 
-class Failure(Open):
+class Failure(Checked):
     case_id: str
     kind: str
     input: Input
@@ -348,19 +405,19 @@ class PropertySummary(Open):
     n_skipped: Count
 
 
-class Skipped(Open):
+class Skipped(Checked):
     property: str
     case_id: str
     reason: str
 
 
-class Reduced(Open):
+class Reduced(Checked):
     input: Input
     backend_calls: Count
     presentation: Presentation | None = None
 
 
-class PropertyCase(Open):
+class PropertyCase(Checked):
     id: str
     input: Input
     error: Error | None = None
@@ -372,9 +429,9 @@ class PropertyCase(Open):
 class Properties(Open):
     seed: int | str
     summaries: list[PropertySummary]
-    skipped: list[Skipped]
-    failures: list[PropertyCase] | None = None
-    pairs: list[PropertyCase] | None = None
+    skipped: PerCase
+    failures: MaybePerCase = None
+    pairs: MaybePerCase = None  # DecGuard's: every transformed case
     n_failures: Count | None = None
 
 
@@ -397,8 +454,21 @@ class RunReport(Report):
     calibration: dict[str, Any] | None = None
     gate_evidence: list[dict[str, Any]] | None = None
     checks: list[CheckRow]
-    failures: list[Failure]
-    results: list[ResultItem]
+    failures: PerCase
+    results: PerCase
     properties: Properties | None = None
     # only a sequential run has the key
     sequential: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @classmethod
+    def per_case(cls) -> tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...]:
+        return RUN_PER_CASE
+
+
+RUN_PER_CASE: tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...] = (
+    (("failures",), TypeAdapter(list[Failure])),
+    (("results",), TypeAdapter(list[ResultItem])),
+    (("properties", "skipped"), TypeAdapter(list[Skipped])),
+    (("properties", "failures"), TypeAdapter(list[PropertyCase] | None)),
+    (("properties", "pairs"), TypeAdapter(list[PropertyCase] | None)),
+)
