@@ -242,10 +242,12 @@ def run_diff(
     when it has no reruns)."""
     from decflow.contracts import load_contract
 
-    new, new_source, new_run = load_verified(candidate, store)
+    verified, new_source, new_run = load_verified(candidate, store)
+    new = verified.to_dict()
     if baseline == ACCEPTED:
         baseline = accepted_baseline(store, new)
-    old, old_source, old_run = load_verified(baseline, store)
+    verified, old_source, old_run = load_verified(baseline, store)
+    old = verified.to_dict()
     if is_check_diff(old, new, old_source):
         if segment_by:
             raise DecflowError("-s/--segment-by applies to diffs of contract runs; a check "

@@ -7,29 +7,41 @@ truncated report is exit 2 naming the place, never a traceback from a view.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from decflow.errors import ReportError
-from decflow.gates.checks import Check, status_of
+from decflow.gates.checks import Check, Verdict, status_of
 from decflow.gates.production import check_report_checks, stored_gates
-from decflow.report.model import REWRITE, CheckRow, Count, Number, Open
+from decflow.report.model import (
+    REWRITE,
+    Bins,
+    CheckRow,
+    ContractRef,
+    Count,
+    DatasetRef,
+    DecisionType,
+    Evaluation,
+    ExitCode,
+    Number,
+    Open,
+    Report,
+)
 from decflow.report.verify import close
 from decflow.report.versions import REPORT_VERSIONS
 
 Limits = dict[str, Number | None]
 
 
-class _Decision(Open):
+class CheckContract(ContractRef):
     name: str
-    type: Literal["choice", "noul", "score"]
+    type: DecisionType
     labels: list[str] = Field(min_length=2)
 
 
-class _Settings(Open):
-    calibration_bins: Annotated[int, Field(ge=1, le=10_000)]
-    confidence_threshold: Number | None = None
+class CheckEvaluation(Evaluation):
+    calibration_bins: Bins
 
 
 class _Config(Open):
@@ -40,7 +52,7 @@ class _Config(Open):
     segment_warnings: Limits
 
 
-class _Records(Open):
+class Records(DatasetRef):
     path: str
     hash: str
     n_records: Count
@@ -65,18 +77,19 @@ class _Segment(Open):
     key: str
     metrics: _Metrics
     checks: list[CheckRow]
-    status: Literal["pass", "warn", "fail"]
+    status: Verdict
 
 
-class _CheckReport(Open):
+class CheckReport(Report):
+    """A production check's report (`decflow check`, a check run)."""
+
     kind: Literal["check"]
-    status: Literal["pass", "warn", "fail"]
-    exit_code: Annotated[int, Field(ge=0, le=2)]
-    headline: str | None = None
-    contract: _Decision
-    evaluation: _Settings
+    status: Verdict
+    exit_code: ExitCode
+    contract: CheckContract
+    evaluation: CheckEvaluation
     config: _Config
-    dataset: _Records
+    dataset: Records
     baseline: _Baseline | None
     metrics: _Metrics
     drift: dict[str, Number | None]
@@ -92,12 +105,13 @@ def _fail(source: str, where: str, message: str) -> ReportError:
     return ReportError(f"{source}: not a valid check report: {where}: {message} ({REWRITE})")
 
 
-def verify_check_report(report: dict[str, Any], source: str) -> dict[str, Any]:
-    """Raise ReportError unless the check report is internally consistent; return it."""
+def verify_check_report(report: dict[str, Any], source: str) -> CheckReport:
+    """Raise ReportError unless the check report is internally consistent; return it
+    typed."""
     if report.get("report_version") not in REPORT_VERSIONS:
         raise ReportError(f"{source}: not a decflow check report (report_version "
                           f"{report.get('report_version')!r})")
-    _CheckReport.read(report, source, "check report")
+    typed = CheckReport.read(report, source, "check report")
     try:
         aggregate, per_segment = check_report_checks(
             stored_gates(report["config"]), report["metrics"], report["drift"],
@@ -122,4 +136,4 @@ def verify_check_report(report: dict[str, Any], source: str) -> dict[str, Any]:
     except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise ReportError(f"{source}: not a valid check report: missing or bad {exc} "
                           f"({REWRITE})") from None
-    return report
+    return typed
