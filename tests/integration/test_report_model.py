@@ -94,3 +94,25 @@ def test_the_view_model_reads_any_report_kind() -> None:
     assert Report.view(partial).contract is None
     assert Report.view(partial).to_dict() == partial
     assert Report.view(diff).status == diff["status"]
+
+
+def test_loading_gives_each_kind_its_typed_report(tmp_path: Path) -> None:
+    from decflow.report.check_report import CheckReport
+    from decflow.report.loading import load_verified
+    from decflow.store.store import Store
+    from tests.support.cli import run_cli
+
+    data = stored_run(tmp_path, "test", "default")
+    store = Store(str(tmp_path / "store"))
+    run, source, run_id = load_verified("model-test", store)
+    assert isinstance(run, RunReport) and (source, run_id) == ("run model-test", "model-test")
+    assert run.to_dict() == json.loads(data)
+    assert (run.status, run.dataset.n_cases, run.backend.name) == ("pass", 11, "default")
+    code, _, _ = run_cli("check", str(EXAMPLES / "refund" / "decguard.yaml"), "-d",
+                         str(EXAMPLES / "refund" / "production.jsonl"), "--store",
+                         str(store.url), "-o", str(tmp_path / "check.json"))
+    check, _, _ = load_verified(str(tmp_path / "check.json"), store)
+    assert code == 0 and isinstance(check, CheckReport)
+    assert (check.dataset.n_records, check.contract.name) == (4, "refund_request")
+    assert [c.gate for c in check.checks] == \
+        [c["gate"] for c in json.loads((tmp_path / "check.json").read_text())["checks"]]

@@ -1,7 +1,7 @@
 """Loading a stored report re-verifies what it contains; a tampered report is exit 2.
 
 A report file is read as strict UTF-8 JSON (`decflow.strictjson`), must have the shape the
-verifier and the views read (`report_shape`), every per-case result must satisfy the
+verifier and the views read (`report.model.RunReport`), every per-case result must satisfy the
 decision invariants (exact labels, valid sum, argmax, confidence = p(selected)), and the
 metrics, golden checks, status and exit code must be recomputable from the stored results
 and gates. Every refusal names the file and the place (line and column, or field).
