@@ -24,6 +24,7 @@ from decflow.report.model import (
     DecisionType,
     Evaluation,
     ExitCode,
+    MaybePerCase,
     Number,
     Open,
     Report,
@@ -44,7 +45,7 @@ class CheckEvaluation(Evaluation):
     calibration_bins: Bins
 
 
-class _Config(Open):
+class CheckConfig(Open):
     segments: list[str]
     requirements: Limits
     warnings: Limits
@@ -58,24 +59,24 @@ class Records(DatasetRef):
     n_records: Count
 
 
-class _Confidence(Open):
+class ConfidenceCounts(Open):
     n: Count
     histogram: list[Count]
 
 
-class _Metrics(Open):
-    confidence: _Confidence
+class CheckMetrics(Open):
+    confidence: ConfidenceCounts
 
 
-class _Baseline(Open):
+class CheckBaseline(Open):
     source: str
     n_records: Count
-    metrics: _Metrics
+    metrics: CheckMetrics
 
 
-class _Segment(Open):
+class Segment(Open):
     key: str
-    metrics: _Metrics
+    metrics: CheckMetrics
     checks: list[CheckRow]
     status: Verdict
 
@@ -88,13 +89,14 @@ class CheckReport(Report):
     exit_code: ExitCode
     contract: CheckContract
     evaluation: CheckEvaluation
-    config: _Config
+    config: CheckConfig
     dataset: Records
-    baseline: _Baseline | None
-    metrics: _Metrics
+    baseline: CheckBaseline | None
+    metrics: CheckMetrics
     drift: dict[str, Number | None]
-    segments: list[_Segment]
+    segments: list[Segment]
     checks: list[CheckRow]
+    records: MaybePerCase = None  # inline when there are few (`INLINE_RECORDS`)
 
 
 def is_check_report(report: dict[str, Any]) -> bool:

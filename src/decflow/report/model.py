@@ -100,16 +100,19 @@ class Open(Checked):
     @model_serializer(mode="wrap")
     def _given_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        # fields assigned after construction follow the given ones
-        later = [k for k in self.model_fields_set if k not in self._given]
         fields = type(self).model_fields
         written = {}
-        for key in (*self._given, *later):
+        for key in self._given:
             if key in data:
                 written[key] = data[key]
             elif key in fields and fields[key].exclude:
                 written[key] = None  # a per-case list: `to_dict` puts it here, as it is
         return written
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if not name.startswith("_") and name not in self._given:
+            self._given = (*self._given, name)  # a field set later is written after the rest
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, as written to a report file."""
