@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from decflow.errors import ReportError
-from decflow.report.model import Report, RunReport
+from decflow.report.model import DiffReport, Report, RunReport
 from decflow.store.store import json_bytes
 from tests.support.paths import EXAMPLES, FIXTURES
 
@@ -116,3 +116,16 @@ def test_loading_gives_each_kind_its_typed_report(tmp_path: Path) -> None:
     assert (check.dataset.n_records, check.contract.name) == (4, "refund_request")
     assert [c.gate for c in check.checks] == \
         [c["gate"] for c in json.loads((tmp_path / "check.json").read_text())["checks"]]
+
+
+def test_a_diff_report_is_a_typed_diff(tmp_path: Path) -> None:
+    from decflow.pipeline.regression import run_diff
+    from decflow.store.store import Store
+
+    stored_run(tmp_path, "test", "default")
+    store = Store(str(tmp_path / "store"))
+    document = run_diff("model-test", "model-test", store)
+    diff = DiffReport.read(document, "diff.json")
+    assert diff.to_dict() == document and list(diff.to_dict()) == list(document)
+    assert diff.baseline.dataset is not None and diff.baseline.dataset.n_cases == 11
+    assert (diff.status, diff.same_dataset, diff.changes) == ("pass", True, [])

@@ -336,6 +336,39 @@ class Report(Open):
         return [] if self.diagnostics is None else self.diagnostics.caveats
 
 
+# -- a diff of two contract runs -------------------------------------------------------
+
+
+class DiffSide(Open):
+    """One of the two runs a diff compares."""
+
+    path: str | None = None
+    created_at: str | None = None
+    mode: str | None = None
+    contract_hash: str | None = None
+    dataset: DatasetRef | None = None
+    backend: BackendRef | None = None
+
+
+class DiffReport(Report):
+    """`decflow diff` of two contract runs (a diff of two check runs is a `CheckReport`)."""
+
+    kind: Literal["diff"]
+    status: Verdict
+    exit_code: ExitCode
+    contract: ContractRef
+    baseline: DiffSide
+    candidate: DiffSide
+    same_dataset: bool
+    counts: dict[str, Any]
+    shift: dict[str, Any]
+    metrics: dict[str, Any]
+    segments: list[dict[str, Any]]
+    changes: PerCase
+    evidence: dict[str, Any]
+    gates_from: str | None = None
+
+
 # -- a contract run's report ------------------------------------------------------------
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.report.model import BackendRef, DatasetRef, Report
+from decflow.report.model import BackendRef, DatasetRef, DiffSide, Report
 from decflow.views.text import preview, short_hash
 
 Row = tuple[str, str]
@@ -80,21 +80,21 @@ def identity_rows(report: Report) -> list[Row]:
     return rows
 
 
-def _side(side: dict[str, Any]) -> dict[str, str]:
+def _side(side: DiffSide) -> dict[str, str]:
     return {
-        "run": str(side.get("path") or "n/a"),
-        "created": str(side.get("created_at") or "n/a"),
-        "mode": str(side.get("mode") or "n/a"),
-        "contract": _hash(side.get("contract_hash")) or "n/a",
-        "dataset": dataset_text(DatasetRef.model_validate(side.get("dataset") or {})),
-        "backend": backend_text(BackendRef.model_validate(side.get("backend") or {})),
+        "run": str(side.path or "n/a"),
+        "created": str(side.created_at or "n/a"),
+        "mode": str(side.mode or "n/a"),
+        "contract": _hash(side.contract_hash) or "n/a",
+        "dataset": dataset_text(side.dataset or DatasetRef()),
+        "backend": backend_text(side.backend or BackendRef()),
     }
 
 
 def side_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     """A diff's two runs side by side: (what, baseline, candidate)."""
-    baseline = _side(report.get("baseline") or {})
-    candidate = _side(report.get("candidate") or {})
+    baseline, candidate = (_side(DiffSide.model_validate(report.get(side) or {}))
+                           for side in ("baseline", "candidate"))
     return [(name, baseline[name], candidate[name]) for name in baseline]
 
 
