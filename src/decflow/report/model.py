@@ -369,6 +369,57 @@ class DiffReport(Report):
     gates_from: str | None = None
 
 
+# -- a contract run's golden metrics (`decflow.metrics.golden_metrics`) ------------------
+
+
+class Counts(Open):
+    total: Count
+    succeeded: Count
+    errored: Count
+    labeled: Count
+    errors_by_kind: dict[str, Count] = {}
+    error_rate: Number | None = None
+
+
+class Classification(Open):
+    accuracy: Number | None
+    macro_f1: Number | None
+    per_label: dict[str, dict[str, Any]] = {}  # label → precision, recall, f1, support
+    ordinal_mae: Number | None = None  # score decisions
+
+
+class CalibrationMetrics(Open):
+    ece: Number | None
+    brier: Number | None
+    nll: Number | None
+    bins: Count
+    reliability: list[dict[str, Any]] = []  # one entry per bin: edges, count, accuracy
+
+
+class Selective(Open):
+    """Coverage and accuracy at the contract's confidence threshold."""
+
+    threshold: Number
+    coverage: Number | None
+    abstention_rate: Number | None = None
+    selective_accuracy: Number | None
+
+
+class Latency(Open):
+    mean_ms: Number | None
+    p50_ms: Number | None
+    p95_ms: Number | None
+    max_ms: Number | None
+
+
+class GoldenMetrics(Open):
+    counts: Counts
+    classification: Classification
+    calibration: CalibrationMetrics
+    selective: Selective | None = None
+    latency: Latency
+
+
 # -- a contract run's report ------------------------------------------------------------
 
 
@@ -486,7 +537,7 @@ class RunReport(Report):
     evaluation: RunEvaluation
     requirements: dict[str, Any]
     warnings: dict[str, Any]
-    metrics: dict[str, Any]
+    metrics: GoldenMetrics
     calibration: dict[str, Any] | None = None
     gate_evidence: list[dict[str, Any]] | None = None
     checks: list[CheckRow]

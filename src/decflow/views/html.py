@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
-from decflow.report.model import Report
+from decflow.report.model import GoldenMetrics, Report
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -231,34 +231,33 @@ def calibration_plots(report: dict[str, Any], threshold: float | None, *beside: 
 
 
 def golden_metrics(report: dict[str, Any]) -> str:
-    metrics = report["metrics"]
-    counts, classification = metrics["counts"], metrics["classification"]
-    calibration, latency = metrics["calibration"], metrics["latency"]
-    selective = metrics.get("selective") or {}
+    metrics = GoldenMetrics.model_validate(report["metrics"])
+    counts, classification = metrics.counts, metrics.classification
+    calibration, latency, selective = metrics.calibration, metrics.latency, metrics.selective
     items = [
-        ("cases", f"{counts['total']}"), ("decided", f"{counts['succeeded']}"),
-        ("errored", f"{counts['errored']}"), ("labeled", f"{counts['labeled']}"),
-        ("accuracy", val(classification["accuracy"])),
-        ("macro-F1", val(classification["macro_f1"])),
-        ("ECE", val(calibration["ece"])), ("Brier", val(calibration["brier"])),
-        ("NLL", val(calibration["nll"])), ("coverage", val(selective.get("coverage"))),
-        ("selective accuracy", val(selective.get("selective_accuracy"))),
-        ("latency p50 ms", val(latency["p50_ms"])),
-        ("latency p95 ms", val(latency["p95_ms"])),
+        ("cases", f"{counts.total}"), ("decided", f"{counts.succeeded}"),
+        ("errored", f"{counts.errored}"), ("labeled", f"{counts.labeled}"),
+        ("accuracy", val(classification.accuracy)),
+        ("macro-F1", val(classification.macro_f1)),
+        ("ECE", val(calibration.ece)), ("Brier", val(calibration.brier)),
+        ("NLL", val(calibration.nll)), ("coverage", val(selective and selective.coverage)),
+        ("selective accuracy", val(selective and selective.selective_accuracy)),
+        ("latency p50 ms", val(latency.p50_ms)),
+        ("latency p95 ms", val(latency.p95_ms)),
     ]
-    if classification.get("ordinal_mae") is not None:
-        items.insert(6, ("ordinal MAE", val(classification["ordinal_mae"])))
-    per_label = classification.get("per_label") or {}
+    if classification.ordinal_mae is not None:
+        items.insert(6, ("ordinal MAE", val(classification.ordinal_mae)))
+    per_label = classification.per_label
     label_table = table(("label", "precision", "recall", "F1", "support"), (
         (e(label), val(m["precision"]), val(m["recall"]), val(m["f1"]), val(m["support"]))
         for label, m in per_label.items())) if per_label else ""
-    errors = counts.get("errors_by_kind") or {}
+    errors = counts.errors_by_kind
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
     error_line += "".join(f'<p class="muted">{e(line)}</p>'
                           for line in calibration_lines(report) + gate_evidence_lines(report))
-    return section("Metrics", cards(items), error_line,
-                   calibration_plots(report, selective.get("threshold"), label_table))
+    return section("Metrics", cards(items), error_line, calibration_plots(
+        report, selective.threshold if selective else None, label_table))
 
 
 def properties_view(report: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
-from decflow.report.model import CheckRow, ContractRef, Report
+from decflow.report.model import CheckRow, ContractRef, GoldenMetrics, Report
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -137,25 +137,26 @@ def checks_block(report: Report) -> list[str]:
     return lines
 
 
-def golden_block(report: dict[str, Any]) -> list[str]:
-    metrics = report["metrics"]
-    counts, classification = metrics["counts"], metrics["classification"]
-    calibration, latency = metrics["calibration"], metrics["latency"]
-    selective = metrics.get("selective") or {}
+def golden_block(report: dict[str, Any], head: Report) -> list[str]:
+    metrics = GoldenMetrics.model_validate(report["metrics"])
+    counts, classification = metrics.counts, metrics.classification
+    calibration, latency, selective = metrics.calibration, metrics.latency, metrics.selective
     rows = [
-        ("cases", f"{counts['total']} total · {counts['succeeded']} decided · "
-                  f"{counts['errored']} errored · {counts['labeled']} labeled"),
-        ("accuracy", cell(classification["accuracy"])),
-        ("macro-F1", cell(classification["macro_f1"])),
-        ("ECE / Brier / NLL", " / ".join(cell(calibration[k]) for k in ("ece", "brier", "nll"))),
+        ("cases", f"{counts.total} total · {counts.succeeded} decided · "
+                  f"{counts.errored} errored · {counts.labeled} labeled"),
+        ("accuracy", cell(classification.accuracy)),
+        ("macro-F1", cell(classification.macro_f1)),
+        ("ECE / Brier / NLL",
+         " / ".join(cell(v) for v in (calibration.ece, calibration.brier, calibration.nll))),
         *(("calibration", md(line)) for line in calibration_lines(report)),
         *(("evidence", md(line)) for line in gate_evidence_lines(report)),
         ("coverage / selective accuracy",
-         f"{cell(selective.get('coverage'))} / {cell(selective.get('selective_accuracy'))}"),
-        ("latency p50 / p95 ms", f"{cell(latency['p50_ms'])} / {cell(latency['p95_ms'])}"),
+         f"{cell(selective and selective.coverage)} / "
+         f"{cell(selective and selective.selective_accuracy)}"),
+        ("latency p50 / p95 ms", f"{cell(latency.p50_ms)} / {cell(latency.p95_ms)}"),
     ]
-    if (report.get("contract") or {}).get("type") == "score":
-        rows.insert(3, ("ordinal MAE", cell(classification["ordinal_mae"])))
+    if head.contract and head.contract.type == "score":
+        rows.insert(3, ("ordinal MAE", cell(classification.ordinal_mae)))
     return ["## Metrics", "", *table(("metric", "value"), rows)]
 
 
@@ -292,7 +293,7 @@ def render_run(report: dict[str, Any]) -> list[str]:
     if report.get("sequential"):
         lines.extend(sequential_block(report["sequential"]))
     if shows_golden(report):
-        lines.extend(golden_block(report))
+        lines.extend(golden_block(report, head))
     lines.extend(checks_block(head))
     # Diagnostics first: they say how far the property results can be trusted.
     if report.get("diagnostics"):

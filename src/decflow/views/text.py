@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from decflow.gates.headline import ORDER, failing_first, number
-from decflow.report.model import BackendRef, ContractRef, DatasetRef, Report
+from decflow.report.model import BackendRef, ContractRef, DatasetRef, GoldenMetrics, Report
 from decflow.report.modes import mode_named
 from decflow.report.sections import status_label
 from decflow.untrusted import escape
@@ -89,40 +89,40 @@ def header(report: Report) -> list[str]:
 
 
 def golden_metrics(report: dict[str, Any]) -> list[str]:
-    metrics = report["metrics"]
-    counts = metrics["counts"]
-    errored = f"{counts['errored']} errored"
-    if counts["errors_by_kind"]:
-        kinds = ", ".join(f"{k} {v}" for k, v in counts["errors_by_kind"].items())
+    metrics = GoldenMetrics.model_validate(report["metrics"])
+    counts = metrics.counts
+    errored = f"{counts.errored} errored"
+    if counts.errors_by_kind:
+        kinds = ", ".join(f"{k} {v}" for k, v in counts.errors_by_kind.items())
         errored += f" ({kinds})"
-    classification, calibration = metrics["classification"], metrics["calibration"]
+    classification, calibration = metrics.classification, metrics.calibration
     accuracy = (
-        f"  Accuracy     {number(classification['accuracy'])}   "
-        f"macro-F1 {number(classification['macro_f1'])}"
+        f"  Accuracy     {number(classification.accuracy)}   "
+        f"macro-F1 {number(classification.macro_f1)}"
     )
     if report["contract"]["type"] == "score":
-        accuracy += f"   ordinal MAE {number(classification['ordinal_mae'])}"
+        accuracy += f"   ordinal MAE {number(classification.ordinal_mae)}"
     lines = [
         "",
-        f"  Cases        {counts['total']} total · {counts['succeeded']} decided · {errored} · "
-        f"{counts['labeled']} labeled",
+        f"  Cases        {counts.total} total · {counts.succeeded} decided · {errored} · "
+        f"{counts.labeled} labeled",
         accuracy,
-        f"  Calibration  ECE {number(calibration['ece'])}   Brier {number(calibration['brier'])}   "
-        f"NLL {number(calibration['nll'])}   ({calibration['bins']} bins)",
+        f"  Calibration  ECE {number(calibration.ece)}   Brier {number(calibration.brier)}   "
+        f"NLL {number(calibration.nll)}   ({calibration.bins} bins)",
         *(f"               {line}" for line in calibration_lines(report)),
     ]
-    selective = metrics.get("selective")
+    selective = metrics.selective
     if selective:
         lines.append(
-            f"  Selective    confidence >= {selective['threshold']:g}: coverage "
-            f"{number(selective['coverage'])}   "
-            f"abstention {number(selective['abstention_rate'])}   "
-            f"accuracy {number(selective['selective_accuracy'])}"
+            f"  Selective    confidence >= {selective.threshold:g}: coverage "
+            f"{number(selective.coverage)}   "
+            f"abstention {number(selective.abstention_rate)}   "
+            f"accuracy {number(selective.selective_accuracy)}"
         )
-    latency = metrics["latency"]
+    latency = metrics.latency
     lines.append(
-        f"  Latency ms   mean {number(latency['mean_ms'])}   p50 {number(latency['p50_ms'])}   "
-        f"p95 {number(latency['p95_ms'])}   max {number(latency['max_ms'])}"
+        f"  Latency ms   mean {number(latency.mean_ms)}   p50 {number(latency.p50_ms)}   "
+        f"p95 {number(latency.p95_ms)}   max {number(latency.max_ms)}"
     )
     evidence = gate_evidence_lines(report)
     lines.extend(f"  {'Evidence' if i == 0 else '':<13}{line}" for i, line in enumerate(evidence))

@@ -29,6 +29,7 @@ from decflow.report.model import (
     ArtifactRef,
     CheckRow,
     Diagnostics,
+    GoldenMetrics,
     Health,
     Properties,
     RunBackend,
@@ -158,7 +159,7 @@ def build_report(
         ),
         requirements=gate_values(contract.requirements),
         warnings=gate_values(contract.warnings),
-        metrics=metrics,
+        metrics=GoldenMetrics.model_validate(metrics),
         calibration=calibration,
         gate_evidence=golden_gate_evidence(metrics, contract.requirements, contract.warnings)
         if gated else [],
