@@ -29,12 +29,10 @@ from pydantic import (
     Field,
     PlainValidator,
     PrivateAttr,
-    SerializerFunctionWrapHandler,
     SkipValidation,
     TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
-    model_serializer,
     model_validator,
 )
 
@@ -77,15 +75,16 @@ class Checked(BaseModel):
 
 
 # A list with an entry per case (results, failures, transformed cases) is plain JSON in the
-# models: building, copying and writing 100k typed cases would cost seconds of a run. A
-# report read from a file has each entry checked against its item model (`PER_CASE`).
-PerCase = Annotated[list[dict[str, Any]], SkipValidation, Field(exclude=True)]
-MaybePerCase = Annotated[list[dict[str, Any]] | None, SkipValidation, Field(exclude=True)]
+# models: validating, copying and writing 100k typed cases would cost seconds of a run. A
+# report read from a file has each entry checked against its item model (`per_case`).
+PerCase = Annotated[list[dict[str, Any]], SkipValidation]
+MaybePerCase = Annotated[list[dict[str, Any]] | None, SkipValidation]
 
 
 class Open(Checked):
-    """A report object: written back with the keys it was given in their order (built by a
-    stage or read from a file), per-case lists as they are."""
+    """A report object, built by a stage or read from a file. `to_dict` writes exactly the
+    keys it was given, in their order (a field set later follows them), the typed ones as
+    their JSON and the rest as they are: no copy of a per-case list or unknown field."""
 
     _given: tuple[str, ...] = PrivateAttr(default=())
 
@@ -97,39 +96,22 @@ class Open(Checked):
             model._given = tuple(data)
         return model
 
-    @model_serializer(mode="wrap")
-    def _given_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        fields = type(self).model_fields
-        written = {}
-        for key in self._given:
-            if key in data:
-                written[key] = data[key]
-            elif key in fields and fields[key].exclude:
-                written[key] = None  # a per-case list: `to_dict` puts it here, as it is
-        return written
-
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
         if not name.startswith("_") and name not in self._given:
-            self._given = (*self._given, name)  # a field set later is written after the rest
+            self._given = (*self._given, name)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, as written to a report file."""
-        data = self.model_dump(mode="json")
-        self._put_per_case(data)
-        return data
-
-    def _put_per_case(self, data: dict[str, Any]) -> None:
-        # pydantic would copy each case of a list it serializes; the lists go in afterwards
-        for key, field in type(self).model_fields.items():
-            value = getattr(self, key)
-            if key not in data:
-                continue
-            if field.exclude:
-                data[key] = value
-            elif isinstance(value, Open) and isinstance(data[key], dict):
-                value._put_per_case(data[key])
+        values = {**self.__dict__, **(self.__pydantic_extra__ or {})}
+        fields = type(self).model_fields
+        written = {}
+        for key in self._given:
+            value = values[key]
+            field = fields.get(key)
+            if field is None or field.exclude_if is None or not field.exclude_if(value):
+                written[key] = _json(value)
+        return written
 
     @classmethod
     def per_case(cls) -> tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...]:
@@ -153,6 +135,18 @@ class Open(Checked):
             f"{source}: not a valid {what} ({REWRITE}):\n{listed}"
             + (f"\n  … and {more} more" if more > 0 else "")
         )
+
+
+def _json(value: Any) -> Any:
+    """A field's JSON: a model's `to_dict`, a list or mapping of models (typed fields hold
+    only models, so the first entry tells), else the value as it is."""
+    if isinstance(value, Open):
+        return value.to_dict()
+    if isinstance(value, list) and value and isinstance(value[0], Open):
+        return [item.to_dict() for item in value]
+    if isinstance(value, dict) and value and isinstance(next(iter(value.values())), Open):
+        return {key: item.to_dict() for key, item in value.items()}
+    return value
 
 
 def _item_problems(document: dict[str, Any], path: tuple[str, ...],
@@ -229,7 +223,7 @@ class CheckRow(Open):
 
     def judged(self) -> Check:
         """The check as the gates hold it (its evidence typed)."""
-        return Check.from_dict(self.model_dump())
+        return Check.from_dict(self.to_dict())
 
 
 class ArtifactRef(Open):
