@@ -129,3 +129,17 @@ def test_a_diff_report_is_a_typed_diff(tmp_path: Path) -> None:
     assert diff.to_dict() == document and list(diff.to_dict()) == list(document)
     assert diff.baseline.dataset is not None and diff.baseline.dataset.n_cases == 11
     assert (diff.status, diff.same_dataset, diff.changes) == ("pass", True, [])
+
+
+def test_a_model_writes_the_keys_it_was_given_in_their_order() -> None:
+    from decflow.report.model import ArtifactRef, CheckRow, RunRef
+
+    given = {"status": "fail", "gate": "g", "note": [1, 2], "level": "warning", "metric": "m",
+             "comparison": "<=", "threshold": 0, "value": 0.5, "message": "m 0.5 > 0"}
+    row = CheckRow.model_validate(given)
+    assert json.dumps(row.to_dict()) == json.dumps(given)  # `0` stays an integer
+    run = RunRef(store="s", id="r")
+    run.artifacts = {"cases": ArtifactRef(rows=3)}
+    run.regated_at = None
+    assert json.dumps(run.to_dict()) == json.dumps(
+        {"store": "s", "id": "r", "artifacts": {"cases": {"rows": 3}}, "regated_at": None})
