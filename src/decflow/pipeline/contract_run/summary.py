@@ -113,7 +113,7 @@ def build_report(
     if sequential is not None:
         from decflow.pipeline.contract_run.sequential_summary import sequential_report
 
-        checks, sequential = sequential_report(contract, store, manifests, table, checks,
+        checks, sequential = sequential_report(contract, spec, store, manifests, table, checks,
                                                sequential)
     judged = [Check.from_dict(c) for c in checks]
     status, exit_code = status_of(judged, fail_on_warn=fail_on_warn)
