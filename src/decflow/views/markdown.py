@@ -278,8 +278,9 @@ def sequential_block(section: dict[str, Any]) -> list[str]:
     if section.get("money_saved") is not None:
         saved.append(f"{cell(section['money_saved'])} at {cell(section['price_per_call'])} "
                      "per call")
-    return ["", f"**Sequential:** {made} of {full} backend calls "
-                f"({cell(full / made if made else None)}× fewer), {section['cases_sent']} of "
+    ratio = f" ({cell(full / made)}× fewer)" if 0 < made < full else ""
+    return ["", f"**Sequential:** {made} of {full} backend calls{ratio}, "
+                f"{section['cases_sent']} of "
                 f"{section['suite_cases']} cases; stopped: {md(section['stop_reason'])}"
                 + (f"; saved about {' and '.join(saved)}" if saved else "")]
 

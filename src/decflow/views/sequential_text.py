@@ -12,7 +12,7 @@ from decflow.gates.headline import number
 def sequential_block(report: dict[str, Any]) -> list[str]:
     section = report["sequential"]
     made, full = section["calls_made"], section["calls_full"]
-    ratio = f" ({number(full / made)}x fewer)" if made else ""
+    ratio = f" ({number(full / made)}x fewer)" if 0 < made < full else ""
     lines = [
         "",
         f"  Sequential (alpha {number(section['alpha'])}, "
