@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from decflow.commands import check as check_command
 from decflow.contracts import load_contract
 from decflow.errors import DatasetError
-from decflow.pipeline.production.stages import check_records
+from decflow.pipeline.production.run import check_records
 from decflow.views.production_text import render_check
 from tests.support.cli import run_cli
 from tests.support.paths import FIXTURES, REFERENCE
@@ -163,34 +163,37 @@ def _as_parquet(records: list[dict], path: Path) -> None:
 
 
 def test_store_stages_give_the_same_report(contract, tmp_path: Path) -> None:
-    from decflow.pipeline.production.stages import (
-        load_baseline,
-        plan_source,
-        stage_aggregates,
-        stage_records,
-        stored_aggregates,
-        summarize,
-    )
+    from decflow.contracts import load_contract
+    from decflow.data.record_units import plan_source
+    from decflow.pipeline.production.run import check_context, run_check
+    from decflow.pipeline.production.stages import AGGREGATES, CheckSpec
+    from decflow.pipeline.production.workers import read_units
+    from decflow.pipeline.stage import run_stage, run_units
     from decflow.store.store import Store
 
     store = Store(str(tmp_path / "store"))
     source = str(EXAMPLE / "production-drift.jsonl")
-    plan = plan_source(source)
-    staged = stage_records(store, contract, "sha256:c", plan)
-    again = stage_records(store, contract, "sha256:c", plan)
-    assert again.outcomes == staged.outcomes and again.held == [None]  # a cache hit
-    aggregates = stage_aggregates(store, contract, "sha256:c", plan, staged.outcomes,
-                                  staged.held)
-    # what this process computed merges to the same bits as what the store holds
-    shutil.rmtree(tmp_path / "store" / "stages" / "aggregates")
-    assert stage_aggregates(store, contract, "sha256:c", plan,
-                            staged.outcomes).sha256 == aggregates.sha256
-    baseline = load_baseline(contract, str(EXAMPLE / "production.jsonl"))
-    report = summarize(contract, stored_aggregates(store, contract, aggregates), baseline)
-    direct = check_records(contract, source, baseline=str(EXAMPLE / "production.jsonl"))
+    baseline = str(EXAMPLE / "production.jsonl")
+    report = run_check(str(EXAMPLE / "decguard.yaml"), source, baseline, store=store)
+    direct = check_records(contract, source, baseline=baseline)
     for key in (*COMPARED, "dataset", "records", "percentiles"):
         assert report[key] == direct[key], key
     _assert_matches(report, _oracle("check-refund-drift.json"))
+
+    def nothing_to_read(_context: object, missing: list) -> list:
+        raise AssertionError(f"read again: {missing}")
+
+    loaded = load_contract(EXAMPLE / "decguard.yaml")
+    spec = CheckSpec(str(EXAMPLE / "decguard.yaml"), source, store.location, "",
+                     plan_source(source))
+    again = check_context(spec, store, loaded, nothing_to_read)  # every unit is a cache hit
+    aggregates = run_stage(AGGREGATES, again)
+    assert [o.manifest for o in again.unit_outcomes] == [
+        o.manifest for o in run_units(AGGREGATES, again)]
+    # what a process computed merges to the same bits as what the store holds
+    shutil.rmtree(tmp_path / "store" / "stages" / "aggregates")
+    computed = check_context(spec, store, loaded, read_units)
+    assert run_stage(AGGREGATES, computed).sha256 == aggregates.sha256
     # The store holds statistics and id hashes, never the records.
     stored = list((tmp_path / "store" / "stages").rglob("*.parquet"))
     assert {p.name[:4] for p in stored} == {"ids-", "part"}

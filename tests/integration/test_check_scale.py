@@ -18,7 +18,7 @@ import decflow.metrics.quantiles as quantiles
 from decflow.contracts import load_contract
 from decflow.errors import DatasetError
 from decflow.metrics.quantiles import RELATIVE_ERROR, Distribution, LogSketch, ValueCounts
-from decflow.pipeline.production.stages import check_records
+from decflow.pipeline.production.run import check_records
 from tests.support.paths import EXAMPLES
 
 EXAMPLE = EXAMPLES / "refund"
@@ -83,7 +83,6 @@ def test_units_give_the_single_pass_report_bit_for_bit(
     # one JSONL file split at line boundaries into units of about 30 kB
     monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
     monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
-    monkeypatch.setattr("decflow.pipeline.production.stages.UNIT_BYTES", 30_000)
     plans.append(check_records(contract, str(tmp_path / "all.jsonl")))
     for other in plans:
         for key in COMPARED:
@@ -131,11 +130,10 @@ def test_duplicate_ids_across_units_are_found(
 def test_a_large_jsonl_file_is_split_at_lines_and_errors_keep_their_line(
     contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from decflow.pipeline.production.units import plan_source
+    from decflow.data.record_units import plan_source
 
     monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
     monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
-    monkeypatch.setattr("decflow.pipeline.production.stages.UNIT_BYTES", 30_000)
     records = _records(600)
     path = _jsonl(tmp_path / "r.jsonl", [*records[:100], *records[100:]])
     units = plan_source(str(path)).units
@@ -195,7 +193,7 @@ def test_blank_lines_through_the_store_count_records_exactly(
     monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
     monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
     # not inlined in the report, so never read again for it: only the stages decide
-    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    monkeypatch.setattr("decflow.pipeline.production.summary.INLINE_RECORDS", 0)
     records = [{k: v for k, v in r.items() if k != "id"} for r in _records(600)]
     lines = [json.dumps(r) for r in records]
     path = tmp_path / "r.jsonl"
@@ -223,7 +221,7 @@ def test_a_stored_check_reads_blocks_side_by_side_with_the_single_pass_errors(
     monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
     monkeypatch.setattr(records_module, "JSONL_CHUNK_BYTES", 10_000)
     monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
-    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    monkeypatch.setattr("decflow.pipeline.production.summary.INLINE_RECORDS", 0)
     records = _records(600)
     path = _jsonl(tmp_path / "r.jsonl", records)
     contract_path = str(EXAMPLE / "decguard.yaml")
@@ -259,7 +257,7 @@ def test_a_cached_unit_keeps_the_default_ids_of_its_place(
     number: its default ids (`record-<n>`) count them."""
     from decflow.pipeline.production.run import run_check
 
-    monkeypatch.setattr("decflow.pipeline.production.stages.INLINE_RECORDS", 0)
+    monkeypatch.setattr("decflow.pipeline.production.summary.INLINE_RECORDS", 0)
     folder = tmp_path / "parts"
     folder.mkdir()
     _jsonl(folder / "a.jsonl", _records(10))
@@ -366,8 +364,8 @@ def test_worker_processes_give_the_threads_report(
 ) -> None:
     """Large Parquet inputs are read by spawned worker processes: the same report as
     threads. (JSONL units always use threads: Arrow's parser runs without the GIL.)"""
-    import decflow.pipeline.production.units as check_units
-    from decflow.pipeline.production.units import plan_source
+    import decflow.pipeline.production.workers as check_units
+    from decflow.data.record_units import plan_source
 
     folder = tmp_path / "parts"
     folder.mkdir()

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from decflow.data.scan_process import PROCESS_SCAN_BYTES
-from decflow.pipeline.production.units import PROCESS_RECORDS
+from decflow.pipeline.production.workers import PROCESS_RECORDS
 from tests.support.console import console, install_plugin, with_path
 from tests.support.paths import ROOT
 

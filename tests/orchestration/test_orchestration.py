@@ -497,12 +497,21 @@ def _partitioned_records(folder: Path, n_files: int, per_file: int) -> None:
         (folder / f"part-{f}.jsonl").write_text("\n".join(lines) + "\n")
 
 
-def test_check_fans_out_over_dask_workers(
+def stage_manifests(store: Path, stage: str) -> dict[str, dict[str, Any]]:
+    """key -> manifest of every published artifact of `stage` in a store."""
+    return {path.parent.name: json.loads(path.read_text())
+            for path in (store / "stages" / stage).glob("*/_manifest.json")}
+
+
+def test_check_runs_one_stage_path_in_every_runner(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`decflow check --task-runner dask`: one records task per unit on two Dask workers,
-    the report equal to a single process's; a duplicate id across partitions is exit 2."""
+    """The production check has one code path: a direct check, the flow on threads, the
+    flow on two Dask workers (one records task per unit) and a baseline computed for
+    another check publish the same units and aggregates under the same keys, with the same
+    statistics; checking unchanged input again reads nothing in either runner. A duplicate
+    id across partitions is exit 2."""
     import distributed
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
@@ -521,26 +530,59 @@ def test_check_fans_out_over_dask_workers(
         original = (project / "logs" / "part-3.jsonl").read_text()
         (project / "logs" / "part-3.jsonl").write_text(
             (project / "logs" / "part-1.jsonl").read_text().splitlines()[7] + "\n")
-        duplicate = decflow(env, project, *args, "--store", "store", "--task-runner", "dask",
-                            "--dask-address", address)
+        duplicate = decflow(env, project, *args, "--store", "dup-store", "--task-runner",
+                            "dask", "--dask-address", address)
     assert len(ran) == 2 and all(ran.values())  # both workers ran record units
     assert duplicate.returncode == 2
     assert "part-3.jsonl: line 1: duplicate record id 'f1-7' (first at line 8 of" in \
         duplicate.stderr
     (project / "logs" / "part-3.jsonl").write_text(original)
-    single = decflow(env, project, *args, "--no-prefect", "-o", "single.json")
-    assert single.returncode == fanned.returncode, single.stderr
-    report = json.loads((project / "dask.json").read_text())
-    other = json.loads((project / "single.json").read_text())
-    for document in (report, other):
+    threads = decflow(env, project, *args, "--store", "thread-store", "-o", "threads.json")
+    single = decflow(env, project, *args, "--no-prefect", "--store", "direct-store",
+                     "-o", "single.json")
+    assert single.returncode == threads.returncode == fanned.returncode, single.stderr
+    (project / "other.jsonl").write_text((project / "logs" / "part-0.jsonl").read_text())
+    baseline = decflow(env, project, "check", "refund/decflow.yaml", "-d", "other.jsonl",
+                       "--baseline", "logs", "--no-prefect", "--store", "baseline-store")
+    assert baseline.returncode in (0, 1), baseline.stderr
+    reports = [json.loads((project / name).read_text())
+               for name in ("dask.json", "threads.json", "single.json")]
+    for document in reports:
         document.pop("created_at")
         document.pop("run")  # each is a run of its own
-    assert report == other
-    runs = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
-            if r.parameters.get("records") == "logs"]
-    seen = recorded(prefect_api, min(runs, key=lambda r: r.created).id, 7)
-    units = [t for t in seen["tasks"] if base_name(t) == "records"]
-    assert len(units) == 4 and all(t.state.is_completed() for t in units)
+    assert reports[0] == reports[1] == reports[2]
+    units = {name: stage_manifests(project / name, "records")
+             for name in ("store", "thread-store", "direct-store")}
+    aggregates = {name: stage_manifests(project / name, "aggregates")
+                  for name in ("store", "thread-store", "direct-store")}
+    assert len(units["store"]) == 4 and len(aggregates["store"]) == 1
+    (key, merged), = aggregates["store"].items()
+    for name in ("thread-store", "direct-store"):
+        assert {k: m["sha256"] for k, m in units[name].items()} == {
+            k: m["sha256"] for k, m in units["store"].items()}
+        assert {k: m["sha256"] for k, m in aggregates[name].items()} == {key: merged["sha256"]}
+    # the baseline's statistics: the same artifact under the same key
+    assert stage_manifests(project / "baseline-store", "aggregates")[key]["sha256"] == \
+        merged["sha256"]
+
+    # checked again, unchanged: no unit is read and the aggregates are not published again
+    published = {name: {p: p.stat().st_mtime_ns for p in (project / name / "stages").glob(
+        "[ra]*/*/_manifest.json")} for name in ("thread-store", "direct-store")}
+    again = decflow(env, project, *args, "--store", "thread-store")
+    assert again.returncode == threads.returncode, again.stderr
+    assert decflow(env, project, *args, "--no-prefect", "--store", "direct-store"
+                   ).returncode == single.returncode
+    for name, before in published.items():
+        assert {p: p.stat().st_mtime_ns for p in before} == before, name
+    runs = sorted((r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+                   if r.parameters.get("records") == "logs"), key=lambda r: r.created)
+    first = next(r for r in runs if r.parameters["store"] == "store")
+    last = [r for r in runs if r.parameters["store"] == "thread-store"][-1]
+    seen = recorded(prefect_api, first.id, 7)
+    read = [t for t in seen["tasks"] if base_name(t) == "records"]
+    assert len(read) == 4 and all(t.state.is_completed() for t in read)
+    assert not [t for t in recorded(prefect_api, last.id, 4)["tasks"]
+                if base_name(t) == "records"]
 
 
 def test_decflow_deploy_registers_the_scheduled_deployments(

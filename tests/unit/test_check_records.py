@@ -486,7 +486,7 @@ def test_blank_and_indented_lines_keep_their_line_numbers(tmp_path: Path, blank:
     _write(path, ["\n".join(lines) + "\n\n"])
     table = _read(path)
     assert table.height == 299 and table["id"][10] == "g11"
-    from decflow.pipeline.production.units import plan_source
+    from decflow.data.record_units import plan_source
 
     assert sum(unit.n_records for unit in plan_source(str(path)).units) == 299
 

@@ -16,7 +16,7 @@ import yaml
 from decflow.contracts import load_contract
 from decflow.metrics.partial_sums import group_sums, to_float
 from decflow.metrics.production import arrow_array
-from decflow.pipeline.production.stages import check_records
+from decflow.pipeline.production.run import check_records
 from tests.support.paths import EXAMPLES
 
 EXAMPLE = EXAMPLES / "refund"

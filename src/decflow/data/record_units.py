@@ -6,7 +6,8 @@ footer, JSONL by its non-blank lines, a JSON list by parsing it), so every recor
 position — and with it the default id `record-<n>` — is known before any unit is read.
 Units are the files (the partitions of the log), row-group ranges of about `UNIT_ROWS`
 rows of a large Parquet file and equal line-aligned byte ranges of about `UNIT_BYTES` of a
-large JSONL file; they depend only on the input, never on the number of workers.
+large JSONL file; they depend only on the input, never on the number of workers. A
+`SourcePlan` is the planned source: its files, their digests and its units.
 """
 
 from __future__ import annotations
@@ -376,3 +377,50 @@ def _split_jsonl(file: ScannedFile, add: Any) -> None:
         taken = sum(records for *_, records in blocks)
         part = FilePart(file.path, None, blocks[0][2], taken, (blocks[0][0], blocks[-1][1]))
         add(part, file.digest, taken, tuple(blocks))
+
+
+def source_hash(files: Sequence[Path | str], digests: Sequence[str]) -> str:
+    """`sha256:` of the file bytes for one file (as DecGuard); for several partitions, of
+    the lines `<name>\t<sha256 of its bytes>` in partition order."""
+    if len(files) == 1:
+        return f"sha256:{digests[0]}"
+    listing = "".join(
+        f"{PurePosixPath(str(f)).name}\t{d}\n" for f, d in zip(files, digests, strict=True)
+    )
+    return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """A record source, hashed, counted and split into units."""
+
+    path: str  # as the report shows it
+    files: list[str]
+    digests: list[str]
+    units: list[Unit]
+
+    @property
+    def hash(self) -> str:
+        return source_hash(self.files, self.digests)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "files": self.files, "digests": self.digests,
+                "units": [u.to_dict() for u in self.units]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SourcePlan:
+        return cls(data["path"], list(data["files"]), list(data["digests"]),
+                   [Unit.from_dict(u) for u in data["units"]])
+
+
+def plan_source(source: str | Path | Sequence[str | Path], shown_path: str | None = None,
+                threads: int | None = None, *, absolute: bool = False) -> SourcePlan:
+    """List, hash and count the files of a source and split them into units (`absolute`:
+    local files by absolute path, for workers that run elsewhere)."""
+    files, scanned = scan_source(source, absolute=absolute, threads=threads)
+    return plan_scanned(shown_path or str(source), files, scanned)
+
+
+def plan_scanned(shown_path: str, files: list[str], scanned: list[ScannedFile]) -> SourcePlan:
+    """The plan of files already scanned (`scan_source`)."""
+    return SourcePlan(shown_path, files, [s.digest for s in scanned], plan_units(scanned))

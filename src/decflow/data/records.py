@@ -28,7 +28,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,7 @@ from decflow.data.record_units import (
     list_partitions,
     location,
     open_records,
+    source_hash,
     suffix,
 )
 from decflow.errors import DatasetError
@@ -82,17 +83,6 @@ __all__ = [
 
 
 # -- partitions ----------------------------------------------------------------------------
-
-
-def source_hash(files: Sequence[Path | str], digests: Sequence[str]) -> str:
-    """`sha256:` of the file bytes for one file (as DecGuard); for several partitions, of
-    the lines `<name>\t<sha256 of its bytes>` in partition order."""
-    if len(files) == 1:
-        return f"sha256:{digests[0]}"
-    listing = "".join(
-        f"{PurePosixPath(str(f)).name}\t{d}\n" for f, d in zip(files, digests, strict=True)
-    )
-    return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
 
 
 class _LineError(DatasetError):

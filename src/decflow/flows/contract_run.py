@@ -27,7 +27,7 @@ from decflow.flows.server import prefect_server
 from decflow.pipeline.contract_run.results import RequestParts
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
 from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.pipeline.stage import StageContext
+from decflow.pipeline.stage import RunContext
 from decflow.store.store import Manifest, Store
 from decflow.tasks.report import CallProgress, artifact_key, report_task
 from decflow.tasks.stages import (
@@ -73,7 +73,7 @@ class PrefectShards:
     run one after another (each moving the progress artifact as its calls come back), or
     all submitted at once to a Dask cluster (the progress moves as shards finish)."""
 
-    def __init__(self, context: StageContext, key: str, _parts: RequestParts,
+    def __init__(self, context: RunContext, key: str, _parts: RequestParts,
                  parallel: bool) -> None:
         self.spec = context.spec.to_dict()
         self.requests_key = context.manifests["requests"].key
@@ -129,7 +129,7 @@ def run_stages(
     logger = get_run_logger()
     store = Store(spec.store_url)
 
-    def shards(context: StageContext, key: str, parts: RequestParts) -> PrefectShards:
+    def shards(context: RunContext, key: str, parts: RequestParts) -> PrefectShards:
         return PrefectShards(context, key, parts, parallel_shards)
 
     spec_d = spec.to_dict()

@@ -1,7 +1,8 @@
 """The `production_check` flow: a production-log check (drift, calibration, segments) as
-the stages `records-plan` → `records` mapped over the input's units → `aggregates` →
-`summary` → `report`, through the store, stored under `runs/<run_id>/` like a contract run
-and published as artifacts. With the Dask task runner each worker reads only its units."""
+the check's own stages, through `run_stage` as a direct check runs them: `records-plan` →
+`records`, one task per unit the store does not hold (`prefect_units`) → `aggregates` →
+`summary` → `report`, stored under `runs/<run_id>/` like a contract run and published as
+artifacts. With the Dask task runner each worker reads only its units."""
 
 from __future__ import annotations
 
@@ -13,16 +14,34 @@ from prefect import flow, unmapped
 from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 
+from decflow.data.record_units import SourcePlan, Unit
 from decflow.flows.common import Verdict, decflow_run, finish, flow_result, unwalked
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
+from decflow.pipeline.production.run import check_context
+from decflow.pipeline.production.stages import AGGREGATES, CheckSpec
+from decflow.pipeline.spec import load_contract_cached
+from decflow.pipeline.stage import StageContext, UnitOutcome, UnitRunner, run_units
 from decflow.store.runs import new_run_id
 from decflow.store.store import Store
 from decflow.tasks.production import aggregates_task, check_summary_task, plan_task, unit_task
 from decflow.tasks.report import artifact_key, report_task
+
+
+def prefect_units(contract: str, spec: dict[str, Any]) -> UnitRunner:
+    """The flow's `UnitRunner`: one `records` task per unit to read (with the Dask runner
+    each worker reads only its own units)."""
+
+    def run(_context: StageContext[Any], missing: list[tuple[Unit, str]]) -> list[UnitOutcome]:
+        futures = unit_task.map(unmapped(contract), unmapped(spec),
+                                [unit.to_dict() for unit, _ in missing],
+                                [key for _, key in missing])
+        return [UnitOutcome.from_dict(future.result()) for future in futures]
+
+    return run
 
 
 def check_label(contract: str) -> str:
@@ -60,14 +79,18 @@ def production_check(
         plan = plan_task(records)
         # Workers may run in another directory: they get absolute local paths.
         contract_file = contract if "://" in contract else os.path.abspath(contract)
-        location = Store(store).location
-        # one task per unit: with the Dask runner each worker reads only its own units
-        futures = unit_task.map(unmapped(contract_file), unmapped(location), plan["units"])
-        outcomes = [future.result() for future in futures]
-        aggregates = aggregates_task(contract_file, location, unwalked(plan), unwalked(outcomes))
+        opened = Store(store)
+        spec = CheckSpec(contract, records, opened.location, run_id,
+                         SourcePlan.from_dict(plan), baseline)
+        # unmapped values are not unwrapped from `quote`: the unit tasks get the plain dict
+        context = check_context(spec, opened, load_contract_cached(contract_file),
+                                prefect_units(contract_file, spec.to_dict()))
+        spec_d = unwalked(spec.to_dict())
+        outcomes = [o.to_dict() for o in run_units(AGGREGATES, context)]
+        aggregates = aggregates_task(contract_file, spec_d, unwalked(outcomes))
         outcome: dict[str, Any] = check_summary_task(
-            contract, records, baseline, location, run_id, unwalked(aggregates), fail_on_warn,
-        )
+            contract_file, spec_d, unwalked(aggregates), fail_on_warn)
+        location = opened.location
         report_task(location, outcome["report"],
                     artifact_key(decision_name(contract), "records", "check"))
         result = {"run_id": run_id, **outcome}

@@ -8,14 +8,20 @@ parameters that matter); a stage whose key already has a published manifest is a
 runner and for the Prefect tasks alike. Stages that call the backend are keyed by run id,
 so a fresh run always calls the model; stages that must be recomputed every time (the
 summary, which depends on `--fail-on-warn` and re-gating) set `cached=False`.
+
+A stage may fan out (`FanOut`): its work is split into units (the production check's record
+partitions), each published and cached under a key of its own, computed by whatever
+`UnitRunner` the context carries (worker processes here, tasks mapped by a Prefect flow),
+then merged by the stage's `compute` into its one artifact. Stages are generic in the spec
+of what runs them (`RunSpec` for a contract run, `CheckSpec` for a production check).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store, stage_key
@@ -30,12 +36,53 @@ Progress = Callable[[int, int | None], None]
 ProgressFactory = Callable[[str, int | None], Progress]
 
 
+class Spec(Protocol):
+    """What every spec of a run names (`RunSpec`, `CheckSpec`)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def contract_path(self) -> str: ...
+
+
+S = TypeVar("S", bound=Spec)
+U = TypeVar("U")
+
+
+@dataclass
+class UnitOutcome:
+    """One unit of a fanned-out stage: its published manifest, or the error that stopped it
+    (nothing is published then); `held` is what this process computed of it, kept for the
+    merge instead of reading it back from the store (never sent between processes)."""
+
+    index: int
+    manifest: Manifest | None
+    error: str | None = None
+    held: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "error": self.error,
+                "manifest": None if self.manifest is None else self.manifest.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UnitOutcome:
+        manifest = data["manifest"]
+        return cls(data["index"], None if manifest is None else Manifest.from_dict(manifest),
+                   data["error"])
+
+
+# Computes the units a fanned-out stage did not find in the store: (context, [(unit, key)])
+# -> their outcomes, in the order given.
+UnitRunner = Callable[["StageContext[Any]", list[tuple[Any, str]]], list[UnitOutcome]]
+
+
 @dataclass(frozen=True)
-class StageContext:
+class StageContext(Generic[S]):
     """What a stage may read: the run's spec, the store, the loaded contract and the
     manifests of the stages before it; `progress` reports long work (may be None)."""
 
-    spec: RunSpec
+    spec: S
     store: Store
     loaded: LoadedContract
     manifests: Mapping[str, Manifest]
@@ -45,28 +92,45 @@ class StageContext:
     # How the call stage runs its shards: None runs them here, one after the other; the
     # Prefect flow passes a factory that submits them as tasks (see `contract_run.results`).
     shards: Callable[..., Any] | None = None
+    # How a fanned-out stage computes the units it did not find stored (None: it cannot).
+    units: UnitRunner | None = None
+    # The units of the fanned-out stage under way, in unit order (set by `run_units`).
+    unit_outcomes: list[UnitOutcome] = field(default_factory=list)
     # Values a stage hands to the runner besides its artifact (the summary leaves the report).
     outputs: dict[str, Any] = field(default_factory=dict)
 
 
-def _nothing(_context: StageContext) -> dict[str, Any]:
+def _nothing(_context: StageContext[Any]) -> dict[str, Any]:
     return {}
 
 
-def _no_inputs(_context: StageContext) -> list[str]:
+def _no_inputs(_context: StageContext[Any]) -> list[str]:
     return []
 
 
-def _always(_context: StageContext, _cached: Manifest) -> bool:
+def _always(_context: StageContext[Any], _cached: Manifest) -> bool:
     return True
 
 
-def _accept(_context: StageContext, _manifest: Manifest) -> None:
+def _accept(_context: StageContext[Any], _manifest: Manifest) -> None:
     return None
 
 
 @dataclass(frozen=True)
-class Stage:
+class FanOut(Generic[S, U]):
+    """How a stage fans out: `units(context)` its units, each published as stage `name`
+    under a key made of the contract, the stage's version and `params(unit)` (what the
+    unit's output depends on), and computed by `compute(context, unit, key)` when no intact
+    artifact has that key."""
+
+    name: str
+    units: Callable[[StageContext[S]], Sequence[U]]
+    params: Callable[[U], dict[str, Any]]
+    compute: Callable[[StageContext[S], U, str], UnitOutcome]
+
+
+@dataclass(frozen=True)
+class Stage(Generic[S]):
     """A stage: its name (in the store, `--from-stage` and Prefect task names), the version
     of its code (bump it when its output changes), the stages it reads, and how to compute
     it. `compute(context, key)` publishes the artifact under `key` and returns its manifest.
@@ -80,23 +144,25 @@ class Stage:
     `verdict` marks the stage whose manifest carries the run's status and exit code;
     `restart_input` a stage a `--from-stage` restart from a later stage must find stored
     (it is never recomputed then); `sharded` a stage whose `compute` submits its own work
-    (the call shards) and so runs in the Prefect flow itself rather than as one task."""
+    (the call shards) and so runs in the Prefect flow itself rather than as one task;
+    `fan_out` a stage computed unit by unit, then merged (`run_units`)."""
 
     name: str
     version: str
     upstream: tuple[str, ...]
-    compute: Callable[[StageContext, str], Manifest]
-    params: Callable[[StageContext], dict[str, Any]] = _nothing
-    inputs: Callable[[StageContext], list[str]] = _no_inputs
-    reusable: Callable[[StageContext, Manifest], bool] = _always
-    validate: Callable[[StageContext, Manifest], None] = _accept
+    compute: Callable[[StageContext[S], str], Manifest]
+    params: Callable[[StageContext[S]], dict[str, Any]] = _nothing
+    inputs: Callable[[StageContext[S]], list[str]] = _no_inputs
+    reusable: Callable[[StageContext[S], Manifest], bool] = _always
+    validate: Callable[[StageContext[S], Manifest], None] = _accept
     keyed_by_run: bool = False
     cached: bool = True
     verdict: bool = False
     restart_input: bool = False
     sharded: bool = False
+    fan_out: FanOut[S, Any] | None = None
 
-    def key(self, context: StageContext) -> str:
+    def key(self, context: StageContext[S]) -> str:
         params = self.params(context)
         if self.keyed_by_run:
             params = {**params, "run_id": context.spec.run_id}
@@ -106,8 +172,35 @@ class Stage:
         return stage_key(self.name, self.version, context.loaded.hash, upstream, params)
 
 
-def run_stage(stage: Stage, context: StageContext) -> Manifest:
-    """The stage's manifest: a published one with the same key, else computed now."""
+def unit_key(stage: Stage[S], unit: Any, context: StageContext[S]) -> str:
+    """The key of one unit of a fanned-out stage."""
+    assert stage.fan_out is not None
+    return stage_key(stage.fan_out.name, stage.version, context.loaded.hash, [],
+                     stage.fan_out.params(unit))
+
+
+def run_units(stage: Stage[S], context: StageContext[S]) -> list[UnitOutcome]:
+    """Every unit of a fanned-out stage, in unit order: an intact published one with the
+    same key, else computed by the context's `UnitRunner` (all missing units at once)."""
+    assert stage.fan_out is not None and context.units is not None
+    units = stage.fan_out.units(context)
+    keys = [unit_key(stage, unit, context) for unit in units]
+    found = [context.store.cached(stage.fan_out.name, key) for key in keys]
+    missing = [(unit, key) for unit, key, m in zip(units, keys, found, strict=True) if m is None]
+    if len(missing) < len(units):
+        context.logger.info("stage %s: %d of %d units cached", stage.fan_out.name,
+                            len(units) - len(missing), len(units))
+    computed = iter(context.units(context, missing) if missing else [])
+    return [UnitOutcome(i, m) if m is not None else next(computed)
+            for i, m in enumerate(found)]
+
+
+def run_stage(stage: Stage[S], context: StageContext[S]) -> Manifest:
+    """The stage's manifest: a published one with the same key, else computed now. A
+    fanned-out stage first has its units (unless a runner already handed them over in
+    `context.unit_outcomes`), which its key and its merge read."""
+    if stage.fan_out is not None and not context.unit_outcomes:
+        context.unit_outcomes[:] = run_units(stage, context)
     key = stage.key(context)
     manifest = context.store.cached(stage.name, key) if stage.cached else None
     if manifest is not None and stage.reusable(context, manifest):
@@ -116,3 +209,8 @@ def run_stage(stage: Stage, context: StageContext) -> Manifest:
         manifest = stage.compute(context, key)
     stage.validate(context, manifest)
     return manifest
+
+
+# The stages and contexts of a contract run.
+RunStage = Stage[RunSpec]
+RunContext = StageContext[RunSpec]

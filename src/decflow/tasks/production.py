@@ -1,24 +1,36 @@
-"""Production-check tasks: the stages exchanging manifests through the store exactly as a
-direct `decflow check` runs them (`decflow.pipeline.production`): `records-plan` (hash,
-count and split the inputs) → `records` mapped over the units (each validates its files or
-row groups into mergeable statistics and id hashes) → `aggregates` (ids across units,
-merged statistics) → `summary` (drift against the baseline, gates, segments; stored as a
-run) → `report`."""
+"""Production-check tasks: the check's own stages (`decflow.pipeline.production`), run by
+`run_stage` exactly as a direct `decflow check` runs them: `records-plan` (hash, count and
+split the inputs) → `records`, one task per unit the store does not hold (each validates
+its files or row groups into mergeable statistics and id hashes) → `aggregates` (ids
+across units, merged statistics) → `summary` (drift against the baseline, gates,
+segments; stored as a run) → `report`. Every task loads the contract from `contract`
+(an absolute path: workers may run elsewhere); the spec keeps the path as it was given."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from prefect import get_run_logger
 from prefect.runtime import task_run
 
-from decflow.data.record_units import Unit
-from decflow.pipeline.production.run import summarize_and_record
-from decflow.pipeline.production.stages import stage_aggregates, stage_unit
-from decflow.pipeline.production.units import SourcePlan, plan_source
+from decflow.data.record_units import Unit, plan_source
+from decflow.pipeline.production.run import check_context
+from decflow.pipeline.production.stages import AGGREGATES, CheckSpec, read_unit
+from decflow.pipeline.production.summary import SUMMARY
+from decflow.pipeline.production.workers import read_units
 from decflow.pipeline.spec import load_contract_cached
+from decflow.pipeline.stage import StageContext, UnitOutcome, run_stage
 from decflow.store.runs import report_path
 from decflow.store.store import Manifest, Store
 from decflow.tasks.common import outcome, stage_task
+
+
+def _context(contract: str, spec: dict[str, Any],
+             fail_on_warn: bool = False) -> StageContext[CheckSpec]:
+    check = CheckSpec.from_dict(spec)
+    return check_context(check, Store(check.store_url), load_contract_cached(contract),
+                         read_units, fail_on_warn=fail_on_warn, logger=get_run_logger())
 
 
 @stage_task("records-plan", "records-plan: hash, count and split the records")
@@ -33,31 +45,26 @@ def _unit_run_name() -> str:
 
 
 @stage_task("records", _unit_run_name)
-def unit_task(contract: str, store_url: str, unit: dict[str, Any]) -> dict[str, Any]:
+def unit_task(contract: str, spec: dict[str, Any], unit: dict[str, Any],
+              key: str) -> dict[str, Any]:
     """The `records` stage of one unit: only its files or row groups are read here."""
-    loaded = load_contract_cached(contract)
-    return stage_unit(Unit.from_dict(unit), store_url, loaded.contract, loaded.hash)
+    return read_unit(_context(contract, spec), Unit.from_dict(unit), key).to_dict()
 
 
 @stage_task("aggregates", "aggregates: merge the units' statistics and ids")
-def aggregates_task(
-    contract: str, store_url: str, plan: dict[str, Any], outcomes: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """Ids across all units, then the merged statistics."""
-    loaded = load_contract_cached(contract)
-    manifest = stage_aggregates(Store(store_url), loaded.contract, loaded.hash,
-                                SourcePlan.from_dict(plan), outcomes)
-    return manifest.to_dict()
+def aggregates_task(contract: str, spec: dict[str, Any],
+                    outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ids across all units, then the merged statistics (the units as the flow ran them)."""
+    context = _context(contract, spec)
+    context.unit_outcomes[:] = [UnitOutcome.from_dict(o) for o in outcomes]
+    return run_stage(AGGREGATES, context).to_dict()
 
 
 @stage_task("summary", "summary: judge drift and gates, write the report")
-def check_summary_task(
-    contract: str, records_path: str, baseline: str | None, store_url: str, run_id: str,
-    aggregates: dict[str, Any], fail_on_warn: bool = False,
-) -> dict[str, Any]:
-    """Merge the statistics, judge drift and gates; the report is stored as run `run_id`."""
-    report = summarize_and_record(
-        Store(store_url), contract, records_path, baseline, run_id,
-        Manifest.from_dict(aggregates), fail_on_warn=fail_on_warn,
-    )
-    return outcome(report, report_path(run_id))
+def check_summary_task(contract: str, spec: dict[str, Any], aggregates: dict[str, Any],
+                       fail_on_warn: bool = False) -> dict[str, Any]:
+    """Judge drift and gates; the report is stored as the spec's run."""
+    context = replace(_context(contract, spec, fail_on_warn),
+                      manifests={"aggregates": Manifest.from_dict(aggregates)})
+    run_stage(SUMMARY, context)
+    return outcome(context.outputs["report"], report_path(context.spec.run_id))

@@ -16,7 +16,7 @@ from decflow.pipeline.contract_run.sequential_calls import (
     sequential_call_stage,
     sequential_params,
 )
-from decflow.pipeline.stage import Stage, StageContext
+from decflow.pipeline.stage import RunContext, Stage
 from decflow.store.store import Manifest
 
 
@@ -35,7 +35,7 @@ class ShardRunner(Protocol):
 class InProcessShards:
     """Shards called in this process, in order, with progress per recorded result."""
 
-    def __init__(self, context: StageContext, key: str, parts: results.RequestParts) -> None:
+    def __init__(self, context: RunContext, key: str, parts: results.RequestParts) -> None:
         self.context, self.key = context, key
         self.requests = context.manifests["requests"]
         self.session = results.CallSession.load_with(context.store, parts, key)
@@ -69,7 +69,7 @@ class InProcessShards:
                                       self.key, health)
 
 
-def call_stage(context: StageContext, key: str) -> Manifest:
+def call_stage(context: RunContext, key: str) -> Manifest:
     if context.spec.sequential:
         return sequential_call_stage(context, key)
     parts = results.RequestParts(context.store, context.manifests["requests"])
@@ -84,7 +84,7 @@ def call_stage(context: StageContext, key: str) -> Manifest:
     return runner.finish(health)
 
 
-def _backend(context: StageContext) -> dict[str, Any]:
+def _backend(context: RunContext) -> dict[str, Any]:
     return {"backend": context.spec.backend, **sequential_params(context.spec)}
 
 

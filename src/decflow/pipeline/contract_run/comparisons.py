@@ -26,7 +26,7 @@ from decflow.pipeline.contract_run.transformed import (
 )
 from decflow.pipeline.direct_calls import CandidateDecider
 from decflow.pipeline.spec import RunSpec
-from decflow.pipeline.stage import Stage, StageContext
+from decflow.pipeline.stage import RunContext, Stage
 from decflow.properties.generate import relation_of
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
 from decflow.store.store import Manifest
@@ -34,7 +34,7 @@ from decflow.store.store import Manifest
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
 
-def _compute_comparisons(context: StageContext, key: str) -> Manifest:
+def _compute_comparisons(context: RunContext, key: str) -> Manifest:
     store, manifests = context.store, context.manifests
     contract = context.loaded.contract
     joined = joined_transformed(
@@ -77,11 +77,11 @@ MINIMIZED_SCHEMA = pl.Schema(
 )
 
 
-def _minimize_param(context: StageContext) -> dict[str, Any]:
+def _minimize_param(context: RunContext) -> dict[str, Any]:
     return {"minimize": minimize_enabled(context.spec, context.loaded.contract)}
 
 
-def _compute_minimized(context: StageContext, key: str) -> Manifest:
+def _compute_minimized(context: RunContext, key: str) -> Manifest:
     """Shrink failing transformed cases (keyed by run id: it calls the backend)."""
     spec, store, manifests = context.spec, context.store, context.manifests
     contract = context.loaded.contract

@@ -32,7 +32,7 @@ from decflow.pipeline.contract_run.derive import (
 )
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec
-from decflow.pipeline.stage import Stage, StageContext
+from decflow.pipeline.stage import RunContext, Stage
 from decflow.store.store import Manifest
 
 if TYPE_CHECKING:
@@ -53,18 +53,18 @@ def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
     return str(read), shown
 
 
-def _dataset_hash(context: StageContext) -> list[str]:
+def _dataset_hash(context: RunContext) -> list[str]:
     read_path, shown = dataset_location(context.spec, context.loaded.contract)
     return [dataset_hash(read_path, shown_path=shown)]
 
 
-def _same_path(context: StageContext, cached: Manifest) -> bool:
+def _same_path(context: RunContext, cached: Manifest) -> bool:
     """A cached `cases` stage names the dataset by the path it was first read from."""
     return bool(cached.extra.get("path") == dataset_location(context.spec,
                                                               context.loaded.contract)[1])
 
 
-def _compute_cases(context: StageContext, key: str) -> Manifest:
+def _compute_cases(context: RunContext, key: str) -> Manifest:
     contract = context.loaded.contract
     read_path, shown = dataset_location(context.spec, contract)
     dataset = load_golden(read_path, contract.decision.labels, shown_path=shown)
@@ -98,7 +98,7 @@ def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFr
     ).cast(REQUESTS_SCHEMA)
 
 
-def check_presentations(context: StageContext, requests: Manifest) -> None:
+def check_presentations(context: RunContext, requests: Manifest) -> None:
     """Let the backend refuse label presentations it cannot answer, before any call, and
     store the plan it makes from them with the run (`backend_plan`)."""
     spec, store = context.spec, context.store
@@ -114,14 +114,14 @@ def check_presentations(context: StageContext, requests: Manifest) -> None:
     backend_plan.prepare(backend, store, spec.run_id, sorted(shown))
 
 
-def _request_params(context: StageContext) -> dict[str, Any]:
+def _request_params(context: RunContext) -> dict[str, Any]:
     spec = context.spec
     params = {"mode": spec.mode, "seed": spec.seed, "properties": spec.properties}
     # Only when set, so the keys of runs without an override stay what they were.
     return params if spec.repeats is None else {**params, "repeats": spec.repeats}
 
 
-def _compute_requests(context: StageContext, key: str) -> Manifest:
+def _compute_requests(context: RunContext, key: str) -> Manifest:
     store, loaded = context.store, context.loaded
     contract = loaded.contract
     labels = tuple(contract.decision.labels)

@@ -26,7 +26,7 @@ from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
 from decflow.pipeline.contract_run.sequential_calls import adopt_sent
 from decflow.pipeline.contract_run.summary import SUMMARY
 from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.pipeline.stage import ProgressFactory, Stage, StageContext, run_stage
+from decflow.pipeline.stage import ProgressFactory, RunStage, StageContext, run_stage
 from decflow.report.modes import STAGES, Mode
 from decflow.store.runs import (
     FAILED,
@@ -53,7 +53,7 @@ STAGE_BY_NAME = {
 STAGE_ALIASES = {"report": SUMMARY.name}
 
 
-def stages_for(mode: Mode) -> tuple[Stage, ...]:
+def stages_for(mode: Mode) -> tuple[RunStage, ...]:
     """The stages a run of `mode` computes, in order."""
     return tuple(STAGE_BY_NAME[name] for name in mode.stages)
 
@@ -187,7 +187,7 @@ class RunBook:
             **extra,
         })
 
-    def run(self, stage: Stage, compute: Callable[[], Manifest] | None = None) -> Manifest:
+    def run(self, stage: RunStage, compute: Callable[[], Manifest] | None = None) -> Manifest:
         """Compute `stage` here (or with `compute`, e.g. as a Prefect task) unless the run
         reuses it, and record it; the summary also records the run's verdict."""
         name = stage.name

@@ -48,7 +48,7 @@ from decflow.pipeline.contract_run.sequential_gates import (
 )
 from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS, relation_direction
 from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.pipeline.stage import StageContext
+from decflow.pipeline.stage import RunContext
 from decflow.properties.generate import relation_of, transformed_properties
 from decflow.properties.summary import property_checks
 from decflow.store.store import Manifest, Store
@@ -151,7 +151,7 @@ PROPERTY_GATES = ("max_error_rate", "max_violation_rate", "max_flip_rate")
 class SequentialCalls:
     """One sequential run's calls: the batches it sends and the evidence after each."""
 
-    def __init__(self, context: StageContext, key: str) -> None:
+    def __init__(self, context: RunContext, key: str) -> None:
         spec, store = context.spec, context.store
         self.context, self.key, self.spec, self.store = context, key, spec, store
         self.contract = context.loaded.contract
@@ -304,7 +304,7 @@ class SequentialCalls:
         return hashlib.sha256(f"{name}:{self.key}:{self.sent}".encode()).hexdigest()
 
 
-def sequential_call_stage(context: StageContext, key: str) -> Manifest:
+def sequential_call_stage(context: RunContext, key: str) -> Manifest:
     """The results stage of a sequential run: in this process, or (with the Prefect flow's
     `shards`) one task per group of batches, after which the recorded batches are read
     back here to publish."""
@@ -333,7 +333,7 @@ def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: 
         if found is None:
             raise DecflowError(f"store {store.url}: no published {stage} stage {stage_key}")
         manifests[stage] = found
-    context = StageContext(spec, store, load_contract_cached(spec.contract_path), manifests)
+    context = RunContext(spec, store, load_contract_cached(spec.contract_path), manifests)
     calls = SequentialCalls(context, key)
     calls.run(upto=end)
     return {"sent": calls.sent, "requests_sent": calls.requests_sent,

@@ -23,7 +23,7 @@ from decflow.pipeline.contract_run.golden_section import (
 )
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
-from decflow.pipeline.stage import Stage, StageContext
+from decflow.pipeline.stage import RunContext, Stage
 from decflow.redaction import redact
 from decflow.report.versions import RUN_REPORT_VERSION
 from decflow.store.runs import report_path, write_report
@@ -167,11 +167,11 @@ def build_report(
     }
 
 
-def _mode(context: StageContext) -> dict[str, Any]:
+def _mode(context: RunContext) -> dict[str, Any]:
     return {"mode": context.spec.mode}
 
 
-def _compute_summary(context: StageContext, key: str) -> Manifest:
+def _compute_summary(context: RunContext, key: str) -> Manifest:
     """Build the report from the stored stages, publish its checks, store the report."""
     spec, store = context.spec, context.store
     upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM

@@ -1,26 +1,51 @@
-"""The production check's statistics: a batch of records reduced to mergeable statistics
-(`metrics.production.GroupStats`) for the whole batch and every segment value, and the
-merged statistics of a source (`Aggregates`), whatever ran the units."""
+"""The production check's statistics: records reduced to mergeable statistics
+(`metrics.production.GroupStats`) for the whole input and every segment value, a unit at a
+time, and merged.
+
+A unit (`data.record_units`) is read and validated batch by batch into its statistics per
+group and the 64-bit hashes of its ids; nothing else of the records is kept. In the store
+a unit is one small statistics part and its id hashes split by their top 4 bits into
+`ID_BUCKETS` parts (delta-encoded, ≈5 bytes a record), never a copy of the rows.
+
+Merging checks ids across all units one hash bucket at a time; statistics merge by
+addition (the same bits in any split or order). When a unit found a bad record or two ids
+share a hash, the records up to there are read again in file order by `RecordReader`, which
+reports exactly what a single pass reports: the first bad record or repeated id in file
+order (a repeated hash without a repeated id is a collision and passes). Unusable segment
+values are reported after that, first unit first.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import io
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
-from decflow.data.records import RecordSpec, segment_column
+from decflow.data.record_units import Unit
+from decflow.data.records import RecordReader, RecordSpec, segment_column
 from decflow.errors import DatasetError
 from decflow.metrics.production import (
     GroupStats,
+    arrow_array,
     group_ids,
     grouped_stats,
     merge_groups,
     record_columns,
+    stats_frame,
+    stats_from_frame,
 )
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
+    from decflow.store.store import Manifest, Part, Store
+
+ID_BUCKETS = 16
+_BUCKET_SHIFT = np.uint64(60)
 
 # A group's key: "" for every record, `<segment key>\x1f<value token>` for a segment value.
 SEGMENT_SEPARATOR = "\x1f"
@@ -92,3 +117,165 @@ def aggregates_of(
             key, _, token = group.partition(SEGMENT_SEPARATOR)
             segments[key][token] = stats
     return Aggregates(path, digest, files, merged[""], segments)
+
+
+# -- a unit ------------------------------------------------------------------------------
+
+
+@dataclass
+class UnitAggregates:
+    """What one unit leaves for the merge (`error` set: nothing else is needed)."""
+
+    unit: Unit
+    n_records: int = 0
+    error: str | None = None
+    segment_problems: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, GroupStats] = field(default_factory=dict)
+    # sorted; None once dropped (a unit whose hashes are read back from the store)
+    id_hashes: np.ndarray | None = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+
+
+def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
+    """Read and validate one unit, batch by batch, into its statistics and id hashes (units
+    are read side by side: in a pool, or as tasks on workers)."""
+    reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset, texts=False,
+                          beside=True)
+    merged: dict[str, GroupStats] = {}
+    try:
+        for batch in reader.unit_batches():
+            merged = merge_groups(merged, batch_stats(batch.table))
+    except DatasetError as exc:
+        return UnitAggregates(unit, reader.n_records - unit.offset, str(exc))
+    n_records = reader.n_records - unit.offset
+    if n_records != unit.n_records:
+        files = ", ".join(dict.fromkeys(p.path for p in unit.parts))
+        return UnitAggregates(unit, n_records, f"{files}: changed while the check ran "
+                              f"({unit.n_records} records planned, {n_records} read); run "
+                              "it again")
+    return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
+                          reader.id_hashes())
+
+
+def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggregates:
+    """A unit's result from those of its pieces (`Unit.pieces`), in file order: the first
+    error, each segment key's first problem, merged statistics and all id hashes."""
+    if len(results) == 1:
+        return replace(results[0], unit=unit)
+    n_records = sum(r.n_records for r in results)
+    failed = next((r for r in results if r.error is not None), None)
+    if failed is not None:
+        return UnitAggregates(unit, n_records, failed.error)
+    problems: dict[str, str] = {}
+    stats: dict[str, GroupStats] = {}
+    for result in results:
+        for key, message in result.segment_problems.items():
+            problems.setdefault(key, message)
+        stats = merge_groups(stats, result.stats)
+    hashes = [r.id_hashes for r in results if r.id_hashes is not None]
+    return UnitAggregates(unit, n_records, None, problems, stats,
+                          np.sort(np.concatenate(hashes), kind="stable"))
+
+
+# -- merging units ------------------------------------------------------------------------
+
+
+def _has_repeats(sorted_hashes: np.ndarray) -> bool:
+    return bool(sorted_hashes.size > 1 and (sorted_hashes[1:] == sorted_hashes[:-1]).any())
+
+
+def merge_units(
+    units: Sequence[Unit],
+    spec: RecordSpec,
+    errors: Sequence[str | None],
+    segment_problems: Sequence[dict[str, str]],
+    stats: Callable[[], Sequence[dict[str, GroupStats]]],
+    repeated_hash: Callable[[], bool],
+) -> dict[str, GroupStats]:
+    """The merged statistics of all units (`stats()`, loaded once they are needed), or the
+    error a single pass in file order reports. `repeated_hash()` says whether two ids of
+    the units share a hash."""
+    failed = next((i for i, error in enumerate(errors) if error is not None), None)
+    if failed is not None or repeated_hash():
+        last = len(units) - 1 if failed is None else failed
+        parts = [part for unit in units[: last + 1] for part in unit.parts]
+        # Reading in file order raises the first bad record or repeated id, as one pass.
+        for _ in RecordReader((), spec, parts=parts).batches():
+            pass
+        if failed is not None:
+            raise DatasetError(str(errors[failed]))
+    for key in spec.segments:
+        for problems in segment_problems:
+            if key in problems:
+                raise DatasetError(problems[key])
+    merged: dict[str, GroupStats] = {}
+    for unit_stats in stats():
+        merged = merge_groups(merged, unit_stats)
+    return merged
+
+
+_BUCKET_STARTS = np.arange(ID_BUCKETS, dtype=np.uint64) << _BUCKET_SHIFT
+
+
+def split_buckets(sorted_hashes: np.ndarray) -> list[np.ndarray]:
+    """Sorted 64-bit hashes split by their top 4 bits into `ID_BUCKETS` views, as int64 (one
+    bucket shares its sign, so each stays sorted)."""
+    bounds = [*np.searchsorted(sorted_hashes, _BUCKET_STARTS).tolist(), sorted_hashes.size]
+    signed = sorted_hashes.view(np.int64)
+    return [signed[bounds[b] : bounds[b + 1]] for b in range(ID_BUCKETS)]
+
+
+def any_repeats(buckets: Callable[[int], list[np.ndarray]]) -> bool:
+    """Whether two ids share a hash, given each bucket's hashes (one bucket in memory at a
+    time: never a second copy of every hash)."""
+    for b in range(ID_BUCKETS):
+        arrays = buckets(b)
+        if arrays and _has_repeats(np.sort(np.concatenate(arrays))):
+            return True
+    return False
+
+
+# -- a unit in the store ------------------------------------------------------------------
+
+
+def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
+    """A unit's statistics part and its id hash parts (one per non-empty bucket). The two
+    are written side by side (Parquet encoding, hashing and writing release the GIL): the
+    last unit's are written while the other core has nothing else to do."""
+    hashes = result.id_hashes
+    assert hashes is not None
+
+    def id_parts() -> list[Part]:
+        return [
+            store.write_part_bytes(f"{prefix}/ids-{b:02d}.parquet", _hash_parquet(chunk),
+                                   int(chunk.size))
+            for b, chunk in enumerate(split_buckets(hashes)) if chunk.size
+        ]
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ids = pool.submit(id_parts)
+        stats = store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))
+        return [stats, *ids.result()]
+
+
+def _hash_parquet(hashes: np.ndarray) -> bytes:
+    """One bucket's sorted hashes (int64), delta encoded: ≈5 bytes a hash instead of 8."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(
+        pa.table({"h": arrow_array(hashes)}), buffer, compression="zstd", use_dictionary=False,
+        column_encoding={"h": "DELTA_BINARY_PACKED"}, write_statistics=False,
+    )
+    return buffer.getvalue()
+
+
+def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
+    stats_part = next(p for p in manifest.parts if p.path.endswith("/part-00000.parquet"))
+    return stats_from_frame(store.read_part(stats_part))
+
+
+def stored_bucket(store: Store, manifest: Manifest, b: int) -> list[np.ndarray]:
+    """A stored unit's id hashes of bucket `b` (none, or one array as int64)."""
+    name = f"/ids-{b:02d}.parquet"
+    return [store.read_part(p)["h"].to_numpy() for p in manifest.parts if p.path.endswith(name)]

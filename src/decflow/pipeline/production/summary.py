@@ -1,0 +1,300 @@
+"""The production check's report: metrics, drift against the baseline, gates, segments and
+the inlined records of a small input, built by the `summary` stage (`SUMMARY`), which
+stores it as run `runs/<run_id>/` like a contract run, direct or through Prefect."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+import decflow
+from decflow.data.record_rules import inline_json
+from decflow.data.records import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.errors import DatasetError
+from decflow.gates.calibration import smooth_ece_checks
+from decflow.gates.checks import Check, Level, status_of
+from decflow.gates.headline import headline
+from decflow.gates.production import (
+    NO_RECORDS,
+    PRODUCTION_GATES,
+    SEGMENT_GATES,
+    aggregate_checks,
+    gate_settings,
+    segment_checks,
+)
+from decflow.metrics.calibration import calibration_section
+from decflow.metrics.production import (
+    GroupStats,
+    Metrics,
+    drift,
+    percentile_method,
+    production_metrics,
+    sketched,
+)
+from decflow.metrics.smooth_ece import PRODUCTION_NODES, CalibrationGrid, stored_grid
+from decflow.pipeline.production.baseline import Baseline, load_baseline
+from decflow.pipeline.production.stages import CheckContext, CheckSpec, stored_aggregates
+from decflow.pipeline.production.statistics import Aggregates, binning
+from decflow.pipeline.stage import Stage
+from decflow.redaction import redact
+from decflow.report.versions import REPORT_VERSION
+from decflow.store.runs import report_path, write_report, write_run_record
+from decflow.store.store import Manifest, Store
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
+    from decflow.contracts.gates import Production
+
+# Up to this many records, the report inlines them (read again from the source).
+INLINE_RECORDS = 10_000
+CHECKS_SCHEMA = pl.Schema({"gate": pl.String, "level": pl.String, "status": pl.String,
+                           "message": pl.String})
+
+
+def contract_block(
+    contract: Contract, path: str | None, contract_hash: str | None
+) -> dict[str, Any]:
+    decision = contract.decision
+    return {
+        "name": decision.name,
+        "type": decision.type,
+        "labels": list(decision.labels),
+        "schema_version": getattr(contract, "schema_version", "0.1"),
+        "hash": contract_hash,
+        "path": path,
+    }
+
+
+def production_calibration(
+    production: Production, overall: GroupStats, metrics: Metrics
+) -> tuple[dict[str, Any], list[Check]]:
+    """The report's `calibration` section (noise floor of the binned ECE, SmoothECE from the
+    merged grid) and the `max_smooth_ece` checks of requirements and warnings."""
+    grid = overall.smooth or CalibrationGrid.of([], [], PRODUCTION_NODES)
+    source = stored_grid(grid)
+    calibration = metrics["calibration"]
+    levels: list[tuple[Level, Any]] = [("requirement", production.requirements),
+                                       ("warning", production.warnings)]
+    limits: dict[str, float] = {level: gates.max_ece for level, gates in levels
+                                if gates.max_ece is not None}
+    section = calibration_section(calibration["reliability"], calibration["ece"], source,
+                                  max_ece=limits)
+    checks = smooth_ece_checks(source, overall.with_correctness, levels,
+                               reason_if_empty=NO_RECORDS)
+    return section, checks
+
+
+def config_block(production: Production) -> dict[str, Any]:
+    return {
+        "segments": [key.strip() for key in production.segments],
+        "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
+        "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
+        "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
+        "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
+    }
+
+
+def _segment_entries(
+    contract: Contract, aggregates: Aggregates
+) -> tuple[list[dict[str, Any]], list[Check]]:
+    n_bins, threshold = binning(contract)
+    entries: list[dict[str, Any]] = []
+    all_checks: list[Check] = []
+    for key, groups in aggregates.segments.items():
+        for token in sorted(groups):
+            metrics = production_metrics(groups[token], n_bins, threshold)
+            checks = segment_checks(
+                contract.production, f"{key}={segment_display(token)}", metrics
+            )
+            status, _ = status_of(checks)
+            entries.append(
+                {
+                    "key": key,
+                    "value": segment_value(token),
+                    "metrics": metrics,
+                    "checks": [c.to_dict() for c in checks],
+                    "status": status,
+                }
+            )
+            all_checks += checks
+    return entries, all_checks
+
+
+def _sketched(aggregates: Aggregates) -> list[str]:
+    names = sketched(aggregates.overall)
+    for key, groups in aggregates.segments.items():
+        for token in sorted(groups):
+            prefix = f"segment[{key}={segment_display(token)}]."
+            names += [prefix + name for name in sketched(groups[token])]
+    return names
+
+
+def summarize(
+    contract: Contract,
+    aggregates: Aggregates,
+    baseline: Baseline | None = None,
+    *,
+    contract_path: str | None = None,
+    contract_hash: str | None = None,
+    fail_on_warn: bool = False,
+    created_at: str,
+) -> dict[str, Any]:
+    """Metrics, drift, gates and segments → the check report."""
+    n_bins, threshold = binning(contract)
+    metrics = production_metrics(aggregates.overall, n_bins, threshold)
+    drift_values = drift(metrics, None if baseline is None else baseline.metrics)
+    checks = aggregate_checks(contract.production, metrics, drift_values)
+    calibration, smooth_checks = production_calibration(contract.production, aggregates.overall,
+                                                        metrics)
+    checks += smooth_checks
+    segments, segment_check_list = _segment_entries(contract, aggregates)
+    checks += segment_check_list
+    status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    evaluation = contract.evaluation
+    report: dict[str, Any] = {
+        "report_version": REPORT_VERSION,
+        "decflow_version": decflow.__version__,
+        "kind": "check",
+        "created_at": created_at,
+        "status": status,
+        "exit_code": exit_code,
+        "headline": headline(status, checks),
+        "contract": contract_block(contract, contract_path, contract_hash),
+        "evaluation": {
+            "confidence_threshold": evaluation.confidence_threshold,
+            "calibration_bins": evaluation.calibration_bins,
+            "probability_tolerance": evaluation.probability_tolerance,
+            "max_concurrency": evaluation.max_concurrency,
+        },
+        "config": config_block(contract.production),
+        "dataset": {
+            "path": aggregates.path,
+            "hash": aggregates.hash,
+            "n_records": aggregates.overall.total,
+            "n_outcomes": aggregates.overall.with_outcome,
+            "n_correctness": aggregates.overall.with_correctness,
+            "partitions": len(aggregates.files),
+        },
+        "baseline": None if baseline is None else baseline.block,
+        "metrics": metrics,
+        "calibration": calibration,
+        "drift": drift_values,
+        "segments": segments,
+        "checks": [c.to_dict() for c in checks],
+        "percentiles": percentile_method(_sketched(aggregates)),
+        "records_inline": aggregates.records is not None,
+    }
+    if aggregates.records is not None:
+        report["records"] = aggregates.records
+    return report
+
+
+def _utc_texts(moments: pl.Expr) -> pl.Expr:
+    """ISO 8601 in UTC with `Z` and no trailing zeros in the fraction, written by polars: an
+    input's offset can move a valid instant into year 0 or 10000 in UTC, which Python's
+    datetime cannot hold. Records keep UTC instants, so an offset written in the input
+    (`+02:00`) is shown converted."""
+    micro = moments.dt.microsecond()
+    fraction = pl.when(micro > 0).then(
+        pl.lit(".") + micro.cast(pl.String).str.zfill(6).str.strip_chars_end("0")
+    ).otherwise(pl.lit(""))
+    return moments.dt.to_string("%Y-%m-%dT%H:%M:%S") + fraction + pl.lit("Z")
+
+
+def records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]:
+    """Normalized records in DecGuard's record shape (all fields, canonical order)."""
+    out = []
+    table = table.with_columns(_utc_texts(pl.col("timestamp")).alias("timestamp"))
+    for row in table.iter_rows(named=True):
+        out.append(
+            {
+                "id": row["id"],
+                "timestamp": row["timestamp"],
+                "decision": spec.decision,
+                "input": row["input_text"]
+                if row["input_json"] is None
+                else inline_json(row["input_json"]),
+                "probabilities": row["probabilities"],
+                "selected": row["selected"],
+                "confidence": row["confidence"],
+                "backend": row["backend"],
+                "model": row["model"],
+                "model_version": row["model_version"],
+                "outcome": row["outcome"],
+                "outcome_correct": row["outcome_correct"],
+                "latency_ms": row["latency_ms"],
+                "cost": row["cost"],
+                "action": row["action"],
+                "fallback": row["fallback"],
+                "metadata": inline_json(row["metadata_json"]),
+            }
+        )
+    return out
+
+
+def record_check(store: Store, run_id: str, report: dict[str, Any],
+                 aggregates: Manifest) -> None:
+    """The check report and a run record in the shape `decflow runs` lists (the record
+    first: the report's sha256 goes into it)."""
+    write_run_record(store, {
+        "run_id": run_id,
+        "kind": "check",
+        "decision": report["contract"]["name"],
+        "contract_hash": report["contract"]["hash"],
+        "dataset_hash": report["dataset"]["hash"],
+        "backend": "records",
+        "mode": "check",
+        "status": report["status"],
+        "exit_code": report["exit_code"],
+        "stages": {"aggregates": aggregates.to_dict()},
+    })
+    write_report(store, run_id, report)
+
+
+def with_records(aggregates: Aggregates, spec: RecordSpec, files: list[str]) -> Aggregates:
+    """The records of a small input read again to inline them in the report; they must
+    still hash as they did when their statistics were computed."""
+    if aggregates.overall.total > INLINE_RECORDS:
+        return aggregates
+    reader = RecordReader(files, spec)
+    table = reader.read_all()
+    if reader.dataset_hash != aggregates.hash:
+        raise DatasetError(
+            f"{aggregates.path}: the records changed since their statistics were computed; "
+            "run the check again"
+        )
+    aggregates.records = records_json(table, spec)
+    return aggregates
+
+
+def _summarize(context: CheckContext, key: str) -> Manifest:
+    """The `summary` stage: the report from the merged statistics (as merged in this
+    process, else read from the store) and the baseline, recorded as run `run_id` (when
+    the check is recorded); publishes its checks table, and its manifest the verdict."""
+    spec, store, loaded = context.spec, context.store, context.loaded
+    records = RecordSpec.from_contract(loaded.contract)
+    manifest = context.manifests["aggregates"]
+    statistics = with_records(
+        stored_aggregates(store, records, manifest, shown_path=spec.records,
+                          merged=context.outputs.get("merged")),
+        records, spec.plan.files)
+    against = None if spec.baseline is None else load_baseline(context, spec.baseline)
+    report = summarize(loaded.contract, statistics, against, contract_path=spec.contract_path,
+                       contract_hash=loaded.hash, fail_on_warn=context.fail_on_warn,
+                       created_at=spec.created_at)
+    report = redact(report)  # records may hold a credential it names
+    verdict: dict[str, Any] = {"status": report["status"], "exit_code": report["exit_code"]}
+    if spec.run_id:
+        report["run"] = {"id": spec.run_id, "store": store.location}
+        record_check(store, spec.run_id, report, manifest)
+        verdict["report"] = report_path(spec.run_id)
+    context.outputs["report"] = report
+    checks = pl.DataFrame([{k: c[k] for k in CHECKS_SCHEMA} for c in report["checks"]],
+                          schema=CHECKS_SCHEMA)
+    return store.publish("summary", key, checks, extra=verdict)
+
+
+# Recomputed on every check: its verdict depends on --fail-on-warn and the baseline.
+SUMMARY: Stage[CheckSpec] = Stage("summary", "1", ("aggregates",), _summarize, cached=False,
+                                  verdict=True)
