@@ -22,7 +22,13 @@ import math
 
 import numpy as np
 
-from decflow.metrics.smooth_ece import grids_of, smooth_ece_at, smooth_ece_evidence
+from decflow.metrics.smooth_ece import (
+    grids_of,
+    nodes_for,
+    noise_quantile,
+    smooth_ece_at,
+    smooth_ece_evidence,
+)
 
 ALPHA = 0.05
 LIMIT = 0.05
@@ -104,9 +110,17 @@ def test_an_overconfident_model_fails_at_500_cases() -> None:
     assert verdicts([overconfident(rng, 500, 1.8) for _ in range(200)])["fails"] >= 0.80
 
 
+def median_margin(n: int, seed: int) -> float:
+    """The median noise margin q of `max_smooth_ece: 0.05` over 400 calibrated suites."""
+    rng = np.random.default_rng(seed)
+    return float(np.median([noise_quantile(grids_of(f, y)(nodes_for(LIMIT)), LIMIT)
+                            for f, y in (calibrated(rng, n) for _ in range(400))]))
+
+
 if __name__ == "__main__":
     for seed, n in enumerate((50, 100, 200, 500)):
-        print(f"calibrated, {n} cases:", calibrated_rates(n, seed))
+        print(f"calibrated, {n} cases:", calibrated_rates(n, seed),
+              f"median margin q {median_margin(n, seed):.4f}")
     rng = np.random.default_rng(10)
     print("boundary, 500 cases:", verdicts([overconfident(rng, 500, AT_LIMIT) for _ in range(400)]))
     for n, confidence, accuracy in POINT_MASSES:

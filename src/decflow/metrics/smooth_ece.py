@@ -59,7 +59,8 @@ SMALLEST_LIMIT = 0.01
 BISECTION_STEPS = 10
 SMALLEST_BANDWIDTH = 0.001
 REPLICATES = 200
-METHOD = "SmoothECE at bandwidth = limit, Gaussian multiplier bootstrap of the L1 error"
+METHOD = ("SmoothECE at bandwidth = limit, L1 noise bound from a Gaussian field at the largest "
+          "0/1 variance")
 
 Floats = npt.NDArray[np.float64]
 
