@@ -40,10 +40,11 @@ _NORMAL = NormalDist()
 _BISECTION_STEPS = 200
 # One count off the numerator. Without a correction the upper tail of b − c (right-skewed
 # when the discordant counts are small) made the test at the margin FAIL 6.45 % of 2,000
-# simulated diffs at 200 cases (α = 5 %); half a count still left exact sizes up to 6.13 %
-# (n = 50, margin 0.1, rare discordance) and 5.99 % (n = 30, every case discordant). With a
-# full count the exact size over n ≤ 500, margins 0.01–0.3 and every nuisance value is at
-# most 4.98 % per side (tests/unit/test_regression_exact_size.py, docs/statistics.md).
+# simulated diffs at 200 cases (α = 5 %); half a count still left exact sizes up to 6.38 %
+# (n = 12, margin 0.02), 6.13 % (n = 50, margin 0.1, rare discordance). When
+# every case is discordant b − c moves in steps of 2, and a full count is half a step. With
+# it the exact size is at most 4.98 % per side over 17 n from 5 to 500, margins 0.01–0.3 and
+# 225 nuisance values each (bench/regression_exact_size.py; docs/statistics.md).
 CONTINUITY = 1.0
 
 
