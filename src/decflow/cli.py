@@ -111,7 +111,14 @@ def _interrupted(exc: Interrupted) -> int:
 def _stop(signum: int, _frame: object) -> None:
     """SIGINT and SIGTERM stop the command where it is (a run records where it stopped);
     as `Interrupted`, which typer passes on, where it turns KeyboardInterrupt into a silent
-    exit 130."""
+    exit 130.
+
+    Not while an interruption is already unwinding: a library that catches Ctrl-C itself
+    (polars inside a query) raises KeyboardInterrupt, and this handler then runs for the
+    same signal at the next bytecode, often the entry of the run's cleanup; raising there
+    would skip the cleanup (the run left unrecorded, its message without the run id)."""
+    if isinstance(sys.exc_info()[1], KeyboardInterrupt | Interrupted):
+        return
     raise Interrupted(signum)
 
 

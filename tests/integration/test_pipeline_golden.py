@@ -221,11 +221,14 @@ def test_from_stage_report_recomputes_the_summary(tmp_path: Path):
                             "--from-stage", "report", "-o", str(again))
     first = json.loads((tmp_path / "a.json").read_text())
     assert resumed == code and json.loads(again.read_text())["checks"] == first["checks"]
+    runs_before = sorted(os.listdir(Path(store) / "runs"))
     code, _, err = run_cli("test", contract, "--store", store, "--resume", run_id,
                            "--from-stage", "reports")
     assert code == 2
-    assert "unknown stage 'reports' (stages: cases, requests, results, comparisons, " \
-           "minimized, summary)" in err
+    # refused before any run is set up: no "this is a new run …" note, no new run
+    assert err == ("error: --from-stage: unknown stage 'reports' (stages: cases, requests, "
+                   "results, comparisons, minimized, summary)\n")
+    assert sorted(os.listdir(Path(store) / "runs")) == runs_before
 
 
 DECGUARD_REPORTS = FIXTURES / "diff"

@@ -156,3 +156,47 @@ def test_a_finished_run_shows_its_verdict(
     code = run_cli("test", str(contract), "--store", str(store))[0]
     assert code == (0 if status == "pass" else 1)
     assert listed(store, only_run(store)) == (status, [])
+
+
+# As polars does when Ctrl-C reaches it inside a query: it raises its own KeyboardInterrupt,
+# and Python's handler for that same signal runs at the next bytecode boundary, which is
+# the entry of the run's cleanup (`RunBook.__exit__`).
+CTRL_C_IN_POLARS = """
+import signal, sys
+from decflow import cli
+from decflow.store import store
+
+def interrupted(frame):
+    raise KeyboardInterrupt
+
+def handler_runs_late(frame, event, arg):
+    if event == "call" and frame.f_code.co_qualname == "RunBook.__exit__":
+        sys.settrace(None)
+        signal.raise_signal(signal.SIGINT)
+
+store._frame_bytes = interrupted
+sys.settrace(handler_runs_late)
+sys.argv = ["decflow", *sys.argv[1:]]
+cli.main()
+"""
+
+
+def test_ctrl_c_caught_by_a_library_still_names_the_run(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from tests.support.paths import ROOT
+
+    store = tmp_path / "store"
+    contract = ROOT / "contracts" / "refund" / "decflow.yaml"
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "DECFLOW_STORE")}
+    done = subprocess.run([sys.executable, "-c", CTRL_C_IN_POLARS, "test", str(contract),
+                           "--store", str(store)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    run_id = only_run(store)
+    resume = f"decflow test {contract} --store {store} --resume {run_id}"
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: interrupted; run {run_id} is resumable: {resume}"]
+    assert listed(store, run_id) == ("interrupted", [f"{run_id} interrupted: resume it: {resume}"])
+    assert not (store / "runs" / run_id / "lock").exists()  # the run was closed, not abandoned

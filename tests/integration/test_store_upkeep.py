@@ -4,9 +4,15 @@ another run uses."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from decflow.store.locks import Lock
 from decflow.store.runs import run_path
@@ -115,3 +121,106 @@ def test_gc_removes_the_calls_an_interrupted_run_left(tmp_path: Path) -> None:
     assert code == 0 and out.splitlines()[0] == f"removed run {ids[0]}"
     assert not calls.exists()
     assert run_cli("runs", "verify", "--store", str(store))[0] == 0
+
+
+def _undeletable(folder: Path) -> Callable[[], None]:
+    """Entries of `folder` cannot be removed or renamed (root: `chattr +i`, as root writes
+    through permissions); returns the undo."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return lambda: folder.chmod(0o755)
+    try:
+        subprocess.run(["chattr", "+i", str(folder)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("running as root where chattr cannot make a folder immutable")
+    return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True) and None
+
+
+def test_gc_cut_short_leaves_each_run_whole(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    ids = sorted(runs(store, 3))
+    undo = _undeletable(store / "runs")
+    try:
+        code, _, err = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
+    finally:
+        undo()
+    assert code == 2
+    (line,) = err.splitlines()
+    assert line.startswith(f"error: runs gc: cannot remove {store}/runs/{ids[0]} (")
+    # the run it could not remove is whole: listed, verified, shown
+    code, out, err = run_cli("runs", "--store", str(store))
+    assert code == 0, err
+    assert [row.split()[0] for row in out.splitlines()[1:]] == ids
+    code, out, err = run_cli("runs", "verify", "--store", str(store))
+    assert code == 0 and [row.split()[:2] for row in out.splitlines()] == [
+        [run_id, "ok"] for run_id in ids], out + err
+    assert run_cli("report", ids[0], "--store", str(store))[0] == 0
+
+
+def test_a_run_folder_without_its_record_is_named_and_collected(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (kept,) = runs(store, 1)
+    # what a run stopped between its contract copy and its first record leaves
+    left = store / "runs" / "20260101-000000-abcdef"
+    left.mkdir()
+    (left / "contract.yaml").write_text("schema_version: '0.1'\n")
+    code, out, err = run_cli("runs", "--store", str(store))
+    assert code == 2
+    assert out.splitlines()[2].split() == [left.name, "damaged"]
+    assert err == (f"error: store: {left}/run.json does not exist: the run stopped before "
+                   "it was recorded, or its record was deleted; `decflow runs gc` removes "
+                   f"what is left of it (the folder {left})\n")
+    code, out, err = run_cli("runs", "verify", "--store", str(store))
+    assert code == 2
+    assert out.splitlines()[:2] == [f"{left.name} damaged:",
+                                    f"  {left}/run.json does not exist: the run stopped before "
+                                    "it was recorded, or its record was deleted"]
+    assert out.splitlines()[2].startswith(f"{kept} ok (") and len(out.splitlines()) == 3
+    assert err.startswith("error: 1 of 2 runs are damaged")
+    code, out, _ = run_cli("runs", "gc", "--keep", "5", "--store", str(store))
+    assert code == 0 and out.splitlines() == [
+        f"removed run {left.name}", "removed 1 runs and 0 stage artifacts; kept 1 runs"]
+    assert not left.exists()
+    assert run_cli("runs", "verify", "--store", str(store))[0] == 0
+
+
+def test_a_run_held_before_its_first_record_is_not_named(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (kept,) = runs(store, 1)
+    starting = Lock(Store(str(store)), run_path("20260101-000000-abcdef"), "run")
+    starting.acquire()  # a run being set up: its lock and contract copy, no record yet
+    (store / "runs" / "20260101-000000-abcdef" / "contract.yaml").write_text("x: 1\n")
+    try:
+        code, out, err = run_cli("runs", "--store", str(store))
+        assert (code, err) == (0, "") and len(out.splitlines()) == 2
+        code, out, _ = run_cli("runs", "verify", "--store", str(store))
+        assert code == 0 and out.startswith(f"{kept} ok (") and len(out.splitlines()) == 1
+        assert run_cli("runs", "gc", "--keep", "0", "--dry-run", "--store", str(store))[1] \
+            .splitlines()[0] == f"would remove run {kept}"
+    finally:
+        starting.release()
+
+
+def test_a_full_disk_at_the_first_record_leaves_no_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decflow.store import store as store_module
+
+    store = tmp_path / "store"
+    real = store_module._LocalFiles.open
+    writes = []
+
+    def full_after_the_contract_copy(self: Any, path: str, mode: str) -> Any:
+        if "w" in mode and "/runs/" in path:
+            writes.append(path)
+            if len(writes) == 2:  # the contract copy went in; the record does not fit
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, path, mode)
+
+    monkeypatch.setattr(store_module._LocalFiles, "open", full_after_the_contract_copy)
+    code, _, err = run_cli("test", CONTRACT, "--store", str(store))
+    monkeypatch.undo()
+    assert code == 2 and "(No space left on device); free space" in err
+    assert f"{store}/runs/" in err and "/run.json" in err
+    assert list((store / "runs").iterdir()) == []
+    assert run_cli("runs", "--store", str(store)) == (0, f"no runs in the store {store}\n", "")

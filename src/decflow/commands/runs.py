@@ -121,12 +121,16 @@ def register_upkeep(runs: typer.Typer) -> None:
     ) -> None:
         """Re-hash runs' artifacts against their records and manifests; list what is
         damaged (exit 2 if anything is)."""
-        from decflow.store.runs import RUNS
+        from decflow.store.runs import list_runs
         from decflow.store.store import open_store
         from decflow.store.upkeep import verify_run
 
         opened = open_store(store)
-        ids = [run_id] if run_id else opened.list_dir(RUNS)
+        if run_id:
+            ids = [run_id]
+        else:  # every run, damaged ones too; not a folder a starting run holds
+            listing = list_runs(opened)
+            ids = sorted([r["run_id"] for r in listing.records] + list(listing.damaged))
         damaged = 0
         for one in ids:
             checked, damage = verify_run(opened, one)

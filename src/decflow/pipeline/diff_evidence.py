@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.contracts.extensions import decflow_extensions
 from decflow.contracts.gates import Gating
@@ -21,8 +21,11 @@ from decflow.pipeline.stage import ProgressFactory
 from decflow.report.versions import DECGUARD_REPORT_VERSION
 from decflow.store.store import Store
 
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
-def gating_rule(contract: Any | None, reports: tuple[dict[str, Any], dict[str, Any]]
+
+def gating_rule(contract: Contract | None, reports: tuple[dict[str, Any], dict[str, Any]]
                 ) -> tuple[Gating, str]:
     """(gating, why) for a diff of `reports` gated by `contract` (None: no contract)."""
     if any(r.get("report_version") == DECGUARD_REPORT_VERSION for r in reports):

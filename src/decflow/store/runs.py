@@ -31,7 +31,7 @@ from typing import Any
 
 from decflow.errors import DecflowError, ReportError
 from decflow.redaction import redact
-from decflow.store.locks import Lock, describe, holder_of
+from decflow.store.locks import LEASE, LOCK, Lock, describe, holder_of
 from decflow.store.run_files import FILES, mismatch, recorded, with_file
 from decflow.store.store import DamagedArtifact, Store, json_bytes
 
@@ -143,7 +143,6 @@ def damaged_files(store: Store, record: dict[str, Any]) -> list[str]:
     return damaged
 
 
-
 def contract_copy(store: Store, run_id: str) -> str | None:
     """The store path of the contract copy kept with the run, if any."""
     for name in store.list_dir(run_path(run_id)):
@@ -155,22 +154,56 @@ def contract_copy(store: Store, run_id: str) -> str | None:
 @dataclass(frozen=True)
 class Listing:
     """Every run in the store, oldest first (run ids start with their UTC time): the
-    readable records, and the runs whose record is damaged (the error for each)."""
+    readable records, and the runs whose record is damaged (the error for each), among
+    them the `unrecorded` folders (files but no record, and no process setting them up)."""
 
     records: list[dict[str, Any]]
     damaged: dict[str, DamagedArtifact]  # by run id
+    unrecorded: frozenset[str] = frozenset()
 
 
 def list_runs(store: Store) -> Listing:
-    records, damaged = [], {}
+    records, damaged, unrecorded = [], {}, set()
     for run_id in store.list_dir(RUNS):
         if not has_run(store, run_id):
+            leftover = unrecorded_run(store, run_id)
+            if leftover is not None:
+                damaged[run_id] = leftover
+                unrecorded.add(run_id)
             continue
         try:
             records.append(read_run_record(store, run_id))
         except DamagedArtifact as exc:
             damaged[run_id] = exc
-    return Listing(records, damaged)
+    return Listing(records, damaged, frozenset(unrecorded))
+
+
+def unrecorded_run(store: Store, run_id: str) -> DamagedArtifact | None:
+    """What is wrong with run folder `run_id` when it holds files but no record, and no
+    process is setting it up (a run killed, or stopped by a full disk, between its contract
+    copy and its first record; a record deleted): None for a run folder with a record, an
+    empty one, or one whose lock is held (a run starting)."""
+    if has_run(store, run_id):
+        return None
+    files = [name for name in store.list_dir(run_path(run_id)) if name not in (LOCK, LEASE)]
+    if not files or holder_of(store, run_path(run_id)) is not None:
+        return None
+    return DamagedArtifact(store.uri(run_path(run_id, RECORD)),
+                           "does not exist: the run stopped before it was recorded, or its "
+                           "record was deleted",
+                           "`decflow runs gc` removes what is left of it (the folder "
+                           f"{store.uri(run_path(run_id))})")
+
+
+def discard_unrecorded(store: Store, run_id: str) -> None:
+    """Remove what a run wrote before its first record (its contract copy, backend plan)
+    when it stops before recording itself (a full disk), so it leaves no folder behind;
+    a recorded run is left as it is."""
+    if has_run(store, run_id):
+        return
+    for name in store.list_dir(run_path(run_id)):
+        if name not in (LOCK, LEASE):
+            store.discard(run_path(run_id, name))
 
 
 def run_lock(store: Store, run_id: str) -> Lock:

@@ -227,6 +227,10 @@ class Store:
             self._remove_quietly(temporary)
             raise
 
+    def discard(self, relative: str) -> None:
+        """Remove a file if it is there; a failure to remove it is not an error."""
+        self._remove_quietly(self.path(relative))
+
     def _remove_quietly(self, path: str) -> None:
         with contextlib.suppress(OSError):
             if self.is_local:

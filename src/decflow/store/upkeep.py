@@ -10,11 +10,15 @@ inside them, such as a requests stage's persona pairs): each stage folder must s
 remaining run names; a run is removed only when every given rule allows it (beyond the
 `keep` newest of its decision, older than `older_than`), with the stage folders only it
 named (an interrupted run names the folder of the calls it was making). Stage folders no
-run names (the per-unit cache of check inputs) are left alone.
+run names (the per-unit cache of check inputs) are left alone. Run folders without a record
+(a run stopped before its first record) name no stage and are always removed. A folder is
+removed whole or not at all, as readers see it (`_remove`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -25,6 +29,7 @@ from decflow.errors import DecflowError
 from decflow.store.run_files import recorded as recorded_files
 from decflow.store.runs import (
     FINISHED,
+    RECORD,
     REPORT,
     RUNNING,
     damaged_files,
@@ -33,8 +38,9 @@ from decflow.store.runs import (
     read_run_record,
     run_path,
     run_state,
+    unrecorded_run,
 )
-from decflow.store.store import MANIFEST, DamagedArtifact, Manifest, Store
+from decflow.store.store import MANIFEST, TEMPORARY, DamagedArtifact, Manifest, Store
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,9 @@ def _stage_damage(store: Store, manifest: Manifest) -> list[Damage]:
 
 def verify_run(store: Store, run_id: str) -> tuple[int, list[Damage]]:
     """(files checked, what is damaged) of run `run_id`."""
+    leftover = unrecorded_run(store, run_id)
+    if leftover is not None:
+        return 1, [Damage(leftover.uri, leftover.problem)]
     try:
         record = read_run_record(store, run_id)
     except DamagedArtifact as exc:
@@ -155,17 +164,20 @@ def collect_garbage(store: Store, *, keep: int | None, older_than: timedelta | N
     if keep is None and older_than is None:
         raise DecflowError("runs gc: say what to remove: --keep N and/or --older-than AGE")
     listing = list_runs(store)
-    if listing.damaged:
-        first = next(iter(listing.damaged.values()))
-        raise DecflowError(f"runs gc: {len(listing.damaged)} run record(s) cannot be read "
-                           f"(first: {first}); nothing was removed, since their stages cannot "
-                           "be told apart from others'")
+    unreadable = [exc for run_id, exc in listing.damaged.items()
+                  if run_id not in listing.unrecorded]
+    if unreadable:
+        raise DecflowError(f"runs gc: {len(unreadable)} run record(s) cannot be read "
+                           f"(first: {unreadable[0]}); nothing was removed, since their stages "
+                           "cannot be told apart from others'")
     removed = _removable(store, listing.records, keep, older_than)
     folders = {folder for r in listing.records for folder in run_folders(store, r)}
     kept_folders = {folder for r in listing.records if r["run_id"] not in removed
                     for folder in run_folders(store, r)}
     stale = sorted(folders - kept_folders)
-    result = Collection(sorted(removed), stale, len(listing.records) - len(removed))
+    # folders of runs never recorded name no stage: they go whatever the rules say
+    result = Collection(sorted(removed | listing.unrecorded), stale,
+                        len(listing.records) - len(removed))
     if dry_run:
         return result
     for relative in [*(run_path(r) for r in result.runs), *stale]:
@@ -174,17 +186,32 @@ def collect_garbage(store: Store, *, keep: int | None, older_than: timedelta | N
 
 
 def _remove(store: Store, relative: str) -> None:
+    """Remove a run or stage folder so that no reader ever sees part of it: a local one is
+    first renamed to a temporary name (hidden from listings; a rename is atomic), then
+    deleted; on an object store, where folders cannot be renamed, a run's record goes first,
+    so a removal cut short leaves an unrecorded folder the next `gc` removes."""
     path = store.path(relative)
+    parent, name = path.rsplit("/", 1)
+    doomed = f"{parent}/{TEMPORARY}gc-{name}"
     try:
         if store.is_local:
-            shutil.rmtree(path, ignore_errors=False)
+            os.rename(path, doomed)
         else:
+            with contextlib.suppress(FileNotFoundError):
+                store.fs.rm(store.path(f"{relative}/{RECORD}"))
             store.fs.rm(path, recursive=True)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise DecflowError(f"runs gc: cannot remove {store.uri(relative)} "
                            f"({exc.strerror or exc})") from None
+    if store.is_local:
+        try:
+            shutil.rmtree(doomed)
+        except OSError as exc:
+            raise DecflowError(f"runs gc: {store.uri(relative)} is removed from the store, but "
+                               f"its files are left in {doomed} ({exc.strerror or exc}); "
+                               "delete that folder") from None
 
 
 def parse_age(text: str) -> timedelta:

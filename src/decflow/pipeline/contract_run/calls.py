@@ -70,12 +70,32 @@ async def decide_requests(
     total = requests.height
     done = 0
     caller = RemoteCaller(backend, decision, tolerance, max_concurrency)
+    counter = _CallCounter(total, journal, progress)
     for offset in range(0, total, shard_size):
         shard = requests.slice(offset, shard_size)
         if backend.supports_batch:
             sink(decide_in_process(backend, shard, decision.labels, tolerance))
         else:
-            await caller.run(shard, decision.labels, sink, on_result=journal)
+            counter.done = done
+            await caller.run(shard, decision.labels, sink, on_result=counter)
         done += shard.height
         if progress:
             progress(done, total)
+
+
+class _CallCounter:
+    """Each finished remote call: recorded in the journal, then counted in the progress, so
+    a bar or progress artifact moves call by call, not once per shard of thousands (the
+    progress callbacks throttle what they print or send)."""
+
+    def __init__(self, total: int, journal: Callable[[tuple[Any, ...]], None] | None,
+                 progress: Progress | None) -> None:
+        self.total, self.journal, self.progress = total, journal, progress
+        self.done = 0
+
+    def __call__(self, result: tuple[Any, ...]) -> None:
+        if self.journal is not None:
+            self.journal(result)
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)

@@ -96,7 +96,7 @@ def golden_summary(
 
 
 def calibration_summary(
-    contract: Any, table: pl.DataFrame, metrics: dict[str, Any], *, with_gates: bool
+    contract: Contract, table: pl.DataFrame, metrics: dict[str, Any], *, with_gates: bool
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the report's `calibration` section, `max_smooth_ece` checks when gated) over the
     labeled decided cases: top-label confidence against correctness."""

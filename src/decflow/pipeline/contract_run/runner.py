@@ -34,6 +34,7 @@ from decflow.store.runs import (
     INTERRUPTED,
     REPORT,
     RUNNING,
+    discard_unrecorded,
     new_run_id,
     now_iso,
     read_run_json,
@@ -63,13 +64,18 @@ def stored_manifests(store: Store, run_id: str) -> dict[str, Manifest]:
     return {name: Manifest.from_dict(m) for name, m in record["stages"].items()}
 
 
+def stage_named(name: str) -> str:
+    """The stage `--from-stage NAME` means (`report` is `summary`); an unknown name is an
+    error naming the stages."""
+    stage = STAGE_ALIASES.get(name, name)
+    if stage not in STAGES:
+        raise DecflowError(f"--from-stage: unknown stage '{stage}' (stages: {', '.join(STAGES)})")
+    return stage
+
+
 def reuse_upstream(store: Store, run_id: str, from_stage: str) -> dict[str, Manifest]:
     """The stored manifests of the stages before `from_stage` (`--from-stage`)."""
-    from_stage = STAGE_ALIASES.get(from_stage, from_stage)
-    if from_stage not in STAGES:
-        raise DecflowError(
-            f"--from-stage: unknown stage '{from_stage}' (stages: {', '.join(STAGES)})"
-        )
+    from_stage = stage_named(from_stage)
     stored = stored_manifests(store, run_id)
     upstream = STAGES[: STAGES.index(from_stage)]
     missing = [name for name in upstream
@@ -132,6 +138,8 @@ class RunBook:
                 keep_plan(store, spec.parent, spec.run_id)
             self.record(RUNNING)
         except BaseException:
+            with contextlib.suppress(DecflowError, OSError):
+                discard_unrecorded(store, spec.run_id)
             self.lock.release()
             raise
 
