@@ -27,10 +27,13 @@ def extended_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 
-def spam_contract(tmp_path: Path, **properties: Any) -> Path:
-    """The spam example with `properties` replaced."""
+def spam_contract(tmp_path: Path, backend: dict[str, Any] | None = None,
+                  **properties: Any) -> Path:
+    """The spam example with `properties` (and `backend`, when given) replaced."""
     document = yaml.safe_load((EXAMPLES / "spam" / "decguard.yaml").read_text())
     document["properties"] = properties
+    if backend is not None:
+        document["backend"] = backend
     shutil.copy(EXAMPLES / "spam" / "cases.json", tmp_path / "cases.json")
     path = tmp_path / "decguard.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -84,3 +87,43 @@ def test_a_registered_view_format_is_an_option_of_every_report_command(tmp_path:
                          "--checks-csv", "shown.csv", cwd=tmp_path)
     assert shown.returncode == 0 and (tmp_path / "shown.csv").read_text() == "\n".join(rows) + "\n"
     assert "--checks-csv" in extended_cli("check", "--help", cwd=tmp_path).stdout
+
+
+KEYWORD_BACKEND = {"provider": "keyword", "keywords": {"winner": "spam", "free money": "spam"},
+                   "otherwise": "ham"}
+
+
+def test_a_registered_backend_provider_answers_a_run(tmp_path: Path) -> None:
+    # label_format shows the labels as SPAM, Spam, "spam": the answer keyed by shown labels
+    # is mapped back by the engine, so no presentation flips a decision
+    contract = spam_contract(tmp_path, KEYWORD_BACKEND,
+                             label_format={"styles": ["upper", "capitalized", "quoted"],
+                                           "max_flip_rate": 0})
+    done = extended_cli("test", str(contract), "--all", "--store", str(tmp_path / "store"),
+                        "-o", "report.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert (report["backend"]["provider"], report["backend"]["model"]) == ("keyword",
+                                                                          "keyword-1")
+    selected = {case["input"]: case["result"]["selected"] for case in report["results"]}
+    keyworded = [text for text in selected
+                 if "winner" in text.lower() or "free money" in text.lower()]
+    assert sorted(text for text, label in selected.items() if label == "spam") == sorted(keyworded)
+    # "Winner of the office raffle is Ana, congrats!" holds a keyword and is ham: 9 of 10
+    assert report["metrics"]["classification"]["accuracy"] == 0.9
+    summary = next(s for s in report["properties"]["summaries"]
+                   if s["property"] == "label_format")
+    assert summary["n_transformed"] > 0 and summary["n_flips"] == 0
+
+
+def test_a_registered_provider_validates_its_settings_against_the_decision(
+        tmp_path: Path) -> None:
+    contract = spam_contract(tmp_path, {**KEYWORD_BACKEND, "keywords": {"winner": "junk"}})
+    done = extended_cli("validate", str(contract), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "backend.keywords" in done.stderr and "['junk'] are not contract labels" in done.stderr
+
+
+def test_without_the_extension_the_provider_is_unknown(tmp_path: Path) -> None:
+    with pytest.raises(DecflowError, match=r"backend\.provider: unknown provider 'keyword'"):
+        load_contract(spam_contract(tmp_path, KEYWORD_BACKEND))

@@ -1,5 +1,6 @@
 """Test-only extensions, registered through the same API as decflow's built-ins: a property
-(`reversed_words`) and a view format (`--checks-csv FILE`, the checks table as CSV).
+(`reversed_words`), a backend provider (`keyword`, answering from words in the text) and a
+view format (`--checks-csv FILE`, the checks table as CSV).
 `python -m tests.support.extended_cli ARGS` runs the command line with them registered,
 before anything reads a registry."""
 
@@ -10,9 +11,19 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
+from decflow.backends.base import Backend, DecisionRequest, DecisionSpec, Prediction
+from decflow.backends.mock import label_meaning
+from decflow.contracts.base import Text, Unit
 from decflow.contracts.properties import PROPERTIES, LimitedProperty, PropertyEntry
+from decflow.contracts.providers import (
+    BACKEND_PROVIDERS,
+    DecisionContext,
+    ProviderEntry,
+    ProviderSettings,
+)
+from decflow.data.golden_dataset import compact_json
 from decflow.properties.base import (
     SKIP_NO_CHANGE,
     Generated,
@@ -48,6 +59,48 @@ def _generate(_config: ReversedWords, original: Original) -> Generated:
 REVERSED_WORDS = Transformation(_generate, text_edit(_reverse), shrink=drop_one_step)
 
 
+# -- a backend provider: the label of the first keyword found in the text --------------------
+
+
+class KeywordSettings(ProviderSettings):
+    """`keywords` maps a word to the contract label it means; `otherwise` is the label of a
+    text with none of them; the chosen label gets `confidence`, the others share the rest."""
+
+    keywords: dict[Text, Text]
+    otherwise: Text
+    confidence: Unit = 0.9
+
+    @field_validator("keywords")
+    @classmethod
+    def _contract_labels(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        ctx = info.context
+        foreign = sorted(set(value.values()) - set(ctx.labels)) if isinstance(
+            ctx, DecisionContext) else []
+        if foreign:
+            raise ValueError(f"labels {foreign} are not contract labels")
+        return value
+
+
+class KeywordBackend(Backend):
+    provider = "keyword"
+
+    def __init__(self, name: str, model: str | None, settings: KeywordSettings,
+                 decision: DecisionSpec) -> None:
+        super().__init__(name, model)
+        self.settings = settings
+
+    async def predict(self, request: DecisionRequest) -> Prediction:
+        text = request.input if isinstance(request.input, str) else compact_json(request.input)
+        found = [label for word, label in self.settings.keywords.items()
+                 if word.casefold() in text.casefold()]
+        chosen = (found or [self.settings.otherwise])[0]
+        shown = request.decision.labels  # as presented: `SPAM`, `"spam"`, ...
+        rest = (1 - self.settings.confidence) / (len(shown) - 1)
+        return Prediction({label: self.settings.confidence
+                           if label_meaning(label) == chosen.casefold() else rest
+                           for label in shown})
+
+
 # -- a view format: the checks as CSV ----------------------------------------------------------
 
 CSV_COLUMNS = ("gate", "level", "status", "value", "threshold")
@@ -65,6 +118,10 @@ def register() -> None:
     PROPERTIES.register(
         PropertyEntry("reversed_words", ReversedWords, "tests.support.extensions:REVERSED_WORDS")
     )
+    BACKEND_PROVIDERS.register(ProviderEntry(
+        "keyword", KeywordSettings, "tests.support.extensions:KeywordBackend",
+        default_model="keyword-1",
+    ))
     VIEW_FORMATS.register(ViewFormat(
         "checks_csv", "tests.support.extensions:render_checks_csv", "checks CSV",
         "Also write the checks as CSV here.", kinds=frozenset({"run", "check", "diff"}),

@@ -20,7 +20,8 @@ RULES = [
 
 
 def mock(**settings: object) -> MockBackend:
-    return MockBackend("default", None, SimpleNamespace(**settings), LABELS)
+    return MockBackend("default", None, SimpleNamespace(**settings),
+                       DecisionSpec("refund", "choice", LABELS))
 
 
 def decide(backend: MockBackend, value: str | dict, shown: tuple[str, ...] = LABELS,

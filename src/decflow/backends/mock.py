@@ -22,6 +22,7 @@ from decflow.backends.base import (
     Backend,
     BatchAnswer,
     DecisionRequest,
+    DecisionSpec,
     Health,
     Prediction,
     RequestBatch,
@@ -58,9 +59,9 @@ class MockBackend(Backend):
     provider = "mock"
     supports_batch = True
 
-    def __init__(self, name: str, model: str | None, settings: Any, labels: Sequence[str]) -> None:
+    def __init__(self, name: str, model: str | None, settings: Any, decision: DecisionSpec) -> None:
         super().__init__(name, model or "mock")
-        self.labels = tuple(labels)
+        self.labels = decision.labels
         self.meaning_index = {label_meaning(label): i for i, label in enumerate(self.labels)}
         self.seed = int(getattr(settings, "seed", 0) or 0)
         self.position_bias = float(getattr(settings, "position_bias", 0.0) or 0.0)

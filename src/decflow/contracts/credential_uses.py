@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from decflow.contracts.credentials import is_allowed, origin_text
 from decflow.contracts.paraphrase import OpenAIParaphraseSource
 from decflow.contracts.properties import Paraphrase
+from decflow.contracts.providers import BackendConfig, ProviderSettings
 from decflow.redaction import register
 
 if TYPE_CHECKING:
@@ -41,22 +42,14 @@ def _origins(*urls: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(origin_text(url) for url in urls if url))
 
 
-def _backend_uses(path: str, config: Any) -> Iterator[CredentialUse]:
-    settings = config.settings
-    if config.provider in ("http", "systemone"):
-        origins = _origins(settings.url, settings.health_url)
-        if settings.bearer_token_env:
-            yield CredentialUse(f"{path}.bearer_token_env", settings.bearer_token_env, origins)
-        for header, variable in settings.headers_from_env.items():
-            yield CredentialUse(f"{path}.headers_from_env.{header}", variable, origins)
-    elif config.provider == "openai":
-        if settings.api_key_env:
-            origins = _origins(settings.url, settings.health_url, settings.tokenize_url)
-            yield CredentialUse(f"{path}.api_key_env", settings.api_key_env, origins)
-    elif config.provider != "mock":
-        for key, value in config.raw.items():
-            if isinstance(key, str) and key.endswith("_env") and isinstance(value, str):
-                yield CredentialUse(f"{path}.{key}", value, ())
+def _backend_uses(path: str, config: BackendConfig) -> Iterator[CredentialUse]:
+    if isinstance(config.settings, ProviderSettings):
+        for field, variable, urls in config.settings.credentials():
+            yield CredentialUse(f"{path}.{field}", variable, _origins(*urls))
+        return
+    for key, value in config.raw.items():
+        if isinstance(key, str) and key.endswith("_env") and isinstance(value, str):
+            yield CredentialUse(f"{path}.{key}", value, ())
 
 
 def credential_uses(contract: Contract) -> list[CredentialUse]:

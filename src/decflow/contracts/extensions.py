@@ -13,9 +13,7 @@ from __future__ import annotations
 from decflow.contracts.contract import Contract
 from decflow.contracts.gates import EXTENSION_GATES
 from decflow.contracts.properties import extension_properties
-
-# Backend providers DecGuard 0.1 does not have.
-EXTENSION_PROVIDERS = ("openai",)
+from decflow.contracts.providers import extension_providers
 
 
 def decflow_extensions(contract: Contract) -> list[str]:
@@ -26,7 +24,7 @@ def decflow_extensions(contract: Contract) -> list[str]:
         (f"backends.{name}", config) for name, config in contract.backends.items()
     ]
     used += [f"{path}.provider: {config.provider}" for path, config in backends
-             if config.provider in EXTENSION_PROVIDERS]
+             if config.provider in extension_providers()]
     gates = [("requirements", contract.requirements), ("warnings", contract.warnings),
              ("production.requirements", contract.production.requirements),
              ("production.warnings", contract.production.warnings)]

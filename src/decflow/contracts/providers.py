@@ -1,14 +1,16 @@
-"""Built-in provider settings (`mock`, `http`, `systemone`, `openai`) and backend parsing.
+"""The backend provider registry (`mock`, `http`, `systemone`, `openai`) and backend parsing.
 
-A backend entry is `provider`, optional `model`, and provider settings. Settings of built-in
-providers are validated here, at load time, against the contract's labels; plugin providers
-(entry points in `decflow.backends`) validate their own settings when they are built.
+A backend entry is `provider`, optional `model`, and provider settings. A registered
+provider's settings are validated here, at load time, against the contract's labels;
+plugin providers (entry points in `decflow.backends`) validate their own settings when
+they are built. The registry closes when the first backend entry is parsed.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -39,11 +41,11 @@ from decflow.contracts.credentials import (
 )
 from decflow.contracts.plugins import entry_point_names
 from decflow.contracts.problems import describe, problems_from
+from decflow.registry import Registry
 
 BACKEND_GROUP = "decflow.backends"
 # `python` is the library-only CallableBackend: contracts never name Python code.
-RESERVED_PROVIDERS = ("mock", "http", "systemone", "openai", "python")
-DEFAULT_MODELS = {"mock": "mock", "openai": "smollm2-135m"}
+LIBRARY_ONLY_PROVIDER = "python"
 OPENAI_PROMPT_FIELDS = ("description", "input", "options")
 MAX_OPTION_CODES = 26  # options_as: letters codes options A-Z
 
@@ -69,6 +71,18 @@ class BackendConfig:
     raw: dict[str, Any]
     name: str = "default"
     price_per_call: float | None = None  # decflow: the money-saved line of sequential runs
+
+
+Credential = tuple[str, str, tuple[str | None, ...]]  # field, variable, URLs it goes to
+
+
+class ProviderSettings(StrictModel):
+    """The settings of a registered provider."""
+
+    def credentials(self) -> list[Credential]:
+        """Each environment variable these settings read a credential from: (field, variable,
+        the URLs it may be sent to); `decflow validate` lists them, redaction hides them."""
+        return []
 
 
 def _context(info: ValidationInfo) -> DecisionContext | None:
@@ -111,7 +125,7 @@ class MockRule(StrictModel):
         return check_distribution(value, info)
 
 
-class MockSettings(StrictModel):
+class MockSettings(ProviderSettings):
     rules: list[MockRule] = Field(default_factory=list)
     default: Distribution | None = None
     seed: int = 0
@@ -140,7 +154,7 @@ def _same_origin(
         )
 
 
-class HttpSettings(StrictModel):
+class HttpSettings(ProviderSettings):
     url: Url
     health_url: Url | None = None
     timeout_s: float = Field(default=30.0, gt=0.0, le=600.0)
@@ -174,6 +188,13 @@ class HttpSettings(StrictModel):
         _same_origin(self.url, self.health_url, from_env)
         return self
 
+    def credentials(self) -> list[Credential]:
+        urls: tuple[str | None, ...] = (self.url, self.health_url)
+        found: list[Credential] = (
+            [("bearer_token_env", self.bearer_token_env, urls)] if self.bearer_token_env else [])
+        return found + [(f"headers_from_env.{header}", variable, urls)
+                        for header, variable in self.headers_from_env.items()]
+
 
 class SystemOneSettings(HttpSettings):
     instructions: NonEmptyStr | None = None
@@ -195,7 +216,7 @@ def _prompt(value: str) -> str:
     return value
 
 
-class OpenAISettings(StrictModel):
+class OpenAISettings(ProviderSettings):
     url: Url = "http://127.0.0.1:8765/v1"
     api_key_env: EnvName | None = None
     api: Literal["chat", "completions"] = "chat"
@@ -249,30 +270,81 @@ class OpenAISettings(StrictModel):
         _same_origin(self.url, self.tokenize_url, credentials, "tokenize_url")
         return self
 
+    def credentials(self) -> list[Credential]:
+        if self.api_key_env is None:
+            return []
+        return [("api_key_env", self.api_key_env, (self.url, self.health_url, self.tokenize_url))]
 
-BUILTIN_SETTINGS: dict[str, type[StrictModel]] = {
-    "mock": MockSettings,
-    "http": HttpSettings,
-    "systemone": SystemOneSettings,
-    "openai": OpenAISettings,
-}
+
+EntryProblems = Callable[[dict[str, Any], str, str, DecisionContext | None], list[str]]
+
+
+@dataclass(frozen=True)
+class ProviderEntry:
+    """A backend provider as a contract names it (`provider:`): its settings model, the model
+    it runs when the contract names none, and its backend as `module:attribute` of a
+    `decflow.backends.base.Backend` class built as `cls(name, model, settings, decision)`,
+    imported only when a backend is built (a mock run never loads the HTTP client). `core`:
+    DecGuard 0.1 has it; any other is a decflow extension (`decflow_extensions`). `problems`:
+    checks of the entry beyond its settings, given (entry, backend name, path, decision)."""
+
+    name: str
+    settings: type[ProviderSettings]
+    backend: str
+    default_model: str | None = None
+    core: bool = False
+    problems: EntryProblems | None = None
+
+
+def _systemone_problems(
+    raw: dict[str, Any], name: str, path: str, ctx: DecisionContext | None
+) -> list[str]:
+    problems = []
+    if raw.get("model") is None:
+        problems.append(f"{path}.model: systemone backend {name!r}: 'model' is required")
+    if ctx is not None and raw.get("instructions") is None and not ctx.description:
+        problems.append(
+            f"{path}: systemone backend {name!r}: set decision.description or 'instructions' "
+            "(the question asked)"
+        )
+    return problems
+
+
+BACKEND_PROVIDERS: Registry[ProviderEntry] = Registry("backend provider",
+                                                      lambda entry: entry.name)
+for _entry in (
+    ProviderEntry("mock", MockSettings, "decflow.backends.mock:MockBackend",
+                  default_model="mock", core=True),
+    ProviderEntry("http", HttpSettings, "decflow.backends.http:HttpBackend", core=True),
+    ProviderEntry("systemone", SystemOneSettings, "decflow.backends.systemone:SystemOneBackend",
+                  core=True, problems=_systemone_problems),
+    ProviderEntry("openai", OpenAISettings, "decflow.backends.openai:OpenAIBackend",
+                  default_model="smollm2-135m"),
+):
+    BACKEND_PROVIDERS.register(_entry)
+
+
+def extension_providers() -> tuple[str, ...]:
+    """The registered providers DecGuard 0.1 does not have."""
+    return tuple(entry.name for entry in BACKEND_PROVIDERS.entries() if not entry.core)
 
 
 def available_providers() -> list[str]:
-    plugins = entry_point_names(BACKEND_GROUP, exclude=RESERVED_PROVIDERS)
-    return [*BUILTIN_SETTINGS, *sorted(plugins)]
+    registered = BACKEND_PROVIDERS.names()
+    plugins = entry_point_names(BACKEND_GROUP, exclude=(*registered, LIBRARY_ONLY_PROVIDER))
+    return [*registered, *sorted(plugins)]
 
 
 def _provider_problem(provider: Any) -> str | None:
     if not isinstance(provider, str):
         return f"expected a provider name, got {describe(provider)}"
-    if provider == "python":
+    if provider == LIBRARY_ONLY_PROVIDER:
         return "'python' backends are for library use only; contracts never name Python code"
     try:
         check_name(provider)
     except ValueError as exc:
         return str(exc)
-    if provider not in BUILTIN_SETTINGS and provider not in available_providers():
+    if provider not in BACKEND_PROVIDERS and provider not in available_providers():
         return f"unknown provider {provider!r}; available: {', '.join(available_providers())}"
     return None
 
@@ -300,31 +372,17 @@ def parse_backend(
     price = None if price is None else float(price)
     settings_raw = {k: v for k, v in raw.items()
                     if k not in ("provider", "model", "price_per_call")}
-    settings_model = BUILTIN_SETTINGS.get(provider)
-    if settings_model is None:
+    if provider not in BACKEND_PROVIDERS:
         return BackendConfig(provider, model, settings_raw, raw, name, price), []
+    entry = BACKEND_PROVIDERS.get(provider)
     problems: list[str] = []
     try:
-        settings = settings_model.model_validate(settings_raw, context=ctx)
+        settings = entry.settings.model_validate(settings_raw, context=ctx)
     except ValidationError as exc:
         problems = problems_from(exc, path)
-    if provider == "systemone":
-        problems += _systemone_problems(raw, name=name, path=path, ctx=ctx)
+    if entry.problems is not None:
+        problems += entry.problems(raw, name, path, ctx)
     if problems:
         return None, problems
-    return BackendConfig(provider, model or DEFAULT_MODELS.get(provider), settings, raw, name,
-                         price), []
+    return BackendConfig(provider, model or entry.default_model, settings, raw, name, price), []
 
-
-def _systemone_problems(
-    raw: dict[str, Any], *, name: str, path: str, ctx: DecisionContext | None
-) -> list[str]:
-    problems = []
-    if raw.get("model") is None:
-        problems.append(f"{path}.model: systemone backend {name!r}: 'model' is required")
-    if ctx is not None and raw.get("instructions") is None and not ctx.description:
-        problems.append(
-            f"{path}: systemone backend {name!r}: set decision.description or 'instructions' "
-            "(the question asked)"
-        )
-    return problems
