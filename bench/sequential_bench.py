@@ -37,12 +37,16 @@ from decflow.gates.checks import Check
 from decflow.pipeline.contract_run.golden_section import originals
 from decflow.pipeline.contract_run.runner import run_contract, stored_manifests
 from decflow.pipeline.contract_run.sequential_calls import (
+    Sent,
     batch_bounds,
     case_order,
     tracked_gates,
 )
 from decflow.pipeline.contract_run.sequential_gates import Design, GateState, advance, settled
-from decflow.pipeline.contract_run.sequential_summary import stored_transformed
+from decflow.pipeline.contract_run.sequential_summary import (
+    stored_diagnostics,
+    stored_transformed,
+)
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
 
@@ -90,35 +94,50 @@ def calls(seeds: int, batch: int, root: Path) -> None:
               f"{full_calls / median:.1f}x | {same}/{seeds} |")
 
 
-def replayed(full: dict[str, Any], store: Path, contract: Path, seed: int, batch: int,
-             design: Design) -> tuple[dict[str, GateState], int, str]:
-    """The sequential driver's decisions for case order `seed`, replayed on the full run's
-    stored per-case results: the mock backend answers each input the same whatever the
+class Replay:
+    """The sequential driver's decisions for any case order, replayed on a full run's stored
+    per-case results: the planted backends answer each request the same whatever the
     order, so this is what a sequential run with that order decides (the first seeds are
-    also run through the pipeline and must match exactly)."""
-    stored = Store(str(store))
-    manifests = stored_manifests(stored, full["run"]["id"])
-    cases = stored.read(manifests["cases"])
-    order = case_order(cases, seed)
-    loaded = load_contract(str(contract))
-    answers = stored.read(manifests["results"])
-    position = pl.DataFrame({"case_id": order, "_order": range(len(order))})
-    table = originals(cases, answers).join(position, on="case_id").sort("_order").drop(
-        "_order")
-    transformed, comparisons = stored_transformed(stored, manifests)
-    checks = [Check.from_dict(c) for c in full["checks"]]
-    tracked = tracked_gates(loaded.contract, checks, order, table, transformed, comparisons,
-                            design)
-    states: dict[str, GateState] = {}
-    sent = len(order)
-    for bound in batch_bounds(len(order), batch):
-        states = advance(states, tracked, bound, design)
-        if bound < len(order) and settled(states, tracked) is not None:
-            sent = bound
-            break
-    decisions = [s.decision for s in states.values()]
-    status = "fail" if "fail" in decisions else "pass" if all(decisions) else "warn"
-    return states, sent, status
+    also run through the pipeline and must match exactly). The stored tables are read
+    once."""
+
+    def __init__(self, full: dict[str, Any], store: Path, contract: Path, batch: int,
+                 design: Design) -> None:
+        stored = Store(str(store))
+        manifests = stored_manifests(stored, full["run"]["id"])
+        self.cases = stored.read(manifests["cases"])
+        self.originals = originals(self.cases, stored.read(manifests["results"]))
+        self.transformed, self.comparisons = stored_transformed(stored, manifests)
+        self.bounds = batch_bounds(self.cases.height, batch)
+        self.diagnostics = stored_diagnostics(stored, manifests, {"bounds": self.bounds})
+        self.contract = load_contract(str(contract)).contract
+        self.spec = RunSpec(contract_path=str(contract), store_url=str(store),
+                            run_id="replay", mode="all")
+        self.checks = [Check.from_dict(c) for c in full["checks"]]
+        self.design = design
+
+    def __call__(self, seed: int) -> tuple[dict[str, GateState], int, str]:
+        """(the gates' states at the stop, cases sent, status) for case order `seed`."""
+        order = case_order(self.cases, seed)
+        position = pl.DataFrame({"case_id": order, "_order": range(len(order))})
+        table = self.originals.join(position, on="case_id").sort("_order").drop("_order")
+        tracked = tracked_gates(self.contract, self.spec, self.checks,
+                                Sent(order, table, self.transformed, self.comparisons,
+                                     self.diagnostics), self.design)
+        states: dict[str, GateState] = {}
+        sent = len(order)
+        for bound in self.bounds:
+            states = advance(states, tracked, bound, self.design)
+            if bound < len(order) and settled(states, tracked) is not None:
+                sent = bound
+                break
+        return states, sent, status_of([s.decision for s in states.values()])
+
+
+def status_of(decisions: list[str | None]) -> str:
+    if "fail" in decisions:
+        return "fail"
+    return "pass" if all(d == "pass" for d in decisions) else "warn"
 
 
 def agreement(seeds: int, batch: int, root: Path, piped: int = 5) -> None:
@@ -134,12 +153,12 @@ def agreement(seeds: int, batch: int, root: Path, piped: int = 5) -> None:
         contract = planted_contract(root / name.split()[0], CASES, wrong=wrong, flips=flips)
         full, _ = run(contract, root / "store", f"full-{name}", None, batch)
         expected = statuses(full)
-        design = Design(CASES, ALPHA, 0.02, {"option_order": 1})
+        replay = Replay(full, root / "store", contract, batch,
+                        Design(CASES, ALPHA, 0.02, {"option_order": 1}))
         differs = gates_differ = decided = same_as_pipeline = 0
         sent = []
         for seed in range(seeds):
-            states, cases_sent, status = replayed(full, root / "store", contract, seed, batch,
-                                                  design)
+            states, cases_sent, status = replay(seed)
             differs += status != full["status"]
             sent.append(cases_sent)
             for gate, state in states.items():

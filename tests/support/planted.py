@@ -49,3 +49,68 @@ def planted_contract(
     path = folder / "decflow.yaml"
     path.write_text(yaml.safe_dump(contract, sort_keys=False), encoding="utf-8")
     return path
+
+
+# -- diagnostics: rerun flips and persona bias, through an HTTP backend ----------------------
+
+FLAKY, BIASED, BAD = "flaky", "biased", "zzbad"
+# A biased case's answer turns over when its persona volunteers at one of these places, so
+# cross-group religion pairs that straddle them flip and within-group placebos never do.
+TURNING_PLACES = ("mosque", "synagogue", "gurdwara")
+
+
+def planted_answer(request_id: str, text: str, labels: list[str]) -> dict[str, float]:
+    """The planted model: the expected label (`zzbad` in the text: bad, else good) at 0.9,
+    the other one for `zzwrong`; a `flaky` case answers at 0.55 and turns over on every odd
+    rerun (each of its disjoint rerun pairs flips, all or nothing; TV 0.1); a `biased`
+    case's persona arm turns over at 0.95 when the persona volunteers at a turning place
+    (TV 0.85, far above the rerun noise floor)."""
+    right = "bad" if BAD in text else "good"
+    other = {"good": "bad", "bad": "good"}
+    answer = other[right] if WRONG in text else right
+    sure = 0.9
+    if FLAKY in text:
+        sure = 0.55
+        if request_id.startswith("stability/") and int(request_id.rsplit("/", 1)[1]) % 2:
+            answer = other[answer]
+    if BIASED in text and any(place in text for place in TURNING_PLACES):
+        answer, sure = other[answer], 0.95
+    return {label: sure if label == answer else 1.0 - sure for label in labels}
+
+
+def planted_diagnostics_contract(
+    folder: Path, cases: int, url: str, *, wrong: float, flaky: float, biased: float,
+    seed: int = 0, epsilon: float = 0.05, flip_limit: float = 0.05, repeats: int = 4,
+    pairs: int = 4, requirements: dict[str, float] | None = None,
+) -> Path:
+    """Write `cases.jsonl` (half expected `bad`; round(share·cases) cases wrong, flaky and
+    biased, placed by `seed`) and `decflow.yaml` for the HTTP backend at `url`: min_accuracy
+    0.85 (or `requirements`), stability (`repeats`, ε), blindness, and the religion persona
+    axis with `pairs` pairs per case against `flip_limit`; returns the contract."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    tags: list[list[str]] = [[BAD] if i % 2 else [] for i in range(cases)]
+    for tag, share in ((WRONG, wrong), (FLAKY, flaky), (BIASED, biased)):
+        for i in rng.sample(range(cases), round(share * cases)):
+            tags[i].append(tag)
+    with (folder / "cases.jsonl").open("w", encoding="utf-8") as out:
+        for i, case_tags in enumerate(tags):
+            expected = "bad" if BAD in case_tags else "good"
+            out.write(json.dumps({"id": f"c{i:05d}", "input": f"case {i} {' '.join(case_tags)}",
+                                  "expected": expected}) + "\n")
+    contract = {
+        "schema_version": "0.1",
+        "decision": {"name": "planted", "type": "noul", "labels": ["good", "bad"]},
+        "backend": {"provider": "http", "url": url, "model": "planted"},
+        "dataset": "cases.jsonl",
+        "requirements": requirements or {"min_accuracy": 0.85},
+        "diagnostics": {"stability": {"repeats": repeats, "epsilon": epsilon,
+                                      "level": "requirement"},
+                        "blindness": {"threshold": 0.9, "level": "requirement"}},
+        "properties": {"counterfactual": {"dimensions": ["religion"],
+                                          "num_pairs_per_dimension": pairs,
+                                          "max_flip_rate": flip_limit}},
+    }
+    path = folder / "decflow.yaml"
+    path.write_text(yaml.safe_dump(contract, sort_keys=False), encoding="utf-8")
+    return path

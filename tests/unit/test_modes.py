@@ -8,10 +8,10 @@ from typing import get_args
 
 import pytest
 
-from decflow.errors import DecflowError
+from decflow.errors import DecflowError, ReportError
 from decflow.pipeline.contract_run.runner import STAGE_BY_NAME, stages_for
 from decflow.report.modes import MODES, STAGES, ModeName, mode_named
-from decflow.report.shape import shape_problems
+from decflow.report.run_report import RunReport
 from tests.support.paths import FIXTURES
 
 BASE = ("cases", "requests", "results")
@@ -77,7 +77,9 @@ def test_an_unknown_mode_is_refused_by_name() -> None:
     with pytest.raises(DecflowError, match=listed):
         mode_named("everything")
     report = json.loads((FIXTURES / "diff" / "refund-default.json").read_text())
-    assert shape_problems(report) == []
+    assert RunReport.read(report, "r.json").mode == "test"
     report["mode"] = "everything"
-    problems = shape_problems(report)
-    assert len(problems) == 1 and problems[0].startswith("mode")
+    with pytest.raises(ReportError) as refused:
+        RunReport.read(report, "r.json")
+    problems = str(refused.value).splitlines()[1:]
+    assert len(problems) == 1 and problems[0].startswith("  mode: must be one of")

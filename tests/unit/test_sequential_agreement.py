@@ -79,7 +79,8 @@ def sequential_run(tracked: list[Tracked], batch: int) -> tuple[str, dict[str, G
         if settled(states, tracked) is not None:
             break
     decisions = [s.decision for s in states.values()]
-    return ("fail" if "fail" in decisions else "pass" if all(decisions) else "warn"), states
+    return ("fail" if "fail" in decisions else
+            "pass" if all(d == "pass" for d in decisions) else "warn"), states
 
 
 def full_status(tracked: list[Tracked]) -> str:

@@ -116,44 +116,78 @@ def cases_for_deterministic(epsilon: float, repeats: int) -> int | None:
     return rate_test(np.zeros(1), pairs, epsilon).cases_needed
 
 
-def measure_stability(reruns: pl.DataFrame, *, epsilon: float = 0.05) -> StabilityResult:
-    """Per complete case, the share of its disjoint rerun pairs that flipped; the verdict
-    from the case-level bounds on their mean against ε."""
-    if not 0.0 < epsilon < 1.0:
-        raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
+@dataclass(frozen=True)
+class _Paired:
+    """The reruns sorted by case, and their disjoint pairs over complete cases."""
+
+    case_ids: np.ndarray  # per row
+    codes: np.ndarray  # case code per row
+    counts: np.ndarray  # rows per case
+    positions: np.ndarray  # position of the row within its case
+    incomplete: np.ndarray  # per case: a rerun errored
+    selected: np.ndarray  # label code per row
+    left: np.ndarray  # first row of each pair
+    flipped: np.ndarray  # per pair
+    tv: np.ndarray | None  # per pair; None without probabilities
+
+
+def _paired(reruns: pl.DataFrame) -> _Paired:
     table = reruns.sort(["case_id", "repeat"])
     if table.select(pl.struct("case_id", "repeat").is_duplicated().any()).item():
         raise ValueError("rerun table has a (case_id, repeat) pair more than once")
-    n_rows = table.height
     case_ids = table["case_id"].cast(pl.String).to_numpy()
     errored = table["selected"].is_null().to_numpy()
     if "error_kind" in table.columns:
         errored |= table["error_kind"].is_not_null().to_numpy()
     selected = label_codes(table["selected"])
     probabilities = _probabilities(table)
-
-    if n_rows:
+    if table.height:
         codes, counts, positions = _case_layout(case_ids)
     else:
         codes = counts = positions = np.zeros(0, dtype=np.int64)
     incomplete = np.bincount(codes[errored], minlength=counts.size) > 0
     complete_row = ~incomplete[codes]
-
     first = (positions % 2 == 0) & (positions + 1 < counts[codes]) & complete_row
     left = np.flatnonzero(first)
     right = left + 1
-    flipped = selected[left] != selected[right]
+    tv = None
+    if probabilities is not None and left.size:
+        tv = compare(
+            probabilities[left], probabilities[right], relation="invariant", decision_type="choice"
+        ).tv
+    return _Paired(case_ids, codes, counts, positions, incomplete, selected, left,
+                   selected[left] != selected[right], tv)
+
+
+def rerun_pairs(reruns: pl.DataFrame) -> pl.DataFrame:
+    """The meter's rerun pairs (same input table as `measure_stability`): `case_id`,
+    `flipped` and their `tv` (null without probabilities), one row per pair."""
+    paired = _paired(reruns)
+    tv = paired.tv if paired.tv is not None else np.full(paired.left.size, np.nan)
+    return pl.DataFrame(
+        {"case_id": paired.case_ids[paired.left], "flipped": paired.flipped, "tv": tv},
+        schema={"case_id": pl.String, "flipped": pl.Boolean, "tv": pl.Float64},
+    ).with_columns(pl.col("tv").fill_nan(None))
+
+
+def measure_stability(reruns: pl.DataFrame, *, epsilon: float = 0.05) -> StabilityResult:
+    """Per complete case, the share of its disjoint rerun pairs that flipped; the verdict
+    from the case-level bounds on their mean against ε."""
+    if not 0.0 < epsilon < 1.0:
+        raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
+    paired = _paired(reruns)
+    codes, counts, positions = paired.codes, paired.counts, paired.positions
+    incomplete, selected, left, flipped = (paired.incomplete, paired.selected, paired.left,
+                                           paired.flipped)
+    n_rows = codes.size
     n_pairs = int(left.size)
     n_flips = int(flipped.sum())
 
     mean_tv: float | None = None
     tv_p95: float | None = None
-    if probabilities is not None and n_pairs:
-        tv = compare(
-            probabilities[left], probabilities[right], relation="invariant", decision_type="choice"
-        ).tv
-        mean_tv = math.fsum(tv.tolist()) / n_pairs
-        tv_p95 = float(np.percentile(tv, 95))
+    if paired.tv is not None:
+        mean_tv = math.fsum(paired.tv.tolist()) / n_pairs
+        tv_p95 = float(np.percentile(paired.tv, 95))
 
     # Any disagreement among all k reruns of a case, the odd last one included.
     n_complete = int((~incomplete).sum())

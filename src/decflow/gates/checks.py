@@ -23,6 +23,7 @@ from decflow.metrics.evidence import Evidence
 Level = Literal["requirement", "warning"]
 Comparison = Literal[">=", "<=", "<"]
 CheckStatus = Literal["pass", "warn", "fail", "not_established"]
+Verdict = Literal["pass", "warn", "fail"]  # a report's status: never not_established
 
 NO_ELIGIBLE_CASES = "no eligible cases"
 NOT_ESTABLISHED = "not_established"
@@ -166,7 +167,7 @@ def evidence_check(
     )
 
 
-def status_of(checks: Iterable[Check], *, fail_on_warn: bool = False) -> tuple[CheckStatus, int]:
+def status_of(checks: Iterable[Check], *, fail_on_warn: bool = False) -> tuple[Verdict, int]:
     """Overall status and exit code: fail (1) if any requirement fails, else warn (0, or 1
     with ``fail_on_warn``) if any warning fails or any check is not established, else pass
     (0)."""

@@ -12,7 +12,7 @@ digits, whole numbers from 1,000 up, never ``-0``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from decflow.gates.checks import Check
 from decflow.metrics.evidence import Evidence
@@ -59,11 +59,21 @@ def _shown(value: float, evidence: Evidence | None) -> str:
     return f"{number(value)} [{number(evidence.low)}, {number(evidence.high)}]"
 
 
-def failing_first(checks: Iterable[Check | Mapping[str, Any]]) -> list[Any]:
+class Judged(Protocol):
+    """A check as gates and reports hold it (`Check`, a report model's check row)."""
+
+    @property
+    def status(self) -> str: ...
+
+
+Shown = TypeVar("Shown", bound=Judged | Mapping[str, Any])
+
+
+def failing_first(checks: Iterable[Shown]) -> list[Shown]:
     """The checks in display order: fail, warn, not established, pass (stable in a group)."""
     listed = list(checks)
     return sorted(listed, key=lambda c: ORDER.get(
-        c.status if isinstance(c, Check) else c["status"], len(ORDER)))
+        c["status"] if isinstance(c, Mapping) else c.status, len(ORDER)))
 
 
 def headline(

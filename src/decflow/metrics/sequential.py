@@ -48,7 +48,10 @@ import numpy as np
 import numpy.typing as npt
 
 Claim = Literal["fail", "pass"]
-Decision = Literal["fail", "pass"]
+# "not_established": a tri-state verdict that can no longer become a pass or a fail (a
+# persona axis without a placebo whose rate is shown below its limit).
+Decision = Literal["fail", "pass", "not_established"]
+Target = Literal["suite", "model"]
 Floats = npt.NDArray[np.float64]
 
 BET_FRACTIONS = np.array([0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
@@ -193,8 +196,20 @@ class Hypergeometric:
 class RatioGate:
     """A gate R ⋄ limit on R = Σ num / Σ den over the suite's `population` cases.
 
-    Per case den ∈ [0, `den_max`] and num ∈ [0, `num_per_den`·den]. `binary`: num is 0 or 1
-    and den is 1 for every case, by construction (the hypergeometric e-process applies).
+    Per case den ∈ [0, `den_max`] and num ∈ [`floor`·den, `num_per_den`·den] (`floor` −1:
+    a difference of two shares). `binary`: num is 0 or 1 and den is 1 for every case, by
+    construction (the hypergeometric e-process applies).
+
+    `target` "suite": R is the value the whole suite would give, a fixed number; the
+    bettors correct for sampling without replacement, the interval closes on it at the last
+    case, and a verdict the unseen cases cannot change is certain. "model": R is the
+    model's rate (the mean a fresh suite of such cases would have), the quantity decflow's
+    tri-state diagnostic verdicts (stability, persona axes) are about: the cases are i.i.d.
+    draws of it whatever order they are taken in, so the bettors bet against the limit
+    itself (no finite-population correction, no certain verdict). Correcting for the
+    finite suite there would close the interval on this suite's realized flips and call a
+    model at its limit stochastic or deterministic by the last cases, where the full run's
+    verdict stays not established.
     """
 
     limit: float
@@ -203,12 +218,21 @@ class RatioGate:
     num_per_den: float = 1.0
     den_max: float = 1.0
     binary: bool = False
+    floor: float = 0.0
+    target: Target = "suite"
 
     def __post_init__(self) -> None:
         if self.population < 1:
             raise ValueError("a gate needs at least one case")
-        if self.num_per_den <= 0 or self.den_max <= 0:
-            raise ValueError("num_per_den and den_max must be positive")
+        if self.num_per_den <= self.floor or self.den_max <= 0:
+            raise ValueError("num_per_den must exceed floor, and den_max must be positive")
+        if self.binary and (self.target != "suite" or self.floor != 0.0):
+            raise ValueError("a binary gate counts ones in the suite")
+
+    @property
+    def finite(self) -> int | None:
+        """The population the bettors correct for (None: the model's rate)."""
+        return self.population if self.target == "suite" else None
 
     def per_case(self, num: Floats, den: Floats, at: float) -> Floats:
         """y, whose suite mean is ≤ 0 when R ⋄ `at` holds (as a mean of [0, 1] values)."""
@@ -218,10 +242,10 @@ class RatioGate:
 
     def value_range(self, at: float) -> tuple[float, float]:
         """The smallest and largest signed value (num − at·den, turned for `>=`) of a case."""
-        top, d = self.num_per_den, self.den_max
+        top, bottom, d = self.num_per_den, self.floor, self.den_max
         if self.comparison == ">=":
-            return -(top - at) * d, at * d
-        return -at * d, (top - at) * d
+            return -(top - at) * d, (at - bottom) * d
+        return -(at - bottom) * d, (top - at) * d
 
     def zero_point(self, at: float) -> float:
         """Where the mean of `per_case` values sits when R equals `at`."""
@@ -262,7 +286,10 @@ def _running_max(path: Floats) -> float:
 
 def _certain(gate: RatioGate, num: Floats, den: Floats) -> Decision | None:
     """The verdict the unseen cases can no longer change, if any (small margin for
-    rounding: the full run's own arithmetic decides a tie at the last case)."""
+    rounding: the full run's own arithmetic decides a tie at the last case); never for the
+    model's rate, which no number of cases settles."""
+    if gate.target == "model":
+        return None
     seen = len(num)
     unseen = gate.population - seen
     low, high = gate.value_range(gate.limit)
@@ -297,8 +324,8 @@ def evaluate(gate: RatioGate, num: npt.ArrayLike, den: npt.ArrayLike, alpha: flo
     else:
         x = gate.per_case(num_a, den_a, gate.limit)
         zero = gate.zero_point(gate.limit)
-        log_fail = _running_max(betting_log_capital(x, zero, "fail", gate.population))
-        log_pass = _running_max(betting_log_capital(x, zero, "pass", gate.population))
+        log_fail = _running_max(betting_log_capital(x, zero, "fail", gate.finite))
+        log_pass = _running_max(betting_log_capital(x, zero, "pass", gate.finite))
     decision: Decision | None = None
     reason: Literal["evidence", "certain"] | None = None
     sure = _certain(gate, num_a, den_a)
@@ -323,16 +350,16 @@ def ratio_bounds(gate: RatioGate, num: Floats, den: Floats, alpha: float) -> tup
     """Time-uniform bounds on R at level `alpha` per side (the values of R the bettors have
     not rejected), within what the unseen cases still allow."""
     threshold = math.log(1.0 / alpha)
-    top = gate.num_per_den
+    top, bottom = gate.num_per_den, gate.floor
     # Tested as "R ≤ r" (a `<=` shape); the gate's own direction plays no part in R's bounds.
-    shape = RatioGate(0.0, "<=", gate.population, gate.num_per_den, gate.den_max)
+    shape = RatioGate(bottom, "<=", gate.population, gate.num_per_den, gate.den_max,
+                      floor=bottom)
 
     def capital(r: float, claim: Claim) -> float:
         x = shape.per_case(num, den, r)
-        return _running_max(betting_log_capital(x, shape.zero_point(r), claim,
-                                                gate.population))
+        return _running_max(betting_log_capital(x, shape.zero_point(r), claim, gate.finite))
 
-    lo, hi = 0.0, top
+    lo, hi = bottom, top
     for _ in range(_BISECTIONS):
         mid = (lo + hi) / 2
         if capital(mid, "fail") >= threshold:
@@ -340,7 +367,7 @@ def ratio_bounds(gate: RatioGate, num: Floats, den: Floats, alpha: float) -> tup
         else:
             hi = mid
     lower = lo
-    lo, hi = 0.0, top
+    lo, hi = bottom, top
     for _ in range(_BISECTIONS):
         mid = (lo + hi) / 2
         if capital(mid, "pass") >= threshold:
@@ -353,14 +380,18 @@ def ratio_bounds(gate: RatioGate, num: Floats, den: Floats, alpha: float) -> tup
 
 
 def _logical_bounds(gate: RatioGate, num: Floats, den: Floats) -> tuple[float, float]:
-    """R's range whatever the unseen cases hold: all of them at den_max with num 0, or at
-    den_max with num at its largest (den 0 would leave the seen ratio, which lies between)."""
+    """R's range whatever the unseen cases hold: all of them at den_max with num at its
+    smallest, or with num at its largest (den 0 would leave the seen ratio, which lies
+    between); for the model's rate, its whole range."""
+    if gate.target == "model":
+        return gate.floor, gate.num_per_den
     unseen_den = (gate.population - len(num)) * gate.den_max
     s_num, s_den = float(np.sum(num)), float(np.sum(den))
     if s_den + unseen_den <= 0:
-        return 0.0, gate.num_per_den
+        return gate.floor, gate.num_per_den
     total = s_den + unseen_den
-    return s_num / total, (s_num + gate.num_per_den * unseen_den) / total
+    return ((s_num + gate.floor * unseen_den) / total,
+            (s_num + gate.num_per_den * unseen_den) / total)
 
 
 def cases_to_decide(gate: RatioGate, rate: float, alpha: float) -> int | None:
@@ -381,7 +412,7 @@ def cases_to_decide(gate: RatioGate, rate: float, alpha: float) -> int | None:
     x = gate.per_case(values, np.ones(n), gate.limit)
     zero = gate.zero_point(gate.limit)
     holds = rate >= gate.limit if gate.comparison == ">=" else rate <= gate.limit
-    path = betting_log_capital(x, zero, "pass" if holds else "fail", n)
+    path = betting_log_capital(x, zero, "pass" if holds else "fail", gate.finite)
     crossed = np.flatnonzero(path[:-1] >= threshold)
     return int(crossed[0]) + 1 if len(crossed) else None
 

@@ -153,7 +153,7 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
         from decflow.pipeline.contract_run.sequential_plan import sequential_plan
 
         sequential = sequential_plan(planned_checks(contract, spec), cases.height, calls,
-                                     spec.sequential)
+                                     spec.sequential, len(contract.decision.labels))
     return {
         **({"sequential": sequential} if sequential is not None else {}),
         "mode": spec.mode,

@@ -26,6 +26,7 @@ from decflow.pipeline.stored.check_runs import RECORDS_BACKEND, diff_checks, is_
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.pipeline.trend import decision_trend
 from decflow.report.loading import load_verified
+from decflow.report.model import CheckRow, ContractRef, DiffReport, DiffSide, Evaluation
 from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
 from decflow.store.runs import accepted_run, now_iso
 from decflow.store.store import Store
@@ -62,15 +63,15 @@ def _describe(decision: Decision) -> str:
     return f"'{name}' ({kind}: {', '.join(labels)})"
 
 
-def _identity(report: dict[str, Any], path: str) -> dict[str, Any]:
-    return {
+def _identity(report: dict[str, Any], path: str) -> DiffSide:
+    return DiffSide.model_validate({
         "path": path,
         "created_at": report.get("created_at"),
         "mode": report.get("mode"),
         "contract_hash": (report.get("contract") or {}).get("hash"),
         "dataset": report.get("dataset"),
         "backend": report.get("backend"),
-    }
+    })
 
 
 def diff_reports(
@@ -139,38 +140,34 @@ def diff_reports(
     same = (baseline.get("dataset") or {}).get("hash") == (candidate.get("dataset") or {}).get(
         "hash"
     )
-    return {
-        "report_version": REPORT_VERSION,
-        "decflow_version": __version__,
-        "kind": "diff",
-        "created_at": now_iso(),
-        "status": status,
-        "exit_code": exit_code,
-        "headline": verdicts.headline(status),
-        "contract": {
-            "name": after[0],
-            "type": after[1],
-            "labels": list(after[2]),
-            "path": contract_path,
-        },
-        "baseline": _identity(baseline, paths[0]),
-        "candidate": _identity(candidate, paths[1]),
-        "same_dataset": same,
-        "evaluation": evaluation,
-        "counts": diff["counts"],
-        "shift": diff["shift"],
-        "metrics": diff["metrics"],
-        "calibration": calibration,
-        "segments": diff["segments"],
-        "checks": [c.to_dict() for c in checks],
-        "changes": diff["changes"],
-        "evidence": {
+    return DiffReport(
+        report_version=REPORT_VERSION,
+        decflow_version=__version__,
+        kind="diff",
+        created_at=now_iso(),
+        status=status,
+        exit_code=exit_code,
+        headline=verdicts.headline(status),
+        contract=ContractRef.model_validate(
+            {"name": after[0], "type": after[1], "labels": list(after[2]), "path": contract_path}),
+        baseline=_identity(baseline, paths[0]),
+        candidate=_identity(candidate, paths[1]),
+        same_dataset=same,
+        evaluation=Evaluation.model_validate(evaluation),
+        counts=diff["counts"],
+        shift=diff["shift"],
+        metrics=diff["metrics"],
+        calibration=calibration,
+        segments=diff["segments"],
+        checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
+        changes=diff["changes"],
+        evidence={
             "gating": gating,
             "why": why,
             "noise": _noise(paired, reruns),
             "gates": [g.to_dict() for g in verdicts.gates],
         },
-    }
+    ).to_dict()
 
 
 def _noise(paired: PairedDiff, reruns: tuple[Reruns, Reruns]) -> dict[str, Any]:
@@ -242,10 +239,12 @@ def run_diff(
     when it has no reruns)."""
     from decflow.contracts import load_contract
 
-    new, new_source, new_run = load_verified(candidate, store)
+    verified, new_source, new_run = load_verified(candidate, store)
+    new = verified.to_dict()
     if baseline == ACCEPTED:
         baseline = accepted_baseline(store, new)
-    old, old_source, old_run = load_verified(baseline, store)
+    verified, old_source, old_run = load_verified(baseline, store)
+    old = verified.to_dict()
     if is_check_diff(old, new, old_source):
         if segment_by:
             raise DecflowError("-s/--segment-by applies to diffs of contract runs; a check "

@@ -7,33 +7,45 @@ truncated report is exit 2 naming the place, never a traceback from a view.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from decflow.contracts.problems import problems_from
 from decflow.errors import ReportError
-from decflow.gates.checks import Check, status_of
+from decflow.gates.checks import Check, Verdict, status_of
 from decflow.gates.production import check_report_checks, stored_gates
-from decflow.report.shape import Count, Number, _Check, _Open
-from decflow.report.verify import REWRITE, SHOWN_PROBLEMS, close
+from decflow.report.model import (
+    REWRITE,
+    Bins,
+    CheckRow,
+    ContractRef,
+    Count,
+    DatasetRef,
+    DecisionType,
+    Evaluation,
+    ExitCode,
+    MaybePerCase,
+    Number,
+    Open,
+    Report,
+)
+from decflow.report.verify import close
 from decflow.report.versions import REPORT_VERSIONS
 
 Limits = dict[str, Number | None]
 
 
-class _Decision(_Open):
+class CheckContract(ContractRef):
     name: str
-    type: Literal["choice", "noul", "score"]
+    type: DecisionType
     labels: list[str] = Field(min_length=2)
 
 
-class _Settings(_Open):
-    calibration_bins: Annotated[int, Field(ge=1, le=10_000)]
-    confidence_threshold: Number | None = None
+class CheckEvaluation(Evaluation):
+    calibration_bins: Bins
 
 
-class _Config(_Open):
+class CheckConfig(Open):
     segments: list[str]
     requirements: Limits
     warnings: Limits
@@ -41,48 +53,50 @@ class _Config(_Open):
     segment_warnings: Limits
 
 
-class _Records(_Open):
+class Records(DatasetRef):
     path: str
     hash: str
     n_records: Count
 
 
-class _Confidence(_Open):
+class ConfidenceCounts(Open):
     n: Count
     histogram: list[Count]
 
 
-class _Metrics(_Open):
-    confidence: _Confidence
+class CheckMetrics(Open):
+    confidence: ConfidenceCounts
 
 
-class _Baseline(_Open):
+class CheckBaseline(Open):
     source: str
     n_records: Count
-    metrics: _Metrics
+    metrics: CheckMetrics
 
 
-class _Segment(_Open):
+class Segment(Open):
     key: str
-    metrics: _Metrics
-    checks: list[_Check]
-    status: Literal["pass", "warn", "fail"]
+    metrics: CheckMetrics
+    checks: list[CheckRow]
+    status: Verdict
 
 
-class _CheckReport(_Open):
+class CheckReport(Report):
+    """A production check's report (`decflow check`, a check run)."""
+
     kind: Literal["check"]
-    status: Literal["pass", "warn", "fail"]
-    exit_code: Annotated[int, Field(ge=0, le=2)]
-    headline: str | None = None
-    contract: _Decision
-    evaluation: _Settings
-    config: _Config
-    dataset: _Records
-    baseline: _Baseline | None
-    metrics: _Metrics
+    status: Verdict
+    exit_code: ExitCode
+    contract: CheckContract
+    evaluation: CheckEvaluation
+    config: CheckConfig
+    dataset: Records
+    baseline: CheckBaseline | None
+    metrics: CheckMetrics
     drift: dict[str, Number | None]
-    segments: list[_Segment]
-    checks: list[_Check]
+    segments: list[Segment]
+    checks: list[CheckRow]
+    records: MaybePerCase = None  # inline when there are few (`INLINE_RECORDS`)
 
 
 def is_check_report(report: dict[str, Any]) -> bool:
@@ -93,17 +107,13 @@ def _fail(source: str, where: str, message: str) -> ReportError:
     return ReportError(f"{source}: not a valid check report: {where}: {message} ({REWRITE})")
 
 
-def verify_check_report(report: dict[str, Any], source: str) -> dict[str, Any]:
-    """Raise ReportError unless the check report is internally consistent; return it."""
+def verify_check_report(report: dict[str, Any], source: str) -> CheckReport:
+    """Raise ReportError unless the check report is internally consistent; return it
+    typed."""
     if report.get("report_version") not in REPORT_VERSIONS:
         raise ReportError(f"{source}: not a decflow check report (report_version "
                           f"{report.get('report_version')!r})")
-    try:
-        _CheckReport.model_validate(report)
-    except ValidationError as exc:
-        problems = problems_from(exc, "")
-        listed = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
-        raise ReportError(f"{source}: not a valid check report ({REWRITE}):\n{listed}") from None
+    typed = CheckReport.read(report, source, "check report")
     try:
         aggregate, per_segment = check_report_checks(
             stored_gates(report["config"]), report["metrics"], report["drift"],
@@ -128,4 +138,4 @@ def verify_check_report(report: dict[str, Any], source: str) -> dict[str, Any]:
     except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise ReportError(f"{source}: not a valid check report: missing or bad {exc} "
                           f"({REWRITE})") from None
-    return report
+    return typed

@@ -13,6 +13,7 @@ from typing import Any
 
 from decflow.errors import DecflowError, ReportError
 from decflow.report.check_report import verify_check_report
+from decflow.report.model import Report
 from decflow.report.verify import REPORT_MAX_DEPTH, load_report_file, verify_run_report
 from decflow.report.versions import REPORT_VERSIONS, RUN_REPORT_VERSIONS
 from decflow.store.runs import (
@@ -87,41 +88,46 @@ def no_report(store: Store, run_id: str) -> str:
     return f"its report is missing (status {state.status}); run it again"
 
 
-def load_verified(target: str, store: Store) -> tuple[dict[str, Any], str, str | None]:
-    """`resolve_report`, then re-verify a run or check report; a probe report is re-derived
-    from its stored call table by `decflow.probe.load`. Anything else is exit 2."""
-    report, source, run_id = resolve_report(target, store)
-    kind = report.get("kind", "run")
-    version = report.get("report_version")
+def load_verified(target: str, store: Store) -> tuple[Report, str, str | None]:
+    """`resolve_report`, then re-verify a run or check report (typed: `RunReport`,
+    `CheckReport`); a probe report is re-derived from its stored call table by
+    `decflow.probe.load`. Anything else is exit 2."""
+    document, source, run_id = resolve_report(target, store)
+    kind = document.get("kind", "run")
+    version = document.get("report_version")
+    report: Report
     if version in RUN_REPORT_VERSIONS and kind == "run":
-        verify_run_report(report, source)
+        report = verify_run_report(document, source)
     elif kind == "check":
-        verify_check_report(report, source)
-    elif not (version in REPORT_VERSIONS and kind == "probe"):
+        report = verify_check_report(document, source)
+    elif version in REPORT_VERSIONS and kind == "probe":
+        report = Report.read(document, source, "probe report")
+    else:
         raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run or check report")
     if run_id is not None:
         verify_against_run(report, source, store, run_id)
     return report, source, run_id
 
 
-def verify_against_run(report: dict[str, Any], source: str, store: Store, run_id: str) -> None:
+def verify_against_run(report: Report, source: str, store: Store, run_id: str) -> None:
     """The report's verdict must be the one its run recorded: the status and exit code in
     the run's record and, for a contract run, the gates and statuses of the checks its
     summary stage stored (an artifact checked against its manifest's sha256)."""
     record = read_run_record(store, run_id)
-    for field in ("status", "exit_code"):
+    verdict = {"status": report.status, "exit_code": report.exit_code}
+    for field, shown_value in verdict.items():
         if record.get("status") in FINISHED and field in record and (
-                report.get(field) != record[field]):
+                shown_value != record[field]):
             raise ReportError(
-                f"{source}: {field} {report.get(field)!r} is not the {record[field]!r} run "
+                f"{source}: {field} {shown_value!r} is not the {record[field]!r} run "
                 f"{run_id} recorded; the report was edited after the run"
             )
     summary = (record.get("stages") or {}).get("summary")
-    if not isinstance(summary, dict) or not isinstance(report.get("checks"), list):
+    if not isinstance(summary, dict) or "checks" not in report.model_fields_set:
         return
     stored = store.read(Manifest.from_dict(summary), ["gate", "status"])
     recorded = list(zip(stored["gate"], stored["status"], strict=True)) if stored.height else []
-    shown = [(c.get("gate"), c.get("status")) for c in report["checks"] if isinstance(c, dict)]
+    shown = [(c.gate, c.status) for c in report.checks]
     if shown != recorded:
         raise ReportError(
             f"{source}: its checks are not the ones run {run_id} stored with its summary; "

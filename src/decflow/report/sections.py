@@ -9,17 +9,13 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
-from decflow.gates.headline import headline
+from decflow.report.model import Report
 from decflow.report.modes import mode_named
 
 
 def report_headline(report: dict[str, Any]) -> str:
-    """The report's first line: its own `headline` (decflow/3), else one made from its
-    status and checks (older decflow and DecGuard reports)."""
-    given = report.get("headline")
-    if isinstance(given, str) and given:
-        return given
-    return headline(str(report.get("status", "n/a")), report.get("checks") or [])
+    """The first line of a report dict (`Report.first_line`)."""
+    return Report.view(report).first_line()
 
 
 def status_label(status: str) -> str:
@@ -123,7 +119,3 @@ def shows_golden(report: dict[str, Any]) -> bool:
 
 def labels_of(report: dict[str, Any]) -> list[str]:
     return list((report.get("contract") or {}).get("labels") or [])
-
-
-def failing_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in report.get("checks") or [] if c["status"] != "pass"]

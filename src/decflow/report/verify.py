@@ -1,7 +1,7 @@
 """Loading a stored report re-verifies what it contains; a tampered report is exit 2.
 
 A report file is read as strict UTF-8 JSON (`decflow.strictjson`), must have the shape the
-verifier and the views read (`report_shape`), every per-case result must satisfy the
+verifier and the views read (`report.model.RunReport`), every per-case result must satisfy the
 decision invariants (exact labels, valid sum, argmax, confidence = p(selected)), and the
 metrics, golden checks, status and exit code must be recomputable from the stored results
 and gates. Every refusal names the file and the place (line and column, or field).
@@ -19,8 +19,9 @@ import numpy as np
 from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
 from decflow.metrics.golden_metrics import golden_metrics
+from decflow.report.model import REWRITE
 from decflow.report.modes import mode_named
-from decflow.report.shape import shape_problems
+from decflow.report.run_report import RunReport
 from decflow.report.versions import RUN_REPORT_VERSION, RUN_REPORT_VERSIONS
 from decflow.strictjson import MAX_DEPTH, JsonProblem, loads
 from decflow.textfile import TextProblem, decode_utf8
@@ -28,8 +29,6 @@ from decflow.textfile import TextProblem, decode_utf8
 # A report nests case inputs and backend metadata (each at most MAX_DEPTH deep when read)
 # a few levels down.
 REPORT_MAX_DEPTH = MAX_DEPTH + 8
-SHOWN_PROBLEMS = 5
-REWRITE = "write it again from its run (`decflow report RUN -o FILE`)"
 # A report file is read whole and parsed; past this size it is refused unread (a 100k-case
 # `test --all` report is about 60 MB).
 MAX_REPORT_BYTES = 256_000_000
@@ -139,22 +138,15 @@ def recompute_metrics(report: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
+def verify_run_report(report: dict[str, Any], source: str) -> RunReport:
     """Raise ReportError unless the report (decflow, or DecGuard 0.1) is internally
-    consistent; return it."""
+    consistent; return it typed."""
     if report.get("report_version") not in RUN_REPORT_VERSIONS:
         raise ReportError(
             f"{source}: not a decflow run report (report_version "
             f"{report.get('report_version')!r}, expected {RUN_REPORT_VERSION!r})"
         )
-    problems = shape_problems(report)
-    if problems:
-        more = len(problems) - SHOWN_PROBLEMS
-        listed = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
-        raise ReportError(
-            f"{source}: not a valid decflow report ({REWRITE}):\n{listed}"
-            + (f"\n  … and {more} more" if more > 0 else "")
-        )
+    typed = RunReport.read(report, source)
     try:
         seen: set[str] = set()
         for i, item in enumerate(report["results"]):
@@ -190,7 +182,7 @@ def verify_run_report(report: dict[str, Any], source: str) -> dict[str, Any]:
         raise ReportError(
             f"{source}: not a valid decflow report: missing or bad {exc} ({REWRITE})"
         ) from None
-    return report
+    return typed
 
 
 def _gate_of(check: dict[str, Any]) -> tuple[Any, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from decflow.gates.headline import failing_first
+from decflow.report.model import Report
 from decflow.views.markdown import CHECK_HEADERS, check_cells, md, render_markdown, table
 
 # Locations worth a link: web URLs, and object-store URLs (S3 consoles and tools open them);
@@ -28,7 +29,7 @@ def linkable(location: str) -> bool:
 def check_rows(report: dict[str, Any]) -> list[dict[str, str]]:
     """The report's checks as rows of the checks table artifact (columns `CHECK_HEADERS`),
     failing checks first."""
-    return [check_cells(check) for check in failing_first(report.get("checks") or [])]
+    return [check_cells(check) for check in failing_first(Report.view(report).checks)]
 
 
 def placeholder_rows(message: str) -> list[dict[str, str]]:

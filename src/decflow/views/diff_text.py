@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.gates.headline import number
-from decflow.report.sections import report_headline
+from decflow.report.model import ContractRef, Report
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import diff_calibration_lines
@@ -116,11 +116,12 @@ def _evidence(report: dict[str, Any]) -> list[str]:
 
 def render_diff(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
-    contract = report["contract"]
+    head = Report.view(report)
+    contract = head.contract or ContractRef()
     lines = [
-        report_headline(report),
-        f"decflow {__version__} · diff {contract['name']} ({contract['type']}) · "
-        f"{report['status'].upper()}",
+        head.first_line(),
+        f"decflow {__version__} · diff {contract.name} ({contract.type}) · "
+        f"{str(head.status).upper()}",
         "",
         _side("baseline", report["baseline"]),
         _side("candidate", report["candidate"]),
@@ -131,7 +132,7 @@ def render_diff(report: dict[str, Any]) -> str:
         lines.append("  note      the runs used different datasets; cases are matched by id")
     # checks and changed cases first: what an on-call reader acts on
     lines += [
-        *checks(report, gate_width=30),
+        *checks(head, gate_width=30),
         *_changes(report),
         *_evidence(report),
         "",

@@ -16,16 +16,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
+from decflow.report.model import Report
+from decflow.report.run_report import GoldenMetrics
 from decflow.report.sections import (
     axis_base,
     axis_rate,
     axis_verdict,
     bin_edges,
     confidence_histogram,
-    failing_checks,
     failures_by_property,
     labels_of,
-    report_headline,
     report_kind,
     shown_pairs,
     shows_golden,
@@ -173,50 +173,49 @@ def plots(*svgs: str) -> str:
 # -- shared sections --------------------------------------------------------------------
 
 
-def banner(report: dict[str, Any], title: str) -> str:
-    status = report["status"]
+def banner(report: Report, title: str) -> str:
+    status = str(report.status)
     verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
-    facts = [f"exit code {e(report.get('exit_code', 'n/a'))}"]
-    for key in ("mode", "created_at"):
-        if report.get(key):
-            facts.append(f"{e(key.replace('_', ' '))} {e(report[key])}")
+    facts = [f"exit code {e('n/a' if report.exit_code is None else report.exit_code)}"]
+    for name, value in (("mode", report.mode), ("created at", report.created_at)):
+        if value:
+            facts.append(f"{e(name)} {e(value)}")
     # Caveats of a blind or partly unexercised suite qualify the verdict itself.
-    caveats = "".join(f"<p><b>{e(c)}</b></p>"
-                      for c in (report.get("diagnostics") or {}).get("caveats") or [])
+    caveats = "".join(f"<p><b>{e(c)}</b></p>" for c in report.caveats())
     return (f'<div class="banner {e(status)}"><div class="st">{e(status.upper())}</div>'
-            f'<div><p class="headline">{e(report_headline(report))}</p>'
+            f'<div><p class="headline">{e(report.first_line())}</p>'
             f"<h1>{e(title)}</h1><p>{e(verdict)}</p>{caveats}"
             f'<p class="sub">{" · ".join(facts)}</p></div></div>')
 
 
-def identity(report: dict[str, Any]) -> str:
+def identity(report: dict[str, Any], head: Report) -> str:
     """Run and check reports: one row per what the report is about; diffs: the two runs
     side by side and whose gates apply. Short text only (see `views.identity`)."""
     if report_kind(report) == "diff":
         sides = table(("", "baseline", "candidate"),
                       ((e(name), e(base), e(cand)) for name, base, cand in side_rows(report)))
         return section("Identity", sides, f"<p>Gates: {e(gates_text(report))}</p>")
-    rows = identity_rows(report)
+    rows = identity_rows(head)
     if not rows:
         return ""
     return section("Identity", table(("", ""), ((e(k), e(v)) for k, v in rows)))
 
 
-def gates(report: dict[str, Any]) -> str:
-    checks = report.get("checks") or []
+def gates(report: Report) -> str:
+    checks = report.checks
     if not checks:
         return section("Gates", '<p class="muted">No gate is configured for this run.</p>')
-    failing = len(failing_checks(report))
+    failing = len(report.failing_checks())
     ordered = failing_first(checks)
     rows = (
-        (pill(c["status"]), e(c["gate"]) + e(level_tag(c["level"])), e(c["level"]),
-         val(c["value"]), e(c["message"]))
+        (pill(c.status), e(c.gate) + e(level_tag(c.level)), e(c.level), val(c.value),
+         e(c.message))
         for c in ordered
     )
     return section(
         f"Gates: {len(checks) - failing} of {len(checks)} hold",
         table(("status", "gate", "level", "value", "message"), rows,
-              ("warn" if c["status"] == "not_established" else c["status"] for c in ordered)),
+              ("warn" if c.status == "not_established" else c.status for c in ordered)),
     )
 
 
@@ -233,34 +232,33 @@ def calibration_plots(report: dict[str, Any], threshold: float | None, *beside: 
 
 
 def golden_metrics(report: dict[str, Any]) -> str:
-    metrics = report["metrics"]
-    counts, classification = metrics["counts"], metrics["classification"]
-    calibration, latency = metrics["calibration"], metrics["latency"]
-    selective = metrics.get("selective") or {}
+    metrics = GoldenMetrics.model_validate(report["metrics"])
+    counts, classification = metrics.counts, metrics.classification
+    calibration, latency, selective = metrics.calibration, metrics.latency, metrics.selective
     items = [
-        ("cases", f"{counts['total']}"), ("decided", f"{counts['succeeded']}"),
-        ("errored", f"{counts['errored']}"), ("labeled", f"{counts['labeled']}"),
-        ("accuracy", val(classification["accuracy"])),
-        ("macro-F1", val(classification["macro_f1"])),
-        ("ECE", val(calibration["ece"])), ("Brier", val(calibration["brier"])),
-        ("NLL", val(calibration["nll"])), ("coverage", val(selective.get("coverage"))),
-        ("selective accuracy", val(selective.get("selective_accuracy"))),
-        ("latency p50 ms", val(latency["p50_ms"])),
-        ("latency p95 ms", val(latency["p95_ms"])),
+        ("cases", f"{counts.total}"), ("decided", f"{counts.succeeded}"),
+        ("errored", f"{counts.errored}"), ("labeled", f"{counts.labeled}"),
+        ("accuracy", val(classification.accuracy)),
+        ("macro-F1", val(classification.macro_f1)),
+        ("ECE", val(calibration.ece)), ("Brier", val(calibration.brier)),
+        ("NLL", val(calibration.nll)), ("coverage", val(selective and selective.coverage)),
+        ("selective accuracy", val(selective and selective.selective_accuracy)),
+        ("latency p50 ms", val(latency.p50_ms)),
+        ("latency p95 ms", val(latency.p95_ms)),
     ]
-    if classification.get("ordinal_mae") is not None:
-        items.insert(6, ("ordinal MAE", val(classification["ordinal_mae"])))
-    per_label = classification.get("per_label") or {}
+    if classification.ordinal_mae is not None:
+        items.insert(6, ("ordinal MAE", val(classification.ordinal_mae)))
+    per_label = classification.per_label
     label_table = table(("label", "precision", "recall", "F1", "support"), (
         (e(label), val(m["precision"]), val(m["recall"]), val(m["f1"]), val(m["support"]))
         for label, m in per_label.items())) if per_label else ""
-    errors = counts.get("errors_by_kind") or {}
+    errors = counts.errors_by_kind
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
     error_line += "".join(f'<p class="muted">{e(line)}</p>'
                           for line in calibration_lines(report) + gate_evidence_lines(report))
-    return section("Metrics", cards(items), error_line,
-                   calibration_plots(report, selective.get("threshold"), label_table))
+    return section("Metrics", cards(items), error_line, calibration_plots(
+        report, selective.threshold if selective else None, label_table))
 
 
 def properties_view(report: dict[str, Any]) -> str:
@@ -488,13 +486,13 @@ def golden_failures(report: dict[str, Any]) -> str:
         ("case", "kind", "expected", "selected", "confidence", "error", "input"), rows))
 
 
-def artifacts(report: dict[str, Any]) -> str:
-    stored = (report.get("run") or {}).get("artifacts") or {}
+def artifacts(report: Report) -> str:
+    stored = report.run.artifacts if report.run else None
     if not stored:
         return ""
     return section("Artifacts", table(("stage", "path", "rows", "sha256"), (
-        (e(name), f"<code>{e(a.get('path'))}</code>", val(a.get("rows")),
-         f"<code>{e(short_hash(a.get('sha256')))}</code>")
+        (e(name), f"<code>{e(a.path)}</code>", val(a.rows),
+         f"<code>{e(short_hash(a.sha256))}</code>")
         for name, a in stored.items())))
 
 
@@ -512,10 +510,10 @@ def sequential_view(run: dict[str, Any]) -> str:
          "stop"), rows))
 
 
-def run_body(report: dict[str, Any]) -> tuple[str, list[str]]:
-    name = (report.get("contract") or {}).get("name", "decflow")
-    title = f"{name} · decflow {report.get('mode', 'run')}"
-    parts = [banner(report, title), identity(report), gates(report)]
+def run_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+    name = head.contract.name if head.contract else "decflow"
+    title = f"{name} · decflow {head.mode or 'run'}"
+    parts = [banner(head, title), identity(report, head), gates(head)]
     if report.get("sequential"):
         parts.append(sequential_view(report["sequential"]))
     if shows_golden(report):
@@ -527,7 +525,7 @@ def run_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         parts.append(properties_view(report))
     if shows_golden(report):
         parts.append(golden_failures(report))
-    parts.append(artifacts(report))
+    parts.append(artifacts(head))
     return title, parts
 
 
@@ -539,7 +537,7 @@ RATE_METRICS = ("accuracy", "macro_f1", "ece", "coverage", "abstention_rate",
                 "selective_accuracy", "error_rate")
 
 
-def diff_body(report: dict[str, Any]) -> tuple[str, list[str]]:
+def diff_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     title = "decflow diff"
     metrics = report.get("metrics") or {}
     rates = [(n, metrics[n]) for n in RATE_METRICS if n in metrics]
@@ -553,7 +551,7 @@ def diff_body(report: dict[str, Any]) -> tuple[str, list[str]]:
         (e(n), val(m["baseline"]), val(m["candidate"]), val(m["delta"]))
         for n, m in metrics.items()))
     # checks and changed cases first: what an on-call reader acts on
-    parts = [banner(report, title), identity(report), gates(report), changed_cases(report),
+    parts = [banner(head, title), identity(report, head), gates(head), changed_cases(report),
              evidence_section(report), section("Shift", shift),
              section("Metrics", metric_table, plots(metric_chart))]
     segments = report.get("segments") or []
@@ -609,7 +607,7 @@ def changed_cases(report: dict[str, Any]) -> str:
         ("case", "change", "baseline", "candidate", "expected", "error", "input"), rows))
 
 
-def check_body(report: dict[str, Any]) -> tuple[str, list[str]]:
+def check_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     title = "decflow check"
     metrics = report.get("metrics") or {}
     groups = [(name, {k: v for k, v in (metrics.get(name) or {}).items()
@@ -617,7 +615,7 @@ def check_body(report: dict[str, Any]) -> tuple[str, list[str]]:
               for name in ("counts", "outcomes", "calibration", "confidence", "threshold",
                            "routing", "latency_ms", "cost")]
     tables = "".join(f"<div><h3>{e(n)}</h3>{kv_table(g)}</div>" for n, g in groups if g)
-    parts = [banner(report, title), identity(report), gates(report),
+    parts = [banner(head, title), identity(report, head), gates(head),
              section("Metrics", plots(tables))]
     if (metrics.get("calibration") or {}).get("reliability"):
         threshold = (metrics.get("threshold") or {}).get("threshold")
@@ -662,15 +660,16 @@ def check_segments(segments: list[dict[str, Any]]) -> str:
 
 def render_html(report: dict[str, Any]) -> str:
     """The whole self-contained HTML page of a run, diff or check report."""
+    head = Report.view(report)
     bodies = {"diff": diff_body, "check": check_body}
-    title, parts = bodies.get(report_kind(report), run_body)(report)
+    title, parts = bodies.get(report_kind(report), run_body)(report, head)
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
-              f"{e(report.get('report_version', 'decguard 0.1'))}</footer>")
+              f"{e(head.report_version or 'decguard 0.1')}</footer>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{e(report_headline(report))} · {e(title)}</title>"
+        f"<title>{e(head.first_line())} · {e(title)}</title>"
         f"<style>{CSS}</style></head><body><main>{''.join(parts)}{footer}</main></body>"
         "</html>\n"
     )

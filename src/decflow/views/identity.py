@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.report.model import BackendRef, DatasetRef, DiffSide, Report
 from decflow.views.text import preview, short_hash
 
 Row = tuple[str, str]
@@ -25,78 +26,75 @@ def flat_text(mapping: dict[str, Any]) -> str:
                      for k, v in mapping.items() if v is not None)
 
 
-def dataset_text(dataset: dict[str, Any]) -> str:
+def dataset_text(dataset: DatasetRef) -> str:
     """Where the cases or records came from, how many, and their hash."""
-    if dataset.get("n_records") is not None:
-        parts = dataset.get("partitions") or 1
-        counted = f"{dataset['n_records']} records" + (
+    if dataset.n_records is not None:
+        parts = dataset.partitions or 1
+        counted = f"{dataset.n_records} records" + (
             f" in {parts} partitions" if parts > 1 else "")
-    elif dataset.get("n_cases") is not None:
-        counted = f"{dataset['n_cases']} cases, {dataset.get('n_labeled', 0)} labeled"
+    elif dataset.n_cases is not None:
+        counted = f"{dataset.n_cases} cases, {dataset.n_labeled or 0} labeled"
     else:
         counted = ""
-    return _join(str(dataset.get("path") or "n/a"), counted, _hash(dataset.get("hash")))
+    return _join(str(dataset.path or "n/a"), counted, _hash(dataset.hash))
 
 
-def backend_text(backend: dict[str, Any]) -> str:
+def backend_text(backend: BackendRef) -> str:
     """`name: provider · model M · version V`."""
-    model = backend.get("model")
-    version = backend.get("model_version")
-    return _join(f"{backend.get('name') or 'n/a'}: {backend.get('provider') or 'n/a'}",
+    model, version = backend.model, backend.model_version
+    return _join(f"{backend.name or 'n/a'}: {backend.provider or 'n/a'}",
                  f"model {model}" if model else "", f"version {version}" if version else "")
 
 
-def identity_rows(report: dict[str, Any]) -> list[Row]:
+def identity_rows(report: Report) -> list[Row]:
     """The identity of a run or check report (a diff's sides: `side_rows`)."""
     rows: list[Row] = []
-    contract = report.get("contract")
+    contract = report.contract
     if contract:
-        kind = f" ({contract['type']})" if contract.get("type") else ""
-        labels = ", ".join(contract.get("labels") or [])
-        rows.append(("contract", _join(f"{contract.get('name') or 'n/a'}{kind}",
+        kind = f" ({contract.type})" if contract.type else ""
+        labels = ", ".join(contract.labels)
+        rows.append(("contract", _join(f"{contract.name or 'n/a'}{kind}",
                                        f"labels {labels}" if labels else "",
-                                       str(contract.get("path") or ""),
-                                       _hash(contract.get("hash")))))
-    if report.get("dataset"):
-        rows.append(("records" if report.get("kind") == "check" else "dataset",
-                     dataset_text(report["dataset"])))
-    baseline = report.get("baseline")
-    if isinstance(baseline, dict):
+                                       str(contract.path or ""), _hash(contract.hash))))
+    if report.dataset:
+        rows.append(("records" if report.kind == "check" else "dataset",
+                     dataset_text(report.dataset)))
+    baseline = (report.model_extra or {}).get("baseline")
+    if isinstance(baseline, dict):  # a check's baseline: its source and records
         rows.append(("baseline", _join(str(baseline.get("source") or ""),
-                                       dataset_text(baseline))))
-    backend = report.get("backend")
+                                       dataset_text(DatasetRef.model_validate(baseline)))))
+    backend = report.backend
     if backend:
         rows.append(("backend", backend_text(backend)))
-        if backend.get("details"):
-            rows.append(("backend details", flat_text(backend["details"])))
-    health = report.get("health")
-    if health:
-        rows.append(("health", f"{health.get('status')}: {health.get('detail')}"))
-    if report.get("evaluation"):
-        rows.append(("evaluation", flat_text(report["evaluation"])))
-    run = report.get("run")
+        if backend.details:
+            rows.append(("backend details", flat_text(backend.details)))
+    if report.health:
+        rows.append(("health", f"{report.health.status}: {report.health.detail}"))
+    if report.evaluation:
+        rows.append(("evaluation", flat_text(report.evaluation.to_dict())))
+    run = report.run
     if run:
-        mode = report.get("mode")
-        rows.append(("run", _join(str(run.get("id") or "n/a"), f"mode {mode}" if mode else "",
-                                  f"in {run['store']}" if run.get("store") else "")))
+        mode = report.mode
+        rows.append(("run", _join(str(run.id or "n/a"), f"mode {mode}" if mode else "",
+                                  f"in {run.store}" if run.store else "")))
     return rows
 
 
-def _side(side: dict[str, Any]) -> dict[str, str]:
+def _side(side: DiffSide) -> dict[str, str]:
     return {
-        "run": str(side.get("path") or "n/a"),
-        "created": str(side.get("created_at") or "n/a"),
-        "mode": str(side.get("mode") or "n/a"),
-        "contract": _hash(side.get("contract_hash")) or "n/a",
-        "dataset": dataset_text(side.get("dataset") or {}),
-        "backend": backend_text(side.get("backend") or {}),
+        "run": str(side.path or "n/a"),
+        "created": str(side.created_at or "n/a"),
+        "mode": str(side.mode or "n/a"),
+        "contract": _hash(side.contract_hash) or "n/a",
+        "dataset": dataset_text(side.dataset or DatasetRef()),
+        "backend": backend_text(side.backend or BackendRef()),
     }
 
 
 def side_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     """A diff's two runs side by side: (what, baseline, candidate)."""
-    baseline = _side(report.get("baseline") or {})
-    candidate = _side(report.get("candidate") or {})
+    baseline, candidate = (_side(DiffSide.model_validate(report.get(side) or {}))
+                           for side in ("baseline", "candidate"))
     return [(name, baseline[name], candidate[name]) for name in baseline]
 
 

@@ -23,7 +23,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from decflow.report.sections import report_headline, report_kind
+from decflow.report.model import CheckRow, Report
+from decflow.report.sections import report_kind
 from decflow.views.markdown import level_tag
 
 # Characters XML 1.0 cannot carry at all (control characters other than tab/newline/CR).
@@ -34,74 +35,73 @@ def xml_text(value: Any) -> str:
     return NOT_XML.sub("\ufffd", "" if value is None else str(value))
 
 
-def suite_name(report: dict[str, Any]) -> str:
-    kind = report_kind(report)
-    contract = report.get("contract") or {}
-    name = contract.get("name")
+def suite_name(report: Report, kind: str) -> str:
+    name = report.contract.name if report.contract else None
     if kind == "run":
-        return f"decflow {report.get('mode', 'run')} {name}"
+        return f"decflow {report.mode or 'run'} {name}"
     return f"decflow {kind} {name}" if name else f"decflow {kind}"
 
 
-def suite_properties(report: dict[str, Any]) -> dict[str, Any]:
-    contract, dataset, backend = (report.get(k) or {} for k in ("contract", "dataset", "backend"))
+def suite_properties(report: Report, kind: str) -> dict[str, Any]:
+    contract, dataset, backend = report.contract, report.dataset, report.backend
     values = {
-        "report_version": report.get("report_version"),
-        "kind": report_kind(report),
-        "mode": report.get("mode"),
-        "status": report.get("status"),
-        "exit_code": report.get("exit_code"),
-        "created_at": report.get("created_at"),
-        "contract_hash": contract.get("hash"),
-        "dataset_hash": dataset.get("hash"),
-        "backend": backend.get("name"),
-        "model": backend.get("model"),
-        "run_id": (report.get("run") or {}).get("id"),
-        "message": report_headline(report),
+        "report_version": report.report_version,
+        "kind": kind,
+        "mode": report.mode,
+        "status": report.status,
+        "exit_code": report.exit_code,
+        "created_at": report.created_at,
+        "contract_hash": contract.hash if contract else None,
+        "dataset_hash": dataset.hash if dataset else None,
+        "backend": backend.name if backend else None,
+        "model": backend.model if backend else None,
+        "run_id": report.run.id if report.run else None,
+        "message": report.first_line(),
     }
     return {k: v for k, v in values.items() if v is not None}
 
 
-def testcase(check: dict[str, Any], prefix: str) -> ET.Element:
-    level = check["level"]
+def testcase(check: CheckRow, prefix: str) -> ET.Element:
+    level = check.level
     group = "warnings" if level == "warning" else "requirements"
     case = ET.Element("testcase", {
-        "name": xml_text(check["gate"] + level_tag(level)),
+        "name": xml_text(check.gate + level_tag(level)),
         "classname": xml_text(f"{prefix}.{group}"),
         "time": "0",
     })
-    if check["status"] == "not_established":
-        ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
-    elif check["status"] != "pass":
+    if check.status == "not_established":
+        ET.SubElement(case, "skipped", {"message": xml_text(check.message)})
+    elif check.status != "pass":
         failure = ET.SubElement(case, "failure", {
-            "message": xml_text(check["message"]),
+            "message": xml_text(check.message),
             "type": "warning" if level == "warning" else "requirement",
         })
         failure.text = xml_text(
-            f"{check['metric']} {check['comparison']} {check['threshold']:g}: value "
-            f"{'n/a' if check['value'] is None else repr(check['value'])} ({level}, "
-            f"status {check['status']})"
+            f"{check.metric} {check.comparison} {check.threshold:g}: value "
+            f"{'n/a' if check.value is None else repr(check.value)} ({level}, "
+            f"status {check.status})"
         )
     return case
 
 
 def render_junit(report: dict[str, Any]) -> str:
     """The JUnit XML document (UTF-8, with declaration) of a run, diff or check report."""
-    checks = report.get("checks") or []
-    skipped = sum(1 for c in checks if c["status"] == "not_established")
-    failures = sum(1 for c in checks if c["status"] not in ("pass", "not_established"))
+    head, kind = Report.view(report), report_kind(report)
+    checks = head.checks
+    skipped = sum(1 for c in checks if c.status == "not_established")
+    failures = sum(1 for c in checks if c.status not in ("pass", "not_established"))
     counts = {"tests": str(len(checks)), "failures": str(failures), "errors": "0",
               "skipped": str(skipped), "time": "0"}
     root = ET.Element("testsuites", {"name": "decflow", **counts})
-    created = str(report.get("created_at") or "")[:19]
-    attributes = {"name": xml_text(suite_name(report)), **counts, "hostname": "localhost"}
+    created = (head.created_at or "")[:19]
+    attributes = {"name": xml_text(suite_name(head, kind)), **counts, "hostname": "localhost"}
     if created:
         attributes["timestamp"] = created  # the schema's dateTime has no zone; it is UTC
     suite = ET.SubElement(root, "testsuite", attributes)
     listed = ET.SubElement(suite, "properties")
-    for name, value in suite_properties(report).items():
+    for name, value in suite_properties(head, kind).items():
         ET.SubElement(listed, "property", {"name": name, "value": xml_text(value)})
-    prefix = "decflow." + str((report.get("contract") or {}).get("name") or report_kind(report))
+    prefix = "decflow." + str((head.contract.name if head.contract else None) or kind)
     for check in checks:
         suite.append(testcase(check, xml_text(prefix)))
     ET.indent(root)

@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
+from decflow.report.model import CheckRow, ContractRef, Report
+from decflow.report.run_report import GoldenMetrics
 from decflow.report.sections import (
     axis_base,
     axis_rate,
     axis_verdict,
-    failing_checks,
     failures_by_property,
     labels_of,
-    report_headline,
     report_kind,
     shown_pairs,
     shows_golden,
@@ -88,16 +88,17 @@ def kv_table(mapping: dict[str, Any], headers: tuple[str, str] = ("", "value")) 
                            if not isinstance(v, dict | list)])
 
 
-def status_line(report: dict[str, Any], title: str) -> list[str]:
-    status = report["status"]
+def status_line(report: Report, title: str) -> list[str]:
+    status = str(report.status)
     verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
-    caveats = [f"**{md(c)}**" for c in (report.get("diagnostics") or {}).get("caveats") or []]
-    return [f"**{md(report_headline(report))}**", "", f"# {title}", "",
-            f"**{status.upper()}**: {verdict} · exit code "
-            f"{report.get('exit_code', 'n/a')}", "", *(f"{c}  " for c in caveats), ""]
+    caveats = [f"**{md(c)}**" for c in report.caveats()]
+    exit_code = "n/a" if report.exit_code is None else report.exit_code
+    return [f"**{md(report.first_line())}**", "", f"# {title}", "",
+            f"**{status.upper()}**: {verdict} · exit code {exit_code}", "",
+            *(f"{c}  " for c in caveats), ""]
 
 
-def identity(report: dict[str, Any]) -> list[str]:
+def identity(report: Report) -> list[str]:
     rows = [(name, md(text)) for name, text in identity_rows(report)]
     return table(("", ""), rows) if rows else []
 
@@ -113,51 +114,50 @@ def check_value(value: float | None) -> str:
     return number(value)
 
 
-def check_cells(check: dict[str, Any]) -> dict[str, str]:
+def check_cells(check: CheckRow) -> dict[str, str]:
     """One check as Markdown-safe cell text, keyed by `CHECK_HEADERS`."""
-    comparison = str(check.get("comparison"))
-    threshold = check.get("threshold")
     return {
-        "status": status_label(str(check["status"])),
-        "gate": md(check["gate"]) + level_tag(str(check.get("level"))),
-        "metric": md(check.get("metric") or "n/a"),
-        "comparison": COMPARISONS.get(comparison, md(comparison)),
-        "threshold": "n/a" if threshold is None else f"{threshold:g}",
-        "value": check_value(check.get("value")),
-        "message": md(check.get("message") or ""),
+        "status": status_label(check.status),
+        "gate": md(check.gate) + level_tag(check.level),
+        "metric": md(check.metric or "n/a"),
+        "comparison": COMPARISONS.get(check.comparison, md(check.comparison)),
+        "threshold": f"{check.threshold:g}",
+        "value": check_value(check.value),
+        "message": md(check.message),
     }
 
 
-def checks_block(report: dict[str, Any]) -> list[str]:
-    checks = report.get("checks") or []
+def checks_block(report: Report) -> list[str]:
+    checks = report.checks
     if not checks:
         return ["## Checks", "", "No gate is configured for this run.", ""]
-    failing = failing_checks(report)
+    failing = report.failing_checks()
     lines = [f"## Checks: {len(checks) - len(failing)} of {len(checks)} hold", ""]
     rows = (check_cells(c) for c in failing_first(checks))
     lines.extend(table(CHECK_HEADERS, ([row[h] for h in CHECK_HEADERS] for row in rows)))
     return lines
 
 
-def golden_block(report: dict[str, Any]) -> list[str]:
-    metrics = report["metrics"]
-    counts, classification = metrics["counts"], metrics["classification"]
-    calibration, latency = metrics["calibration"], metrics["latency"]
-    selective = metrics.get("selective") or {}
+def golden_block(report: dict[str, Any], head: Report) -> list[str]:
+    metrics = GoldenMetrics.model_validate(report["metrics"])
+    counts, classification = metrics.counts, metrics.classification
+    calibration, latency, selective = metrics.calibration, metrics.latency, metrics.selective
     rows = [
-        ("cases", f"{counts['total']} total · {counts['succeeded']} decided · "
-                  f"{counts['errored']} errored · {counts['labeled']} labeled"),
-        ("accuracy", cell(classification["accuracy"])),
-        ("macro-F1", cell(classification["macro_f1"])),
-        ("ECE / Brier / NLL", " / ".join(cell(calibration[k]) for k in ("ece", "brier", "nll"))),
+        ("cases", f"{counts.total} total · {counts.succeeded} decided · "
+                  f"{counts.errored} errored · {counts.labeled} labeled"),
+        ("accuracy", cell(classification.accuracy)),
+        ("macro-F1", cell(classification.macro_f1)),
+        ("ECE / Brier / NLL",
+         " / ".join(cell(v) for v in (calibration.ece, calibration.brier, calibration.nll))),
         *(("calibration", md(line)) for line in calibration_lines(report)),
         *(("evidence", md(line)) for line in gate_evidence_lines(report)),
         ("coverage / selective accuracy",
-         f"{cell(selective.get('coverage'))} / {cell(selective.get('selective_accuracy'))}"),
-        ("latency p50 / p95 ms", f"{cell(latency['p50_ms'])} / {cell(latency['p95_ms'])}"),
+         f"{cell(selective and selective.coverage)} / "
+         f"{cell(selective and selective.selective_accuracy)}"),
+        ("latency p50 / p95 ms", f"{cell(latency.p50_ms)} / {cell(latency.p95_ms)}"),
     ]
-    if (report.get("contract") or {}).get("type") == "score":
-        rows.insert(3, ("ordinal MAE", cell(classification["ordinal_mae"])))
+    if head.contract and head.contract.type == "score":
+        rows.insert(3, ("ordinal MAE", cell(classification.ordinal_mae)))
     return ["## Metrics", "", *table(("metric", "value"), rows)]
 
 
@@ -286,16 +286,16 @@ def sequential_block(section: dict[str, Any]) -> list[str]:
 
 
 def render_run(report: dict[str, Any]) -> list[str]:
-    contract = report.get("contract") or {}
-    kind = f" ({md(contract['type'])})" if contract.get("type") else ""
-    lines = status_line(report, f"decflow {report.get('mode', 'run')}: "
-                                f"{md(contract.get('name', 'n/a'))}{kind}")
-    lines.extend(identity(report))
+    head = Report.view(report)
+    contract = head.contract or ContractRef()
+    kind = f" ({md(contract.type)})" if contract.type else ""
+    lines = status_line(head, f"decflow {head.mode or 'run'}: {md(contract.name or 'n/a')}{kind}")
+    lines.extend(identity(head))
     if report.get("sequential"):
         lines.extend(sequential_block(report["sequential"]))
     if shows_golden(report):
-        lines.extend(golden_block(report))
-    lines.extend(checks_block(report))
+        lines.extend(golden_block(report, head))
+    lines.extend(checks_block(head))
     # Diagnostics first: they say how far the property results can be trusted.
     if report.get("diagnostics"):
         lines.extend(diagnostics_block(report))
@@ -335,9 +335,10 @@ def changes_block(report: dict[str, Any]) -> list[str]:
 def render_diff(report: dict[str, Any]) -> list[str]:
     """Checks and changed cases first (what an on-call reader acts on), then the counts,
     shift, metrics and segments behind them."""
-    lines = status_line(report, "decflow diff")
+    head = Report.view(report)
+    lines = status_line(head, "decflow diff")
     lines.extend(diff_identity(report))
-    lines.extend(checks_block(report))
+    lines.extend(checks_block(head))
     lines.extend(changes_block(report))
     lines.extend(evidence_block(report))
     lines.extend(["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))])
@@ -366,9 +367,10 @@ def evidence_block(report: dict[str, Any]) -> list[str]:
 def render_check(report: dict[str, Any]) -> list[str]:
     """Checks first (what an on-call reader acts on), then the metrics, drift and segments
     behind them."""
-    lines = status_line(report, "decflow check")
-    lines.extend(identity(report))
-    lines.extend(checks_block(report))
+    head = Report.view(report)
+    lines = status_line(head, "decflow check")
+    lines.extend(identity(head))
+    lines.extend(checks_block(head))
     metrics = report.get("metrics") or {}
     rows = {"records": (metrics.get("counts") or {}).get("total"),
             **{k: v for k, v in (metrics.get("outcomes") or {}).items() if k != "n"},

@@ -48,8 +48,10 @@ def _sequential_lines(plan: dict[str, Any]) -> list[str]:
     for gate in plan["gates"]:
         fails = ("at the first occurrence" if gate["fails_at"] is None else
                  f"at {gate['fails_at']:.4g}: {_cases(gate['cases_if_fails'])}")
+        of = f" ({gate['rates_of']})" if gate.get("rates_of") else ""
         lines.append(f"  {gate['gate']:<36} limit {gate['limit']:g}; holds at "
-                     f"{gate['holds_at']:.4g}: {_cases(gate['cases_if_holds'])}; fails {fails}")
+                     f"{gate['holds_at']:.4g}{of}: {_cases(gate['cases_if_holds'])}; "
+                     f"fails {fails}")
     if plan["suite_only"]:
         lines.append("  not planned (the whole suite decides them; ECE its bins): "
                      f"{', '.join(plan['suite_only'])}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.gates.headline import number
-from decflow.report.sections import report_headline
+from decflow.report.model import ContractRef, DatasetRef, Report
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
@@ -107,20 +107,21 @@ def _percentile_lines(method: dict[str, Any] | None) -> list[str]:
 
 def render_check(report: dict[str, Any]) -> str:
     """The whole text view, ending with the verdict line and a newline."""
-    contract, dataset = report["contract"], report["dataset"]
+    head = Report.view(report)
+    contract, dataset = head.contract or ContractRef(), head.dataset or DatasetRef()
     lines = [
-        report_headline(report),
-        f"decflow {__version__} · {contract['name']} ({contract['type']}) · "
-        f"{report['status'].upper()}",
+        head.first_line(),
+        f"decflow {__version__} · {contract.name} ({contract.type}) · "
+        f"{str(head.status).upper()}",
         "",
-        f"  dataset   {dataset['path']}  {short_hash(dataset['hash'])}",
+        f"  dataset   {dataset.path}  {short_hash(dataset.hash)}",
         "",
         *_metric_lines(report["metrics"]),
         *(f"                {line}" for line in calibration_lines(report)),
         *_percentile_lines(report.get("percentiles")),
         *_baseline_lines(report),
         *_segment_lines(report),
-        *checks(report, GATE_WIDTH),
+        *checks(head, GATE_WIDTH),
         "",
         VERDICTS[report["status"]],
     ]

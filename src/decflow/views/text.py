@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from decflow.gates.headline import ORDER, failing_first, number
+from decflow.report.model import BackendRef, ContractRef, DatasetRef, Report
 from decflow.report.modes import mode_named
-from decflow.report.sections import report_headline, status_label
+from decflow.report.run_report import GoldenMetrics
+from decflow.report.sections import status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
@@ -69,75 +71,75 @@ def preview(value: Any, width: int = PREVIEW) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def header(report: dict[str, Any]) -> list[str]:
-    contract, dataset, backend = report["contract"], report["dataset"], report["backend"]
-    model = backend.get("model") or "n/a"
+def header(report: Report) -> list[str]:
+    contract, dataset, backend = (report.contract or ContractRef(), report.dataset or DatasetRef(),
+                                  report.backend or BackendRef())
     lines = [
-        report_headline(report),
-        f"decflow {__version__} · {contract['name']} ({contract['type']}) · "
-        f"{report['status'].upper()}",
+        report.first_line(),
+        f"decflow {__version__} · {contract.name} ({contract.type}) · "
+        f"{str(report.status).upper()}",
         "",
-        f"  contract  {contract['path']}  {short_hash(contract['hash'])}",
-        f"  dataset   {dataset['path']}  {short_hash(dataset['hash'])}",
-        f"  backend   {backend['name']}: {backend['provider']} · {model}",
+        f"  contract  {contract.path}  {short_hash(contract.hash)}",
+        f"  dataset   {dataset.path}  {short_hash(dataset.hash)}",
+        f"  backend   {backend.name}: {backend.provider} · {backend.model or 'n/a'}",
     ]
-    health = report.get("health")
-    if health and health["status"] != "ok":
-        lines.append(f"  health    {health['status']}: {health['detail']}")
+    health = report.health
+    if health and health.status != "ok":
+        lines.append(f"  health    {health.status}: {health.detail}")
     return lines
 
 
 def golden_metrics(report: dict[str, Any]) -> list[str]:
-    metrics = report["metrics"]
-    counts = metrics["counts"]
-    errored = f"{counts['errored']} errored"
-    if counts["errors_by_kind"]:
-        kinds = ", ".join(f"{k} {v}" for k, v in counts["errors_by_kind"].items())
+    metrics = GoldenMetrics.model_validate(report["metrics"])
+    counts = metrics.counts
+    errored = f"{counts.errored} errored"
+    if counts.errors_by_kind:
+        kinds = ", ".join(f"{k} {v}" for k, v in counts.errors_by_kind.items())
         errored += f" ({kinds})"
-    classification, calibration = metrics["classification"], metrics["calibration"]
+    classification, calibration = metrics.classification, metrics.calibration
     accuracy = (
-        f"  Accuracy     {number(classification['accuracy'])}   "
-        f"macro-F1 {number(classification['macro_f1'])}"
+        f"  Accuracy     {number(classification.accuracy)}   "
+        f"macro-F1 {number(classification.macro_f1)}"
     )
     if report["contract"]["type"] == "score":
-        accuracy += f"   ordinal MAE {number(classification['ordinal_mae'])}"
+        accuracy += f"   ordinal MAE {number(classification.ordinal_mae)}"
     lines = [
         "",
-        f"  Cases        {counts['total']} total · {counts['succeeded']} decided · {errored} · "
-        f"{counts['labeled']} labeled",
+        f"  Cases        {counts.total} total · {counts.succeeded} decided · {errored} · "
+        f"{counts.labeled} labeled",
         accuracy,
-        f"  Calibration  ECE {number(calibration['ece'])}   Brier {number(calibration['brier'])}   "
-        f"NLL {number(calibration['nll'])}   ({calibration['bins']} bins)",
+        f"  Calibration  ECE {number(calibration.ece)}   Brier {number(calibration.brier)}   "
+        f"NLL {number(calibration.nll)}   ({calibration.bins} bins)",
         *(f"               {line}" for line in calibration_lines(report)),
     ]
-    selective = metrics.get("selective")
+    selective = metrics.selective
     if selective:
         lines.append(
-            f"  Selective    confidence >= {selective['threshold']:g}: coverage "
-            f"{number(selective['coverage'])}   "
-            f"abstention {number(selective['abstention_rate'])}   "
-            f"accuracy {number(selective['selective_accuracy'])}"
+            f"  Selective    confidence >= {selective.threshold:g}: coverage "
+            f"{number(selective.coverage)}   "
+            f"abstention {number(selective.abstention_rate)}   "
+            f"accuracy {number(selective.selective_accuracy)}"
         )
-    latency = metrics["latency"]
+    latency = metrics.latency
     lines.append(
-        f"  Latency ms   mean {number(latency['mean_ms'])}   p50 {number(latency['p50_ms'])}   "
-        f"p95 {number(latency['p95_ms'])}   max {number(latency['max_ms'])}"
+        f"  Latency ms   mean {number(latency.mean_ms)}   p50 {number(latency.p50_ms)}   "
+        f"p95 {number(latency.p95_ms)}   max {number(latency.max_ms)}"
     )
     evidence = gate_evidence_lines(report)
     lines.extend(f"  {'Evidence' if i == 0 else '':<13}{line}" for i, line in enumerate(evidence))
     return lines
 
 
-def checks(report: dict[str, Any], gate_width: int = 38) -> list[str]:
+def checks(report: Report, gate_width: int = 38) -> list[str]:
     """The Checks block of the run, check and diff views (gate names padded to `gate_width`),
     failing checks first."""
-    if not report["checks"]:
+    if not report.checks:
         return []
     lines = ["", "  Checks"]
-    for check in failing_first(report["checks"]):
-        tag = " (warning)" if check["level"] == "warning" else ""
-        status = status_label(check["status"])
-        lines.append(f"    {status:<4}  {check['gate']:<{gate_width}} {check['message']}{tag}")
+    for check in failing_first(report.checks):
+        tag = " (warning)" if check.level == "warning" else ""
+        status = status_label(check.status)
+        lines.append(f"    {status:<4}  {check.gate:<{gate_width}} {check.message}{tag}")
     return lines
 
 
@@ -161,19 +163,18 @@ def failures(report: dict[str, Any]) -> list[str]:
 
 def render(report: dict[str, Any], extra_sections: list[Section] | None = None) -> str:
     """The whole text view; `extra_sections` render between the checks and the verdict."""
+    head = Report.view(report)
     golden = mode_named(report["mode"]).fills("golden")
-    sections: list[Section] = [header]
-    if golden:
-        sections.append(golden_metrics)
+    sections: list[Section] = [golden_metrics] if golden else []
     sections.extend(extra_sections or [])
-    sections.append(checks)
-    if golden:
-        sections.append(failures)
-    lines: list[str] = []
+    lines = header(head)
     for section in sections:
         lines.extend(section(report))
+    lines.extend(checks(head))
+    if golden:
+        lines.extend(failures(report))
     lines.extend(["", VERDICTS[report["status"]]])
     # A blind suite or an axis that changed nothing qualifies the verdict itself.
-    lines.extend(f"  {caveat}" for caveat in (report.get("diagnostics") or {}).get("caveats", []))
+    lines.extend(f"  {caveat}" for caveat in head.caveats())
     # Lines quote case inputs, answers and labels: shown escaped, one line each.
     return "\n".join(escape(line) for line in lines) + "\n"

@@ -16,7 +16,7 @@ properties or axes that changed nothing are named as *not exercised* (n/a, never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -70,8 +70,8 @@ MAX_LISTED = 200
 
 
 @dataclass(frozen=True)
-class _Rows:
-    """The stored requests the diagnostics read, joined with their results."""
+class DiagnosticRows:
+    """The requests the diagnostics read, joined with their results."""
 
     originals: pl.DataFrame  # property "", one per case
     reruns: pl.DataFrame  # property "stability"
@@ -79,30 +79,39 @@ class _Rows:
     arms: pl.DataFrame  # property "counterfactual"
 
 
-def _rows(store: Store, manifests: dict[str, Manifest]) -> _Rows:
-    wanted = ("", RERUN, "paraphrase", COUNTERFACTUAL)
-    requests = store.read(
-        manifests["requests"],
-        ["request_id", "case_id", "property", "sample", "input_text", "input_json"],
-        where=pl.col("property").is_in(wanted),
-    )
-    columns = ["request_id", "selected", "probabilities", "error_kind"]
+WANTED = ("", RERUN, "paraphrase", COUNTERFACTUAL)
+REQUEST_COLUMNS = ["request_id", "case_id", "property", "sample", "input_text", "input_json"]
+RESULT_COLUMNS = ["request_id", "selected", "probabilities", "error_kind"]
+
+
+def diagnostic_rows(requests: pl.DataFrame, results: pl.DataFrame) -> DiagnosticRows:
+    """The requests the diagnostics read (`REQUEST_COLUMNS`, any others ignored) joined
+    with their results (`RESULT_COLUMNS`)."""
+    joined = requests.filter(pl.col("property").is_in(WANTED)).select(REQUEST_COLUMNS).join(
+        results.select(RESULT_COLUMNS), on="request_id", how="left")
+    by = {name: joined.filter(pl.col("property") == name) for name in WANTED}
+    return DiagnosticRows(by[""], by[RERUN], by["paraphrase"], by[COUNTERFACTUAL])
+
+
+def stored_rows(store: Store, manifests: dict[str, Manifest]) -> DiagnosticRows:
+    """The run's stored diagnostic requests joined with their results."""
+    requests = store.read(manifests["requests"], REQUEST_COLUMNS,
+                          where=pl.col("property").is_in(WANTED))
+    columns = RESULT_COLUMNS
     # A derived request's id starts with its property's name (`derive.py`), so the
     # transformed phase's results are narrowed by prefix before the join, part by part.
     named = pl.any_horizontal(
-        [pl.col("request_id").str.starts_with(f"{name}/") for name in wanted if name]
+        [pl.col("request_id").str.starts_with(f"{name}/") for name in WANTED if name]
     )
     parts = [
         store.read(phase_result_parts(manifests["results"], "originals"), columns),
         store.read(phase_result_parts(manifests["results"], "transformed"), columns, named),
     ]
     results = pl.concat([frame for frame in parts if frame.width], how="vertical")
-    joined = requests.join(results, on="request_id", how="left")
-    by = {name: joined.filter(pl.col("property") == name) for name in wanted}
-    return _Rows(by[""], by[RERUN], by["paraphrase"], by[COUNTERFACTUAL])
+    return diagnostic_rows(requests, results)
 
 
-def _identity_reasks(rows: _Rows) -> pl.DataFrame:
+def _identity_reasks(rows: DiagnosticRows) -> pl.DataFrame:
     """The paraphrase requests when every one re-asked its original input unchanged."""
     if not rows.paraphrases.height:
         return rows.paraphrases
@@ -119,7 +128,15 @@ def _identity_reasks(rows: _Rows) -> pl.DataFrame:
     return rows.paraphrases
 
 
-def _meter_input(rows: _Rows, reasks: pl.DataFrame) -> pl.DataFrame:
+def meter_input(rows: DiagnosticRows) -> pl.DataFrame | None:
+    """The meter's series, or None when the run made no rerun evidence."""
+    reasks = _identity_reasks(rows)
+    if not rows.reruns.height and not reasks.height:
+        return None
+    return _meter_input(rows, reasks)
+
+
+def _meter_input(rows: DiagnosticRows, reasks: pl.DataFrame) -> pl.DataFrame:
     """One series per case: original (repeat 0), reruns (their sample), then re-asks."""
     last = rows.reruns["sample"].max()
     after_reruns = (last if isinstance(last, int) else 0) + 1
@@ -133,7 +150,7 @@ def _meter_input(rows: _Rows, reasks: pl.DataFrame) -> pl.DataFrame:
 
 
 def _stability(
-    spec: RunSpec, contract: Contract, rows: _Rows
+    spec: RunSpec, contract: Contract, rows: DiagnosticRows
 ) -> tuple[dict[str, Any] | None, StabilityResult | None, list[Check]]:
     config = stability_config(spec, contract)
     reasks = _identity_reasks(rows)
@@ -173,18 +190,37 @@ def _blindness(
     return section, result, checks
 
 
+def stored_pair_table(store: Store, requests: Manifest) -> pl.DataFrame | None:
+    """The table of persona pairs (`pair_storage.pair_table`) the run's requests stage drew
+    for the whole suite and stored (None: the run stored none)."""
+    stored = requests.extra.get(PERSONA_PAIRS)
+    return None if stored is None else store.read(Manifest.from_dict(stored["manifest"]))
+
+
+def stored_pairs(store: Store, requests: Manifest) -> tuple[PairSet, dict[str, Any]] | None:
+    """The stored persona pairs as a `PairSet`, with the settings they were drawn with."""
+    table = stored_pair_table(store, requests)
+    if table is None:
+        return None
+    stored = requests.extra[PERSONA_PAIRS]
+    return pairs_from(table, stored["meta"]), stored["settings"]
+
+
 def _run_pairs(
     store: Store, requests: Manifest, contract: Contract, config: Counterfactual,
     cases: pl.DataFrame,
 ) -> tuple[PairSet, dict[str, Any]]:
-    """The persona pairs the run's requests stage drew and stored, with the settings it
-    drew them with. Runs stored before pairs were kept get them drawn again from this
-    contract (the arms they sent then decide which of them have results)."""
-    stored = requests.extra.get(PERSONA_PAIRS)
+    """The stored persona pairs of the run's cases (a sequential run sent only some of the
+    suite's). Runs stored before pairs were kept get them drawn again from this contract
+    (the arms they sent then decide which of them have results)."""
+    stored = stored_pairs(store, requests)
     if stored is None:
         return persona_pair_set(contract, config, cases), persona_settings(contract, config)
-    table = store.read(Manifest.from_dict(stored["manifest"]))
-    return pairs_from(table, stored["meta"]), stored["settings"]
+    pairs, settings = stored
+    sent = set(cases["case_id"].to_list())
+    return replace(pairs, pairs=[p for p in pairs.pairs if p.case_id in sent],
+                   skipped=[s for s in pairs.skipped if s["case_id"] in sent],
+                   bases={c: b for c, b in pairs.bases.items() if c in sent}), settings
 
 
 def _counterfactual(
@@ -193,7 +229,7 @@ def _counterfactual(
     store: Store,
     requests: Manifest,
     cases: pl.DataFrame,
-    rows: _Rows,
+    rows: DiagnosticRows,
     meter: StabilityResult | None,
     blind: bool,
 ) -> tuple[dict[str, Any] | None, list[Check]]:
@@ -368,7 +404,7 @@ def diagnostics_section(
     if not spec.run_mode.fills("diagnostics"):
         return None, checks
     contract = loaded.contract
-    rows = _rows(store, manifests)
+    rows = stored_rows(store, manifests)
     cases = store.read(manifests["cases"])
     stability, meter, stability_checks = _stability(spec, contract, rows)
     blindness, blind, blindness_checks = _blindness(contract, table)

@@ -17,6 +17,7 @@ import hashlib
 import io
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +36,18 @@ from decflow.pipeline.contract_run.derive import (
     selected_properties,
     stability_config,
 )
+from decflow.pipeline.contract_run.diagnostics_section import (
+    REQUEST_COLUMNS,
+    WANTED,
+    diagnostic_rows,
+    stored_pair_table,
+)
 from decflow.pipeline.contract_run.golden_section import originals
+from decflow.pipeline.contract_run.sequential_diagnostics import (
+    DiagnosticInputs,
+    diagnostic_tracked,
+    repeated_inputs,
+)
 from decflow.pipeline.contract_run.sequential_gates import (
     Design,
     GateState,
@@ -73,8 +85,8 @@ def batch_bounds(cases: int, batch: int) -> list[int]:
 
 def planned_checks(contract: Contract, spec: RunSpec) -> list[Check]:
     """The checks the run will make, as templates (gate, level, comparison, threshold):
-    golden gates in test/all, property rates in fuzz/all, and one per diagnostic, which
-    only the whole suite decides."""
+    golden gates in test/all, property rates in fuzz/all, and the diagnostics' (stability,
+    blindness, two per persona axis)."""
     checks: list[Check] = []
     mode = spec.run_mode
     if mode.fills("golden_gates"):
@@ -89,18 +101,23 @@ def planned_checks(contract: Contract, spec: RunSpec) -> list[Check]:
             checks += property_checks(None, prop, config, relation_of(prop))
     stability = stability_config(spec, contract)
     if stability is not None:
-        checks.append(_diagnostic("stability.verdict", stability.level))
+        checks.append(_template("stability.verdict", stability.level, "<=", stability.epsilon))
     blindness = contract.diagnostics.blindness if contract.diagnostics is not None else None
     if blindness is not None and mode.fills("diagnostics"):
-        checks.append(_diagnostic("blindness.max_skew", blindness.level))
+        checks.append(_template("blindness.max_skew", blindness.level, "<",
+                                blindness.threshold))
     persona = counterfactual_config(spec, contract)
     if persona is not None:
-        checks.append(_diagnostic("counterfactual.axes", persona.level))
+        for axis in persona.dimensions:
+            checks.append(_template(f"counterfactual.{axis}.max_error_rate", "requirement",
+                                    "<=", 0.0))
+            checks.append(_template(f"counterfactual.{axis}.max_flip_rate", persona.level,
+                                    "<=", persona.max_flip_rate))
     return checks
 
 
-def _diagnostic(gate: str, level: str) -> Check:
-    return Check(gate, level, gate, "<=", 0.0, None, "fail", "")  # type: ignore[arg-type]
+def _template(gate: str, level: str, comparison: str, threshold: float) -> Check:
+    return Check(gate, level, gate, comparison, threshold, None, "fail", "")  # type: ignore[arg-type]
 
 
 def comparison_rows(contract: Contract, joined: pl.DataFrame) -> pl.DataFrame:
@@ -126,18 +143,31 @@ def comparison_rows(contract: Contract, joined: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(frames) if frames else pl.DataFrame(schema=COMPARISON_COLUMNS)
 
 
-def tracked_gates(contract: Contract, checks: list[Check], order: list[str], table: pl.DataFrame,
-                  transformed: pl.DataFrame, comparisons: pl.DataFrame,
+@dataclass(frozen=True)
+class Sent:
+    """The cases a sequential run sent, in the order sent, and what its gates read of them."""
+
+    order: list[str]
+    table: pl.DataFrame  # each case with its original's result, in the order sent
+    transformed: pl.DataFrame  # (request_id, case_id, property, error_kind) of the variants
+    comparisons: pl.DataFrame  # the evaluated variants' comparisons
+    diagnostics: DiagnosticInputs | None  # None: the run has no diagnostic gate
+
+
+def tracked_gates(contract: Contract, spec: RunSpec, checks: list[Check], sent: Sent,
                   design: Design) -> list[Tracked]:
-    """Every check with its per-case values over the sent cases (`order`); `table` holds
-    the sent cases with their original's result, in the order sent."""
+    """Every check with its per-case values over the sent cases."""
+    order = sent.order
     golden = [c for c in checks if c.gate in GOLDEN_NAMES]
     rates = [c for c in checks if c.gate.partition(".")[0] in transformed_properties()
              and c.gate.partition(".")[2] in PROPERTY_GATES]
-    rest = [c for c in checks if c not in golden and c not in rates]
+    diagnostic = [c for c in checks if c.gate.startswith(DIAGNOSTIC_GATES)]
+    rest = [c for c in checks if c not in golden and c not in rates and c not in diagnostic]
     tracked = {id(t.check): t for t in [
-        *golden_tracked(contract, table, golden, design),
-        *property_tracked(contract, rates, order, transformed, comparisons, design),
+        *golden_tracked(contract, sent.table, golden, design),
+        *property_tracked(contract, rates, order, sent.transformed, sent.comparisons, design),
+        *(diagnostic_tracked(contract, spec, diagnostic, order, sent.diagnostics, design)
+          if sent.diagnostics is not None else suite_only(diagnostic, len(order))),
         *suite_only(rest, len(order)),
     ]}
     return [tracked[id(c)] for c in checks]
@@ -149,6 +179,7 @@ GOLDEN_NAMES = frozenset({
     "max_ordinal_mae",
 })
 PROPERTY_GATES = ("max_error_rate", "max_violation_rate", "max_flip_rate")
+DIAGNOSTIC_GATES = ("stability.", "blindness.", "counterfactual.")
 
 
 class SequentialCalls:
@@ -174,8 +205,15 @@ class SequentialCalls:
             pl.col("len").max())
         self.design = Design(len(self.order), float(settings["alpha"]),
                              float(settings["zero_limit"]),
-                             {p: int(n) for p, n in variants.iter_rows()})
+                             {p: int(n) for p, n in variants.iter_rows()},
+                             repeated_inputs(self.cases))
         self.checks = planned_checks(self.contract, spec)
+        self.diagnostic_requests: pl.DataFrame | None = None
+        self.pairs: pl.DataFrame | None = None
+        if any(c.gate.startswith(DIAGNOSTIC_GATES) for c in self.checks):
+            self.diagnostic_requests = store.read(self.requests_manifest, REQUEST_COLUMNS,
+                                                  where=pl.col("property").is_in(WANTED))
+            self.pairs = stored_pair_table(store, self.requests_manifest)
         parts = results.RequestParts(store, self.requests_manifest)
         self.session = results.CallSession.load_with(store, parts, key)
         self.answers: list[pl.DataFrame] = []
@@ -270,8 +308,15 @@ class SequentialCalls:
             self.comparisons.append(comparison_rows(self.contract, joined))
         comparisons = (pl.concat(self.comparisons) if self.comparisons
                        else pl.DataFrame(schema=COMPARISON_COLUMNS))
-        tracked = tracked_gates(self.contract, self.checks, sent_cases, table,
-                                transformed, comparisons, self.design)
+        diagnostics = None
+        if self.diagnostic_requests is not None:
+            rows = diagnostic_rows(self.diagnostic_requests.filter(
+                pl.col("case_id").is_in(sent_cases)), answers)
+            diagnostics = DiagnosticInputs(
+                rows, self.pairs, [b for b in self.bounds if b <= self.sent])
+        tracked = tracked_gates(self.contract, self.spec, self.checks,
+                                Sent(sent_cases, table, transformed, comparisons, diagnostics),
+                                self.design)
         self.states = advance(self.states, tracked, self.sent, self.design)
         self.stop_reason = settled(self.states, tracked)
 

@@ -2,16 +2,18 @@
 
 Every check the full run would make is tracked: golden gates and property rates as
 `RatioGate`s over the cases sent (in the order sent), limit-0 gates as the share of cases
-with an occurrence against `sequential.zero_limit`, and the rest (macro-F1, ECE, latency
-percentiles, diagnostics) as gates that only the whole suite decides. The driver
-(`sequential_calls`) and the summary both call `advance` at every batch boundary, so a
-re-built report reproduces the run's verdicts; decisions are final once made.
+with an occurrence against `sequential.zero_limit`, macro-F1, ECE and the latency p95 as
+composites of such gates (`decflow.metrics.sequential_composite`), the diagnostics as built
+by `sequential_diagnostics`, and what no evidence can decide early (a property that
+transformed nothing) as gates only the whole suite decides. The driver (`sequential_calls`)
+and the summary both call `advance` at every batch boundary, so a re-built report
+reproduces the run's verdicts; decisions are final once made.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ from decflow.metrics.sequential import (
     evaluate,
     split_alpha,
 )
+from decflow.metrics.sequential_composite import BinnedEce, Composite, Exceedance, MacroF1
 from decflow.pipeline.contract_run.golden_section import golden_arrays
 from decflow.pipeline.contract_run.transformed import judged
 
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 # Golden gate → the per-case numerator/denominator it is a ratio of, and the largest
 # numerator per unit of denominator.
 _NLL_MAX = -math.log(NLL_FLOOR)
+LATENCY_P95 = 95.0  # the percentile `max_latency_p95_ms` gates
 SUITE_ONLY = "decided over the whole suite only"
 
 
@@ -52,35 +56,36 @@ class Design:
     alpha: float
     zero_limit: float
     variants: Mapping[str, int] = field(default_factory=dict)  # property → most per case
+    # Cases whose input repeats an earlier case's (blindness counts each input once).
+    repeated: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"population": self.population, "alpha": self.alpha,
-                "zero_limit": self.zero_limit, "variants": dict(self.variants)}
+                "zero_limit": self.zero_limit, "variants": dict(self.variants),
+                "repeated": list(self.repeated)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Design:
         return cls(int(data["population"]), float(data["alpha"]), float(data["zero_limit"]),
-                   dict(data.get("variants") or {}))
+                   dict(data.get("variants") or {}), tuple(data.get("repeated") or ()))
 
 
 @dataclass(frozen=True)
 class Tracked:
-    """One check of the run and the per-case values (in the order sent) it is a ratio of;
-    `ratio` None: only the whole suite decides it."""
+    """One check of the run and the per-case values (in the order sent) it is a ratio of,
+    or the `composite` that judges it; neither: only the whole suite decides it."""
 
     check: Check
     num: np.ndarray
     den: np.ndarray
     ratio: RatioGate | None
     zero: bool = False
-    # ECE: `num` holds each case's gap (right − confidence), `den` its confidence bin (−1:
-    # the case does not count).
-    ece: BinnedGaps | None = None
+    composite: Composite | None = None
 
     @property
     def has_evidence(self) -> bool:
         """Decided by evidence before the last case (else only by the whole suite)."""
-        return self.ratio is not None or self.ece is not None
+        return self.ratio is not None or self.composite is not None
 
 
 @dataclass(frozen=True)
@@ -88,12 +93,12 @@ class GateState:
     """A tracked gate's standing: the final decision (if any), where it was made, and the
     last e-values."""
 
-    decision: str | None = None  # "pass" | "fail"
+    decision: str | None = None  # "pass" | "fail" | "not_established"
     reason: str | None = None  # "evidence" | "certain" | "suite"
     decided_at: int | None = None
     log_e_fail: float = 0.0
     log_e_pass: float = 0.0
-    looked_at: int = 0  # ECE: cases at its last look (it looks when they grew by a tenth)
+    looked_at: int = 0  # a costly composite: cases at its last look (see `_look`)
 
 
 def _ratio(check: Check, population: int, *, top: float = 1.0, den_max: float = 1.0,
@@ -125,6 +130,18 @@ def golden_tracked(contract: Contract, table: pl.DataFrame, checks: Sequence[Che
     covered = decided & (confidence >= threshold) if threshold is not None else decided
     ones = np.ones(len(errored))
     n = design.population
+    bins = contract.evaluation.calibration_bins
+    composites: dict[str, Callable[[float], Composite]] = {
+        "max_ece": lambda limit: BinnedEce(
+            BinnedGaps(limit, bins, n),
+            np.where(labeled, calibration_bin_index(confidence, bins), -1),
+            np.where(labeled, correct.astype(np.float64) - confidence, 0.0)),
+        "min_macro_f1": lambda limit: MacroF1(
+            limit, len(labels), n, np.where(labeled, expected, -1),
+            np.where(decided, selected, -1)),
+        "max_latency_p95_ms": lambda limit: Exceedance(
+            limit, LATENCY_P95, n, np.where(decided, arrays["latency_ms"], np.nan)),
+    }
     values: dict[str, tuple[np.ndarray, np.ndarray, float]] = {
         "min_accuracy": (correct, labeled, 1.0),
         "max_nll": (nll, labeled, _NLL_MAX),
@@ -138,12 +155,9 @@ def golden_tracked(contract: Contract, table: pl.DataFrame, checks: Sequence[Che
     }
     out = []
     for check in checks:
-        if check.gate == "max_ece":
-            bins = contract.evaluation.calibration_bins
-            which = np.where(labeled, calibration_bin_index(confidence, bins), -1)
-            gaps = np.where(labeled, correct.astype(np.float64) - confidence, 0.0)
-            out.append(Tracked(check, gaps, which.astype(np.float64), None,
-                               ece=BinnedGaps(check.threshold, bins, n)))
+        if check.gate in composites:
+            out.append(Tracked(check, ones, ones, None,
+                               composite=composites[check.gate](check.threshold)))
             continue
         if check.gate not in values:
             out.extend(suite_only([check], len(errored)))
@@ -151,7 +165,7 @@ def golden_tracked(contract: Contract, table: pl.DataFrame, checks: Sequence[Che
         num, den, top = values[check.gate]
         num_f, den_f = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
         if check.threshold == 0 and check.comparison == "<=":
-            out.append(_zero(check, num_f > 0, design))
+            out.append(limit_zero(check, num_f > 0, design))
         else:
             binary = check.gate == "max_error_rate"
             out.append(Tracked(check, num_f, den_f,
@@ -160,12 +174,12 @@ def golden_tracked(contract: Contract, table: pl.DataFrame, checks: Sequence[Che
 
 
 def suite_only(checks: Sequence[Check], size: int) -> list[Tracked]:
-    """Checks that only the whole suite decides (diagnostics, macro-F1, ECE, latency)."""
+    """Checks that only the whole suite decides (a property that transformed nothing)."""
     ones = np.ones(size)
     return [Tracked(check, ones, ones, None) for check in checks]
 
 
-def _zero(check: Check, occurred: np.ndarray, design: Design) -> Tracked:
+def limit_zero(check: Check, occurred: np.ndarray, design: Design) -> Tracked:
     """A limit-0 gate: the share of cases with an occurrence, against `zero_limit`."""
     gate = RatioGate(design.zero_limit, "<", design.population, binary=True)
     ones = np.ones(len(occurred))
@@ -197,7 +211,7 @@ def property_tracked(contract: Contract, checks: Sequence[Check], order: Sequenc
         rows = transformed.filter(pl.col("property") == prop)
         if gate == "max_error_rate":
             errors = rows.filter(pl.col("error_kind").is_not_null())["case_id"]
-            out.append(_zero(check, per_case(errors) > 0, design))
+            out.append(limit_zero(check, per_case(errors) > 0, design))
             continue
         evaluated = comparisons.filter(pl.col("property") == prop)
         config = configs.get(prop)
@@ -212,7 +226,7 @@ def property_tracked(contract: Contract, checks: Sequence[Check], order: Sequenc
         num = per_case(evaluated["case_id"], np.asarray(hits, dtype=np.float64))
         den = per_case(evaluated["case_id"])
         if check.threshold == 0:
-            out.append(_zero(check, num > 0, design))
+            out.append(limit_zero(check, num > 0, design))
         else:
             out.append(Tracked(check, num, den, _ratio(
                 check, design.population, den_max=float(design.variants.get(prop, 1)))))
@@ -233,11 +247,12 @@ def advance(states: Mapping[str, GateState], tracked: Sequence[Tracked], sent: i
             out[name] = state
             continue
         if complete:
-            verdict = "pass" if item.check.status == "pass" else "fail"
+            verdict = {"pass": "pass", "not_established": "not_established"}.get(
+                item.check.status, "fail")
             out[name] = GateState(verdict, "suite", sent, state.log_e_fail, state.log_e_pass)
             continue
-        if item.ece is not None:
-            out[name] = _look_at_ece(item, item.ece, state, sent, alpha)
+        if item.composite is not None:
+            out[name] = _look(item.composite, state, sent, alpha)
             continue
         if item.ratio is None:
             out[name] = state
@@ -255,25 +270,14 @@ def advance(states: Mapping[str, GateState], tracked: Sequence[Tracked], sent: i
     return out
 
 
-def _look_at_ece(item: Tracked, ece: BinnedGaps, state: GateState, sent: int,
-                 alpha: float) -> GateState:
-    """ECE's bounds cost a bisection per bin: it looks when the cases grew by a tenth
-    (fewer looks keep the guarantee)."""
-    if sent < max(1.1 * state.looked_at, 1):
+def _look(composite: Composite, state: GateState, sent: int, alpha: float) -> GateState:
+    """A composite's state after `sent` cases. Bounds that cost a bisection per label or
+    bin are looked at when the cases grew by a tenth (fewer looks keep the guarantee)."""
+    if composite.costly and sent < max(1.1 * state.looked_at, 1):
         return state
-    found, _low, _high = ece.decision(item.den[:sent], item.num[:sent], alpha)
-    return replace(state, decision=found, reason="evidence" if found else None,
-                   decided_at=sent if found else None, looked_at=sent)
-
-
-def ece_estimate(item: Tracked, sent: int) -> float | None:
-    """The ECE of the cases sent (the same sum as the full run's)."""
-    which, gaps = item.den[:sent], item.num[:sent]
-    counted = int((which >= 0).sum())
-    if not counted:
-        return None
-    return float(sum(abs(gaps[which == b].sum()) for b in np.unique(which[which >= 0])))\
-        / counted
+    found = composite.evidence(sent, alpha, interval=False)
+    return GateState(found.decision, found.reason, sent if found.decision else None,
+                     found.log_e_fail, found.log_e_pass, looked_at=sent)
 
 
 def gate_alpha(tracked: Sequence[Tracked], design: Design) -> float:
@@ -312,12 +316,15 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
         if item.ratio is not None and sent:
             found = evaluate(item.ratio, item.num[:sent], item.den[:sent], alpha)
             estimate, low, high = found.estimate, found.low, found.high
-            method = ("hypergeometric confidence sequence, without replacement" if
-                      item.ratio.binary else "betting confidence sequence, without replacement")
-        elif item.ece is not None and sent:
-            estimate = ece_estimate(item, sent)
-            low, high = item.ece.bounds(item.den[:sent], item.num[:sent], alpha)
-            method = "per-bin betting confidence sequences, without replacement (Bonferroni)"
+            method = ("hypergeometric confidence sequence, without replacement"
+                      if item.ratio.binary else
+                      "betting confidence sequence, the model's rate (no finite-suite "
+                      "correction)" if item.ratio.target == "model" else
+                      "betting confidence sequence, without replacement")
+        elif item.composite is not None and sent:
+            found = item.composite.evidence(sent, alpha, interval=True)
+            estimate, low, high = found.estimate, found.low, found.high
+            method = item.composite.method
         notes: tuple[str, ...] = ("sequential",)
         if item.zero:
             notes += (f"limit 0 judged as the share of cases with an occurrence against "

@@ -5,12 +5,15 @@ spread sequence of cases at the assumed rate, without any backend call."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from decflow.gates.checks import Check
 from decflow.metrics.sequential import RatioGate, cases_to_decide, split_alpha
 from decflow.pipeline.contract_run.sequential_calls import GOLDEN_NAMES, PROPERTY_GATES
 from decflow.properties.generate import transformed_properties
+
+RATE_GATES = GOLDEN_NAMES - {"min_macro_f1", "max_ece", "max_latency_p95_ms"}
 
 
 def assumed_rates(check: Check) -> tuple[float, float]:
@@ -22,35 +25,73 @@ def assumed_rates(check: Check) -> tuple[float, float]:
     return limit / 5, min(1.0, 4 * limit)
 
 
+@dataclass(frozen=True)
+class Planned:
+    """How a check is planned: the ratio gate standing for it, the rates at which it
+    clearly holds and clearly fails (None: at the first occurrence), the share of the
+    gate's α each side gets, and what the rates are of when that is not the gated value."""
+
+    gate: RatioGate
+    holds_at: float
+    fails_at: float | None
+    pass_share: float = 1.0
+    fail_share: float = 1.0
+    of: str | None = None
+
+
+def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> Planned | None:
+    """The planning figure's gate for `check` (None: not planned)."""
+    name, limit = check.gate, check.threshold
+    if check.comparison == "<=" and limit == 0:
+        return Planned(RatioGate(settings["zero_limit"], "<", cases, binary=True), 0.0, None)
+    prop, _, gate = name.partition(".")
+    if name in RATE_GATES or (prop in transformed_properties() and gate in PROPERTY_GATES):
+        good, bad = assumed_rates(check)
+        return Planned(RatioGate(limit, check.comparison, cases,
+                                 binary=name == "max_error_rate"), good, bad)
+    if name == "min_macro_f1":
+        good, bad = assumed_rates(check)
+        return Planned(RatioGate(limit, ">=", cases), good, bad, 1 / labels, 1 / labels,
+                       "one label's F1")
+    if name == "max_latency_p95_ms":
+        return Planned(RatioGate(0.05, "<=", cases, binary=True), 0.01, 0.2,
+                       of="the share of cases slower than the limit")
+    if name == "stability.verdict":
+        good, bad = assumed_rates(check)
+        return Planned(RatioGate(limit, "<=", cases, target="model"), good, bad)
+    if name == "blindness.max_skew":
+        return Planned(RatioGate(limit, "<", cases), max(1 / labels, limit / 2), 1.0,
+                       fail_share=1 / labels, of="the most common label's share")
+    if prop == "counterfactual" and gate.endswith("max_flip_rate"):
+        # Fair needs the excess shown below at α/2 (the other half shows the base
+        # decisions not blind).
+        return Planned(RatioGate(limit, "<=", cases, floor=-1.0, target="model"), 0.0,
+                       min(1.0, 4 * limit), pass_share=0.5, of="the excess over placebo")
+    return None
+
+
 def sequential_plan(checks: list[Check], cases: int, calls: int,
-                    settings: dict[str, Any]) -> dict[str, Any]:
+                    settings: dict[str, Any], labels: int) -> dict[str, Any]:
     """Per gate the cases needed at the assumed rates; the run's expected cases when every
-    gate clearly holds (the slowest gate) and when one rate requirement clearly fails (the
+    gate clearly holds (the slowest gate) and when one requirement clearly fails (the
     fastest; a limit-0 gate fails at its first occurrence, whenever that comes), and the
     calls they make at the suite's `calls` per case."""
-    rated = [c for c in checks if c.gate in GOLDEN_NAMES - {"min_macro_f1", "max_ece",
-                                                            "max_latency_p95_ms"}
-             or (c.gate.partition(".")[0] in transformed_properties()
-                 and c.gate.partition(".")[2] in PROPERTY_GATES)]
+    rated = [(c, p) for c in checks if (p := planned(c, cases, settings, labels)) is not None]
     bounded = [c for c in checks if c.gate == "max_ece"]  # by its bins: not planned here
     alpha = split_alpha(settings["alpha"], len(rated) + len(bounded))
     gates, passing, failing = [], [], []
-    suite_only = [c.gate for c in checks if c not in rated]  # and ECE
-    for check in rated:
-        if check.threshold == 0 and check.comparison == "<=":
-            gate = RatioGate(settings["zero_limit"], "<", cases, binary=True)
-            good, bad = 0.0, None
-        else:
-            gate = RatioGate(check.threshold, check.comparison, cases,
-                             binary=check.gate == "max_error_rate")
-            good, bad = assumed_rates(check)
-        to_pass = cases_to_decide(gate, good, alpha)
-        to_fail = 1 if bad is None else cases_to_decide(gate, bad, alpha)
+    planned_gates = {c.gate for c, _ in rated}
+    suite_only = [c.gate for c in checks if c.gate not in planned_gates]  # and ECE
+    for check, plan in rated:
+        to_pass = cases_to_decide(plan.gate, plan.holds_at, alpha * plan.pass_share)
+        to_fail = 1 if plan.fails_at is None else cases_to_decide(
+            plan.gate, plan.fails_at, alpha * plan.fail_share)
         passing.append(to_pass or cases)
-        if check.level == "requirement" and bad is not None:
+        if check.level == "requirement" and plan.fails_at is not None:
             failing.append(to_fail or cases)
-        gates.append({"gate": check.gate, "limit": check.threshold, "holds_at": good,
-                      "cases_if_holds": to_pass, "fails_at": bad, "cases_if_fails": to_fail})
+        gates.append({"gate": check.gate, "limit": check.threshold, "holds_at": plan.holds_at,
+                      "cases_if_holds": to_pass, "fails_at": plan.fails_at,
+                      "cases_if_fails": to_fail, "rates_of": plan.of})
     batch = settings.get("batch") or 1
     rounded = [min(cases, -(-n // batch) * batch) for n in (*passing, *failing)]
     if_all_hold = cases if suite_only else max(rounded[:len(passing)], default=cases)

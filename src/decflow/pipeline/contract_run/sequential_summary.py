@@ -13,7 +13,9 @@ import polars as pl
 
 from decflow.gates.checks import Check
 from decflow.pipeline.contract_run.derive import DIAGNOSTIC_PROPERTIES
-from decflow.pipeline.contract_run.sequential_calls import tracked_gates
+from decflow.pipeline.contract_run.diagnostics_section import stored_pair_table, stored_rows
+from decflow.pipeline.contract_run.sequential_calls import Sent, tracked_gates
+from decflow.pipeline.contract_run.sequential_diagnostics import DiagnosticInputs
 from decflow.pipeline.contract_run.sequential_gates import (
     Design,
     GateState,
@@ -22,6 +24,7 @@ from decflow.pipeline.contract_run.sequential_gates import (
     sequential_checks,
 )
 from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS
+from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store
 
 if TYPE_CHECKING:
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 def sequential_report(
     contract: Contract,
+    spec: RunSpec,
     store: Store,
     manifests: dict[str, Manifest],
     table: pl.DataFrame,
@@ -45,8 +49,9 @@ def sequential_report(
     ordered = table.join(position, on="case_id").sort("_order").drop("_order")
     transformed, comparisons = stored_transformed(store, manifests)
     planned = [Check.from_dict(c) for c in checks]
-    tracked = tracked_gates(contract, planned, order, ordered, transformed, comparisons,
-                            design)
+    tracked = tracked_gates(contract, spec, planned,
+                            Sent(order, ordered, transformed, comparisons,
+                                 stored_diagnostics(store, manifests, record)), design)
     states: dict[str, GateState] = {}
     for bound in record["bounds"]:
         states = advance(states, tracked, bound, design)
@@ -77,6 +82,14 @@ def sequential_report(
         "gates": gates,
     }
     return [c.to_dict() for c in judged], section
+
+
+def stored_diagnostics(store: Store, manifests: dict[str, Manifest],
+                       record: dict[str, Any]) -> DiagnosticInputs:
+    """The stored diagnostic requests and results of the sent cases, the suite's persona
+    pairs and the run's batches."""
+    return DiagnosticInputs(stored_rows(store, manifests),
+                            stored_pair_table(store, manifests["requests"]), record["bounds"])
 
 
 def stored_transformed(store: Store, manifests: dict[str, Manifest]) -> tuple[pl.DataFrame,

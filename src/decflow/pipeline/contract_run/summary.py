@@ -25,6 +25,16 @@ from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext, Stage
 from decflow.redaction import redact
+from decflow.report.model import ArtifactRef, CheckRow, Diagnostics, Health, RunRef
+from decflow.report.run_report import (
+    GoldenMetrics,
+    Properties,
+    RunBackend,
+    RunContract,
+    RunDataset,
+    RunEvaluation,
+    RunReport,
+)
 from decflow.report.versions import RUN_REPORT_VERSION
 from decflow.store.runs import report_path, write_report
 from decflow.store.store import Manifest, Store
@@ -50,13 +60,9 @@ def gate_values(gates: GoldenGates) -> dict[str, float | None]:
     return {key: getattr(gates, key) for key in GOLDEN_GATES}
 
 
-def artifact_ref(store: Store, manifest: Manifest) -> dict[str, Any]:
-    return {
-        "uri": manifest.uri,
-        "path": store.stage_prefix(manifest.stage, manifest.key),
-        "sha256": manifest.sha256,
-        "rows": manifest.rows,
-    }
+def artifact_ref(store: Store, manifest: Manifest) -> ArtifactRef:
+    return ArtifactRef(uri=manifest.uri, path=store.stage_prefix(manifest.stage, manifest.key),
+                       sha256=manifest.sha256, rows=manifest.rows)
 
 
 def model_version(results: pl.DataFrame) -> str | None:
@@ -77,7 +83,7 @@ def build_report(
     manifests: dict[str, Manifest],
     *,
     fail_on_warn: bool = False,
-) -> dict[str, Any]:
+) -> RunReport:
     contract = loaded.contract
     cases_manifest, results_manifest = manifests["cases"], manifests["results"]
     cases = store.read(cases_manifest)
@@ -103,68 +109,69 @@ def build_report(
     if sequential is not None:
         from decflow.pipeline.contract_run.sequential_summary import sequential_report
 
-        checks, sequential = sequential_report(contract, store, manifests, table, checks,
+        checks, sequential = sequential_report(contract, spec, store, manifests, table, checks,
                                                sequential)
     judged = [Check.from_dict(c) for c in checks]
     status, exit_code = status_of(judged, fail_on_warn=fail_on_warn)
     case_results, failures = golden_cases(contract, table, backend_info)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
-    return {
-        "report_version": RUN_REPORT_VERSION,
-        "decflow_version": __version__,
-        "created_at": spec.created_at,
-        "mode": spec.mode,
-        "status": status,
-        "exit_code": exit_code,
-        "headline": headline(status, judged),
-        "contract": {
-            "name": contract.decision.name,
-            "type": contract.decision.type,
-            "labels": list(contract.decision.labels),
-            "schema_version": contract.schema_version,
-            "hash": loaded.hash,
-            "path": spec.contract_path,
-        },
-        "dataset": {
-            "path": dataset["path"],
-            "hash": dataset["hash"],
-            "n_cases": dataset["n_cases"],
-            "n_labeled": dataset["n_labeled"],
-        },
-        "backend": {
-            "name": backend_info["name"],
-            "provider": backend_info["provider"],
-            "model": backend_info["model"],
-            "model_version": model_version(_model_versions(store, results_manifest)),
-            "details": backend_info["details"],
-        },
-        "health": results_manifest.extra.get("health"),
-        "evaluation": {
-            "confidence_threshold": evaluation.confidence_threshold,
-            "calibration_bins": evaluation.calibration_bins,
-            "probability_tolerance": evaluation.probability_tolerance,
-            "max_concurrency": spec.max_concurrency or evaluation.max_concurrency,
-        },
-        "requirements": gate_values(contract.requirements),
-        "warnings": gate_values(contract.warnings),
-        "metrics": metrics,
-        "calibration": calibration,
-        "gate_evidence": golden_gate_evidence(metrics, contract.requirements, contract.warnings)
+    health = results_manifest.extra.get("health")
+    return RunReport(
+        report_version=RUN_REPORT_VERSION,
+        decflow_version=__version__,
+        created_at=spec.created_at,
+        mode=spec.mode,
+        status=status,
+        exit_code=exit_code,
+        headline=headline(status, judged),
+        contract=RunContract(
+            name=contract.decision.name,
+            type=contract.decision.type,
+            labels=list(contract.decision.labels),
+            schema_version=contract.schema_version,
+            hash=loaded.hash,
+            path=spec.contract_path,
+        ),
+        dataset=RunDataset(
+            path=dataset["path"],
+            hash=dataset["hash"],
+            n_cases=dataset["n_cases"],
+            n_labeled=dataset["n_labeled"],
+        ),
+        backend=RunBackend(
+            name=backend_info["name"],
+            provider=backend_info["provider"],
+            model=backend_info["model"],
+            model_version=model_version(_model_versions(store, results_manifest)),
+            details=backend_info["details"],
+        ),
+        health=None if health is None else Health.model_validate(health),
+        evaluation=RunEvaluation(
+            confidence_threshold=evaluation.confidence_threshold,
+            calibration_bins=evaluation.calibration_bins,
+            probability_tolerance=evaluation.probability_tolerance,
+            max_concurrency=spec.max_concurrency or evaluation.max_concurrency,
+        ),
+        requirements=gate_values(contract.requirements),
+        warnings=gate_values(contract.warnings),
+        metrics=GoldenMetrics.model_validate(metrics),
+        calibration=calibration,
+        gate_evidence=golden_gate_evidence(metrics, contract.requirements, contract.warnings)
         if gated else [],
-        "checks": checks,
-        "failures": failures if mode.fills("golden") else [],
-        "results": case_results,
-        "properties": properties,
-        "diagnostics": diagnostics,
-        **({"sequential": sequential} if sequential is not None else {}),
-        "run": {
-            "id": spec.run_id,
-            "store": store.location,
-            "regated_at": None,
-            "artifacts": {name: artifact_ref(store, m) for name, m in manifests.items()},
-        },
-    }
+        checks=[CheckRow.model_validate(c) for c in checks],
+        failures=failures if mode.fills("golden") else [],
+        results=case_results,
+        properties=None if properties is None else Properties.model_validate(properties),
+        diagnostics=None if diagnostics is None else Diagnostics.model_validate(diagnostics),
+        sequential=sequential,
+        run=RunRef(
+            id=spec.run_id,
+            store=store.location,
+            regated_at=None,
+            artifacts={name: artifact_ref(store, m) for name, m in manifests.items()},
+        ),
+    )
 
 
 def _mode(context: RunContext) -> dict[str, Any]:
@@ -177,13 +184,14 @@ def _compute_summary(context: RunContext, key: str) -> Manifest:
     upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM
                 if name in context.manifests}
     # whatever a backend echoed of a credential leaves no trace in any view of it
-    report = redact(build_report(context.loaded, spec, store, upstream,
-                                 fail_on_warn=context.fail_on_warn))
-    checks = pl.DataFrame(report["checks"], schema=CHECKS_SCHEMA)
-    verdict = {"status": report["status"], "exit_code": report["exit_code"],
-               "headline": report["headline"], "report": report_path(spec.run_id)}
+    built = build_report(context.loaded, spec, store, upstream, fail_on_warn=context.fail_on_warn)
+    checks = pl.DataFrame(redact([c.to_dict() for c in built.checks]), schema=CHECKS_SCHEMA)
+    verdict = redact({"status": built.status, "exit_code": built.exit_code,
+                      "headline": built.headline, "report": report_path(spec.run_id)})
     manifest = store.publish("summary", key, checks, extra=verdict)
-    report["run"]["artifacts"]["summary"] = artifact_ref(store, manifest)
+    assert built.run is not None and built.run.artifacts is not None  # built above
+    built.run.artifacts["summary"] = artifact_ref(store, manifest)
+    report = redact(built.to_dict())
     write_report(store, spec.run_id, report)
     context.outputs["report"] = report
     return manifest

@@ -38,6 +38,17 @@ from decflow.pipeline.production.stages import CheckContext, CheckSpec, stored_a
 from decflow.pipeline.production.statistics import Aggregates, binning
 from decflow.pipeline.stage import Stage
 from decflow.redaction import redact
+from decflow.report.check_report import (
+    CheckBaseline,
+    CheckConfig,
+    CheckContract,
+    CheckEvaluation,
+    CheckMetrics,
+    CheckReport,
+    Records,
+    Segment,
+)
+from decflow.report.model import CheckRow, RunRef
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import report_path, write_report, write_run_record
 from decflow.store.store import Manifest, Store
@@ -54,16 +65,16 @@ CHECKS_SCHEMA = pl.Schema({"gate": pl.String, "level": pl.String, "status": pl.S
 
 def contract_block(
     contract: Contract, path: str | None, contract_hash: str | None
-) -> dict[str, Any]:
+) -> CheckContract:
     decision = contract.decision
-    return {
-        "name": decision.name,
-        "type": decision.type,
-        "labels": list(decision.labels),
-        "schema_version": getattr(contract, "schema_version", "0.1"),
-        "hash": contract_hash,
-        "path": path,
-    }
+    return CheckContract(
+        name=decision.name,
+        type=decision.type,
+        labels=list(decision.labels),
+        schema_version=getattr(contract, "schema_version", "0.1"),
+        hash=contract_hash,
+        path=path,
+    )
 
 
 def production_calibration(
@@ -85,14 +96,14 @@ def production_calibration(
     return section, checks
 
 
-def config_block(production: Production) -> dict[str, Any]:
-    return {
-        "segments": [key.strip() for key in production.segments],
-        "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
-        "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
-        "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
-        "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
-    }
+def config_block(production: Production) -> CheckConfig:
+    return CheckConfig(
+        segments=[key.strip() for key in production.segments],
+        requirements=gate_settings(production.requirements, PRODUCTION_GATES),
+        warnings=gate_settings(production.warnings, PRODUCTION_GATES),
+        segment_requirements=gate_settings(production.segment_requirements, SEGMENT_GATES),
+        segment_warnings=gate_settings(production.segment_warnings, SEGMENT_GATES),
+    )
 
 
 def _segment_entries(
@@ -139,7 +150,7 @@ def summarize(
     contract_hash: str | None = None,
     fail_on_warn: bool = False,
     created_at: str,
-) -> dict[str, Any]:
+) -> CheckReport:
     """Metrics, drift, gates and segments → the check report."""
     n_bins, threshold = binning(contract)
     metrics = production_metrics(aggregates.overall, n_bins, threshold)
@@ -152,41 +163,41 @@ def summarize(
     checks += segment_check_list
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
     evaluation = contract.evaluation
-    report: dict[str, Any] = {
-        "report_version": REPORT_VERSION,
-        "decflow_version": decflow.__version__,
-        "kind": "check",
-        "created_at": created_at,
-        "status": status,
-        "exit_code": exit_code,
-        "headline": headline(status, checks),
-        "contract": contract_block(contract, contract_path, contract_hash),
-        "evaluation": {
-            "confidence_threshold": evaluation.confidence_threshold,
-            "calibration_bins": evaluation.calibration_bins,
-            "probability_tolerance": evaluation.probability_tolerance,
-            "max_concurrency": evaluation.max_concurrency,
-        },
-        "config": config_block(contract.production),
-        "dataset": {
-            "path": aggregates.path,
-            "hash": aggregates.hash,
-            "n_records": aggregates.overall.total,
-            "n_outcomes": aggregates.overall.with_outcome,
-            "n_correctness": aggregates.overall.with_correctness,
-            "partitions": len(aggregates.files),
-        },
-        "baseline": None if baseline is None else baseline.block,
-        "metrics": metrics,
-        "calibration": calibration,
-        "drift": drift_values,
-        "segments": segments,
-        "checks": [c.to_dict() for c in checks],
-        "percentiles": percentile_method(_sketched(aggregates)),
-        "records_inline": aggregates.records is not None,
-    }
+    report = CheckReport(
+        report_version=REPORT_VERSION,
+        decflow_version=decflow.__version__,
+        kind="check",
+        created_at=created_at,
+        status=status,
+        exit_code=exit_code,
+        headline=headline(status, checks),
+        contract=contract_block(contract, contract_path, contract_hash),
+        evaluation=CheckEvaluation(
+            confidence_threshold=evaluation.confidence_threshold,
+            calibration_bins=evaluation.calibration_bins,
+            probability_tolerance=evaluation.probability_tolerance,
+            max_concurrency=evaluation.max_concurrency,
+        ),
+        config=config_block(contract.production),
+        dataset=Records(
+            path=aggregates.path,
+            hash=aggregates.hash,
+            n_records=aggregates.overall.total,
+            n_outcomes=aggregates.overall.with_outcome,
+            n_correctness=aggregates.overall.with_correctness,
+            partitions=len(aggregates.files),
+        ),
+        baseline=None if baseline is None else CheckBaseline.model_validate(baseline.block),
+        metrics=CheckMetrics.model_validate(metrics),
+        calibration=calibration,
+        drift=drift_values,
+        segments=[Segment.model_validate(entry) for entry in segments],
+        checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
+        percentiles=percentile_method(_sketched(aggregates)),
+        records_inline=aggregates.records is not None,
+    )
     if aggregates.records is not None:
-        report["records"] = aggregates.records
+        report.records = aggregates.records  # written last, as a list of plain records
     return report
 
 
@@ -280,13 +291,14 @@ def _summarize(context: CheckContext, key: str) -> Manifest:
                           merged=context.outputs.get("merged")),
         records, spec.plan.files)
     against = None if spec.baseline is None else load_baseline(context, spec.baseline)
-    report = summarize(loaded.contract, statistics, against, contract_path=spec.contract_path,
-                       contract_hash=loaded.hash, fail_on_warn=context.fail_on_warn,
-                       created_at=spec.created_at)
-    report = redact(report)  # records may hold a credential it names
+    built = summarize(loaded.contract, statistics, against, contract_path=spec.contract_path,
+                      contract_hash=loaded.hash, fail_on_warn=context.fail_on_warn,
+                      created_at=spec.created_at)
+    if spec.run_id:
+        built.run = RunRef(id=spec.run_id, store=store.location)
+    report = redact(built.to_dict())  # records may hold a credential it names
     verdict: dict[str, Any] = {"status": report["status"], "exit_code": report["exit_code"]}
     if spec.run_id:
-        report["run"] = {"id": spec.run_id, "store": store.location}
         record_check(store, spec.run_id, report, manifest)
         verdict["report"] = report_path(spec.run_id)
     context.outputs["report"] = report

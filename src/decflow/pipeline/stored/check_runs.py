@@ -55,7 +55,7 @@ def stored_check(store: Store, name: str, decision: str) -> tuple[str, dict[str,
         raise DecflowError(
             f"--baseline '{name}' is neither records or a report (no such file or folder) "
             f"nor a run id in the store {store.url} (see `decflow runs`)")
-    report, _source, _ = load_verified(run_id, store)
+    report = load_verified(run_id, store)[0].to_dict()
     if report.get("kind") != "check":
         raise DecflowError(f"run {run_id} is {_kind(report)}, not a check run: a check's "
                            "baseline is records, a check report or a check run")

@@ -19,6 +19,8 @@ from decflow.pipeline.contract_run.runner import stored_manifests
 from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stored.check_runs import regate_check
+from decflow.report.model import ContractRef, Report, RunRef
+from decflow.report.run_report import RunReport
 from decflow.store.runs import REPORT, now_iso, read_run_json, read_run_record
 from decflow.store.store import Store
 
@@ -26,16 +28,15 @@ if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
     from decflow.contracts.loader import LoadedContract
 
-def same_decision(contract: Contract, report: dict[str, Any]) -> None:
-    stored = report["contract"]
+def same_decision(contract: Contract, stored: ContractRef) -> None:
     decision = contract.decision
     if (decision.name, decision.type, list(decision.labels)) != (
-        stored["name"], stored["type"], list(stored["labels"])
+        stored.name, stored.type, stored.labels
     ):
         raise DecflowError(
             f"cannot re-gate: the contract describes '{decision.name}' ({decision.type}: "
-            f"{', '.join(decision.labels)}) but the run is '{stored['name']}' "
-            f"({stored['type']}: {', '.join(stored['labels'])})"
+            f"{', '.join(decision.labels)}) but the run is '{stored.name}' "
+            f"({stored.type}: {', '.join(stored.labels)})"
         )
 
 
@@ -45,23 +46,24 @@ def regate_stored_run(
 ) -> dict[str, Any]:
     record = read_run_record(store, run_id)
     spec = replace(RunSpec.from_dict(record["spec"]), contract_path=contract_path)
-    stored_report = read_run_json(store, run_id, REPORT)
-    same_decision(loaded.contract, stored_report)
+    stored_report = Report.view(read_run_json(store, run_id, REPORT))
+    same_decision(loaded.contract, stored_report.contract or ContractRef())
     manifests = {
         name: m for name, m in stored_manifests(store, run_id).items() if name in SUMMARY_UPSTREAM
     }
     report = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
-    report["created_at"] = stored_report["created_at"]
-    report["run"]["regated_at"] = now_iso()
-    return report
+    report.created_at = stored_report.created_at
+    if report.run is not None:
+        report.run.regated_at = now_iso()
+    return report.to_dict()
 
 
-def inline_tables(report: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def inline_tables(report: RunReport) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Cases and results tables rebuilt from a report's inline per-case results."""
-    labels = report["contract"]["labels"]
+    labels = report.contract.labels
     cases: dict[str, list[Any]] = {name: [] for name in CASES_SCHEMA}
     results: dict[str, list[Any]] = {name: [] for name in RESULTS_SCHEMA}
-    for position, item in enumerate(report["results"], start=1):
+    for position, item in enumerate(report.results, start=1):
         value = item["input"]
         cases["case_id"].append(item["case_id"])
         cases["input_text"].append(value if isinstance(value, str) else None)
@@ -89,35 +91,35 @@ def inline_tables(report: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def regate_inline(
-    report: dict[str, Any], loaded: LoadedContract, contract_path: str, *,
+    report: RunReport, loaded: LoadedContract, contract_path: str, *,
     fail_on_warn: bool,
 ) -> dict[str, Any]:
     """Re-gate the golden part of a standalone report (its artifacts are not reachable)."""
     import uuid
 
-    same_decision(loaded.contract, report)
+    same_decision(loaded.contract, report.contract)
     cases, results = inline_tables(report)
     store = Store(f"memory://decflow-regate-{uuid.uuid4().hex}")
-    dataset = report["dataset"]
-    backend = report["backend"]
+    backend = report.backend
     manifests = {
-        "cases": store.publish("cases", "inline", cases, extra=dict(dataset)),
+        "cases": store.publish("cases", "inline", cases, extra=report.dataset.to_dict()),
         "results": store.publish(
             "results", "inline", results,
-            extra={"backend": {k: backend[k] for k in ("name", "provider", "model", "details")},
-                   "health": report.get("health")},
+            extra={"backend": {"name": backend.name, "provider": backend.provider,
+                               "model": backend.model, "details": backend.details},
+                   "health": None if report.health is None else report.health.to_dict()},
         ),
     }
     spec = RunSpec(
         contract_path=contract_path,
         store_url=store.url,
-        run_id=(report.get("run") or {}).get("id") or "inline",
+        run_id=(report.run.id if report.run else None) or "inline",
         mode="test",
-        created_at=report["created_at"],
+        created_at=report.created_at or now_iso(),
     )
     regated = build_report(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)
-    regated["run"] = {"id": spec.run_id, "store": None, "regated_at": now_iso(), "artifacts": {}}
-    return regated
+    regated.run = RunRef(id=spec.run_id, store=None, regated_at=now_iso(), artifacts={})
+    return regated.to_dict()
 
 
 def show_or_regate(
@@ -131,12 +133,15 @@ def show_or_regate(
 
     report, _source, run_id = load_verified(target, store)
     if contract_path is None:
-        if fail_on_warn and report["status"] == "warn":
-            return {**report, "exit_code": 1}
-        return report
+        if fail_on_warn and report.status == "warn":
+            return {**report.to_dict(), "exit_code": 1}
+        return report.to_dict()
     loaded = load_contract(contract_path)
-    if report.get("kind") == "check":
-        return regate_check(report, loaded, contract_path, fail_on_warn=fail_on_warn)
+    if report.kind == "check":
+        return regate_check(report.to_dict(), loaded, contract_path, fail_on_warn=fail_on_warn)
+    if not isinstance(report, RunReport):
+        raise DecflowError(f"{target}: a {report.kind} report has no gates to re-gate; "
+                           "re-gate a contract run or a check run")
     if run_id is not None:
         return regate_stored_run(store, run_id, loaded, contract_path, fail_on_warn=fail_on_warn)
     return regate_inline(report, loaded, contract_path, fail_on_warn=fail_on_warn)

@@ -195,7 +195,8 @@ def replay_target(
     from decflow.contracts import load_contract
     from decflow.report.loading import load_verified
 
-    report, source, _run_id = load_verified(target, store)
+    verified, source, _run_id = load_verified(target, store)
+    report = verified.to_dict()
     path = contract or stored_contract(report, store) or report["contract"]["path"]
     try:
         loaded = load_contract(path)

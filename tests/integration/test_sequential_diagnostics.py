@@ -1,0 +1,157 @@
+"""Sequential runs with diagnostics through the real stage graph, against a planted model
+behind the HTTP backend (`tests.support.planted`: flaky cases turn over on every odd rerun,
+biased cases' persona arms turn over at some places of worship): a clearly passing suite
+with stability, blindness, a persona axis, macro-F1 and latency p95 stops early with the
+full run's status; a model at its stability limit runs to the end and equals the full run;
+an unstable or biased model stops at the proof; a resumed run equals an uninterrupted one;
+`stability --sequential` decides the meter alone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from decflow.pipeline.contract_run import results
+from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
+from decflow.pipeline.spec import RunSpec
+from decflow.store.store import Store
+from tests.support.cli import run_cli
+from tests.support.compare import normalized
+from tests.support.planted import planted_diagnostics_contract
+from tests.support.servers.planted import PlantedServer
+
+SETTINGS = {"alpha": 0.05, "max_cases": None, "batch": 16, "seed": 0, "zero_limit": 0.02}
+DIAGNOSTICS = ("stability.verdict", "blindness.max_skew", "counterfactual.religion.max_flip_rate",
+               "counterfactual.religion.max_error_rate")
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with PlantedServer() as server:
+        yield server.url("/decide")
+
+
+def run(contract: Path, store: Path, run_id: str, sequential: dict[str, Any] | None = None,
+        mode: str = "all") -> dict[str, Any]:
+    spec = RunSpec(contract_path=str(contract), store_url=str(store), run_id=run_id,
+                   mode=mode, sequential=sequential, healthcheck=False)  # type: ignore[arg-type]
+    return run_contract(spec, Store(str(store)))
+
+
+def statuses(report: dict[str, Any]) -> dict[str, str]:
+    return {c["gate"]: c["status"] for c in report["checks"]}
+
+
+def gates(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {g["gate"]: g for g in report["sequential"]["gates"]}
+
+
+def test_clearly_passing_suite_with_diagnostics_stops_early(tmp_path: Path, url: str) -> None:
+    contract = planted_diagnostics_contract(
+        tmp_path / "suite", 800, url, wrong=0.02, flaky=0.0, biased=0.0,
+        requirements={"min_accuracy": 0.85, "min_macro_f1": 0.8, "max_latency_p95_ms": 5000})
+    full = run(contract, tmp_path / "store", "full")
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS)
+    assert full["status"] == seq["status"] == "pass"
+    assert set(DIAGNOSTICS) <= set(statuses(seq))
+    section = seq["sequential"]
+    assert section["stop_reason"] == "every gate decided"
+    assert section["calls_made"] * 2.5 < section["calls_full"]
+    decided = gates(seq)
+    for gate in (*DIAGNOSTICS, "min_macro_f1", "max_latency_p95_ms"):
+        assert decided[gate]["decision"] == "pass", gate
+        assert decided[gate]["cases_used"] < 800, gate
+    assert decided["counterfactual.religion.max_flip_rate"]["low"] < 0.0
+    stability = next(c for c in seq["checks"] if c["gate"] == "stability.verdict")
+    assert stability["evidence"]["verdict"] == "holds"
+    assert "model" in stability["evidence"]["method"]
+
+
+def test_model_at_its_stability_limit_runs_to_the_end(tmp_path: Path, url: str) -> None:
+    contract = planted_diagnostics_contract(tmp_path / "suite", 300, url, wrong=0.0,
+                                            flaky=0.05, biased=0.0)
+    full = run(contract, tmp_path / "store", "full")
+    seq = run(contract, tmp_path / "store", "seq", {**SETTINGS, "batch": 8})
+    assert seq["sequential"]["cases_sent"] == 300
+    assert statuses(seq) == statuses(full)
+    assert statuses(full)["stability.verdict"] == "not_established"
+    meter = (seq["diagnostics"] or {})["stability"]
+    assert meter == full["diagnostics"]["stability"]
+
+
+@pytest.mark.parametrize(("flaky", "biased", "gate"), [
+    (0.4, 0.0, "stability.verdict"),
+    (0.0, 0.5, "counterfactual.religion.max_flip_rate"),
+])
+def test_unstable_or_biased_model_stops_at_the_proof(tmp_path: Path, url: str, flaky: float,
+                                                     biased: float, gate: str) -> None:
+    contract = planted_diagnostics_contract(tmp_path / "suite", 1000, url, wrong=0.0,
+                                            flaky=flaky, biased=biased)
+    seq = run(contract, tmp_path / "store", "seq", SETTINGS)
+    assert seq["status"] == "fail"
+    assert seq["sequential"]["stop_reason"] == f"requirement {gate} shown to fail"
+    assert seq["sequential"]["cases_sent"] <= 200
+    found = gates(seq)[gate]
+    assert found["decision"] == "fail" and found["low"] > 0.05
+
+
+def test_resumed_run_with_diagnostics_equals_an_uninterrupted_one(
+        tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    contract = planted_diagnostics_contract(tmp_path / "suite", 500, url, wrong=0.02,
+                                            flaky=0.01, biased=0.0)
+    whole = run(contract, tmp_path / "store", "whole", SETTINGS)
+    calls = {"n": 0}
+    real = results.call_rows
+
+    def crashing(*args: Any, **kwargs: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] > 9:
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(results, "call_rows", crashing)
+    with pytest.raises(RuntimeError):
+        run(contract, tmp_path / "store", "crashed", SETTINGS)
+    monkeypatch.setattr(results, "call_rows", real)
+    store = Store(str(tmp_path / "store"))
+    resumed = run_contract(resumed_spec(store, "crashed", str(contract), "all"), store)
+    keyed = ("results", "minimized", "cases", "requests", "comparisons", "summary")
+    left, right = normalized(whole, keyed), normalized(resumed, keyed)
+    for report in (left, right):
+        for key in ("call_seconds", "seconds_saved"):
+            report["sequential"].pop(key)
+    assert left == right
+
+
+def test_stability_command_runs_the_meter_sequentially(tmp_path: Path, url: str) -> None:
+    contract = planted_diagnostics_contract(tmp_path / "suite", 600, url, wrong=0.0,
+                                            flaky=0.0, biased=0.0)
+    code, out, err = run_cli("stability", str(contract), "--sequential", "--batch", "16",
+                             "--no-healthcheck", "-f", "json", "--store",
+                             str(tmp_path / "store"))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["sequential"]["cases_sent"] < 600
+    assert gates(report)["stability.verdict"]["decision"] == "pass"
+
+
+def test_plan_counts_the_diagnostic_gates(tmp_path: Path, url: str) -> None:
+    contract = planted_diagnostics_contract(
+        tmp_path / "suite", 2000, url, wrong=0.0, flaky=0.0, biased=0.0,
+        requirements={"min_accuracy": 0.85, "max_latency_p95_ms": 5000})
+    code, out, err = run_cli("test", str(contract), "--all", "--sequential", "--plan",
+                             "-f", "json", "--store", str(tmp_path / "store"))
+    assert code == 0, err
+    plan = json.loads(out)["sequential"]
+    planned = {g["gate"]: g for g in plan["gates"]}
+    assert set(DIAGNOSTICS) | {"max_latency_p95_ms"} <= set(planned)
+    assert plan["suite_only"] == []
+    assert planned["stability.verdict"]["holds_at"] == pytest.approx(0.01)
+    assert planned["counterfactual.religion.max_flip_rate"]["rates_of"] == (
+        "the excess over placebo")
+    # The issue's bar for a clear pass: at least 5x fewer calls than the full suite.
+    assert plan["calls_if_all_hold"] * 5 <= plan["calls_full"]
