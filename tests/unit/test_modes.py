@@ -10,8 +10,8 @@ import pytest
 
 from decflow.errors import DecflowError, ReportError
 from decflow.pipeline.contract_run.runner import STAGE_BY_NAME, stages_for
-from decflow.report.model import RunReport
 from decflow.report.modes import MODES, STAGES, ModeName, mode_named
+from decflow.report.run_report import RunReport
 from tests.support.paths import FIXTURES
 
 BASE = ("cases", "requests", "results")

@@ -23,25 +23,25 @@ Z95 = 1.6448536269514722  # one-sided 95 %
 def test_tango_statistic_by_hand() -> None:
     # b=12, c=4, n=50 at δ0 = 0.1: A = 100, B = -16 + (100 - 12 + 4)·0.1 = -6.8,
     # C = -4·0.1·0.9 = -0.36, p21 = (√(6.8² + 4·100·0.36) + 6.8) / 200,
-    # Z = (12 - 4 - 5) / √(50·(2·p21 + 0.09)), with the numerator 3 - 0.5 corrected.
+    # Z = (12 - 4 - 5) / √(50·(2·p21 + 0.09)), with the numerator 3 - 1 corrected.
     p21 = (math.sqrt(6.8**2 + 144.0) + 6.8) / 200.0
     assert p21 == pytest.approx(0.1029637586, abs=1e-9)  # √190.24 = 13.7927517
     variance = 50 * (2 * p21 + 0.09)
     assert tango_statistic(12, 4, 50, 0.1, 0.0) == pytest.approx(3.0 / math.sqrt(variance))
-    assert tango_statistic(12, 4, 50, 0.1) == pytest.approx(2.5 / math.sqrt(variance))
+    assert tango_statistic(12, 4, 50, 0.1) == pytest.approx(2.0 / math.sqrt(variance))
     # at δ0 = 0 it is McNemar's score statistic (b - c)/√(b + c), here corrected
     assert tango_statistic(30, 10, 1000, 0.0, 0.0) == pytest.approx(20 / math.sqrt(40))
-    assert tango_statistic(30, 10, 1000, 0.0) == pytest.approx(19.5 / math.sqrt(40))
+    assert tango_statistic(30, 10, 1000, 0.0) == pytest.approx(19.0 / math.sqrt(40))
     # b=30, c=10, n=1000 at δ0 = 0.02: B = -0.4, C = -0.196, p21 = 0.01, Z = 0
     assert tango_statistic(30, 10, 1000, 0.02) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_tango_bounds_by_hand() -> None:
-    # No discordant case: for δ > 0, Z(δ) = -(nδ - 0.5)/√(nδ(1 - δ)), so the upper bound
-    # solves (n² + z²n)δ² - (n + z²n)δ + 0.25 = 0 (larger root); the lower bound mirrors it.
+    # No discordant case: for δ > 0, Z(δ) = -(nδ - 1)/√(nδ(1 - δ)), so the upper bound
+    # solves (n² + z²n)δ² - (2n + z²n)δ + 1 = 0 (larger root); the lower bound mirrors it.
     n, zz = 10, Z95**2
-    a, b = n * n + zz * n, n + zz * n
-    expected = (b + math.sqrt(b * b - a)) / (2 * a)
+    a, b = n * n + zz * n, 2 * n + zz * n
+    expected = (b + math.sqrt(b * b - 4 * a)) / (2 * a)
     low, high = tango_bounds(0, 0, n)
     assert high == pytest.approx(expected, abs=1e-10)
     assert low == pytest.approx(-high, abs=1e-10)

@@ -1,18 +1,20 @@
 """The typed report models: what a report is, for the code that builds one and the code
 that reads one.
 
-The contract run's summary stage builds a `RunReport` and writes its `to_dict()`; loading
-validates a report file into one (`RunReport.read`), and the views read the parts every
-report kind shares (identity, checks, status, headline) through `Report`. The models live
-in `report/`, below `pipeline/` (the builders) and `views/` (the readers), so both import
-them and neither imports the other.
+Every report kind is a `Report`: what it is about (contract, dataset, backend, health,
+evaluation), its verdict (status, exit code, headline) and checks, the parts every view
+reads (`Report.view`). A kind's model narrows it: `RunReport` (`report/run_report.py`),
+`CheckReport` (`report/check_report.py`), `DiffReport` (here). The stage that writes a
+report builds its model and writes its `to_dict()`; loading validates a report file into
+one (`read`). The models live in `report/`, below `pipeline/` (the builders) and `views/`
+(the readers), so both import them and neither imports the other.
 
 A report file is untrusted input: hand-edited, truncated, or written by another tool. The
 models are strict (a number is a finite JSON number, not the string "0.5" or a 400-digit
 integer), so a malformed file ends as one `ReportError` naming the field, never as a
 traceback from deep inside a view. Unknown fields are allowed and kept: DecGuard 0.1 and
 older decflow reports differ, newer decflow versions may add some, and sections not typed
-here yet (metrics, calibration, sequential) stay plain JSON.
+yet (calibration, sequential, a diff's metrics, most of a check's) stay plain JSON.
 
 A model writes back exactly the keys it was given, in the order given (built or read):
 the JSON a stage writes is the one its builder spelled, and a report read and written
@@ -40,7 +42,6 @@ from decflow.contracts.problems import describe, problems_from
 from decflow.errors import ReportError
 from decflow.gates.checks import Check, CheckStatus, Level, Verdict
 from decflow.gates.headline import headline
-from decflow.report.modes import ModeName
 from decflow.untrusted import quote
 
 SHOWN_PROBLEMS = 5
@@ -361,195 +362,3 @@ class DiffReport(Report):
     changes: PerCase
     evidence: dict[str, Any]
     gates_from: str | None = None
-
-
-# -- a contract run's golden metrics (`decflow.metrics.golden_metrics`) ------------------
-
-
-class Counts(Open):
-    total: Count
-    succeeded: Count
-    errored: Count
-    labeled: Count
-    errors_by_kind: dict[str, Count] = {}
-    error_rate: Number | None = None
-
-
-class Classification(Open):
-    accuracy: Number | None
-    macro_f1: Number | None
-    per_label: dict[str, dict[str, Any]] = {}  # label → precision, recall, f1, support
-    ordinal_mae: Number | None = None  # score decisions
-
-
-class CalibrationMetrics(Open):
-    ece: Number | None
-    brier: Number | None
-    nll: Number | None
-    bins: Count
-    reliability: list[dict[str, Any]] = []  # one entry per bin: edges, count, accuracy
-
-
-class Selective(Open):
-    """Coverage and accuracy at the contract's confidence threshold."""
-
-    threshold: Number
-    coverage: Number | None
-    abstention_rate: Number | None = None
-    selective_accuracy: Number | None
-
-
-class Latency(Open):
-    mean_ms: Number | None
-    p50_ms: Number | None
-    p95_ms: Number | None
-    max_ms: Number | None
-
-
-class GoldenMetrics(Open):
-    counts: Counts
-    classification: Classification
-    calibration: CalibrationMetrics
-    selective: Selective | None = None
-    latency: Latency
-
-
-# -- a contract run's report ------------------------------------------------------------
-
-
-class RunContract(ContractRef):
-    name: str
-    type: DecisionType
-    labels: list[str] = Field(min_length=2)
-    path: str
-    hash: str | None
-
-
-class RunDataset(DatasetRef):
-    path: str
-    hash: str | None
-
-
-class RunBackend(BackendRef):
-    name: str
-    provider: str
-
-
-class RunEvaluation(Evaluation):
-    calibration_bins: Bins
-    probability_tolerance: Number
-
-
-class Result(Checked):
-    case_id: str
-    decision: str
-    backend: str
-    labels: list[str]
-    probabilities: dict[str, Number]
-    selected: str
-    confidence: Number
-    latency_ms: Number | None
-
-
-class Error(Checked):
-    kind: str
-    message: str
-
-
-class ResultItem(Checked):
-    case_id: str
-    input: Input
-    expected: str | None = None
-    result: Result | None
-    error: Error | None
-
-
-class Failure(Checked):
-    case_id: str
-    kind: str
-    input: Input
-    expected: str | None = None
-    selected: str | None = None
-    confidence: Number | None = None
-    error: str | None = None
-
-
-class PropertySummary(Open):
-    property: str
-    n_evaluated: Count
-    n_violations: Count
-    violation_rate: Number | None
-    n_flips: Count
-    flip_rate: Number | None
-    max_tv_distance: Number | None
-    n_errors: Count
-    n_skipped: Count
-
-
-class Skipped(Checked):
-    property: str
-    case_id: str
-    reason: str
-
-
-class Reduced(Checked):
-    input: Input
-    backend_calls: Count
-    presentation: Presentation | None = None
-
-
-class PropertyCase(Checked):
-    id: str
-    input: Input
-    error: Error | None = None
-    violations: list[str] = []
-    presentation: Presentation | None = None
-    reduced: Reduced | None = None
-
-
-class Properties(Open):
-    seed: int | str
-    summaries: list[PropertySummary]
-    skipped: PerCase
-    failures: MaybePerCase = None
-    pairs: MaybePerCase = None  # DecGuard's: every transformed case
-    n_failures: Count | None = None
-
-
-class RunReport(Report):
-    """A contract run's report (`test`, `fuzz`, `test --all`, `stability`): decflow/1-3 and
-    DecGuard 0.1 alike."""
-
-    report_version: str
-    decflow_version: str | None = None
-    mode: ModeName
-    status: Verdict
-    exit_code: ExitCode
-    contract: RunContract
-    dataset: RunDataset
-    backend: RunBackend
-    evaluation: RunEvaluation
-    requirements: dict[str, Any]
-    warnings: dict[str, Any]
-    metrics: GoldenMetrics
-    calibration: dict[str, Any] | None = None
-    gate_evidence: list[dict[str, Any]] | None = None
-    checks: list[CheckRow]
-    failures: PerCase
-    results: PerCase
-    properties: Properties | None = None
-    # only a sequential run has the key
-    sequential: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
-
-    @classmethod
-    def per_case(cls) -> tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...]:
-        return RUN_PER_CASE
-
-
-RUN_PER_CASE: tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...] = (
-    (("failures",), TypeAdapter(list[Failure])),
-    (("results",), TypeAdapter(list[ResultItem])),
-    (("properties", "skipped"), TypeAdapter(list[Skipped])),
-    (("properties", "failures"), TypeAdapter(list[PropertyCase] | None)),
-    (("properties", "pairs"), TypeAdapter(list[PropertyCase] | None)),
-)

@@ -19,8 +19,9 @@ import numpy as np
 from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
 from decflow.metrics.golden_metrics import golden_metrics
-from decflow.report.model import REWRITE, RunReport
+from decflow.report.model import REWRITE
 from decflow.report.modes import mode_named
+from decflow.report.run_report import RunReport
 from decflow.report.versions import RUN_REPORT_VERSION, RUN_REPORT_VERSIONS
 from decflow.strictjson import MAX_DEPTH, JsonProblem, loads
 from decflow.textfile import TextProblem, decode_utf8

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
-from decflow.report.model import GoldenMetrics, Report
+from decflow.report.model import Report
+from decflow.report.run_report import GoldenMetrics
 from decflow.report.sections import (
     axis_base,
     axis_rate,

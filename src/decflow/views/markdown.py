@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import failing_first, number
-from decflow.report.model import CheckRow, ContractRef, GoldenMetrics, Report
+from decflow.report.model import CheckRow, ContractRef, Report
+from decflow.report.run_report import GoldenMetrics
 from decflow.report.sections import (
     axis_base,
     axis_rate,

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from decflow.gates.headline import ORDER, failing_first, number
-from decflow.report.model import BackendRef, ContractRef, DatasetRef, GoldenMetrics, Report
+from decflow.report.model import BackendRef, ContractRef, DatasetRef, Report
 from decflow.report.modes import mode_named
+from decflow.report.run_report import GoldenMetrics
 from decflow.report.sections import status_label
 from decflow.untrusted import escape
 from decflow.version import __version__

@@ -25,18 +25,14 @@ from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext, Stage
 from decflow.redaction import redact
-from decflow.report.model import (
-    ArtifactRef,
-    CheckRow,
-    Diagnostics,
+from decflow.report.model import ArtifactRef, CheckRow, Diagnostics, Health, RunRef
+from decflow.report.run_report import (
     GoldenMetrics,
-    Health,
     Properties,
     RunBackend,
     RunContract,
     RunDataset,
     RunEvaluation,
-    RunRef,
     RunReport,
 )
 from decflow.report.versions import RUN_REPORT_VERSION

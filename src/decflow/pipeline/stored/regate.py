@@ -19,7 +19,8 @@ from decflow.pipeline.contract_run.runner import stored_manifests
 from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stored.check_runs import regate_check
-from decflow.report.model import ContractRef, Report, RunRef, RunReport
+from decflow.report.model import ContractRef, Report, RunRef
+from decflow.report.run_report import RunReport
 from decflow.store.runs import REPORT, now_iso, read_run_json, read_run_record
 from decflow.store.store import Store
 

@@ -1,0 +1,226 @@
+"""A contract run's report (`test`, `fuzz`, `test --all`, `stability`) as typed models:
+`RunReport`, its golden metrics and sections, and the per-case items a report file is
+checked against when read (`decflow.report.model` has the machinery and what every report
+kind shares).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, TypeAdapter
+
+from decflow.gates.checks import Verdict
+from decflow.report.model import (
+    BackendRef,
+    Bins,
+    Checked,
+    CheckRow,
+    ContractRef,
+    Count,
+    DatasetRef,
+    DecisionType,
+    Evaluation,
+    ExitCode,
+    Input,
+    MaybePerCase,
+    Number,
+    Open,
+    PerCase,
+    Presentation,
+    Report,
+)
+from decflow.report.modes import ModeName
+
+# -- a contract run's golden metrics (`decflow.metrics.golden_metrics`) ------------------
+
+
+class Counts(Open):
+    total: Count
+    succeeded: Count
+    errored: Count
+    labeled: Count
+    errors_by_kind: dict[str, Count] = Field(default_factory=dict)
+    error_rate: Number | None = None
+
+
+class Classification(Open):
+    accuracy: Number | None
+    macro_f1: Number | None
+    # label → precision, recall, f1, support
+    per_label: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    ordinal_mae: Number | None = None  # score decisions
+
+
+class CalibrationMetrics(Open):
+    ece: Number | None
+    brier: Number | None
+    nll: Number | None
+    bins: Count
+    # one entry per bin: edges, count, accuracy
+    reliability: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Selective(Open):
+    """Coverage and accuracy at the contract's confidence threshold."""
+
+    threshold: Number
+    coverage: Number | None
+    abstention_rate: Number | None = None
+    selective_accuracy: Number | None
+
+
+class Latency(Open):
+    mean_ms: Number | None
+    p50_ms: Number | None
+    p95_ms: Number | None
+    max_ms: Number | None
+
+
+class GoldenMetrics(Open):
+    counts: Counts
+    classification: Classification
+    calibration: CalibrationMetrics
+    selective: Selective | None = None
+    latency: Latency
+
+
+# -- a contract run's report ------------------------------------------------------------
+
+
+class RunContract(ContractRef):
+    name: str
+    type: DecisionType
+    labels: list[str] = Field(min_length=2)
+    path: str
+    hash: str | None
+
+
+class RunDataset(DatasetRef):
+    path: str
+    hash: str | None
+
+
+class RunBackend(BackendRef):
+    name: str
+    provider: str
+
+
+class RunEvaluation(Evaluation):
+    calibration_bins: Bins
+    probability_tolerance: Number
+
+
+class Result(Checked):
+    case_id: str
+    decision: str
+    backend: str
+    labels: list[str]
+    probabilities: dict[str, Number]
+    selected: str
+    confidence: Number
+    latency_ms: Number | None
+
+
+class Error(Checked):
+    kind: str
+    message: str
+
+
+class ResultItem(Checked):
+    case_id: str
+    input: Input
+    expected: str | None = None
+    result: Result | None
+    error: Error | None
+
+
+class Failure(Checked):
+    case_id: str
+    kind: str
+    input: Input
+    expected: str | None = None
+    selected: str | None = None
+    confidence: Number | None = None
+    error: str | None = None
+
+
+class PropertySummary(Open):
+    property: str
+    n_evaluated: Count
+    n_violations: Count
+    violation_rate: Number | None
+    n_flips: Count
+    flip_rate: Number | None
+    max_tv_distance: Number | None
+    n_errors: Count
+    n_skipped: Count
+
+
+class Skipped(Checked):
+    property: str
+    case_id: str
+    reason: str
+
+
+class Reduced(Checked):
+    input: Input
+    backend_calls: Count
+    presentation: Presentation | None = None
+
+
+class PropertyCase(Checked):
+    id: str
+    input: Input
+    error: Error | None = None
+    violations: list[str] = Field(default_factory=list)
+    presentation: Presentation | None = None
+    reduced: Reduced | None = None
+
+
+class Properties(Open):
+    seed: int | str
+    summaries: list[PropertySummary]
+    skipped: PerCase
+    failures: MaybePerCase = None
+    pairs: MaybePerCase = None  # DecGuard's: every transformed case
+    n_failures: Count | None = None
+
+
+class RunReport(Report):
+    """A contract run's report (`test`, `fuzz`, `test --all`, `stability`): decflow/1-3 and
+    DecGuard 0.1 alike."""
+
+    report_version: str
+    decflow_version: str | None = None
+    mode: ModeName
+    status: Verdict
+    exit_code: ExitCode
+    contract: RunContract
+    dataset: RunDataset
+    backend: RunBackend
+    evaluation: RunEvaluation
+    requirements: dict[str, Any]
+    warnings: dict[str, Any]
+    metrics: GoldenMetrics
+    calibration: dict[str, Any] | None = None
+    gate_evidence: list[dict[str, Any]] | None = None
+    checks: list[CheckRow]
+    failures: PerCase
+    results: PerCase
+    properties: Properties | None = None
+    # only a sequential run has the key
+    sequential: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @classmethod
+    def per_case(cls) -> tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...]:
+        return RUN_PER_CASE
+
+
+RUN_PER_CASE: tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...] = (
+    (("failures",), TypeAdapter(list[Failure])),
+    (("results",), TypeAdapter(list[ResultItem])),
+    (("properties", "skipped"), TypeAdapter(list[Skipped])),
+    (("properties", "failures"), TypeAdapter(list[PropertyCase] | None)),
+    (("properties", "pairs"), TypeAdapter(list[PropertyCase] | None)),
+)
