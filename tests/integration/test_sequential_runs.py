@@ -83,6 +83,16 @@ def test_suite_at_the_limit_runs_to_the_end_and_equals_the_full_run(tmp_path: Pa
     measured = ("latency",)  # wall-clock: differs between any two runs
     assert ({k: v for k, v in seq["metrics"].items() if k not in measured}
             == {k: v for k, v in full["metrics"].items() if k not in measured})
+    # Gates decided by the whole suite show what the full run shows (its evidence, or its
+    # point value for a DecGuard contract), not the wider time-uniform interval, which can
+    # straddle the limit the verdict is on.
+    shown = {c["gate"]: (c["evidence"]["estimate"], c["evidence"]["low"], c["evidence"]["high"])
+             if c.get("evidence") else (c["value"], None, None) for c in full["checks"]}
+    at_end = [g for g in seq["sequential"]["gates"]
+              if g["stop_reason"] == "every case of the suite sent"]
+    assert [g["gate"] for g in at_end] == ["min_accuracy"]
+    for gate in at_end:
+        assert (gate["estimate"], gate["low"], gate["high"]) == shown[gate["gate"]]
 
 
 def test_resumed_run_equals_an_uninterrupted_one(tmp_path: Path,

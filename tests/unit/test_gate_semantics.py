@@ -17,6 +17,7 @@ from decflow.gates import (
     number,
     status_of,
 )
+from decflow.gates.headline import e_value
 from decflow.views.junit import render_junit
 
 
@@ -109,6 +110,14 @@ def test_headline_of_a_pass_an_evidence_failure_and_many_failures() -> None:
 ])
 def test_number_is_one_rounding_rule(value: float | None, shown: str) -> None:
     assert number(value) == shown
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (0.002299, "0.002299"), (414.5, "414.5"), (999_999.0, "999999"), (1e15, "1e+15"),
+    (3.24e7, "3.2e+07"), (None, "n/a"),
+])
+def test_e_values_past_a_million_show_as_powers_of_ten(value: float | None, shown: str) -> None:
+    assert e_value(value) == shown
 
 
 def test_junit_writes_not_established_as_skipped_with_the_headline() -> None:

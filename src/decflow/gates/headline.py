@@ -34,6 +34,15 @@ def number(value: float | None) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
+def e_value(value: float | None) -> str:
+    """An e-value for display: as `number` below a million, then as a power of ten
+    (``3.2e+15``): past 1/alpha its size only says how far past, and sixteen digits hide
+    the decision."""
+    if value is not None and abs(float(value)) >= 1e6:
+        return f"{float(value):.2g}"
+    return number(value)
+
+
 def _as_check(check: Check | Mapping[str, Any]) -> Check:
     return check if isinstance(check, Check) else Check.from_dict(check)
 

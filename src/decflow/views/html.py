@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from decflow.gates.headline import failing_first, number
+from decflow.gates.headline import e_value, failing_first, number
 from decflow.report.model import Report
 from decflow.report.run_report import GoldenMetrics
 from decflow.report.sections import (
@@ -503,8 +503,9 @@ def sequential_view(run: dict[str, Any]) -> str:
         "calls_made", "calls_full", "cases_sent", "suite_cases", "stop_reason",
         "seconds_saved", "money_saved", "alpha", "alpha_per_gate", "seed", "batch")}
     rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
-             val(g["estimate"]), f"[{val(g['low'])}, {val(g['high'])}]", val(g["e_fail"]),
-             val(g["e_pass"]), e(g["stop_reason"])) for g in run["gates"])
+             val(g["estimate"]), f"[{val(g['low'])}, {val(g['high'])}]",
+             e(e_value(g["e_fail"])), e(e_value(g["e_pass"])), e(g["stop_reason"]))
+            for g in run["gates"])
     return section("Sequential run", kv_table(summary), table(
         ("gate", "decision", "cases used", "estimate", "interval", "e (fail)", "e (pass)",
          "stop"), rows))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.gates.headline import number
+from decflow.gates.headline import e_value, number
 
 
 def sequential_block(report: dict[str, Any]) -> list[str]:
@@ -33,6 +33,6 @@ def sequential_block(report: dict[str, Any]) -> list[str]:
         estimate = "n/a" if gate["estimate"] is None else number(gate["estimate"])
         lines.append(
             f"    {gate['gate']:<36} {gate['decision'] or 'undecided':<9} {estimate}{interval}"
-            f" after {gate['cases_used']} cases; e {number(gate['e_fail'])} (fail) / "
-            f"{number(gate['e_pass'])} (pass); {gate['stop_reason']}")
+            f" after {gate['cases_used']} cases; e {e_value(gate['e_fail'])} (fail) / "
+            f"{e_value(gate['e_pass'])} (pass); {gate['stop_reason']}")
     return lines

@@ -332,10 +332,14 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
         if state.reason == "suite":
             verdict = {"pass": "holds", "not_established": "not_established"}.get(
                 check.status, "fails")
-            checks.append(replace(check, evidence=check.evidence or Evidence(
+            final = check.evidence or Evidence(
                 method="exact over the whole suite", n=sent,
                 verdict=verdict,  # type: ignore[arg-type]
-                estimate=check.value, notes=notes)))
+                estimate=check.value, notes=notes)
+            checks.append(replace(check, evidence=final))
+            # The whole suite decides the gate as the full run does: show its evidence, not
+            # the time-uniform interval, which is wider and may straddle the limit.
+            estimate, low, high, method = final.estimate, final.low, final.high, final.method
         else:
             verdict = {"pass": "holds", "fail": "fails"}.get(state.decision or "",
                                                              "not_established")
