@@ -2,7 +2,8 @@
 
 The SDK names below load lazily, so `import decflow` stays light (no polars, never prefect):
 `decflow.DecisionGuard`, `decflow.PolicyDecision`, `decflow.run_test`, `decflow.run_check`,
-`decflow.run_diff`, `decflow.render_text` (from `decflow.sdk`) and `decflow.probe`.
+`decflow.run_diff`, `decflow.typed_report`, `decflow.render_text` (from `decflow.sdk`) and
+`decflow.probe`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from decflow.version import __version__
 __all__ = ["__version__"]
 
 _SDK_NAMES = frozenset(
-    {"DecisionGuard", "PolicyDecision", "run_test", "run_check", "run_diff", "render_text"}
+    {"DecisionGuard", "PolicyDecision", "run_test", "run_check", "run_diff", "typed_report",
+     "render_text"}
 )
 
 

@@ -23,6 +23,7 @@ from decflow.report.modes import ModeName
 if TYPE_CHECKING:
     from decflow.contracts.loader import LoadedContract
     from decflow.contracts.sections import Policy, Route
+    from decflow.report.model import Report
 
 @dataclass(frozen=True)
 class PolicyDecision:
@@ -196,6 +197,22 @@ def run_diff(baseline: str, candidate: str, *, contract: str | None = None,
 
     return diff(baseline, candidate, open_store(store), contract_path=contract,
                 segment_by=segment_by, fail_on_warn=fail_on_warn, noise_reruns=noise_reruns)
+
+
+def typed_report(report: dict[str, Any]) -> Report:
+    """A report dict (from `run_test`, `run_check`, `run_diff`, or a report file's JSON) as
+    the typed model the views and re-gate read: `RunReport`, `CheckReport` or `DiffReport`,
+    `Report` for other kinds. Attributes are checked by a type checker (`report.status`,
+    `report.checks[0].gate`); `to_dict()` gives the same JSON back. A malformed report
+    raises one `ReportError` naming each bad field."""
+    from decflow.report.check_report import CheckReport
+    from decflow.report.model import DiffReport, Report
+    from decflow.report.run_report import RunReport
+    from decflow.report.sections import report_kind
+
+    models: dict[str, type[Report]] = {"run": RunReport, "check": CheckReport,
+                                       "diff": DiffReport}
+    return models.get(report_kind(report), Report).read(report, "the report")
 
 
 def render_text(report: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import decflow
-from decflow.errors import DecflowError
+from decflow.errors import DecflowError, ReportError
 from tests.support.cli import run_cli
 from tests.support.paths import EXAMPLES
 
@@ -87,3 +87,25 @@ def test_diff_against_accepted_baseline(tmp_path: Path):
     diff = decflow.run_diff("accepted", second["run"]["id"], contract=REFUND, store=store)
     assert diff["status"] == "pass" and diff["counts"]["answer_flips"] == 0
     assert diff["baseline"]["path"].endswith(first["run"]["id"])
+
+
+def test_typed_report_gives_each_kind_its_model(tmp_path: Path) -> None:
+    from decflow.report.check_report import CheckReport
+    from decflow.report.model import DiffReport
+    from decflow.report.run_report import RunReport
+
+    store = str(tmp_path / "s")
+    first = decflow.run_test(REFUND, store=store)
+    second = decflow.run_test(REFUND, store=store)
+    check = decflow.run_check(REFUND, str(EXAMPLES / "refund" / "production.jsonl"), store=store)
+    diff = decflow.run_diff(first["run"]["id"], second["run"]["id"], store=store)
+    for report, model in ((first, RunReport), (check, CheckReport), (diff, DiffReport)):
+        typed = decflow.typed_report(report)
+        assert type(typed) is model
+        assert typed.status == report["status"]
+        assert [c.gate for c in typed.checks] == [c["gate"] for c in report["checks"]]
+        assert typed.to_dict() == report
+    assert decflow.typed_report(first).metrics.counts.total == first["metrics"]["counts"]["total"]
+    with pytest.raises(ReportError) as raised:
+        decflow.typed_report({**first, "status": "green", "exit_code": "0"})
+    assert "status" in str(raised.value) and "exit_code" in str(raised.value)
