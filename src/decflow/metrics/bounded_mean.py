@@ -66,13 +66,15 @@ _Z_POWER = 0.8416212335729143  # the standard normal quantile at POWER = 0.80
 _MAX_CASES = 10_000_000
 
 
-def _first_true(predicate: Callable[[int], bool], start: int = 1) -> int | None:
-    """The smallest n ≥ start where a predicate that stays true once true holds."""
-    hi = max(start, 1)
+def _first_true(
+    predicate: Callable[[int], bool], start: int = 1, stop: int = _MAX_CASES
+) -> int | None:
+    """The smallest n in [start, stop] where a predicate that stays true once true holds."""
+    hi = min(max(start, 1), stop)
     while not predicate(hi):
-        if hi >= _MAX_CASES:
+        if hi >= stop:
             return None
-        hi = min(hi * 2, _MAX_CASES)
+        hi = min(hi * 2, stop)
     lo = start - 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -135,16 +137,18 @@ def _binomial_cases_needed(rate: float, limit: float, alpha: float) -> int | Non
 
 def _binomial_detectable(n: int, limit: float, *, above: bool, alpha: float) -> float | None:
     """Distance from the limit at which the exact test rejects with 80 % power."""
+    # The tails are monotone in the count, so the critical counts are found by bisection
+    # (a few dozen tail evaluations) rather than by evaluating the tail at every count.
     if above:
-        lowest = next((k for k in range(n + 1) if upper_tail(k, n, limit) < alpha), None)
+        lowest = _first_true(lambda k: upper_tail(k, n, limit) < alpha, start=0, stop=n)
         if lowest is None:
             return None
         return _boundary(lambda p: not upper_tail(lowest, n, p) >= POWER, 1.0, limit,
                          tolerance=1e-7) - limit
-    below = [k for k in range(n + 1) if lower_tail(k, n, limit) < alpha]
-    if not below:
+    first_not_below = _first_true(lambda k: lower_tail(k, n, limit) >= alpha, start=0, stop=n)
+    if not first_not_below:
         return None
-    critical = below[-1]
+    critical = first_not_below - 1
     return limit - _boundary(lambda p: not lower_tail(critical, n, p) >= POWER, 0.0, limit,
                              tolerance=1e-7)
 
