@@ -77,6 +77,33 @@ def test_binomial_detectable_effect_has_eighty_percent_power() -> None:
     assert lower_tail(critical, 100, p) == pytest.approx(0.80, abs=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("count", "n", "limit"),
+    [(0, 3, 0.5), (3, 3, 0.5), (1, 40, 0.01), (39, 40, 0.99), (7, 60, 0.2), (50, 60, 0.7),
+     (400, 1000, 0.45), (600, 1000, 0.45)],
+)
+def test_binomial_detectable_effect_uses_the_critical_count_of_every_count_scanned(
+    count: int, n: int, limit: float
+) -> None:
+    # The critical counts are found by bisection; a scan of every count is the definition.
+    test = binomial_test(count, n, limit)
+    if count / n >= limit:
+        rejecting = [k for k in range(n + 1) if upper_tail(k, n, limit) < 0.05]
+        if not rejecting:
+            assert test.detectable is None
+            return
+        assert test.detectable is not None
+        power = upper_tail(rejecting[0], n, limit + test.detectable)
+    else:
+        rejecting = [k for k in range(n + 1) if lower_tail(k, n, limit) < 0.05]
+        if not rejecting:
+            assert test.detectable is None
+            return
+        assert test.detectable is not None
+        power = lower_tail(rejecting[-1], n, limit - test.detectable)
+    assert power == pytest.approx(0.80, abs=1e-6)
+
+
 def test_betting_bounds_contain_the_mean_and_match_the_p_values() -> None:
     rng = np.random.default_rng(3)
     for _ in range(20):
