@@ -253,14 +253,23 @@ class Stability(Open):
     ci_high: Number
     mean_tv: Number | None = None
     note: str | None = None
+    advice: str | None = None
     sources: dict[str, Count] | None = None
+    n_cases: Count | None = None
+    repeats: Count | None = None
+    n_incomplete: Count | None = None
 
 
 class Blindness(Open):
     summary: str | None = None
+    blind: bool = False
     skew: Number | None = None
     modal_label: str | None = None
+    distinct: Count | None = None
+    n: Count | None = None
     threshold: Number | None = None
+    # False: the contract has no blindness section, so the measure informs and gates nothing
+    configured: bool = True
 
 
 class Axis(Open):
