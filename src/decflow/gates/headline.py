@@ -34,6 +34,11 @@ def number(value: float | None) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
+def bounds(low: float | None, high: float | None) -> str:
+    """An interval for display: ``[0.01, 0.2]``, an unknown end ``n/a``."""
+    return f"[{number(low)}, {number(high)}]"
+
+
 def e_value(value: float | None) -> str:
     """An e-value for display: as `number` below a million, then as a power of ten
     (``3.2e+15``): past 1/alpha its size only says how far past, and sixteen digits hide

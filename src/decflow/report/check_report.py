@@ -17,6 +17,7 @@ from decflow.gates.production import check_report_checks, stored_gates
 from decflow.report.model import (
     REWRITE,
     Bins,
+    Calibration,
     CheckRow,
     ContractRef,
     Count,
@@ -72,6 +73,7 @@ class CheckBaseline(Open):
     source: str
     n_records: Count
     metrics: CheckMetrics
+    calibration: Calibration | None = None
 
 
 class Segment(Open):

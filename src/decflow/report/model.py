@@ -14,7 +14,7 @@ models are strict (a number is a finite JSON number, not the string "0.5" or a 4
 integer), so a malformed file ends as one `ReportError` naming the field, never as a
 traceback from deep inside a view. Unknown fields are allowed and kept: DecGuard 0.1 and
 older decflow reports differ, newer decflow versions may add some, and sections not typed
-yet (calibration, sequential, a diff's metrics, most of a check's) stay plain JSON.
+yet (sequential, a diff's calibration and metrics, most of a check's) stay plain JSON.
 
 A model writes back exactly the keys it was given, in the order given (built or read):
 the JSON a stage writes is the one its builder spelled, and a report read and written
@@ -253,14 +253,23 @@ class Stability(Open):
     ci_high: Number
     mean_tv: Number | None = None
     note: str | None = None
+    advice: str | None = None
     sources: dict[str, Count] | None = None
+    n_cases: Count | None = None
+    repeats: Count | None = None
+    n_incomplete: Count | None = None
 
 
 class Blindness(Open):
     summary: str | None = None
+    blind: bool = False
     skew: Number | None = None
     modal_label: str | None = None
+    distinct: Count | None = None
+    n: Count | None = None
     threshold: Number | None = None
+    # False: the contract has no blindness section, so the measure informs and gates nothing
+    configured: bool = True
 
 
 class Axis(Open):
@@ -287,6 +296,53 @@ class Diagnostics(Open):
     counterfactual: Counterfactual | None = None
     not_exercised: list[NotExercised] | None = None
     caveats: list[str] = []
+
+
+# -- calibration beside the binned ECE (a run's and a check's `calibration`) ------------
+
+
+class NoiseFloor(Open):
+    """The binned ECE of a perfectly calibrated model at this n, by simulation."""
+
+    median: Number
+    p95: Number
+
+
+class NoiseGate(Open):
+    """An ECE limit and whether the noise floor alone could cross it."""
+
+    gate: str
+    level: str
+    limit: Number
+    noise_dominated: bool
+
+
+class BinnedEce(Open):
+    value: Number | None = None
+    noise_floor: NoiseFloor | None = None
+    gates: list[NoiseGate] = []
+
+
+class SmoothEce(Open):
+    value: Number | None = None
+    below: Number | None = None  # when the estimate is under its resolution
+    bandwidth: Number | None = None
+
+
+class Corp(Open):
+    """The CORP decomposition of the top-label Brier score."""
+
+    brier: Number | None = None
+    miscalibration: Number | None = None
+    discrimination: Number | None = None
+    uncertainty: Number | None = None
+
+
+class Calibration(Open):
+    n: Count | None = None
+    binned_ece: BinnedEce | None = None
+    smooth_ece: SmoothEce | None = None
+    corp: Corp | None = None
 
 
 class Report(Open):

@@ -14,6 +14,7 @@ from decflow.gates.checks import Verdict
 from decflow.report.model import (
     BackendRef,
     Bins,
+    Calibration,
     Checked,
     CheckRow,
     ContractRef,
@@ -203,7 +204,7 @@ class RunReport(Report):
     requirements: dict[str, Any]
     warnings: dict[str, Any]
     metrics: GoldenMetrics
-    calibration: dict[str, Any] | None = None
+    calibration: Calibration | None = None
     gate_evidence: list[dict[str, Any]] | None = None
     checks: list[CheckRow]
     failures: PerCase

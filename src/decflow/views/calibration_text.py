@@ -8,35 +8,36 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.gates.headline import number
+from decflow.report.model import BinnedEce, Calibration
 
 
 def calibration_lines(report: dict[str, Any]) -> list[str]:
     """Plain sentences, one per part (views add their own markup)."""
-    section = report.get("calibration")
-    if not section:
+    if not report.get("calibration"):
         return []
+    section = Calibration.model_validate(report["calibration"])
     lines = []
-    binned = section.get("binned_ece") or {}
-    floor = binned.get("noise_floor")
+    binned = section.binned_ece or BinnedEce()
+    floor = binned.noise_floor
     if floor:
-        line = (f"binned ECE noise floor at n={section['n']}: median {number(floor['median'])}, "
-                f"95% {number(floor['p95'])} (a perfectly calibrated model)")
-        dominated = [g for g in binned.get("gates", []) if g["noise_dominated"]]
+        line = (f"binned ECE noise floor at n={section.n}: median {number(floor.median)}, "
+                f"95% {number(floor.p95)} (a perfectly calibrated model)")
+        dominated = [g for g in binned.gates if g.noise_dominated]
         if dominated:
-            named = ", ".join(f"max_ece {g['limit']:g} ({g['level']})" for g in dominated)
+            named = ", ".join(f"max_ece {g.limit:g} ({g.level})" for g in dominated)
             line += f"; noise-dominated: {named}"
         lines.append(line)
-    smooth = section.get("smooth_ece")
+    smooth = section.smooth_ece
     if smooth:
-        value = (f"{number(smooth['value'])}" if smooth["value"] is not None
-                 else f"< {number(smooth['below'])}")
-        lines.append(f"SmoothECE {value} (bandwidth {number(smooth['bandwidth'])})")
-    corp = section.get("corp")
+        value = (f"{number(smooth.value)}" if smooth.value is not None
+                 else f"< {number(smooth.below)}")
+        lines.append(f"SmoothECE {value} (bandwidth {number(smooth.bandwidth)})")
+    corp = section.corp
     if corp:
-        lines.append(f"Brier (top label) {number(corp['brier'])} = miscalibration "
-                     f"{number(corp['miscalibration'])} − discrimination "
-                     f"{number(corp['discrimination'])} + uncertainty "
-                     f"{number(corp['uncertainty'])} (CORP)")
+        lines.append(f"Brier (top label) {number(corp.brier)} = miscalibration "
+                     f"{number(corp.miscalibration)} − discrimination "
+                     f"{number(corp.discrimination)} + uncertainty "
+                     f"{number(corp.uncertainty)} (CORP)")
     return lines
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.gates.headline import number
+from decflow.gates.headline import bounds, number
+from decflow.report.model import Blindness, Diagnostics, Report, Stability
 from decflow.views.text import percent, short_hash
 
 LABEL_WIDTH = 16
@@ -25,43 +26,43 @@ def _more(text: str) -> str:
 
 
 def _interval(item: dict[str, Any]) -> str:
-    return f"[{number(item.get('ci_low'))}, {number(item.get('ci_high'))}]"
+    return bounds(item.get("ci_low"), item.get("ci_high"))
 
 
-def stability_lines(stability: dict[str, Any]) -> list[str]:
-    mean_tv = stability.get("mean_tv")
-    tv = "" if mean_tv is None else f" · mean TV {number(mean_tv)}"
+def stability_lines(stability: Stability) -> list[str]:
+    tv = "" if stability.mean_tv is None else f" · mean TV {number(stability.mean_tv)}"
     lines = [
         _line(
             "Stability",
-            f"{stability['verdict']} · {stability['flips']}/{stability['pairs']} rerun pairs "
-            f"flipped ({percent(stability.get('flip_rate'))}) · 95% per side "
-            f"{_interval(stability)} vs ε {stability['epsilon']:g}{tv}",
+            f"{stability.verdict} · {stability.flips}/{stability.pairs} rerun pairs "
+            f"flipped ({percent(stability.flip_rate)}) · 95% per side "
+            f"{bounds(stability.ci_low, stability.ci_high)} vs ε {stability.epsilon:g}{tv}",
         )
     ]
-    sources = stability.get("sources") or {}
+    sources = stability.sources or {}
     reasks = sources.get("identity_paraphrase", 0)
-    detail = f"{stability.get('n_cases', 'n/a')} cases, up to {stability.get('repeats')} draws"
+    cases = "n/a" if stability.n_cases is None else stability.n_cases
+    detail = f"{cases} cases, up to {stability.repeats} draws"
     if sources:
         detail += f" ({sources.get('reruns', 0)} reruns"
         detail += f" + {reasks} identity paraphrase re-asks)" if reasks else ")"
-    if stability.get("n_incomplete"):
-        detail += f" · {stability['n_incomplete']} incomplete (a draw errored)"
+    if stability.n_incomplete:
+        detail += f" · {stability.n_incomplete} incomplete (a draw errored)"
     lines.append(_more(detail))
-    if stability.get("note"):
-        lines.append(_more(stability["note"]))
+    if stability.note:
+        lines.append(_more(stability.note))
     return lines
 
 
-def blindness_lines(blindness: dict[str, Any]) -> list[str]:
-    summary = blindness.get("summary")
+def blindness_lines(blindness: Blindness) -> list[str]:
+    summary = blindness.summary
     if summary is None:
-        state = "BLIND" if blindness.get("blind") else "ok"
+        state = "BLIND" if blindness.blind else "ok"
         summary = (
-            f"{state}: {percent(blindness.get('skew'))} '{blindness.get('modal_label')}' on "
-            f"{blindness.get('n')} inputs"
+            f"{state}: {percent(blindness.skew)} '{blindness.modal_label}' on "
+            f"{blindness.n} inputs"
         )
-    gated = "" if blindness.get("configured", True) else " (informative: no blindness section)"
+    gated = "" if blindness.configured else " (informative: no blindness section)"
     return [_line("Blindness", summary + gated)]
 
 
@@ -188,17 +189,17 @@ def counterfactual_lines(section: dict[str, Any]) -> list[str]:
 
 
 def diagnostics_block(report: dict[str, Any]) -> list[str]:
-    diagnostics = report["diagnostics"]
+    diagnostics = Report.view(report).diagnostics or Diagnostics()
     lines = ["", "  Diagnostics"]
-    if diagnostics.get("stability"):
-        lines.extend(stability_lines(diagnostics["stability"]))
-    if diagnostics.get("blindness"):
-        lines.extend(blindness_lines(diagnostics["blindness"]))
-    if diagnostics.get("guidance"):
-        lines.append(_line("Oracle", diagnostics["guidance"]))
-    if diagnostics.get("counterfactual"):
-        lines.extend(counterfactual_lines(diagnostics["counterfactual"]))
-    for i, item in enumerate(diagnostics.get("not_exercised") or []):
+    if diagnostics.stability:
+        lines.extend(stability_lines(diagnostics.stability))
+    if diagnostics.blindness:
+        lines.extend(blindness_lines(diagnostics.blindness))
+    if diagnostics.guidance:
+        lines.append(_line("Oracle", diagnostics.guidance))
+    if diagnostics.counterfactual:
+        lines.extend(counterfactual_lines(diagnostics.counterfactual.to_dict()))
+    for i, item in enumerate(diagnostics.not_exercised or []):
         label = "Not exercised" if i == 0 else ""
-        lines.append(_line(label, f"{item['name']}: n/a, {item['reason']}"))
+        lines.append(_line(label, f"{item.name}: n/a, {item.reason}"))
     return lines

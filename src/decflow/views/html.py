@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from decflow.gates.headline import e_value, failing_first, number
-from decflow.report.model import Report
+from decflow.gates.headline import bounds, e_value, failing_first, number
+from decflow.report.model import Diagnostics, Report
 from decflow.report.run_report import GoldenMetrics
 from decflow.report.sections import (
     axis_base,
@@ -386,47 +386,46 @@ def failing_examples(report: dict[str, Any]) -> str:
 
 
 def interval_text(item: dict[str, Any]) -> str:
-    return f"[{number(item.get('ci_low'))}, {number(item.get('ci_high'))}]"
+    return bounds(item.get("ci_low"), item.get("ci_high"))
 
 
 def diagnostics_view(report: dict[str, Any]) -> str:
-    diagnostics = report["diagnostics"]
+    diagnostics = Report.view(report).diagnostics or Diagnostics()
     parts = []
-    stability = diagnostics.get("stability")
+    stability = diagnostics.stability
     if stability:
-        epsilon = stability["epsilon"]
-        top = nice_max(max(stability["ci_high"], epsilon) * 1.2)
+        epsilon = stability.epsilon
+        top = nice_max(max(stability.ci_high, epsilon) * 1.2)
         parts.append("<h3>Rerun stability</h3>" + plots(table(
             ("verdict", "pairs", "flips", "flip rate", "95% per side", "ε"),
-            [(e(stability["verdict"]), val(stability["pairs"]), val(stability["flips"]),
-              val(stability.get("flip_rate")), interval_text(stability), val(epsilon))]),
+            [(e(stability.verdict), val(stability.pairs), val(stability.flips),
+              val(stability.flip_rate), bounds(stability.ci_low, stability.ci_high),
+              val(epsilon))]),
             hbar_chart(
-            [BarRow("rerun flip rate", (Bar(stability.get("flip_rate"), stability["ci_low"],
-                                            stability["ci_high"]),))],
+            [BarRow("rerun flip rate", (Bar(stability.flip_rate, stability.ci_low,
+                                            stability.ci_high),))],
             ("flip rate",), "Stability meter (95% interval vs ε)", domain_max=min(top, 1.0),
             marker=epsilon, marker_label=f"ε {epsilon:g}", kind="stability")))
-        if stability.get("advice"):
-            parts.append(f'<p class="muted">{e(stability["advice"])}</p>')
-    blindness = diagnostics.get("blindness")
+        if stability.advice:
+            parts.append(f'<p class="muted">{e(stability.advice)}</p>')
+    blindness = diagnostics.blindness
     if blindness:
-        state = "BLIND" if blindness.get("blind") else "not blind"
+        state = "BLIND" if blindness.blind else "not blind"
         parts.append(f"<h3>Blindness: {e(state)}</h3>" + plots(table(
             ("skew", "modal label", "distinct labels", "inputs", "threshold"),
-            [(val(blindness.get("skew")), val(blindness.get("modal_label")),
-              val(blindness.get("distinct")), val(blindness.get("n")),
-              val(blindness.get("threshold")))]), hbar_chart(
-            [BarRow(f"share of '{blindness.get('modal_label')}'", (Bar(blindness.get("skew")),))],
-            ("skew",), "Label skew", marker=blindness.get("threshold"),
-            marker_label=f"blind at {number(blindness.get('threshold'))}", kind="blindness")))
-    if diagnostics.get("guidance"):
-        parts.append(f"<p><b>Oracle guidance:</b> {e(diagnostics['guidance'])}</p>")
-    counterfactual = diagnostics.get("counterfactual") or {}
-    if counterfactual.get("axes"):
-        parts.append(axes_view(counterfactual))
-    unexercised = diagnostics.get("not_exercised") or []
+            [(val(blindness.skew), val(blindness.modal_label), val(blindness.distinct),
+              val(blindness.n), val(blindness.threshold))]), hbar_chart(
+            [BarRow(f"share of '{blindness.modal_label}'", (Bar(blindness.skew),))],
+            ("skew",), "Label skew", marker=blindness.threshold,
+            marker_label=f"blind at {number(blindness.threshold)}", kind="blindness")))
+    if diagnostics.guidance:
+        parts.append(f"<p><b>Oracle guidance:</b> {e(diagnostics.guidance)}</p>")
+    if diagnostics.counterfactual and diagnostics.counterfactual.axes:
+        parts.append(axes_view(diagnostics.counterfactual.to_dict()))
+    unexercised = diagnostics.not_exercised or []
     if unexercised:
         parts.append("<h3>Not exercised (n/a, not a pass)</h3>" + table(
-            ("name", "reason"), ((e(i["name"]), e(i["reason"])) for i in unexercised)))
+            ("name", "reason"), ((e(i.name), e(i.reason)) for i in unexercised)))
     return section("Diagnostics", *parts)
 
 

@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from decflow.gates.headline import failing_first, number
-from decflow.report.model import CheckRow, ContractRef, Report
+from decflow.gates.headline import bounds, failing_first, number
+from decflow.report.model import CheckRow, ContractRef, Diagnostics, Report
 from decflow.report.run_report import GoldenMetrics
 from decflow.report.sections import (
     axis_base,
@@ -223,30 +223,32 @@ def problems(item: dict[str, Any]) -> list[str]:
 
 
 def interval(item: dict[str, Any]) -> str:
-    return f"[{number(item.get('ci_low'))}, {number(item.get('ci_high'))}]"
+    return bounds(item.get("ci_low"), item.get("ci_high"))
 
 
 def diagnostics_block(report: dict[str, Any]) -> list[str]:
-    diagnostics = report["diagnostics"]
+    diagnostics = Report.view(report).diagnostics or Diagnostics()
     lines = ["## Diagnostics", ""]
-    stability = diagnostics.get("stability")
+    stability = diagnostics.stability
     if stability:
-        reasks = (stability.get("sources") or {}).get("identity_paraphrase")
+        reasks = (stability.sources or {}).get("identity_paraphrase")
         evidence = f" (incl. {reasks} identity paraphrase re-asks)" if reasks else ""
-        lines.append(f"- Stability: **{md(stability['verdict'])}**: {stability['flips']} of "
-                     f"{stability['pairs']} rerun pairs flipped{evidence}, 95% per side "
-                     f"{interval(stability)} vs ε {stability['epsilon']:g}")
-    blindness = diagnostics.get("blindness")
+        lines.append(f"- Stability: **{md(stability.verdict)}**: {stability.flips} of "
+                     f"{stability.pairs} rerun pairs flipped{evidence}, 95% per side "
+                     f"{bounds(stability.ci_low, stability.ci_high)} vs ε "
+                     f"{stability.epsilon:g}")
+    blindness = diagnostics.blindness
     if blindness:
-        state = "**BLIND**" if blindness.get("blind") else "not blind"
-        lines.append(f"- Blindness: {state}: skew {number(blindness.get('skew'))} on label "
-                     f"{md(blindness.get('modal_label') or 'n/a')} (threshold "
-                     f"{number(blindness.get('threshold'))})")
-    if diagnostics.get("guidance"):
-        lines.append(f"- Oracle: {md(diagnostics['guidance'])}")
-    for item in diagnostics.get("not_exercised") or []:
-        lines.append(f"- Not exercised: {md(item['name'])} (n/a: {md(item['reason'])})")
-    axes = (diagnostics.get("counterfactual") or {}).get("axes") or []
+        state = "**BLIND**" if blindness.blind else "not blind"
+        lines.append(f"- Blindness: {state}: skew {number(blindness.skew)} on label "
+                     f"{md(blindness.modal_label or 'n/a')} (threshold "
+                     f"{number(blindness.threshold)})")
+    if diagnostics.guidance:
+        lines.append(f"- Oracle: {md(diagnostics.guidance)}")
+    for item in diagnostics.not_exercised or []:
+        lines.append(f"- Not exercised: {md(item.name)} (n/a: {md(item.reason)})")
+    counterfactual = diagnostics.counterfactual
+    axes = [a.to_dict() for a in counterfactual.axes] if counterfactual else []
     lines.append("")
     if axes:
         lines.extend(table(

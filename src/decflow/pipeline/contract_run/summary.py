@@ -25,7 +25,14 @@ from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext, Stage
 from decflow.redaction import redact
-from decflow.report.model import ArtifactRef, CheckRow, Diagnostics, Health, RunRef
+from decflow.report.model import (
+    ArtifactRef,
+    Calibration,
+    CheckRow,
+    Diagnostics,
+    Health,
+    RunRef,
+)
 from decflow.report.run_report import (
     GoldenMetrics,
     Properties,
@@ -156,7 +163,7 @@ def build_report(
         requirements=gate_values(contract.requirements),
         warnings=gate_values(contract.warnings),
         metrics=GoldenMetrics.model_validate(metrics),
-        calibration=calibration,
+        calibration=Calibration.model_validate(calibration),
         gate_evidence=golden_gate_evidence(metrics, contract.requirements, contract.warnings)
         if gated else [],
         checks=[CheckRow.model_validate(c) for c in checks],

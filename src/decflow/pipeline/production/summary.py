@@ -48,7 +48,7 @@ from decflow.report.check_report import (
     Records,
     Segment,
 )
-from decflow.report.model import CheckRow, RunRef
+from decflow.report.model import Calibration, CheckRow, RunRef
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import report_path, write_report, write_run_record
 from decflow.store.store import Manifest, Store
@@ -189,7 +189,7 @@ def summarize(
         ),
         baseline=None if baseline is None else CheckBaseline.model_validate(baseline.block),
         metrics=CheckMetrics.model_validate(metrics),
-        calibration=calibration,
+        calibration=Calibration.model_validate(calibration),
         drift=drift_values,
         segments=[Segment.model_validate(entry) for entry in segments],
         checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
