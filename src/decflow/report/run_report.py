@@ -156,6 +156,24 @@ class PropertySummary(Open):
     max_tv_distance: Number | None
     n_errors: Count
     n_skipped: Count
+    level: str | None = None
+    relation: str = ""
+    n_reduced: Count | None = None
+    rerun_evidence: bool = False  # the identity property's re-asks: rerun evidence
+
+
+class RateEvidence(Open):
+    """A property rate gate's evidence, the case as unit (`gates.golden_evidence`)."""
+
+    gate: str  # "<property>.<metric>"
+    statement: str
+    count: Count
+    n: Count
+    variants: Count | None = None
+    rate: Number | None = None
+    ci_low: Number | None = None
+    ci_high: Number | None = None
+    limit: Number | None = None
 
 
 class Skipped(Checked):
@@ -182,6 +200,7 @@ class PropertyCase(Checked):
 class Properties(Open):
     seed: int | str
     summaries: list[PropertySummary]
+    rate_evidence: list[RateEvidence] = Field(default_factory=list)
     skipped: PerCase
     failures: MaybePerCase = None
     pairs: MaybePerCase = None  # DecGuard's: every transformed case

@@ -17,7 +17,7 @@ from typing import Any
 
 from decflow.gates.headline import bounds, e_value, failing_first, number
 from decflow.report.model import Diagnostics, Report
-from decflow.report.run_report import GoldenMetrics
+from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -262,29 +262,28 @@ def golden_metrics(report: dict[str, Any]) -> str:
 
 
 def properties_view(report: dict[str, Any]) -> str:
-    properties = report["properties"]
-    summaries = properties.get("summaries") or []
+    properties = Properties.model_validate(report["properties"])
+    summaries = properties.summaries
     rows = (
-        (e(s["property"]) + (RERUN_NOTE if s.get("rerun_evidence") else ""), e(s["level"]),
-         e(s.get("relation", "")), val(s["n_evaluated"]),
-         f"{s['n_violations']} ({val(s['violation_rate'])})",
-         f"{s['n_flips']} ({val(s['flip_rate'])})", val(s.get("max_tv_distance")),
-         val(s.get("n_errors")), val(s.get("n_skipped")), val(s.get("n_reduced")))
+        (e(s.property) + (RERUN_NOTE if s.rerun_evidence else ""), e(s.level),
+         e(s.relation), val(s.n_evaluated), f"{s.n_violations} ({val(s.violation_rate)})",
+         f"{s.n_flips} ({val(s.flip_rate)})", val(s.max_tv_distance),
+         val(s.n_errors), val(s.n_skipped), val(s.n_reduced))
         for s in summaries
     )
     chart = hbar_chart(
-        [BarRow(s["property"], (
-            Bar(s["violation_rate"], note=f"{s['n_violations']}/{s['n_evaluated']}"),
-            Bar(s["flip_rate"], note=f"{s['n_flips']}/{s['n_evaluated']}"),
+        [BarRow(s.property, (
+            Bar(s.violation_rate, note=f"{s.n_violations}/{s.n_evaluated}"),
+            Bar(s.flip_rate, note=f"{s.n_flips}/{s.n_evaluated}"),
         )) for s in summaries],
         ("violation rate", "flip rate"), "Property violations and flips", kind="properties",
     ) if summaries else ""
-    evidence = properties.get("rate_evidence") or []
+    evidence = properties.rate_evidence
     # the statement repeats count, rate and interval: the columns say it, beside the chart
     evidence_table = "<div><h3>Rate evidence (case as unit, 95% per side)</h3>" + table(
         ("gate", "variants", "cases", "rate", "95% per side", "limit"),
-        ((e(i["gate"]), f"{i['count']}/{i.get('variants', i['n'])}", val(i["n"]),
-          val(i["rate"]), interval_text(i), val(i["limit"])) for i in evidence)
+        ((e(i.gate), f"{i.count}/{i.n if i.variants is None else i.variants}", val(i.n),
+          val(i.rate), bounds(i.ci_low, i.ci_high), val(i.limit)) for i in evidence)
     ) + "</div>" if evidence else ""
     parts = [
         table(("property", "level", "relation", "evaluated", "violations", "flips", "max TV",
@@ -292,7 +291,7 @@ def properties_view(report: dict[str, Any]) -> str:
         plots(chart, evidence_table),
         failing_examples(report),
     ]
-    skipped = properties.get("skipped") or []
+    skipped = properties.skipped
     if skipped:
         parts.append(f"<h3>Skipped cases ({len(skipped)})</h3>")
         parts.append(records_table(skipped))

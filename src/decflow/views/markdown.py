@@ -14,7 +14,7 @@ from typing import Any
 
 from decflow.gates.headline import bounds, failing_first, number
 from decflow.report.model import CheckRow, ContractRef, Diagnostics, Report
-from decflow.report.run_report import GoldenMetrics
+from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -163,19 +163,20 @@ def golden_block(report: dict[str, Any], head: Report) -> list[str]:
 
 def properties_block(report: dict[str, Any]) -> list[str]:
     properties = report["properties"]
+    typed = Properties.model_validate(properties)
     lines = ["## Properties", ""]
     lines.extend(table(
         ("property", "level", "evaluated", "violations", "flips", "max TV", "errors", "skipped"),
-        ((md(s["property"]) + (" (identity: rerun evidence)" if s.get("rerun_evidence") else ""),
-          md(s["level"]), str(s["n_evaluated"]),
-          f"{s['n_violations']} ({cell(s['violation_rate'])})",
-          f"{s['n_flips']} ({cell(s['flip_rate'])})", cell(s.get("max_tv_distance")),
-          str(s.get("n_errors", 0)), str(s.get("n_skipped", 0)))
-         for s in properties.get("summaries") or []),
+        ((md(s.property) + (" (identity: rerun evidence)" if s.rerun_evidence else ""),
+          md(s.level), str(s.n_evaluated),
+          f"{s.n_violations} ({cell(s.violation_rate)})",
+          f"{s.n_flips} ({cell(s.flip_rate)})", cell(s.max_tv_distance),
+          str(s.n_errors), str(s.n_skipped))
+         for s in typed.summaries),
     ))
-    for item in properties.get("rate_evidence") or []:
-        lines.append(f"- {md(item['gate'])}: {md(item['statement'])}")
-    if properties.get("rate_evidence"):
+    for evidence in typed.rate_evidence:
+        lines.append(f"- {md(evidence.gate)}: {md(evidence.statement)}")
+    if typed.rate_evidence:
         lines.append("")
     groups = failures_by_property(properties)
     labels = labels_of(report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.gates.headline import number
+from decflow.report.run_report import Properties
 from decflow.report.sections import failures_by_property
 from decflow.views.text import FIRST_CASES, MAX_LISTED, counted, percent, preview
 
@@ -18,24 +19,26 @@ def _shown(item: dict[str, Any], labels: list[str]) -> str:
 
 def properties_block(report: dict[str, Any]) -> list[str]:
     section = report["properties"]
+    properties = Properties.model_validate(section)
     labels = report["contract"]["labels"]
-    lines = ["", f"  Properties   seed {section['seed']}"]
-    for s in section["summaries"]:
+    lines = ["", f"  Properties   seed {properties.seed}"]
+    for s in properties.summaries:
         note = ""
-        if s.get("rerun_evidence"):
+        if s.rerun_evidence:
             note = "  (identity: rerun evidence, not a paraphrase test)"
         lines.append(
-            f"    {s['property']:<20} {s['n_evaluated']} compared · {s['n_violations']} violating "
-            f"({percent(s['violation_rate'])}) · {s['n_flips']} flips · "
-            f"max TV {number(s['max_tv_distance'])}"
-            + (f" · {s['n_errors']} errored" if s["n_errors"] else "")
-            + (f" · {s['n_skipped']} skipped" if s["n_skipped"] else "")
+            f"    {s.property:<20} {s.n_evaluated} compared · {s.n_violations} violating "
+            f"({percent(s.violation_rate)}) · {s.n_flips} flips · "
+            f"max TV {number(s.max_tv_distance)}"
+            + (f" · {s.n_errors} errored" if s.n_errors else "")
+            + (f" · {s.n_skipped} skipped" if s.n_skipped else "")
             + note
         )
-        for item in section.get("rate_evidence") or []:
-            if item["gate"].split(".")[0] == s["property"]:
-                lines.append(f"    {'':<20} {item['gate'].split('.', 1)[1]}: {item['statement']}")
-    skipped = section["skipped"]
+        for evidence in properties.rate_evidence:
+            if evidence.gate.split(".")[0] == s.property:
+                lines.append(
+                    f"    {'':<20} {evidence.gate.split('.', 1)[1]}: {evidence.statement}")
+    skipped = properties.skipped
     if skipped:
         lines.append(f"  Skipped ({min(len(skipped), MAX_LISTED)} of {len(skipped)})")
         for item in skipped[:MAX_LISTED]:
