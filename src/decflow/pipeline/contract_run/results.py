@@ -7,7 +7,6 @@ its results as chunk files named after the shard.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import uuid
@@ -15,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from decflow import interrupts
 from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.errors import DecflowError
@@ -139,7 +139,7 @@ def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
         finally:
             await backend.aclose()
 
-    return asyncio.run(check())
+    return interrupts.run(check())
 
 
 class CallSession:
@@ -311,7 +311,7 @@ def call_rows(
         finally:
             await backend.aclose()
 
-    asyncio.run(run())
+    interrupts.run(run())
     sink.journal.close()
     return sink.rows
 
