@@ -599,7 +599,7 @@ def test_junit_survives_control_characters_and_no_checks() -> None:
     report["checks"][0]["message"] = "segment[locale=\x01<&>] bad"
     root = validate_junit(render_junit(report))
     failure = root.findall("testsuite/testcase/failure")[0]
-    assert failure.attrib["message"] == "segment[locale=\ufffd<&>] bad"
+    assert failure.attrib["message"] == "segment[locale=\\x01<&>] bad"
     empty = validate_junit(render_junit({**run_report(), "checks": []}))
     assert empty.attrib["tests"] == "0"
 

@@ -806,7 +806,7 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
     assert nightly.parameters["store"] == ".decflow"
     drift = found["drift-check-refund-served"]
-    assert drift.parameters["records"] == "contracts/refund/production.jsonl"
+    assert drift.parameters["records"] == "examples/refund-drift/records"
 
     (run_id,) = [p.name for p in (store / "runs").iterdir()]
     report = json.loads((store / "runs" / run_id / "report.json").read_text())

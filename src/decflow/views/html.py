@@ -1,5 +1,7 @@
 """The HTML view of a report: one self-contained file (inline CSS and SVG, no script, no
-external font, stylesheet, image or link), every piece of report text escaped.
+external font, stylesheet, image or link), every piece of report text escaped; control and
+bidi characters are shown as escapes like the terminal view (`decflow.untrusted`), since a
+browser's rendering of U+202E or U+2066 reorders what a reader sees.
 
 Run reports show the status banner, identity, gate table, golden metrics with the
 reliability diagram and confidence histogram, the per-property violation/flip chart with
@@ -31,6 +33,7 @@ from decflow.report.sections import (
     shows_golden,
     status_label,
 )
+from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.diff_evidence import (
@@ -665,10 +668,13 @@ def render_html(report: dict[str, Any]) -> str:
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
               f"{e(head.report_version or 'decguard 0.1')}</footer>")
-    return (
+    page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(head.first_line())} · {e(title)}</title>"
         f"<style>{CSS}</style></head><body><main>{''.join(parts)}{footer}</main></body>"
         "</html>\n"
     )
+    # One pass over the page, as the text view does per line: no piece of report text can
+    # slip past it; the page itself spells no control character but newlines.
+    return escape(page, keep_newlines=True)

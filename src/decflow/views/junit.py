@@ -25,14 +25,17 @@ from typing import Any
 
 from decflow.report.model import CheckRow, Report
 from decflow.report.sections import report_kind
+from decflow.untrusted import escape
 from decflow.views.markdown import level_tag
 
-# Characters XML 1.0 cannot carry at all (control characters other than tab/newline/CR).
-NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# Characters XML 1.0 cannot carry at all that `escape` leaves as they are.
+NOT_XML = re.compile("[\ufffe\uffff]")
 
 
 def xml_text(value: Any) -> str:
-    return NOT_XML.sub("\ufffd", "" if value is None else str(value))
+    """Text for an attribute or element: control and bidi characters shown as escapes like
+    the terminal view; what XML still cannot carry replaced."""
+    return NOT_XML.sub("\ufffd", escape("" if value is None else str(value), keep_newlines=True))
 
 
 def suite_name(report: Report, kind: str) -> str:
