@@ -1,5 +1,5 @@
-"""Small core sections: `evaluation`, `fuzz`, `policy`, and the decflow `diagnostics` and
-`sequential` extensions."""
+"""Small core sections: `evaluation`, `fuzz`, `policy`, and the decflow `diagnostics`,
+`sequential` and `monitor` extensions."""
 
 from __future__ import annotations
 
@@ -87,3 +87,26 @@ class Sequential(StrictModel):
         values = (section or cls()).model_dump()
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values).model_dump()
+
+
+class HarmfulShift(StrictModel):
+    """`monitor.harmful_shift`: alarm when the production risk of labelled records (`metric`
+    per record: `error_rate` 1 − correct, `brier` (confidence − correct)² of the top label)
+    since some window is shown above the baseline's risk upper bound plus `tolerance`.
+    `alpha` is the chance of any false alarm within `horizon` windows, split between the
+    baseline's bound and the detector (docs/statistics.md, "Harmful-shift alarm")."""
+
+    metric: Literal["error_rate", "brier"] = "error_rate"
+    tolerance: float = Field(default=0.02, ge=0.0, lt=1.0)
+    alpha: float = Field(default=0.05, gt=0.0, le=0.5)
+    horizon: int = Field(default=365, ge=1, le=1_000_000)
+
+
+class Monitor(StrictModel):
+    """`decflow monitor`: records split into windows by `timestamp` (`window`); records
+    without one are an error unless `without_timestamp: arrival` windows them by the run
+    that found them; `harmful_shift` turns on the alarm over labelled records."""
+
+    window: Literal["1h", "6h", "1d", "7d"] = "1d"
+    without_timestamp: Literal["error", "arrival"] = "error"
+    harmful_shift: HarmfulShift | None = None

@@ -107,9 +107,11 @@ class PrefectShards:
         originals_task(self.spec, self.requests_key, self.key)
 
     def sequential_group(self, end: int) -> dict[str, Any]:
-        """A sequential run's batches up to `end` as one task (see `sequential_calls`)."""
-        outcome: dict[str, Any] = sequential_group_task(self.spec, self.cases_key,
-                                                        self.requests_key, self.key, end)
+        """A sequential run's batches up to `end` as one task (see `sequential_calls`), on
+        a Dask worker when the run has a cluster."""
+        args = (self.spec, self.cases_key, self.requests_key, self.key, end)
+        outcome: dict[str, Any] = (sequential_group_task.submit(*args).result()
+                                   if self.parallel else sequential_group_task(*args))
         self.progress.report(outcome["requests_sent"])
         return outcome
 
