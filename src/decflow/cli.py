@@ -114,7 +114,7 @@ def usage_error(exc: TyperException) -> str:
         if closest:
             message += f"; the closest is {closest}"
     else:
-        text = str(exc.format_message())  # type: ignore[attr-defined]
+        text = str(exc.format_message())
         message = text[:1].lower() + text[1:].rstrip(".")
     return f"{command}: {message} (see `{command} -h`)"
 
