@@ -313,3 +313,27 @@ def test_rm_an_accepted_or_continued_or_running_run(place: Place) -> None:
         held.release()
     assert f"run {place.second} is running (held by pid" in line
     assert (place.store / "runs" / place.second / "run.json").exists()
+
+
+# -- option errors: one `error:` line naming the closest option, exit 2 ---------------------
+
+USAGE_ERRORS = [
+    (("test", str(REFUND), "--stor", "s"),
+     "error: decflow test: no such option --stor; the closest is --store (see `decflow test "
+     "-h`)"),
+    (("runs", "gc", "--kep", "3"), "no such option --kep; the closest is --keep"),
+    (("fuzz", str(REFUND), "--al"), "no such option --al; the closest is --alpha"),
+    (("test", str(REFUND), "--max-concurrency", "0"),
+     "invalid value for '--max-concurrency': Input should be greater than or equal to 1"),
+    (("test", str(REFUND), "--seed", "3"), "invalid value for --seed: applies only with --all"),
+    (("tset", str(REFUND)), "error: decflow: no such command 'tset'. Did you mean 'test'?"),
+    (("runs", "rm"), "error: decflow runs rm: missing argument"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), USAGE_ERRORS, ids=lambda v: " ".join(v)[-30:])
+def test_option_errors_are_one_error_line(args: tuple[str, ...], expected: str) -> None:
+    code, out, err = run_cli(*args)
+    line = assert_one_error(code, err)
+    assert expected in line, line
+    assert (out, err) == ("", line + "\n")
