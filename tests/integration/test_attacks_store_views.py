@@ -337,3 +337,28 @@ def test_option_errors_are_one_error_line(args: tuple[str, ...], expected: str) 
     line = assert_one_error(code, err)
     assert expected in line, line
     assert (out, err) == ("", line + "\n")
+
+
+# -- probe runs keep report.html like every stored run --------------------------------------
+
+
+def test_a_probe_run_keeps_its_html_report(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    module = f"hostile_agent_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(
+        "def agent(text):\n"
+        f"    return 'allow' if text == 'abc' else {HOSTILE!r}\n")  # the modal answer
+    (tmp_path / "seeds.txt").write_text("hello\nworld\nabc\nfoo bar\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [str(tmp_path), *__import__("sys").path])
+    store = tmp_path / "store"
+    code, _, err = run_cli("probe", "--agent", f"{module}:agent", "--inputs", "seeds.txt",
+                           "--store", str(store))
+    assert code in (0, 1), err
+    (run_dir,) = (store / "runs").iterdir()
+    html = (run_dir / "report.html").read_text()
+    assert err.endswith(f"(HTML report: {run_dir}/report.html)\n")
+    assert "RERUN STABILITY METER" in html and "\\u202egnp.exe" in html
+    assert [char for char in RAW if char in html] == []
+    code, out, _ = run_cli("runs", "verify", "--store", str(store))
+    assert code == 0 and f"{run_dir.name} ok" in out  # its sha256 is recorded
