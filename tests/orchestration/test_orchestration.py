@@ -378,7 +378,9 @@ def test_a_warn_run_completes_tagged_also_under_fail_on_warn(
     assert done.returncode == 1, done.stderr  # --fail-on-warn: the exit code only
     report = json.loads((project / "warn.json").read_text())
     assert report["status"] == "warn"
-    assert report["headline"] == "WARN 1/5: max_ece 0.1751 > 0.15 (warning)"
+    assert report["headline"] == (
+        "WARN 1/5 (underpowered: min_accuracy lower bound 0.7411, min_coverage lower bound "
+        "0.2712): max_ece 0.1751 > 0.15 (warning)")
     (flow_run,) = tagged(prefect_api, report["run"]["id"])
     seen = recorded(prefect_api, flow_run.id, 8)
     assert seen["flow_run"].state.is_completed()
