@@ -505,7 +505,9 @@ def sequential_view(run: dict[str, Any]) -> str:
         "seconds_saved", "money_saved", "alpha", "alpha_per_gate", "seed", "batch")}
     rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
              val(g["estimate"]), f"[{val(g['low'])}, {val(g['high'])}]",
-             e(e_value(g["e_fail"])), e(e_value(g["e_pass"])), e(g["stop_reason"]))
+             e(e_value(g["e_fail"])), e(e_value(g["e_pass"])),
+             e(g["stop_reason"] + (f"; zero_limit: {g['zero_limit']}" if g.get("zero_limit")
+                                   else "")))
             for g in run["gates"])
     return section("Sequential run", kv_table(summary), table(
         ("gate", "decision", "cases used", "estimate", "interval", "e (fail)", "e (pass)",
@@ -660,10 +662,18 @@ def check_segments(segments: list[dict[str, Any]]) -> str:
          "failing checks"), rows, (s.get("status", "") for s in segments)), plots(chart))
 
 
+def probe_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+    """A probe: its verdict, then the text view's sections as they print."""
+    from decflow.views.probe_text import render_probe
+
+    title = f"decflow probe · {(report.get('settings') or {}).get('agent', 'agent')}"
+    return title, [banner(head, title), section("Probe", f"<pre>{e(render_probe(report))}</pre>")]
+
+
 def render_html(report: dict[str, Any]) -> str:
-    """The whole self-contained HTML page of a run, diff or check report."""
+    """The whole self-contained HTML page of a run, diff, check or probe report."""
     head = Report.view(report)
-    bodies = {"diff": diff_body, "check": check_body}
+    bodies = {"diff": diff_body, "check": check_body, "probe": probe_body}
     title, parts = bodies.get(report_kind(report), run_body)(report, head)
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
