@@ -132,13 +132,15 @@ def summarize(
     contract_hash: str | None = None,
     fail_on_warn: bool = False,
     created_at: str,
+    gating: Gating | None = None,
 ) -> CheckReport:
-    """Metrics, drift, gates and segments → the check report."""
+    """Metrics, drift, gates and segments → the check report; the gates judged by `gating`
+    (default: the contract's, `production_gating`; a monitor window passes `evidence`)."""
     n_bins, threshold = binning(contract)
     metrics = production_metrics(aggregates.overall, n_bins, threshold)
     baseline_metrics = None if baseline is None else baseline.metrics
     drift_values = drift(metrics, baseline_metrics)
-    gating, _ = production_gating(contract)
+    gating = gating or production_gating(contract)[0]
     segments = _segment_entries(contract, aggregates)
     checks, per_segment = check_report_checks(contract.production, metrics, drift_values,
                                               segments, gating=gating,
