@@ -1014,9 +1014,11 @@ def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
     done = decflow(env, project, "test", "refund/decflow.yaml", "-b", "staging", "--prefect",
                    "--store", "store")
     assert done.returncode == 2
-    (run_id,) = [p.name for p in (project / "store" / "runs").iterdir()]
-    assert (f"error: run {run_id} failed: http backend 'staging': environment variable "
-            "DECGUARD_STAGING_TOKEN") in done.stderr
+    # it failed before any answer: nothing of the run is kept, and the advice is to run again
+    assert list((project / "store" / "runs").iterdir()) == []
+    assert ("error: http backend 'staging': environment variable DECGUARD_STAGING_TOKEN"
+            in done.stderr)
+    assert "nothing of the run was kept: fix that, then run the command again" in done.stderr
     assert "Traceback" not in done.stderr
 
 
