@@ -34,6 +34,10 @@ REFUND = ROOT / "contracts" / "refund"
 SERVER_START_TIMEOUT_S = 120
 INGEST_TIMEOUT_S = 60
 RUN_KEYED_STAGES = ("results", "comparisons", "minimized", "summary")
+# The refund example's 11 cases pass DecGuard's point gates without showing them (exact
+# one-sided 95 % lower bounds: 10 of 10 labeled right, 8 of 11 covered).
+REFUND_UNDERPOWERED = ("underpowered: min_accuracy lower bound 0.7411, min_coverage lower "
+                       "bound 0.4356")
 
 
 def free_port() -> int:
@@ -218,7 +222,8 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
               "report"}
     seen = recorded(prefect_api, flow_run.id, len(stages) - 1 + shards)
     assert seen["flow_run"].state.is_completed()
-    assert seen["flow_run"].state.message == report["headline"] == "PASS: 18/18 gates hold"
+    assert seen["flow_run"].state.message == report["headline"] == (
+        f"PASS ({REFUND_UNDERPOWERED}): 18/18 gates hold")
     assert {"decflow", "decflow-heartbeat", f"run:{run_id}", "verdict:pass"} <= set(
         seen["flow_run"].tags)
     tasks = seen["tasks"]
@@ -373,7 +378,9 @@ def test_a_warn_run_completes_tagged_also_under_fail_on_warn(
     assert done.returncode == 1, done.stderr  # --fail-on-warn: the exit code only
     report = json.loads((project / "warn.json").read_text())
     assert report["status"] == "warn"
-    assert report["headline"] == "WARN 1/5: max_ece 0.1751 > 0.15 (warning)"
+    assert report["headline"] == (
+        "WARN 1/5 (underpowered: min_accuracy lower bound 0.7411, min_coverage lower bound "
+        "0.2712): max_ece 0.1751 > 0.15 (warning)")
     (flow_run,) = tagged(prefect_api, report["run"]["id"])
     seen = recorded(prefect_api, flow_run.id, 8)
     assert seen["flow_run"].state.is_completed()
@@ -685,7 +692,8 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
         f"regression diff {baseline_id} → {candidate_id}: {diff['headline']}")
     assert candidate["headline"].startswith("FAIL ") and "min_accuracy" in candidate["headline"]
     assert diff["headline"].startswith("FAIL ") and "\n" not in message
-    assert runs[0].state.message == f"run {baseline_id}: PASS: 5/5 gates hold"
+    assert runs[0].state.message == (
+        f"run {baseline_id}: PASS ({REFUND_UNDERPOWERED}): 5/5 gates hold")
     assert "verdict:fail" in runs[1].tags and "verdict:pass" in runs[0].tags
 
     # the regression result is under one key on both nights: the latest version is the diff
@@ -1006,9 +1014,11 @@ def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
     done = decflow(env, project, "test", "refund/decflow.yaml", "-b", "staging", "--prefect",
                    "--store", "store")
     assert done.returncode == 2
-    (run_id,) = [p.name for p in (project / "store" / "runs").iterdir()]
-    assert (f"error: run {run_id} failed: http backend 'staging': environment variable "
-            "DECGUARD_STAGING_TOKEN") in done.stderr
+    # it failed before any answer: nothing of the run is kept, and the advice is to run again
+    assert list((project / "store" / "runs").iterdir()) == []
+    assert ("error: http backend 'staging': environment variable DECGUARD_STAGING_TOKEN"
+            in done.stderr)
+    assert "nothing of the run was kept: fix that, then run the command again" in done.stderr
     assert "Traceback" not in done.stderr
 
 
