@@ -8,15 +8,14 @@ its requirement checks and its warning checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from decflow.data.record_rules import shown_segment_value
 from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.production import Metrics, production_value
 
 if TYPE_CHECKING:
-    from decflow.contracts.gates import Production, ProductionSegmentGates
+    from decflow.contracts.gates import Gating, Production, ProductionSegmentGates
 
 # (gate, metric, comparison) in the reference's table order.
 SEGMENT_GATES: tuple[tuple[str, str, str], ...] = (
@@ -44,6 +43,22 @@ def gate_settings(
 ) -> dict[str, float | None]:
     """Every gate of `table` with its configured limit (None when unset)."""
     return {gate: getattr(gates, gate, None) for gate, _, _ in table}
+
+
+def config_settings(production: Production, segments: list[str], gating: Gating
+                    ) -> dict[str, Any]:
+    """A check report's `config`: the segments its records were split by and every gate's
+    limit; `gating` only when it is evidence (a point-gated report keeps DecGuard's keys)."""
+    config: dict[str, Any] = {
+        "segments": segments,
+        "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
+        "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
+        "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
+        "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
+    }
+    if gating == "evidence":
+        config["gating"] = gating
+    return config
 
 
 def _checks(
@@ -119,17 +134,3 @@ def stored_gates(config: Mapping[str, Any]) -> Production:
         **{section: {gate: limit for gate, limit in dict(config.get(section) or {}).items()
                      if limit is not None} for section in sections},
     })
-
-
-def check_report_checks(
-    production: Production, metrics: Metrics, drift: Mapping[str, float | None],
-    segments: Sequence[Mapping[str, Any]],
-) -> tuple[list[Check], list[list[Check]]]:
-    """Every check of a check report judged again from its stored numbers: the aggregate
-    checks (metrics and drift), and each segment's checks (point estimates, as DecGuard)."""
-    per_segment = [
-        segment_checks(production, f"{entry['key']}={shown_segment_value(entry['value'])}",
-                       entry["metrics"])
-        for entry in segments
-    ]
-    return aggregate_checks(production, metrics, drift), per_segment

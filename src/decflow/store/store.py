@@ -59,12 +59,16 @@ class DamagedArtifact(DecflowError):
         super().__init__(f"store: {uri} {problem}; {remedy}")
 
 
-def store_os_error(exc: OSError, doing: str, where: str) -> DecflowError:
+class StoreUnusable(DecflowError):
+    """The store cannot be read or written (full disk, permissions, a file-size limit)."""
+
+
+def store_os_error(exc: OSError, doing: str, where: str) -> StoreUnusable:
     """`store: cannot <doing> <where> (<reason>); <what to do>` for an OS error."""
     reason = exc.strerror or type(exc).__name__
     remedy = _REMEDIES.get(exc.errno or 0, "check the store's folder and pass another "
                            "--store if it cannot be fixed")
-    return DecflowError(f"store: cannot {doing} {where} ({reason}); {remedy}")
+    return StoreUnusable(f"store: cannot {doing} {where} ({reason}); {remedy}")
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,13 @@ class Store:
         return self.root if self.is_local else self.fs.unstrip_protocol(self.root)
 
     def path(self, relative: str) -> str:
+        """Where `relative` is. Every file operation of the store goes through here, so a
+        path read from a run record or manifest (`../../elsewhere`, `/etc`) can never reach
+        outside the store: it is refused as damaged."""
+        if relative.startswith("/") or "\x00" in relative or ".." in relative.split("/"):
+            raise DamagedArtifact(f"{self.location}/{relative}", "is not a place inside the "
+                                  "store (a run record or manifest that names it was edited); "
+                                  "nothing was read, written or removed there")
         return f"{self.root}/{relative}"
 
     def uri(self, relative: str) -> str:

@@ -21,6 +21,7 @@ from decflow.pipeline.contract_run.golden_section import (
     golden_summary,
     originals,
 )
+from decflow.pipeline.contract_run.qualifiers import run_qualifiers
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext, Stage
@@ -31,6 +32,7 @@ from decflow.report.model import (
     CheckRow,
     Diagnostics,
     Health,
+    QualifierRow,
     RunRef,
 )
 from decflow.report.run_report import (
@@ -120,6 +122,9 @@ def build_report(
                                                sequential)
     judged = [Check.from_dict(c) for c in checks]
     status, exit_code = status_of(judged, fail_on_warn=fail_on_warn)
+    gate_evidence = (golden_gate_evidence(metrics, contract.requirements, contract.warnings)
+                     if gated else [])
+    qualifiers = run_qualifiers(status, judged, gate_evidence, properties, sequential)
     case_results, failures = golden_cases(contract, table, backend_info)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
@@ -131,7 +136,8 @@ def build_report(
         mode=spec.mode,
         status=status,
         exit_code=exit_code,
-        headline=headline(status, judged),
+        headline=headline(status, judged, qualifiers=qualifiers),
+        qualifiers=[QualifierRow.model_validate(q.to_dict()) for q in qualifiers],
         contract=RunContract(
             name=contract.decision.name,
             type=contract.decision.type,
@@ -164,8 +170,7 @@ def build_report(
         warnings=gate_values(contract.warnings),
         metrics=GoldenMetrics.model_validate(metrics),
         calibration=Calibration.model_validate(calibration),
-        gate_evidence=golden_gate_evidence(metrics, contract.requirements, contract.warnings)
-        if gated else [],
+        gate_evidence=gate_evidence,
         checks=[CheckRow.model_validate(c) for c in checks],
         failures=failures if mode.fills("golden") else [],
         results=case_results,
