@@ -82,9 +82,9 @@ def test_the_loops_other_tasks_are_cancelled_and_finished() -> None:
             finished.append(name)
 
     async def main() -> None:
-        asyncio.ensure_future(worker("a"))
-        asyncio.ensure_future(worker("b"))
+        workers = [asyncio.ensure_future(worker(name)) for name in ("a", "b")]
         await asyncio.sleep(0)
+        assert not any(task.done() for task in workers)
         signal.raise_signal(signal.SIGTERM)
         await asyncio.sleep(30)
 
