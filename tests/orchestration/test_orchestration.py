@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_artifact_views import rendered, text_of
+from tests.integration.test_artifact_views import diff_identity_items, rendered, text_of
 from tests.support import compare
 from tests.support.paths import ROOT
 
@@ -191,8 +191,8 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     from decflow.gates.headline import failing_first
+    from decflow.views.artifacts import report_artifact
     from decflow.views.html import render_html
-    from decflow.views.markdown import render_markdown
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     contract = "refund/decflow.yaml"
@@ -236,21 +236,24 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     by_type: dict[str, list[Any]] = {}
     for artifact in seen["artifacts"]:
         by_type.setdefault(artifact.type, []).append(artifact)
-    # a local store is named, not linked: no link artifacts, no file:// anywhere
+    # a local store is named by its path (no file:// anywhere): the HTML report's link
+    # artifact too, the JSON's none
     assert set(by_type) == {"markdown", "table", "progress"}
     assert not any("file:" in str(a.data) for a in seen["artifacts"])
     run_dir = (project / "store" / "runs" / run_id).resolve()
-    (markdown,) = by_type["markdown"]
+    (markdown, link) = sorted(by_type["markdown"], key=lambda a: a.key)
     assert markdown.key == "cli-refund-request-default-all"  # a run started by hand
     assert markdown.description == report["headline"]
-    summary = markdown.data
-    assert summary.startswith(render_markdown(report))
-    html = rendered(summary)
+    assert link.key == "cli-refund-request-default-all-html"
+    assert link.data == f"[report.html: {run_dir / 'report.html'}]({run_dir / 'report.html'})"
+    locations = {name: str(run_dir / name) for name in ("report.json", "report.html")}
+    assert markdown.data == report_artifact(report, locations)
+    html = rendered(markdown.data)
     for name in ("report.json", "report.html"):
-        assert f"<td>{run_dir / name}</td>" in html.split("<h2>Stored</h2>", 1)[1]
+        assert f"<li>{name}: {run_dir / name}</li>" in html.split("<h2>Stored</h2>", 1)[1]
     assert (run_dir / "report.html").read_text() == render_html(report)
     hold = sum(c["status"] == "pass" for c in report["checks"])
-    checks = html.split(f"<h2>Checks: {hold} of {len(report['checks'])} hold</h2>", 1)[1]
+    checks = html.split(f"<h2>Gates: {hold} of {len(report['checks'])} hold</h2>", 1)[1]
     body = checks.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     assert body.count("<tr>") == len(report["checks"])
     (table,) = by_type["table"]
@@ -333,11 +336,15 @@ def test_a_failing_run_ends_failed_naming_the_failing_gates_in_every_view(
     assert all(t.state.is_completed() for t in seen["tasks"])  # a verdict, not a crash
     warnings = [entry.message for entry in seen["logs"] if entry.level == 30]
     assert warnings == [FAILING]
-    markdown = {a.type: a for a in seen["artifacts"]}["markdown"]
-    table = {a.type: a for a in seen["artifacts"]}["table"]
+    artifacts = {a.key: a for a in seen["artifacts"]}
+    key = "cli-refund-request-order-sensitive-all"
+    markdown, table = artifacts[key], artifacts[f"{key}-checks"]
     assert markdown.description == table.description == FAILING
     escaped = FAILING.replace("_", "\\_").replace(">", "&gt;")
-    assert markdown.data.splitlines()[0] == f"**{escaped}**"
+    # the artifact leads with the failing gates; the description carries the headline
+    assert markdown.data.startswith("# decflow all: refund\\_request (choice)\n")
+    assert escaped not in markdown.data
+    assert "### FAIL option\\_order.max\\_violation\\_rate 0.8182 &gt; 0" in markdown.data
     assert (project / "r.md").read_text().splitlines()[0] == f"**{escaped}**"
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert [r["status"] for r in rows[:2]] == ["FAIL", "FAIL"]  # failing gates first
@@ -419,8 +426,8 @@ def test_production_check_flow(
                                                       "summary", "report"}
     assert "records: read unit 1 (4 records)" in {t.name for t in seen["tasks"]}
     keys = {a.key for a in seen["artifacts"] if a.type != "progress"}
-    assert keys == {"cli-refund-request-records-check",
-                    "cli-refund-request-records-check-checks"}  # a local store: no links
+    assert keys == {"cli-refund-request-records-check", "cli-refund-request-records-check-checks",
+                    "cli-refund-request-records-check-html"}  # a local store: the HTML path
     assert json.loads((run_dir / "run.json").read_text())["mode"] == "check"
     assert json.loads((run_dir / "report.json").read_text())["status"] == report["status"]
     for store in ("store", "direct-store"):  # the HTML view beside it, however it ran
@@ -708,11 +715,12 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     assert latest_version(prefect_api, key).id == artifacts[key].id
     assert latest_version(prefect_api, f"{key}-checks").id == artifacts[f"{key}-checks"].id
     # the diff names both runs and the contract hash each ran with
-    identity = diff_identity_rows(rendered(artifacts[key].data))
-    assert identity["run"] == [f"run {baseline_id}", f"run {candidate_id}"]
+    identity = diff_identity_items(rendered(artifacts[key].data))
+    assert identity["run"] == f"baseline run {baseline_id}; candidate run {candidate_id}"
     hashes = [json.loads((project / "store" / "runs" / r / "run.json").read_text())[
         "contract_hash"] for r in (baseline_id, candidate_id)]
-    assert identity["contract"] == [short_hash(h) for h in hashes]
+    assert identity["contract"] == "baseline {}; candidate {}".format(
+        *(short_hash(h) for h in hashes))
 
 
 def latest_version(api: str, key: str) -> Any:
@@ -724,14 +732,6 @@ def latest_version(api: str, key: str) -> Any:
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))))
 
     return max(api_call(api, read), key=lambda a: a.created)
-
-
-def diff_identity_rows(html: str) -> dict[str, list[str]]:
-    """The rows of a diff Markdown's identity table (baseline and candidate columns)."""
-    table = html.split('<th>baseline</th>', 1)[1].split("</table>", 1)[0]
-    return {text_of(cells[0]): [text_of(c) for c in cells[1:]] for cells in (
-        re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table,
-                                                             flags=re.S)) if cells}
 
 
 def drifted_contract(folder: Path) -> Path:

@@ -115,3 +115,19 @@ def test_a_failed_verdict_ends_the_flow_failed_naming_the_failing_gates() -> Non
     with pytest.raises(GateFailed, match=r"max_ece 0\.2 > 0\.15"):
         state.result()
     assert flow_result(state) is result  # what the CLI reads the report from
+
+
+def test_the_report_location_maps_the_store_to_a_base_url(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decflow.store.store import Store
+    from decflow.tasks.report import BASE_URL, report_location
+
+    store = Store(str(tmp_path))
+    html = "runs/20261201-000000-abcdef/report.html"
+    monkeypatch.delenv(BASE_URL, raising=False)
+    assert report_location(store, html) == f"{tmp_path}/{html}"  # a local path otherwise
+    monkeypatch.setenv(BASE_URL, "https://reports.example.org/decflow/")
+    assert report_location(store, html) == f"https://reports.example.org/decflow/{html}"
+    monkeypatch.setenv(BASE_URL, "https://gw.example.org/get?key=store/{path}&sig=1")
+    assert report_location(store, html) == f"https://gw.example.org/get?key=store/{html}&sig=1"
