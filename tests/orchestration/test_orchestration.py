@@ -218,7 +218,10 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
               "report"}
     seen = recorded(prefect_api, flow_run.id, len(stages) - 1 + shards)
     assert seen["flow_run"].state.is_completed()
-    assert seen["flow_run"].state.message == report["headline"] == "PASS: 18/18 gates hold"
+    # the headline first, then what qualifies it
+    assert report["headline"] == "PASS: 18/18 gates hold"
+    assert seen["flow_run"].state.message == (
+        "PASS: 18/18 gates hold\nNOT EXERCISED (n/a, not a pass): paraphrase")
     assert {"decflow", "decflow-heartbeat", f"run:{run_id}", "verdict:pass"} <= set(
         seen["flow_run"].tags)
     tasks = seen["tasks"]
@@ -331,9 +334,14 @@ def test_a_failing_run_ends_failed_naming_the_failing_gates_in_every_view(
     (flow_run,) = tagged(prefect_api, run_id)
     seen = recorded(prefect_api, flow_run.id, 11)
     state = seen["flow_run"].state
-    assert state.is_failed() and state.message == FAILING
-    assert {"decflow", f"run:{run_id}", "verdict:fail"} <= set(seen["flow_run"].tags)
-    assert all(t.state.is_completed() for t in seen["tasks"])  # a verdict, not a crash
+    assert state.is_failed() and state.message.splitlines()[0] == FAILING
+    tags = seen["flow_run"].tags
+    assert {"decflow", f"run:{run_id}", "verdict:fail"} <= set(tags)
+    assert sum(t.startswith(("verdict:", "run:")) for t in tags) == 2
+    # the stage that judged the gates is red, with the headline; the others green
+    (judged,) = [t for t in seen["tasks"] if not t.state.is_completed()]
+    assert judged.name == "summary: judge the gates, write the report"
+    assert judged.state.is_failed() and judged.state.message == FAILING
     warnings = [entry.message for entry in seen["logs"] if entry.level == 30]
     assert warnings == [FAILING]
     artifacts = {a.key: a for a in seen["artifacts"]}
@@ -362,8 +370,11 @@ def test_a_failing_run_ends_failed_naming_the_failing_gates_in_every_view(
     check = json.loads((project / "check.json").read_text())
     assert check["headline"].startswith("FAIL 4/6: min_accuracy 0 < 0.9; max_ece 0.975 > 0.25")
     (check_run,) = tagged(prefect_api, check["run"]["id"])
-    assert check_run.state.is_failed() and check_run.state.message == check["headline"]
+    assert check_run.state.is_failed()
+    assert check_run.state.message.splitlines()[0] == check["headline"]
     assert "verdict:fail" in check_run.tags
+    (judged,) = [t for t in task_runs_of(prefect_api, check_run.id) if t.state.is_failed()]
+    assert judged.name.startswith("summary: ") and judged.state.message == check["headline"]
 
 
 def test_a_warn_run_completes_tagged_also_under_fail_on_warn(
@@ -628,6 +639,14 @@ def test_decflow_deploy_registers_the_scheduled_deployments(
     assert worker.returncode == 0, worker.stdout + worker.stderr
     (run_dir,) = list((store / "runs").iterdir())
     assert json.loads((run_dir / "report.json").read_text())["status"] == "pass"
+    # no accepted baseline in that store: the night is WARN, its passing run acceptable
+    (night,) = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+                if r.deployment_id == nightly.id and r.parameters.get("store") == str(store)]
+    assert night.state.is_completed()
+    assert night.state.message == f"{NOT_DIFFED}\nrun {run_dir.name}: PASS: 5/5 gates hold"
+    assert "verdict:warn" in night.tags and f"run:{run_dir.name}" in night.tags
+    accepted = decflow(env, tmp_path, "runs", "accept", run_dir.name, "--store", str(store))
+    assert accepted.returncode == 0, accepted.stderr  # without --force
 
 
 NIGHTLY = """
@@ -687,20 +706,21 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     assert runs[0].state.is_completed() and runs[1].state.is_failed()
     # the failed run's state is one line naming the failing gates of the run and the diff
     message = runs[1].state.message
+    # led by the diff's headline naming the diff gate, then each report's verdict
     assert message == (project / "second.txt").read_text() == (
-        f"run {candidate_id}: {candidate['headline']}; "
+        f"{diff['headline']}\nrun {candidate_id}: {candidate['headline']}\n"
         f"regression diff {baseline_id} → {candidate_id}: {diff['headline']}")
     assert candidate["headline"].startswith("FAIL ") and "min_accuracy" in candidate["headline"]
-    assert diff["headline"].startswith("FAIL ") and "\n" not in message
-    assert runs[0].state.message == f"run {baseline_id}: PASS: 5/5 gates hold"
-    assert "verdict:fail" in runs[1].tags and "verdict:pass" in runs[0].tags
+    assert diff["headline"].startswith("FAIL ")
+    # the first night had no baseline: WARN, though its run passed (and stays acceptable)
+    assert runs[0].state.message == f"{NOT_DIFFED}\nrun {baseline_id}: PASS: 5/5 gates hold"
+    assert "verdict:fail" in runs[1].tags and "verdict:warn" in runs[0].tags
 
     # the regression result is under one key on both nights: the latest version is the diff
     key = "cli-refund-request-default-regression"
     first_seen = recorded(prefect_api, runs[0].id, 7)
     first_artifacts = {a.key: a for a in first_seen["artifacts"]}
-    assert first_artifacts[key].description == (
-        f"no accepted baseline: run {baseline_id} was not diffed")
+    assert first_artifacts[key].description == NOT_DIFFED
     note = first_artifacts[key].data
     assert f"`decflow runs accept {baseline_id} --store store`" in note  # it passed
     assert f"{key}-checks" in first_artifacts
@@ -721,6 +741,10 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
         "contract_hash"] for r in (baseline_id, candidate_id)]
     assert identity["contract"] == "baseline {}; candidate {}".format(
         *(short_hash(h) for h in hashes))
+
+
+NOT_DIFFED = ("WARN (not diffed: no accepted baseline for refund_request/default; "
+              "accept one with decflow runs accept RUN)")
 
 
 def latest_version(api: str, key: str) -> Any:
@@ -811,14 +835,16 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     (run_id,) = [p.name for p in (store / "runs").iterdir()]
     report = json.loads((store / "runs" / run_id / "report.json").read_text())
     assert run.state.is_failed()
-    assert run.state.message == f"run {run_id}: {report['headline']}"
+    assert run.state.message == (f"{report['headline']}\nrun {run_id}: {report['headline']}\n"
+                                 f"{NOT_DIFFED}")
     assert report["headline"].startswith("FAIL ") and "min_accuracy" in report["headline"]
     assert run.name == f"refund_request-test-default-nightly-{run_id}"
     assert {"decflow", "decflow-heartbeat", f"run:{run_id}", "verdict:fail"} <= set(run.tags)
     printed = output.read_text()
     assert "crash detection" in printed
     assert "Traceback" not in printed and "Engine execution exited" not in printed
-    finished = [line for line in printed.splitlines() if "Finished in state Failed(" in line]
+    finished = [line for line in printed.splitlines() if "Finished in state Failed(" in line
+                and "Flow run" in line]
     assert len(finished) == 1 and run_id in finished[0], printed
     seen = recorded(prefect_api, run.id, 8)
     # keyed by the deployment: never a version of a run started by hand
@@ -1010,6 +1036,31 @@ def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
     assert (f"error: run {run_id} failed: http backend 'staging': environment variable "
             "DECGUARD_STAGING_TOKEN") in done.stderr
     assert "Traceback" not in done.stderr
+    (flow_run,) = tagged(prefect_api, run_id)
+    assert flow_run.state.is_failed() and "verdict:error" in flow_run.tags
+
+    # a backend that refuses every call: the shard that sent them is not green either
+    import yaml
+
+    port = free_port()  # nothing listens there
+    document = yaml.safe_load((project / "refund" / "decflow.yaml").read_text())
+    document["backends"]["staging"]["url"] = f"http://127.0.0.1:{port}/decide"
+    (project / "refund" / "closed.yaml").write_text(yaml.safe_dump(document))
+    env["DECGUARD_STAGING_TOKEN"] = "not-a-secret"
+    env["DECFLOW_ALLOW_CREDENTIALS"] = f"http://127.0.0.1:{port}"
+    refused = decflow(env, project, "test", "refund/closed.yaml", "-b", "staging", "--prefect",
+                      "--no-healthcheck", "--store", "store")
+    assert refused.returncode == 2, refused.stderr
+    assert "failed on every case" in refused.stderr
+    (second,) = {p.name for p in (project / "store" / "runs").iterdir()} - {run_id}
+    (flow_run,) = tagged(prefect_api, second)
+    assert flow_run.state.is_failed()
+    tags = flow_run.tags
+    assert "verdict:error" in tags and sum(t.startswith("verdict:") for t in tags) == 1
+    (shard,) = [t for t in recorded(prefect_api, flow_run.id, 3)["tasks"]
+                if t.name.startswith("results: call backend")]
+    assert shard.state.is_failed()
+    assert shard.state.message.startswith("every call of this shard failed (11 of 11); first: ")
 
 
 REPLAY = """

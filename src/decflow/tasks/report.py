@@ -32,6 +32,7 @@ from prefect.artifacts import (
 from prefect.runtime import deployment
 
 from decflow.redaction import redact
+from decflow.report.model import Report
 from decflow.report.sections import report_headline
 from decflow.store.runs import read_run_json
 from decflow.store.store import Store
@@ -66,12 +67,13 @@ def report_location(store: Store, relative: str) -> str:
     return f"{base.rstrip('/')}/{relative}"
 
 
-def publish_report(store: Store, relative: str, key: str) -> str:
+def publish_report(store: Store, relative: str, key: str) -> dict[str, Any]:
     """Publish the artifacts of the report stored at `relative` (`…/<name>.json`) under
     `key` (`key-checks`, `key-json`, `key-html`), with its HTML view written next to it:
     the Markdown report, the checks table, a link artifact to the HTML view (a local path
     when nothing maps the store to a URL) and one to the JSON when a browser can open it;
-    returns where the stored JSON is (path or URL)."""
+    returns where the stored JSON is (path or URL, `stored`) and the report's caveats (what
+    qualifies its verdict, `caveats`: the flow's state message names them)."""
     from decflow.views.artifacts import check_rows, linkable, report_artifact
     from decflow.views.stored import write_stored_html
 
@@ -94,12 +96,12 @@ def publish_report(store: Store, relative: str, key: str) -> str:
                                  description=f"the stored {file} (a path on the machine that "
                                              f"ran the flow; {BASE_URL} maps the store to a "
                                              f"URL): {headline}")
-    return locations[f"{name}.json"]
+    return {"stored": locations[f"{name}.json"], "caveats": Report.view(report).caveats()}
 
 
 @stage_task("report", run_name="report: publish the artifacts")
-def report_task(store_url: str, relative: str, key: str) -> str:
-    """Publish the artifacts of a stored report; returns where it is stored."""
+def report_task(store_url: str, relative: str, key: str) -> dict[str, Any]:
+    """Publish the artifacts of a stored report (see `publish_report`)."""
     return publish_report(Store(store_url), relative, key)
 
 
