@@ -20,6 +20,7 @@ from prefect.runtime import flow_run
 
 from decflow.flows.common import Verdict, decflow_run, finish, task_value
 from decflow.flows.contract_run import decision_name, run_crash_message, run_stages
+from decflow.gates.headline import Qualifier
 from decflow.pipeline.spec import RunSpec
 from decflow.store.runs import accepted_run, new_run_id, read_run_record
 from decflow.store.store import Store
@@ -46,9 +47,11 @@ def baseline_advice(run: dict[str, Any], contract: str, backend: str, store: str
 
 
 def not_diffed(decision: str, backend: str) -> str:
-    """The nightly's headline when it had nothing to diff against (PRODUCT §4 grammar)."""
-    return (f"WARN (not diffed: no accepted baseline for {decision}/{backend}; accept one "
-            "with decflow runs accept RUN)")
+    """The nightly's headline when it had nothing to diff against (PRODUCT §4 grammar: the
+    status and its qualifier; no gate was judged)."""
+    detail = (f"no accepted baseline for {decision}/{backend}; accept one with decflow runs "
+              "accept RUN")
+    return f"WARN {Qualifier('not diffed', detail)}"
 
 
 def no_baseline_note(decision: str, backend: str, run: dict[str, Any], advice: str,

@@ -28,6 +28,7 @@ from decflow.gates.headline import brief, failing_first, number
 from decflow.report.failing import FailingGate, failing_gates
 from decflow.report.model import Report
 from decflow.report.sections import labels_of, status_label
+from decflow.untrusted import escape
 from decflow.views.markdown import (
     CHECK_HEADERS,
     COMPARISONS,
@@ -207,4 +208,5 @@ def report_artifact(report: dict[str, Any], locations: Mapping[str, str]) -> str
     for name, section in sections:
         if name not in REPLACED:
             lines.extend(section)
-    return "\n".join(lines).rstrip() + "\n"
+    # one pass over the page, as the Markdown view (control and bidi characters as escapes)
+    return escape("\n".join(lines).rstrip(), keep_newlines=True) + "\n"
