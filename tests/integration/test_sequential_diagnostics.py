@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from decflow.pipeline.contract_run import results
-from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
+from decflow.pipeline.contract_run.resume import resumed_spec
+from decflow.pipeline.contract_run.runner import run_contract
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
 from tests.support.cli import run_cli

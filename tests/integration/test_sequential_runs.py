@@ -15,7 +15,8 @@ import yaml
 
 from decflow.contracts import load_contract
 from decflow.pipeline.contract_run import results
-from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
+from decflow.pipeline.contract_run.resume import resumed_spec
+from decflow.pipeline.contract_run.runner import run_contract
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
 from decflow.views.html import render_html
