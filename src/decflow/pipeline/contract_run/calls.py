@@ -31,6 +31,9 @@ def _error_rows(request_ids: pl.Series, kinds: list[str], messages: list[str]) -
     ).select(list(RESULTS_SCHEMA))
 
 
+ORIGINAL_ERROR = "original_error"  # a transformed request not sent: its original errored
+
+
 def original_error_rows(transformed: pl.DataFrame, failed: pl.DataFrame) -> pl.DataFrame:
     """Transformed requests of a case whose original errored are not sent."""
     joined = transformed.join(
@@ -38,7 +41,7 @@ def original_error_rows(transformed: pl.DataFrame, failed: pl.DataFrame) -> pl.D
         maintain_order="left",
     )
     messages = [f"the original case errored ({kind})" for kind in joined["original_kind"]]
-    return _error_rows(joined["request_id"], ["original_error"] * joined.height, messages)
+    return _error_rows(joined["request_id"], [ORIGINAL_ERROR] * joined.height, messages)
 
 
 def generation_error_rows(transformed: pl.DataFrame) -> pl.DataFrame:
