@@ -350,8 +350,9 @@ class SequentialCalls:
             "order": sent,
             "bounds": [b for b in self.bounds if b <= self.sent],
             "stop_reason": self.stop_reason,
-            "calls_made": requests.rows - self._not_sent(kept_requests),
+            "calls_made": requests.rows - self._not_sent(kept_requests) - self._served(),
             "calls_full": full_requests.rows,
+            "calls_from_cache": self._served(),
             "call_seconds": round(self.seconds, 4),
             "cases": cases.to_dict(),
             "requests": requests.to_dict(),
@@ -366,6 +367,11 @@ class SequentialCalls:
             schema=dict(RESULTS_SCHEMA))
         blocked = answers.filter(pl.col("error_kind") == ORIGINAL_ERROR).height
         return int(requests["pre_error_kind"].is_not_null().sum()) + blocked
+
+    def _served(self) -> int:
+        """Answers of the sent cases the call cache served (never sent to the backend)."""
+        return sum(int(frame["cache_entry"].is_not_null().sum()) for frame in self.answers
+                   if "cache_entry" in frame.columns)
 
     def _key(self, name: str) -> str:
         return hashlib.sha256(f"{name}:{self.key}:{self.sent}".encode()).hexdigest()
