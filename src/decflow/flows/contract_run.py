@@ -10,6 +10,7 @@ not re-sent); `--from-stage` reuses the stored upstream manifests of the run.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -28,7 +29,7 @@ from decflow.flows.common import (
     unwalked,
 )
 from decflow.flows.crash_detection import watched_run
-from decflow.flows.crashes import crash_message
+from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.pipeline.contract_run.results import RequestParts, left_to_send, recorded_count
@@ -66,7 +67,10 @@ def _contract_run_name() -> str:
 
 
 def run_crash_message(spec: RunSpec) -> str:
-    return crash_message(f"run {spec.run_id}", f"resume it with `{spec.resume_command()}`")
+    """The run and the command that resumes it, from any directory (absolute paths)."""
+    anywhere = replace(spec, contract_path=absolute(spec.contract_path),
+                       store_url=absolute(spec.store_url))
+    return crash_message(f"run {spec.run_id}", f"resume it with `{anywhere.resume_command()}`")
 
 
 def _dicts(manifests: dict[str, Manifest]) -> dict[str, dict[str, Any]]:
