@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from decflow.contracts import load_contract
-from decflow.pipeline.contract_run import results
 from decflow.pipeline.contract_run.resume import resumed_spec
 from decflow.pipeline.contract_run.runner import run_contract
 from decflow.pipeline.spec import RunSpec
@@ -24,6 +23,7 @@ from decflow.views.markdown import render_markdown
 from decflow.views.outputs import render_text
 from tests.support.cli import run_cli
 from tests.support.compare import normalized
+from tests.support.crash import crash_after
 from tests.support.planted import planted_contract
 
 SETTINGS = {"alpha": 0.05, "max_cases": None, "batch": 8, "seed": 0, "zero_limit": 0.02}
@@ -100,19 +100,7 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     contract = planted_contract(tmp_path / "suite", 600, wrong=0.03, flips=0.005)
     whole = run(contract, tmp_path / "store", "whole", SETTINGS)
-    calls = {"n": 0}
-    real = results.call_rows
-
-    def crashing(*args: Any, **kwargs: Any) -> int:
-        calls["n"] += 1
-        if calls["n"] > 7:
-            raise RuntimeError("killed")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(results, "call_rows", crashing)
-    with pytest.raises(RuntimeError):
-        run(contract, tmp_path / "store", "crashed", SETTINGS)
-    monkeypatch.setattr(results, "call_rows", real)
+    crash_after(monkeypatch, 7, lambda: run(contract, tmp_path / "store", "crashed", SETTINGS))
     store = Store(str(tmp_path / "store"))
     spec = resumed_spec(store, "crashed", str(contract), "all")
     resumed = run_contract(spec, store)
@@ -273,19 +261,7 @@ def test_the_order_seed_is_drawn_per_run_recorded_and_replayed(
     assert len(drawn) > 1
     settings = Sequential.settings(None, True, {"batch": 8})
     assert settings is not None
-    real = results.call_rows
-    calls = {"n": 0}
-
-    def crashing(*args: Any, **kwargs: Any) -> int:
-        calls["n"] += 1
-        if calls["n"] > 3:
-            raise RuntimeError("killed")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(results, "call_rows", crashing)
-    with pytest.raises(RuntimeError):
-        run(contract, tmp_path / "store", "crashed", settings)
-    monkeypatch.setattr(results, "call_rows", real)
+    crash_after(monkeypatch, 3, lambda: run(contract, tmp_path / "store", "crashed", settings))
     store = Store(str(tmp_path / "store"))
     spec = resumed_spec(store, "crashed", str(contract), "all")
     assert spec.sequential == settings  # the drawn seed, as recorded

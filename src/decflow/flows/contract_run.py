@@ -19,7 +19,14 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from decflow.errors import DecflowError
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result, unwalked
+from decflow.flows.common import (
+    Verdict,
+    decflow_run,
+    finish,
+    flow_result,
+    task_value,
+    unwalked,
+)
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
@@ -97,11 +104,12 @@ class PrefectShards:
         if self.parallel:
             futures = [shard(index).submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
-                self.done += future.result()
+                self.done += task_value(future.state)
                 self.progress.report(self.done)
             return
         for index in range(shards):
-            self.done += shard(index)(*args, index, self.progress.to_dict(self.done))
+            self.done += task_value(shard(index)(*args, index, self.progress.to_dict(self.done),
+                                                 return_state=True))
             self.progress.report(self.done)
 
     def check_originals(self) -> None:
@@ -138,8 +146,8 @@ def run_stages(
     spec_d = spec.to_dict()
 
     def as_task(name: str) -> Manifest:
-        return Manifest.from_dict(
-            STAGE_TASKS[name](spec_d, _dicts(book.manifests), fail_on_warn))
+        return Manifest.from_dict(task_value(STAGE_TASKS[name](
+            spec_d, _dicts(book.manifests), fail_on_warn, return_state=True)))
 
     with RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
                  fail_on_warn=fail_on_warn) as book:
@@ -147,8 +155,8 @@ def run_stages(
             book.run(stage, None if stage.sharded else partial(as_task, stage.name))
     verdict = book.verdict
     key = artifact_key(decision_name(spec.contract_path), spec.backend, spec.mode)
-    report_task(spec.store_url, verdict["report"], key)
-    return {"run_id": spec.run_id, **verdict}
+    published = report_task(spec.store_url, verdict["report"], key)
+    return {"run_id": spec.run_id, **verdict, "caveats": published["caveats"]}
 
 
 @flow(name="contract_run", flow_run_name=_contract_run_name, persist_result=False)

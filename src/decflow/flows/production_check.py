@@ -15,7 +15,14 @@ from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 
 from decflow.data.record_units import SourcePlan, Unit
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result, unwalked
+from decflow.flows.common import (
+    Verdict,
+    decflow_run,
+    finish,
+    flow_result,
+    task_value,
+    unwalked,
+)
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
@@ -88,10 +95,9 @@ def production_check(
         spec_d = unwalked(spec.to_dict())
         outcomes = [o.to_dict() for o in run_units(AGGREGATES, context)]
         aggregates = aggregates_task(contract_file, spec_d, unwalked(outcomes))
-        outcome: dict[str, Any] = check_summary_task(
-            contract_file, spec_d, unwalked(aggregates), fail_on_warn)
-        location = opened.location
-        report_task(location, outcome["report"],
+        outcome: dict[str, Any] = task_value(check_summary_task(
+            contract_file, spec_d, unwalked(aggregates), fail_on_warn, return_state=True))
+        report_task(opened.location, outcome["report"],
                     artifact_key(decision_name(contract), "records", "check"))
         result = {"run_id": run_id, **outcome}
         return finish(result, Verdict(result))
