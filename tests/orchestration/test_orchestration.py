@@ -786,20 +786,23 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     env = {**client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home")),
            "PREFECT_RUNNER_POLL_FREQUENCY": "2"}  # pick the run up without the 10 s default
     document = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
-    for entry in document["deployments"]:
-        entry["name"] += "-served"
+    # the same deployments registered for a worker first: serving must not take them over
+    deployed = decflow(env, ROOT, "deploy", "--file", str(ROOT / "deployments" / "prefect.yaml"))
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
     (project / "deployments").mkdir()
     served_file = project / "deployments" / "prefect.yaml"
-    served_file.write_text(yaml.safe_dump(document))
+    served_file.write_text(yaml.safe_dump(document))  # served as `<name>-served`
     output = project / "serve.log"
     with output.open("wb") as log:
         server = subprocess.Popen([sys.executable, "-m", "decflow", "serve", "--file",
                                    str(served_file)], env=env, cwd=project,
                                   stdout=log, stderr=subprocess.STDOUT)
 
+    async def everything(client: Any) -> list[Any]:
+        return list(await client.read_deployments())
+
     async def served(client: Any) -> dict[str, Any]:
-        return {d.name: d for d in await client.read_deployments()
-                if d.name.endswith("-served")}
+        return {d.name: d for d in await everything(client) if d.name.endswith("-served")}
 
     async def runs_of(client: Any, deployment: Any) -> list[Any]:
         # the schedule pre-creates runs too: ours is the one with our store
@@ -835,6 +838,11 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
+    after = {d.name: d for d in api_call(prefect_api, everything)}
+    for entry in document["deployments"]:
+        kept = after[entry["name"]]  # as `decflow deploy` registered it, serve or no serve
+        assert kept.work_pool_name == "decflow-process" and not kept.paused, kept
+        assert after[f"{entry['name']}-served"].work_pool_name is None
     assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
     assert nightly.parameters["store"] == ".decflow"
     drift = found["drift-check-refund-served"]

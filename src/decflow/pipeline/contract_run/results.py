@@ -7,7 +7,6 @@ its results as chunk files named after the shard.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import io
 import os
@@ -16,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from decflow import interrupts
 from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.errors import DecflowError
@@ -140,7 +140,7 @@ def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
         finally:
             await backend.aclose()
 
-    return asyncio.run(check())
+    return interrupts.run(check())
 
 
 def left_to_send(requests: int, recorded: int) -> int:
@@ -323,7 +323,7 @@ def call_rows(
         finally:
             await backend.aclose()
 
-    asyncio.run(run())
+    interrupts.run(run())
     sink.journal.close()
     return sink.rows
 
