@@ -8,7 +8,9 @@ recorded (flow run, task runs, logs, artifacts) is read back through its client 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -732,8 +734,17 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     note = first_artifacts[key].data
     assert f"`decflow runs accept {baseline_id} --store store`" in note  # it passed
     assert f"{key}-checks" in first_artifacts
-    second_seen = recorded(prefect_api, runs[1].id, 8)
+    second_seen = recorded(prefect_api, runs[1].id, 9)
     assert "diff" in {base_name(t) for t in second_seen["tasks"]}
+    # the noise run's re-sends are a task of their own, with their own final progress
+    (noise,) = [t for t in second_seen["tasks"] if base_name(t) == "noise"]
+    assert noise.name == f"noise: re-send the requests of run {candidate_id} 2 times"
+    assert noise.state.is_completed()
+    resent = len(cases) * 2
+    assert any(a.type == "progress" and a.data == pytest.approx(100.0)
+               and a.description.startswith(f"results: {resent}/{resent} calls (100%)")
+               for a in second_seen["artifacts"]), [a.description for a in second_seen[
+                   "artifacts"] if a.type == "progress"]
     assert f"diff: compare run {candidate_id} with baseline {baseline_id}" in {
         t.name for t in second_seen["tasks"]}
     artifacts = {a.key: a for a in second_seen["artifacts"]}
@@ -1173,9 +1184,25 @@ def test_sequential_run_as_a_flow_groups_batches_into_shard_tasks(
     flow_run = flow_run_of(prefect_api, report["run"]["id"])
     seen = recorded(prefect_api, flow_run.id, 8)
     names = [t.name for t in seen["tasks"]]
-    # One task per group of batches of about a shard of requests, never one per case.
-    assert sum(name.startswith("results: sequential batches") for name in names) == 1
+    # One task per group of batches of about a shard of requests, never one per case,
+    # named by the batches it judged and the calls it sent: together the report's
+    section = report["sequential"]
+    groups = sorted((re.fullmatch(r"results: sequential batches (\d+)-(\d+) \((\d+) calls?\)",
+                                  name) for name in names if name.startswith(
+                                      "results: sequential")), key=lambda m: int(m[1]))
+    assert groups and all(groups), names
+    assert int(groups[0][1]) == 1
+    assert all(int(a[2]) + 1 == int(b[1]) for a, b in itertools.pairwise(groups))
+    assert int(groups[-1][2]) == math.ceil(section["cases_sent"] / 8)  # batches of 8 cases
+    assert sum(int(g[3]) for g in groups) == section["calls_made"]
     assert len(names) <= 20
+    # the progress artifact is final: the calls the report counts, and why it stopped
+    (progress,) = [a for a in seen["artifacts"] if a.type == "progress"]
+    calls = section["calls_made"]
+    assert progress.data == pytest.approx(100.0)
+    assert progress.description.startswith(f"results: {calls}/{calls} calls (100%)")
+    assert progress.description.endswith(
+        f"; stopped: {section['stop_reason']} ({section['calls_full']} calls at most)")
 
 
 def _counting_suite(folder: Path, url: str, *, wrong: int) -> Path:

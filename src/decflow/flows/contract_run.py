@@ -119,13 +119,18 @@ class PrefectShards:
     def check_originals(self) -> None:
         originals_task(self.spec, self.requests_key, self.key)
 
-    def sequential_group(self, end: int) -> dict[str, Any]:
-        """A sequential run's batches up to `end` as one task (see `sequential_calls`), on
-        a Dask worker when the run has a cluster."""
-        args = (self.spec, self.cases_key, self.requests_key, self.key, end)
+    def sequential_group(self, start: int, end: int) -> dict[str, Any]:
+        """A sequential run's batches `start`..`end` as one task (see `sequential_calls`),
+        on a Dask worker when the run has a cluster; the progress moves as its batches
+        come back and is final once the run stops (the calls it made, why it stopped)."""
+        args = (self.spec, self.cases_key, self.requests_key, self.key, start, end,
+                self.progress.to_dict(0))
         outcome: dict[str, Any] = (sequential_group_task.submit(*args).result()
                                    if self.parallel else sequential_group_task(*args))
-        self.progress.report(outcome["requests_sent"])
+        if outcome["stopped"]:
+            self.progress.settle(outcome["calls_made"], outcome["stop_reason"])
+        else:
+            self.progress.report(outcome["requests_sent"])
         return outcome
 
     def finish(self, health: dict[str, str] | None) -> Manifest:

@@ -155,6 +155,18 @@ class CallProgress:
         get_run_logger().info("%s", line)
 
 
+    def settle(self, calls: int, reason: str) -> None:
+        """A sequential run's calls are over: `calls` sent, stopped for `reason` (the
+        total was the full suite's, an upper bound)."""
+        from decflow.views.progress_text import progress_line
+
+        line = progress_line(calls, calls, time.time() - self.started, "calls", "results")
+        update_progress_artifact(UUID(self.artifact_id), 100.0, description=(
+            f"{line}; stopped: {reason} ({self.total} calls at most)"))
+        set_progress_labels(100.0, f"results: {calls}/{calls} calls")
+        get_run_logger().info("%s; stopped: %s", line, reason)
+
+
 def set_progress_labels(share: float, line: str) -> None:
     """Where the current flow run's calls are (see `CallProgress.report`)."""
     run_id = flow_run.id
