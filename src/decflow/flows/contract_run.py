@@ -10,6 +10,7 @@ not re-sent); `--from-stage` reuses the stored upstream manifests of the run.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -28,7 +29,7 @@ from decflow.flows.common import (
     unwalked,
 )
 from decflow.flows.crash_detection import watched_run
-from decflow.flows.crashes import crash_message
+from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.pipeline.contract_run.results import RequestParts, left_to_send, recorded_count
@@ -66,7 +67,10 @@ def _contract_run_name() -> str:
 
 
 def run_crash_message(spec: RunSpec) -> str:
-    return crash_message(f"run {spec.run_id}", f"resume it with `{spec.resume_command()}`")
+    """The run and the command that resumes it, from any directory (absolute paths)."""
+    anywhere = replace(spec, contract_path=absolute(spec.contract_path),
+                       store_url=absolute(spec.store_url))
+    return crash_message(f"run {spec.run_id}", f"resume it with `{anywhere.resume_command()}`")
 
 
 def _dicts(manifests: dict[str, Manifest]) -> dict[str, dict[str, Any]]:
@@ -115,13 +119,18 @@ class PrefectShards:
     def check_originals(self) -> None:
         originals_task(self.spec, self.requests_key, self.key)
 
-    def sequential_group(self, end: int) -> dict[str, Any]:
-        """A sequential run's batches up to `end` as one task (see `sequential_calls`), on
-        a Dask worker when the run has a cluster."""
-        args = (self.spec, self.cases_key, self.requests_key, self.key, end)
+    def sequential_group(self, start: int, end: int) -> dict[str, Any]:
+        """A sequential run's batches `start`..`end` as one task (see `sequential_calls`),
+        on a Dask worker when the run has a cluster; the progress moves as its batches
+        come back and is final once the run stops (the calls it made, why it stopped)."""
+        args = (self.spec, self.cases_key, self.requests_key, self.key, start, end,
+                self.progress.to_dict(0))
         outcome: dict[str, Any] = (sequential_group_task.submit(*args).result()
                                    if self.parallel else sequential_group_task(*args))
-        self.progress.report(outcome["requests_sent"])
+        if outcome["stopped"]:
+            self.progress.settle(outcome["calls_made"], outcome["stop_reason"])
+        else:
+            self.progress.report(outcome["requests_sent"])
         return outcome
 
     def finish(self, health: dict[str, str] | None) -> Manifest:

@@ -26,7 +26,7 @@ from decflow.pipeline.contract_run.call_cache import call_cache_mode, fresh_answ
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.runs import accepted_run, new_run_id, read_run_record
 from decflow.store.store import Store
-from decflow.tasks.regression import diff_task
+from decflow.tasks.regression import diff_task, noise_task
 from decflow.tasks.report import artifact_key, report_task
 from decflow.views.artifacts import placeholder_rows
 
@@ -119,6 +119,7 @@ def nightly_regression(
                           fail_on_warn=fail_on_warn)
         subject = (f"regression diff {baseline} → {spec.run_id}"
                    f"{mode_note(opened, baseline, mode)}")
+        noise_task(spec.run_id, store, noise_reruns)  # the re-sends, with their progress
         diff = task_value(diff_task(baseline, spec.run_id, contract, store, fail_on_warn,
                                     noise_reruns, return_state=True))
         report_task.with_options(task_run_name="report: publish the regression diff")(

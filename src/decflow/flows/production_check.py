@@ -25,7 +25,7 @@ from decflow.flows.common import (
 )
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
-from decflow.flows.crashes import crash_message
+from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.pipeline.production.run import check_context
@@ -80,8 +80,9 @@ def production_check(
     (`runs/<run_id>/report.json`). Returns the run id, status, exit code, headline and
     report path; a FAIL ends the flow run Failed (`GateFailed` for a Python caller)."""
     run_id = new_run_id()
-    crash = crash_message(f"check {run_id}", "run it again with "
-                          f"`{rerun_command(contract, records, baseline, store)}`")
+    again = rerun_command(absolute(contract), absolute(records),
+                          baseline and absolute(baseline), absolute(store))
+    crash = crash_message(f"check {run_id}", f"run it again with `{again}`")
     with decflow_run(run_id, check_label(contract), crash):
         plan = plan_task(records)
         # Workers may run in another directory: they get absolute local paths.
