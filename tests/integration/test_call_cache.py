@@ -189,3 +189,16 @@ def test_packs_are_sized_kept_by_their_readers_and_removed_with_the_last(
     assert packs(store) == written  # the reader served its answers from them
     assert run_cli("runs", "rm", reader["run"]["id"], "--store", str(store))[0] == 0
     assert packs(store) == []
+
+
+def test_a_sequential_run_counts_its_calls_without_the_cached_answers(
+    tmp_path: Path, service: CountingService,
+) -> None:
+    path, store = contract(tmp_path, service), tmp_path / "store"
+    flags = ("--sequential", "--order-seed", "3", "--batch", "2", "--call-cache", "read-write")
+    first, sent = run(service, path, store, *flags)
+    assert first["sequential"]["calls_made"] == sum(sent.values()) > 0
+    second, sent = run(service, path, store, *flags)
+    assert sum(sent.values()) == 0 and second["sequential"]["calls_made"] == 0
+    assert second["sequential"]["calls_from_cache"] == first["sequential"]["calls_made"]
+    assert second["call_cache"]["served_from_cache"] == first["sequential"]["calls_made"]
