@@ -12,6 +12,7 @@ the nightly (a `test` baseline under an `all` nightly) is named in the diff's li
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from prefect import flow, get_run_logger
@@ -21,7 +22,8 @@ from prefect.runtime import flow_run
 from decflow.flows.common import Verdict, decflow_run, finish, retried_run_id, task_value
 from decflow.flows.contract_run import continued_run, decision_name, run_crash_message
 from decflow.gates.headline import Qualifier
-from decflow.pipeline.spec import RunSpec
+from decflow.pipeline.contract_run.call_cache import call_cache_mode, fresh_answers_mode
+from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.runs import accepted_run, new_run_id, read_run_record
 from decflow.store.store import Store
 from decflow.tasks.regression import diff_task, noise_task
@@ -97,6 +99,9 @@ def nightly_regression(
                    dataset=dataset)
     decision = decision_name(contract)
     with decflow_run(spec.run_id, _nightly_run_name(), run_crash_message(spec)):
+        # the candidate measures the model as it answers tonight: never served from the cache
+        spec = replace(spec, call_cache=fresh_answers_mode(
+            call_cache_mode(None, load_contract_cached(contract).contract)))
         run = continued_run(spec, fail_on_warn=fail_on_warn)
         ran = Verdict(run, f"run {spec.run_id}")
         key = artifact_key(decision, backend, "regression")

@@ -354,6 +354,7 @@ class SequentialCalls:
             "stop_reason": self.stop_reason,
             "calls_made": self.calls_made(),
             "calls_full": full_requests.rows,
+            "calls_from_cache": self._served(),
             "call_seconds": round(self.seconds, 4),
             "cases": cases.to_dict(),
             "requests": requests.to_dict(),
@@ -370,12 +371,20 @@ class SequentialCalls:
 
     def _not_sent(self, requests: pl.DataFrame) -> int:
         """Requests among `requests` that never reached the backend: their generation
-        failed, or their case's original errored (recorded as errors, not calls)."""
-        answers = pl.concat(self.answers) if self.answers else pl.DataFrame(
-            schema=dict(RESULTS_SCHEMA))
-        blocked = answers.filter((pl.col("error_kind") == ORIGINAL_ERROR)
+        failed, their case's original errored (recorded as errors, not calls), or the call
+        cache served them."""
+        answers = pl.concat(self.answers, how="diagonal_relaxed") if self.answers else \
+            pl.DataFrame(schema=dict(RESULTS_SCHEMA))
+        served = (pl.col("cache_entry").is_not_null() if "cache_entry" in answers.columns
+                  else pl.lit(False))
+        blocked = answers.filter(((pl.col("error_kind") == ORIGINAL_ERROR) | served)
                                  & pl.col("request_id").is_in(requests["request_id"].implode()))
         return int(requests["pre_error_kind"].is_not_null().sum()) + blocked.height
+
+    def _served(self) -> int:
+        """Answers of the sent cases the call cache served (never sent to the backend)."""
+        return sum(int(frame["cache_entry"].is_not_null().sum()) for frame in self.answers
+                   if "cache_entry" in frame.columns)
 
     def _key(self, name: str) -> str:
         return hashlib.sha256(f"{name}:{self.key}:{self.sent}".encode()).hexdigest()
