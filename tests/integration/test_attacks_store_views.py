@@ -1,8 +1,13 @@
-"""Attacks on the store and the views, through the command line (issue 31, part B).
+"""Attacks on the store and the views, and first-hour mistakes, through the command line.
 
-Each table row is one attack or first-hour mistake and its documented outcome: the exit
-code, at most one `error:` line and no traceback, and nothing outside the store touched
-(a sentinel folder beside the store must survive every command).
+Each table row is one attack or mistake and its documented outcome: the exit code, one
+`error:` line and no traceback, and nothing outside the store touched (a sentinel folder
+beside every store must survive every command; the store attacks aim at one). In order:
+control and bidi characters in every view; run records leading out of the store (`runs gc`,
+`verify`, `accept`, `rm`); option errors; probe runs' report.html; a resumed run's
+progress; `--resume RUN -b/-d` and typos that leave no run; a damaged report's advice.
+(`decflow serve`'s names apart from `decflow deploy`'s need a Prefect server:
+tests/orchestration/test_orchestration.py.)
 """
 
 from __future__ import annotations
@@ -53,6 +58,17 @@ def write_contract(folder: Path, *, model: str = "base", name: str = "c.yaml",
     path = folder / name
     path.write_text(CONTRACT.format(model=json.dumps(model), dataset=dataset))
     return path
+
+
+@pytest.fixture(autouse=True)
+def sentinel(tmp_path: Path) -> Any:
+    """A folder beside every store of these tests that no command may touch."""
+    folder = tmp_path / "sentinel"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("untouched")
+    yield
+    assert [p.name for p in folder.iterdir()] == ["keep.txt"]
+    assert (folder / "keep.txt").read_text() == "untouched"
 
 
 def assert_one_error(code: int, err: str, expected_code: int = 2) -> str:

@@ -29,6 +29,7 @@ from decflow.backends.base import (
     RequestBatch,
 )
 from decflow.data.golden_dataset import case_input
+from decflow.interrupts import stopping
 from decflow.redaction import redact_text
 from decflow.untrusted import escape, quote, shorten
 
@@ -43,6 +44,9 @@ RESULTS_SCHEMA = pl.Schema({
     "model": pl.String(),
     "model_version": pl.String(),
     "metadata_json": pl.String(),
+    # the call-cache entry (its pack's key) the answer was served from; null: the backend
+    # was asked (runs stored before the cache existed have no such column)
+    "cache_entry": pl.String(),
 })
 
 MAX_ERROR_MESSAGE = 1000
@@ -143,6 +147,7 @@ def _rows_from_matrix(
     models: Sequence[str | None] | str | None,
     model_versions: Sequence[str | None] | str | None,
     metadata: Sequence[str | None] | None,
+    cache_entries: Sequence[str | None] | None = None,
 ) -> pl.DataFrame:
     """Build a results table column-wise (no Python object per row for the numbers)."""
     n = len(request_ids)
@@ -170,6 +175,7 @@ def _rows_from_matrix(
             "model": column(models, pl.String),
             "model_version": column(model_versions, pl.String),
             "metadata_json": column(metadata, pl.String),
+            "cache_entry": column(cache_entries, pl.String),
         }
     )
     typed = [pl.col(name).cast(dtype) for name, dtype in RESULTS_SCHEMA.items()]
@@ -308,6 +314,8 @@ class RemoteCaller:
 
         async def guarded(row: tuple[Any, ...]) -> tuple[Any, ...]:
             async with semaphore:
+                if stopping():  # a signal arrived: the cancellation is on its way
+                    raise asyncio.CancelledError()
                 result = await self._one(*row)
                 # recorded before the slot frees: at most max_concurrency are unrecorded
                 if on_result is not None:

@@ -15,6 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from prefect import get_run_logger
+from prefect.client.schemas.objects import State
+from prefect.runtime import task_run
+from prefect.states import Failed
 
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import results as results_stage
@@ -23,8 +26,16 @@ from decflow.pipeline.contract_run.sequential_calls import sequential_group
 from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import StageContext, run_stage
 from decflow.store.store import Manifest, Store
-from decflow.tasks.common import SHARD_RETRIES, manifests_of, spec_and_store, stage_task
+from decflow.tasks.common import (
+    SHARD_RETRIES,
+    judged,
+    manifests_of,
+    rename_task_run,
+    spec_and_store,
+    stage_task,
+)
 from decflow.tasks.report import CallProgress
+from decflow.views.text import counted
 
 Spec = dict[str, Any]
 ManifestDict = dict[str, Any]
@@ -41,20 +52,26 @@ STAGE_RUN_NAMES = {
 
 
 def _stage_task(name: str) -> Any:
+    stage = STAGE_BY_NAME[name]
+
     def compute(spec: Spec, manifests: dict[str, ManifestDict],
-                fail_on_warn: bool = False) -> ManifestDict:
+                fail_on_warn: bool = False) -> ManifestDict | State[ManifestDict]:
         run_spec, store = spec_and_store(spec)
         context = StageContext(run_spec, store, load_contract_cached(run_spec.contract_path),
                                manifests_of(manifests), fail_on_warn=fail_on_warn,
                                logger=get_run_logger())
-        return run_stage(STAGE_BY_NAME[name], context).to_dict()
+        manifest = run_stage(stage, context)
+        if not stage.verdict:
+            return manifest.to_dict()
+        # the summary judges the gates: its task run is Failed when a requirement fails
+        return judged(manifest.extra["status"], manifest.extra["headline"], manifest.to_dict())
 
     compute.__name__ = compute.__qualname__ = f"{name}_task"
     return stage_task(name, STAGE_RUN_NAMES[name])(compute)
 
 
 # One task per stage besides the call stage, named after it (the names Prefect shows).
-STAGE_TASKS: dict[str, Callable[..., ManifestDict]] = {
+STAGE_TASKS: dict[str, Callable[..., Any]] = {
     name: _stage_task(name) for name, stage in STAGE_BY_NAME.items() if not stage.sharded
 }
 
@@ -82,10 +99,11 @@ def shard_run_name(phase: str, index: int, shards: int) -> str:
 
 @stage_task("results-shard", "results: call backend ({phase})", retries=SHARD_RETRIES)
 def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
-               progress: dict[str, Any] | None = None) -> int:
+               progress: dict[str, Any] | None = None) -> int | State[int]:
     """One shard of backend calls (the flow names its run with `shard_run_name`); a retry
     re-sends only requests without a recorded result. With `progress` (a `CallProgress`
-    dict) the progress artifact moves as the shard's calls come back."""
+    dict) the progress artifact moves as the shard's calls come back. Returns how many
+    results it recorded, as a Failed state when every call of the shard failed."""
     run_spec, store = spec_and_store(spec)
     moved = None
     if progress is not None:
@@ -94,18 +112,47 @@ def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
         def moved(shard_done: int, _shard_total: int | None) -> None:
             reporter.report(reporter.base + shard_done)
 
-    return results_stage.call_shard(
+    done = results_stage.call_shard(
         run_spec, store, _requests(store, requests_key), key, phase, index, moved
     )
+    errors = results_stage.shard_errors(store, key, phase, index)
+    if errors.all_failed:  # not green: the run goes on (the summary counts the errors)
+        return Failed(message=f"every call of this shard failed ({errors.errors} of "
+                              f"{errors.results}); first: {errors.first}", data=done)
+    return done
 
 
-@stage_task("results-sequential", "results: sequential batches up to batch {end}",
-            retries=SHARD_RETRIES)
+def _sequential_run_name() -> str:
+    return (f"results: sequential batches {task_run.parameters['start'] + 1}-"
+            f"{task_run.parameters['end']}")
+
+
+def sequential_run_name(start: int, batches: int, calls: int) -> str:
+    """What a sequential group's task run did: `results: sequential batches 9-12 (64
+    calls)` (`start` is the index of its first batch)."""
+    return f"results: sequential batches {start + 1}-{batches} ({counted(calls, 'call')})"
+
+
+@stage_task("results-sequential", _sequential_run_name, retries=SHARD_RETRIES)
 def sequential_group_task(spec: Spec, cases_key: str, requests_key: str, key: str,
-                          end: int) -> dict[str, Any]:
-    """A sequential run's batches up to `end`: a group of about a shard of requests."""
+                          start: int, end: int,
+                          progress: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A sequential run's batches `start`..`end` (a group of about a shard of requests),
+    or fewer once the gates are settled: the task run is named by the batches it judged
+    and the calls it sent (`sequential_run_name`); with `progress` (a `CallProgress`
+    dict) the progress artifact counts the calls as its batches come back."""
     run_spec, store = spec_and_store(spec)
-    return sequential_group(run_spec, store, cases_key, requests_key, key, end)
+    factory = None
+    if progress is not None:
+        reporter = CallProgress.from_dict(progress)
+
+        def factory(_stage: str, _total: int | None) -> Callable[[int, int | None], None]:
+            return lambda done, _total: reporter.report(reporter.base + done)
+
+    outcome = sequential_group(run_spec, store, cases_key, requests_key, key, start, end,
+                               factory)
+    rename_task_run(sequential_run_name(start, outcome["batches"], outcome["calls"]))
+    return outcome
 
 
 @stage_task("results-check-originals", "results: check that some originals were answered")

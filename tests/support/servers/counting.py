@@ -3,8 +3,12 @@
 decguard.http/0.1 on 127.0.0.1 (stdlib): `POST /decide` answers after `delay_s` with
 probabilities favouring a label chosen by the input's hash; `GET /health` is 200. It counts
 every request per case id, received and answered, so a test sees exactly what was sent
-again after a kill. With `failing=True` every decision is a 500 (a run whose every case
-errors: exit 2).
+again after a kill, and when each request started (`starts`, monotonic clock). With
+`failing=True` every decision is a 500 (a run whose every case errors: exit 2), and the
+request ids in `failing_ids` get a 500 each time. While the gate is closed (`hold`),
+decisions are received but not answered until it opens again. With `noisy=True` no two
+answers are alike (the favoured label's probability follows the number of requests
+answered so far), as a model sampled at a temperature.
 """
 
 from __future__ import annotations
@@ -32,10 +36,16 @@ def favoured(text: str) -> str:
 class CountingService:
     """decguard.http/0.1: POST /decide → probabilities (after `delay_s`); GET /health → 200."""
 
-    def __init__(self, delay_s: float = 0.02, failing: bool = False) -> None:
-        self.delay_s, self.failing = delay_s, failing
+    def __init__(self, delay_s: float = 0.02, failing: bool = False,
+                 noisy: bool = False) -> None:
+        self.delay_s, self.failing, self.noisy = delay_s, failing, noisy
+        self.failing_ids: set[str] = set()
         self.received: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
+        self.starts: list[float] = []
+        self.in_progress = 0
+        self.gate = threading.Event()
+        self.gate.set()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.server.daemon_threads = True
@@ -54,6 +64,23 @@ class CountingService:
     def total_received(self) -> int:
         with self.lock:
             return sum(self.received.values())
+
+    def waiting(self) -> int:
+        """Decisions received and not answered (nor abandoned by the client) yet."""
+        with self.lock:
+            return self.in_progress
+
+    def started_after(self, moment: float) -> list[float]:
+        """Start times of the requests received after `moment` (monotonic)."""
+        with self.lock:
+            return [start for start in self.starts if start > moment]
+
+    def hold(self) -> None:
+        """Answer nothing until `release` (requests are still received and counted)."""
+        self.gate.clear()
+
+    def release(self) -> None:
+        self.gate.set()
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         service = self
@@ -75,16 +102,32 @@ class CountingService:
                 self.reply(b'{"status": "ok"}')
 
             def do_POST(self) -> None:
+                started = time.monotonic()
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 case_id = request["case_id"]
                 with service.lock:
                     service.received[case_id] += 1
+                    service.starts.append(started)
+                    service.in_progress += 1
+                try:
+                    self.decide(request, case_id)
+                finally:
+                    with service.lock:
+                        service.in_progress -= 1
+
+            def decide(self, request: dict[str, Any], case_id: str) -> None:
                 time.sleep(service.delay_s)
-                if service.failing:
+                service.gate.wait()
+                if service.failing or case_id in service.failing_ids:
                     self.reply(b'{"error": "down"}', status=500)
                     return
                 top = favoured(request["input"])
-                probabilities = {label: (0.8 if label == top else 0.1)
+                high = 0.8
+                if service.noisy:
+                    with service.lock:
+                        high = 0.4 + 0.01 * (sum(service.answered.values()) % 50)
+                low = (1.0 - high) / 2
+                probabilities = {label: (high if label == top else low)
                                  for label in request["decision"]["labels"]}
                 self.reply(json.dumps({"probabilities": probabilities, "model": "counting",
                                        "model_version": "1"}).encode())
@@ -95,12 +138,14 @@ class CountingService:
 
 
 @contextmanager
-def counting_service(delay_s: float = 0.02, failing: bool = False) -> Iterator[CountingService]:
-    running = CountingService(delay_s, failing)
+def counting_service(delay_s: float = 0.02, failing: bool = False,
+                     noisy: bool = False) -> Iterator[CountingService]:
+    running = CountingService(delay_s, failing, noisy)
     running.thread.start()
     try:
         yield running
     finally:
+        running.release()
         running.server.shutdown()
         running.server.server_close()
 

@@ -8,6 +8,7 @@ they arrive, so `--resume RUN` re-sends only requests without a recorded result 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -78,6 +79,7 @@ async def decide_requests(
         shard = requests.slice(offset, shard_size)
         if backend.supports_batch:
             sink(decide_in_process(backend, shard, decision.labels, tolerance))
+            await asyncio.sleep(0)  # where a signal's cancellation reaches this loop
         else:
             counter.done = done
             await caller.run(shard, decision.labels, sink, on_result=counter)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from decflow import interrupts
 from decflow.errors import DecflowError, Interrupted
 from decflow.pipeline.contract_run.backend_plan import plan_path, stored_plan
 from decflow.pipeline.contract_run.call_stage import RESULTS
@@ -220,6 +221,7 @@ class RunBook:
         """Compute `stage` here (or with `compute`, e.g. as a Prefect task) unless the run
         reuses it, and record it; the summary also records the run's verdict."""
         name = stage.name
+        interrupts.check()
         if name in self.manifests and stage.cached:
             self.logger.info("stage %s: reused from run %s", name,
                              self.spec.parent or self.spec.run_id)
