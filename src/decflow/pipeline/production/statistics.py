@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from decflow.store.store import Manifest, Part, Store
 
 ID_BUCKETS = 16
+ROWS_PART = "rows.parquet"  # a unit's `BatchStats.rows`, when it keeps any
 _BUCKET_SHIFT = np.uint64(60)
 
 # A group's key: "" for every record, `<segment key>\x1f<value token>` for a segment value.
@@ -81,6 +82,11 @@ class BatchStats:
     @classmethod
     def of(cls, spec: RecordSpec, contract: Contract) -> BatchStats:
         return cls(spec, *binning(contract))
+
+    def rows(self, _table: pl.DataFrame) -> pl.DataFrame | None:
+        """Per-record rows a unit keeps beside its statistics (a monitor's predictions;
+        none for a check)."""
+        return None
 
     def __call__(self, table: pl.DataFrame) -> dict[str, GroupStats]:
         if table.height == 0:
@@ -133,6 +139,7 @@ class UnitAggregates:
     stats: dict[str, GroupStats] = field(default_factory=dict)
     # sorted; None once dropped (a unit whose hashes are read back from the store)
     id_hashes: np.ndarray | None = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    rows: pl.DataFrame | None = None  # `BatchStats.rows` of its records, in file order
 
 
 def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
@@ -141,9 +148,13 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
     reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset, texts=False,
                           beside=True)
     merged: dict[str, GroupStats] = {}
+    rows: list[pl.DataFrame] = []
     try:
         for batch in reader.unit_batches():
             merged = merge_groups(merged, batch_stats(batch.table))
+            kept = batch_stats.rows(batch.table)
+            if kept is not None:
+                rows.append(kept)
     except DatasetError as exc:
         return UnitAggregates(unit, reader.n_records - unit.offset, str(exc))
     n_records = reader.n_records - unit.offset
@@ -153,7 +164,7 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
                               f"({unit.n_records} records planned, {n_records} read); run "
                               "it again")
     return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
-                          reader.id_hashes())
+                          reader.id_hashes(), pl.concat(rows) if rows else None)
 
 
 def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggregates:
@@ -172,8 +183,10 @@ def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggrega
             problems.setdefault(key, message)
         stats = merge_groups(stats, result.stats)
     hashes = [r.id_hashes for r in results if r.id_hashes is not None]
+    rows = [r.rows for r in results if r.rows is not None]
     return UnitAggregates(unit, n_records, None, problems, stats,
-                          np.sort(np.concatenate(hashes), kind="stable"))
+                          np.sort(np.concatenate(hashes), kind="stable"),
+                          pl.concat(rows) if rows else None)
 
 
 # -- merging units ------------------------------------------------------------------------
@@ -254,7 +267,9 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
     with ThreadPoolExecutor(max_workers=1) as pool:
         ids = pool.submit(id_parts)
         stats = store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))
-        return [stats, *ids.result()]
+        rows = ([] if result.rows is None
+                else [store.write_part(f"{prefix}/{ROWS_PART}", result.rows)])
+        return [stats, *rows, *ids.result()]
 
 
 def _hash_parquet(hashes: np.ndarray) -> bytes:
@@ -273,6 +288,12 @@ def _hash_parquet(hashes: np.ndarray) -> bytes:
 def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
     stats_part = next(p for p in manifest.parts if p.path.endswith("/part-00000.parquet"))
     return stats_from_frame(store.read_part(stats_part))
+
+
+def unit_rows(store: Store, manifest: Manifest) -> pl.DataFrame | None:
+    """A stored unit's kept rows (`BatchStats.rows`), if it kept any."""
+    part = next((p for p in manifest.parts if p.path.endswith(f"/{ROWS_PART}")), None)
+    return None if part is None else store.read_part(part)
 
 
 def stored_bucket(store: Store, manifest: Manifest, b: int) -> list[np.ndarray]:
