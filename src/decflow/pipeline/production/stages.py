@@ -75,7 +75,7 @@ def _units(context: CheckContext) -> list[Unit]:
     return context.spec.plan.units
 
 
-def _unit_params(unit: Unit) -> dict[str, Any]:
+def unit_params(unit: Unit) -> dict[str, Any]:
     """What a unit's statistics depend on: the bytes it reads and the records before it
     (default ids count them), never its files' paths (a moved file is still a cache hit)."""
     return {"unit": unit.identity(), "offset": unit.offset, "polars": polars.__version__,
@@ -162,7 +162,7 @@ def _ids(held: UnitAggregates | None) -> Any:
 AGGREGATES: Stage[CheckSpec] = Stage(
     "aggregates", STAGE_VERSION, (), _merge, params=_source, inputs=_unit_hashes,
     reusable=_every_unit_read,
-    fan_out=FanOut("records", _units, _unit_params, read_unit),
+    fan_out=FanOut("records", _units, unit_params, read_unit),
 )
 
 

@@ -1,0 +1,199 @@
+"""The monitor run's verdict stage (`JUDGE`): the state updated with what this run read
+(partitions new, rewritten or gone; labels arrived), each window whose inputs changed
+judged again and stored as a window run (superseding its earlier report), the
+harmful-shift detector fed the newly labelled records window by window in data order, the
+monitor report written, and the state committed last.
+
+A run that read nothing changes nothing: its report is the state as it stands (the same
+windows, detector and verdict), with nothing read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from decflow.data.id_hashes import ID_HASH
+from decflow.data.records import RecordSpec
+from decflow.pipeline.monitor import pieces
+from decflow.pipeline.monitor.baselines import MonitorBaseline, monitor_baseline
+from decflow.pipeline.monitor.labels import LABEL_SCHEMA, Joined, join_labels
+from decflow.pipeline.monitor.report import build_report
+from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec, source_identity
+from decflow.pipeline.monitor.stages import MonitorContext, settings, stored_state
+from decflow.pipeline.monitor.state import (
+    KEPT_RUNS,
+    MonitorRun,
+    MonitorState,
+    Seen,
+    Window,
+    WindowReport,
+)
+from decflow.pipeline.monitor.window_runs import judge_window, window_digest
+from decflow.pipeline.monitor.windows import window_aggregates
+from decflow.pipeline.production.statistics import binning
+from decflow.pipeline.stage import Stage
+from decflow.store.monitors import (
+    labels_path,
+    piece_paths,
+    unnamed_pieces,
+    write_state,
+)
+from decflow.store.runs import write_report
+from decflow.store.store import Manifest
+
+NEW, LATE, LABELS, REWRITTEN = "new records", "late records", "labels", "rewritten partition"
+
+
+def _new_state(context: MonitorContext) -> MonitorState:
+    spec, contract = context.spec, context.loaded.contract
+    return MonitorState(spec.monitor_id, contract.decision.name, BACKEND,
+                        source_identity(spec.source), spec.labels, settings(context).window,
+                        ID_HASH)
+
+
+@dataclass
+class Reading:
+    """What this run changes: windows to judge again (and why), what it read."""
+
+    touched: dict[str, str] = field(default_factory=dict)  # window -> reason
+    read: dict[str, Any] = field(default_factory=dict)
+
+    def touch(self, window: str, reason: str) -> None:
+        # the first reason found for a window is kept (records before labels)
+        self.touched.setdefault(window, reason)
+
+
+def _adopt_partitions(context: MonitorContext, state: MonitorState, reading: Reading) -> None:
+    """The partitions this run read, and those gone, into the state."""
+    spec = context.spec
+    for piece in context.manifests["partitions"].extra["pieces"]:
+        old = state.partitions.get(piece["name"])
+        for window in sorted(set(piece["windows"]) | set(old.windows if old else {})):
+            reason = REWRITTEN if old is not None else LATE if window in state.windows else NEW
+            reading.touch(window, reason)
+        state.partitions[piece["name"]] = Seen(
+            piece["name"], piece["path"], piece["size"], piece["version"], piece["key"],
+            spec.run_id, spec.run_id if old is None else old.first_read_in,
+            n_records=piece["n_records"], windows=piece["windows"], digest=piece["digest"],
+            rewritten=0 if old is None else old.rewritten + 1)
+    for name in spec.gone:
+        state.partitions[name].gone = spec.run_id
+
+
+def _adopt_labels(context: MonitorContext, state: MonitorState) -> None:
+    spec = context.spec
+    for found in context.manifests["labels"].extra["labels"]:
+        old = state.labels.get(found["name"])
+        state.labels[found["name"]] = Seen(
+            found["name"], found["path"], found["size"], found["version"], found["key"],
+            spec.run_id, spec.run_id if old is None else old.first_read_in,
+            n_records=found["n_labels"], rewritten=0 if old is None else old.rewritten + 1,
+            seq=found["seq"])
+    for name in spec.labels_gone:
+        state.labels[name].gone = spec.run_id
+
+
+def _joined(context: MonitorContext, state: MonitorState) -> Joined:
+    records = RecordSpec.from_contract(context.loaded.contract)
+    keys = [s.key for _, s in sorted(state.partitions.items())]
+    predictions = pieces.read_predictions(context.store, state.monitor_id, keys,
+                                          records.segments)
+    labels = pieces.read_labels(context.store, state.monitor_id,
+                                [s.key for _, s in sorted(state.labels.items())],
+                                LABEL_SCHEMA)
+    return join_labels(predictions, labels)
+
+
+def _labelled(joined: Joined) -> pl.DataFrame:
+    return joined.predictions.filter(pl.col("correct") >= 0)
+
+
+def _judge_windows(context: MonitorContext, state: MonitorState, joined: Joined,
+                   baseline: MonitorBaseline | None, reading: Reading) -> list[str]:
+    """Judge every touched window again; returns the windows judged, in time order."""
+    spec, store, loaded = context.spec, context.store, context.loaded
+    records = RecordSpec.from_contract(loaded.contract)
+    n_bins, _ = binning(loaded.contract)
+    judged = []
+    for window in sorted(reading.touched):
+        holding = [(name, s) for name, s in sorted(state.partitions.items())
+                   if window in s.windows]
+        stats = [pieces.read_stats(store, state.monitor_id, s.key) for _, s in holding]
+        mine = joined.predictions.filter(pl.col("window") == window)
+        n_labelled = int((mine["correct"] >= 0).sum())
+        aggregates = window_aggregates(
+            window, stats, joined.predictions, records, n_bins, source=spec.source,
+            digest=window_digest([(n, s.digest) for n, s in holding], n_labelled),
+            files=[n for n, _ in holding])
+        before = state.windows.get(window)
+        done = judge_window(store, spec, loaded, window, aggregates,
+                            None if baseline is None else baseline.baseline,
+                            reason=reading.touched[window],
+                            supersedes=None if before is None else before.current.run_id,
+                            settings_window=state.window)
+        report = WindowReport(done.run_id, spec.run_id, reading.touched[window], done.status,
+                              done.headline)
+        state.windows[window] = Window(
+            window, aggregates.overall.total, n_labelled, [n for n, _ in holding],
+            [*(before.reports if before else []), report], done.gates())
+        judged.append(window)
+    return judged
+
+
+def _commit(context: MonitorContext, state: MonitorState) -> None:
+    """The state written last; then what no state names any more is removed."""
+    store, monitor = context.store, state.monitor_id
+    state.commits += 1
+    write_state(store, monitor, state.to_dict())
+    named = {path for s in state.partitions.values() for path in piece_paths(monitor, s.key)}
+    named |= {labels_path(monitor, s.key) for s in state.labels.values()}
+    for path in unnamed_pieces(store, monitor, named):
+        store.discard(path)
+
+
+def _judge(context: MonitorContext, key: str) -> Manifest:
+    spec, store = context.spec, context.store
+    state = stored_state(context) or _new_state(context)
+    before = _labelled(_joined(context, state)) if state.partitions else None
+    reading = Reading()
+    _adopt_partitions(context, state, reading)
+    _adopt_labels(context, state)
+    joined = _joined(context, state)
+    labelled_before = set() if before is None else set(before["h"].to_list())
+    newly = _labelled(joined).filter(~pl.col("h").is_in(list(labelled_before)))
+    for window in newly.filter(pl.col("labelled"))["window"].unique().to_list():
+        reading.touch(window, LABELS)
+    baseline = monitor_baseline(context, state)
+    checked = _judge_windows(context, state, joined, baseline, reading)
+    if checked:
+        state.last_checked = checked
+    reading.read = {
+        "partitions_listed": spec.listed, "new": [p.name for p in spec.to_read
+                                                  if p.name not in spec.rewritten],
+        "rewritten": list(spec.rewritten), "gone": list(spec.gone),
+        "labels_new": [p.name for p in spec.labels_to_read], "labels_gone":
+        list(spec.labels_gone), "bytes_read": spec.bytes_to_read,
+        "records_read": sum(u.n_records for u in spec.plan.units),
+        "labels_joined": joined.joined, "labels_repeated": joined.repeated,
+        "labels_pending": joined.pending, "newly_labelled": newly.height,
+    }
+    report = build_report(context, state, reading.read, checked, baseline)
+    state.runs = [*state.runs, MonitorRun(spec.run_id, spec.created_at, report["status"],
+                                          report["headline"], reading.read)][-KEPT_RUNS:]
+    verdict: dict[str, Any] = {"status": report["status"], "exit_code": report["exit_code"],
+                               "headline": report["headline"],
+                               "report": write_report(store, spec.run_id, report),
+                               "windows": checked}
+    _commit(context, state)
+    context.outputs["report"] = report
+    frame = pl.DataFrame({"window": checked}, schema={"window": pl.String})
+    return store.publish("monitor", key, frame, extra=verdict)
+
+
+# Recomputed on every run: it reads the monitor's state, which every run changes.
+JUDGE: Stage[MonitorSpec] = Stage(
+    "monitor", "1", ("partitions", "labels"), _judge, keyed_by_run=True, cached=False,
+    verdict=True, title="judge the windows, update the detector, write the report")

@@ -1,0 +1,107 @@
+"""The monitor report (`report.monitor_report.MonitorReport`) built from the monitor's
+state after a run: the windows as a time series, what the run read, and the verdict.
+
+The verdict follows from the windows of the last run that checked any and the newest
+window (a window checked long ago no longer decides today's verdict; its report stays in
+the history) and from the harmful-shift alarm: ALARM (`fail`, exit 1) when a window
+fails or the alarm is raised, WARN when a window warns or is not established, else OK.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import decflow
+from decflow.data.record_windows import window_start
+from decflow.gates.checks import Check, status_of
+from decflow.gates.headline import Qualifier, brief, headline
+from decflow.pipeline.monitor.baselines import MonitorBaseline
+from decflow.pipeline.monitor.stages import MonitorContext, settings
+from decflow.pipeline.monitor.state import MonitorState, Window
+from decflow.pipeline.production.summary import contract_block
+from decflow.redaction import redact
+from decflow.report.model import RunRef
+from decflow.report.monitor_report import MONITOR_KIND, MonitorReport
+from decflow.report.versions import REPORT_VERSION
+
+LABELS = {"pass": "OK", "warn": "WARN", "fail": "ALARM"}
+HISTORY = 20  # monitor runs shown in a report
+WINDOW_GATE = "window"
+
+
+def _window_check(window: Window) -> Check:
+    """A window as one check of the monitor: its status, its headline as the message."""
+    current = window.current
+    failing = sum(g["status"] != "pass" for g in window.gates.values())
+    status = {"pass": "pass", "warn": "warn", "fail": "fail"}[current.status]
+    return Check(f"{WINDOW_GATE}[{window.name}]", "requirement", WINDOW_GATE, "<=", 0.0,
+                 float(failing), status, current.headline)  # type: ignore[arg-type]
+
+
+def _item(check: Check) -> str:
+    """A check of the monitor in its headline: a window as `<window>: <its open gates>`."""
+    if check.metric == WINDOW_GATE:
+        name = check.gate[len(WINDOW_GATE) + 1:-1]
+        _, _, gates = check.message.partition(": ")
+        return f"{name}: {gates or check.message}"
+    return brief(check)
+
+
+def _focus(state: MonitorState) -> list[Window]:
+    names = set(state.last_checked)
+    if state.windows:
+        names.add(max(state.windows))
+    return [state.windows[n] for n in sorted(names) if n in state.windows]
+
+
+def _series(state: MonitorState) -> list[dict[str, Any]]:
+    out = []
+    for name in sorted(state.windows):
+        window = state.windows[name]
+        current = window.current
+        out.append({
+            "name": name, "start": window_start(name).isoformat(),
+            "n_records": window.n_records, "n_labelled": window.n_labelled,
+            "status": current.status, "headline": current.headline,
+            "run_id": current.run_id, "reason": current.reason,
+            "superseded": [r.run_id for r in window.reports[:-1]], "gates": window.gates,
+        })
+    return out
+
+
+def _qualifiers(state: MonitorState, baseline: MonitorBaseline | None) -> list[Qualifier]:
+    found = []
+    if not state.windows:
+        found.append(Qualifier("no windows yet", "no record was read"))
+    if baseline is None:
+        found.append(Qualifier("no baseline", "drift needs --baseline"))
+    return found
+
+
+def build_report(context: MonitorContext, state: MonitorState, read: dict[str, Any],
+                 checked: list[str], baseline: MonitorBaseline | None) -> dict[str, Any]:
+    """The monitor report of this run, as written to `runs/<run_id>/report.json`."""
+    spec, loaded = context.spec, context.loaded
+    checks = [_window_check(w) for w in _focus(state)]
+    status, exit_code = status_of(checks)
+    monitor = settings(context)
+    built = MonitorReport(
+        report_version=REPORT_VERSION, decflow_version=decflow.__version__, kind=MONITOR_KIND,
+        created_at=spec.created_at, mode=MONITOR_KIND, status=status, exit_code=exit_code,
+        headline=headline(status, checks, item=_item, label=LABELS[status],
+                          qualifiers=_qualifiers(state, baseline)),
+        contract=contract_block(loaded.contract, spec.contract_path, loaded.hash),
+        monitor={"id": state.monitor_id, "source": state.source, "labels": state.labels_source,
+                 "window": monitor.window, "without_timestamp": monitor.without_timestamp,
+                 "baseline": None if baseline is None else {
+                     **{k: v for k, v in baseline.baseline.block.items() if k != "metrics"},
+                     "changed": baseline.changed}},
+        read=read, checked=checked, windows=_series(state),
+        history=[{"run_id": r.run_id, "at": r.at, "status": r.status,
+                  "headline": r.headline, "bytes_read": r.read.get("bytes_read")}
+                 for r in state.runs[-HISTORY:]],
+        checks=[c.to_dict() for c in checks],
+        run=RunRef(id=spec.run_id, store=context.store.location),
+    )
+    report: dict[str, Any] = redact(built.to_dict())
+    return report
