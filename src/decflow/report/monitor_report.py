@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import Field
+
 from decflow.gates.checks import Verdict
 from decflow.report.check_report import CheckContract
 from decflow.report.model import CheckRow, Count, ExitCode, Open, Report
@@ -35,8 +37,8 @@ class MonitorWindow(Open):
     headline: str
     run_id: str
     reason: str
-    superseded: list[str] = []
-    gates: dict[str, dict[str, Any]] = {}
+    superseded: list[str] = Field(default_factory=list)
+    gates: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class MonitorReport(Report):
@@ -50,7 +52,7 @@ class MonitorReport(Report):
     checked: list[str]
     windows: list[MonitorWindow]
     harmful_shift: dict[str, Any] | None = None
-    history: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = Field(default_factory=list)
     checks: list[CheckRow]
 
 

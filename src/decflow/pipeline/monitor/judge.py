@@ -31,7 +31,7 @@ from decflow.pipeline.monitor.state import (
     Window,
     WindowReport,
 )
-from decflow.pipeline.monitor.window_runs import judge_window, window_digest
+from decflow.pipeline.monitor.window_runs import Recheck, judge_window, window_digest
 from decflow.pipeline.monitor.windows import window_aggregates
 from decflow.pipeline.production.statistics import binning
 from decflow.pipeline.stage import Stage
@@ -129,11 +129,10 @@ def _judge_windows(context: MonitorContext, state: MonitorState, joined: Joined,
             digest=window_digest([(n, s.digest) for n, s in holding], n_labelled),
             files=[n for n, _ in holding])
         before = state.windows.get(window)
-        done = judge_window(store, spec, loaded, window, aggregates,
-                            None if baseline is None else baseline.baseline,
-                            reason=reading.touched[window],
-                            supersedes=None if before is None else before.current.run_id,
-                            settings_window=state.window)
+        recheck = Recheck(window, state.window, reading.touched[window],
+                          None if before is None else before.current.run_id)
+        done = judge_window(store, spec, loaded, recheck, aggregates,
+                            None if baseline is None else baseline.baseline)
         report = WindowReport(done.run_id, spec.run_id, reading.touched[window], done.status,
                               done.headline)
         state.windows[window] = Window(

@@ -55,10 +55,20 @@ class Judged:
         return out
 
 
-def judge_window(store: Store, spec: MonitorSpec, loaded: LoadedContract, window: str,
-                 aggregates: Aggregates, baseline: Baseline | None, *, reason: str,
-                 supersedes: str | None, settings_window: str) -> Judged:
+@dataclass(frozen=True)
+class Recheck:
+    """A window to judge (again): its name and length, why, and its report until now."""
+
+    window: str
+    length: str
+    reason: str
+    supersedes: str | None
+
+
+def judge_window(store: Store, spec: MonitorSpec, loaded: LoadedContract, recheck: Recheck,
+                 aggregates: Aggregates, baseline: Baseline | None) -> Judged:
     """Judge one window like a check of its records and store it as a window run."""
+    window = recheck.window
     run_id = window_run_id(spec.run_id, window)
     built = summarize(loaded.contract, aggregates, baseline, contract_path=spec.contract_path,
                       contract_hash=loaded.hash, created_at=spec.created_at)
@@ -67,9 +77,9 @@ def judge_window(store: Store, spec: MonitorSpec, loaded: LoadedContract, window
     start = window_start(window)
     report["window"] = {
         "name": window, "start": start.isoformat(),
-        "end": (start + window_length(settings_window)).isoformat(),
-        "monitor": spec.monitor_id, "monitor_run": spec.run_id, "reason": reason,
-        "supersedes": supersedes,
+        "end": (start + window_length(recheck.length)).isoformat(),
+        "monitor": spec.monitor_id, "monitor_run": spec.run_id, "reason": recheck.reason,
+        "supersedes": recheck.supersedes,
     }
     write_run_record(store, {
         "run_id": run_id, "kind": WINDOW_KIND, "decision": report["contract"]["name"],
