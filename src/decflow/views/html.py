@@ -663,8 +663,13 @@ def check_segments(segments: list[dict[str, Any]]) -> str:
 def render_html(report: dict[str, Any]) -> str:
     """The whole self-contained HTML page of a run, diff or check report."""
     head = Report.view(report)
-    bodies = {"diff": diff_body, "check": check_body}
-    title, parts = bodies.get(report_kind(report), run_body)(report, head)
+    if report_kind(report) == "monitor":
+        from decflow.views.monitor_html import monitor_body
+
+        title, parts = monitor_body(report, head)
+    else:
+        bodies = {"diff": diff_body, "check": check_body}
+        title, parts = bodies.get(report_kind(report), run_body)(report, head)
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
               f"{e(head.report_version or 'decguard 0.1')}</footer>")

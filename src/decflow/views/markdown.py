@@ -402,7 +402,12 @@ def render_check(report: dict[str, Any]) -> list[str]:
 
 def render_markdown(report: dict[str, Any]) -> str:
     """The Markdown summary of a run, diff or check report."""
-    renderers = {"diff": render_diff, "check": render_check}
-    lines = renderers.get(report_kind(report), render_run)(report)
+    if report_kind(report) == "monitor":
+        from decflow.views.monitor_markdown import render_monitor_markdown
+
+        lines = render_monitor_markdown(report)
+    else:
+        renderers = {"diff": render_diff, "check": render_check}
+        lines = renderers.get(report_kind(report), render_run)(report)
     # One pass over the page, as the text view does per line (code blocks quote inputs raw).
     return escape("\n".join(lines).rstrip(), keep_newlines=True) + "\n"
