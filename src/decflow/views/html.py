@@ -505,7 +505,9 @@ def sequential_view(run: dict[str, Any]) -> str:
         "seconds_saved", "money_saved", "alpha", "alpha_per_gate", "seed", "batch")}
     rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
              val(g["estimate"]), f"[{val(g['low'])}, {val(g['high'])}]",
-             e(e_value(g["e_fail"])), e(e_value(g["e_pass"])), e(g["stop_reason"]))
+             e(e_value(g["e_fail"])), e(e_value(g["e_pass"])),
+             e(g["stop_reason"] + (f"; zero_limit: {g['zero_limit']}" if g.get("zero_limit")
+                                   else "")))
             for g in run["gates"])
     return section("Sequential run", kv_table(summary), table(
         ("gate", "decision", "cases used", "estimate", "interval", "e (fail)", "e (pass)",

@@ -34,5 +34,6 @@ def sequential_block(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"    {gate['gate']:<36} {gate['decision'] or 'undecided':<9} {estimate}{interval}"
             f" after {gate['cases_used']} cases; e {e_value(gate['e_fail'])} (fail) / "
-            f"{e_value(gate['e_pass'])} (pass); {gate['stop_reason']}")
+            f"{e_value(gate['e_pass'])} (pass); {gate['stop_reason']}"
+            + (f"; zero_limit: {gate['zero_limit']}" if gate.get("zero_limit") else ""))
     return lines
