@@ -48,7 +48,7 @@ class MonitorReport(Report):
     headline: str
     contract: CheckContract
     monitor: MonitorBlock
-    read: dict[str, Any]
+    this_run: dict[str, Any]
     checked: list[str]
     windows: list[MonitorWindow]
     harmful_shift: dict[str, Any] | None = None

@@ -45,7 +45,7 @@ def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     monitor = typed.monitor
     facts = {"monitor": monitor.id, "source": monitor.source, "labels": monitor.labels,
              "window": monitor.window, "baseline": (monitor.baseline or {}).get("path"),
-             "this run": read_line(typed.read), "verdict": WORDS[typed.status]}
+             "this run": read_line(typed.this_run), "verdict": WORDS[typed.status]}
     parts = [banner(head, "decflow monitor"), section("Monitor", kv_table(facts))]
     if typed.windows:
         parts.append(section("Gated metrics, window by window", _charts(typed)))

@@ -20,7 +20,7 @@ def render_monitor_markdown(report: dict[str, Any]) -> list[str]:
                            "labels": monitor.labels or "none",
                            "window": monitor.window,
                            "baseline": (monitor.baseline or {}).get("path") or "none",
-                           "this run": read_line(typed.read)}, ("", "")))
+                           "this run": read_line(typed.this_run)}, ("", "")))
     shown = list(reversed(typed.windows))[:SHOWN_WINDOWS]
     if shown:
         checked = set(typed.checked)

@@ -83,12 +83,12 @@ def render_monitor(report: dict[str, Any]) -> str:
         "  baseline      " + ("none (drift is not judged)" if baseline is None else
                               f"{baseline.get('source')} {baseline.get('path')} · "
                               f"{baseline.get('n_records')} records"),
-        f"  this run      {read_line(head.read)}",
+        f"  this run      {read_line(head.this_run)}",
         "",
         *_window_lines(head),
         *_alarm_lines(head.harmful_shift),
     ]
-    if head.read.get("labels_repeated"):
-        lines.append(f"  labels        {head.read['labels_repeated']} repeated labels ignored "
+    if head.this_run.get("labels_repeated"):
+        lines.append(f"  labels        {head.this_run["labels_repeated"]} repeated labels ignored "
                      "(the first label of a decision counts)")
     return "\n".join(escape(line) for line in lines) + "\n"

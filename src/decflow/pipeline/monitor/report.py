@@ -96,7 +96,7 @@ def build_report(context: MonitorContext, state: MonitorState, read: dict[str, A
                  "baseline": None if baseline is None else {
                      **{k: v for k, v in baseline.baseline.block.items() if k != "metrics"},
                      "changed": baseline.changed}},
-        read=read, checked=checked, windows=_series(state),
+        this_run=read, checked=checked, windows=_series(state),
         history=[{"run_id": r.run_id, "at": r.at, "status": r.status,
                   "headline": r.headline, "bytes_read": r.read.get("bytes_read")}
                  for r in state.runs[-HISTORY:]],

@@ -12,7 +12,7 @@ from typing import Any
 from decflow.pipeline.driver import drive
 from decflow.pipeline.monitor.judge import JUDGE
 from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec, monitor_of, plan_monitor
-from decflow.pipeline.monitor.stages import LABELS, PARTITIONS, windowed_stats
+from decflow.pipeline.monitor.stages import LABELS, PARTITIONS, unit_of, windowed_stats
 from decflow.pipeline.pipeline import Pipeline
 from decflow.pipeline.production.workers import units_reader
 from decflow.pipeline.spec import load_contract_cached
@@ -31,7 +31,7 @@ def describe_monitor(spec: MonitorSpec, _manifests: Mapping[str, Manifest]) -> d
 
 MONITOR: Pipeline[MonitorSpec] = Pipeline(
     MONITOR_KIND, f"{__name__}:MONITOR", MonitorSpec.from_dict, (PARTITIONS, LABELS, JUDGE),
-    MonitorReport, describe_monitor, local_units=units_reader(windowed_stats))
+    MonitorReport, describe_monitor, local_units=units_reader(windowed_stats, unit_of))
 
 
 def run_monitor(contract_path: str, source: str, *, labels: str | None = None,

@@ -72,6 +72,10 @@ class WindowedUnit:
     window: str
 
 
+def unit_of(windowed: WindowedUnit) -> Unit:
+    return windowed.unit
+
+
 def _units(context: MonitorContext) -> list[WindowedUnit]:
     window = settings(context).window
     return [WindowedUnit(unit, window) for unit in context.spec.plan.units]
