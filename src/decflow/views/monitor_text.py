@@ -89,6 +89,6 @@ def render_monitor(report: dict[str, Any]) -> str:
         *_alarm_lines(head.harmful_shift),
     ]
     if head.this_run.get("labels_repeated"):
-        lines.append(f"  labels        {head.this_run["labels_repeated"]} repeated labels ignored "
+        lines.append(f"  labels        {head.this_run['labels_repeated']} repeated labels ignored "
                      "(the first label of a decision counts)")
     return "\n".join(escape(line) for line in lines) + "\n"
