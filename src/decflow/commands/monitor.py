@@ -37,7 +37,6 @@ def register(app: typer.Typer) -> None:
         by record timestamp, join labels that arrived, and alarm on a harmful shift. Exit 0
         OK or WARN, 1 ALARM or a failing window, 2 could not run."""
         from decflow.commands.contract_run import use_prefect
-        from decflow.store.store import open_store
 
         if use_prefect(prefect):
             from decflow.flows.production_monitor import run_production_monitor_flow
@@ -47,11 +46,14 @@ def register(app: typer.Typer) -> None:
                                                  baseline=baseline, store=store_url(store))
         else:
             from decflow.pipeline.monitor.run import run_monitor
-            from decflow.views.stored import write_monitor_html
+            from decflow.store.store import open_store
+            from decflow.views.stored import write_run_html, write_window_html
 
             report = run_monitor(contract, dataset, labels=labels, baseline=baseline,
                                  store=store)
-            write_monitor_html(open_store(store), report)
+            opened = open_store(store)  # the views beside the reports, as the flow writes them
+            write_run_html(opened, report)
+            write_window_html(opened, report)
         from decflow.views.monitor_text import render_monitor
 
         code = out.publish(report, render_monitor, what="monitor report")

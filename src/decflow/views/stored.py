@@ -34,11 +34,8 @@ def write_run_html(store: Store, report: dict[str, Any]) -> str:
     return write_stored_html(store, report_path(report["run"]["id"]), report)
 
 
-def write_monitor_html(store: Store, report: dict[str, Any]) -> list[str]:
-    """The HTML view of a monitor run and of each window run it checked (its windows'
-    reports are stored as runs of their own); returns their store paths."""
-    run_id = report["run"]["id"]
+def write_window_html(store: Store, report: dict[str, Any]) -> list[str]:
+    """The HTML view of each window run a monitor run checked (stored as runs of their
+    own); returns their store paths."""
     by_name = {w["name"]: w["run_id"] for w in report["windows"]}
-    written = [write_stored_html(store, report_path(by_name[name]))
-               for name in report["checked"]]
-    return [write_run_html(store, report), *written] if run_id else written
+    return [write_stored_html(store, report_path(by_name[name])) for name in report["checked"]]
