@@ -14,7 +14,7 @@ from decflow.gates.checks import Verdict
 from decflow.report.check_report import CheckContract
 from decflow.report.model import CheckRow, Count, ExitCode, Open, Report
 
-MONITOR_KIND = "monitor"
+MONITOR_KIND: Literal["monitor"] = "monitor"
 
 
 class MonitorBlock(Open):

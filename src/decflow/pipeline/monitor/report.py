@@ -20,8 +20,13 @@ from decflow.pipeline.monitor.stages import MonitorContext, settings
 from decflow.pipeline.monitor.state import MonitorState, Window
 from decflow.pipeline.production.summary import contract_block
 from decflow.redaction import redact
-from decflow.report.model import RunRef
-from decflow.report.monitor_report import MONITOR_KIND, MonitorReport
+from decflow.report.model import CheckRow, RunRef
+from decflow.report.monitor_report import (
+    MONITOR_KIND,
+    MonitorBlock,
+    MonitorReport,
+    MonitorWindow,
+)
 from decflow.report.versions import REPORT_VERSION
 
 LABELS = {"pass": "OK", "warn": "WARN", "fail": "ALARM"}
@@ -91,16 +96,18 @@ def build_report(context: MonitorContext, state: MonitorState, read: dict[str, A
         headline=headline(status, checks, item=_item, label=LABELS[status],
                           qualifiers=_qualifiers(state, baseline)),
         contract=contract_block(loaded.contract, spec.contract_path, loaded.hash),
-        monitor={"id": state.monitor_id, "source": state.source, "labels": state.labels_source,
-                 "window": monitor.window, "without_timestamp": monitor.without_timestamp,
-                 "baseline": None if baseline is None else {
-                     **{k: v for k, v in baseline.baseline.block.items() if k != "metrics"},
-                     "changed": baseline.changed}},
-        this_run=read, checked=checked, windows=_series(state),
+        monitor=MonitorBlock.model_validate({
+            "id": state.monitor_id, "source": state.source, "labels": state.labels_source,
+            "window": monitor.window, "without_timestamp": monitor.without_timestamp,
+            "baseline": None if baseline is None else {
+                **{k: v for k, v in baseline.baseline.block.items() if k != "metrics"},
+                "changed": baseline.changed}}),
+        this_run=read, checked=checked,
+        windows=[MonitorWindow.model_validate(w) for w in _series(state)],
         history=[{"run_id": r.run_id, "at": r.at, "status": r.status,
                   "headline": r.headline, "bytes_read": r.read.get("bytes_read")}
                  for r in state.runs[-HISTORY:]],
-        checks=[c.to_dict() for c in checks],
+        checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
         run=RunRef(id=spec.run_id, store=context.store.location),
     )
     report: dict[str, Any] = redact(built.to_dict())
