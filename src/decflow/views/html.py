@@ -19,6 +19,7 @@ from typing import Any
 
 from decflow.gates.headline import bounds, e_value, failing_first, number
 from decflow.report.model import Diagnostics, Report
+from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
     axis_base,
@@ -45,6 +46,8 @@ from decflow.views.diff_evidence import (
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
+from decflow.views.monitor_charts import gate_charts
+from decflow.views.monitor_text import open_gates, read_line
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import (
     FIRST_CASES,
@@ -662,16 +665,34 @@ def check_segments(segments: list[dict[str, Any]]) -> str:
          "failing checks"), rows, (s.get("status", "") for s in segments)), plots(chart))
 
 
+def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+    """A monitor run: the monitor and what this run read, a chart per gated metric window
+    by window, and the windows newest first with their runs."""
+    typed = MonitorReport.read(report, "the monitor report")
+    monitor = typed.monitor
+    facts = {"monitor": monitor.id, "source": monitor.source, "labels": monitor.labels,
+             "window": monitor.window, "baseline": (monitor.baseline or {}).get("path"),
+             "this run": read_line(typed.this_run)}
+    parts = [banner(head, "decflow monitor"), section("Monitor", kv_table(facts))]
+    if typed.windows:
+        checked = set(typed.checked)
+        newest = list(reversed(typed.windows))
+        rows = [(e(w.name) + (" *" if w.name in checked else ""), pill(w.status),
+                 e(w.n_records), e(w.n_labelled), e(w.reason),
+                 e(", ".join(w.superseded) or "–"), e(w.run_id), e(open_gates(w)))
+                for w in newest]
+        parts.append(section("Gated metrics, window by window", plots(*gate_charts(typed))))
+        parts.append(section("Windows (newest first; * checked by this run)", table(
+            ("window", "status", "records", "labelled", "last judged for", "superseded runs",
+             "run", "open gates"), rows, (w.status for w in newest))))
+    return "decflow monitor", parts
+
+
 def render_html(report: dict[str, Any]) -> str:
     """The whole self-contained HTML page of a run, diff or check report."""
     head = Report.view(report)
-    if report_kind(report) == "monitor":
-        from decflow.views.monitor_html import monitor_body
-
-        title, parts = monitor_body(report, head)
-    else:
-        bodies = {"diff": diff_body, "check": check_body}
-        title, parts = bodies.get(report_kind(report), run_body)(report, head)
+    bodies = {"diff": diff_body, "check": check_body, "monitor": monitor_body}
+    title, parts = bodies.get(report_kind(report), run_body)(report, head)
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
               f"{e(head.report_version or 'decguard 0.1')}</footer>")

@@ -15,6 +15,7 @@ from typing import Any
 
 from decflow.gates.headline import bounds, failing_first, number
 from decflow.report.model import CheckRow, ContractRef, Diagnostics, Report
+from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
     axis_base,
@@ -37,6 +38,7 @@ from decflow.views.diff_evidence import (
 )
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
+from decflow.views.monitor_text import WORDS, open_gates, read_line
 from decflow.views.text import (
     FIRST_CASES,
     MAX_LISTED,
@@ -400,14 +402,35 @@ def render_check(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+SHOWN_WINDOWS = 14  # a monitor's newest windows in its Markdown view
+
+
+def render_monitor(report: dict[str, Any]) -> list[str]:
+    """A monitor run (the Prefect artifact): what this run read, the newest windows with
+    their verdicts and open gates, then the checks its verdict follows from."""
+    typed = MonitorReport.read(report, "the monitor report")
+    monitor = typed.monitor
+    lines = status_line(typed, f"decflow monitor: {md(typed.contract.name)}")
+    lines.extend(kv_table({"monitor": monitor.id, "source": monitor.source,
+                           "labels": monitor.labels or "none", "window": monitor.window,
+                           "baseline": (monitor.baseline or {}).get("path") or "none",
+                           "this run": read_line(typed.this_run)}))
+    shown = list(reversed(typed.windows))[:SHOWN_WINDOWS]
+    if shown:
+        checked = set(typed.checked)
+        rows = [(md(w.name) + (" (this run)" if w.name in checked else ""), WORDS[w.status],
+                 str(w.n_records), str(w.n_labelled), md(w.reason), md(open_gates(w)))
+                for w in shown]
+        lines.extend([f"## Windows ({len(shown)} newest of {len(typed.windows)})", "",
+                      *table(("window", "verdict", "records", "labelled", "last judged for",
+                              "open gates"), rows)])
+    lines.extend(checks_block(typed))
+    return lines
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """The Markdown summary of a run, diff or check report."""
-    if report_kind(report) == "monitor":
-        from decflow.views.monitor_markdown import render_monitor_markdown
-
-        lines = render_monitor_markdown(report)
-    else:
-        renderers = {"diff": render_diff, "check": render_check}
-        lines = renderers.get(report_kind(report), render_run)(report)
+    renderers = {"diff": render_diff, "check": render_check, "monitor": render_monitor}
+    lines = renderers.get(report_kind(report), render_run)(report)
     # One pass over the page, as the text view does per line (code blocks quote inputs raw).
     return escape("\n".join(lines).rstrip(), keep_newlines=True) + "\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.report.monitor_report import MonitorReport
+from decflow.report.monitor_report import MonitorReport, MonitorWindow
 from decflow.untrusted import escape
 from decflow.version import __version__
 
@@ -41,6 +41,11 @@ def read_line(read: dict[str, Any]) -> str:
     return " · ".join(parts) + f" · {size(int(read['bytes_read']))} read"
 
 
+def open_gates(window: MonitorWindow) -> str:
+    """The gates of a window that did not pass, as its headline names them."""
+    return "" if window.status == "pass" else window.headline.partition(": ")[2]
+
+
 def _window_lines(report: MonitorReport) -> list[str]:
     windows = report.windows[-SHOWN_WINDOWS:]
     if not windows:
@@ -49,12 +54,12 @@ def _window_lines(report: MonitorReport) -> list[str]:
     lines = ["  Windows       (newest last; * checked by this run)"]
     for window in windows:
         mark = "*" if window.name in checked else " "
-        open_gates = window.headline.partition(": ")[2] if window.status != "pass" else ""
+        shown = open_gates(window)
         superseded = (f", supersedes {len(window.superseded)}" if window.superseded else "")
         lines.append(f"   {mark}{WORDS[window.status]:<6}{window.name:<18}"
                      f"{window.n_records:>8} records {window.n_labelled:>7} labelled  "
                      f"({window.reason}{superseded})"
-                     + (f"  {open_gates}" if open_gates else ""))
+                     + (f"  {shown}" if shown else ""))
     hidden = len(report.windows) - len(windows)
     if hidden > 0:
         lines.append(f"    … and {hidden} older windows (decflow runs, or the JSON report)")
