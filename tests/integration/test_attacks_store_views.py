@@ -337,3 +337,74 @@ def test_option_errors_are_one_error_line(args: tuple[str, ...], expected: str) 
     line = assert_one_error(code, err)
     assert expected in line, line
     assert (out, err) == ("", line + "\n")
+
+
+# -- probe runs keep report.html like every stored run --------------------------------------
+
+
+def test_a_probe_run_keeps_its_html_report(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    module = f"hostile_agent_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(
+        "def agent(text):\n"
+        f"    return 'allow' if text == 'abc' else {HOSTILE!r}\n")  # the modal answer
+    (tmp_path / "seeds.txt").write_text("hello\nworld\nabc\nfoo bar\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [str(tmp_path), *__import__("sys").path])
+    store = tmp_path / "store"
+    code, _, err = run_cli("probe", "--agent", f"{module}:agent", "--inputs", "seeds.txt",
+                           "--store", str(store))
+    assert code in (0, 1), err
+    (run_dir,) = (store / "runs").iterdir()
+    html = (run_dir / "report.html").read_text()
+    assert err.endswith(f"(HTML report: {run_dir}/report.html)\n")
+    assert "RERUN STABILITY METER" in html and "\\u202egnp.exe" in html
+    assert [char for char in RAW if char in html] == []
+    code, out, _ = run_cli("runs", "verify", "--store", str(store))
+    assert code == 0 and f"{run_dir.name} ok" in out  # its sha256 is recorded
+
+
+# -- a resumed run's progress counts what is left -------------------------------------------
+
+
+def interrupt_after(store: Path, run_id: str, kept: int) -> None:
+    """Leave finished run `run_id` as a run killed in its call stage after `kept` results:
+    its calls' folder unpublished with the first `kept` results, its record `interrupted`."""
+    import polars as pl
+
+    record = json.loads((store / "runs" / run_id / "run.json").read_text())
+    calls = record["stages"]["results"]
+    folder = store / "stages" / "results" / calls["key"]
+    (folder / "_manifest.json").unlink()
+    for chunk in folder.glob("chunk-*.parquet"):
+        frame = pl.read_parquet(chunk)
+        chunk.unlink()
+        frame.head(kept).write_parquet(chunk)
+        kept = max(kept - frame.height, 0)
+    for name in ("report.json", "report.html"):
+        (store / "runs" / run_id / name).unlink()
+    record.update(status="interrupted", computing={"stage": "results", "key": calls["key"]},
+                  stages={k: v for k, v in record["stages"].items() if k in ("cases",
+                                                                             "requests")})
+    record.pop("files", None)
+    (store / "runs" / run_id / "run.json").write_text(json.dumps(record))
+
+
+def test_a_resumed_run_counts_the_calls_left(tmp_path: Path) -> None:
+    from tests.support.servers.counting import counting_service
+    from tests.support.servers.counting import write_contract as counting_contract
+
+    store = tmp_path / "store"
+    with counting_service(delay_s=0.0) as service:
+        contract = counting_contract(tmp_path, service.url, 60, max_concurrency=4)
+        code, _, err = run_cli("test", str(contract), "--store", str(store), "-o",
+                               str(tmp_path / "first.json"))
+        assert code == 0, err
+        run_id = json.loads((tmp_path / "first.json").read_text())["run"]["id"]
+        interrupt_after(store, run_id, 25)
+        before = service.total_received()
+        code, _, err = run_cli("test", str(contract), "--store", str(store), "--resume", run_id)
+        sent = service.total_received() - before
+    assert code == 0, err
+    assert sent == 35
+    assert "35/35 calls (100%)" in err and "/60 calls" not in err, err

@@ -24,7 +24,7 @@ from decflow.flows.crash_detection import watched_run
 from decflow.flows.crashes import crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
-from decflow.pipeline.contract_run.results import RequestParts
+from decflow.pipeline.contract_run.results import RequestParts, left_to_send, recorded_count
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import RunContext
@@ -79,8 +79,9 @@ class PrefectShards:
         self.requests_key = context.manifests["requests"].key
         self.cases_key = context.manifests["cases"].key
         self.key, self.parallel = key, parallel
-        self.progress = CallProgress.start(context.manifests["requests"].rows,
-                                           context.spec.run_id)
+        recorded = recorded_count(context.store, key)  # a resumed run counts what is left
+        self.progress = CallProgress.start(
+            left_to_send(context.manifests["requests"].rows, recorded), context.spec.run_id)
         self.done = 0
 
     def health(self) -> dict[str, str] | None:

@@ -688,10 +688,19 @@ def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     return "decflow monitor", parts
 
 
+def probe_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+    """A probe: its verdict, then the text view's sections as they print."""
+    from decflow.views.probe_text import render_probe
+
+    title = f"decflow probe · {(report.get('settings') or {}).get('agent', 'agent')}"
+    return title, [banner(head, title), section("Probe", f"<pre>{e(render_probe(report))}</pre>")]
+
+
 def render_html(report: dict[str, Any]) -> str:
-    """The whole self-contained HTML page of a run, diff or check report."""
+    """The whole self-contained HTML page of a run, diff, check, probe or monitor report."""
     head = Report.view(report)
-    bodies = {"diff": diff_body, "check": check_body, "monitor": monitor_body}
+    bodies = {"diff": diff_body, "check": check_body, "probe": probe_body,
+              "monitor": monitor_body}
     title, parts = bodies.get(report_kind(report), run_body)(report, head)
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
