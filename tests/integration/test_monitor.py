@@ -1,0 +1,164 @@
+"""`decflow monitor` end to end on generated refund partitions: what a run reads (nothing
+when nothing is new; only the new partition after the checked ones were deleted; a
+rewritten partition again), windows by timestamp with late records superseding a window's
+report, labels that arrive later (one window late: the same final window metrics),
+records without a timestamp, window runs listed under their monitor, and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.refund_stream import CONTRACT, write_stream
+
+SMALL = ("--per-hour", "5", "--baseline-days", "1", "--partition", "hour")
+
+
+def _monitor(folder: Path, *extra: str, store: Path | None = None,
+             labels: bool = True) -> tuple[int, dict[str, Any], str]:
+    out = folder / "monitor.json"
+    args = ["monitor", str(CONTRACT), "-d", str(folder / "records"), "--store",
+            str(store or folder / "store"), "-f", "json", "-o", str(out), *extra]
+    if labels and (folder / "labels").exists():
+        args += ["--labels", str(folder / "labels")]
+    code, _, err = run_cli(*args)
+    assert code in (0, 1), err
+    return code, json.loads(out.read_text()), err
+
+
+def _windows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {w["name"]: w for w in report["windows"]}
+
+
+def _zeroed(folder: Path) -> None:
+    """Every record file overwritten with zeros of its size, its mtime kept: a listing sees
+    it unchanged, a reader gets garbage."""
+    for path in folder.rglob("*.parquet"):
+        stat = path.stat()
+        path.write_bytes(bytes(stat.st_size))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_run_with_nothing_new_reads_no_record_byte(tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "2", *SMALL)
+    baseline = ("--baseline", str(tmp_path / "baseline"))
+    code, first, _ = _monitor(tmp_path, *baseline)
+    assert first["this_run"]["records_read"] == 240
+    assert first["this_run"]["bytes_read"] == sum(
+        p.stat().st_size for folder in ("records", "labels")
+        for p in (tmp_path / folder).rglob("*.parquet"))
+    # records, labels and baseline unreadable from here on: the run must not open them
+    for folder in ("records", "labels", "baseline"):
+        _zeroed(tmp_path / folder)
+    again_code, again, _ = _monitor(tmp_path, *baseline)
+    assert again["this_run"]["bytes_read"] == 0 and again["this_run"]["records_read"] == 0
+    assert again["checked"] == [] and again_code == code
+    assert again["headline"] == first["headline"]
+    assert again["windows"] == first["windows"]
+
+
+def test_deleted_partitions_and_one_new_one(tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "1", *SMALL)
+    _, first, _ = _monitor(tmp_path, labels=False)
+    day = _windows(first)["2026-11-01"]
+    shutil.rmtree(tmp_path / "records" / "date=2026-11-01")  # retention
+    write_stream(tmp_path, "--days", "2", *SMALL)
+    shutil.rmtree(tmp_path / "records" / "date=2026-11-02")
+    (tmp_path / "records" / "date=2026-11-02").mkdir()
+    new = tmp_path / "records" / "date=2026-11-02" / "hour=05.parquet"
+    write_stream(tmp_path / "more", "--days", "2", *SMALL)
+    shutil.copy(tmp_path / "more" / "records" / "date=2026-11-02" / "hour=05" / "part-0.parquet",
+                new)
+    _, second, _ = _monitor(tmp_path, labels=False)
+    read = second["this_run"]
+    assert read["new"] == ["date=2026-11-02/hour=05.parquet"]
+    assert read["bytes_read"] == new.stat().st_size and read["records_read"] == 5
+    assert len(read["gone"]) == 24
+    windows = _windows(second)
+    assert windows["2026-11-01"] == day  # the history is kept
+    assert windows["2026-11-02"]["n_records"] == 5 and second["checked"] == ["2026-11-02"]
+
+
+def test_late_records_supersede_their_window_and_a_rewrite_is_read_again(
+        tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "1", "--late-share", "0.2", *SMALL)
+    _, first, _ = _monitor(tmp_path, labels=False)
+    before = _windows(first)["2026-11-01"]
+    write_stream(tmp_path, "--days", "2", "--late-share", "0.2", *SMALL)
+    _, second, _ = _monitor(tmp_path, labels=False)
+    windows = _windows(second)
+    late = windows["2026-11-01"]
+    assert sorted(second["checked"]) == ["2026-11-01", "2026-11-02"]
+    assert late["reason"] == "late records" and late["superseded"] == [before["run_id"]]
+    assert late["n_records"] == 120 and before["n_records"] < 120
+    assert windows["2026-11-02"]["reason"] == "new records"
+    window_run = json.loads((tmp_path / "store" / "runs" / late["run_id"] / "report.json")
+                            .read_text())
+    assert window_run["window"]["supersedes"] == before["run_id"]
+    # a partition written again (other records under the same ids) is read again
+    write_stream(tmp_path / "other", "--days", "2", "--seed", "1", "--late-share", "0.2",
+                 *SMALL)
+    hour = Path("date=2026-11-02") / "hour=07" / "part-0.parquet"
+    shutil.copy(tmp_path / "other" / "records" / hour, tmp_path / "records" / hour)
+    _, third, _ = _monitor(tmp_path, labels=False)
+    assert third["this_run"]["rewritten"] == [hour.as_posix()] and third["this_run"]["new"] == []
+    rewritten = _windows(third)["2026-11-02"]
+    assert rewritten["reason"] == "rewritten partition"
+    assert rewritten["superseded"] == [windows["2026-11-02"]["run_id"]]
+    # a new partition repeating ids already checked is refused, as a check refuses them
+    shutil.copy(tmp_path / "records" / "date=2026-11-02" / "hour=08" / "part-0.parquet",
+                tmp_path / "records" / "date=2026-11-02" / "copy.parquet")
+    code, _, err = run_cli("monitor", str(CONTRACT), "-d", str(tmp_path / "records"),
+                           "--store", str(tmp_path / "store"))
+    assert code == 2 and "already checked" in err and "copy.parquet" in err
+
+
+def test_labels_one_window_late_give_the_same_final_window_metrics(tmp_path: Path) -> None:
+    finals = []
+    for delay in ("1", "2"):
+        folder = tmp_path / f"delay{delay}"
+        for days in range(1, 6):  # a run a day, as the days' partitions arrive
+            write_stream(folder, "--days", str(days), "--label-delay", delay, *SMALL)
+            _monitor(folder)
+        windows = {}
+        for name in ("2026-11-01", "2026-11-02"):
+            run_id = _windows(_monitor(folder)[1])[name]["run_id"]
+            report = json.loads((folder / "store" / "runs" / run_id / "report.json")
+                                .read_text())
+            windows[name] = (report["metrics"], report["checks"])
+        finals.append(windows)
+    assert finals[0] == finals[1]
+    assert finals[0]["2026-11-01"][0]["counts"]["with_correctness"] == 120
+
+
+def test_records_without_a_timestamp(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    line = json.loads(json.dumps({
+        "id": "a1", "timestamp": "2026-11-02T10:00:00Z", "decision": "refund_request",
+        "probabilities": {"refund": 0.9, "reject": 0.05, "review": 0.05},
+        "selected": "refund", "metadata": {"locale": "en", "channel": "web"}}))
+    rows = [line, {**line, "id": "a2", "timestamp": None}]
+    (records / "part.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = run_cli("monitor", str(CONTRACT), "-d", str(records), "--store",
+                           str(tmp_path / "store"))
+    assert code == 2
+    assert f"{records / 'part.jsonl'}: record 2: timestamp: required" in err
+    assert "monitor.without_timestamp: arrival" in err
+
+
+def test_window_runs_are_listed_under_their_monitor(tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "1", *SMALL)
+    _, report, _ = _monitor(tmp_path)
+    code, listed, _ = run_cli("runs", "--store", str(tmp_path / "store"))
+    assert code == 0
+    run_id = report["run"]["id"]
+    lines = [line for line in listed.splitlines() if run_id in line]
+    assert lines[0].startswith(run_id) and " monitor " in lines[0]
+    assert lines[1].startswith(f"  {run_id}-w20261101") and "window 2026-11-01" in lines[1]
