@@ -15,7 +15,8 @@ from typing import Any
 from tests.support.cli import run_cli
 from tests.support.refund_stream import CONTRACT, write_stream
 
-SMALL = ("--per-hour", "5", "--baseline-days", "1", "--partition", "hour")
+SMALL = ("--per-hour", "5", "--baseline-days", "1", "--partition", "day")
+DAY = Path("date=2026-11-02") / "part-0.parquet"
 
 
 def _monitor(folder: Path, *extra: str, store: Path | None = None,
@@ -66,19 +67,17 @@ def test_deleted_partitions_and_one_new_one(tmp_path: Path) -> None:
     _, first, _ = _monitor(tmp_path, labels=False)
     day = _windows(first)["2026-11-01"]
     shutil.rmtree(tmp_path / "records" / "date=2026-11-01")  # retention
-    (tmp_path / "records" / "date=2026-11-02").mkdir()
-    new = tmp_path / "records" / "date=2026-11-02" / "hour=05.parquet"
     write_stream(tmp_path / "more", "--days", "2", *SMALL)
-    shutil.copy(tmp_path / "more" / "records" / "date=2026-11-02" / "hour=05" / "part-0.parquet",
-                new)
+    new = tmp_path / "records" / DAY
+    new.parent.mkdir()
+    shutil.copy(tmp_path / "more" / "records" / DAY, new)
     _, second, _ = _monitor(tmp_path, labels=False)
     read = second["this_run"]
-    assert read["new"] == ["date=2026-11-02/hour=05.parquet"]
-    assert read["bytes_read"] == new.stat().st_size and read["records_read"] == 5
-    assert len(read["gone"]) == 24
+    assert read["new"] == [DAY.as_posix()] and read["gone"] == ["date=2026-11-01/part-0.parquet"]
+    assert read["bytes_read"] == new.stat().st_size and read["records_read"] == 120
     windows = _windows(second)
     assert windows["2026-11-01"] == day  # the history is kept
-    assert windows["2026-11-02"]["n_records"] == 5 and second["checked"] == ["2026-11-02"]
+    assert windows["2026-11-02"]["n_records"] == 120 and second["checked"] == ["2026-11-02"]
 
 
 def test_late_records_supersede_their_window_and_a_rewrite_is_read_again(
@@ -100,16 +99,15 @@ def test_late_records_supersede_their_window_and_a_rewrite_is_read_again(
     # a partition written again (other records under the same ids) is read again
     write_stream(tmp_path / "other", "--days", "2", "--seed", "1", "--late-share", "0.2",
                  *SMALL)
-    hour = Path("date=2026-11-02") / "hour=07" / "part-0.parquet"
-    shutil.copy(tmp_path / "other" / "records" / hour, tmp_path / "records" / hour)
+    shutil.copy(tmp_path / "other" / "records" / DAY, tmp_path / "records" / DAY)
     _, third, _ = _monitor(tmp_path, labels=False)
-    assert third["this_run"]["rewritten"] == [hour.as_posix()] and third["this_run"]["new"] == []
+    assert third["this_run"]["rewritten"] == [DAY.as_posix()] and third["this_run"]["new"] == []
     rewritten = _windows(third)["2026-11-02"]
     assert rewritten["reason"] == "rewritten partition"
     assert rewritten["superseded"] == [windows["2026-11-02"]["run_id"]]
     # a new partition repeating ids already checked is refused, as a check refuses them
-    shutil.copy(tmp_path / "records" / "date=2026-11-02" / "hour=08" / "part-0.parquet",
-                tmp_path / "records" / "date=2026-11-02" / "copy.parquet")
+    shutil.copy(tmp_path / "records" / DAY, tmp_path / "records" / "date=2026-11-02" /
+                "copy.parquet")
     code, _, err = run_cli("monitor", str(CONTRACT), "-d", str(tmp_path / "records"),
                            "--store", str(tmp_path / "store"))
     assert code == 2 and "already checked" in err and "copy.parquet" in err

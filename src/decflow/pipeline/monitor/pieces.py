@@ -17,8 +17,9 @@ import polars as pl
 from decflow.data.record_windows import NO_WINDOW
 from decflow.metrics.production import GroupStats, merge_groups, stats_frame, stats_from_frame
 from decflow.pipeline.monitor.scan import prediction_schema, split_key, window_group
+from decflow.pipeline.production.statistics import ROWS_PART, STATS_PART
 from decflow.store.monitors import labels_path, piece_paths
-from decflow.store.store import Store
+from decflow.store.store import Manifest, Store
 
 
 def piece_key(unit_keys: Sequence[str]) -> str:
@@ -50,6 +51,17 @@ def write_piece(store: Store, monitor: str, key: str, stats: dict[str, GroupStat
     stats_at, predictions_at = piece_paths(monitor, key)
     store.write_bytes(stats_at, _parquet(stats_frame(stats)))
     store.write_bytes(predictions_at, _parquet(predictions))
+
+
+def copy_piece(store: Store, monitor: str, key: str, unit: Manifest) -> None:
+    """The piece of a partition read as one unit: the unit's own stored statistics and
+    predictions, copied byte for byte (nothing encoded again)."""
+    stats_at, predictions_at = piece_paths(monitor, key)
+    for part in unit.parts:
+        if part.path.endswith(STATS_PART):
+            store.write_bytes(stats_at, store.read_part_bytes(part))
+        elif part.path.endswith(ROWS_PART):
+            store.write_bytes(predictions_at, store.read_part_bytes(part))
 
 
 def read_stats(store: Store, monitor: str, key: str) -> dict[str, GroupStats]:

@@ -234,7 +234,11 @@ def _merge_partitions(context: MonitorContext, key: str) -> Manifest:
         _repeated_ids(context, predictions, partition.name)
         piece = pieces.piece_key([o.manifest.key for _, o in read if o.manifest is not None]
                                  + [spec.arrival if arrival else ""])
-        pieces.write_piece(store, spec.monitor_id, piece, stats, predictions)
+        unit = read[0][1].manifest if len(read) == 1 else None
+        if unit is not None and not arrival:  # the piece is the unit's own
+            pieces.copy_piece(store, spec.monitor_id, piece, unit)
+        else:
+            pieces.write_piece(store, spec.monitor_id, piece, stats, predictions)
         kept.append(Piece(partition.name, partition.path, partition.size, partition.version,
                           digest, piece, sum(u.n_records for u, _ in read), _windows(stats)))
     frame = pl.DataFrame({"name": [p.name for p in kept], "key": [p.key for p in kept],

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from decflow.store.store import Manifest, Part, Store
 
 ID_BUCKETS = 16
+STATS_PART = "part-00000.parquet"  # a unit's statistics
 ROWS_PART = "rows.parquet"  # a unit's `BatchStats.rows`, when it keeps any
 _BUCKET_SHIFT = np.uint64(60)
 
@@ -266,7 +267,7 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         ids = pool.submit(id_parts)
-        stats = store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))
+        stats = store.write_part(f"{prefix}/{STATS_PART}", stats_frame(result.stats))
         rows = ([] if result.rows is None
                 else [store.write_part(f"{prefix}/{ROWS_PART}", result.rows)])
         return [stats, *rows, *ids.result()]
@@ -286,7 +287,7 @@ def _hash_parquet(hashes: np.ndarray) -> bytes:
 
 
 def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
-    stats_part = next(p for p in manifest.parts if p.path.endswith("/part-00000.parquet"))
+    stats_part = next(p for p in manifest.parts if p.path.endswith(f"/{STATS_PART}"))
     return stats_from_frame(store.read_part(stats_part))
 
 
