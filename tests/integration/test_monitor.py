@@ -97,8 +97,7 @@ def test_late_records_supersede_their_window_and_a_rewrite_is_read_again(
                             .read_text())
     assert window_run["window"]["supersedes"] == before["run_id"]
     # a partition written again (other records under the same ids) is read again
-    write_stream(tmp_path / "other", "--days", "2", "--seed", "1", "--late-share", "0.2",
-                 *SMALL)
+    write_stream(tmp_path / "other", "--days", "2", "--seed", "1", *SMALL)
     shutil.copy(tmp_path / "other" / "records" / DAY, tmp_path / "records" / DAY)
     _, third, _ = _monitor(tmp_path, labels=False)
     assert third["this_run"]["rewritten"] == [DAY.as_posix()] and third["this_run"]["new"] == []
