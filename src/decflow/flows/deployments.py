@@ -27,12 +27,14 @@ from decflow.flows.crash_detection import (
 from decflow.flows.heartbeat import HEARTBEAT_S
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.flows.production_check import production_check
+from decflow.flows.production_monitor import production_monitor
 from decflow.flows.replay import replay
 
 FLOWS: dict[str, Flow[Any, Any]] = {
     "contract_run": contract_run,
     "nightly_regression": nightly_regression,
     "production_check": production_check,
+    "production_monitor": production_monitor,
     "replay": replay,
 }
 WORK_POOL = "decflow-process"
