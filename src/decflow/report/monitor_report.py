@@ -39,6 +39,7 @@ class MonitorWindow(Open):
     reason: str
     superseded: list[str] = Field(default_factory=list)
     gates: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    risk: dict[str, Any] = Field(default_factory=dict)  # its labelled records' risk
 
 
 class MonitorReport(Report):

@@ -17,7 +17,9 @@ import polars as pl
 
 from decflow.data.id_hashes import ID_HASH
 from decflow.data.records import RecordSpec
+from decflow.metrics.harmful_shift import RiskMetric
 from decflow.pipeline.monitor import pieces
+from decflow.pipeline.monitor.alarm import advance, window_risk
 from decflow.pipeline.monitor.baselines import MonitorBaseline, monitor_baseline
 from decflow.pipeline.monitor.labels import LABEL_SCHEMA, Joined, join_labels
 from decflow.pipeline.monitor.report import build_report
@@ -137,9 +139,16 @@ def _judge_windows(context: MonitorContext, state: MonitorState, joined: Joined,
                               done.headline)
         state.windows[window] = Window(
             window, aggregates.overall.total, n_labelled, [n for n, _ in holding],
-            [*(before.reports if before else []), report], done.gates())
+            [*(before.reports if before else []), report], done.gates(),
+            window_risk(_risk_metric(context), mine.filter(pl.col("correct") >= 0)))
         judged.append(window)
     return judged
+
+
+def _risk_metric(context: MonitorContext) -> RiskMetric:
+    """The risk a window's chart shows: the harmful-shift alarm's, else the error rate."""
+    shift = settings(context).harmful_shift
+    return "error_rate" if shift is None else shift.metric
 
 
 def _commit(context: MonitorContext, state: MonitorState) -> None:
@@ -169,6 +178,7 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
     checked = _judge_windows(context, state, joined, baseline, reading)
     if checked:
         state.last_checked = checked
+    advanced = advance(context, state, baseline, newly)
     reading.read = {
         "partitions_listed": spec.listed, "new": [p.name for p in spec.to_read
                                                   if p.name not in spec.rewritten],
@@ -179,7 +189,7 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
         "labels_joined": joined.joined, "labels_repeated": joined.repeated,
         "labels_pending": joined.pending, "newly_labelled": newly.height,
     }
-    report = build_report(context, state, reading.read, checked, baseline)
+    report = build_report(context, state, reading.read, checked, baseline, advanced)
     state.runs = [*state.runs, MonitorRun(spec.run_id, spec.created_at, report["status"],
                                           report["headline"], reading.read)][-KEPT_RUNS:]
     verdict: dict[str, Any] = {"status": report["status"], "exit_code": report["exit_code"],

@@ -15,12 +15,14 @@ import decflow
 from decflow.data.record_windows import window_start
 from decflow.gates.checks import Check, status_of
 from decflow.gates.headline import Qualifier, brief, headline
+from decflow.pipeline.monitor.alarm import GATE as SHIFT_GATE
+from decflow.pipeline.monitor.alarm import Advanced, shift_check, summary
 from decflow.pipeline.monitor.baselines import MonitorBaseline
 from decflow.pipeline.monitor.stages import MonitorContext, settings
 from decflow.pipeline.monitor.state import MonitorState, Window
 from decflow.pipeline.production.summary import contract_block
 from decflow.redaction import redact
-from decflow.report.model import CheckRow, RunRef
+from decflow.report.model import CheckRow, QualifierRow, RunRef
 from decflow.report.monitor_report import (
     MONITOR_KIND,
     MonitorBlock,
@@ -44,11 +46,14 @@ def _window_check(window: Window) -> Check:
 
 
 def _item(check: Check) -> str:
-    """A check of the monitor in its headline: a window as `<window>: <its open gates>`."""
+    """A check of the monitor in its headline: a window as `<window>: <its open gates>`,
+    the alarm as its message (`error rate 0.16 [0.13, 0.19] > baseline 0.105 + 0.02`)."""
     if check.metric == WINDOW_GATE:
         name = check.gate[len(WINDOW_GATE) + 1:-1]
         _, _, gates = check.message.partition(": ")
         return f"{name}: {gates or check.message}"
+    if check.gate == SHIFT_GATE and check.status != "pass":
+        return check.message
     return brief(check)
 
 
@@ -70,31 +75,48 @@ def _series(state: MonitorState) -> list[dict[str, Any]]:
             "status": current.status, "headline": current.headline,
             "run_id": current.run_id, "reason": current.reason,
             "superseded": [r.run_id for r in window.reports[:-1]], "gates": window.gates,
+            "risk": window.risk,
         })
     return out
 
 
-def _qualifiers(state: MonitorState, baseline: MonitorBaseline | None) -> list[Qualifier]:
+def _qualifiers(context: MonitorContext, state: MonitorState,
+                baseline: MonitorBaseline | None, advanced: Advanced) -> list[Qualifier]:
     found = []
     if not state.windows:
         found.append(Qualifier("no windows yet", "no record was read"))
     if baseline is None:
-        found.append(Qualifier("no baseline", "drift needs --baseline"))
+        alarm = settings(context).harmful_shift is not None
+        found.append(Qualifier("no baseline", "drift and the harmful-shift alarm need "
+                               "--baseline" if alarm else "drift needs --baseline"))
+    if advanced.restarted:
+        found.append(Qualifier("detector restarted", advanced.restarted))
     return found
 
 
+def _label(status: str, advanced: Advanced) -> str:
+    """The headline's first word: OK, WARN or ALARM; `ALARM since <window>` once the
+    harmful-shift alarm is raised."""
+    alarm = None if advanced.detector is None else advanced.detector.alarm
+    return f"ALARM since {alarm.since}" if alarm is not None else LABELS[status]
+
+
 def build_report(context: MonitorContext, state: MonitorState, read: dict[str, Any],
-                 checked: list[str], baseline: MonitorBaseline | None) -> dict[str, Any]:
+                 checked: list[str], baseline: MonitorBaseline | None,
+                 advanced: Advanced) -> dict[str, Any]:
     """The monitor report of this run, as written to `runs/<run_id>/report.json`."""
     spec, loaded = context.spec, context.loaded
-    checks = [_window_check(w) for w in _focus(state)]
+    shift = [] if advanced.detector is None else [shift_check(advanced.detector)]
+    checks = [*shift, *(_window_check(w) for w in _focus(state))]
     status, exit_code = status_of(checks)
     monitor = settings(context)
+    qualifiers = _qualifiers(context, state, baseline, advanced)
     built = MonitorReport(
         report_version=REPORT_VERSION, decflow_version=decflow.__version__, kind=MONITOR_KIND,
         created_at=spec.created_at, mode=MONITOR_KIND, status=status, exit_code=exit_code,
-        headline=headline(status, checks, item=_item, label=LABELS[status],
-                          qualifiers=_qualifiers(state, baseline)),
+        headline=headline(status, checks, item=_item, label=_label(status, advanced),
+                          qualifiers=qualifiers),
+        qualifiers=[QualifierRow.model_validate(q.to_dict()) for q in qualifiers],
         contract=contract_block(loaded.contract, spec.contract_path, loaded.hash),
         monitor=MonitorBlock.model_validate({
             "id": state.monitor_id, "source": state.source, "labels": state.labels_source,
@@ -102,7 +124,7 @@ def build_report(context: MonitorContext, state: MonitorState, read: dict[str, A
             "baseline": None if baseline is None else {
                 **{k: v for k, v in baseline.baseline.block.items() if k != "metrics"},
                 "changed": baseline.changed}}),
-        this_run=read, checked=checked,
+        this_run=read, checked=checked, harmful_shift=summary(advanced),
         windows=[MonitorWindow.model_validate(w) for w in _series(state)],
         history=[{"run_id": r.run_id, "at": r.at, "status": r.status,
                   "headline": r.headline, "bytes_read": r.read.get("bytes_read")}
