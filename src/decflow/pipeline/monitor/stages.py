@@ -234,9 +234,9 @@ def _merge_partitions(context: MonitorContext, key: str) -> Manifest:
         _repeated_ids(context, predictions, partition.name)
         piece = pieces.piece_key([o.manifest.key for _, o in read if o.manifest is not None]
                                  + [spec.arrival if arrival else ""])
-        unit = read[0][1].manifest if len(read) == 1 else None
-        if unit is not None and not arrival:  # the piece is the unit's own
-            pieces.copy_piece(store, spec.monitor_id, piece, unit)
+        alone = read[0][1].manifest if len(read) == 1 else None
+        if alone is not None and not arrival:  # the piece is the unit's own
+            pieces.copy_piece(store, spec.monitor_id, piece, alone)
         else:
             pieces.write_piece(store, spec.monitor_id, piece, stats, predictions)
         kept.append(Piece(partition.name, partition.path, partition.size, partition.version,
