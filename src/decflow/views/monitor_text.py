@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from decflow.gates.headline import bounds, number
 from decflow.report.monitor_report import MonitorReport, MonitorWindow
 from decflow.untrusted import escape
 from decflow.version import __version__
@@ -66,11 +67,25 @@ def _window_lines(report: MonitorReport) -> list[str]:
     return lines
 
 
-def _alarm_lines(shift: dict[str, Any] | None) -> list[str]:
-    if not shift:
-        return []
-    line = f"  Harmful shift {shift.get('summary', 'off')}"
-    return ["", line]
+def shift_line(report: MonitorReport) -> str:
+    """The harmful-shift alarm in one line."""
+    shift = report.harmful_shift
+    if shift is None:
+        return "off" if report.monitor.baseline is not None else "off: no baseline"
+    words = "error rate" if shift["metric"] == "error_rate" else "Brier"
+    threshold = (f"baseline {number(shift['baseline']['risk'])} (upper "
+                 f"{number(shift['baseline']['upper'])}) + {number(shift['tolerance'])}")
+    alarm = shift.get("alarm")
+    if alarm:
+        return (f"ALARM since {alarm['since']} (raised by window {alarm['window']}): {words} "
+                f"{number(alarm['risk'])} {bounds(alarm['low'], alarm['high'])} over "
+                f"{alarm['n']} labelled records > {threshold}")
+    return (f"no alarm: {shift['labelled']} labelled records against {threshold}; "
+            f"{shift['guarantee']}")
+
+
+def _alarm_lines(report: MonitorReport) -> list[str]:
+    return ["", f"  Harmful shift {shift_line(report)}"]
 
 
 def render_monitor(report: dict[str, Any]) -> str:
@@ -91,7 +106,7 @@ def render_monitor(report: dict[str, Any]) -> str:
         f"  this run      {read_line(head.this_run)}",
         "",
         *_window_lines(head),
-        *_alarm_lines(head.harmful_shift),
+        *_alarm_lines(head),
     ]
     if head.this_run.get("labels_repeated"):
         lines.append(f"  labels        {head.this_run['labels_repeated']} repeated labels ignored "
