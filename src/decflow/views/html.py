@@ -47,7 +47,7 @@ from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.monitor_charts import gate_charts
-from decflow.views.monitor_text import open_gates, read_line
+from decflow.views.monitor_text import open_gates, read_line, shift_line
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import (
     FIRST_CASES,
@@ -672,7 +672,7 @@ def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     monitor = typed.monitor
     facts = {"monitor": monitor.id, "source": monitor.source, "labels": monitor.labels,
              "window": monitor.window, "baseline": (monitor.baseline or {}).get("path"),
-             "this run": read_line(typed.this_run)}
+             "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)}
     parts = [banner(head, "decflow monitor"), section("Monitor", kv_table(facts))]
     if typed.windows:
         checked = set(typed.checked)

@@ -38,7 +38,7 @@ from decflow.views.diff_evidence import (
 )
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
-from decflow.views.monitor_text import WORDS, open_gates, read_line
+from decflow.views.monitor_text import WORDS, open_gates, read_line, shift_line
 from decflow.views.text import (
     FIRST_CASES,
     MAX_LISTED,
@@ -414,7 +414,8 @@ def render_monitor(report: dict[str, Any]) -> list[str]:
     lines.extend(kv_table({"monitor": monitor.id, "source": monitor.source,
                            "labels": monitor.labels or "none", "window": monitor.window,
                            "baseline": (monitor.baseline or {}).get("path") or "none",
-                           "this run": read_line(typed.this_run)}))
+                           "this run": read_line(typed.this_run),
+                           "harmful shift": shift_line(typed)}))
     shown = list(reversed(typed.windows))[:SHOWN_WINDOWS]
     if shown:
         checked = set(typed.checked)
