@@ -46,12 +46,14 @@ def _window_check(window: Window) -> Check:
 
 
 def _item(check: Check) -> str:
-    """A check of the monitor in its headline: a window as `<window>: <its open gates>`,
+    """A check of the monitor in its headline: a window as `<window>: <its first open
+    gate> (+N more)`,
     the alarm as its message (`error rate 0.16 [0.13, 0.19] > baseline 0.105 + 0.02`)."""
     if check.metric == WINDOW_GATE:
         name = check.gate[len(WINDOW_GATE) + 1:-1]
-        _, _, gates = check.message.partition(": ")
-        return f"{name}: {gates or check.message}"
+        first = check.message.partition(": ")[2].split("; ")[0]
+        more = int(check.value or 0) - 1
+        return f"{name}: {first}" + (f" (+{more} more)" if more > 0 else "")
     if check.gate == SHIFT_GATE and check.status != "pass":
         return check.message
     return brief(check)
