@@ -61,9 +61,10 @@ def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path | st
     return [location(p.path) for p in partition_files(source)]
 
 
-def partition_files(source: str | Path) -> list[Partition]:
+def partition_files(source: str | Path, *, empty_folder: bool = False) -> list[Partition]:
     """`list_partitions` with each file's name, size and version (one listing: no file is
-    opened)."""
+    opened). `empty_folder`: a local folder without record files lists none (a monitored
+    source before its first partition) instead of being an error."""
     if isinstance(source, str) and is_url(source):
         return _remote_partitions(source)
     path = Path(source)
@@ -72,7 +73,7 @@ def partition_files(source: str | Path) -> list[Partition]:
             (p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES),
             key=lambda p: p.relative_to(path).as_posix(),
         )
-        if not files:
+        if not files and not empty_folder:
             raise DatasetError(f"{source}: no .jsonl, .json or .parquet files in this folder")
         return [_local(p, p.relative_to(path).as_posix()) for p in files]
     if path.is_file():

@@ -124,9 +124,11 @@ def plan_monitor(contract_path: str, source: str, store: Store, run_id: str, *,
     monitor = monitor_of(contract_path, source)
     stored = read_state(store, monitor)
     state = None if stored is None else MonitorState.from_dict(stored)
-    found = changes({} if state is None else state.partitions, partition_files(source))
+    found = changes({} if state is None else state.partitions,
+                    partition_files(source, empty_folder=True))
     label_changes = (None if labels is None else
-                     changes({} if state is None else state.labels, partition_files(labels)))
+                     changes({} if state is None else state.labels,
+                             partition_files(labels, empty_folder=True)))
     to_read = found.to_read
     paths = [os.path.abspath(p.path) if absolute and not is_url(p.path) else p.path
              for p in to_read]
