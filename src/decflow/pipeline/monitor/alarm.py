@@ -12,6 +12,7 @@ records cannot give it).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +164,9 @@ def summary(advanced: Advanced) -> dict[str, Any] | None:
                      "risk": detector.baseline_loss / detector.baseline_n,
                      "upper": detector.baseline_upper},
         "threshold": detector.theta, "labelled": detector.n,
-        "log_evidence": detector.log_evidence, "log_threshold": detector.log_threshold,
+        # log R: -inf (written null) before any labelled record
+        "log_evidence": None if math.isinf(detector.log_evidence) else detector.log_evidence,
+        "log_threshold": detector.log_threshold,
         "alarm": None if alarm is None else vars(alarm), "restarted": advanced.restarted,
         "guarantee": f"P(any false alarm within {detector.horizon} windows) <= "
                      f"{number(detector.alpha)}",
