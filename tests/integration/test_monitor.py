@@ -112,22 +112,37 @@ def test_late_records_supersede_their_window_and_a_rewrite_is_read_again(
     assert code == 2 and "already checked" in err and "copy.parquet" in err
 
 
-def test_labels_one_window_late_give_the_same_final_window_metrics(tmp_path: Path) -> None:
-    finals = []
+def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: Path) -> None:
+    """A run a day over seven days, the error rate 0.10 → 0.20 from day 4 (2026-11-04),
+    outcomes arriving a day after their decisions, or two: the same final window metrics,
+    and the alarm names the same window, at most one run later."""
+    shift = ("--per-hour", "50", "--baseline-days", "3", "--partition", "day",
+             "--harmful-shift-from", "3", "--shifted-error-rate", "0.2")
+    outcomes = {}
     for delay in ("1", "2"):
         folder = tmp_path / f"delay{delay}"
-        for days in range(1, 6):  # a run a day, as the days' partitions arrive
-            write_stream(folder, "--days", str(days), "--label-delay", delay, *SMALL)
-            _monitor(folder)
+        alarms = []
+        for days in range(1, 8):  # a run a day, as the day's partition and labels arrive
+            write_stream(folder, "--days", str(days), "--label-delay", delay, *shift)
+            code, report, _ = _monitor(folder, "--baseline", str(folder / "baseline"))
+            alarms.append((report["harmful_shift"] or {}).get("alarm"))
         windows = {}
-        for name in ("2026-11-01", "2026-11-02"):
-            run_id = _windows(_monitor(folder)[1])[name]["run_id"]
-            report = json.loads((folder / "store" / "runs" / run_id / "report.json")
-                                .read_text())
-            windows[name] = (report["metrics"], report["checks"])
-        finals.append(windows)
-    assert finals[0] == finals[1]
-    assert finals[0]["2026-11-01"][0]["counts"]["with_correctness"] == 120
+        for name in ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"):
+            stored = folder / "store" / "runs" / _windows(report)[name]["run_id"]
+            window = json.loads((stored / "report.json").read_text())
+            windows[name] = (window["metrics"], window["checks"])
+        first = next(i for i, alarm in enumerate(alarms) if alarm)
+        outcomes[delay] = (windows, first, alarms[first], code, report["headline"])
+    on_time, late = outcomes["1"], outcomes["2"]
+    assert late[0] == on_time[0]  # every window's metrics and checks, bit for bit
+    assert on_time[0]["2026-11-01"][0]["counts"]["with_correctness"] == 1200
+    assert on_time[1] <= late[1] <= on_time[1] + 1  # at most one run later
+    for key in ("window", "since"):
+        assert late[2][key] == on_time[2][key]
+    assert on_time[2]["since"] == "2026-11-04"
+    assert late[3] == on_time[3] == 1
+    assert on_time[4].startswith("ALARM since 2026-11-04 ")
+    assert "error rate 0.1" in on_time[4] and "> baseline 0.1" in on_time[4]
 
 
 def test_records_without_a_timestamp(tmp_path: Path) -> None:
