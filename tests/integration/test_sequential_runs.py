@@ -258,3 +258,42 @@ def test_a_pass_at_zero_limit_says_so_first_in_every_view_and_on_its_gate(
     code, out, _ = run_cli("test", str(contract), "--sequential", "--max-cases", "1000",
                            "--batch", "1000", "--store", str(tmp_path / "store"))
     assert code == 0 and out.splitlines()[0] == "PASS: 2/2 gates hold"
+
+
+def test_the_order_seed_is_drawn_per_run_recorded_and_replayed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without `sequential.seed` / `--order-seed` each run draws its order's seed and
+    records it (report, run record); `--resume` of an interrupted run replays it, and
+    `--order-seed` with the recorded seed repeats the order."""
+    from decflow.contracts.sections import Sequential
+
+    contract = planted_contract(tmp_path / "suite", 300, wrong=0.03, flips=0.005)
+    drawn = {Sequential.settings(None, True, {})["seed"] for _ in range(5)}  # type: ignore[index]
+    assert len(drawn) > 1
+    settings = Sequential.settings(None, True, {"batch": 8})
+    assert settings is not None
+    real = results.call_rows
+    calls = {"n": 0}
+
+    def crashing(*args: Any, **kwargs: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(results, "call_rows", crashing)
+    with pytest.raises(RuntimeError):
+        run(contract, tmp_path / "store", "crashed", settings)
+    monkeypatch.setattr(results, "call_rows", real)
+    store = Store(str(tmp_path / "store"))
+    spec = resumed_spec(store, "crashed", str(contract), "all")
+    assert spec.sequential == settings  # the drawn seed, as recorded
+    resumed = run_contract(spec, store)
+    assert resumed["sequential"]["seed"] == settings["seed"]
+    code, out, err = run_cli("test", str(contract), "--all", "--sequential", "--batch", "8",
+                             "--order-seed", str(settings["seed"]), "--store",
+                             str(tmp_path / "store"), "-f", "json")
+    assert code == 0, err
+    again = json.loads(out)["sequential"]
+    assert again["seed"] == settings["seed"]
+    assert again["gates"] == resumed["sequential"]["gates"]

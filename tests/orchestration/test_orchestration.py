@@ -1061,8 +1061,8 @@ def test_sequential_run_as_a_flow_groups_batches_into_shard_tasks(
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     contract = planted_contract(tmp_path / "suite", 1000, wrong=0.03, flips=0.005)
-    common = ("test", str(contract), "--all", "--sequential", "--batch", "8", "--store",
-              str(tmp_path / "store"))
+    common = ("test", str(contract), "--all", "--sequential", "--batch", "8", "--order-seed",
+              "0", "--store", str(tmp_path / "store"))
     direct = decflow(env, tmp_path, *common, "--no-prefect", "-o", "direct.json")
     assert direct.returncode == 0, direct.stderr
     flowed = decflow(env, tmp_path, *common, "--prefect", "-o", "flow.json")
@@ -1153,3 +1153,7 @@ def test_every_runner_sends_each_request_once_and_reports_what_the_backend_saw(
             assert runs[suite, runner][0] == sent, (suite, runner)
             assert runs[suite, runner][1].get("sequential", {}).get("calls_made") == (
                 section or {}).get("calls_made")
+    # the early PASS rests on zero_limit: the flow run's state message says so too
+    passed = runs["pass", "thread"][1]
+    assert passed["headline"].startswith("PASS (zero_limit: max_error_rate judged at 0.02")
+    assert flow_run_of(prefect_api, passed["run"]["id"]).state.message == passed["headline"]

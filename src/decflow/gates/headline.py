@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from decflow.gates.checks import Check
-from decflow.metrics.evidence import Evidence
+from decflow.metrics.evidence import CONTRADICTED, Evidence
 
 MAX_ITEMS = 4
 NEGATED = {">=": "<", "<=": ">", "<": ">="}
@@ -78,6 +78,8 @@ def brief(check: Check) -> str:
 
 
 def _shown(value: float, evidence: Evidence | None) -> str:
+    if evidence is not None and CONTRADICTED in evidence.notes:
+        return f"{number(value)} ({CONTRADICTED})"
     if evidence is None or evidence.low is None or evidence.high is None:
         return number(value)
     return f"{number(value)} [{number(evidence.low)}, {number(evidence.high)}]"

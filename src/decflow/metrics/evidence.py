@@ -43,6 +43,9 @@ NOT_EXERCISED = "not exercised"
 # A limit-0 gate a sequential run passed as a share below `sequential.zero_limit`, not as a
 # count over every case (its check line and the headline say so).
 ZERO_LIMIT = "zero_limit"
+# A confidence sequence whose bounds crossed: no value survives them (shown instead of an
+# inverted interval).
+CONTRADICTED = "contradicted"
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from decflow.views.identity import flat_text, gates_text, identity_rows, side_ro
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.monitor_charts import gate_charts
 from decflow.views.monitor_text import open_gates, read_line, shift_line
+from decflow.views.sequential_text import gate_interval, time_uniform
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import (
     FIRST_CASES,
@@ -507,14 +508,14 @@ def sequential_view(run: dict[str, Any]) -> str:
         "calls_made", "calls_full", "cases_sent", "suite_cases", "stop_reason",
         "seconds_saved", "money_saved", "alpha", "alpha_per_gate", "seed", "batch")}
     rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
-             val(g["estimate"]), f"[{val(g['low'])}, {val(g['high'])}]",
+             val(g["estimate"]), e(gate_interval(g, run).strip()),
              e(e_value(g["e_fail"])), e(e_value(g["e_pass"])),
              e(g["stop_reason"] + (f"; zero_limit: {g['zero_limit']}" if g.get("zero_limit")
                                    else "")))
             for g in run["gates"])
     return section("Sequential run", kv_table(summary), table(
-        ("gate", "decision", "cases used", "estimate", "interval", "e (fail)", "e (pass)",
-         "stop"), rows))
+        ("gate", "decision", "cases used", "estimate", f"interval ({time_uniform(run)})",
+         "e (fail)", "e (pass)", "stop"), rows))
 
 
 def run_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:

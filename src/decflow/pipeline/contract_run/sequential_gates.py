@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from decflow.gates.checks import Check, evidence_check
+from decflow.gates.checks import PER_SIDE, Check, evidence_check
 from decflow.gates.headline import Qualifier, number
-from decflow.metrics.evidence import ZERO_LIMIT, Evidence
+from decflow.metrics.evidence import CONTRADICTED, ZERO_LIMIT, Evidence
 from decflow.metrics.golden_metrics import (
     NLL_FLOOR,
     calibration_bin_index,
@@ -32,7 +32,9 @@ from decflow.metrics.sequential import (
     BinnedGaps,
     RatioGate,
     cases_to_decide,
+    contradicted,
     evaluate,
+    interval_label,
     split_alpha,
 )
 from decflow.metrics.sequential_composite import BinnedEce, Composite, Exceedance, MacroF1
@@ -308,6 +310,7 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
     """(checks, per-gate report rows) at the stop: a decided gate gets its decision with the
     time-uniform interval, an undecided one is not established."""
     alpha = gate_alpha(tracked, design)
+    label = interval_label(alpha)
     checks, rows = [], []
     for item in tracked:
         check = item.check
@@ -327,6 +330,12 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             estimate, low, high = found.estimate, found.low, found.high
             method = item.composite.method
         notes: tuple[str, ...] = ("sequential",)
+        crossed = contradicted(low, high)
+        if crossed:
+            # No value survives the bounds: say so, never print an inverted interval.
+            low = high = None
+            notes += (CONTRADICTED,)
+        shown = label if low is not None else None
         unseen = zero_limit_unseen(item, state, sent, design)
         if item.zero:
             notes += (f"limit 0 judged as the share of cases with an occurrence against "
@@ -344,6 +353,7 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             # The whole suite decides the gate as the full run does: show its evidence, not
             # the time-uniform interval, which is wider and may straddle the limit.
             estimate, low, high, method = final.estimate, final.low, final.high, final.method
+            shown, crossed = (PER_SIDE if low is not None else None), False
         else:
             verdict = {"pass": "holds", "fail": "fails"}.get(state.decision or "",
                                                              "not_established")
@@ -356,8 +366,11 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             evidence = Evidence(method=method, n=sent, verdict=verdict,  # type: ignore[arg-type]
                                 estimate=estimate, low=low, high=high, cases_needed=needed,
                                 notes=notes)
-            judged_check = evidence_check(check.gate, check.level, check.metric,
-                                          check.comparison, check.threshold, evidence)
+            judged_check = evidence_check(
+                check.gate, check.level, check.metric, check.comparison, check.threshold,
+                evidence, bounds=label,
+                suffix=f" ({CONTRADICTED}: no value within the {label} bounds, n={sent})"
+                if crossed else "")
             if unseen is not None:
                 # A pass at zero_limit is no count of 0 over the suite: the line says so.
                 judged_check = replace(judged_check, message=(
@@ -373,6 +386,8 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             "estimate": estimate,
             "low": low,
             "high": high,
+            "interval": shown,
+            **({CONTRADICTED: True} if crossed else {}),
             "e_fail": _e_value(state.log_e_fail),
             "e_pass": _e_value(state.log_e_pass),
             "method": method,
