@@ -162,6 +162,21 @@ def test_records_without_a_timestamp(tmp_path: Path) -> None:
     assert "monitor.without_timestamp: arrival" in err
 
 
+def test_gc_removes_window_runs_with_their_monitor_run(tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "1", *SMALL)
+    _, first, _ = _monitor(tmp_path)
+    write_stream(tmp_path, "--days", "2", *SMALL)
+    _, second, _ = _monitor(tmp_path)
+    store = tmp_path / "store"
+    code, _, err = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
+    assert code == 0, err
+    left = sorted(p.name for p in (store / "runs").iterdir())
+    assert left == sorted([second["run"]["id"], *(w["run_id"] for w in second["windows"]
+                                                    if w["name"] in second["checked"])])
+    _, third, _ = _monitor(tmp_path)  # the monitor's state and history outlive the runs
+    assert third["windows"] == second["windows"] and third["this_run"]["bytes_read"] == 0
+
+
 def test_window_runs_are_listed_under_their_monitor(tmp_path: Path) -> None:
     write_stream(tmp_path, "--days", "1", *SMALL)
     _, report, _ = _monitor(tmp_path)

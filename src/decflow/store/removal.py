@@ -4,7 +4,9 @@
 `gc` never removes an accepted run, a run a process holds (`running`), or a stage folder a
 remaining run names; a run is removed only when every given rule allows it (beyond the
 `keep` newest of its decision, older than `older_than`), with the stage folders only it
-named (an interrupted run names the folder of the calls it was making). Stage folders no
+named (an interrupted run names the folder of the calls it was making). A monitor's window
+runs count as the monitor run that made them (kept or removed with it); the monitor's own
+state (`monitors/`) is never touched, so its history outlives them. Stage folders no
 run names (the per-unit cache of check inputs) are left alone. Run folders without a record
 (a run stopped before its first record) name no stage and are always removed. A record that
 cannot be read, or names a place outside `stages/`, stops `gc` before it removes anything
@@ -70,18 +72,29 @@ def _age(record: dict[str, Any]) -> datetime | None:
         return None
 
 
+def _counted_as(record: dict[str, Any]) -> str:
+    """The run a record counts as for `--keep`: a monitor's window run goes with the
+    monitor run that made it (kept or removed together), any other run is itself."""
+    monitor_run = record.get("monitor_run")
+    if record.get("kind") == "window" and isinstance(monitor_run, str):
+        return monitor_run
+    return str(record["run_id"])
+
+
 def _removable(store: Store, records: list[dict[str, Any]], keep: int | None,
                older_than: timedelta | None) -> set[str]:
     now = datetime.now(UTC)
     newest: dict[str, list[str]] = {}
     for record in sorted(records, key=lambda r: r["run_id"], reverse=True):
-        newest.setdefault(str(record.get("decision")), []).append(record["run_id"])
+        if _counted_as(record) == record["run_id"]:
+            newest.setdefault(str(record.get("decision")), []).append(record["run_id"])
     removable = set()
     for record in records:
         run_id = record["run_id"]
         if is_accepted(store, record) or run_state(store, record).status == RUNNING:
             continue
-        if keep is not None and run_id in newest[str(record.get("decision"))][:keep]:
+        kept = newest.get(str(record.get("decision")), [])[:keep or 0]
+        if keep is not None and _counted_as(record) in kept:
             continue
         age = _age(record)
         if older_than is not None and (age is None or now - age < older_than):
