@@ -167,6 +167,7 @@ def test_gc_removes_window_runs_with_their_monitor_run(tmp_path: Path) -> None:
     _, first, _ = _monitor(tmp_path)
     write_stream(tmp_path, "--days", "2", *SMALL)
     _, second, _ = _monitor(tmp_path)
+    assert first["run"]["id"] != second["run"]["id"]
     store = tmp_path / "store"
     code, _, err = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
     assert code == 0, err
