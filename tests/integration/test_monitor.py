@@ -13,9 +13,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from tests.integration.test_check_s3 import s3
 from tests.support.cli import run_cli
 from tests.support.refund_stream import CONTRACT, write_stream
 
+__all__ = ["s3"]  # the moto server fixture
 SMALL = ("--per-hour", "5", "--baseline-days", "1", "--partition", "day")
 DAY = Path("date=2026-11-02") / "part-0.parquet"
 
@@ -144,6 +146,32 @@ def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: 
     assert late[3] == on_time[3] == 1
     assert re.match(r"ALARM since 2026-11-04 \d/\d( \(\d WARN\))?: error rate 0\.1\d* "
                     r"\[0\.1\d*, 0\.\d+\] > baseline 0\.\d+ \+ 0\.02; ", on_time[4])
+
+
+def test_partitions_on_s3_are_seen_by_etag(s3: Any, tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "2", *SMALL)
+    for day in ("2026-11-01", "2026-11-02"):
+        s3.put(str(tmp_path / "records" / f"date={day}" / "part-0.parquet"),
+               f"logs/records/date={day}/part-0.parquet")
+    args = ["monitor", str(CONTRACT), "-d", "s3://logs/records", "--store",
+            str(tmp_path / "store"), "-f", "json"]
+    code, out, err = run_cli(*args)
+    first = json.loads(out)
+    assert code in (0, 1), err
+    assert first["this_run"]["records_read"] == 240 and len(first["this_run"]["new"]) == 2
+    code, out, _ = run_cli(*args)
+    assert json.loads(out)["this_run"]["bytes_read"] == 0
+    # the same bytes put again keep their ETag (unchanged); other records under the same
+    # ids make another ETag: read again
+    s3.put(str(tmp_path / "records" / "date=2026-11-01" / "part-0.parquet"),
+           "logs/records/date=2026-11-01/part-0.parquet")
+    assert json.loads(run_cli(*args)[1])["this_run"]["bytes_read"] == 0
+    write_stream(tmp_path / "other", "--days", "1", "--seed", "1", *SMALL)
+    s3.put(str(tmp_path / "other" / "records" / "date=2026-11-01" / "part-0.parquet"),
+           "logs/records/date=2026-11-01/part-0.parquet")
+    code, out, _ = run_cli(*args)
+    third = json.loads(out)
+    assert third["this_run"]["rewritten"] == ["date=2026-11-01/part-0.parquet"]
 
 
 def test_records_without_a_timestamp(tmp_path: Path) -> None:
