@@ -10,9 +10,13 @@ import json
 import os
 import re
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from decflow.data.record_windows import window_of
 from tests.integration.test_check_s3 import s3
 from tests.support.cli import run_cli
 from tests.support.refund_stream import CONTRACT, write_stream
@@ -188,6 +192,20 @@ def test_records_without_a_timestamp(tmp_path: Path) -> None:
     assert code == 2
     assert f"{records / 'part.jsonl'}: record 2: timestamp: required" in err
     assert "monitor.without_timestamp: arrival" in err
+    # windowed by the run that read it, when the contract says so
+    document = yaml.safe_load(CONTRACT.read_text())
+    document["monitor"]["without_timestamp"] = "arrival"
+    arrival = tmp_path / "arrival.yaml"
+    arrival.write_text(yaml.safe_dump(document))
+    before = window_of(datetime.now(UTC), "1d")
+    code, out, err = run_cli("monitor", str(arrival), "-d", str(records), "--store",
+                             str(tmp_path / "store"), "-f", "json")
+    after = window_of(datetime.now(UTC), "1d")
+    assert code in (0, 1), err
+    windows = _windows(json.loads(out))
+    assert windows["2026-11-02"]["n_records"] == 1
+    (today,) = set(windows) - {"2026-11-02"}
+    assert today in {before, after} and windows[today]["n_records"] == 1
 
 
 def test_gc_removes_window_runs_with_their_monitor_run(tmp_path: Path) -> None:
