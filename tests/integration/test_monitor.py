@@ -233,3 +233,8 @@ def test_window_runs_are_listed_under_their_monitor(tmp_path: Path) -> None:
     lines = [line for line in listed.splitlines() if run_id in line]
     assert lines[0].startswith(run_id) and " monitor " in lines[0]
     assert lines[1].startswith(f"  {run_id}-w20261101") and "window 2026-11-01" in lines[1]
+    # both are stored runs `decflow report` shows (a window run re-verified as a check)
+    for shown in (run_id, f"{run_id}-w20261101"):
+        code, text, err = run_cli("report", shown, "--store", str(tmp_path / "store"))
+        assert code in (0, 1), err
+    assert text.splitlines()[0] == _windows(report)["2026-11-01"]["headline"]
