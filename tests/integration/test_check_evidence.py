@@ -14,6 +14,11 @@ import numpy as np
 import pytest
 import yaml
 
+from decflow.contracts import load_contract
+from decflow.data.records import RecordSpec, normalize_objects
+from decflow.metrics.production import partition_stats
+from decflow.pipeline.production.statistics import Aggregates
+from decflow.pipeline.production.summary import summarize
 from tests.support.cli import run_cli
 from tests.support.paths import REFERENCE
 
@@ -115,3 +120,21 @@ def test_a_check_without_a_baseline_leaves_drift_gates_not_established(
     drift = [c for c in report["checks"] if c["gate"] in GATES]
     assert [c["status"] for c in drift] == ["not_established"] * 2
     assert code == 0 and report["status"] == "warn"
+
+
+def test_summarize_takes_the_gating_a_monitor_window_asks_for(
+        tmp_path: Path, data: dict[str, Path]) -> None:
+    contract = load_contract(contract_file(tmp_path, "point")).contract
+    labels = tuple(contract.decision.labels)
+    spec = RecordSpec.from_contract(contract)
+    lines = data["same"].read_text().splitlines()[:300]
+    table = normalize_objects([json.loads(line) for line in lines], spec, "same.jsonl")
+    stats = partition_stats(table, labels, 10, None)
+    aggregates = Aggregates(path="same", hash="sha256:0", files=["same.jsonl"],
+                            overall=stats[""])
+    point = summarize(contract, aggregates, created_at="2026-12-06T00:00:00Z").to_dict()
+    window = summarize(contract, aggregates, created_at="2026-12-06T00:00:00Z",
+                       gating="evidence").to_dict()
+    assert "gating" not in point["config"] and window["config"]["gating"] == "evidence"
+    assert all("evidence" not in c for c in point["checks"])
+    assert all(c["evidence"] for c in window["checks"] if c["gate"] in GATES)

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from decflow.contracts.extensions import decflow_extensions
+from decflow.contracts.extensions import gating_rule
 from decflow.data.record_rules import shown_segment_value
 from decflow.gates.checks import Check, Comparison, Level, evidence_check
 from decflow.gates.production import (
@@ -65,17 +65,8 @@ _DRIFT = {metric for _, metric, _ in DRIFT_GATES}
 
 
 def production_gating(contract: Contract) -> tuple[Gating, str]:
-    """(gating, why) of a production check: `production.gating` when set; else evidence for
-    a contract that uses any decflow extension and DecGuard's point verdicts for a plain
-    DecGuard 0.1 contract (PRODUCT §4)."""
-    configured = contract.production.gating
-    if configured is not None:
-        return configured, f"production.gating: {configured}"
-    used = decflow_extensions(contract)
-    if used:
-        return "evidence", f"the contract uses decflow extensions ({', '.join(used)})"
-    return "point", ("a DecGuard 0.1 contract keeps DecGuard's point-estimate gates "
-                     "(set production.gating: evidence for evidence verdicts)")
+    """(gating, why) of a production check (`monitor` windows are always evidence)."""
+    return gating_rule(contract, "production")
 
 
 def stored_gating(config: Mapping[str, Any]) -> Gating:

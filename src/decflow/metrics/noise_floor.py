@@ -30,8 +30,9 @@ below α. The draws are seeded (`SEED`), so a stored report re-derives the same 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -148,16 +149,14 @@ class Bins:
     confidence: tuple[float | None, ...]
 
     @classmethod
-    def of(cls, reliability: Sequence[dict[str, object]]) -> Bins:
+    def of(cls, reliability: Sequence[Mapping[str, Any]]) -> Bins:
         """From a report's `calibration.reliability` rows (count, accuracy, mean_confidence)."""
-        counts = tuple(int(row["count"]) for row in reliability)  # type: ignore[call-overload]
-        correct = tuple(
-            0 if not count else round(float(row["accuracy"]) * count)  # type: ignore[arg-type]
-            for row, count in zip(reliability, counts, strict=True))
-        return cls(counts, correct,
-                   tuple(None if row["mean_confidence"] is None
-                         else float(row["mean_confidence"])  # type: ignore[arg-type]
-                         for row in reliability))
+        counts = tuple(int(row["count"]) for row in reliability)
+        correct = tuple(round(float(row["accuracy"]) * count) if count else 0
+                        for row, count in zip(reliability, counts, strict=True))
+        confidence = tuple(None if row["mean_confidence"] is None
+                           else float(row["mean_confidence"]) for row in reliability)
+        return cls(counts, correct, confidence)
 
     @property
     def n(self) -> int:
