@@ -6,11 +6,10 @@ it under its monitor and `runs gc` removes it like any run."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decflow.contracts.contract import Contract
 from decflow.contracts.loader import LoadedContract
 from decflow.data.record_windows import window_length, window_start
 from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec
@@ -23,13 +22,6 @@ from decflow.store.runs import run_path, write_report, write_run_record
 from decflow.store.store import Store
 
 WINDOW_KIND = "window"
-
-
-def evidence_gated(contract: Contract) -> Contract:
-    """The contract as a monitor judges its windows: `production.gating: evidence`
-    whatever the contract says (a window is judged against its own noise)."""
-    production = contract.production.model_copy(update={"gating": "evidence"})
-    return replace(contract, production=production)
 
 
 def window_run_id(monitor_run: str, window: str) -> str:
@@ -78,9 +70,10 @@ def judge_window(store: Store, spec: MonitorSpec, loaded: LoadedContract, rechec
     """Judge one window like a check of its records and store it as a window run."""
     window = recheck.window
     run_id = window_run_id(spec.run_id, window)
-    built = summarize(evidence_gated(loaded.contract), aggregates, baseline,
-                      contract_path=spec.contract_path, contract_hash=loaded.hash,
-                      created_at=spec.created_at)
+    # a window is always judged by its evidence, whatever the contract's gating
+    built = summarize(loaded.contract, aggregates, baseline, contract_path=spec.contract_path,
+                      contract_hash=loaded.hash, created_at=spec.created_at,
+                      gating="evidence")
     built.run = RunRef(id=run_id, store=store.location)
     report = redact(built.to_dict())
     start = window_start(window)
