@@ -10,6 +10,7 @@ windows, detector and verdict), with nothing read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from decflow.pipeline.monitor.alarm import advance, window_risk
 from decflow.pipeline.monitor.baselines import MonitorBaseline, monitor_baseline
 from decflow.pipeline.monitor.labels import LABEL_SCHEMA, Joined, join_labels
 from decflow.pipeline.monitor.report import build_report
+from decflow.pipeline.monitor.scan import prediction_schema
 from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec, source_identity
 from decflow.pipeline.monitor.stages import MonitorContext, settings, stored_state
 from decflow.pipeline.monitor.state import (
@@ -98,24 +100,51 @@ def _adopt_labels(context: MonitorContext, state: MonitorState) -> None:
         state.labels[name].gone = spec.run_id
 
 
-def _joined(context: MonitorContext, state: MonitorState) -> Joined:
-    records = RecordSpec.from_contract(context.loaded.contract)
-    keys = [s.key for _, s in sorted(state.partitions.items())]
-    predictions = pieces.read_predictions(context.store, state.monitor_id, keys,
-                                          records.segments)
-    labels = pieces.read_labels(context.store, state.monitor_id,
-                                [s.key for _, s in sorted(state.labels.items())],
-                                LABEL_SCHEMA)
-    return join_labels(predictions, labels)
+class Joins:
+    """Joins of labels to predictions over the monitor's pieces, each piece read from the
+    store once however many joins use it."""
+
+    def __init__(self, context: MonitorContext, monitor: str) -> None:
+        self.store, self.monitor = context.store, monitor
+        self.segments = RecordSpec.from_contract(context.loaded.contract).segments
+        self.read: dict[str, pl.DataFrame] = {}
+
+    def _piece(self, key: str, labels: bool) -> pl.DataFrame:
+        if key not in self.read:
+            self.read[key] = (
+                pieces.read_labels(self.store, self.monitor, [key], LABEL_SCHEMA) if labels
+                else pieces.read_predictions(self.store, self.monitor, [key], self.segments))
+        return self.read[key]
+
+    def of(self, partitions: Mapping[str, Seen], labels: Mapping[str, Seen]) -> Joined:
+        """The labels of `labels` joined to the predictions of `partitions`."""
+        found = [self._piece(s.key, False) for _, s in sorted(partitions.items())]
+        arrived = [self._piece(s.key, True) for _, s in sorted(labels.items())]
+        return join_labels(
+            pl.concat(found) if found else pl.DataFrame(schema=prediction_schema(self.segments)),
+            pl.concat(arrived) if arrived else pl.DataFrame(schema=LABEL_SCHEMA))
+
+
+def _label_totals(state: MonitorState, joined: Joined | None) -> dict[str, int]:
+    """Labels repeated (ignored) and pending (no decision yet) so far; the last run's when
+    this run joined nothing (`joined` None: it read nothing)."""
+    if joined is not None:
+        return {"labels_repeated": joined.repeated, "labels_pending": joined.pending}
+    last = state.runs[-1].read if state.runs else {}
+    return {"labels_repeated": int(last.get("labels_repeated", 0)),
+            "labels_pending": int(last.get("labels_pending", 0))}
 
 
 def _labelled(joined: Joined) -> pl.DataFrame:
     return joined.predictions.filter(pl.col("correct") >= 0)
 
 
-def _judge_windows(context: MonitorContext, state: MonitorState, joined: Joined,
+def _judge_windows(context: MonitorContext, state: MonitorState, joined: Joined | None,
                    baseline: MonitorBaseline | None, reading: Reading) -> list[str]:
-    """Judge every touched window again; returns the windows judged, in time order."""
+    """Judge every touched window again; returns the windows judged, in time order (none
+    when nothing was read: `joined` None)."""
+    if joined is None:
+        return []
     spec, store, loaded = context.spec, context.store, context.loaded
     records = RecordSpec.from_contract(loaded.contract)
     n_bins, _ = binning(loaded.contract)
@@ -165,13 +194,18 @@ def _commit(context: MonitorContext, state: MonitorState) -> None:
 def _judge(context: MonitorContext, key: str) -> Manifest:
     spec, store = context.spec, context.store
     state = stored_state(context) or _new_state(context)
-    before = _labelled(_joined(context, state)) if state.partitions else None
+    joins = Joins(context, state.monitor_id)
+    partitions_before, labels_before = dict(state.partitions), dict(state.labels)
     reading = Reading()
     _adopt_partitions(context, state, reading)
     _adopt_labels(context, state)
-    joined = _joined(context, state)
-    labelled_before = set() if before is None else set(before["h"].to_list())
-    newly = _labelled(joined).filter(~pl.col("h").is_in(list(labelled_before)))
+    joined: Joined | None = None  # nothing read: nothing to join, no piece read
+    newly = pl.DataFrame(schema={"window": pl.String, "confidence": pl.Float64,
+                                 "correct": pl.Int8, "labelled": pl.Boolean})
+    if spec.to_read or spec.labels_to_read:
+        joined = joins.of(state.partitions, state.labels)
+        before = _labelled(joins.of(partitions_before, labels_before))
+        newly = _labelled(joined).filter(~pl.col("h").is_in(before["h"].implode()))
     for window in newly.filter(pl.col("labelled"))["window"].unique().to_list():
         reading.touch(window, LABELS)
     baseline = monitor_baseline(context, state)
@@ -186,8 +220,8 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
         "labels_new": [p.name for p in spec.labels_to_read], "labels_gone":
         list(spec.labels_gone), "bytes_read": spec.bytes_to_read,
         "records_read": sum(u.n_records for u in spec.plan.units),
-        "labels_joined": joined.joined, "labels_repeated": joined.repeated,
-        "labels_pending": joined.pending, "newly_labelled": newly.height,
+        "labels_joined": int(newly["labelled"].sum()), "newly_labelled": newly.height,
+        **_label_totals(state, joined),
     }
     report = build_report(context, state, reading.read, checked, baseline, advanced)
     state.runs = [*state.runs, MonitorRun(spec.run_id, spec.created_at, report["status"],
