@@ -70,6 +70,10 @@ def test_the_threshold_is_the_baseline_upper_bound_plus_the_tolerance() -> None:
     assert 0.1055 < state.baseline_upper < 0.1065
     assert state.theta == pytest.approx(state.baseline_upper + 0.02)
     assert state.log_threshold == pytest.approx(math.log(2 * 365 / 0.05))
+    assert state.false_alarm_bound == pytest.approx(0.05)  # within the horizon
+    for window in range(400):
+        state = state.update(f"w{window}", 10, 1.0)
+    assert state.false_alarm_bound == pytest.approx(0.025 + 400 * 0.025 / 365)
 
 
 def test_state_round_trips_through_json_and_updates_alike() -> None:
@@ -83,6 +87,20 @@ def test_state_round_trips_through_json_and_updates_alike() -> None:
     assert again == state and again.alarm is not None
     assert again.update("w12", 100, 20.0) == state.update("w12", 100, 20.0)
     assert len(json.dumps(stored)) < 4000
+
+
+def test_a_damaged_state_is_refused() -> None:
+    stored = detector(np.random.default_rng(8)).to_dict()
+    with pytest.raises(ValueError, match="not a harmful-shift state"):
+        HarmfulShiftDetector.from_dict({**stored, "log_r": [0.0]})
+    with pytest.raises(ValueError, match="not a harmful-shift state"):
+        HarmfulShiftDetector.from_dict({k: v for k, v in stored.items() if k != "baseline"})
+
+
+def test_a_threshold_at_one_never_alarms() -> None:
+    state = HarmfulShiftDetector.start("error_rate", 0.9, 0.05, 365, 100, 20.0)
+    assert state.theta >= 1.0
+    assert state.update("w0", 1000, 1000.0).alarm is None
 
 
 def test_an_empty_update_changes_nothing_and_bad_sums_are_refused() -> None:

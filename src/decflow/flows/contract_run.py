@@ -10,6 +10,7 @@ not re-sent); `--from-stage` reuses the stored upstream manifests of the run.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -19,9 +20,16 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from decflow.errors import DecflowError
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result, unwalked
+from decflow.flows.common import (
+    Verdict,
+    decflow_run,
+    finish,
+    flow_result,
+    task_value,
+    unwalked,
+)
 from decflow.flows.crash_detection import watched_run
-from decflow.flows.crashes import crash_message
+from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.pipeline.contract_run.results import RequestParts, left_to_send, recorded_count
@@ -59,7 +67,10 @@ def _contract_run_name() -> str:
 
 
 def run_crash_message(spec: RunSpec) -> str:
-    return crash_message(f"run {spec.run_id}", f"resume it with `{spec.resume_command()}`")
+    """The run and the command that resumes it, from any directory (absolute paths)."""
+    anywhere = replace(spec, contract_path=absolute(spec.contract_path),
+                       store_url=absolute(spec.store_url))
+    return crash_message(f"run {spec.run_id}", f"resume it with `{anywhere.resume_command()}`")
 
 
 def _dicts(manifests: dict[str, Manifest]) -> dict[str, dict[str, Any]]:
@@ -97,11 +108,12 @@ class PrefectShards:
         if self.parallel:
             futures = [shard(index).submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
-                self.done += future.result()
+                self.done += task_value(future.state)
                 self.progress.report(self.done)
             return
         for index in range(shards):
-            self.done += shard(index)(*args, index, self.progress.to_dict(self.done))
+            self.done += task_value(shard(index)(*args, index, self.progress.to_dict(self.done),
+                                                 return_state=True))
             self.progress.report(self.done)
 
     def check_originals(self) -> None:
@@ -138,8 +150,8 @@ def run_stages(
     spec_d = spec.to_dict()
 
     def as_task(name: str) -> Manifest:
-        return Manifest.from_dict(
-            STAGE_TASKS[name](spec_d, _dicts(book.manifests), fail_on_warn))
+        return Manifest.from_dict(task_value(STAGE_TASKS[name](
+            spec_d, _dicts(book.manifests), fail_on_warn, return_state=True)))
 
     with RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
                  fail_on_warn=fail_on_warn) as book:
@@ -147,8 +159,8 @@ def run_stages(
             book.run(stage, None if stage.sharded else partial(as_task, stage.name))
     verdict = book.verdict
     key = artifact_key(decision_name(spec.contract_path), spec.backend, spec.mode)
-    report_task(spec.store_url, verdict["report"], key)
-    return {"run_id": spec.run_id, **verdict}
+    published = report_task(spec.store_url, verdict["report"], key)
+    return {"run_id": spec.run_id, **verdict, "caveats": published["caveats"]}
 
 
 @flow(name="contract_run", flow_run_name=_contract_run_name, persist_result=False)

@@ -15,10 +15,17 @@ from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 
 from decflow.data.record_units import SourcePlan, Unit
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result, unwalked
+from decflow.flows.common import (
+    Verdict,
+    decflow_run,
+    finish,
+    flow_result,
+    task_value,
+    unwalked,
+)
 from decflow.flows.contract_run import decision_name
 from decflow.flows.crash_detection import watched_run
-from decflow.flows.crashes import crash_message
+from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.pipeline.production.run import check_context
@@ -73,8 +80,9 @@ def production_check(
     (`runs/<run_id>/report.json`). Returns the run id, status, exit code, headline and
     report path; a FAIL ends the flow run Failed (`GateFailed` for a Python caller)."""
     run_id = new_run_id()
-    crash = crash_message(f"check {run_id}", "run it again with "
-                          f"`{rerun_command(contract, records, baseline, store)}`")
+    again = rerun_command(absolute(contract), absolute(records),
+                          baseline and absolute(baseline), absolute(store))
+    crash = crash_message(f"check {run_id}", f"run it again with `{again}`")
     with decflow_run(run_id, check_label(contract), crash):
         plan = plan_task(records)
         # Workers may run in another directory: they get absolute local paths.
@@ -88,10 +96,9 @@ def production_check(
         spec_d = unwalked(spec.to_dict())
         outcomes = [o.to_dict() for o in run_units(AGGREGATES, context)]
         aggregates = aggregates_task(contract_file, spec_d, unwalked(outcomes))
-        outcome: dict[str, Any] = check_summary_task(
-            contract_file, spec_d, unwalked(aggregates), fail_on_warn)
-        location = opened.location
-        report_task(location, outcome["report"],
+        outcome: dict[str, Any] = task_value(check_summary_task(
+            contract_file, spec_d, unwalked(aggregates), fail_on_warn, return_state=True))
+        report_task(opened.location, outcome["report"],
                     artifact_key(decision_name(contract), "records", "check"))
         result = {"run_id": run_id, **outcome}
         return finish(result, Verdict(result))

@@ -43,7 +43,13 @@ from decflow.gates.production import (
 )
 from decflow.metrics.evidence import ALPHA, Evidence, MeanTest, verdict_from_p
 from decflow.metrics.golden_metrics import NLL_FLOOR
-from decflow.metrics.noise_floor import Bins, ece_increase_test, ece_test, tv_test
+from decflow.metrics.noise_floor import (
+    LARGER_BASELINE,
+    Bins,
+    ece_increase_test,
+    ece_test,
+    tv_test,
+)
 from decflow.metrics.production import Metrics
 from decflow.metrics.rate_bounds import drop_test, rate_test, sum_mean_test
 from decflow.metrics.stats import holm
@@ -165,8 +171,10 @@ def _judged(gates: Sequence[_Gate], alpha: float) -> list[Check]:
         notes = [f"Holm across {len(tested)} {gate.level} checks"] if len(tested) > 1 else []
         evidence = test.evidence(gate.comparison, verdict=verdict, notes=notes,  # type: ignore[arg-type]
                                  alpha=alpha)
+        # a gate no window size can decide says so on its line, not only in its evidence
+        suffix = "".join(f"; {note}" for note in test.notes if note.endswith(LARGER_BASELINE))
         checks.append(evidence_check(gate.name, gate.level, gate.metric, gate.comparison,
-                                     gate.limit, evidence))
+                                     gate.limit, evidence, suffix=suffix))
     return checks
 
 

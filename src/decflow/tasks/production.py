@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from prefect import get_run_logger
+from prefect.client.schemas.objects import State
 from prefect.runtime import task_run
 
 from decflow.data.record_units import Unit, plan_source
@@ -23,7 +24,7 @@ from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import StageContext, UnitOutcome, run_stage
 from decflow.store.runs import report_path
 from decflow.store.store import Manifest, Store
-from decflow.tasks.common import outcome, stage_task
+from decflow.tasks.common import judged, outcome, stage_task
 
 
 def _context(contract: str, spec: dict[str, Any],
@@ -62,9 +63,11 @@ def aggregates_task(contract: str, spec: dict[str, Any],
 
 @stage_task("summary", "summary: judge drift and gates, write the report")
 def check_summary_task(contract: str, spec: dict[str, Any], aggregates: dict[str, Any],
-                       fail_on_warn: bool = False) -> dict[str, Any]:
-    """Judge drift and gates; the report is stored as the spec's run."""
+                       fail_on_warn: bool = False) -> dict[str, Any] | State[dict[str, Any]]:
+    """Judge drift and gates; the report is stored as the spec's run. Failed with the
+    headline when a requirement fails (`judged`)."""
     context = replace(_context(contract, spec, fail_on_warn),
                       manifests={"aggregates": Manifest.from_dict(aggregates)})
     run_stage(SUMMARY, context)
-    return outcome(context.outputs["report"], report_path(context.spec.run_id))
+    found = outcome(context.outputs["report"], report_path(context.spec.run_id))
+    return judged(found["status"], found["headline"], found)

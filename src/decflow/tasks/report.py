@@ -13,6 +13,7 @@ description; the same line goes to the run's log (the terminal of a `--prefect` 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from uuid import UUID
 
-from prefect import get_run_logger
+from prefect import get_client, get_run_logger
 from prefect.artifacts import (
     create_link_artifact,
     create_markdown_artifact,
@@ -28,15 +29,20 @@ from prefect.artifacts import (
     create_table_artifact,
     update_progress_artifact,
 )
-from prefect.runtime import deployment
+from prefect.runtime import deployment, flow_run
 
 from decflow.redaction import redact
+from decflow.report.model import Report
 from decflow.report.sections import report_headline
 from decflow.store.runs import read_run_json
 from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
 CLI_ORIGIN = "cli"
+# flow-run labels of where its calls are (the crash automation reads them)
+PROGRESS_SHARE = "decflow.progress.share"
+PROGRESS_LINE = "decflow.progress.line"
+BASE_URL = "DECFLOW_REPORT_BASE_URL"
 
 
 def slug(*parts: str) -> str:
@@ -51,10 +57,26 @@ def artifact_key(decision: str, backend: str, kind: str) -> str:
     return slug(origin, decision, backend, kind)
 
 
-def publish_report(store: Store, relative: str, key: str) -> str:
+def report_location(store: Store, relative: str) -> str:
+    """Where a browser finds a stored file: `DECFLOW_REPORT_BASE_URL` (a static site or an
+    object-store gateway serving the store) with the file's path in the store appended, or
+    put where the base says `{path}`; without it, the store's own location of the file (a
+    URL for a remote store, a path on this machine for a local one)."""
+    base = os.environ.get(BASE_URL, "").strip()
+    if not base:
+        return store.uri(relative)
+    if "{path}" in base:
+        return base.replace("{path}", relative)
+    return f"{base.rstrip('/')}/{relative}"
+
+
+def publish_report(store: Store, relative: str, key: str) -> dict[str, Any]:
     """Publish the artifacts of the report stored at `relative` (`…/<name>.json`) under
-    `key` (`key-checks`, `key-json`, `key-html`), with its HTML view written next to it;
-    returns where the stored JSON is (path or URL)."""
+    `key` (`key-checks`, `key-json`, `key-html`), with its HTML view written next to it:
+    the Markdown report, the checks table, a link artifact to the HTML view (a local path
+    when nothing maps the store to a URL) and one to the JSON when a browser can open it;
+    returns where the stored JSON is (path or URL, `stored`) and the report's caveats (what
+    qualifies its verdict, `caveats`: the flow's state message names them)."""
     from decflow.views.artifacts import check_rows, linkable, report_artifact
     from decflow.views.stored import write_stored_html
 
@@ -63,21 +85,26 @@ def publish_report(store: Store, relative: str, key: str) -> str:
     report = redact(read_run_json(store, stored.parent.name, stored.name))
     name = PurePosixPath(relative).stem
     files = {f"{name}.json": relative, f"{name}.html": write_stored_html(store, relative, report)}
-    locations = {file: store.uri(path) for file, path in files.items()}
+    locations = {file: report_location(store, path) for file, path in files.items()}
     headline = report_headline(report)
     create_markdown_artifact(report_artifact(report, locations), key=key, description=headline)
     create_table_artifact(check_rows(report), key=f"{key}-checks", description=headline)
     for file, location in locations.items():
+        kind = PurePosixPath(file).suffix[1:]
         if linkable(location):
-            kind = PurePosixPath(file).suffix[1:]
             create_link_artifact(location, link_text=file, key=f"{key}-{kind}",
-                                 description=f"the stored {file}")
-    return locations[f"{name}.json"]
+                                 description=f"the stored {file}: {headline}")
+        elif kind == "html":  # named where it is: nothing maps the store to a URL
+            create_link_artifact(location, link_text=f"{file}: {location}", key=f"{key}-{kind}",
+                                 description=f"the stored {file} (a path on the machine that "
+                                             f"ran the flow; {BASE_URL} maps the store to a "
+                                             f"URL): {headline}")
+    return {"stored": locations[f"{name}.json"], "caveats": Report.view(report).caveats()}
 
 
 @stage_task("report", run_name="report: publish the artifacts")
-def report_task(store_url: str, relative: str, key: str) -> str:
-    """Publish the artifacts of a stored report; returns where it is stored."""
+def report_task(store_url: str, relative: str, key: str) -> dict[str, Any]:
+    """Publish the artifacts of a stored report (see `publish_report`)."""
     return publish_report(Store(store_url), relative, key)
 
 
@@ -100,6 +127,7 @@ class CallProgress:
     @classmethod
     def start(cls, total: int, run_id: str) -> CallProgress:
         artifact = create_progress_artifact(0.0, description=f"backend calls of run {run_id}")
+        set_progress_labels(0.0, f"results: 0/{total} calls")
         return cls(total, str(artifact))
 
     def to_dict(self, base: int) -> dict[str, Any]:
@@ -111,7 +139,9 @@ class CallProgress:
         return cls(data["total"], data["artifact_id"], data["started"], data["base"])
 
     def report(self, done: int, *, final: bool = False) -> None:
-        """`done` calls of `total` so far; sent if `EVERY_S` passed or `final`."""
+        """`done` calls of `total` so far; sent if `EVERY_S` passed or `final`. The flow
+        run's labels `PROGRESS_SHARE` and `PROGRESS_LINE` follow: should its process die,
+        the crash automation's final progress artifact says where it stopped."""
         from decflow.views.progress_text import progress_line
 
         now = time.monotonic()
@@ -121,4 +151,15 @@ class CallProgress:
         line = progress_line(done, self.total, time.time() - self.started, "calls", "results")
         share = 100.0 * done / self.total if self.total else 100.0
         update_progress_artifact(UUID(self.artifact_id), share, description=line)
+        set_progress_labels(share, f"results: {done}/{self.total} calls")
         get_run_logger().info("%s", line)
+
+
+def set_progress_labels(share: float, line: str) -> None:
+    """Where the current flow run's calls are (see `CallProgress.report`)."""
+    run_id = flow_run.id
+    if not run_id:
+        return
+    with get_client(sync_client=True) as client:
+        client.update_flow_run_labels(UUID(run_id), {PROGRESS_SHARE: round(share, 2),
+                                                     PROGRESS_LINE: line})

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from prefect import get_run_logger
+from prefect.client.schemas.objects import State
+from prefect.states import Failed
 
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import results as results_stage
@@ -23,7 +25,13 @@ from decflow.pipeline.contract_run.sequential_calls import sequential_group
 from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import StageContext, run_stage
 from decflow.store.store import Manifest, Store
-from decflow.tasks.common import SHARD_RETRIES, manifests_of, spec_and_store, stage_task
+from decflow.tasks.common import (
+    SHARD_RETRIES,
+    judged,
+    manifests_of,
+    spec_and_store,
+    stage_task,
+)
 from decflow.tasks.report import CallProgress
 
 Spec = dict[str, Any]
@@ -41,20 +49,26 @@ STAGE_RUN_NAMES = {
 
 
 def _stage_task(name: str) -> Any:
+    stage = STAGE_BY_NAME[name]
+
     def compute(spec: Spec, manifests: dict[str, ManifestDict],
-                fail_on_warn: bool = False) -> ManifestDict:
+                fail_on_warn: bool = False) -> ManifestDict | State[ManifestDict]:
         run_spec, store = spec_and_store(spec)
         context = StageContext(run_spec, store, load_contract_cached(run_spec.contract_path),
                                manifests_of(manifests), fail_on_warn=fail_on_warn,
                                logger=get_run_logger())
-        return run_stage(STAGE_BY_NAME[name], context).to_dict()
+        manifest = run_stage(stage, context)
+        if not stage.verdict:
+            return manifest.to_dict()
+        # the summary judges the gates: its task run is Failed when a requirement fails
+        return judged(manifest.extra["status"], manifest.extra["headline"], manifest.to_dict())
 
     compute.__name__ = compute.__qualname__ = f"{name}_task"
     return stage_task(name, STAGE_RUN_NAMES[name])(compute)
 
 
 # One task per stage besides the call stage, named after it (the names Prefect shows).
-STAGE_TASKS: dict[str, Callable[..., ManifestDict]] = {
+STAGE_TASKS: dict[str, Callable[..., Any]] = {
     name: _stage_task(name) for name, stage in STAGE_BY_NAME.items() if not stage.sharded
 }
 
@@ -82,10 +96,11 @@ def shard_run_name(phase: str, index: int, shards: int) -> str:
 
 @stage_task("results-shard", "results: call backend ({phase})", retries=SHARD_RETRIES)
 def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
-               progress: dict[str, Any] | None = None) -> int:
+               progress: dict[str, Any] | None = None) -> int | State[int]:
     """One shard of backend calls (the flow names its run with `shard_run_name`); a retry
     re-sends only requests without a recorded result. With `progress` (a `CallProgress`
-    dict) the progress artifact moves as the shard's calls come back."""
+    dict) the progress artifact moves as the shard's calls come back. Returns how many
+    results it recorded, as a Failed state when every call of the shard failed."""
     run_spec, store = spec_and_store(spec)
     moved = None
     if progress is not None:
@@ -94,9 +109,14 @@ def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
         def moved(shard_done: int, _shard_total: int | None) -> None:
             reporter.report(reporter.base + shard_done)
 
-    return results_stage.call_shard(
+    done = results_stage.call_shard(
         run_spec, store, _requests(store, requests_key), key, phase, index, moved
     )
+    errors = results_stage.shard_errors(store, key, phase, index)
+    if errors.all_failed:  # not green: the run goes on (the summary counts the errors)
+        return Failed(message=f"every call of this shard failed ({errors.errors} of "
+                              f"{errors.results}); first: {errors.first}", data=done)
+    return done
 
 
 @stage_task("results-sequential", "results: sequential batches up to batch {end}",

@@ -14,15 +14,16 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from decflow import interrupts
 from decflow.errors import DecflowError, Interrupted
 from decflow.pipeline.contract_run.backend_plan import plan_path, stored_plan
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.comparisons import COMPARISONS, MINIMIZED
 from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
+from decflow.pipeline.contract_run.resume import answered, forget_calls
 from decflow.pipeline.contract_run.sequential_calls import adopt_sent
 from decflow.pipeline.contract_run.summary import SUMMARY
 from decflow.pipeline.spec import RunSpec, load_contract_cached
@@ -30,20 +31,19 @@ from decflow.pipeline.stage import ProgressFactory, RunStage, StageContext, run_
 from decflow.report.modes import STAGES, Mode
 from decflow.store.runs import (
     FAILED,
-    FINISHED,
     INTERRUPTED,
+    RECORD,
     REPORT,
     RUNNING,
     discard_unrecorded,
-    new_run_id,
-    now_iso,
+    has_run,
     read_run_json,
     read_run_record,
     run_lock,
     run_path,
     write_run_record,
 )
-from decflow.store.store import Manifest, Store
+from decflow.store.store import DamagedArtifact, Manifest, Store, StoreUnusable
 
 log = logging.getLogger("decflow")
 # Every contract-run stage by name: the names `Mode.stages` lists.
@@ -117,6 +117,8 @@ class RunBook:
         self.loaded = load_contract_cached(spec.contract_path)
         self.lock = run_lock(store, spec.run_id)
         self.lock.acquire()
+        # a new run that fails before any answer is not kept (`resume`); a resumed one is
+        self.new = not has_run(store, spec.run_id)
         try:
             # a new run continuing a finished one reuses every stage it may (`--from-stage`
             # narrows that); a resumed run reuses its own stages before `--from-stage`
@@ -147,8 +149,13 @@ class RunBook:
         return self
 
     def __exit__(self, _kind: object, error: BaseException | None, _trace: object) -> None:
+        kept = True
         try:
-            if error is not None:
+            # a store that failed is not a mistake in the command: the run stays resumable
+            if isinstance(error, DecflowError) and self.new and \
+                    not isinstance(error, StoreUnusable | DamagedArtifact):
+                kept = self._keep_or_discard()
+            if error is not None and kept:
                 self._record_stop(error)
         finally:
             self.lock.release()
@@ -156,7 +163,22 @@ class RunBook:
             signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
             raise Interrupted(int(signum), self.spec.run_id, self.resume) from error
         if isinstance(error, DecflowError):
-            error.about_run(self.spec.run_id, self.resume)
+            error.about_run(self.spec.run_id, self.resume if kept else None, kept=kept)
+
+    def _keep_or_discard(self) -> bool:
+        """Whether a new run stopped by an error is kept: only once a backend answered;
+        else its calls' folder and the run's folder are removed (see `resume`)."""
+        key = self.computing["key"] if self.computing and \
+            self.computing["stage"] == RESULTS.name else None
+        try:
+            if RESULTS.name in self.manifests or answered(self.store, key):
+                return True
+            forget_calls(self.store, key)
+            self.store.discard(run_path(self.spec.run_id, RECORD))
+            discard_unrecorded(self.store, self.spec.run_id)
+        except (DecflowError, OSError):  # the store failing: the run stays recorded
+            return True
+        return False
 
     @property
     def resume(self) -> str | None:
@@ -199,6 +221,7 @@ class RunBook:
         """Compute `stage` here (or with `compute`, e.g. as a Prefect task) unless the run
         reuses it, and record it; the summary also records the run's verdict."""
         name = stage.name
+        interrupts.check()
         if name in self.manifests and stage.cached:
             self.logger.info("stage %s: reused from run %s", name,
                              self.spec.parent or self.spec.run_id)
@@ -253,28 +276,3 @@ def run_contract(
         for stage in stages_for(spec.run_mode):
             book.run(stage)
         return book.report()
-
-
-def resumed_spec(store: Store, run_id: str, contract_path: str, mode: str) -> RunSpec:
-    """The spec of stored run `run_id` to finish it (`--resume`): same mode and contract
-    (by hash) as the interrupted run, read from the path given now. A finished run is never
-    changed: the spec is then a new run that continues it (`parent`)."""
-    record = read_run_record(store, run_id)
-    if record.get("kind", "run") != "run":
-        raise DecflowError(f"run {run_id} is a {record['kind']} run; only contract runs "
-                           "(test, fuzz, stability) can be resumed")
-    stored = RunSpec.from_dict(record["spec"])
-    if stored.mode != mode:
-        raise DecflowError(
-            f"run {run_id} was a '{stored.mode}' run; resume it with the same mode"
-        )
-    current = load_contract_cached(contract_path).hash
-    if record["contract_hash"] != current:
-        raise DecflowError(
-            f"run {run_id} used contract {record['contract_hash']}, but "
-            f"{contract_path} now hashes to {current}; start a new run instead"
-        )
-    if record["status"] in FINISHED:
-        return replace(stored, contract_path=contract_path, run_id=new_run_id(),
-                       parent=run_id, created_at=now_iso())
-    return replace(stored, contract_path=contract_path)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from decflow import interrupts
 from decflow.data.record_units import Unit
 from decflow.data.records import RecordReader, RecordSpec, segment_column
 from decflow.errors import DatasetError
@@ -270,7 +271,7 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
         stats = store.write_part(f"{prefix}/{STATS_PART}", stats_frame(result.stats))
         rows = ([] if result.rows is None
                 else [store.write_part(f"{prefix}/{ROWS_PART}", result.rows)])
-        return [stats, *rows, *ids.result()]
+        return [stats, *rows, *interrupts.result(ids)]
 
 
 def _hash_parquet(hashes: np.ndarray) -> bytes:
