@@ -13,7 +13,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
 from decflow.flows.common import Verdict, decflow_run, finish
-from decflow.flows.contract_run import decision_name, run_crash_message, run_stages
+from decflow.flows.contract_run import decision_name, run_stages
+from decflow.flows.stage_loop import stopped_message
 from decflow.pipeline.spec import RunSpec
 from decflow.store.runs import accepted_run, new_run_id
 from decflow.store.store import Store
@@ -72,7 +73,7 @@ def nightly_regression(
     spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
                    mode=mode, backend=backend, dataset=dataset)
     decision = decision_name(contract)
-    with decflow_run(spec.run_id, _nightly_run_name(), run_crash_message(spec)):
+    with decflow_run(spec.run_id, _nightly_run_name(), stopped_message(spec)):
         run = run_stages(spec, fail_on_warn=fail_on_warn)
         ran = Verdict(run, f"run {spec.run_id}")
         key = artifact_key(decision, backend, "regression")
