@@ -2,7 +2,8 @@
 
 The direct path never imports prefect: commands import what they need inside their bodies,
 so `decflow --version` and a direct `decflow test` start fast. Errors print
-`error: <message>` and exit 2; unexpected exceptions print `internal error: …` and exit 2
+`error: <message>` and exit 2 (usage errors too: one line naming the command, the closest
+option to a mistyped one and its `-h`); unexpected exceptions print `internal error: …` and exit 2
 (`DECFLOW_DEBUG=1` adds the traceback). SIGINT and SIGTERM print one line (naming the run
 left resumable, if any) and exit 130 and 143.
 """
@@ -69,7 +70,7 @@ def invoke(args: list[str] | None = None) -> int:
 def _invoke(args: list[str] | None) -> int:
     try:
         # without standalone mode, click returns the code of a `typer.Exit` instead of raising
-        result = app(args=args, standalone_mode=False)
+        result = app(args=args, prog_name="decflow", standalone_mode=False)
     except DecflowError as exc:
         typer.echo(f"error: {exc}", err=True)
         _debug_traceback()
@@ -86,7 +87,7 @@ def _invoke(args: list[str] | None) -> int:
             # bare `decflow`: the help, on stdout; still a usage error (exit 2)
             typer.echo(exc.ctx.get_help())  # type: ignore[attr-defined]
         else:
-            exc.show()  # type: ignore[attr-defined]
+            typer.echo(f"error: {escape(usage_error(exc))}", err=True)
         return 2
     except Exception as exc:
         typer.echo(
@@ -97,6 +98,37 @@ def _invoke(args: list[str] | None) -> int:
         _debug_traceback()
         return 2
     return result if isinstance(result, int) else 0
+
+
+def usage_error(exc: TyperException) -> str:
+    """A usage error (unknown option or command, bad or missing value) as one line:
+    `decflow test: no such option --stor; the closest is --store (see `decflow test -h`)`,
+    instead of click's usage block."""
+    from typer._click.exceptions import NoSuchOption
+
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "decflow"
+    if isinstance(exc, NoSuchOption):
+        message = f"no such option {exc.option_name}"
+        closest = _closest_option(exc.option_name, ctx)
+        if closest:
+            message += f"; the closest is {closest}"
+    else:
+        text = str(exc.format_message())
+        message = text[:1].lower() + text[1:].rstrip(".")
+    return f"{command}: {message} (see `{command} -h`)"
+
+
+def _closest_option(typed: str, ctx: object) -> str | None:
+    """The option of the command most like `typed` (click only lists close ones)."""
+    import difflib
+
+    params = getattr(getattr(ctx, "command", None), "params", ())
+    options = [name for param in params
+               for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
+               if name.startswith("-")]
+    found = difflib.get_close_matches(typed, options, n=1, cutoff=0.0)
+    return found[0] if found else None
 
 
 def _interrupted(exc: Interrupted) -> int:

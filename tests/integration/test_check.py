@@ -45,7 +45,7 @@ def test_production_records_equal_decguard(contract) -> None:
     _assert_matches(report, _oracle("check-refund.json"))
     assert report["dataset"]["n_records"] == 4
     assert report["baseline"] is None
-    assert report["report_version"] == "decflow/3" and report["kind"] == "check"
+    assert report["report_version"] == "decflow/4" and report["kind"] == "check"
 
 
 def test_drift_against_records_baseline_equals_decguard(contract) -> None:

@@ -415,7 +415,7 @@ def test_a_stored_decflow1_run_still_shows_and_regates(tmp_path: Path) -> None:
     code, text, err = run_cli("report", OLD_RUN_ID, "--store", store, "-c",
                               str(tmp_path / "old" / "decflow.yaml"), "-o", str(out))
     regated = json.loads(out.read_text())
-    assert regated["report_version"] == "decflow/3"
+    assert regated["report_version"] == "decflow/4"
     counterfactual = regated["diagnostics"]["counterfactual"]
     assert counterfactual["base_blindness"]["measured"] is False
     religion = axes_of(regated)["religion"]

@@ -23,7 +23,7 @@ def test_text_json_markdown_html_and_junit_lead_with_the_failing_gates(tmp_path:
     assert code == 1
     assert out.splitlines()[0] == EXPECTED
     report = json.loads(files["r.json"].read_text())
-    assert report["headline"] == EXPECTED and report["report_version"] == "decflow/3"
+    assert report["headline"] == EXPECTED and report["report_version"] == "decflow/4"
     keys = list(report)
     assert keys.index("headline") == keys.index("exit_code") + 1
     markdown_first = files["r.md"].read_text().splitlines()[0]

@@ -490,7 +490,7 @@ def test_markdown_summary_of_a_run() -> None:
     assert "<script>" not in text and "<b>" not in text
     first, _, rest = text.partition("\n")
     # The headline leads: the failing gates, failing requirements first.
-    assert first.startswith("**FAIL 3/4: min\\_accuracy 0.5 &lt; 0.9; option\\_order.")
+    assert first.startswith("**FAIL 2/4 (1 WARN): min\\_accuracy 0.5 &lt; 0.9; option\\_order.")
     assert "\n# decflow all: loan&lt;b&gt; (choice)" in rest
     assert "**FAIL**" in text
     assert "sha256:abababababab" in text
@@ -599,7 +599,7 @@ def test_junit_survives_control_characters_and_no_checks() -> None:
     report["checks"][0]["message"] = "segment[locale=\x01<&>] bad"
     root = validate_junit(render_junit(report))
     failure = root.findall("testsuite/testcase/failure")[0]
-    assert failure.attrib["message"] == "segment[locale=\ufffd<&>] bad"
+    assert failure.attrib["message"] == "segment[locale=\\x01<&>] bad"
     empty = validate_junit(render_junit({**run_report(), "checks": []}))
     assert empty.attrib["tests"] == "0"
 

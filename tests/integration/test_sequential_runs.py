@@ -214,3 +214,86 @@ def test_ece_gate_is_decided_by_its_bins(tmp_path: Path) -> None:
     assert seq["sequential"]["stop_reason"] == "requirement max_ece shown to fail"
     ece = next(g for g in seq["sequential"]["gates"] if g["gate"] == "max_ece")
     assert ece["low"] > 0.02 and ece["cases_used"] < 1500
+
+
+def test_a_pass_at_zero_limit_says_so_first_in_every_view_and_on_its_gate(
+        tmp_path: Path) -> None:
+    """A sequential run that stops early has not seen every case: its implicit
+    `max_error_rate: 0` passes as a share below zero_limit, and the headline of every view
+    (text, JSON, Markdown, HTML, JUnit; the Prefect state message is the same headline) and
+    the gate's own line say so, with how many errored cases may be unseen."""
+    contract = planted_contract(tmp_path / "suite", 1000, wrong=0.0, flips=0.0)
+    doc = yaml.safe_load(contract.read_text(encoding="utf-8"))
+    del doc["properties"]
+    contract.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    files = {name: tmp_path / name for name in ("r.json", "r.md", "r.html", "r.xml")}
+    code, out, err = run_cli(
+        "test", str(contract), "--sequential", "--batch", "8", "--order-seed", "0",
+        "--store", str(tmp_path / "store"), "-o", str(files["r.json"]),
+        "--markdown", str(files["r.md"]), "--html", str(files["r.html"]),
+        "--junit", str(files["r.xml"]))
+    assert code == 0, err
+    report = json.loads(files["r.json"].read_text())
+    sent = report["sequential"]["cases_sent"]
+    assert sent < 1000
+    # 1000 cases at zero_limit 0.02: a share below it is at most 19 errored cases
+    detail = f"max_error_rate judged at 0.02, 0 of {sent} sent; up to 19 errored cases unseen"
+    first = f"PASS (zero_limit: {detail}): 2/2 gates hold"
+    assert report["headline"] == out.splitlines()[0] == first
+    assert report["qualifiers"] == [{"name": "zero_limit", "detail": detail}]
+    assert report["report_version"] == "decflow/4"
+    assert files["r.md"].read_text().splitlines()[0] == "**" + first.replace("_", "\\_") + "**"
+    html = files["r.html"].read_text()
+    assert f'<p class="headline">{first}</p>' in html and f"<title>{first} · " in html
+    junit = files["r.xml"].read_text()
+    assert f'name="message" value="{first}"' in junit
+    gate_line = f"error_rate 0 <= 0 (zero_limit: {detail.removeprefix('max_error_rate ')})"
+    (check,) = [c for c in report["checks"] if c["gate"] == "max_error_rate"]
+    assert check["status"] == "pass" and check["message"] == gate_line
+    assert f"max_error_rate                         {gate_line}" in out
+    assert gate_line.replace("_", "\\_").replace("<", "&lt;") in files["r.md"].read_text()
+    assert gate_line.replace("<", "&lt;") in html
+    assert f"<system-out>{gate_line.replace('<', '&lt;')}</system-out>" in junit
+    # the whole suite sent: a count over every case, no zero_limit
+    code, out, _ = run_cli("test", str(contract), "--sequential", "--max-cases", "1000",
+                           "--batch", "1000", "--store", str(tmp_path / "store"))
+    assert code == 0 and out.splitlines()[0] == "PASS: 2/2 gates hold"
+
+
+def test_the_order_seed_is_drawn_per_run_recorded_and_replayed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without `sequential.seed` / `--order-seed` each run draws its order's seed and
+    records it (report, run record); `--resume` of an interrupted run replays it, and
+    `--order-seed` with the recorded seed repeats the order."""
+    from decflow.contracts.sections import Sequential
+
+    contract = planted_contract(tmp_path / "suite", 300, wrong=0.03, flips=0.005)
+    drawn = {Sequential.settings(None, True, {})["seed"] for _ in range(5)}  # type: ignore[index]
+    assert len(drawn) > 1
+    settings = Sequential.settings(None, True, {"batch": 8})
+    assert settings is not None
+    real = results.call_rows
+    calls = {"n": 0}
+
+    def crashing(*args: Any, **kwargs: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(results, "call_rows", crashing)
+    with pytest.raises(RuntimeError):
+        run(contract, tmp_path / "store", "crashed", settings)
+    monkeypatch.setattr(results, "call_rows", real)
+    store = Store(str(tmp_path / "store"))
+    spec = resumed_spec(store, "crashed", str(contract), "all")
+    assert spec.sequential == settings  # the drawn seed, as recorded
+    resumed = run_contract(spec, store)
+    assert resumed["sequential"]["seed"] == settings["seed"]
+    code, out, err = run_cli("test", str(contract), "--all", "--sequential", "--batch", "8",
+                             "--order-seed", str(settings["seed"]), "--store",
+                             str(tmp_path / "store"), "-f", "json")
+    assert code == 0, err
+    again = json.loads(out)["sequential"]
+    assert again["seed"] == settings["seed"]
+    assert again["gates"] == resumed["sequential"]["gates"]

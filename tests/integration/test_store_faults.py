@@ -201,7 +201,8 @@ def test_runs_lists_the_readable_runs_beside_a_damaged_one(tmp_path: Path) -> No
     assert rows[ids[0]][-2] == rows[ids[2]][-2] == "pass"
     assert rows[ids[1]][1:] == ["damaged"]
     assert err.startswith(f"error: store: {damaged} is damaged: not valid JSON")
-    assert f"run it again for a new run (and delete the folder {store}/runs/{ids[1]})" in err
+    assert f"run it again for a new run (and remove this one with `decflow runs rm {ids[1]}`)" \
+        in err
 
 
 def test_no_runs_is_said_only_of_a_store_without_runs(tmp_path: Path,

@@ -83,16 +83,19 @@ def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
         *(stage_folders(store, r) for r in ids if r != ids[2]))
     assert shared and only_2
 
+    named = sorted(str(folder.relative_to(store)) for folder in only_2)
     code, out, _ = run_cli("runs", "gc", "--keep", "2", "--dry-run", "--store", str(store))
-    assert code == 0 and out.splitlines()[-1] == (
-        f"would remove 1 runs and {len(only_2)} stage artifacts; kept 4 runs")
+    assert code == 0 and out.splitlines() == [
+        f"would remove run {ids[2]}", *(f"would remove stage artifact {f}" for f in named),
+        f"would remove 1 runs and {len(only_2)} stage artifacts; kept 4 runs"]
     assert (store / "runs" / ids[2]).exists()
     assert run_cli("runs", "gc", "--older-than", "30d", "--store", str(store))[1] == (
         "removed 0 runs and 0 stage artifacts; kept 5 runs\n")
     code, out, _ = run_cli("runs", "gc", "--keep", "2", "--store", str(store))
     held.release()
     assert code == 0 and out.splitlines() == [
-        f"removed run {ids[2]}", f"removed 1 runs and {len(only_2)} stage artifacts; kept 4 runs"]
+        f"removed run {ids[2]}", *(f"removed stage artifact {f}" for f in named),
+        f"removed 1 runs and {len(only_2)} stage artifacts; kept 4 runs"]
     assert not (store / "runs" / ids[2]).exists()
     assert all(folder.exists() for folder in shared)
     assert not any(folder.exists() for folder in only_2)

@@ -806,7 +806,7 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
     assert nightly.parameters["store"] == ".decflow"
     drift = found["drift-check-refund-served"]
-    assert drift.parameters["records"] == "contracts/refund/production.jsonl"
+    assert drift.parameters["records"] == "examples/refund-drift/records"
 
     (run_id,) = [p.name for p in (store / "runs").iterdir()]
     report = json.loads((store / "runs" / run_id / "report.json").read_text())
@@ -1061,8 +1061,8 @@ def test_sequential_run_as_a_flow_groups_batches_into_shard_tasks(
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     contract = planted_contract(tmp_path / "suite", 1000, wrong=0.03, flips=0.005)
-    common = ("test", str(contract), "--all", "--sequential", "--batch", "8", "--store",
-              str(tmp_path / "store"))
+    common = ("test", str(contract), "--all", "--sequential", "--batch", "8", "--order-seed",
+              "0", "--store", str(tmp_path / "store"))
     direct = decflow(env, tmp_path, *common, "--no-prefect", "-o", "direct.json")
     assert direct.returncode == 0, direct.stderr
     flowed = decflow(env, tmp_path, *common, "--prefect", "-o", "flow.json")
@@ -1082,3 +1082,78 @@ def test_sequential_run_as_a_flow_groups_batches_into_shard_tasks(
     # One task per group of batches of about a shard of requests, never one per case.
     assert sum(name.startswith("results: sequential batches") for name in names) == 1
     assert len(names) <= 20
+
+
+def _counting_suite(folder: Path, url: str, *, wrong: int) -> Path:
+    """The counting service's refund suite (120 cases, the http backend with no retry) with
+    `wrong` cases expecting another label than the service answers."""
+    import yaml
+
+    from tests.support.servers.counting import LABELS, write_contract
+
+    folder.mkdir()
+    contract = write_contract(folder, url, 120, 8, {"min_accuracy": 0.8})
+    document = yaml.safe_load(contract.read_text())
+    document["backend"]["max_retries"] = 0
+    contract.write_text(yaml.safe_dump(document, sort_keys=False))
+    cases = [json.loads(line) for line in (folder / "cases.jsonl").read_text().splitlines()]
+    for case in cases[:wrong]:
+        case["expected"] = next(label for label in LABELS if label != case["expected"])
+    (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return contract
+
+
+def test_every_runner_sends_each_request_once_and_reports_what_the_backend_saw(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counted at a real HTTP server (max_retries 0): a sequential run sends, under the
+    Prefect thread runner and on Dask workers, exactly the requests of the direct run (a
+    clear pass stops early, a clear fail too), each once, and the report's call count is
+    what the server received; a full run likewise. The flow process replays the recorded
+    batches without sending (it used to send every one again)."""
+    import distributed
+
+    from tests.support.servers.counting import counting_service
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    for name in ("PREFECT_API_URL", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        monkeypatch.setenv(name, env[name])  # the spawned Dask workers inherit these
+    runs: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    with counting_service(delay_s=0) as service, \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     host="127.0.0.1", dashboard_address=None) as cluster:
+        runners = {"direct": ("--no-prefect",), "thread": ("--prefect",),
+                   "dask": ("--prefect", "--task-runner", "dask", "--dask-address",
+                            cluster.scheduler_address)}
+        suites = {"pass": ("--sequential", "--batch", "8", "--order-seed", "3"),
+                  "fail": ("--sequential", "--batch", "8", "--order-seed", "3"),
+                  "full": ()}
+        for suite, options in suites.items():
+            contract = _counting_suite(tmp_path / suite, service.url,
+                                       wrong=0 if suite == "pass" else 60)
+            for runner, how in runners.items():
+                before = service.snapshot()[0]
+                out = tmp_path / f"{suite}-{runner}.json"
+                done = decflow(env, tmp_path, "test", str(contract), *options, *how,
+                               "--store", str(tmp_path / f"store-{runner}"), "-o", str(out))
+                assert done.returncode == (0 if suite == "pass" else 1), done.stderr
+                received = service.snapshot()[0] - before
+                assert set(received.values()) == {1}, (suite, runner)  # each case once
+                runs[suite, runner] = (sum(received.values()), json.loads(out.read_text()))
+    for suite in suites:
+        sent, report = runs[suite, "direct"]
+        section = report.get("sequential")
+        made = section["calls_made"] if section else report["run"]["artifacts"]["requests"][
+            "rows"]
+        assert sent == made  # the report's count is the server's
+        if section:
+            assert made < section["calls_full"] == 120  # decided early
+        for runner in ("thread", "dask"):
+            assert runs[suite, runner][0] == sent, (suite, runner)
+            assert runs[suite, runner][1].get("sequential", {}).get("calls_made") == (
+                section or {}).get("calls_made")
+    # the early PASS rests on zero_limit: the flow run's state message says so too
+    passed = runs["pass", "thread"][1]
+    assert passed["headline"].startswith("PASS (zero_limit: max_error_rate judged at 0.02")
+    assert flow_run_of(prefect_api, passed["run"]["id"]).state.message == passed["headline"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import shlex
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from tests.support.paths import ROOT
+from tests.support.refund_stream import write_stream
 
 pytestmark = pytest.mark.orchestration
 
@@ -41,9 +43,11 @@ def test_nightly_regression_and_drift_check_are_declared(built: dict[str, object
         "contract": "contracts/refund/decflow.yaml", "backend": "default", "mode": "test",
         "store": ".decflow", "noise_reruns": 2,
     }
-    assert drift.parameters["records"] == "contracts/refund/production.jsonl"  # type: ignore[attr-defined]
+    # the refund decision with drift gates, on generated partitions
+    assert drift.parameters["contract"] == "contracts/refund-monitor/decflow.yaml"  # type: ignore[attr-defined]
+    assert drift.parameters["records"] == "examples/refund-drift/records"  # type: ignore[attr-defined]
     # a drift check measures drift against earlier records
-    assert drift.parameters["baseline"] == "contracts/refund/production-baseline.jsonl"  # type: ignore[attr-defined]
+    assert drift.parameters["baseline"] == "examples/refund-drift/baseline"  # type: ignore[attr-defined]
 
 
 def test_schedules_fire_nightly_and_every_six_hours(built: dict[str, object]) -> None:
@@ -76,10 +80,16 @@ def test_entrypoints_resolve_to_the_flows(built: dict[str, object]) -> None:
         assert entries[name]["work_pool"]["name"] == "decflow-process"
 
 
-def test_parameters_name_real_files_and_validate() -> None:
+def test_parameters_name_real_files_and_validate(tmp_path: Path) -> None:
+    """Contracts are in the project; records under examples/ are what the commands of
+    deployments/README.md generate."""
     from decflow.contracts import load_contract
     from decflow.flows.deployments import flow_of, load_definitions
 
+    for line in (ROOT / "deployments" / "README.md").read_text().splitlines():
+        if line.startswith("python scripts/refund_records.py examples/"):
+            folder, *args = shlex.split(line)[2:]
+            write_stream(tmp_path / folder, *args)
     for entry in load_definitions(DEPLOYMENTS):
         params = entry["parameters"]
         flow_of(entry).validate_parameters(params)
@@ -87,7 +97,8 @@ def test_parameters_name_real_files_and_validate() -> None:
             "refund_request")
         for name in ("records", "baseline"):
             if name in params:
-                assert (ROOT / params[name]).is_file()
+                generated = params[name].startswith("examples/")
+                assert (tmp_path if generated else ROOT).joinpath(params[name]).exists()
 
 
 def test_unknown_entrypoint_is_an_error(tmp_path: Path) -> None:

@@ -113,6 +113,8 @@ def test_integer_in_a_float_gate_is_hashed_as_float() -> None:
         ("properties.case_swap", {"max_flip_rate": 0}),
         ("properties.normalization", {"max_tv_distance": 0.02}),
         ("properties.counterfactual", {}),
+        ("production.gating", "evidence"),
+        ("monitor", {"harmful_shift": {"tolerance": 0.02}}),
     ],
 )
 def test_extensions_are_hashed_only_when_set(extension: str, value: dict) -> None:
@@ -135,3 +137,23 @@ def test_empty_diagnostics_section_is_the_same_as_none() -> None:
     contract = parse_contract(data, "spam.yaml")
     assert contract.diagnostics is None
     assert contract_hash(contract) == HASHES["spam/decguard.yaml"]
+
+
+def test_production_gating_and_monitor_left_unset_keep_the_hash() -> None:
+    data = _example("refund/decguard.yaml")
+    data.setdefault("production", {})["gating"] = None
+    data["monitor"] = None
+    contract = parse_contract(data, "refund.yaml")
+    assert contract.production.gating is None and contract.monitor is None
+    assert "gating" not in json.loads(canonical_json(contract))["production"]
+    assert contract_hash(contract) == HASHES["refund/decguard.yaml"]
+
+
+def test_monitor_section_restates_its_defaults_in_the_hash() -> None:
+    data = _example("spam/decguard.yaml")
+    data["monitor"] = {}
+    bare = parse_contract(data, "spam.yaml")
+    data["monitor"] = {"window": "1d", "without_timestamp": "error", "harmful_shift": None}
+    assert contract_hash(parse_contract(data, "spam.yaml")) == contract_hash(bare)
+    assert json.loads(canonical_json(bare))["monitor"] == {
+        "window": "1d", "without_timestamp": "error", "harmful_shift": None}

@@ -994,6 +994,48 @@ FIELDS: list[tuple[str, str, dict[str, Any], str]] = [
 # decflow extensions (PRODUCT.md §4): same strictness as schema 0.1.
 EXTENSIONS: list[tuple[str, str, dict[str, Any], str]] = [
     (
+        "production_gating_value",
+        "refund",
+        {"production.gating": "bayes"},
+        "production.gating: must be one of 'evidence' or 'point', got the string 'bayes'",
+    ),
+    (
+        "monitor_unknown",
+        "refund",
+        {"monitor": {"windows": "1d"}},
+        "monitor.windows: unknown field (check the spelling)",
+    ),
+    (
+        "monitor_window",
+        "refund",
+        {"monitor": {"window": "2d"}},
+        "monitor.window: must be one of '1h', '6h', '1d' or '7d'",
+    ),
+    (
+        "harmful_shift_metric",
+        "refund",
+        {"monitor": {"harmful_shift": {"metric": "nll"}}},
+        "monitor.harmful_shift.metric: must be one of 'error_rate' or 'brier'",
+    ),
+    (
+        "harmful_shift_tolerance_string",
+        "refund",
+        {"monitor": {"harmful_shift": {"tolerance": "0.02"}}},
+        "monitor.harmful_shift.tolerance: expected a number",
+    ),
+    (
+        "harmful_shift_alpha",
+        "refund",
+        {"monitor": {"harmful_shift": {"alpha": 0.0}}},
+        "monitor.harmful_shift.alpha: must be greater than 0.0",
+    ),
+    (
+        "harmful_shift_horizon",
+        "refund",
+        {"monitor": {"harmful_shift": {"horizon": 0}}},
+        "monitor.harmful_shift.horizon: must be at least 1",
+    ),
+    (
         "diagnostics_unknown",
         "spam",
         {"diagnostics.meter": {}},

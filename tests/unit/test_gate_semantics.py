@@ -17,7 +17,7 @@ from decflow.gates import (
     number,
     status_of,
 )
-from decflow.gates.headline import e_value
+from decflow.gates.headline import Qualifier, e_value
 from decflow.views.junit import render_junit
 
 
@@ -85,7 +85,7 @@ def test_headline_lists_failing_requirements_then_warnings_then_undecided() -> N
     ]
     status, _ = status_of(checks)
     assert headline(status, checks) == (
-        "FAIL 4/5: max_ece 0.175 > 0.15; option_order.max_violation_rate 0.82 > 0; "
+        "FAIL 2/5 (2 WARN): max_ece 0.175 > 0.15; option_order.max_violation_rate 0.82 > 0; "
         "max_brier 0.31 > 0.2 (warning); "
         "counterfactual.gender.max_flip_rate not established (about 40 cases needed)"
     )
@@ -102,6 +102,38 @@ def test_headline_of_a_pass_an_evidence_failure_and_many_failures() -> None:
     low = make_check("min_accuracy", "requirement", "accuracy", ">=", 0.85, None)
     assert headline("fail", [low] * 6) == (
         "FAIL 6/6: " + "; ".join(["min_accuracy n/a"] * 4) + "; +2 more")
+
+
+def test_headline_counts_the_gates_of_its_status_and_the_warnings_beside_a_fail() -> None:
+    """The loan run's shape: one failing requirement beside four warnings (two failing
+    warning gates, two not established) is `FAIL 1/15 (4 WARN)`, not `FAIL 5/15`."""
+    held = make_check("min_accuracy", "requirement", "accuracy", ">=", 0.85, 0.9)
+    failed = make_check("max_ece", "requirement", "ece", "<=", 0.15, 0.175)
+    warned = make_check("max_brier", "warning", "brier", "<=", 0.2, 0.31)
+    undecided = evidence_check("stability.verdict", "requirement", "m", "<=", 0.05,
+                               evidence("not_established", cases_needed=30))
+    checks = [held] * 10 + [failed, warned, warned, undecided, undecided]
+    assert headline("fail", checks).startswith("FAIL 1/15 (4 WARN): max_ece 0.175 > 0.15; ")
+    # a WARN counts its own: failing warnings and not-established gates alike
+    assert headline("warn", [held, warned, undecided]).startswith("WARN 2/3: max_brier")
+    assert headline("fail", [failed, held]) == "FAIL 1/2: max_ece 0.175 > 0.15"
+
+
+def test_qualifiers_follow_the_counts_and_never_change_the_verdict() -> None:
+    held = make_check("max_error_rate", "requirement", "error_rate", "<=", 0.0, 0.0)
+    zero = Qualifier("zero_limit", "max_error_rate judged at 0.02, 0 of 248 sent")
+    weak = Qualifier("underpowered", "min_accuracy lower bound 0.37")
+    assert headline("pass", [held, held], qualifiers=[zero]) == (
+        "PASS (zero_limit: max_error_rate judged at 0.02, 0 of 248 sent): 2/2 gates hold")
+    warned = make_check("max_brier", "warning", "brier", "<=", 0.2, 0.31)
+    failed = make_check("max_ece", "requirement", "ece", "<=", 0.15, 0.175)
+    assert headline("fail", [failed, warned], qualifiers=[zero, weak]) == (
+        "FAIL 1/2 (1 WARN) (zero_limit: max_error_rate judged at 0.02, 0 of 248 sent) "
+        "(underpowered: min_accuracy lower bound 0.37): max_ece 0.175 > 0.15; "
+        "max_brier 0.31 > 0.2 (warning)")
+    assert headline("warn", [warned], label="ALARM since 2026-11-04") == (
+        "ALARM since 2026-11-04 1/1: max_brier 0.31 > 0.2 (warning)")
+    assert Qualifier.from_dict(zero.to_dict()) == zero
 
 
 @pytest.mark.parametrize(("value", "shown"), [
@@ -139,5 +171,5 @@ def test_junit_writes_not_established_as_skipped_with_the_headline() -> None:
     assert skipped.get("message", "").startswith("stability.flip_rate 0.1 <= 0.05")
     assert "not established" in skipped.get("message", "")
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
-    assert props["message"] == "FAIL 2/3: max_ece 0.2 > 0.1; stability.verdict not established " \
-        "(about 30 cases needed)"
+    assert props["message"] == ("FAIL 1/3 (1 WARN): max_ece 0.2 > 0.1; "
+                                "stability.verdict not established (about 30 cases needed)")

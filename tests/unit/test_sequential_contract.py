@@ -25,7 +25,7 @@ def test_defaults_and_hash() -> None:
     with_section = parse_contract({**BASE, "sequential": {}}, "c.yaml")
     assert with_section.sequential is not None
     assert with_section.sequential.model_dump() == {
-        "alpha": 0.05, "max_cases": None, "batch": None, "seed": 0, "zero_limit": 0.02}
+        "alpha": 0.05, "max_cases": None, "batch": None, "seed": None, "zero_limit": 0.02}
     assert contract_hash(with_section) != contract_hash(plain)
     priced = parse_contract({**BASE, "backend": {"provider": "mock", "price_per_call": 0.01}},
                             "c.yaml")

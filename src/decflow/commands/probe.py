@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
         from decflow.probe.runner import probe
         from decflow.store.store import open_store, store_url
         from decflow.views.probe_text import render_probe
+        from decflow.views.stored import write_run_html
 
         inputs_list = read_inputs(inputs)
         result = probe(
@@ -49,11 +50,13 @@ def register(app: typer.Typer) -> None:
             store=store_url(store), name=agent,
         )
         report = result.to_dict()
+        opened = open_store(store)
+        write_run_html(opened, report)  # beside report.json, as every stored run
         if write_contract:
             path = result.write_contract(write_contract)
             typer.echo(f"contract written to {path}", err=True)
         if out.output:
             write_json(out.output, report)
         emit(report, render_probe(report), out.fmt)
-        say_stored(result.run_id, open_store(store).location)
+        say_stored(result.run_id, opened.location, html=True)
         raise typer.Exit(result.exit_code)

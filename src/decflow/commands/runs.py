@@ -1,19 +1,25 @@
 """`decflow runs`: list stored runs with their true state; `runs show ID`; `runs accept ID
 [--force]` (accepted baseline); `runs trend DECISION` (the last runs' gated metrics with
-intervals); `runs verify [ID]`; `runs gc`."""
+intervals); `runs verify [ID]`; `runs gc`; `runs rm RUN`."""
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 
 from decflow.commands import common
 from decflow.untrusted import escape
 
+if TYPE_CHECKING:
+    from decflow.store.removal import Removal
+
+DRY_RUN_OPTION = typer.Option(False, "--dry-run", help="Say what would go; remove nothing.")
+
 
 def register(app: typer.Typer) -> None:
-    runs = typer.Typer(help="Stored runs: list, show, accept as baseline, verify, gc.",
+    runs = typer.Typer(help="Stored runs: list, show, accept as baseline, verify, gc, rm.",
                        invoke_without_command=True, no_args_is_help=False)
     app.add_typer(runs, name="runs")
     register_upkeep(runs)
@@ -154,23 +160,51 @@ def register_upkeep(runs: typer.Typer) -> None:
                                         help="Keep the N newest runs of each decision."),
         older_than: str | None = typer.Option(
             None, "--older-than", help="Remove only runs older than this (30d, 12h, 90m)."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove "
-                                     "nothing."),
+        dry_run: bool = DRY_RUN_OPTION,
         store: str | None = common.STORE_OPTION,
     ) -> None:
         """Remove old runs and the stage artifacts only they used; never an accepted run, a
-        running one, or a stage another run uses."""
+        running one, or a stage another run uses. Every run and folder removed is named."""
+        from decflow.store.removal import collect_garbage, parse_age
         from decflow.store.store import open_store
-        from decflow.store.upkeep import collect_garbage, parse_age
 
         result = collect_garbage(open_store(store), keep=keep,
                                  older_than=None if older_than is None else parse_age(
                                      older_than), dry_run=dry_run)
+        say_removed(result, dry_run)
         verb = "would remove" if dry_run else "removed"
-        for run_id in result.runs:
-            typer.echo(f"{verb} run {run_id}")
         typer.echo(f"{verb} {len(result.runs)} runs and {len(result.stages)} stage "
                    f"artifacts; kept {result.kept} runs")
+
+    @runs.command("rm")
+    def runs_rm(
+        run_id: str = typer.Argument(..., help="The run id (see `decflow runs`)."),
+        force: bool = typer.Option(False, "--force", help="Remove an accepted run (and its "
+                                   "accepted entry), or a run another run names."),
+        dry_run: bool = DRY_RUN_OPTION,
+        store: str | None = common.STORE_OPTION,
+    ) -> None:
+        """Remove a run that nothing references, and the stage artifacts only it used; an
+        accepted run, or one another run continues, needs --force."""
+        from decflow.store.removal import remove_run
+        from decflow.store.store import open_store
+
+        result = remove_run(open_store(store), run_id, force=force, dry_run=dry_run)
+        say_removed(result, dry_run)
+        verb = "would remove" if dry_run else "removed"
+        typer.echo(f"{verb} 1 run and {len(result.stages)} stage artifacts")
+
+
+def say_removed(result: Removal, dry_run: bool) -> None:
+    """One line per run, accepted entry and stage folder removed, then the notes."""
+    verb = "would remove" if dry_run else "removed"
+    lines = [*(f"{verb} run {run_id}" for run_id in result.runs),
+             *(f"{verb} accepted entry {entry}" for entry in result.entries),
+             *(f"{verb} stage artifact {folder}" for folder in result.stages)]
+    for line in lines:
+        typer.echo(escape(line))
+    for note in result.notes:
+        typer.echo(escape(f"note: {note}"), err=True)
 
 
 def print_table(rows: list[tuple[object, ...]]) -> None:

@@ -57,6 +57,8 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
         doc["diagnostics"] = {k: v for k, v in diagnostics.items() if v is not None}
     if contract.sequential is not None:
         doc["sequential"] = _dump(contract.sequential)
+    if contract.monitor is not None:
+        doc["monitor"] = _dump(contract.monitor)
     return doc
 
 
@@ -65,6 +67,8 @@ def _production(contract: Contract) -> Any:
     if production is not None:
         for level in ("requirements", "warnings"):
             production[level] = _gates(production[level])
+        if production["gating"] is None:
+            del production["gating"]
     return production
 
 

@@ -8,7 +8,14 @@ from decflow.contracts.decision import Decision
 from decflow.contracts.gates import GoldenGates, Production, Regression
 from decflow.contracts.properties import PropertySet
 from decflow.contracts.providers import BackendConfig
-from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy, Sequential
+from decflow.contracts.sections import (
+    Diagnostics,
+    Evaluation,
+    Fuzz,
+    Monitor,
+    Policy,
+    Sequential,
+)
 from decflow.errors import DecflowError
 
 DEFAULT_BACKEND = "default"
@@ -31,6 +38,7 @@ class Contract:
     policy: Policy | None
     diagnostics: Diagnostics | None
     sequential: Sequential | None = None
+    monitor: Monitor | None = None
 
     @property
     def backend_names(self) -> list[str]:

@@ -4,8 +4,8 @@ A contract that uses none is a DecGuard 0.1 contract: its verdicts keep DecGuard
 point-estimate rules (PRODUCT §4, "DecGuard parity"). One that uses any of them gets
 decflow's evidence gating where the semantics call for it (regression diffs among them).
 The extensions are the ones the canonical JSON leaves out when unset: extension properties,
-extension gates, `regression.gating`, `diagnostics`, `sequential`, and providers DecGuard
-does not have.
+extension gates, `regression.gating`, `production.gating`, `diagnostics`, `sequential`,
+`monitor`, and providers DecGuard does not have.
 """
 
 from __future__ import annotations
@@ -34,10 +34,14 @@ def decflow_extensions(contract: Contract) -> list[str]:
              if getattr(contract.properties, name, None) is not None]
     if contract.regression.gating is not None:
         used.append("regression.gating")
+    if contract.production.gating is not None:
+        used.append("production.gating")
     if contract.diagnostics is not None:
         sections = [f"diagnostics.{name}" for name, value in contract.diagnostics
                     if value is not None]
         used += sections or ["diagnostics"]
     if contract.sequential is not None:
         used.append("sequential")
+    if contract.monitor is not None:
+        used.append("monitor")
     return used

@@ -87,3 +87,6 @@ class Production(StrictModel):
     warnings: ProductionGates = Field(default_factory=ProductionGates)
     segment_requirements: ProductionSegmentGates = Field(default_factory=ProductionSegmentGates)
     segment_warnings: ProductionSegmentGates = Field(default_factory=ProductionSegmentGates)
+    # decflow extension; left out of the canonical JSON when unset (DecGuard's hash). Unset,
+    # `check` gates by evidence when the contract uses any decflow extension, else by point.
+    gating: Gating | None = None

@@ -19,7 +19,14 @@ from decflow.contracts.problems import (
 )
 from decflow.contracts.properties import properties_model
 from decflow.contracts.providers import BackendConfig, DecisionContext, parse_backend
-from decflow.contracts.sections import Diagnostics, Evaluation, Fuzz, Policy, Sequential
+from decflow.contracts.sections import (
+    Diagnostics,
+    Evaluation,
+    Fuzz,
+    Monitor,
+    Policy,
+    Sequential,
+)
 from decflow.errors import ContractError
 
 SCHEMA_VERSION = "0.1"
@@ -30,7 +37,7 @@ CORE_SECTIONS = (
 )
 # Sections that stay None when absent.
 OPTIONAL_SECTIONS: dict[str, type[BaseModel]] = {
-    "policy": Policy, "diagnostics": Diagnostics, "sequential": Sequential,
+    "policy": Policy, "diagnostics": Diagnostics, "sequential": Sequential, "monitor": Monitor,
 }
 TOP_LEVEL_KEYS = (
     "schema_version",

@@ -1,8 +1,9 @@
-"""Small core sections: `evaluation`, `fuzz`, `policy`, and the decflow `diagnostics` and
-`sequential` extensions."""
+"""Small core sections: `evaluation`, `fuzz`, `policy`, and the decflow `diagnostics`,
+`sequential` and `monitor` extensions."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -66,24 +67,53 @@ class Sequential(StrictModel):
 
     `alpha` is the run's chance of a status other than the full suite's, split across its
     gates; `max_cases` caps the cases sent (default: the whole suite); `batch` is the cases
-    decided between two looks (default: the concurrency window); `seed` draws the order;
+    decided between two looks (default: the concurrency window); `seed` draws the order
+    (default: a seed drawn for each run and recorded with it, so `--resume` replays it);
     `zero_limit` is the share of cases a limit-0 gate is judged against (a run that stops
     early has not seen every case)."""
 
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     max_cases: int | None = Field(default=None, ge=1)
     batch: int | None = Field(default=None, ge=1, le=100_000)
-    seed: int = Field(default=0, ge=0, lt=2**63)
+    seed: int | None = Field(default=None, ge=0, lt=2**63)
     zero_limit: float = Field(default=0.02, gt=0.0, lt=1.0)
 
     @classmethod
     def settings(cls, section: Sequential | None, wanted: bool | None,
                  overrides: Mapping[str, Any]) -> dict[str, Any] | None:
-        """A run's settings: None unless `wanted` (default: the contract has the section);
-        else the section (or the defaults) with the `overrides` that are set, validated
-        (pydantic's ValidationError names the field)."""
+        """A new run's settings: None unless `wanted` (default: the contract has the
+        section); else the section (or the defaults) with the `overrides` that are set,
+        validated (pydantic's ValidationError names the field), and an order seed drawn
+        for this run unless one is set (every order is as good; one fixed order for every
+        run would make each run's error the same draw)."""
         if not (wanted if wanted is not None else section is not None):
             return None
         values = (section or cls()).model_dump()
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(values).model_dump()
+        settings = cls.model_validate(values).model_dump()
+        if settings["seed"] is None:
+            settings["seed"] = secrets.randbelow(2**32)
+        return settings
+
+
+class HarmfulShift(StrictModel):
+    """`monitor.harmful_shift`: alarm when the production risk of labelled records (`metric`
+    per record: `error_rate` 1 − correct, `brier` (confidence − correct)² of the top label)
+    since some window is shown above the baseline's risk upper bound plus `tolerance`.
+    `alpha` is the chance of any false alarm within `horizon` windows, split between the
+    baseline's bound and the detector (docs/statistics.md, "Harmful-shift alarm")."""
+
+    metric: Literal["error_rate", "brier"] = "error_rate"
+    tolerance: float = Field(default=0.02, ge=0.0, lt=1.0)
+    alpha: float = Field(default=0.05, gt=0.0, le=0.5)
+    horizon: int = Field(default=365, ge=1, le=1_000_000)
+
+
+class Monitor(StrictModel):
+    """`decflow monitor`: records split into windows by `timestamp` (`window`); records
+    without one are an error unless `without_timestamp: arrival` windows them by the run
+    that found them; `harmful_shift` turns on the alarm over labelled records."""
+
+    window: Literal["1h", "6h", "1d", "7d"] = "1d"
+    without_timestamp: Literal["error", "arrival"] = "error"
+    harmful_shift: HarmfulShift | None = None

@@ -24,7 +24,7 @@ from decflow.flows.crash_detection import watched_run
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.flows.stage_loop import run_pipeline, stopped_message
-from decflow.pipeline.contract_run.results import RequestParts
+from decflow.pipeline.contract_run.results import RequestParts, left_to_send, recorded_count
 from decflow.pipeline.contract_run.runner import CONTRACT_RUN
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import RunContext
@@ -68,8 +68,9 @@ class PrefectShards:
         self.requests_key = context.manifests["requests"].key
         self.cases_key = context.manifests["cases"].key
         self.key, self.parallel = key, parallel
-        self.progress = CallProgress.start(context.manifests["requests"].rows,
-                                           context.spec.run_id)
+        recorded = recorded_count(context.store, key)  # a resumed run counts what is left
+        self.progress = CallProgress.start(
+            left_to_send(context.manifests["requests"].rows, recorded), context.spec.run_id)
         self.done = 0
 
     def health(self) -> dict[str, str] | None:
@@ -96,9 +97,11 @@ class PrefectShards:
         originals_task(self.spec, self.requests_key, self.key)
 
     def sequential_group(self, end: int) -> dict[str, Any]:
-        """A sequential run's batches up to `end` as one task (see `sequential_calls`)."""
-        outcome: dict[str, Any] = sequential_group_task(self.spec, self.cases_key,
-                                                        self.requests_key, self.key, end)
+        """A sequential run's batches up to `end` as one task (see `sequential_calls`), on
+        a Dask worker when the run has a cluster."""
+        args = (self.spec, self.cases_key, self.requests_key, self.key, end)
+        outcome: dict[str, Any] = (sequential_group_task.submit(*args).result()
+                                   if self.parallel else sequential_group_task(*args))
         self.progress.report(outcome["requests_sent"])
         return outcome
 

@@ -26,6 +26,7 @@ CheckStatus = Literal["pass", "warn", "fail", "not_established"]
 Verdict = Literal["pass", "warn", "fail"]  # a report's status: never not_established
 
 NO_ELIGIBLE_CASES = "no eligible cases"
+PER_SIDE = "95% per side"  # the level convention's one-sided bounds
 NOT_ESTABLISHED = "not_established"
 
 
@@ -136,11 +137,13 @@ def evidence_check(
     evidence: Evidence,
     *,
     suffix: str = "",
+    bounds: str = PER_SIDE,
 ) -> Check:
     """A tri-state check: the evidence shows the gate holds → pass; shows it does not →
     fail (requirement) or warn (warning); otherwise not_established. ``value`` is the
-    estimate; the message reads like `make_check`'s, then the interval and, when undecided,
-    the cases needed and the detectable effect."""
+    estimate; the message reads like `make_check`'s, then the interval labelled with what
+    its bounds are (`bounds`: one-sided 95 % by default; a sequential run's are time-uniform
+    at its α per gate) and, when undecided, the cases needed and the detectable effect."""
     threshold = float(threshold)
     status: CheckStatus = {
         "holds": "pass", "fails": _failed(level), "not_established": NOT_ESTABLISHED,
@@ -151,7 +154,7 @@ def evidence_check(
     message = f"{metric} {shown} {verb}{comparison} {threshold:g}"
     interval = interval_text(evidence)
     if interval:
-        message += f" {interval} (95% per side, n={evidence.n})"
+        message += f" {interval} ({bounds}, n={evidence.n})"
     if evidence.verdict == "not_established":
         message += f"; {undecided_note(evidence)}"
     return Check(

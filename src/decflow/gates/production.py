@@ -8,10 +8,9 @@ its requirement checks and its warning checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from decflow.data.record_rules import shown_segment_value
 from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.production import Metrics, production_value
 
@@ -119,17 +118,3 @@ def stored_gates(config: Mapping[str, Any]) -> Production:
         **{section: {gate: limit for gate, limit in dict(config.get(section) or {}).items()
                      if limit is not None} for section in sections},
     })
-
-
-def check_report_checks(
-    production: Production, metrics: Metrics, drift: Mapping[str, float | None],
-    segments: Sequence[Mapping[str, Any]],
-) -> tuple[list[Check], list[list[Check]]]:
-    """Every check of a check report judged again from its stored numbers: the aggregate
-    checks (metrics and drift), and each segment's checks (point estimates, as DecGuard)."""
-    per_segment = [
-        segment_checks(production, f"{entry['key']}={shown_segment_value(entry['value'])}",
-                       entry["metrics"])
-        for entry in segments
-    ]
-    return aggregate_checks(production, metrics, drift), per_segment

@@ -40,6 +40,12 @@ GateDirection = Literal["<=", ">="]
 UNDERPOWERED = "underpowered"
 NOISE_DOMINATED = "noise-dominated"
 NOT_EXERCISED = "not exercised"
+# A limit-0 gate a sequential run passed as a share below `sequential.zero_limit`, not as a
+# count over every case (its check line and the headline say so).
+ZERO_LIMIT = "zero_limit"
+# A confidence sequence whose bounds crossed: no value survives them (shown instead of an
+# inverted interval).
+CONTRADICTED = "contradicted"
 
 
 @dataclass(frozen=True)

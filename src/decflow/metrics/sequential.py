@@ -163,7 +163,7 @@ class Hypergeometric:
 
     def bounds(self, drawn: int, ones: int, alpha: float) -> tuple[int, int]:
         """Time-uniform bounds on K, one-sided at level `alpha` each: the counts no test
-        of this family rejects."""
+        of this family rejects (low > high: it rejects every count, see `contradicted`)."""
         threshold = math.log(1.0 / alpha)
         low_k, high_k = ones, ones + self.population - drawn
 
@@ -189,7 +189,7 @@ class Hypergeometric:
                 hi = mid - 1
             else:
                 lo = mid
-        return lower, max(lo, lower)
+        return lower, lo
 
 
 @dataclass(frozen=True)
@@ -280,6 +280,18 @@ class GateEvidence:
     reason: Literal["evidence", "certain"] | None
 
 
+def interval_label(alpha: float) -> str:
+    """What a gate's bounds at `alpha` per gate are: ``time-uniform, 98.75% per side``
+    (each side holds at every look with probability at least 1 − alpha)."""
+    return f"time-uniform, {100 * (1 - alpha):.4g}% per side"
+
+
+def contradicted(low: float | None, high: float | None) -> bool:
+    """Bounds that cross: the confidence sequence has rejected every value (at most a
+    chance α, or the cases were not exchangeable: answers that changed during the run)."""
+    return low is not None and high is not None and low > high
+
+
 def _running_max(path: Floats) -> float:
     return float(np.max(path)) if path.size else 0.0
 
@@ -341,14 +353,17 @@ def evaluate(gate: RatioGate, num: npt.ArrayLike, den: npt.ArrayLike, alpha: flo
             lo_k, hi_k = Hypergeometric(gate.population).bounds(n, ones, alpha)
             low, high = lo_k / gate.population, hi_k / gate.population
         else:
-            low, high = ratio_bounds(gate, num_a, den_a, alpha)
+            low, high = ratio_bounds(gate, num_a, den_a, alpha, nonempty=False)
     return GateEvidence(n, _estimate(num_a, den_a), low, high, log_fail, log_pass,
                         decision, reason)
 
 
-def ratio_bounds(gate: RatioGate, num: Floats, den: Floats, alpha: float) -> tuple[float, float]:
+def ratio_bounds(gate: RatioGate, num: Floats, den: Floats, alpha: float, *,
+                 nonempty: bool = True) -> tuple[float, float]:
     """Time-uniform bounds on R at level `alpha` per side (the values of R the bettors have
-    not rejected), within what the unseen cases still allow."""
+    not rejected), within what the unseen cases still allow. When every value is rejected
+    (`contradicted`) they cross: as they are with `nonempty=False` (what a report shows),
+    else the upper bound is raised to the lower (what composites combine)."""
     threshold = math.log(1.0 / alpha)
     top, bottom = gate.num_per_den, gate.floor
     # Tested as "R ≤ r" (a `<=` shape); the gate's own direction plays no part in R's bounds.
@@ -374,7 +389,7 @@ def ratio_bounds(gate: RatioGate, num: Floats, den: Floats, alpha: float) -> tup
             hi = mid
         else:
             lo = mid
-    upper = max(hi, lower)
+    upper = max(hi, lower) if nonempty else hi
     logical = _logical_bounds(gate, num, den)
     return max(lower, logical[0]), min(upper, logical[1])
 

@@ -13,7 +13,8 @@ from pydantic import Field
 
 from decflow.errors import ReportError
 from decflow.gates.checks import Check, Verdict, status_of
-from decflow.gates.production import check_report_checks, stored_gates
+from decflow.gates.production import stored_gates
+from decflow.gates.production_evidence import check_report_checks, stored_gating
 from decflow.report.model import (
     REWRITE,
     Bins,
@@ -52,6 +53,8 @@ class CheckConfig(Open):
     warnings: Limits
     segment_requirements: Limits
     segment_warnings: Limits
+    # decflow/4: `evidence` when the gates were judged by evidence; absent, point estimates
+    gating: Literal["evidence"] | None = None
 
 
 class Records(DatasetRef):
@@ -117,9 +120,11 @@ def verify_check_report(report: dict[str, Any], source: str) -> CheckReport:
                           f"{report.get('report_version')!r})")
     typed = CheckReport.read(report, source, "check report")
     try:
+        baseline = report["baseline"]
         aggregate, per_segment = check_report_checks(
             stored_gates(report["config"]), report["metrics"], report["drift"],
-            report["segments"])
+            report["segments"], gating=stored_gating(report["config"]),
+            baseline=None if baseline is None else baseline["metrics"])
         for index, (entry, checks) in enumerate(zip(report["segments"], per_segment,
                                                     strict=True)):
             if not close(entry["checks"], [c.to_dict() for c in checks]):

@@ -41,7 +41,7 @@ from pydantic import (
 from decflow.contracts.problems import describe, problems_from
 from decflow.errors import ReportError
 from decflow.gates.checks import Check, CheckStatus, Level, Verdict
-from decflow.gates.headline import headline
+from decflow.gates.headline import Qualifier, headline
 from decflow.untrusted import quote
 
 SHOWN_PROBLEMS = 5
@@ -227,6 +227,16 @@ class CheckRow(Open):
         return Check.from_dict(self.to_dict())
 
 
+class QualifierRow(Open):
+    """What a reader must know about the verdict (`decflow.gates.headline.Qualifier`)."""
+
+    name: str
+    detail: str
+
+    def qualifier(self) -> Qualifier:
+        return Qualifier(self.name, self.detail)
+
+
 class ArtifactRef(Open):
     uri: str | None = None
     path: str | None = None
@@ -357,6 +367,8 @@ class Report(Open):
     status: Verdict | None = None
     exit_code: ExitCode | None = None
     headline: str | None = None
+    # decflow/4: what the headline's qualifiers say (zero_limit, underpowered, …)
+    qualifiers: list[QualifierRow] | None = Field(default=None, exclude_if=lambda v: not v)
     contract: ContractRef | None = None
     dataset: DatasetRef | None = None
     backend: BackendRef | None = None
@@ -373,11 +385,12 @@ class Report(Open):
         return cls.read(document, "the report")
 
     def first_line(self) -> str:
-        """The report's first line: its own `headline` (decflow/3), else one made from its
+        """The report's first line: its own `headline` (decflow/3 on), else one made from its
         status and checks (older decflow and DecGuard reports)."""
         if self.headline:
             return self.headline
-        return headline(self.status or "n/a", [c.judged() for c in self.checks])
+        return headline(self.status or "n/a", [c.judged() for c in self.checks],
+                        qualifiers=[q.qualifier() for q in self.qualifiers or []])
 
     def failing_checks(self) -> list[CheckRow]:
         return [c for c in self.checks if c.status != "pass"]

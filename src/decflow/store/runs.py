@@ -24,6 +24,7 @@ killed (`kill -9`, a lost machine) is `interrupted`, like one stopped by SIGINT/
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +42,16 @@ REPORT = "report.json"
 FINISHED = ("pass", "warn", "fail")
 RUNNING, FAILED, INTERRUPTED = "running", "failed", "interrupted"
 ACCEPT_WAIT_S = 30.0
+
+
+# One name in a store path (a run id, a file of a run, a decision or backend of an accepted
+# baseline): no folder separator, no control character, not `.` or `..`.
+_ONE_NAME = re.compile(r"[^/\x00-\x1f\x7f]+\Z")
+
+
+def is_one_name(text: object) -> bool:
+    """Whether `text` names one file or folder (no `/`, `..`, control characters)."""
+    return isinstance(text, str) and text not in (".", "..") and bool(_ONE_NAME.match(text))
 
 
 def now_iso() -> str:
@@ -62,7 +73,7 @@ def report_path(run_id: str) -> str:
 
 
 def has_run(store: Store, run_id: str) -> bool:
-    return store.exists(run_path(run_id, RECORD))
+    return is_one_name(run_id) and store.exists(run_path(run_id, RECORD))
 
 
 def read_run_record(store: Store, run_id: str) -> dict[str, Any]:
@@ -72,12 +83,18 @@ def read_run_record(store: Store, run_id: str) -> dict[str, Any]:
         record = store.read_json(run_path(run_id, RECORD))
     except DamagedArtifact as exc:
         raise DamagedArtifact(exc.uri, f"{exc.problem}, so run {run_id} cannot be read",
-                              "run it again for a new run (and delete the folder "
-                              f"{store.uri(run_path(run_id))})") from None
+                              "run it again for a new run (and remove this one with "
+                              f"`decflow runs rm {run_id}`)") from None
     if not isinstance(record, dict) or not isinstance(record.get("run_id"), str):
         raise DamagedArtifact(store.uri(run_path(run_id, RECORD)),
                               f"is damaged: not a run record, so run {run_id} cannot be read",
-                              "run it again for a new run")
+                              "run it again for a new run (and remove this one with "
+                              f"`decflow runs rm {run_id}`)")
+    if record["run_id"] != run_id:  # every reader takes the run's paths from its id
+        raise DamagedArtifact(store.uri(run_path(run_id, RECORD)),
+                              f"is damaged: it names run '{record['run_id']}', not run "
+                              f"{run_id} whose folder holds it, so run {run_id} cannot be read",
+                              f"remove it with `decflow runs rm {run_id}`")
     return record
 
 
@@ -136,6 +153,9 @@ def damaged_files(store: Store, record: dict[str, Any]) -> list[str]:
         return []
     damaged = []
     for name in map(str, files):
+        if not is_one_name(name):  # a name edited to lead out of the run's folder
+            damaged.append(name)
+            continue
         relative = run_path(run_id, name)
         data = store.read_bytes(relative) if store.exists(relative) else None
         if mismatch(files, name, data):
@@ -183,7 +203,7 @@ def unrecorded_run(store: Store, run_id: str) -> DamagedArtifact | None:
     process is setting it up (a run killed, or stopped by a full disk, between its contract
     copy and its first record; a record deleted): None for a run folder with a record, an
     empty one, or one whose lock is held (a run starting)."""
-    if has_run(store, run_id):
+    if not is_one_name(run_id) or has_run(store, run_id):
         return None
     files = [name for name in store.list_dir(run_path(run_id)) if name not in (LOCK, LEASE)]
     if not files or holder_of(store, run_path(run_id)) is not None:
@@ -294,11 +314,21 @@ def accept_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, A
         raise DecflowError(f"run {run_id} did not finish (it is {state.status}"
                            + (f": {state.detail}" if state.detail else "")
                            + "); finish it before accepting it")
+    damaged = damaged_files(store, record)
+    if damaged:  # as `decflow runs` lists it: its report or views cannot be trusted
+        raise DecflowError(f"run {run_id} is damaged: {', '.join(damaged)} no longer match "
+                           "the sha256 in its run.json (edited since the run), so it cannot "
+                           "be a baseline; run the contract again and accept that run")
+    decision, backend = record.get("decision"), record.get("backend")
+    if not (is_one_name(decision) and is_one_name(backend)):
+        raise DamagedArtifact(store.uri(run_path(run_id, RECORD)),
+                              f"is damaged: decision {decision!r} or backend {backend!r} is "
+                              "not a name, so the run cannot be a baseline")
+    decision, backend = str(decision), str(backend)
     if state.status != "pass" and not force:
         raise DecflowError(f"run {run_id} is {state.status.upper()}, not PASS: "
                            f"{_not_passing(store, run_id)}; accept it anyway with "
                            f"`decflow runs accept {run_id} --force`")
-    decision, backend = record["decision"], record["backend"]
     relative = accepted_path(decision, backend)
     # a second accept waits for the first (they take milliseconds), then replaces it
     with Lock(store, f"accepted/{decision}", f"the accepted baselines of '{decision}'",

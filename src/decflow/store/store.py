@@ -194,6 +194,13 @@ class Store:
         return self.root if self.is_local else self.fs.unstrip_protocol(self.root)
 
     def path(self, relative: str) -> str:
+        """Where `relative` is. Every file operation of the store goes through here, so a
+        path read from a run record or manifest (`../../elsewhere`, `/etc`) can never reach
+        outside the store: it is refused as damaged."""
+        if relative.startswith("/") or "\x00" in relative or ".." in relative.split("/"):
+            raise DamagedArtifact(f"{self.location}/{relative}", "is not a place inside the "
+                                  "store (a run record or manifest that names it was edited); "
+                                  "nothing was read, written or removed there")
         return f"{self.root}/{relative}"
 
     def uri(self, relative: str) -> str:

@@ -1,5 +1,7 @@
 """The HTML view of a report: one self-contained file (inline CSS and SVG, no script, no
-external font, stylesheet, image or link), every piece of report text escaped.
+external font, stylesheet, image or link), every piece of report text escaped; control and
+bidi characters are shown as escapes like the terminal view (`decflow.untrusted`), since a
+browser's rendering of U+202E or U+2066 reorders what a reader sees.
 
 Run reports show the status banner, identity, gate table, golden metrics with the
 reliability diagram and confidence histogram, the per-property violation/flip chart with
@@ -31,6 +33,7 @@ from decflow.report.sections import (
     shows_golden,
     status_label,
 )
+from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.diff_evidence import (
@@ -42,6 +45,7 @@ from decflow.views.diff_evidence import (
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
+from decflow.views.sequential_text import gate_interval, time_uniform
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import (
     FIRST_CASES,
@@ -501,12 +505,14 @@ def sequential_view(run: dict[str, Any]) -> str:
         "calls_made", "calls_full", "cases_sent", "suite_cases", "stop_reason",
         "seconds_saved", "money_saved", "alpha", "alpha_per_gate", "seed", "batch")}
     rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
-             val(g["estimate"]), f"[{val(g['low'])}, {val(g['high'])}]",
-             e(e_value(g["e_fail"])), e(e_value(g["e_pass"])), e(g["stop_reason"]))
+             val(g["estimate"]), e(gate_interval(g, run).strip()),
+             e(e_value(g["e_fail"])), e(e_value(g["e_pass"])),
+             e(g["stop_reason"] + (f"; zero_limit: {g['zero_limit']}" if g.get("zero_limit")
+                                   else "")))
             for g in run["gates"])
     return section("Sequential run", kv_table(summary), table(
-        ("gate", "decision", "cases used", "estimate", "interval", "e (fail)", "e (pass)",
-         "stop"), rows))
+        ("gate", "decision", "cases used", "estimate", f"interval ({time_uniform(run)})",
+         "e (fail)", "e (pass)", "stop"), rows))
 
 
 def run_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
@@ -657,18 +663,29 @@ def check_segments(segments: list[dict[str, Any]]) -> str:
          "failing checks"), rows, (s.get("status", "") for s in segments)), plots(chart))
 
 
+def probe_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+    """A probe: its verdict, then the text view's sections as they print."""
+    from decflow.views.probe_text import render_probe
+
+    title = f"decflow probe · {(report.get('settings') or {}).get('agent', 'agent')}"
+    return title, [banner(head, title), section("Probe", f"<pre>{e(render_probe(report))}</pre>")]
+
+
 def render_html(report: dict[str, Any]) -> str:
-    """The whole self-contained HTML page of a run, diff or check report."""
+    """The whole self-contained HTML page of a run, diff, check or probe report."""
     head = Report.view(report)
-    bodies = {"diff": diff_body, "check": check_body}
+    bodies = {"diff": diff_body, "check": check_body, "probe": probe_body}
     title, parts = bodies.get(report_kind(report), run_body)(report, head)
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
               f"{e(head.report_version or 'decguard 0.1')}</footer>")
-    return (
+    page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(head.first_line())} · {e(title)}</title>"
         f"<style>{CSS}</style></head><body><main>{''.join(parts)}{footer}</main></body>"
         "</html>\n"
     )
+    # One pass over the page, as the text view does per line: no piece of report text can
+    # slip past it; the page itself spells no control character but newlines.
+    return escape(page, keep_newlines=True)

@@ -3,7 +3,8 @@
 It is the summary a reader needs to act on: status, identity, metrics, failing checks, the
 property table and diagnostics (run reports); counts, shift, metrics and segments (diff);
 metrics, drift and segments (check). What a summary shows is decided by
-`decflow.report.sections`. User text is escaped for Markdown and inline HTML.
+`decflow.report.sections`. User text is escaped for Markdown and inline HTML, and control
+and bidi characters are shown as escapes like the terminal view (`decflow.untrusted`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from decflow.report.sections import (
     shows_golden,
     status_label,
 )
+from decflow.untrusted import escape
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.diff_evidence import (
     EVIDENCE_HEADERS,
@@ -59,7 +61,7 @@ def level_tag(level: str) -> str:
 def md(value: Any) -> str:
     """Escape user text for one line of Markdown (tables included)."""
     text = value if isinstance(value, str) else preview(value, 10_000)
-    text = " ".join(text.split())
+    text = escape(" ".join(text.split()))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return MD_SPECIAL.sub(r"\\\1", text)
 
@@ -402,4 +404,5 @@ def render_markdown(report: dict[str, Any]) -> str:
     """The Markdown summary of a run, diff or check report."""
     renderers = {"diff": render_diff, "check": render_check}
     lines = renderers.get(report_kind(report), render_run)(report)
-    return "\n".join(lines).rstrip() + "\n"
+    # One pass over the page, as the text view does per line (code blocks quote inputs raw).
+    return escape("\n".join(lines).rstrip(), keep_newlines=True) + "\n"

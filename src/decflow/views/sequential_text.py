@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.gates.headline import e_value, number
+from decflow.metrics.sequential import interval_label
 
 
 def sequential_block(report: dict[str, Any]) -> list[str]:
@@ -17,7 +18,7 @@ def sequential_block(report: dict[str, Any]) -> list[str]:
         "",
         f"  Sequential (alpha {number(section['alpha'])}, "
         f"{number(section['alpha_per_gate'])} per gate; seed {section['seed']}, "
-        f"batch {section['batch']})",
+        f"batch {section['batch']}; intervals {time_uniform(section)})",
         f"    cases sent {section['cases_sent']} of {section['suite_cases']}; backend calls "
         f"{made} of {full}{ratio}; stopped: {section['stop_reason']}",
     ]
@@ -28,11 +29,29 @@ def sequential_block(report: dict[str, Any]) -> list[str]:
     if saved:
         lines.append(f"    saved about {' and '.join(saved)} against the full suite")
     for gate in section["gates"]:
-        interval = ("" if gate["low"] is None else
-                    f" [{number(gate['low'])}, {number(gate['high'])}]")
+        interval = gate_interval(gate, section)
         estimate = "n/a" if gate["estimate"] is None else number(gate["estimate"])
         lines.append(
             f"    {gate['gate']:<36} {gate['decision'] or 'undecided':<9} {estimate}{interval}"
             f" after {gate['cases_used']} cases; e {e_value(gate['e_fail'])} (fail) / "
-            f"{e_value(gate['e_pass'])} (pass); {gate['stop_reason']}")
+            f"{e_value(gate['e_pass'])} (pass); {gate['stop_reason']}"
+            + (f"; zero_limit: {gate['zero_limit']}" if gate.get("zero_limit") else ""))
     return lines
+
+
+def time_uniform(section: dict[str, Any]) -> str:
+    """What a sequential run's intervals are: ``time-uniform, 98.75% per side``."""
+    return interval_label(float(section["alpha_per_gate"]))
+
+
+def gate_interval(gate: dict[str, Any], section: dict[str, Any]) -> str:
+    """A gate row's interval: `` [low, high]``, labelled when it is not the run's
+    time-uniform one (a gate the whole suite decided shows the full run's); a contradicted
+    sequence says so (decflow/3 rows carry no label)."""
+    if gate.get("contradicted"):
+        return " contradicted (no value within the bounds)"
+    if gate["low"] is None:
+        return ""
+    kind = gate.get("interval")
+    label = f" ({kind})" if kind and kind != time_uniform(section) else ""
+    return f" [{number(gate['low'])}, {number(gate['high'])}]{label}"

@@ -40,8 +40,9 @@ class InProcessShards:
         self.context, self.key = context, key
         self.requests = context.manifests["requests"]
         self.session = results.CallSession.load_with(context.store, parts, key)
-        total = self.requests.rows
-        self.update = context.progress("calls", total) if context.progress else None
+        # a resumed run counts what is left to send, not what its first attempt sent
+        self.left = results.left_to_send(self.requests.rows, self.session.recorded.height)
+        self.update = context.progress("calls", self.left) if context.progress else None
         self.done = 0
 
     def health(self) -> dict[str, str] | None:
@@ -54,7 +55,7 @@ class InProcessShards:
 
             def progress(shard_done: int, _total: int | None, base: int = base) -> None:
                 if self.update:
-                    self.update(base + shard_done, self.requests.rows)
+                    self.update(base + shard_done, self.left)
 
             self.done += results.call_shard(
                 context.spec, context.store, self.requests, self.key, phase, index, progress,

@@ -142,6 +142,17 @@ def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
     return asyncio.run(check())
 
 
+def left_to_send(requests: int, recorded: int) -> int:
+    """How many of `requests` still need a result when `recorded` already have one (a
+    resumed run's chunks; a shard retried after writing can record a request twice)."""
+    return max(requests - recorded, 0)
+
+
+def recorded_count(store: Store, key: str) -> int:
+    """How many results the chunks of the call folder `key` hold so far."""
+    return sum(part.rows for part in store.chunk_parts("results", key))
+
+
 class CallSession:
     """What one process keeps across the shards of a run: the requests' shard index and the
     results recorded before the session began (a resumed run's chunks), plus the errors

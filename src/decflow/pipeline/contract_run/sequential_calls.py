@@ -214,8 +214,7 @@ class SequentialCalls:
             self.diagnostic_requests = store.read(self.requests_manifest, REQUEST_COLUMNS,
                                                   where=pl.col("property").is_in(WANTED))
             self.pairs = stored_pair_table(store, self.requests_manifest)
-        parts = results.RequestParts(store, self.requests_manifest)
-        self.session = results.CallSession.load_with(store, parts, key)
+        self._session: results.CallSession | None = None
         self.answers: list[pl.DataFrame] = []
         self.comparisons: list[pl.DataFrame] = []
         self.states: dict[str, GateState] = {}
@@ -243,25 +242,36 @@ class SequentialCalls:
             ends.append(len(self.bounds))
         return ends
 
-    def run(self, upto: int | None = None) -> None:
+    @property
+    def session(self) -> results.CallSession:
+        """The results recorded before this process sends its first batch (loaded then, so
+        batches another process recorded since this one began are never sent again)."""
+        if self._session is None:
+            parts = results.RequestParts(self.store, self.requests_manifest)
+            self._session = results.CallSession.load_with(self.store, parts, self.key)
+        return self._session
+
+    def run(self, upto: int | None = None, *, send: bool = True) -> None:
         """Send batches (the first `upto`; recorded ones are read back, not sent) until the
-        status is settled or the cases allowed are sent."""
+        status is settled or the cases allowed are sent. With `send=False` nothing is sent:
+        the batches other processes recorded are read back and judged (the Prefect flow
+        after its tasks; a request missing then is reported by `finish`)."""
         last = len(self.bounds) if upto is None else upto
         for index, bound in enumerate(self.bounds[:last]):
             if self.stop_reason is not None:
                 return
-            self.run_batch(index, bound)
+            self.run_batch(index, bound, send=send)
         if self.sent == len(self.order):
             # The whole suite decides every gate exactly (the summary judges it).
             self.stop_reason = "every case of the suite sent"
         elif self.stop_reason is None and last == len(self.bounds):
             self.stop_reason = f"max_cases {self.limit} sent"
 
-    def run_batch(self, index: int, bound: int) -> None:
+    def run_batch(self, index: int, bound: int, *, send: bool = True) -> None:
         started = time.perf_counter()
         batch_cases = self.order[self.sent:bound]
         rows = self.requests.filter(pl.col("case_id").is_in(batch_cases))
-        for phase in results.PHASES:
+        for phase in results.PHASES if send else ():
             phase_rows = results.phase_rows(rows, phase)
             if phase_rows.height:
                 results.call_rows(self.spec, self.store, self.key, phase_rows, phase, index,
@@ -354,20 +364,23 @@ class SequentialCalls:
 
 def sequential_call_stage(context: RunContext, key: str) -> Manifest:
     """The results stage of a sequential run: in this process, or (with the Prefect flow's
-    `shards`) one task per group of batches, after which the recorded batches are read
-    back here to publish."""
-    health = results.prepare_calls(context.spec)
-    calls = SequentialCalls(context, key)
+    `shards`) the health check and one task per group of batches, after which the batches
+    they recorded are read back here, never sent, to publish: each request is sent once,
+    by the process that runs its batch."""
     if context.shards is None:
+        health = results.prepare_calls(context.spec)
+        calls = SequentialCalls(context, key)
         calls.run()
         return calls.finish(health)
-    runner = context.shards(context, key, results.RequestParts(context.store,
-                                                              calls.requests_manifest))
+    runner = context.shards(context, key, results.RequestParts(
+        context.store, context.manifests["requests"]))
+    health = runner.health()
+    calls = SequentialCalls(context, key)
     end = 0
     for end in calls.group_ends():
         if runner.sequential_group(end)["stopped"]:
             break
-    calls.run(upto=end)
+    calls.run(upto=end, send=False)
     return calls.finish(health)
 
 

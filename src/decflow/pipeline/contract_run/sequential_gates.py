@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from decflow.gates.checks import Check, evidence_check
-from decflow.metrics.evidence import Evidence
+from decflow.gates.checks import PER_SIDE, Check, evidence_check
+from decflow.gates.headline import Qualifier, number
+from decflow.metrics.evidence import CONTRADICTED, ZERO_LIMIT, Evidence
 from decflow.metrics.golden_metrics import (
     NLL_FLOOR,
     calibration_bin_index,
@@ -31,7 +32,9 @@ from decflow.metrics.sequential import (
     BinnedGaps,
     RatioGate,
     cases_to_decide,
+    contradicted,
     evaluate,
+    interval_label,
     split_alpha,
 )
 from decflow.metrics.sequential_composite import BinnedEce, Composite, Exceedance, MacroF1
@@ -307,6 +310,7 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
     """(checks, per-gate report rows) at the stop: a decided gate gets its decision with the
     time-uniform interval, an undecided one is not established."""
     alpha = gate_alpha(tracked, design)
+    label = interval_label(alpha)
     checks, rows = [], []
     for item in tracked:
         check = item.check
@@ -326,9 +330,18 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             estimate, low, high = found.estimate, found.low, found.high
             method = item.composite.method
         notes: tuple[str, ...] = ("sequential",)
+        crossed = contradicted(low, high)
+        if crossed:
+            # No value survives the bounds: say so, never print an inverted interval.
+            low = high = None
+            notes += (CONTRADICTED,)
+        shown = label if low is not None else None
+        unseen = zero_limit_unseen(item, state, sent, design)
         if item.zero:
             notes += (f"limit 0 judged as the share of cases with an occurrence against "
                       f"sequential.zero_limit {design.zero_limit:g}",)
+        if unseen is not None:
+            notes += (ZERO_LIMIT,)
         if state.reason == "suite":
             verdict = {"pass": "holds", "not_established": "not_established"}.get(
                 check.status, "fails")
@@ -340,6 +353,7 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             # The whole suite decides the gate as the full run does: show its evidence, not
             # the time-uniform interval, which is wider and may straddle the limit.
             estimate, low, high, method = final.estimate, final.low, final.high, final.method
+            shown, crossed = (PER_SIDE if low is not None else None), False
         else:
             verdict = {"pass": "holds", "fail": "fails"}.get(state.decision or "",
                                                              "not_established")
@@ -352,8 +366,17 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             evidence = Evidence(method=method, n=sent, verdict=verdict,  # type: ignore[arg-type]
                                 estimate=estimate, low=low, high=high, cases_needed=needed,
                                 notes=notes)
-            checks.append(evidence_check(check.gate, check.level, check.metric,
-                                         check.comparison, check.threshold, evidence))
+            judged_check = evidence_check(
+                check.gate, check.level, check.metric, check.comparison, check.threshold,
+                evidence, bounds=label,
+                suffix=f" ({CONTRADICTED}: no value within the {label} bounds, n={sent})"
+                if crossed else "")
+            if unseen is not None:
+                # A pass at zero_limit is no count of 0 over the suite: the line says so.
+                judged_check = replace(judged_check, message=(
+                    f"{check.metric} {number(estimate)} {check.comparison} "
+                    f"{check.threshold:g} ({ZERO_LIMIT}: {unseen})"))
+            checks.append(judged_check)
         rows.append({
             "gate": check.gate,
             "level": check.level,
@@ -363,11 +386,38 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             "estimate": estimate,
             "low": low,
             "high": high,
+            "interval": shown,
+            **({CONTRADICTED: True} if crossed else {}),
             "e_fail": _e_value(state.log_e_fail),
             "e_pass": _e_value(state.log_e_pass),
             "method": method,
+            **({ZERO_LIMIT: unseen} if unseen is not None else {}),
         })
     return checks, rows
+
+
+# What a limit-0 gate counts, by the gate's last name part.
+OCCURRENCES = {"max_error_rate": "errored cases", "max_flip_rate": "cases with a flip",
+               "max_violation_rate": "cases with a violation"}
+
+
+def occurrence(gate: str) -> str:
+    """What a limit-0 gate counts: `errored cases`, `cases with a flip`, …"""
+    return OCCURRENCES.get(gate.rpartition(".")[2], "cases with an occurrence")
+
+
+def zero_limit_unseen(item: Tracked, state: GateState, sent: int, design: Design) -> str | None:
+    """For a limit-0 gate passed at `sequential.zero_limit` before the suite's end (its
+    unsent cases may hold occurrences): ``judged at 0.02, 0 of 248 sent; up to 39 errored
+    cases unseen`` — the pass shows the suite's share below zero_limit, so at most
+    ⌈zero_limit·N⌉ − 1 such cases among those not sent. None for any other gate."""
+    if not item.zero or state.decision != "pass" or state.reason == "suite" \
+            or sent >= design.population:
+        return None
+    most = min(max(math.ceil(design.zero_limit * design.population) - 1, 0),
+               design.population - sent)
+    return (f"judged at {design.zero_limit:g}, 0 of {sent} sent; up to {most} "
+            f"{occurrence(item.check.gate)} unseen")
 
 
 def _reason_text(state: GateState) -> str:
@@ -383,3 +433,15 @@ E_SHOWN_MAX = 1e15  # e-values beyond this (or infinite: a certain verdict) are 
 
 def _e_value(log_e: float) -> float:
     return E_SHOWN_MAX if log_e >= math.log(E_SHOWN_MAX) else float(math.exp(log_e))
+
+
+def zero_limit_qualifier(rows: Sequence[Mapping[str, Any]]) -> Qualifier | None:
+    """The headline's ``(zero_limit: …)`` from the sequential section's gate rows: the
+    limit-0 gates passed at zero_limit (one text for gates that share it)."""
+    judged = [(row["gate"], row[ZERO_LIMIT]) for row in rows if row.get(ZERO_LIMIT)]
+    if not judged:
+        return None
+    texts = {text for _, text in judged}
+    if len(texts) == 1:
+        return Qualifier(ZERO_LIMIT, f"{', '.join(g for g, _ in judged)} {texts.pop()}")
+    return Qualifier(ZERO_LIMIT, "; ".join(f"{gate} {text}" for gate, text in judged))

@@ -21,6 +21,7 @@ from decflow.pipeline.contract_run.golden_section import (
     golden_summary,
     originals,
 )
+from decflow.pipeline.contract_run.qualifiers import run_qualifiers
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext, Stage
@@ -31,6 +32,7 @@ from decflow.report.model import (
     CheckRow,
     Diagnostics,
     Health,
+    QualifierRow,
     RunRef,
 )
 from decflow.report.run_report import (
@@ -120,6 +122,7 @@ def build_report(
                                                sequential)
     judged = [Check.from_dict(c) for c in checks]
     status, exit_code = status_of(judged, fail_on_warn=fail_on_warn)
+    qualifiers = run_qualifiers(status, sequential)
     case_results, failures = golden_cases(contract, table, backend_info)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
@@ -131,7 +134,8 @@ def build_report(
         mode=spec.mode,
         status=status,
         exit_code=exit_code,
-        headline=headline(status, judged),
+        headline=headline(status, judged, qualifiers=qualifiers),
+        qualifiers=[QualifierRow.model_validate(q.to_dict()) for q in qualifiers],
         contract=RunContract(
             name=contract.decision.name,
             type=contract.decision.type,

@@ -16,14 +16,8 @@ from decflow.errors import DatasetError
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import Check, Level, status_of
 from decflow.gates.headline import headline
-from decflow.gates.production import (
-    NO_RECORDS,
-    PRODUCTION_GATES,
-    SEGMENT_GATES,
-    aggregate_checks,
-    gate_settings,
-    segment_checks,
-)
+from decflow.gates.production import NO_RECORDS, PRODUCTION_GATES, SEGMENT_GATES, gate_settings
+from decflow.gates.production_evidence import check_report_checks, production_gating
 from decflow.metrics.calibration import calibration_section
 from decflow.metrics.production import (
     GroupStats,
@@ -64,7 +58,7 @@ from decflow.store.store import Manifest
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.contracts.gates import Production
+    from decflow.contracts.gates import Gating, Production
 
 # Up to this many records, the report inlines them (read again from the source).
 INLINE_RECORDS = 10_000
@@ -105,40 +99,28 @@ def production_calibration(
     return section, checks
 
 
-def config_block(production: Production) -> CheckConfig:
-    return CheckConfig(
-        segments=[key.strip() for key in production.segments],
-        requirements=gate_settings(production.requirements, PRODUCTION_GATES),
-        warnings=gate_settings(production.warnings, PRODUCTION_GATES),
-        segment_requirements=gate_settings(production.segment_requirements, SEGMENT_GATES),
-        segment_warnings=gate_settings(production.segment_warnings, SEGMENT_GATES),
-    )
+def config_block(production: Production, gating: Gating) -> CheckConfig:
+    """The gate settings the check was judged with; `gating` only when it is evidence (a
+    point-gated report keeps DecGuard's `config`)."""
+    config: dict[str, Any] = {
+        "segments": [key.strip() for key in production.segments],
+        "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
+        "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
+        "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
+        "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
+    }
+    if gating == "evidence":
+        config["gating"] = gating
+    return CheckConfig.model_validate(config)
 
 
-def _segment_entries(
-    contract: Contract, aggregates: Aggregates
-) -> tuple[list[dict[str, Any]], list[Check]]:
+def _segment_entries(contract: Contract, aggregates: Aggregates) -> list[dict[str, Any]]:
+    """Each segment's key, value and metrics, checks still to judge (in `summarize`: evidence
+    gating judges every segment's gates as one family)."""
     n_bins, threshold = binning(contract)
-    entries: list[dict[str, Any]] = []
-    all_checks: list[Check] = []
-    for key, groups in aggregates.segments.items():
-        for token in sorted(groups):
-            metrics = production_metrics(groups[token], n_bins, threshold)
-            checks = segment_checks(
-                contract.production, f"{key}={segment_display(token)}", metrics
-            )
-            status, _ = status_of(checks)
-            entries.append(
-                {
-                    "key": key,
-                    "value": segment_value(token),
-                    "metrics": metrics,
-                    "checks": [c.to_dict() for c in checks],
-                    "status": status,
-                }
-            )
-            all_checks += checks
-    return entries, all_checks
+    return [{"key": key, "value": segment_value(token),
+             "metrics": production_metrics(groups[token], n_bins, threshold)}
+            for key, groups in aggregates.segments.items() for token in sorted(groups)]
 
 
 def _sketched(aggregates: Aggregates) -> list[str]:
@@ -159,17 +141,26 @@ def summarize(
     contract_hash: str | None = None,
     fail_on_warn: bool = False,
     created_at: str,
+    gating: Gating | None = None,
 ) -> CheckReport:
-    """Metrics, drift, gates and segments → the check report."""
+    """Metrics, drift, gates and segments → the check report; the gates judged by `gating`
+    (default: the contract's, `production_gating`; a monitor window passes `evidence`)."""
     n_bins, threshold = binning(contract)
     metrics = production_metrics(aggregates.overall, n_bins, threshold)
-    drift_values = drift(metrics, None if baseline is None else baseline.metrics)
-    checks = aggregate_checks(contract.production, metrics, drift_values)
+    baseline_metrics = None if baseline is None else baseline.metrics
+    drift_values = drift(metrics, baseline_metrics)
+    gating = gating or production_gating(contract)[0]
+    segments = _segment_entries(contract, aggregates)
+    checks, per_segment = check_report_checks(contract.production, metrics, drift_values,
+                                              segments, gating=gating,
+                                              baseline=baseline_metrics)
     calibration, smooth_checks = production_calibration(contract.production, aggregates.overall,
                                                         metrics)
     checks += smooth_checks
-    segments, segment_check_list = _segment_entries(contract, aggregates)
-    checks += segment_check_list
+    for entry, segment_checks in zip(segments, per_segment, strict=True):
+        entry["checks"] = [c.to_dict() for c in segment_checks]
+        entry["status"] = status_of(segment_checks)[0]
+        checks += segment_checks
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
     evaluation = contract.evaluation
     report = CheckReport(
@@ -187,7 +178,7 @@ def summarize(
             probability_tolerance=evaluation.probability_tolerance,
             max_concurrency=evaluation.max_concurrency,
         ),
-        config=config_block(contract.production),
+        config=config_block(contract.production, gating),
         dataset=Records(
             path=aggregates.path,
             hash=aggregates.hash,

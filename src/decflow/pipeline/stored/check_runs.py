@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
 from decflow.gates.headline import headline
-from decflow.gates.production import (
-    PRODUCTION_GATES,
-    SEGMENT_GATES,
+from decflow.gates.production import PRODUCTION_GATES, SEGMENT_GATES, gate_settings, stored_gates
+from decflow.gates.production_evidence import (
     check_report_checks,
-    gate_settings,
-    stored_gates,
+    production_gating,
+    stored_gating,
 )
 from decflow.metrics.production import drift
 from decflow.report.loading import load_verified
@@ -28,7 +27,7 @@ from decflow.store.store import Store
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.contracts.gates import Production
+    from decflow.contracts.gates import Gating, Production
     from decflow.contracts.loader import LoadedContract
 
 ACCEPTED = "accepted"
@@ -81,26 +80,30 @@ def _same_bins(report: dict[str, Any], other: dict[str, Any], what: str) -> None
 
 
 def rejudge(report: dict[str, Any], production: Production,
-            baseline: dict[str, Any] | None, *,
+            baseline: dict[str, Any] | None, *, gating: Gating,
             fail_on_warn: bool = False) -> dict[str, Any]:
     """The check report judged again from its stored metrics: drift against `baseline`
-    (a report `baseline` block, or None), the `production` gates."""
+    (a report `baseline` block, or None), the `production` gates judged by `gating`."""
     metrics = report["metrics"]
-    drift_values = drift(metrics, None if baseline is None else baseline["metrics"])
+    baseline_metrics = None if baseline is None else baseline["metrics"]
+    drift_values = drift(metrics, baseline_metrics)
     aggregate, per_segment = check_report_checks(production, metrics, drift_values,
-                                                 report["segments"])
+                                                 report["segments"], gating=gating,
+                                                 baseline=baseline_metrics)
     segments = [{**entry, "checks": [c.to_dict() for c in checks],
                  "status": status_of(checks)[0]}
                 for entry, checks in zip(report["segments"], per_segment, strict=True)]
     checks = aggregate + [c for cs in per_segment for c in cs]
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
-    config = {
+    config: dict[str, Any] = {
         "segments": report["config"]["segments"],  # the segments the records were split by
         "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
         "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
         "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
         "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
     }
+    if gating == "evidence":
+        config["gating"] = gating
     return {**report, "created_at": now_iso(), "status": status, "exit_code": exit_code,
             "headline": headline(status, checks), "config": config, "baseline": baseline,
             "drift": drift_values, "segments": segments,
@@ -123,8 +126,11 @@ def diff_checks(old: dict[str, Any], new: dict[str, Any], store: Store, *,
              "n_records": old["dataset"]["n_records"], "metrics": old["metrics"]}
     if baseline_run is not None:
         block["run_id"] = baseline_run
-    production = stored_gates(new["config"]) if contract is None else contract.production
-    return rejudge(new, production, block, fail_on_warn=fail_on_warn)
+    if contract is None:
+        production, gating = stored_gates(new["config"]), stored_gating(new["config"])
+    else:
+        production, gating = contract.production, production_gating(contract)[0]
+    return rejudge(new, production, block, gating=gating, fail_on_warn=fail_on_warn)
 
 
 def regate_check(report: dict[str, Any], loaded: LoadedContract, contract_path: str, *,
@@ -142,7 +148,7 @@ def regate_check(report: dict[str, Any], loaded: LoadedContract, contract_path: 
         raise DecflowError(f"cannot re-gate: the contract {contract_path} sets another "
                            "confidence_threshold than the check used; run the check again")
     regated = rejudge(report, contract.production, report.get("baseline"),
-                      fail_on_warn=fail_on_warn)
+                      gating=production_gating(contract)[0], fail_on_warn=fail_on_warn)
     regated["contract"] = {**report["contract"], "path": contract_path, "hash": loaded.hash}
     regated["regated_at"] = now_iso()
     return regated

@@ -1,0 +1,86 @@
+"""The generator of partitioned refund records (`scripts/refund_records.py`) and the decflow
+refund contract that judges them (`contracts/refund-monitor/decflow.yaml`): the records
+validate, a longer run adds partitions without rewriting any, labels arrive later, late
+records keep their own time, and the contract's check fails on a planted confidence shift
+and on a planted harmful shift but not on records without one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.refund_stream import CONTRACT, write_stream
+
+SMALL = ("--per-hour", "50", "--baseline-days", "1", "--outcomes-inline")
+
+
+def _check(folder: Path, store: Path) -> tuple[int, dict]:
+    report = folder / "report.json"
+    code, _, err = run_cli("check", str(CONTRACT), "-d", str(folder / "records"), "--baseline",
+                           str(folder / "baseline"), "--store", str(store), "-f", "json",
+                           "-o", str(report))
+    assert code in (0, 1), err
+    return code, json.loads(report.read_text())
+
+
+def _failing(report: dict) -> list[str]:
+    return [c["gate"] for c in report["checks"] if c["status"] == "fail"]
+
+
+def test_layout_labels_and_a_longer_run(tmp_path: Path) -> None:
+    out = tmp_path / "stream"
+    write_stream(out, "--days", "2", "--per-hour", "10", "--baseline-days", "1",
+                 "--late-share", "0.1")
+    hours = sorted((out / "records").rglob("*.parquet"))
+    assert len(hours) == 48 and hours[0].parent.name == "hour=00"
+    assert sorted(p.parent.name for p in (out / "baseline").rglob("*.parquet")) == [
+        "date=2026-10-31"]
+    # outcomes arrive a day later: only the second day's arrivals are in the range
+    assert [p.parent.name for p in (out / "labels").rglob("*.parquet")] == ["date=2026-11-02"]
+    labels = pl.read_parquet(out / "labels" / "date=2026-11-02" / "labels.parquet")
+    assert labels.columns == ["id", "outcome", "timestamp"]
+    records = pl.read_parquet(out / "records" / "**" / "*.parquet")
+    assert "outcome" not in records.columns
+    assert records["id"].n_unique() == records.height
+    assert set(labels["id"]) <= set(records["id"])
+    joined = labels.join(records.select("id", pl.col("timestamp").alias("decided")), on="id")
+    assert (joined["timestamp"] > joined["decided"]).all()
+    # late records of the first day sit in the second day's first hour with their own time
+    first = pl.read_parquet(out / "records" / "date=2026-11-02" / "hour=00" / "part-0.parquet")
+    late = first.filter(pl.col("timestamp").dt.date() < pl.date(2026, 11, 2))
+    assert late.height > 0
+    stamps = {p: p.stat().st_mtime_ns for p in hours}
+    before = (out / "records" / "date=2026-11-01" / "hour=05" / "part-0.parquet").read_bytes()
+    write_stream(out, "--days", "3", "--per-hour", "10", "--baseline-days", "1",
+                 "--late-share", "0.1")
+    assert {p: p.stat().st_mtime_ns for p in hours} == stamps  # nothing rewritten
+    assert len(list((out / "records").rglob("*.parquet"))) == 72
+    again = tmp_path / "again"
+    write_stream(again, "--days", "1", "--per-hour", "10", "--baseline-days", "0",
+                 "--late-share", "0.1")
+    assert (again / "records" / "date=2026-11-01" / "hour=05" / "part-0.parquet"
+            ).read_bytes() == before  # the same seed, day and hour: the same records
+
+
+ACCURACY = {"min_accuracy", "max_accuracy_drop"}
+DRIFT = {"max_confidence_tv_distance"}
+
+
+@pytest.mark.parametrize(("shift", "fails", "holds"), [
+    ((), set(), ACCURACY | DRIFT),
+    # calibration moves with the confidences (max_ece_increase may fail too); accuracy not
+    (("--confidence-shift-from", "0"), DRIFT, ACCURACY),
+    (("--harmful-shift-from", "0"), ACCURACY, DRIFT),
+])
+def test_the_contract_fails_on_planted_shifts(tmp_path: Path, shift: tuple[str, ...],
+                                              fails: set[str], holds: set[str]) -> None:
+    write_stream(tmp_path / "stream", "--days", "1", *SMALL, *shift)
+    code, report = _check(tmp_path / "stream", tmp_path / "store")
+    assert report["dataset"]["n_records"] == 1200 and report["baseline"]["n_records"] == 1200
+    failing = set(_failing(report))
+    assert fails <= failing and not holds & failing, failing
+    assert code == (1 if fails else 0)
