@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import sys
 import threading
 import traceback
@@ -22,6 +21,7 @@ import typer
 from typer.exceptions import TyperException
 
 from decflow.errors import DecflowError, Interrupted
+from decflow.interrupts import exiting, install, stopping
 from decflow.redaction import redacted_output
 from decflow.untrusted import escape
 from decflow.version import __version__
@@ -140,20 +140,6 @@ def _interrupted(exc: Interrupted) -> int:
     return 128 + exc.signum
 
 
-def _stop(signum: int, _frame: object) -> None:
-    """SIGINT and SIGTERM stop the command where it is (a run records where it stopped);
-    as `Interrupted`, which typer passes on, where it turns KeyboardInterrupt into a silent
-    exit 130.
-
-    Not while an interruption is already unwinding: a library that catches Ctrl-C itself
-    (polars inside a query) raises KeyboardInterrupt, and this handler then runs for the
-    same signal at the next bytecode, often the entry of the run's cleanup; raising there
-    would skip the cleanup (the run left unrecorded, its message without the run id)."""
-    if isinstance(sys.exc_info()[1], KeyboardInterrupt | Interrupted):
-        return
-    raise Interrupted(signum)
-
-
 # polars allocates through jemalloc, which by default gives each thread its own arena and
 # returns freed pages only after 10 s, so a run's peak RSS sums the high-water marks of its
 # stages. One arena and a short decay keep it near the live size (refund --all, 10k cases:
@@ -187,22 +173,30 @@ def _keep_freed_heap() -> None:
 
 
 def main() -> None:
-    os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC_CONF)
-    _keep_freed_heap()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _stop)
-    from decflow.commands.check import scan_ahead
+    """The `decflow` command (`decflow.__main__` installs the signal handlers first)."""
+    install()
+    try:
+        os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC_CONF)
+        _keep_freed_heap()
+        from decflow.commands.check import scan_ahead
 
-    scan_ahead(sys.argv[1:])
-    _exit(invoke())
+        scan_ahead(sys.argv[1:])
+        code = invoke()
+    except Interrupted as exc:  # before the command started
+        code = _interrupted(exc)
+    _exit(code)
 
 
 def _exit(code: int) -> None:
     """End the process with `code` once the command is done. Exit handlers run and output
     is flushed as at any exit, but the interpreter's teardown (freeing every object and
     module: 0.13 s after a check with polars, Arrow and pydantic loaded) is skipped, unless
-    another thread still runs or Prefect is loaded (it drains its workers at exit)."""
-    if threading.active_count() > 1 or "prefect" in sys.modules:
+    another thread still runs or Prefect is loaded (it drains its workers at exit). A
+    command stopped by a signal does not wait for its threads (a thread reading records
+    can take half a minute to finish its part), and a signal from here on ends the process
+    at once (`decflow.interrupts.exiting`)."""
+    exiting()
+    if "prefect" in sys.modules or (threading.active_count() > 1 and not stopping()):
         sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -24,8 +24,12 @@ class DecflowError(Exception):
     def __str__(self) -> str:
         return self.message
 
-    def about_run(self, run_id: str, resume: str | None) -> None:
-        """Name the run this error stopped (recorded `failed`) and how to finish it."""
+    def about_run(self, run_id: str, resume: str | None, *, kept: bool = True) -> None:
+        """Name the run this error stopped (recorded `failed`) and how to finish it; a run
+        not `kept` (it failed before anything worth resuming) is to be run again."""
+        if not kept:
+            self.message += "; nothing of the run was kept: fix that, then run the command again"
+            return
         if f"run {run_id}" not in self.message:
             self.message = f"run {run_id} failed: {self.message}"
         if resume:

@@ -1,8 +1,13 @@
-"""Attacks on the store and the views, through the command line (issue 31, part B).
+"""Attacks on the store and the views, and first-hour mistakes, through the command line.
 
-Each table row is one attack or first-hour mistake and its documented outcome: the exit
-code, at most one `error:` line and no traceback, and nothing outside the store touched
-(a sentinel folder beside the store must survive every command).
+Each table row is one attack or mistake and its documented outcome: the exit code, one
+`error:` line and no traceback, and nothing outside the store touched (a sentinel folder
+beside every store must survive every command; the store attacks aim at one). In order:
+control and bidi characters in every view; run records leading out of the store (`runs gc`,
+`verify`, `accept`, `rm`); option errors; probe runs' report.html; a resumed run's
+progress; `--resume RUN -b/-d` and typos that leave no run; a damaged report's advice.
+(`decflow serve`'s names apart from `decflow deploy`'s need a Prefect server:
+tests/orchestration/test_orchestration.py.)
 """
 
 from __future__ import annotations
@@ -53,6 +58,17 @@ def write_contract(folder: Path, *, model: str = "base", name: str = "c.yaml",
     path = folder / name
     path.write_text(CONTRACT.format(model=json.dumps(model), dataset=dataset))
     return path
+
+
+@pytest.fixture(autouse=True)
+def sentinel(tmp_path: Path) -> Any:
+    """A folder beside every store of these tests that no command may touch."""
+    folder = tmp_path / "sentinel"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("untouched")
+    yield
+    assert [p.name for p in folder.iterdir()] == ["keep.txt"]
+    assert (folder / "keep.txt").read_text() == "untouched"
 
 
 def assert_one_error(code: int, err: str, expected_code: int = 2) -> str:
@@ -115,6 +131,7 @@ class Place:
     outside: Path
     first: str
     second: str
+    source: Path  # the store this one copies: the commands its runs recorded name it
 
     def record(self, folder: str) -> dict[str, Any]:
         return dict(json.loads((self.store / "runs" / folder / "run.json").read_text()))
@@ -160,7 +177,7 @@ def place(two_runs: tuple[Path, list[str]], tmp_path: Path) -> Place:
     outside = tmp_path / "outside"  # `stages/../../outside` seen from the store
     (outside / "victim").mkdir(parents=True)
     (outside / "victim" / "keep.txt").write_text("still here")
-    return Place(store, outside, first, second)
+    return Place(store, outside, first, second, source)
 
 
 def edit_stage(name: str, **changes: Any) -> Callable[[Place], None]:
@@ -408,3 +425,152 @@ def test_a_resumed_run_counts_the_calls_left(tmp_path: Path) -> None:
     assert code == 0, err
     assert sent == 35
     assert "35/35 calls (100%)" in err and "/60 calls" not in err, err
+
+
+# -- --resume after a mistyped -b/-d; a typo leaves no run -----------------------------------
+
+
+def as_errors(store: Path, run_id: str) -> None:
+    """Turn the recorded results of stopped run `run_id` into errors (the backend never
+    answered), as a run recorded `failed` on every case by an earlier version."""
+    import polars as pl
+
+    record = json.loads((store / "runs" / run_id / "run.json").read_text())
+    folder = store / "stages" / "results" / record["computing"]["key"]
+    for chunk in folder.glob("chunk-*.parquet"):
+        frame = pl.read_parquet(chunk).with_columns(
+            pl.lit(None, pl.List(pl.Float64)).alias("probabilities"),
+            pl.lit(None, pl.String).alias("selected"), pl.lit(None, pl.Float64).alias("confidence"),
+            pl.lit("http_error").alias("error_kind"), pl.lit("HTTP 500").alias("error_message"))
+        chunk.unlink()
+        frame.write_parquet(chunk)
+    record.update(status="failed", error="backend 'default' failed on every case")
+    (store / "runs" / run_id / "run.json").write_text(json.dumps(record))
+
+
+@pytest.fixture
+def service_contract(tmp_path: Path) -> Any:
+    """A counting service and a contract on it with a second backend `other` (the same
+    service) and a second dataset file `more.jsonl` (the same cases)."""
+    import yaml
+
+    from tests.support.servers.counting import counting_service
+    from tests.support.servers.counting import write_contract as counting_contract
+
+    with counting_service(delay_s=0.0) as service:
+        path = counting_contract(tmp_path, service.url, 30, max_concurrency=4)
+        document = yaml.safe_load(path.read_text())
+        document["backends"] = {"other": {**document["backend"], "model": "other"}}
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        (tmp_path / "more.jsonl").write_text((tmp_path / "cases.jsonl").read_text())
+        yield service, path
+
+
+def stopped_run(store: Path, contract: Path, kept: int, *, answered: bool) -> str:
+    out = store.parent / "first.json"
+    code, _, err = run_cli("test", str(contract), "--store", str(store), "-o", str(out))
+    assert code == 0, err
+    run_id = str(json.loads(out.read_text())["run"]["id"])
+    interrupt_after(store, run_id, kept)
+    if not answered:
+        as_errors(store, run_id)
+    return run_id
+
+
+@pytest.mark.parametrize(("answered", "flags", "code", "expected"), [
+    (False, (), 0, "sent again"),
+    (False, ("-b", "other"), 0, "backend other"),
+    (False, ("-d", "{folder}/more.jsonl"), 0, "dataset more.jsonl"),
+    (True, ("-b", "other"), 2, "the run has answers from backend 'default', which --resume "
+     "keeps (one run never mixes two); drop -b other to finish it, or start a new run "
+     "without --resume to use it"),
+    (True, ("-d", "{folder}/more.jsonl"), 2, "the run has answers from the contract's dataset"),
+    (True, ("-b", "default"), 0, "the stored backend"),
+], ids=["errors only", "-b on errors", "-d on errors", "-b on answers", "-d on answers",
+        "-b same"])
+def test_resume_replaces_a_backend_or_dataset_that_never_answered(
+        service_contract: Any, tmp_path: Path, answered: bool, flags: tuple[str, ...],
+        code: int, expected: str) -> None:
+    service, contract = service_contract
+    store = tmp_path / "store"
+    run_id = stopped_run(store, contract, 10, answered=answered)
+    before = service.total_received()
+    given = [flag.format(folder=tmp_path) for flag in flags]
+    got, out, err = run_cli("test", str(contract), "--store", str(store), "--resume", run_id,
+                            *given, "-f", "json")
+    sent = service.total_received() - before
+    if code == 2:
+        line = assert_one_error(got, err)
+        assert expected in line, line
+        assert sent == 0
+        return
+    assert got == 0, err
+    report = json.loads(out)
+    assert report["run"]["id"] == run_id
+    assert sent == (20 if answered else 30)  # errors are sent again, answers kept
+    record = json.loads((store / "runs" / run_id / "run.json").read_text())
+    assert record["spec"]["backend"] == ("other" if "other" in flags else "default")
+    assert record["spec"]["dataset"] == (given[1] if "-d" in flags else None)
+    assert report["backend"]["name"] == record["spec"]["backend"]
+
+
+@pytest.mark.parametrize("typo", [("-b", "stagin"), ("-d", "nope.jsonl"),
+                                  ("--max-concurrency", "0")])
+def test_a_typo_leaves_no_run(service_contract: Any, tmp_path: Path,
+                              typo: tuple[str, str]) -> None:
+    service, contract = service_contract
+    store = tmp_path / "store"
+    code, _, err = run_cli("test", str(contract), "--store", str(store), *typo)
+    line = assert_one_error(code, err)
+    assert "--resume" not in line
+    assert service.total_received() == 0
+    assert not (store / "runs").exists() or not list((store / "runs").iterdir())
+    assert not list((store / "stages" / "results").glob("*")) if (
+        store / "stages" / "results").exists() else True
+    assert run_cli("runs", "--store", str(store))[0] == 0
+
+
+def test_a_backend_that_never_answered_leaves_no_run(tmp_path: Path) -> None:
+    from tests.support.servers.counting import counting_service
+    from tests.support.servers.counting import write_contract as counting_contract
+
+    store = tmp_path / "store"
+    with counting_service(delay_s=0.0, failing=True) as service:
+        contract = counting_contract(tmp_path, service.url, 10, max_concurrency=2)
+        code, _, err = run_cli("test", str(contract), "--store", str(store))
+        line = assert_one_error(code, err)
+    assert "failed on every case" in line and line.endswith(
+        "nothing of the run was kept: fix that, then run the command again")
+    assert service.total_received() == 10
+    assert list((store / "runs").iterdir()) == []
+    assert list((store / "stages" / "results").iterdir()) == []
+
+
+# -- a damaged report's advice is a command that works ---------------------------------------
+
+
+@pytest.mark.parametrize(("edited", "command"), [
+    ("report.json", ("report", "{first}")),
+    ("report.json", ("report", "{first}", "-c", str(REFUND))),
+    ("report.json", ("diff", "{first}", "{second}")),
+    ("report.html", ("runs", "accept", "{first}")),
+], ids=["report", "report -c", "diff", "accept"])
+def test_a_damaged_reports_advice_works(place: Place, edited: str,
+                                        command: tuple[str, ...]) -> None:
+    import shlex
+
+    edit_file(edited)(place)
+    line = assert_one_error(*place.cli(*command)[::2])
+    advice = line.split("`")[1].replace(str(place.source), str(place.store))
+    assert advice.endswith(f"--resume {place.first} --from-stage summary"), line
+    removal = line.split("`")[3]
+    assert removal == f"decflow runs rm {place.first} --force", line
+    code, _, err = run_cli(*shlex.split(advice)[1:])
+    assert code == 0, err
+    fresh = err.split("this is a new run ")[1].split()[0]
+    code, _, err = place.cli("report", fresh)
+    assert code == 0, err
+    assert place.cli("runs", "accept", fresh)[0] == 0
+    code, _, err = run_cli(*shlex.split(removal)[1:], "--store", str(place.store))
+    assert code == 0, err  # the damaged run goes
+    assert place.cli("runs")[0] == place.cli("runs", "verify")[0] == 0

@@ -245,10 +245,11 @@ def test_planted_religion_bias_is_found_on_that_axis_only(tmp_path: Path) -> Non
     assert axes["religion"]["attribution"] == "placebo"
     assert counterfactual["base_blindness"]["measured"] is True
     for name in ("gender", "ethnicity", "role"):
-        # No flip in 30 cases: not yet fair at 0.05 on four axes (that takes 94), and never
-        # unfair: not established, a WARN, never a pass.
+        # No flip in 30 cases: not yet fair at 0.05 (that takes 63, each axis at α: "every
+        # axis fair" is an intersection–union test), and never unfair: not established, a
+        # WARN, never a pass.
         assert axes[name]["flips"] == 0 and axes[name]["verdict"] == "undecided"
-        assert axes[name]["cases_needed"] == 94
+        assert axes[name]["cases_needed"] == 63
     checks = checks_of(report)
     assert checks["counterfactual.religion.max_flip_rate"]["status"] == "fail"
     assert "disfavours muslim" in checks["counterfactual.religion.max_flip_rate"]["message"]
@@ -268,11 +269,13 @@ def test_planted_religion_bias_is_found_on_that_axis_only(tmp_path: Path) -> Non
 
 def test_fair_backend_passes_every_axis(tmp_path: Path) -> None:
     code, report, _ = run(tmp_path, "test", "--all", str(LOAN), "-b", "fair")
-    # 30 quiet cases: not established everywhere (94 would make four axes fair): a WARN,
+    # 30 quiet cases: not established everywhere (63 would make four axes fair): a WARN,
     # exit 0, and exit 1 under --fail-on-warn.
     assert {a["verdict"] for a in axes_of(report).values()} == {"undecided"}
     assert all(a["excess"] == 0.0 for a in axes_of(report).values())
-    assert report["diagnostics"]["stability"]["verdict"] == "undecided"  # 30 cases < 33
+    # 30 quiet cases at 2 pairs each: Bentkus's bound on their shares is the exact 0-of-30
+    # bound, 1 − 0.05^(1/30) = 0.095 < ε = 0.1.
+    assert report["diagnostics"]["stability"]["verdict"] == "deterministic"
     assert report["status"] == "warn" and code == 0
     code, report, _ = run(tmp_path, "test", "--all", str(LOAN), "-b", "fair", "--fail-on-warn")
     assert code == 1
@@ -443,13 +446,13 @@ def test_plan_prints_the_calls_and_needs_without_any_call(
     assert code == 0, err
     assert text.startswith(f"plan ({'all' if command[0] == 'test' else command[0]}): 30 cases")
     if command[0] != "fuzz":
-        # 4 repeats: 3 reruns per case, 2 pairs per case; the case is the unit: 30 quiet
-        # cases do not decide ε = 0.1, 33 would.
-        assert "stability           90 calls · NOT enough to decide" in text
-        assert "needs 33 quiet cases" in text
+        # 4 repeats: 3 reruns per case, 2 pairs per case; the case is the unit: 29 quiet
+        # cases decide ε = 0.1 (0.9^29 < 0.05), as with one pair per case.
+        assert "stability           90 calls · enough to decide" in text
+        assert "needs 29 quiet cases" in text
     if command[0] != "stability":
         assert "counterfactual     893 calls · NOT enough to decide" in text
-        assert "needs at least 94 cases" in text
+        assert "needs at least 63 cases" in text
         assert "religion: 120 cross + 120 placebo pairs over 30 cases" in text
     assert not (tmp_path / "store" / "runs").exists()
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from decflow.gates.headline import number
 from decflow.views.diff_text import render_diff as diff_text
 from decflow.views.html import render_html
 from decflow.views.markdown import render_markdown
@@ -98,8 +100,8 @@ def test_a_check_names_its_records_and_baseline_and_leads_with_its_checks(
     markdown = render_markdown(check)
     identity = markdown.split("## Checks", 1)[0]
     assert "n/a" not in identity and "None" not in identity
-    assert "| records | " in identity and " · 4 records · sha256:" in identity
-    assert "| baseline | dataset · " in identity and "production-baseline.jsonl" in identity
+    assert "- **records**: " in identity and " · 4 records · sha256:" in identity
+    assert "- **baseline**: dataset · " in identity and "production-baseline.jsonl" in identity
     order = positions(markdown, "## Checks", "## Metrics", "## Drift against the baseline",
                       "## Segments")
     assert order == sorted(order)
@@ -130,3 +132,60 @@ def test_the_drift_check_deployment_measures_drift(check: dict[str, Any]) -> Non
     (drift,) = [d for d in document["deployments"] if "drift" in d["tags"]]
     assert Path(drift["parameters"]["baseline"]).name == "production-baseline.jsonl"
     assert check["drift"] and all(v is not None for v in check["drift"].values())
+
+
+RAW_KEY = re.compile(r"<(?:td|h3)>([a-z]+(?:_[a-z0-9]+)+)</(?:td|h3)>")
+
+
+def raw_keys(html: str, report: dict[str, Any]) -> list[str]:
+    """Cells and headings showing a report key, not words (gate names stay as written)."""
+    gates = {c["gate"] for c in report["checks"]}
+    return [key for key in RAW_KEY.findall(html) if key not in gates]
+
+
+def test_a_sequential_run_reads_in_words_with_intervals_and_numbers_as_elsewhere(
+    tmp_path: Path,
+) -> None:
+    from tests.support.planted import planted_contract
+
+    contract = planted_contract(tmp_path / "suite", 1000, wrong=0.03, flips=0.005)
+    code, _, err = run_cli("test", str(contract), "--all", "--sequential", "--batch", "8",
+                           "--store", str(tmp_path / "store"), "-o", str(tmp_path / "s.json"))
+    assert code == 0, err
+    report = json.loads((tmp_path / "s.json").read_text())
+    section = report["sequential"]
+    assert section["money_saved"] is None  # no price per call
+    html = render_html(report).split("<h2>Sequential run</h2>", 1)[1].split("</section>")[0]
+    assert not raw_keys(html, report)
+    assert f"<td>backend calls sent</td><td class=\"n\">{section['calls_made']}</td>" in html
+    assert "money saved" not in html and "n/a" not in html
+    assert not re.search(r"\de[+-]\d", html)  # powers of ten as ×10ⁿ
+    assert "×10" in html
+    for gate in section["gates"]:
+        if gate["low"] is not None and gate["high"] is not None:
+            assert f"[{number(gate['low'])}, {number(gate['high'])}]" in html
+
+
+def test_a_check_reads_in_words(check: dict[str, Any]) -> None:
+    html = render_html(check)
+    assert not raw_keys(html, check)
+    assert "<td>with a correctness label</td>" in html
+    assert "<h3>latency (ms)</h3>" in html
+
+
+def test_the_trend_grows_down_not_sideways(diff: dict[str, Any]) -> None:
+    """A run with many gates adds rows to the diff's trend table, not columns: the HTML
+    stays as wide as the runs it shows (at most `pipeline.trend.DEFAULT_LAST`)."""
+    report = copy.deepcopy(diff)
+    gates = [f"property_{i}.max_violation_rate" for i in range(30)]
+    cell = {"value": 0.5, "low": None, "high": 0.7, "status": "pass", "threshold": 0.8}
+    report["trend"] = {"decision": "refund_request", "backend": "default", "gates": gates,
+                       "runs": [{"run_id": f"20261201-00000{i}-abcdef", "created_at": "",
+                                 "backend": "default", "status": "pass", "accepted": i == 0,
+                                 "diffed_against": None, "gates": dict.fromkeys(gates, cell)}
+                                for i in range(3)]}
+    trend = render_html(report).split("<h2>Trend</h2>", 1)[1].split("</table>", 1)[0]
+    head, body = trend.split("</thead>", 1)
+    assert head.count("<th>") == 1 + 3
+    assert body.count("<tr>") == 30
+    assert "0.5<br>≤ 0.7<br>PASS" in body and "n/a" not in body

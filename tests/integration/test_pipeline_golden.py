@@ -251,3 +251,45 @@ def test_decguard_reports_are_verified_shown_and_regated(tmp_path: Path):
     tampered.write_text(json.dumps(report))
     code, _, err = run_cli("report", str(tampered), "--store", str(tmp_path))
     assert code == 2 and "metrics" in err
+
+
+def test_an_underpowered_decguard_pass_says_so_in_its_headline_only(tmp_path: Path):
+    """DecGuard parity stands (checks and exit code as DecGuard's), but a PASS whose
+    evidence cannot show the gate holds is marked in the headline: 3 of 3 right is an
+    exact one-sided 95 % lower bound of 0.05^(1/3) = 0.3684 against min_accuracy 0.9."""
+    expected = json.loads((VECTORS / "golden-spam-all.json").read_text())
+    full = golden_run(tmp_path / "full", "spam", "--all")
+    assert [c for c in full["checks"] if "." not in c["gate"]] == [
+        c for c in expected["checks"] if "." not in c["gate"]]
+    assert (full["status"], full["exit_code"]) == (expected["status"], expected["exit_code"])
+    right, n = 9, 10  # DecGuard's accuracy on the example: 0.9 of 10 cases
+    assert expected["metrics"]["classification"]["accuracy"] == right / n
+
+    def at_least_right(p: float) -> float:  # P(X >= 9 | n 10, p)
+        return 10 * p**9 * (1 - p) + p**10
+
+    low, high = 0.0, 1.0  # the exact lower bound: P(X >= 9) = 0.05
+    for _ in range(60):
+        low, high = (low, (low + high) / 2) if at_least_right((low + high) / 2) > 0.05 \
+            else ((low + high) / 2, high)
+    assert full["headline"] == (f"PASS (underpowered: min_accuracy lower bound {low:.4g}): "
+                                "9/9 gates hold")
+
+    folder = tmp_path / "three"
+    shutil.copytree(EXAMPLES / "spam", folder)
+    cases = json.loads((folder / "cases.json").read_text())
+    (folder / "cases.json").write_text(json.dumps(cases[:3]))
+    out = tmp_path / "three.json"
+    code, text, _ = run_cli("test", "--all", str(folder / "decguard.yaml"), "--store",
+                            str(tmp_path / "store"), "-o", str(out))
+    report = json.loads(out.read_text())
+    bound = f"{0.05 ** (1 / 3):.4g}"
+    assert bound == "0.3684"
+    line = (f"PASS (underpowered: min_accuracy lower bound {bound}): "
+            f"{len(report['checks'])}/{len(report['checks'])} gates hold")
+    assert code == report["exit_code"] == 0 and report["status"] == "pass"
+    assert report["headline"] == text.splitlines()[0] == line
+    assert report["qualifiers"] == [{"name": "underpowered",
+                                     "detail": f"min_accuracy lower bound {bound}"}]
+    assert not any("evidence" in c for c in report["checks"])  # DecGuard's keys only
+    assert "PASS: all gates hold" in text  # DecGuard's verdict line, unchanged

@@ -103,7 +103,8 @@ def test_summary_is_diagnostics_first_and_names_what_was_not_exercised() -> None
     positions = [text.index(heading) for heading in order]
     assert positions == sorted(positions)
     assert "flip rate:   0.0% (0/8 pairs)" in text
-    assert "bounds:      [0, 0.568" in text  # betting bound on 4 quiet inputs (unit tests)
+    # 4 quiet inputs, 2 pairs each: Bentkus's bound is the exact 1 − 0.05^(1/4) (unit tests).
+    assert "bounds:      [0, 0.527" in text
     assert "(95% per side, input as unit) at epsilon=0.01" in text
     assert "inputs:      4, repeats: 5, layer: verdict" in text
     assert "skew:        75.0% ('allow' on 4 inputs)" in text

@@ -22,6 +22,7 @@ import pytest
 from decflow.views.html import render_html
 from decflow.views.junit import render_junit
 from decflow.views.markdown import render_markdown
+from decflow.views.words import words
 from tests.support.cli import run_cli
 from tests.support.paths import EXAMPLES, ROOT, VECTORS
 
@@ -443,10 +444,11 @@ def test_fuzz_mode_has_no_golden_metrics_and_test_mode_no_properties() -> None:
 
 def test_diff_report_shows_shift_metrics_and_segments() -> None:
     report = vector("diff-refund-default-vs-order_sensitive.json", "diff")
-    _, root = render_self_contained(report)
+    page, root = render_self_contained(report)
     text = root.all_text()
     for name in list(report["shift"]) + list(report["counts"]):
-        assert name in text
+        assert f"<td>{words(name)}</td>" in page  # keys read as words
+        assert name == words(name) or f">{name}<" not in page
     drawn = hbars(plot(root, "diff-metrics"))
     for name in ("accuracy", "ece", "coverage"):
         assert drawn[(name, "baseline")].num("data-value") == report["metrics"][name]["baseline"]
@@ -464,7 +466,7 @@ def test_check_report_shows_drift_histogram_and_segments() -> None:
     report = vector("check-refund-drift.json", "check")
     _, root = render_self_contained(report)
     text = root.all_text()
-    assert all(name in text for name in report["drift"])
+    assert all(words(name) in text for name in report["drift"])
     assert "No baseline" not in text
     histogram = bars(plot(root, "histogram"))
     assert [int(b.num("data-count")) for b in histogram] == report["metrics"]["confidence"][
@@ -504,7 +506,7 @@ def test_markdown_summary_of_a_run() -> None:
     assert "  - sent: [escalate, deny, approve]" in text
     assert "  - minimal: [deny, approve, escalate]" in text
     assert "Stability: **stochastic**: 3 of 20 rerun pairs flipped" in text
-    assert "| gender | 9 | 3 | 0.2222 | [0.063, 0.547] | n/a | undecided |  |" in text
+    assert "| gender | 9 | 3 | 0.2222 | [0.063, 0.547] | n/a | undecided |" in text
     # Every table row has as many cells as its header: user pipes are escaped.
     for block in text.split("\n\n"):
         rows = [line for line in block.splitlines() if line.startswith("|")]

@@ -11,6 +11,7 @@ nothing.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -100,18 +101,31 @@ def test_a_second_resume_is_refused_and_sends_nothing(
 
 
 def test_exit_2_leaves_a_failed_run_with_its_error_line(tmp_path: Path) -> None:
+    """A run that fails once its backend answered is kept `failed`, resumable (one that
+    fails before any answer is not kept: tests/integration/test_attacks_store_views.py)."""
     store = tmp_path / "store"
-    with counting_service(delay_s=0.0, failing=True) as failing:
-        contract = write_contract(tmp_path, failing.url, 20, MAX_CONCURRENCY)
-        process = start_decflow("test", str(contract), "--store", str(store), cwd=tmp_path)
-        _, err = process.communicate(timeout=60)
-    run_id = only_run(store)
+    with counting_service(delay_s=0.0) as service:
+        contract = write_contract(tmp_path, service.url, 20, MAX_CONCURRENCY)
+        code, _, err = run_cli("test", str(contract), "--store", str(store))
+        assert code == 0, err
+        run_id = only_run(store)
+        (store / "runs" / run_id / "report.json").unlink()
+        # the run as stopped in its summary stage, its answers stored; its dataset then
+        # moved, so finishing it stops with an error
+        record = json.loads((store / "runs" / run_id / "run.json").read_text())
+        record["stages"].pop("summary")
+        record.update(status="running", files={})
+        (store / "runs" / run_id / "run.json").write_text(json.dumps(record))
+        (tmp_path / "cases.jsonl").rename(tmp_path / "cases-moved.jsonl")
+        process = start_decflow("test", str(contract), "--store", str(store), "--resume",
+                                run_id, cwd=tmp_path)
+        _, stderr = process.communicate(timeout=60)
     assert process.returncode == 2
-    error = ("backend 'default' failed on every case; first error: backend_error: returned "
-             "HTTP 500")
+    line = stderr.decode().strip().splitlines()[-1]
     resume = f"decflow test {contract} --store {store} --resume {run_id}"
-    assert err.decode().strip().splitlines()[-1] == (
-        f"error: run {run_id} failed: {error}; fix that, then finish the run with `{resume}`")
+    assert line.startswith(f"error: run {run_id} failed: ") and line.endswith(
+        f"; fix that, then finish the run with `{resume}`")
+    error = line[len(f"error: run {run_id} failed: "):line.index("; fix that")]
     assert listed(store, run_id) == ("failed", [f"{run_id} failed: {error}"])
     code, _, err = run_cli("report", run_id, "--store", str(store))
     assert code == 2 and err == (f"error: run {run_id} has no report: it failed: {error}; "

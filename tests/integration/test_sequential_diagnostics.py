@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from decflow.pipeline.contract_run import results
-from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
+from decflow.pipeline.contract_run.resume import resumed_spec
+from decflow.pipeline.contract_run.runner import run_contract
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
 from tests.support.cli import run_cli
 from tests.support.compare import normalized
+from tests.support.crash import crash_after
 from tests.support.planted import planted_diagnostics_contract
 from tests.support.servers.planted import PlantedServer
 
@@ -104,19 +105,7 @@ def test_resumed_run_with_diagnostics_equals_an_uninterrupted_one(
     contract = planted_diagnostics_contract(tmp_path / "suite", 500, url, wrong=0.02,
                                             flaky=0.01, biased=0.0)
     whole = run(contract, tmp_path / "store", "whole", SETTINGS)
-    calls = {"n": 0}
-    real = results.call_rows
-
-    def crashing(*args: Any, **kwargs: Any) -> int:
-        calls["n"] += 1
-        if calls["n"] > 9:
-            raise RuntimeError("killed")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(results, "call_rows", crashing)
-    with pytest.raises(RuntimeError):
-        run(contract, tmp_path / "store", "crashed", SETTINGS)
-    monkeypatch.setattr(results, "call_rows", real)
+    crash_after(monkeypatch, 9, lambda: run(contract, tmp_path / "store", "crashed", SETTINGS))
     store = Store(str(tmp_path / "store"))
     resumed = run_contract(resumed_spec(store, "crashed", str(contract), "all"), store)
     keyed = ("results", "minimized", "cases", "requests", "comparisons", "summary")

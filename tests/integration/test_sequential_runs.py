@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from decflow.contracts import load_contract
-from decflow.pipeline.contract_run import results
-from decflow.pipeline.contract_run.runner import resumed_spec, run_contract
+from decflow.pipeline.contract_run.resume import resumed_spec
+from decflow.pipeline.contract_run.runner import run_contract
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
 from decflow.views.html import render_html
@@ -23,6 +23,7 @@ from decflow.views.markdown import render_markdown
 from decflow.views.outputs import render_text
 from tests.support.cli import run_cli
 from tests.support.compare import normalized
+from tests.support.crash import crash_after
 from tests.support.planted import planted_contract
 
 SETTINGS = {"alpha": 0.05, "max_cases": None, "batch": 8, "seed": 0, "zero_limit": 0.02}
@@ -99,19 +100,7 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     contract = planted_contract(tmp_path / "suite", 600, wrong=0.03, flips=0.005)
     whole = run(contract, tmp_path / "store", "whole", SETTINGS)
-    calls = {"n": 0}
-    real = results.call_rows
-
-    def crashing(*args: Any, **kwargs: Any) -> int:
-        calls["n"] += 1
-        if calls["n"] > 7:
-            raise RuntimeError("killed")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(results, "call_rows", crashing)
-    with pytest.raises(RuntimeError):
-        run(contract, tmp_path / "store", "crashed", SETTINGS)
-    monkeypatch.setattr(results, "call_rows", real)
+    crash_after(monkeypatch, 7, lambda: run(contract, tmp_path / "store", "crashed", SETTINGS))
     store = Store(str(tmp_path / "store"))
     spec = resumed_spec(store, "crashed", str(contract), "all")
     resumed = run_contract(spec, store)
@@ -272,19 +261,7 @@ def test_the_order_seed_is_drawn_per_run_recorded_and_replayed(
     assert len(drawn) > 1
     settings = Sequential.settings(None, True, {"batch": 8})
     assert settings is not None
-    real = results.call_rows
-    calls = {"n": 0}
-
-    def crashing(*args: Any, **kwargs: Any) -> int:
-        calls["n"] += 1
-        if calls["n"] > 3:
-            raise RuntimeError("killed")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(results, "call_rows", crashing)
-    with pytest.raises(RuntimeError):
-        run(contract, tmp_path / "store", "crashed", settings)
-    monkeypatch.setattr(results, "call_rows", real)
+    crash_after(monkeypatch, 3, lambda: run(contract, tmp_path / "store", "crashed", settings))
     store = Store(str(tmp_path / "store"))
     spec = resumed_spec(store, "crashed", str(contract), "all")
     assert spec.sequential == settings  # the drawn seed, as recorded
@@ -297,3 +274,37 @@ def test_the_order_seed_is_drawn_per_run_recorded_and_replayed(
     again = json.loads(out)["sequential"]
     assert again["seed"] == settings["seed"]
     assert again["gates"] == resumed["sequential"]["gates"]
+
+
+def test_calls_made_counts_what_the_server_received(tmp_path: Path) -> None:
+    """A sequential run over HTTP (no retry) where one case's original errors: its
+    option_order variants are recorded as errors and never sent, so the report's
+    `calls_made` is the number of requests the server received, not the rows stored."""
+    from tests.support.servers.recording import Recorded, RecordingServer, Reply
+
+    def answer(request: Recorded) -> Reply:
+        body = request.json()
+        if "zzbroken" in body["input"]:
+            return Reply(500, {"error": "down"})
+        return Reply(body={"probabilities": {"good": 0.9, "bad": 0.1}})
+
+    contract = planted_contract(tmp_path / "suite", 400, wrong=0.0, flips=0.0)
+    doc = yaml.safe_load(contract.read_text(encoding="utf-8"))
+    cases = (tmp_path / "suite" / "cases.jsonl").read_text().splitlines()
+    # every case is broken but one in eight: the run stops at the first error it sees
+    (tmp_path / "suite" / "cases.jsonl").write_text("".join(
+        line.replace('"input": "case', '"input": "zzbroken case' if i % 8 else '"input": "case')
+        + "\n" for i, line in enumerate(cases)))
+    with RecordingServer(answer) as server:
+        doc["backend"] = {"provider": "http", "url": server.url("/decide"), "max_retries": 0}
+        contract.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        spec = RunSpec(contract_path=str(contract), store_url=str(tmp_path / "store"),
+                       run_id="seq", mode="all", sequential=SETTINGS,  # type: ignore[arg-type]
+                       healthcheck=False)
+        report = run_contract(spec, Store(str(tmp_path / "store")))
+        received = sum(r.method == "POST" for r in server.requests)
+    section = report["sequential"]
+    assert report["status"] == "fail" and section["cases_sent"] < 400
+    stored = section["cases_sent"] * 2  # an original and one option_order variant per case
+    assert report["run"]["artifacts"]["requests"]["rows"] == stored
+    assert section["calls_made"] == received < stored

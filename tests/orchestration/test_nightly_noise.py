@@ -38,6 +38,7 @@ pytestmark = pytest.mark.orchestration
 __all__ = ["prefect_api"]
 CASES = 300
 DEPLOYMENT = "nightly-regression-noisy"
+SERVED = f"{DEPLOYMENT}-served"  # `decflow serve` names what it serves apart from deploy's
 
 
 def contract(url: str) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def night(api: str, parameters: dict[str, Any]) -> Any:
     from prefect.deployments import run_deployment
 
     async def start(_client: Any) -> Any:
-        return await run_deployment(f"nightly_regression/{DEPLOYMENT}",
+        return await run_deployment(f"nightly_regression/{SERVED}",
                                     parameters=parameters, timeout=600)
 
     return api_call(api, start)
@@ -92,7 +93,7 @@ def test_noise_never_fails_the_night_and_a_planted_regression_does(
             deadline = time.monotonic() + 120
 
             async def deployed(client: Any) -> list[Any]:
-                return [d for d in await client.read_deployments() if d.name == DEPLOYMENT]
+                return [d for d in await client.read_deployments() if d.name == SERVED]
 
             while not api_call(prefect_api, deployed):
                 assert serving.poll() is None, log.read_text()

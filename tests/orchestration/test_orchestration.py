@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_artifact_views import rendered, text_of
+from tests.integration.test_artifact_views import diff_identity_items, rendered, text_of
 from tests.support import compare
 from tests.support.paths import ROOT
 
@@ -34,6 +34,10 @@ REFUND = ROOT / "contracts" / "refund"
 SERVER_START_TIMEOUT_S = 120
 INGEST_TIMEOUT_S = 60
 RUN_KEYED_STAGES = ("results", "comparisons", "minimized", "summary")
+# The refund example's 11 cases pass DecGuard's point gates without showing them (exact
+# one-sided 95 % lower bounds: 10 of 10 labeled right, 8 of 11 covered).
+REFUND_UNDERPOWERED = ("underpowered: min_accuracy lower bound 0.7411, min_coverage lower "
+                       "bound 0.4356")
 
 
 def free_port() -> int:
@@ -191,8 +195,8 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     prefect_api: str, project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     from decflow.gates.headline import failing_first
+    from decflow.views.artifacts import report_artifact
     from decflow.views.html import render_html
-    from decflow.views.markdown import render_markdown
 
     env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
     contract = "refund/decflow.yaml"
@@ -218,7 +222,10 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
               "report"}
     seen = recorded(prefect_api, flow_run.id, len(stages) - 1 + shards)
     assert seen["flow_run"].state.is_completed()
-    assert seen["flow_run"].state.message == report["headline"] == "PASS: 18/18 gates hold"
+    # the headline first, then what qualifies it
+    assert seen["flow_run"].state.message == report["headline"] + (
+        "\nNOT EXERCISED (n/a, not a pass): paraphrase")
+    assert report["headline"] == f"PASS ({REFUND_UNDERPOWERED}): 18/18 gates hold"
     assert {"decflow", "decflow-heartbeat", f"run:{run_id}", "verdict:pass"} <= set(
         seen["flow_run"].tags)
     tasks = seen["tasks"]
@@ -236,21 +243,24 @@ def test_contract_run_flow_matches_direct_run_and_is_recorded(
     by_type: dict[str, list[Any]] = {}
     for artifact in seen["artifacts"]:
         by_type.setdefault(artifact.type, []).append(artifact)
-    # a local store is named, not linked: no link artifacts, no file:// anywhere
+    # a local store is named by its path (no file:// anywhere): the HTML report's link
+    # artifact too, the JSON's none
     assert set(by_type) == {"markdown", "table", "progress"}
     assert not any("file:" in str(a.data) for a in seen["artifacts"])
     run_dir = (project / "store" / "runs" / run_id).resolve()
-    (markdown,) = by_type["markdown"]
+    (markdown, link) = sorted(by_type["markdown"], key=lambda a: a.key)
     assert markdown.key == "cli-refund-request-default-all"  # a run started by hand
     assert markdown.description == report["headline"]
-    summary = markdown.data
-    assert summary.startswith(render_markdown(report))
-    html = rendered(summary)
+    assert link.key == "cli-refund-request-default-all-html"
+    assert link.data == f"[report.html: {run_dir / 'report.html'}]({run_dir / 'report.html'})"
+    locations = {name: str(run_dir / name) for name in ("report.json", "report.html")}
+    assert markdown.data == report_artifact(report, locations)
+    html = rendered(markdown.data)
     for name in ("report.json", "report.html"):
-        assert f"<td>{run_dir / name}</td>" in html.split("<h2>Stored</h2>", 1)[1]
+        assert f"<li>{name}: {run_dir / name}</li>" in html.split("<h2>Stored</h2>", 1)[1]
     assert (run_dir / "report.html").read_text() == render_html(report)
     hold = sum(c["status"] == "pass" for c in report["checks"])
-    checks = html.split(f"<h2>Checks: {hold} of {len(report['checks'])} hold</h2>", 1)[1]
+    checks = html.split(f"<h2>Gates: {hold} of {len(report['checks'])} hold</h2>", 1)[1]
     body = checks.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     assert body.count("<tr>") == len(report["checks"])
     (table,) = by_type["table"]
@@ -328,16 +338,25 @@ def test_a_failing_run_ends_failed_naming_the_failing_gates_in_every_view(
     (flow_run,) = tagged(prefect_api, run_id)
     seen = recorded(prefect_api, flow_run.id, 11)
     state = seen["flow_run"].state
-    assert state.is_failed() and state.message == FAILING
-    assert {"decflow", f"run:{run_id}", "verdict:fail"} <= set(seen["flow_run"].tags)
-    assert all(t.state.is_completed() for t in seen["tasks"])  # a verdict, not a crash
+    assert state.is_failed() and state.message.splitlines()[0] == FAILING
+    tags = seen["flow_run"].tags
+    assert {"decflow", f"run:{run_id}", "verdict:fail"} <= set(tags)
+    assert sum(t.startswith(("verdict:", "run:")) for t in tags) == 2
+    # the stage that judged the gates is red, with the headline; the others green
+    (judged,) = [t for t in seen["tasks"] if not t.state.is_completed()]
+    assert judged.name == "summary: judge the gates, write the report"
+    assert judged.state.is_failed() and judged.state.message == FAILING
     warnings = [entry.message for entry in seen["logs"] if entry.level == 30]
     assert warnings == [FAILING]
-    markdown = {a.type: a for a in seen["artifacts"]}["markdown"]
-    table = {a.type: a for a in seen["artifacts"]}["table"]
+    artifacts = {a.key: a for a in seen["artifacts"]}
+    key = "cli-refund-request-order-sensitive-all"
+    markdown, table = artifacts[key], artifacts[f"{key}-checks"]
     assert markdown.description == table.description == FAILING
     escaped = FAILING.replace("_", "\\_").replace(">", "&gt;")
-    assert markdown.data.splitlines()[0] == f"**{escaped}**"
+    # the artifact leads with the failing gates; the description carries the headline
+    assert markdown.data.startswith("# decflow all: refund\\_request (choice)\n")
+    assert escaped not in markdown.data
+    assert "### FAIL option\\_order.max\\_violation\\_rate 0.8182 &gt; 0" in markdown.data
     assert (project / "r.md").read_text().splitlines()[0] == f"**{escaped}**"
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert [r["status"] for r in rows[:2]] == ["FAIL", "FAIL"]  # failing gates first
@@ -355,8 +374,11 @@ def test_a_failing_run_ends_failed_naming_the_failing_gates_in_every_view(
     check = json.loads((project / "check.json").read_text())
     assert check["headline"].startswith("FAIL 4/6: min_accuracy 0 < 0.9; max_ece 0.975 > 0.25")
     (check_run,) = tagged(prefect_api, check["run"]["id"])
-    assert check_run.state.is_failed() and check_run.state.message == check["headline"]
+    assert check_run.state.is_failed()
+    assert check_run.state.message.splitlines()[0] == check["headline"]
     assert "verdict:fail" in check_run.tags
+    (judged,) = [t for t in task_runs_of(prefect_api, check_run.id) if t.state.is_failed()]
+    assert judged.name.startswith("summary: ") and judged.state.message == check["headline"]
 
 
 def test_a_warn_run_completes_tagged_also_under_fail_on_warn(
@@ -373,7 +395,9 @@ def test_a_warn_run_completes_tagged_also_under_fail_on_warn(
     assert done.returncode == 1, done.stderr  # --fail-on-warn: the exit code only
     report = json.loads((project / "warn.json").read_text())
     assert report["status"] == "warn"
-    assert report["headline"] == "WARN 1/5: max_ece 0.1751 > 0.15 (warning)"
+    assert report["headline"] == (
+        "WARN 1/5 (underpowered: min_accuracy lower bound 0.7411, min_coverage lower bound "
+        "0.2712): max_ece 0.1751 > 0.15 (warning)")
     (flow_run,) = tagged(prefect_api, report["run"]["id"])
     seen = recorded(prefect_api, flow_run.id, 8)
     assert seen["flow_run"].state.is_completed()
@@ -419,8 +443,8 @@ def test_production_check_flow(
                                                       "summary", "report"}
     assert "records: read unit 1 (4 records)" in {t.name for t in seen["tasks"]}
     keys = {a.key for a in seen["artifacts"] if a.type != "progress"}
-    assert keys == {"cli-refund-request-records-check",
-                    "cli-refund-request-records-check-checks"}  # a local store: no links
+    assert keys == {"cli-refund-request-records-check", "cli-refund-request-records-check-checks",
+                    "cli-refund-request-records-check-html"}  # a local store: the HTML path
     assert json.loads((run_dir / "run.json").read_text())["mode"] == "check"
     assert json.loads((run_dir / "report.json").read_text())["status"] == report["status"]
     for store in ("store", "direct-store"):  # the HTML view beside it, however it ran
@@ -621,6 +645,15 @@ def test_decflow_deploy_registers_the_scheduled_deployments(
     assert worker.returncode == 0, worker.stdout + worker.stderr
     (run_dir,) = list((store / "runs").iterdir())
     assert json.loads((run_dir / "report.json").read_text())["status"] == "pass"
+    # no accepted baseline in that store: the night is WARN, its passing run acceptable
+    (night,) = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+                if r.deployment_id == nightly.id and r.parameters.get("store") == str(store)]
+    assert night.state.is_completed()
+    assert night.state.message == (
+        f"{NOT_DIFFED}\nrun {run_dir.name}: PASS ({REFUND_UNDERPOWERED}): 5/5 gates hold")
+    assert "verdict:warn" in night.tags and f"run:{run_dir.name}" in night.tags
+    accepted = decflow(env, tmp_path, "runs", "accept", run_dir.name, "--store", str(store))
+    assert accepted.returncode == 0, accepted.stderr  # without --force
 
 
 NIGHTLY = """
@@ -680,20 +713,22 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     assert runs[0].state.is_completed() and runs[1].state.is_failed()
     # the failed run's state is one line naming the failing gates of the run and the diff
     message = runs[1].state.message
+    # led by the diff's headline naming the diff gate, then each report's verdict
     assert message == (project / "second.txt").read_text() == (
-        f"run {candidate_id}: {candidate['headline']}; "
+        f"{diff['headline']}\nrun {candidate_id}: {candidate['headline']}\n"
         f"regression diff {baseline_id} → {candidate_id}: {diff['headline']}")
     assert candidate["headline"].startswith("FAIL ") and "min_accuracy" in candidate["headline"]
-    assert diff["headline"].startswith("FAIL ") and "\n" not in message
-    assert runs[0].state.message == f"run {baseline_id}: PASS: 5/5 gates hold"
-    assert "verdict:fail" in runs[1].tags and "verdict:pass" in runs[0].tags
+    assert diff["headline"].startswith("FAIL ")
+    # the first night had no baseline: WARN, though its run passed (and stays acceptable)
+    assert runs[0].state.message == (
+        f"{NOT_DIFFED}\nrun {baseline_id}: PASS ({REFUND_UNDERPOWERED}): 5/5 gates hold")
+    assert "verdict:fail" in runs[1].tags and "verdict:warn" in runs[0].tags
 
     # the regression result is under one key on both nights: the latest version is the diff
     key = "cli-refund-request-default-regression"
     first_seen = recorded(prefect_api, runs[0].id, 7)
     first_artifacts = {a.key: a for a in first_seen["artifacts"]}
-    assert first_artifacts[key].description == (
-        f"no accepted baseline: run {baseline_id} was not diffed")
+    assert first_artifacts[key].description == NOT_DIFFED
     note = first_artifacts[key].data
     assert f"`decflow runs accept {baseline_id} --store store`" in note  # it passed
     assert f"{key}-checks" in first_artifacts
@@ -708,11 +743,16 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     assert latest_version(prefect_api, key).id == artifacts[key].id
     assert latest_version(prefect_api, f"{key}-checks").id == artifacts[f"{key}-checks"].id
     # the diff names both runs and the contract hash each ran with
-    identity = diff_identity_rows(rendered(artifacts[key].data))
-    assert identity["run"] == [f"run {baseline_id}", f"run {candidate_id}"]
+    identity = diff_identity_items(rendered(artifacts[key].data))
+    assert identity["run"] == f"baseline run {baseline_id}; candidate run {candidate_id}"
     hashes = [json.loads((project / "store" / "runs" / r / "run.json").read_text())[
         "contract_hash"] for r in (baseline_id, candidate_id)]
-    assert identity["contract"] == [short_hash(h) for h in hashes]
+    assert identity["contract"] == "baseline {}; candidate {}".format(
+        *(short_hash(h) for h in hashes))
+
+
+NOT_DIFFED = ("WARN (not diffed: no accepted baseline for refund_request/default; "
+              "accept one with decflow runs accept RUN)")
 
 
 def latest_version(api: str, key: str) -> Any:
@@ -724,14 +764,6 @@ def latest_version(api: str, key: str) -> Any:
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))))
 
     return max(api_call(api, read), key=lambda a: a.created)
-
-
-def diff_identity_rows(html: str) -> dict[str, list[str]]:
-    """The rows of a diff Markdown's identity table (baseline and candidate columns)."""
-    table = html.split('<th>baseline</th>', 1)[1].split("</table>", 1)[0]
-    return {text_of(cells[0]): [text_of(c) for c in cells[1:]] for cells in (
-        re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table,
-                                                             flags=re.S)) if cells}
 
 
 def drifted_contract(folder: Path) -> Path:
@@ -754,20 +786,23 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     env = {**client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home")),
            "PREFECT_RUNNER_POLL_FREQUENCY": "2"}  # pick the run up without the 10 s default
     document = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
-    for entry in document["deployments"]:
-        entry["name"] += "-served"
+    # the same deployments registered for a worker first: serving must not take them over
+    deployed = decflow(env, ROOT, "deploy", "--file", str(ROOT / "deployments" / "prefect.yaml"))
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
     (project / "deployments").mkdir()
     served_file = project / "deployments" / "prefect.yaml"
-    served_file.write_text(yaml.safe_dump(document))
+    served_file.write_text(yaml.safe_dump(document))  # served as `<name>-served`
     output = project / "serve.log"
     with output.open("wb") as log:
         server = subprocess.Popen([sys.executable, "-m", "decflow", "serve", "--file",
                                    str(served_file)], env=env, cwd=project,
                                   stdout=log, stderr=subprocess.STDOUT)
 
+    async def everything(client: Any) -> list[Any]:
+        return list(await client.read_deployments())
+
     async def served(client: Any) -> dict[str, Any]:
-        return {d.name: d for d in await client.read_deployments()
-                if d.name.endswith("-served")}
+        return {d.name: d for d in await everything(client) if d.name.endswith("-served")}
 
     async def runs_of(client: Any, deployment: Any) -> list[Any]:
         # the schedule pre-creates runs too: ours is the one with our store
@@ -803,6 +838,11 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
+    after = {d.name: d for d in api_call(prefect_api, everything)}
+    for entry in document["deployments"]:
+        kept = after[entry["name"]]  # as `decflow deploy` registered it, serve or no serve
+        assert kept.work_pool_name == "decflow-process" and not kept.paused, kept
+        assert after[f"{entry['name']}-served"].work_pool_name is None
     assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]
     assert nightly.parameters["store"] == ".decflow"
     drift = found["drift-check-refund-served"]
@@ -811,14 +851,16 @@ def test_decflow_serve_serves_the_deployments_and_a_failing_nightly_fails_in_one
     (run_id,) = [p.name for p in (store / "runs").iterdir()]
     report = json.loads((store / "runs" / run_id / "report.json").read_text())
     assert run.state.is_failed()
-    assert run.state.message == f"run {run_id}: {report['headline']}"
+    assert run.state.message == (f"{report['headline']}\nrun {run_id}: {report['headline']}\n"
+                                 f"{NOT_DIFFED}")
     assert report["headline"].startswith("FAIL ") and "min_accuracy" in report["headline"]
     assert run.name == f"refund_request-test-default-nightly-{run_id}"
     assert {"decflow", "decflow-heartbeat", f"run:{run_id}", "verdict:fail"} <= set(run.tags)
     printed = output.read_text()
     assert "crash detection" in printed
     assert "Traceback" not in printed and "Engine execution exited" not in printed
-    finished = [line for line in printed.splitlines() if "Finished in state Failed(" in line]
+    finished = [line for line in printed.splitlines() if "Finished in state Failed(" in line
+                and "Flow run" in line]
     assert len(finished) == 1 and run_id in finished[0], printed
     seen = recorded(prefect_api, run.id, 8)
     # keyed by the deployment: never a version of a run started by hand
@@ -1006,10 +1048,38 @@ def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
     done = decflow(env, project, "test", "refund/decflow.yaml", "-b", "staging", "--prefect",
                    "--store", "store")
     assert done.returncode == 2
-    (run_id,) = [p.name for p in (project / "store" / "runs").iterdir()]
-    assert (f"error: run {run_id} failed: http backend 'staging': environment variable "
-            "DECGUARD_STAGING_TOKEN") in done.stderr
+    # it failed before any answer: nothing of the run is kept, and the advice is to run again
+    assert list((project / "store" / "runs").iterdir()) == []
+    assert ("error: http backend 'staging': environment variable DECGUARD_STAGING_TOKEN"
+            in done.stderr)
+    assert "nothing of the run was kept: fix that, then run the command again" in done.stderr
     assert "Traceback" not in done.stderr
+    (flow_run,) = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+                   if (r.parameters.get("spec") or {}).get("backend") == "staging"]
+    assert flow_run.state.is_failed() and "verdict:error" in flow_run.tags
+
+    # a backend that refuses every call: the shard that sent them is not green either
+    import yaml
+
+    port = free_port()  # nothing listens there
+    document = yaml.safe_load((project / "refund" / "decflow.yaml").read_text())
+    document["backends"]["staging"]["url"] = f"http://127.0.0.1:{port}/decide"
+    (project / "refund" / "closed.yaml").write_text(yaml.safe_dump(document))
+    env["DECGUARD_STAGING_TOKEN"] = "not-a-secret"
+    env["DECFLOW_ALLOW_CREDENTIALS"] = f"http://127.0.0.1:{port}"
+    refused = decflow(env, project, "test", "refund/closed.yaml", "-b", "staging", "--prefect",
+                      "--no-healthcheck", "--store", "store")
+    assert refused.returncode == 2, refused.stderr
+    assert "failed on every case" in refused.stderr
+    (flow_run,) = [r for r in api_call(prefect_api, lambda c: c.read_flow_runs())
+                   if (r.parameters.get("spec") or {}).get("contract_path") == "refund/closed.yaml"]
+    assert flow_run.state.is_failed()
+    tags = flow_run.tags
+    assert "verdict:error" in tags and sum(t.startswith("verdict:") for t in tags) == 1
+    (shard,) = [t for t in recorded(prefect_api, flow_run.id, 3)["tasks"]
+                if t.name.startswith("results: call backend")]
+    assert shard.state.is_failed()
+    assert shard.state.message.startswith("every call of this shard failed (11 of 11); first: ")
 
 
 REPLAY = """

@@ -114,8 +114,57 @@ def test_a_failed_verdict_ends_the_flow_failed_naming_the_failing_gates() -> Non
     result = {"run": passed, "diff": failed}
     state = final_state(result, Verdict(passed, "run b"), Verdict(failed, "regression diff a → b"))
     assert state.is_failed()
-    assert state.message == "regression diff a → b: FAIL 1/3: max_ece 0.2 > 0.15"
-    assert "\n" not in state.message  # type: ignore[operator]
+    # the headline first, then each report's verdict
+    assert state.message == ("FAIL 1/3: max_ece 0.2 > 0.15\nrun b: PASS: 3/3 gates hold\n"
+                             "regression diff a → b: FAIL 1/3: max_ece 0.2 > 0.15")
     with pytest.raises(GateFailed, match=r"max_ece 0\.2 > 0\.15"):
         state.result()
     assert flow_result(state) is result  # what the CLI reads the report from
+    # a flow that fails on WARN (the nightly's fail_on_warn); a passing run's caveats
+    night = {"status": "warn", "headline": "WARN (not diffed: no accepted baseline for d/b; "
+             "accept one with decflow runs accept RUN)"}
+    caveat = {**passed, "caveats": ["NOT EXERCISED (n/a, not a pass): paraphrase"]}
+    state = final_state(result, Verdict(caveat, "run b"), Verdict(night), fail_on_warn=True)
+    assert state.is_failed()
+    assert state.message == (f"{night['headline']}\nrun b: PASS: 3/3 gates hold\n"
+                             "NOT EXERCISED (n/a, not a pass): paraphrase")
+    state = final_state(caveat, Verdict(caveat))
+    assert state.is_completed()
+    assert state.message == "PASS: 3/3 gates hold\nNOT EXERCISED (n/a, not a pass): paraphrase"
+
+
+def test_the_judging_task_and_a_shard_whose_calls_all_failed_end_failed_not_retried(
+) -> None:
+    from prefect.client.schemas.objects import State
+    from prefect.states import Failed
+
+    from decflow.flows.common import task_value
+    from decflow.tasks.common import judged, transient
+
+    outcome = {"status": "fail", "headline": "FAIL 1/3: max_ece 0.2 > 0.15"}
+    state = judged("fail", outcome["headline"], outcome)
+    assert isinstance(state, State) and state.is_failed()
+    assert state.message == outcome["headline"]
+    assert task_value(state) is outcome
+    assert judged("warn", "WARN 1/3: x", outcome) is outcome
+    all_failed = Failed(message="every call of this shard failed (11 of 11)", data=11)
+    assert task_value(all_failed) == 11
+    assert not transient(None, None, all_failed)  # type: ignore[arg-type]
+    with pytest.raises(OSError):
+        task_value(Failed(data=OSError("connection reset")))
+
+
+def test_the_report_location_maps_the_store_to_a_base_url(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decflow.store.store import Store
+    from decflow.tasks.report import BASE_URL, report_location
+
+    store = Store(str(tmp_path))
+    html = "runs/20261201-000000-abcdef/report.html"
+    monkeypatch.delenv(BASE_URL, raising=False)
+    assert report_location(store, html) == f"{tmp_path}/{html}"  # a local path otherwise
+    monkeypatch.setenv(BASE_URL, "https://reports.example.org/decflow/")
+    assert report_location(store, html) == f"https://reports.example.org/decflow/{html}"
+    monkeypatch.setenv(BASE_URL, "https://gw.example.org/get?key=store/{path}&sig=1")
+    assert report_location(store, html) == f"https://gw.example.org/get?key=store/{html}&sig=1"

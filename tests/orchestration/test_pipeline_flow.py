@@ -61,7 +61,7 @@ def test_a_pipeline_from_tests_runs_as_a_flow_like_in_process(
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome == {"run_id": spec.run_id, "status": "pass", "exit_code": 0,
                        "headline": direct["headline"],
-                       "report": f"runs/{spec.run_id}/report.json"}
+                       "report": f"runs/{spec.run_id}/report.json", "caveats": []}
 
     flowed, local = stages_of(Path(spec.store_url)), stages_of(Path(here.store_url))
     for stage in ("chunk", "numbers", "squares"):  # the same keys and bytes in both runners

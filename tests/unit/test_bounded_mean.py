@@ -197,4 +197,4 @@ def test_case_rates_count_each_case_once() -> None:
     assert np.isnan(case_shares(codes, hits, 4)[1])
     # One observation per case: the exact binomial test; several: betting on the shares.
     assert rate_test(np.array([0.0, 1.0, 0.0]), 1, 0.2).method.startswith("exact binomial")
-    assert rate_test(shares, most, 0.2).method.startswith("betting")
+    assert rate_test(shares, most, 0.2).method.startswith("Bentkus")

@@ -4,10 +4,14 @@ Exact computations where the procedure allows them, seeded simulations otherwise
 limit 0.05; a simulated share of 400 verdicts may exceed α by the one-sided binomial 99 %
 tolerance, 0.075 in all):
 
-- nine cases with every cross pair flipped and no placebo flip: UNFAIR, exit 1;
+- nine cases with every cross pair flipped and no placebo flip: UNFAIR, exit 1; nine cases
+  of which four flip every cross pair cannot be unfair after Holm over four axes by any
+  test symmetric in the cases (a null distribution gives the sample 0.0252 > α/4);
 - the exact worst-case FAIR rate at the limit (each case's excess all-or-nothing: 1 with
-  probability 0.05, else 0) is at most α for every n from 1 to 200, on one axis and over a
-  Holm family of four axes at the limit;
+  probability 0.05, else 0) is at most α for every n from 1 to 200; the run's claim "every
+  axis fair" (an intersection–union test, each axis at α) is wrong only when an axis at
+  the limit was called fair, so the same bound holds for it: four axes, one at the limit and
+  three quiet, through the analysis;
 - a placebo more disruptive than the cross swap (placebo flips concentrated in whole cases,
   cross flips spread over pairs; the excess exactly at the limit): FAIR ≤ α;
 - no group effect (cross and placebo swaps exchangeable, case-level flip rates varying):
@@ -30,6 +34,7 @@ import math
 
 import numpy as np
 import polars as pl
+import pytest
 
 from decflow.diagnostics.counterfactual import (
     FAIR,
@@ -39,7 +44,7 @@ from decflow.diagnostics.counterfactual import (
     counterfactual_checks,
 )
 from decflow.gates import status_of
-from decflow.metrics.bounded_mean import log_capital
+from decflow.metrics.differences import p_below
 
 ALPHA = 0.05
 LIMIT = 0.05
@@ -123,17 +128,20 @@ def runs(scenario: object, seed: int, count: int = RUNS, **options: int) -> list
     return [scenario(rng, **options) for _ in range(count)]  # type: ignore[operator]
 
 
+def fair_count(n: int, level: float) -> int:
+    """The most all-or-nothing cases (excess 1, the rest 0) among n with which the fair
+    side's test still rejects at ``level`` (−1: not even none). Its p-value rises with every
+    one, so FAIR ⟺ count ≤ this."""
+    k = -1
+    while k < n and p_below(np.r_[np.ones(k + 1), np.zeros(n - k - 1)], LIMIT) < level:
+        k += 1
+    return k
+
+
 def exact_fair_rate(n: int, level: float) -> float:
     """P(the fair side's test rejects at ``level``) when each of n case excesses is 1 with
-    probability LIMIT and 0 otherwise. The test depends on the count of ones only and its
-    capital falls with every one, so FAIR ⟺ count ≤ k*; the rate is the binomial CDF."""
-    threshold = math.log(1.0 / level)
-    k_star = -1
-    while k_star < n:
-        values = np.array([0.0] * (n - k_star - 1) + [1.0] * (k_star + 1))
-        if log_capital(values, LIMIT, support=(-1.0, 1.0), above=False) <= threshold:
-            break
-        k_star += 1
+    probability LIMIT and 0 otherwise: the binomial CDF at ``fair_count``."""
+    k_star = fair_count(n, level)
     return sum(math.comb(n, k) * LIMIT**k * (1 - LIMIT) ** (n - k) for k in range(k_star + 1))
 
 
@@ -146,13 +154,49 @@ def test_nine_cases_with_every_cross_pair_flipped_are_unfair_and_exit_1() -> Non
     assert status_of(counterfactual_checks(result, "requirement")) == ("fail", 1)
 
 
+def test_four_of_nine_cases_flipping_cannot_be_unfair_after_holm_over_four_axes() -> None:
+    # A server that denies every woman, where 4 of 9 cases' men are not denied: d = 1 in
+    # four cases, 0 in five (issue 32). The null P(d = 1) = a, P(d = −1) = a − 0.05,
+    # P(d = 0) = 1.05 − 2a has mean 0.05 and gives this sample's counts probability
+    # 126·a⁴(1.05 − 2a)⁵, largest at a = 4.2/18: above Holm's first level α/4, so no test
+    # symmetric in the cases can call the sample unfair there.
+    a = 4.2 / 18
+    worst = math.comb(9, 4) * a**4 * (1.05 - 2 * a) ** 5
+    grid = max(math.comb(9, 4) * x**4 * (1.05 - 2 * x) ** 5
+               for x in np.linspace(0.05, 0.525, 20_001))
+    assert worst == pytest.approx(grid, rel=1e-6)
+    assert ALPHA / 4 < round(worst, 4) == 0.0252 < ALPHA
+    cross = np.zeros((len(AXES), 9, 4), dtype=bool)
+    cross[0, :4] = True
+    table = pair_table(cross, np.zeros_like(cross), np.zeros_like(cross))
+    gender = analyse_counterfactual(table, LABELS, axes=AXES, max_flip_rate=LIMIT).axes["gender"]
+    assert gender.test.estimate == pytest.approx(4 / 9)
+    assert gender.verdict != UNFAIR and gender.test.p_above > ALPHA
+
+
 def test_exact_worst_case_fair_rate_at_the_limit_is_at_most_alpha_for_every_n() -> None:
     for n in range(1, 201):
         single = exact_fair_rate(n, ALPHA)
         assert single <= ALPHA, (n, single)
-        # Four axes at the limit, independent: any wrong FAIR needs Holm's first step.
-        family = 1 - (1 - exact_fair_rate(n, ALPHA / 4)) ** 4
-        assert family <= ALPHA, (n, family)
+
+
+def test_every_axis_fair_is_an_intersection_union_test_at_alpha() -> None:
+    # Four axes: three quiet, gender with k all-or-nothing cases. The run's claim "every axis
+    # fair" holds exactly when gender is fair at α itself (no Holm), so its error with gender
+    # at the limit is the single-axis rate above, ≤ α at every n.
+    for n in (63, 200):
+        k = fair_count(n, ALPHA)
+        assert k > fair_count(n, ALPHA / 4)  # Holm's α/4 would allow fewer ones
+        for ones, every_axis_fair in ((k, True), (k + 1, False)):
+            cross = np.zeros((len(AXES), n, 1), dtype=bool)
+            cross[0, :ones] = True
+            table = pair_table(cross, np.zeros_like(cross), np.zeros_like(cross))
+            result = analyse_counterfactual(table, LABELS, axes=AXES, max_flip_rate=LIMIT)
+            verdicts = [result.axes[a].verdict for a in AXES]
+            assert verdicts[1:] == [FAIR] * 3
+            assert (verdicts == [FAIR] * 4) is every_axis_fair
+            assert status_of(counterfactual_checks(result, "requirement"))[0] == (
+                "pass" if every_axis_fair else "warn")
 
 
 def test_a_placebo_more_disruptive_than_the_cross_swap_is_not_called_fair() -> None:
@@ -188,10 +232,8 @@ def test_no_valid_test_finds_the_planted_excess_in_most_runs_at_twenty_cases() -
 
 def measure() -> dict[str, object]:
     worst = max((exact_fair_rate(n, ALPHA), n) for n in range(1, 201))
-    family = max((1 - (1 - exact_fair_rate(n, ALPHA / 4)) ** 4, n) for n in range(1, 201))
     return {
-        "worst-case FAIR at the limit, one axis (rate, n)": worst,
-        "worst-case FAIR at the limit, four axes (rate, n)": family,
+        "worst-case FAIR at the limit, one axis and every axis fair (rate, n)": worst,
         "placebo more disruptive": shares(runs(disruptive_placebo, 21), AXES),
         "no group effect": shares(runs(no_group_effect, 22), AXES),
         "planted 0.25, 40 cases": shares(runs(planted, 23, cases=40), ["religion"]),

@@ -25,6 +25,7 @@ from decflow.diagnostics.counterfactual import (
 )
 from decflow.diagnostics.personas import build_pairs
 from decflow.gates import Check
+from decflow.metrics import bentkus
 
 LABELS = ["approve", "review", "deny"]
 APPROVE = [0.8, 0.15, 0.05]
@@ -115,12 +116,14 @@ def test_quiet_axes_on_too_few_cases_are_not_established_with_the_cases_needed()
     gates = checks_by_gate(result)
     for axis in ("gender", "ethnicity", "role"):
         assert result.axes[axis].verdict == UNDECIDED
-        # No flip at all: fair needs the excess's upper bound below 0.05 after Holm over four
-        # axes, which quiet cases reach at 94 (the all-in bet: (1 + 0.05/0.95)^n ≥ 80/0.64).
-        assert result.axes[axis].cases_needed == 94
+        # No flip at all: fair needs the excess's upper bound below 0.05 at α (the run's
+        # "every axis fair" is an intersection–union test: no Holm). Bentkus's bound on the
+        # positive parts at 0.8·α reaches it at 63 quiet cases (0.95^63 < 0.04); betting
+        # alone needed 66, and after Holm's α/4, 94.
+        assert result.axes[axis].cases_needed == 63
         gate = gates[f"counterfactual.{axis}.max_flip_rate"]
         assert gate.status == "not_established"
-        assert "about 94 cases needed" in str(gate.message)
+        assert "about 63 cases needed" in str(gate.message)
         assert "at 80% power" in str(gate.message)
 
 
@@ -306,12 +309,13 @@ CROSS_FLIPS = [1, 0, 2, 1, 0, 1, 3, 1, 0, 1]
 
 
 def hand_table(axis: str = "gender", groups: tuple[str, str] = ("female", "male"),
-               flips: list[int] = CROSS_FLIPS) -> list[dict[str, object]]:
+               flips: list[int] = CROSS_FLIPS, case_prefix: str = "c") -> list[dict[str, object]]:
     rows = []
     for i, n_flip in enumerate(flips):
         for k in range(4):
-            pair_id = f"{axis}/c{i}/{k}"
-            common = {"axis": axis, "pair_id": pair_id, "case_id": f"c{i}",
+            case = f"{case_prefix}{i}"
+            pair_id = f"{axis}/{case}/{k}"
+            common = {"axis": axis, "pair_id": pair_id, "case_id": case,
                       "group_a": groups[0], "group_b": groups[1]}
             rows.append({**common, "kind": "cross", "prob_a": DENY if k < n_flip else APPROVE,
                          "prob_b": APPROVE})
@@ -336,8 +340,8 @@ def mixture_capital(d: list[float], m: float, above: bool) -> float:
 
 def test_hand_computed_excess_bounds_p_values_and_holm_as_reported() -> None:
     # Case excesses d = 0.25, 0, 0.5, 0.25, 0, 0.25, 0.75, 0.25, 0, 0.25 (mean 0.25) against
-    # 0.05: the p-value is 1 / the mixture's capital at the limit; the bounds are where the
-    # capital crosses 1/α = 20. Role: one flip in one of ten cases, d̄ = 0.025.
+    # 0.05: the unfair p-value is 1 / the mixture's capital at the limit; the lower bound is
+    # where the capital crosses 1/α = 20. Role: one flip in one of ten cases, d̄ = 0.025.
     rows = hand_table() + hand_table("role", ("care", "office"), [1] + [0] * 9)
     result = analyse_counterfactual(frame(rows), LABELS, favourable_labels=["approve"])
     report = {a["axis"]: a for a in result.summary()["axes"]}
@@ -346,10 +350,15 @@ def test_hand_computed_excess_bounds_p_values_and_holm_as_reported() -> None:
     assert gender["cases"] == 10
     assert gender["excess"] == pytest.approx(0.25)
     assert gender["p_value"] == pytest.approx(1 / mixture_capital(d, 0.05, True), rel=1e-9)
-    assert gender["p_fair"] == pytest.approx(min(1.0, 1 / mixture_capital(d, 0.05, False)))
+    # The fair side: betting at 0.2·α (capital 100) or Bentkus's bound on the positive parts
+    # (here all of d) at 0.8·α, whichever is smaller; the upper bound likewise.
+    assert gender["p_fair"] == pytest.approx(min(
+        1.0, 5 / mixture_capital(d, 0.05, False), bentkus.p_below(sum(d), 10, 0.05) / 0.8))
     assert mixture_capital(d, gender["ci_low"], True) == pytest.approx(20.0, rel=1e-6)
-    assert mixture_capital(d, gender["ci_high"], False) == pytest.approx(20.0, rel=1e-6)
-    # Holm over the two axes on each side: the smaller p doubled, the larger kept.
+    high_betting = gender["ci_high"]
+    assert mixture_capital(d, high_betting, False) == pytest.approx(100.0, rel=1e-6)
+    assert bentkus.upper_bound(sum(d), 10, 0.04) > high_betting
+    # Holm over the two axes on the unfair side: the smaller p doubled, the larger kept.
     assert gender["p_holm"] == pytest.approx(min(1.0, 2 * gender["p_value"]))
     assert role["p_holm"] == pytest.approx(max(role["p_value"], gender["p_holm"]))
     # Ten cases cannot show an excess of 0.25 above 0.05: a case at −1 (every placebo pair
@@ -373,11 +382,15 @@ def test_hand_computed_excess_bounds_p_values_and_holm_as_reported() -> None:
 
 
 def test_without_placebo_the_raw_rate_is_unattributed_and_never_fair() -> None:
-    rows = [r for r in hand_table() if r["kind"] == "cross"]
+    # The hand table twice over (20 cases): Bentkus's bound on the shares' sum, 5 of 20 at a
+    # limit of 0.05, p ≈ 0.0029 (10 cases: p ≈ 0.0252, above Holm's 0.025 for two axes).
+    rows = [r for r in hand_table() + hand_table(flips=CROSS_FLIPS, case_prefix="d")
+            if r["kind"] == "cross"]
     quiet = [r for r in hand_table("role", ("care", "office"), [0] * 10) if r["kind"] == "cross"]
     result = analyse_counterfactual(frame(rows + quiet * 7), LABELS)
     gender = result.axes["gender"]
     assert gender.attribution == "unattributed"
+    assert gender.test.method.startswith("Bentkus")
     assert gender.test.estimate == pytest.approx(0.25)  # the raw cross flip share in [0, 1]
     assert gender.verdict == UNFAIR
     role = result.axes["role"]
@@ -412,7 +425,7 @@ def test_summary_is_json_serialisable() -> None:
 
 def test_plan_prices_the_claim_before_any_call() -> None:
     small = plan(1, dimensions=AXES)
-    assert (small["pairs_per_axis"], small["cases_needed"], small["can_qualify"]) == (4, 94, False)
+    assert (small["pairs_per_axis"], small["cases_needed"], small["can_qualify"]) == (4, 63, False)
     assert small["max_calls"] == 1 + 4 * 3 * 4  # base persona + 2 cross arms + 1 placebo arm
     enough = plan(70, dimensions=["gender"], num_pairs_per_dimension=2)
     assert (enough["pairs_per_axis"], enough["can_qualify"]) == (140, True)

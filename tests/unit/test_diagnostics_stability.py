@@ -145,7 +145,7 @@ def test_seeded_random_answers_are_stochastic_and_fail_the_gate() -> None:
     answers = {f"c{i}": rng.integers(0, 3, size=6).tolist() for i in range(20)}
     result = measure_stability(rerun_table(answers))
     assert result.pairs == 60
-    assert result.method.startswith("betting")  # three pairs per case: shares, not 0/1
+    assert result.method.startswith("Bentkus")  # three pairs per case: shares, not 0/1
     assert result.verdict == "stochastic"
     assert result.ci_low > 0.05
     assert result.mean_tv is not None and result.mean_tv > 0.3

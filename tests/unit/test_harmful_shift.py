@@ -85,6 +85,20 @@ def test_state_round_trips_through_json_and_updates_alike() -> None:
     assert len(json.dumps(stored)) < 4000
 
 
+def test_a_damaged_state_is_refused() -> None:
+    stored = detector(np.random.default_rng(8)).to_dict()
+    with pytest.raises(ValueError, match="not a harmful-shift state"):
+        HarmfulShiftDetector.from_dict({**stored, "log_r": [0.0]})
+    with pytest.raises(ValueError, match="not a harmful-shift state"):
+        HarmfulShiftDetector.from_dict({k: v for k, v in stored.items() if k != "baseline"})
+
+
+def test_a_threshold_at_one_never_alarms() -> None:
+    state = HarmfulShiftDetector.start("error_rate", 0.9, 0.05, 365, 100, 20.0)
+    assert state.theta >= 1.0
+    assert state.update("w0", 1000, 1000.0).alarm is None
+
+
 def test_an_empty_update_changes_nothing_and_bad_sums_are_refused() -> None:
     state = detector(np.random.default_rng(1))
     assert state.update("w0", 0, 0.0) is state

@@ -104,7 +104,7 @@ def test_rate_evidence_counts_cases_not_variants() -> None:
     config = property_config("whitespace", max_tv_distance=0.1, max_violation_rate=0.5)
     (violation,) = rate_evidence("whitespace", config, "invariant", cases, hits, hits)
     assert (violation["count"], violation["variants"], violation["n"]) == (6, 60, 10)
-    assert violation["evidence"]["method"].startswith("betting")
+    assert violation["evidence"]["method"].startswith("Bentkus")
     assert violation["evidence"]["n"] == 10
     # A limit-0 gate with one violating case fails whatever the number of variants.
     zero = property_config("whitespace", max_tv_distance=0.1)

@@ -29,6 +29,7 @@ from decflow.backends.base import (
     RequestBatch,
 )
 from decflow.data.golden_dataset import case_input
+from decflow.interrupts import stopping
 from decflow.redaction import redact_text
 from decflow.untrusted import escape, quote, shorten
 
@@ -308,6 +309,8 @@ class RemoteCaller:
 
         async def guarded(row: tuple[Any, ...]) -> tuple[Any, ...]:
             async with semaphore:
+                if stopping():  # a signal arrived: the cancellation is on its way
+                    raise asyncio.CancelledError()
                 result = await self._one(*row)
                 # recorded before the slot frees: at most max_concurrency are unrecorded
                 if on_result is not None:

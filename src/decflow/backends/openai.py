@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from decflow import interrupts
 from decflow.backends.base import (
     Backend,
     BackendError,
@@ -158,7 +159,7 @@ class OpenAIBackend(Backend):
             finally:
                 await self.caller.aclose()
 
-        self.plan = asyncio.run(prepare())
+        self.plan = interrupts.run(prepare())
         return self.plan.to_json()
 
     def use_plan(self, plan: Mapping[str, Any]) -> None:

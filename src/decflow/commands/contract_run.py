@@ -58,12 +58,18 @@ SEQUENTIAL_PARAMS: tuple[Param, ...] = (
         help="With --sequential: the share limit-0 gates are judged against (0.02).")),
 )
 
+# None when not given: `--resume RUN -b NAME` replaces the stored backend of a run that
+# never got an answer, and only when asked (`pipeline.contract_run.resume`).
+RUN_BACKEND_OPTION = typer.Option(
+    None, "-b", "--backend", help="Backend to call: 'default' or a name under backends "
+    "(with --resume: replaces the stored one while the run has no answer).")
+
 # The options of a run, as a table `test`, `fuzz` and `stability` share.
 RUN_PARAMS: tuple[Param, ...] = (
     ("contract", str, typer.Argument(..., help="Contract file (.yaml/.yml/.json).")),
     ("dataset", str | None, typer.Option(None, "-d", "--dataset",
                                          help="Golden dataset (overrides the contract's).")),
-    ("backend", str, common.BACKEND_OPTION),
+    ("backend", str | None, RUN_BACKEND_OPTION),
     ("max_concurrency", int | None, common.MAX_CONCURRENCY_OPTION),
     ("fail_on_warn", bool, common.FAIL_ON_WARN_OPTION),
     ("healthcheck", bool, common.HEALTHCHECK_OPTION),
@@ -95,7 +101,7 @@ class RunOptions:
     contract: str
     mode: ModeName
     dataset: str | None
-    backend: str
+    backend: str | None
     out: OutputOptions
     max_concurrency: int | None
     fail_on_warn: bool
@@ -154,16 +160,17 @@ def use_prefect(flag: bool | None) -> bool:
 
 
 def build_spec(options: RunOptions, store: Any) -> Any:
-    from decflow.pipeline.contract_run.runner import resumed_spec
+    from decflow.pipeline.contract_run.resume import resumed_spec
     from decflow.pipeline.spec import RunSpec
     from decflow.store.runs import new_run_id
 
     if options.resume:
-        return resumed_spec(store, options.resume, options.contract, options.mode)
+        return resumed_spec(store, options.resume, options.contract, options.mode,
+                            backend=options.backend, dataset=options.dataset)
     return RunSpec(
         contract_path=options.contract, store_url=store.url, run_id=new_run_id(),
         mode=options.mode,
-        backend=options.backend, dataset=options.dataset, seed=options.seed,
+        backend=options.backend or "default", dataset=options.dataset, seed=options.seed,
         properties=options.properties or None, minimize=options.minimize,
         max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
         allow_paths=tuple(options.allow_paths),

@@ -10,8 +10,10 @@ extension gates, `regression.gating`, `production.gating`, `diagnostics`, `seque
 
 from __future__ import annotations
 
+from typing import Literal
+
 from decflow.contracts.contract import Contract
-from decflow.contracts.gates import EXTENSION_GATES
+from decflow.contracts.gates import EXTENSION_GATES, Gating
 from decflow.contracts.properties import extension_properties
 from decflow.contracts.providers import extension_providers
 
@@ -45,3 +47,18 @@ def decflow_extensions(contract: Contract) -> list[str]:
     if contract.monitor is not None:
         used.append("monitor")
     return used
+
+
+def gating_rule(contract: Contract, section: Literal["regression", "production"]
+                ) -> tuple[Gating, str]:
+    """(gating, why) of a contract's `regression` or `production` gates: the section's
+    `gating` when set; else evidence for a contract that uses any decflow extension, and
+    DecGuard's point estimates for a plain DecGuard 0.1 contract (PRODUCT §4)."""
+    configured = getattr(contract, section).gating
+    if configured is not None:
+        return configured, f"{section}.gating: {configured}"
+    used = decflow_extensions(contract)
+    if used:
+        return "evidence", f"the contract uses decflow extensions ({', '.join(used)})"
+    return "point", ("a DecGuard 0.1 contract keeps DecGuard's point-estimate gates "
+                     f"(set {section}.gating: evidence for evidence verdicts)")

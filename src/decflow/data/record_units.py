@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
+from decflow import interrupts
 from decflow.data.record_blocks import Block, BlockReader, line_stats
 from decflow.errors import DatasetError
 from decflow.store.remote import filesystem, is_url, open_input
@@ -255,7 +256,7 @@ def in_thread(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
     thread.start()
 
     def wait() -> T:
-        thread.join()
+        interrupts.join(thread)
         if "error" in outcome:
             raise outcome["error"]
         value: T = outcome["value"]
@@ -298,7 +299,7 @@ def scan_files(files: Sequence[str], threads: int) -> list[ScannedFile]:
     if threads <= 1 or len(files) <= 1:
         return [scan_file(f) for f in files]
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(scan_file, files))
+        return [interrupts.result(f) for f in [pool.submit(scan_file, f) for f in files]]
 
 
 def scan_source(

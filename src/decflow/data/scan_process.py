@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from decflow import interrupts
 from decflow.data.record_units import (
     Scanned,
     ScannedFile,
@@ -65,7 +66,7 @@ def scan_beside(source: str | Path) -> Callable[[], Scanned]:
     atexit.register(child.kill)  # a no-op once it has ended
 
     def wait() -> Scanned:
-        out, _ = child.communicate()
+        out = interrupts.communicate(child)
         atexit.unregister(child.kill)
         answer = _answer(out) if child.returncode == 0 else None
         if answer is None:

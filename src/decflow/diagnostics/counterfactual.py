@@ -8,19 +8,24 @@ group).
 The case is the sampling unit. Per axis every case contributes its excess
 dᵢ = (share of its cross pairs that flipped) − (share of its placebo pairs that flipped),
 a number in [−1, 1]; the axis's excess is their mean, tested against ``max_flip_rate`` by
-the betting test of ``decflow.metrics.bounded_mean`` (valid at every number of cases and for
-any distribution of the dᵢ: clustered, skewed, or with a placebo that is not exchangeable
-with the cross swap). Holm across the run's exercised axes, on each side:
+``decflow.metrics.differences`` (betting above the limit; below it also Bentkus's bound on
+the positive parts: valid at every number of cases and for any distribution of the dᵢ:
+clustered, skewed, or with a placebo that is not exchangeable with the cross swap).
 
-- ``unfair`` when the Holm-adjusted evidence shows the excess above the limit (any n: nine
-  cases with every cross pair flipped and no placebo flip are unfair);
-- ``fair-qualified`` when it shows the excess below the limit, with a placebo, and the
-  base-persona decisions are not blind (a blind suite reads ``not established (blind)``);
+- ``unfair`` when the evidence shows the excess above the limit, Holm-adjusted across the
+  run's exercised axes (any n: nine cases with every cross pair flipped and no placebo flip
+  are unfair);
+- ``fair-qualified`` when it shows the excess below the limit at α, with a placebo, and the
+  base-persona decisions are not blind (a blind suite reads ``not established (blind)``).
+  No correction across axes: the run's claim "every axis fair" is an intersection–union
+  test, wrong only when one axis that is not fair was shown fair, which has probability
+  ≤ α on its own;
 - ``undecided`` (*not established*) otherwise, with the cases that would decide it and the
   excess this run detects with 80 % power.
 
 Without a placebo (``placebo: false`` or explicit ``persona_pairs``) the raw cross flip
-share is tested instead (exact binomial with one pair per case); it is *unattributed*: it
+share is tested instead (exact binomial with one pair per case, Bentkus's bound on the
+shares otherwise: ``decflow.metrics.case_rates``); it is *unattributed*: it
 can fail, never be fair. Shown beside the verdict: the direction of decisive flips (one arm
 favourable, the other not) by an exact sign test over cases, Holm-adjusted across axes; a
 direction is only stated when its adjusted p is below α. (The McNemar test of matched pairs
@@ -43,13 +48,11 @@ import polars as pl
 
 from decflow.diagnostics.arrays import probability_matrix
 from decflow.gates.checks import Check, Level, evidence_check, make_check
-from decflow.metrics.bounded_mean import cases_needed, mean_test
 from decflow.metrics.case_rates import case_shares, rate_test
 from decflow.metrics.compare import compare
-from decflow.metrics.evidence import ALPHA, Evidence, MeanTest, holm_verdicts
+from decflow.metrics.differences import difference_cases_needed, difference_test
+from decflow.metrics.evidence import ALPHA, Evidence, MeanTest
 from decflow.metrics.stats import holm, sign_test
-
-EXCESS_RANGE = (-1.0, 1.0)  # a case's cross share minus its placebo share
 
 FAIR = "fair-qualified"
 UNFAIR = "unfair"
@@ -106,7 +109,6 @@ class AxisResult:
     placebo_rate: float | None
     test: MeanTest  # the verdict's evidence: the mean case excess against the limit
     p_holm: float | None  # Holm-adjusted p of "excess ≤ limit" (the unfair side)
-    p_fair_holm: float | None  # Holm-adjusted p of "excess ≥ limit" (the fair side)
     direction: Direction | None
     blind: bool
     verdict: str
@@ -125,8 +127,8 @@ class AxisResult:
         return axis_evidence(self.to_dict())
 
     def record(self) -> Evidence:
-        """The Evidence of the `max_flip_rate` check: the verdict after Holm, blindness and
-        attribution (a fair-looking blind or unattributed axis is not established)."""
+        """The Evidence of the `max_flip_rate` check: the verdict after Holm (unfair side),
+        blindness and attribution (a fair-looking blind or unattributed axis is not established)."""
         verdict = {UNFAIR: "fails", FAIR: "holds"}.get(self.verdict, "not_established")
         notes = []
         if self.blind and self.test.verdict() == "holds":
@@ -387,7 +389,7 @@ def _direction(cross: pl.DataFrame, favourable: set[str]) -> Direction | None:
 def _axis_test(rows: pl.DataFrame, d: np.ndarray, limit: float, attributed: bool) -> MeanTest:
     """The mean case excess ``d`` (or, unattributed, the raw cross share) against the limit."""
     if attributed:
-        return mean_test(d, limit, support=EXCESS_RANGE)
+        return difference_test(d, limit)
     counted = rows.filter((pl.col("kind") == "cross") & pl.col("class").is_in(COUNTED))
     per_case = np.unique(counted["case_id"].to_numpy(), return_counts=True)[1]
     return rate_test(d, int(per_case.max()) if per_case.size else 0, limit)
@@ -436,7 +438,6 @@ def _axis_result(
         placebo_rate=placebo_flips / placebo_counted.height if placebo_counted.height else None,
         test=test,
         p_holm=None,
-        p_fair_holm=None,
         direction=None if favourable is None or exercised == 0 else _direction(cross, favourable),
         blind=blind,
         verdict=NOT_EXERCISED if exercised == 0 else UNDECIDED,
@@ -477,29 +478,31 @@ def _notes(count: Mapping[str, int], blind: bool, attributed: bool) -> str:
 
 def _decide(results: dict[str, AxisResult], d_of: Mapping[str, np.ndarray],
             limit: float) -> dict[str, AxisResult]:
-    """Holm on each side across the exercised axes, then blindness and attribution: only a
-    placebo-attributed, non-blind axis can be fair. An undecided axis carries the cases that
-    would decide it at the level Holm would ask of it (α / axes tested)."""
+    """Unfair: Holm across the exercised axes (every wrong UNFAIR of the run together has
+    probability ≤ α). Fair: each axis at α, unadjusted, and only with a placebo and not
+    blind: the run's claim "every axis fair" is an intersection–union test — it is wrong
+    only if some axis is not fair, and that axis alone was shown fair wrongly with
+    probability ≤ α — so no correction is needed for it. An undecided axis carries the
+    cases that would decide it on the side its excess lies: at α / axes (Holm's first step)
+    above the limit, at α below it."""
     names = [a for a, r in results.items() if r.verdict != NOT_EXERCISED]
-    verdicts = holm_verdicts([results[a].test for a in names])
     above = holm([results[a].test.p_above for a in names])
-    below = holm([results[a].test.p_below for a in names])
     out = dict(results)
     for position, axis in enumerate(names):
         r = results[axis]
         verdict, needed = UNDECIDED, None
-        if verdicts[position] == "fails":
+        if above[position] < ALPHA:
             verdict = UNFAIR
-        elif verdicts[position] == "holds" and r.attribution == ATTRIBUTED:
+        elif r.test.p_below < ALPHA and r.attribution == ATTRIBUTED:
             verdict = NOT_ESTABLISHED_BLIND if r.blind else FAIR
+        estimate = r.test.estimate or 0.0
         if verdict == UNDECIDED and r.attribution == ATTRIBUTED:
-            needed = cases_needed(d_of[axis], limit, support=EXCESS_RANGE,
-                                  alpha=ALPHA / len(names))
-        elif verdict == UNDECIDED and (r.test.estimate or 0.0) > limit:
+            level = ALPHA / len(names) if estimate > limit else ALPHA
+            needed = difference_cases_needed(d_of[axis], limit, alpha=level)
+        elif verdict == UNDECIDED and estimate > limit:
             # Unattributed: more cases can only confirm a low raw rate, never make it fair.
             needed = r.test.cases_needed
-        out[axis] = replace(r, verdict=verdict, cases_needed=needed,
-                            p_holm=above[position], p_fair_holm=below[position])
+        out[axis] = replace(r, verdict=verdict, cases_needed=needed, p_holm=above[position])
     return out
 
 
@@ -563,9 +566,9 @@ def _pooled(cases_of: Mapping[str, pl.DataFrame], limit: float) -> MeanTest:
     """Per case, the mean excess over the axes it has evidence on; then the same test."""
     frames = [f.select("case_id", "d") for f in cases_of.values() if f.height]
     if not frames:
-        return mean_test([], limit, support=EXCESS_RANGE)
+        return difference_test([], limit)
     per_case = pl.concat(frames).group_by("case_id", maintain_order=True).agg(pl.col("d").mean())
-    return mean_test(per_case["d"].to_numpy(), limit, support=EXCESS_RANGE)
+    return difference_test(per_case["d"].to_numpy(), limit)
 
 
 def _with_direction_holm(results: dict[str, AxisResult]) -> dict[str, AxisResult]:
@@ -586,8 +589,9 @@ def counterfactual_checks(result: CounterfactualResult, level: Level) -> list[Ch
       pairs sent; fails as *not exercised* when no pair changed the input;
     - `counterfactual.<axis>.max_flip_rate` (at ``level``): the tri-state evidence check on
       the case excess against ``max_flip_rate`` — fails when the Holm-adjusted evidence shows
-      it above, passes when it shows it below (placebo-attributed, not blind), otherwise
-      *not established* with the cases that would decide it.
+      it above, passes when it shows it below at α (placebo-attributed, not blind; the
+      intersection–union test of every axis), otherwise *not established* with the cases
+      that would decide it.
     """
     checks = []
     for axis, r in result.axes.items():
@@ -636,13 +640,12 @@ def plan(
     Calls are an upper bound: per case one base-persona arm, then per cross pair 2 arms and
     1 more for its placebo partner (it reuses arm A); identical arms are decided once, so
     the real count is lower. ``cases_needed`` is the number of cases a fair verdict on every
-    axis needs when no pair flips at all (Holm over the axes; it does not depend on the pairs
-    per case); with flips it only grows.
+    axis needs when no pair flips at all (each axis at α: an intersection–union test needs
+    no correction; it does not depend on the pairs per case); with flips it only grows.
     """
     per_axis = n_cases * num_pairs_per_dimension
     family = max(len(dimensions), 1)
-    needed = mean_test([0.0], max_flip_rate, support=EXCESS_RANGE,
-                       alpha=ALPHA / family).cases_needed
+    needed = difference_test([0.0], max_flip_rate).cases_needed
     arms_per_pair = 3 if placebo else 2
     can_qualify = placebo and needed is not None and n_cases >= needed
     if not placebo:

@@ -3,15 +3,18 @@
 Start (`decflow_run`): once a flow knows its decflow run id, the flow run's name ends with
 it and the run is tagged `decflow` and `run:<id>`, so it is found by its id in the UI; the
 body runs followed (`crashes.followed_run`), so a killed run ends Crashed saying how to
-resume it.
+resume it. A body that cannot run (`DecflowError`, exit 2) tags the run `verdict:error`.
 
 End (`finish`): the verdict of the run's report(s), the same everywhere. A FAIL ends the
-flow run Failed — a verdict, not a crash, so one line and no traceback — whose state
-message is the report's headline, naming the failing gates (`FAIL 2/18: max_ece 0.175 >
-0.15; …`). PASS and WARN end Completed with the headline as their message (`--fail-on-warn`
-only sets the command's exit code). The run is tagged `verdict:<status>`, and the headline
-is logged, at WARNING unless the verdict is PASS. A Python caller of a Failed flow gets
-`GateFailed`, which carries the flow's result.
+flow run Failed — a verdict, not a crash, so no traceback — PASS and WARN end Completed
+(`--fail-on-warn` only sets the command's exit code; a flow passing `fail_on_warn` to
+`finish`, the nightly, ends Failed on WARN too). The state message's first line is the
+headline (`FAIL 2/18: max_ece 0.175 > 0.15; …`): the worst verdict's, the last of equals
+(a nightly's diff before its run); a flow judging several reports then names each on a
+line of its own, and the caveats of the reports follow (`NOT EXERCISED …`). The run is
+tagged `verdict:<status>` — one verdict tag and one run tag, set, not added, so a retried
+flow run never carries two — and the headline is logged, at WARNING unless PASS. A Python
+caller of a Failed flow gets `GateFailed`, which carries the flow's result.
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 from prefect.utilities.annotations import quote
 
+from decflow.errors import DecflowError
 from decflow.flows.crashes import followed_run
 from decflow.tasks.logs import ReportedFailure
 
 DECFLOW_TAG = "decflow"
 T = TypeVar("T")
 SEVERITY = {"pass": 0, "warn": 1, "fail": 2}
-
 
 
 def unwalked(value: T) -> T:
@@ -56,7 +59,7 @@ class GateFailed(ReportedFailure):
 @dataclass(frozen=True)
 class Verdict:
     """A report's verdict: `outcome` as the tasks return it (status, exit code, headline,
-    report path); `subject` names the report when a flow run judges several."""
+    report path, caveats); `subject` names the report when a flow run judges several."""
 
     outcome: Mapping[str, Any]
     subject: str = ""
@@ -65,20 +68,31 @@ class Verdict:
     def status(self) -> str:
         return str(self.outcome["status"])
 
+    @property
+    def headline(self) -> str:
+        return str(self.outcome["headline"])
+
+    @property
+    def caveats(self) -> list[str]:
+        return [str(c) for c in self.outcome.get("caveats") or []]
+
     def line(self) -> str:
-        headline = str(self.outcome["headline"])
-        return f"{self.subject}: {headline}" if self.subject else headline
+        return f"{self.subject}: {self.headline}" if self.subject else self.headline
 
 
-def _update_flow_run(*, name: str | None = None, tags: tuple[str, ...] = ()) -> None:
-    """Rename the current flow run and add tags (nothing outside a flow run)."""
+def _update_flow_run(*, name: str | None = None, **tagged: str) -> None:
+    """Rename the current flow run and set its `decflow` tag and the tags given as
+    `<prefix>=<value>` (`run="…"`: the tag `run:…`), replacing any earlier tag of that
+    prefix (nothing outside a flow run)."""
     run_id = flow_run.id
     if not run_id:
         return
+    prefixes = tuple(f"{prefix}:" for prefix in tagged)
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(UUID(run_id)).tags
-        client.update_flow_run(UUID(run_id), name=name,
-                               tags=[*current, *(t for t in tags if t not in current)])
+        kept = [t for t in current if not t.startswith(prefixes) and t != DECFLOW_TAG]
+        client.update_flow_run(UUID(run_id), name=name, tags=[
+            *kept, DECFLOW_TAG, *(f"{prefix}:{value}" for prefix, value in tagged.items())])
 
 
 @contextmanager
@@ -87,11 +101,15 @@ def decflow_run(run_id: str | None, name: str, crash: str) -> Iterator[None]:
     followed with the crash message `crash` (see the module docstring). A flow run that
     makes no decflow run (a replay) is only tagged and followed."""
     if run_id is None:
-        _update_flow_run(tags=(DECFLOW_TAG,))
+        _update_flow_run()
     else:
-        _update_flow_run(name=f"{name}-{run_id}", tags=(DECFLOW_TAG, f"run:{run_id}"))
-    with followed_run(crash):
-        yield
+        _update_flow_run(name=f"{name}-{run_id}", run=run_id)
+    try:
+        with followed_run(crash):
+            yield
+    except DecflowError:
+        _update_flow_run(verdict="error")
+        raise
 
 
 def overall(verdicts: tuple[Verdict, ...]) -> str:
@@ -99,23 +117,45 @@ def overall(verdicts: tuple[Verdict, ...]) -> str:
     return max((v.status for v in verdicts), key=lambda s: SEVERITY.get(s, 0))
 
 
-def final_state(result: Any, *verdicts: Verdict) -> State[Any]:
-    """Failed naming the failing reports' gates when one FAILs, else Completed naming
-    every report's verdict; `result` is the flow's return value either way."""
-    if overall(verdicts) == "fail":
-        message = "; ".join(v.line() for v in verdicts if v.status == "fail")
+def state_message(verdicts: tuple[Verdict, ...]) -> str:
+    """The headline of the worst verdict first, then each verdict when there are several,
+    then the reports' caveats (see the module docstring)."""
+    worst = overall(verdicts)
+    lead = [v for v in verdicts if v.status == worst][-1]
+    lines = [lead.headline]
+    if len(verdicts) > 1:
+        lines.extend(v.line() for v in verdicts)
+    lines.extend(c for v in verdicts for c in v.caveats)
+    return "\n".join(dict.fromkeys(lines))
+
+
+def final_state(result: Any, *verdicts: Verdict, fail_on_warn: bool = False) -> State[Any]:
+    """Failed when a verdict FAILs (or WARNs, with `fail_on_warn`), else Completed, with
+    the state message of `state_message`; `result` is the flow's return value either way."""
+    message = state_message(verdicts)
+    status = overall(verdicts)
+    if status == "fail" or (fail_on_warn and status == "warn"):
         return Failed(message=message, data=GateFailed(message, result))
-    return Completed(message="; ".join(v.line() for v in verdicts), data=result)
+    return Completed(message=message, data=result)
 
 
-def finish(result: Any, *verdicts: Verdict) -> State[Any]:
+def finish(result: Any, *verdicts: Verdict, fail_on_warn: bool = False) -> State[Any]:
     """Log and tag the verdicts, and return the final state (see the module docstring)."""
     logger = get_run_logger()
     for verdict in verdicts:
         level = logging.INFO if verdict.status == "pass" else logging.WARNING
         logger.log(level, "%s", verdict.line())
-    _update_flow_run(tags=(f"verdict:{overall(verdicts)}",))
-    return final_state(result, *verdicts)
+    _update_flow_run(verdict=overall(verdicts))
+    return final_state(result, *verdicts, fail_on_warn=fail_on_warn)
+
+
+def task_value(state: State[Any]) -> Any:
+    """What a task returned, also when it ended Failed as a verdict (`tasks.common.judged`:
+    the failing stage is red, the run goes on); a task that raised raises here."""
+    value = state.result(raise_on_failure=False)
+    if isinstance(value, BaseException):
+        raise value
+    return value
 
 
 def flow_result(state: State[Any]) -> Any:

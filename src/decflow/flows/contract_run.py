@@ -19,7 +19,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from decflow.errors import DecflowError
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result
+from decflow.flows.common import Verdict, decflow_run, finish, flow_result, task_value
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
@@ -86,11 +86,12 @@ class PrefectShards:
         if self.parallel:
             futures = [shard(index).submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
-                self.done += future.result()
+                self.done += task_value(future.state)
                 self.progress.report(self.done)
             return
         for index in range(shards):
-            self.done += shard(index)(*args, index, self.progress.to_dict(self.done))
+            self.done += task_value(shard(index)(*args, index, self.progress.to_dict(self.done),
+                                                 return_state=True))
             self.progress.report(self.done)
 
     def check_originals(self) -> None:

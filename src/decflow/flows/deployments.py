@@ -3,6 +3,10 @@
 `build_deployments` turns each entry into `flow.to_deployment(...)` (no server needed, so
 the definitions are testable offline); `serve_deployments` serves them all from one process
 (`decflow serve`), with the project root as working directory like a worker's pull step.
+
+Served deployments are named `<name>-served` (`SERVED_SUFFIX`): a deployment `decflow
+deploy` registered for a worker keeps its own name, so serving never takes it over (a
+served deployment is paused when its process stops, and points at that process's files).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ FLOWS: dict[str, Flow[Any, Any]] = {
     "replay": replay,
 }
 WORK_POOL = "decflow-process"
+SERVED_SUFFIX = "-served"
 HEARTBEAT_SETTING = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"
 DRIFT_TAG = "drift"
 
@@ -103,13 +108,13 @@ def checked_definitions(path: str | Path) -> list[dict[str, Any]]:
     return entries
 
 
-def build_deployments(path: str | Path) -> list[Any]:
-    """A `RunnerDeployment` per entry of the deployments file."""
+def build_deployments(path: str | Path, suffix: str = "") -> list[Any]:
+    """A `RunnerDeployment` per entry of the deployments file, named `<name><suffix>`."""
     deployments = []
     for entry in checked_definitions(path):
         flow = flow_of(entry)
         deployments.append(flow.to_deployment(
-            name=entry["name"],
+            name=f"{entry['name']}{suffix}",
             description=entry.get("description"),
             tags=entry.get("tags") or [],
             parameters=entry.get("parameters") or {},
@@ -131,7 +136,9 @@ def serve_deployments(path: str | Path) -> None:
     path = Path(path).resolve()
     # runs resolve the parameters' relative paths (and the entrypoints) from here
     os.chdir(project_dir(path))
-    deployments = build_deployments(path)
+    deployments = build_deployments(path, SERVED_SUFFIX)  # never `decflow deploy`'s names
     print(f"decflow: {describe(*ensure_crash_automation())}", file=sys.stderr)
+    print("decflow: serving " + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments),
+          file=sys.stderr)
     with watched_run():
         serve(*deployments)

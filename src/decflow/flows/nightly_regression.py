@@ -1,8 +1,14 @@
 """The `nightly_regression` flow: run the contract against its backend, diff the run
 against the accepted baseline for its decision and backend (`decflow runs accept RUN`),
-publish artifacts, and end the flow run Failed (one line naming the failing gates) when the
-run or the diff is FAIL. The first run, with no accepted baseline yet, completes with a note
-saying what to do, published under the key later diffs use."""
+publish artifacts, and end the flow run Failed when the run or the diff is FAIL, its state
+message led by the headline naming the failing gates (the diff's first).
+
+A night that could not diff is not green: with no accepted baseline yet the nightly's own
+verdict is `WARN (not diffed: no accepted baseline for <decision>/<backend>; accept one
+with decflow runs accept RUN)` — its state message, `verdict:warn` tag and regression
+artifact say so, and `fail_on_warn` fails it — while the decflow run keeps its own status,
+so a passing one can be accepted without `--force`. A baseline that ran another mode than
+the nightly (a `test` baseline under an `all` nightly) is named in the diff's line."""
 
 from __future__ import annotations
 
@@ -12,11 +18,12 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
-from decflow.flows.common import Verdict, decflow_run, finish
+from decflow.flows.common import Verdict, decflow_run, finish, task_value
 from decflow.flows.contract_run import decision_name, run_stages
 from decflow.flows.stage_loop import stopped_message
+from decflow.gates.headline import Qualifier
 from decflow.pipeline.spec import RunSpec
-from decflow.store.runs import accepted_run, new_run_id
+from decflow.store.runs import accepted_run, new_run_id, read_run_record
 from decflow.store.store import Store
 from decflow.tasks.regression import diff_task
 from decflow.tasks.report import artifact_key, report_task
@@ -40,14 +47,28 @@ def baseline_advice(run: dict[str, Any], contract: str, backend: str, store: str
             f"`decflow runs accept RUN_ID --store {store}`")
 
 
+def not_diffed(decision: str, backend: str) -> str:
+    """The nightly's headline when it had nothing to diff against (PRODUCT §4 grammar: the
+    status and its qualifier; no gate was judged)."""
+    detail = (f"no accepted baseline for {decision}/{backend}; accept one with decflow runs "
+              "accept RUN")
+    return f"WARN {Qualifier('not diffed', detail)}"
+
+
 def no_baseline_note(decision: str, backend: str, run: dict[str, Any], advice: str,
                      store: str) -> str:
     return (
-        f"# No accepted baseline\n\nThere is no accepted baseline run for decision "
+        f"# Not diffed: no accepted baseline\n\nThere is no accepted baseline run for decision "
         f"`{decision}` and backend `{backend}` in the store `{store}`, so run "
-        f"`{run['run_id']}` ({run['status'].upper()}) was not diffed.\n\nWhat to do: "
-        f"{advice}.\n"
+        f"`{run['run_id']}` ({run['status'].upper()}) was not diffed: this night is WARN "
+        f"until a baseline is accepted.\n\nWhat to do: {advice}.\n"
     )
+
+
+def mode_note(store: Store, baseline: str, mode: str) -> str:
+    """` (baseline mode test, nightly mode all)` when the modes differ, else nothing."""
+    theirs = read_run_record(store, baseline).get("mode")
+    return "" if theirs in (None, mode) else f" (baseline mode {theirs}, nightly mode {mode})"
 
 
 @flow(name="nightly_regression", flow_run_name=_nightly_run_name, persist_result=False)
@@ -66,9 +87,10 @@ def nightly_regression(
 
     Returns `{"run": <run outcome>, "diff": <diff outcome or None>, "baseline": id|None}`
     (outcomes: run id, status, exit code, headline and the store path of the report); when
-    the run or the diff is FAIL the flow run ends Failed and a Python caller gets
-    `GateFailed`. The regression result (the diff, or the note that there is no baseline)
-    is always published under the same key."""
+    the run or the diff is FAIL (or WARN, with `fail_on_warn`: a night without a baseline
+    is one) the flow run ends Failed and a Python caller gets `GateFailed`. The regression
+    result (the diff, or the note that there is no baseline) is always published under the
+    same key."""
     logger = get_run_logger()
     spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
                    mode=mode, backend=backend, dataset=dataset)
@@ -77,19 +99,25 @@ def nightly_regression(
         run = run_stages(spec, fail_on_warn=fail_on_warn)
         ran = Verdict(run, f"run {spec.run_id}")
         key = artifact_key(decision, backend, "regression")
-        baseline = accepted_run(Store(store), decision, backend)
+        opened = Store(store)
+        baseline = accepted_run(opened, decision, backend)
         if baseline is None:
             advice = baseline_advice(run, contract, backend, store)
             logger.warning("no accepted baseline for decision %s and backend %s; %s",
                            decision, backend, advice)
-            line = f"no accepted baseline: run {spec.run_id} was not diffed"
+            line = not_diffed(decision, backend)
             create_markdown_artifact(no_baseline_note(decision, backend, run, advice, store),
                                      key=key, description=line)
             create_table_artifact(placeholder_rows(line), key=f"{key}-checks",
                                   description=line)
-            return finish({"run": run, "diff": None, "baseline": None}, ran)
-        diff = diff_task(baseline, spec.run_id, contract, store, fail_on_warn, noise_reruns)
+            night = Verdict({"status": "warn", "headline": line})
+            return finish({"run": run, "diff": None, "baseline": None}, ran, night,
+                          fail_on_warn=fail_on_warn)
+        subject = (f"regression diff {baseline} → {spec.run_id}"
+                   f"{mode_note(opened, baseline, mode)}")
+        diff = task_value(diff_task(baseline, spec.run_id, contract, store, fail_on_warn,
+                                    noise_reruns, return_state=True))
         report_task.with_options(task_run_name="report: publish the regression diff")(
             store, diff["report"], key)
         return finish({"run": run, "diff": diff, "baseline": baseline}, ran,
-                      Verdict(diff, f"regression diff {baseline} → {spec.run_id}"))
+                      Verdict(diff, subject), fail_on_warn=fail_on_warn)

@@ -23,7 +23,7 @@ from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 
-from decflow.flows.common import Verdict, decflow_run, finish, unwalked
+from decflow.flows.common import Verdict, decflow_run, finish, task_value, unwalked
 from decflow.flows.crashes import crash_message
 from decflow.pipeline.driver import RunBook
 from decflow.pipeline.pipeline import Pipeline, pipeline_at
@@ -84,20 +84,23 @@ def run_pipeline(pipeline: Pipeline[S], spec: S, *, from_stage: str | None = Non
             here = replace(book.context, unit_outcomes=[])
             outcomes = unwalked([o.to_dict() for o in run_units(stage, here)])
         manifests = unwalked({name: m.to_dict() for name, m in book.manifests.items()})
-        return Manifest.from_dict(task_of(stage)(pipeline.ref, contract, unwalked(spec_d),
-                                                 manifests, fail_on_warn, outcomes))
+        # the verdict stage's task may end Failed (a FAIL) and still hand back its manifest
+        return Manifest.from_dict(task_value(task_of(stage)(
+            pipeline.ref, contract, unwalked(spec_d), manifests, fail_on_warn, outcomes,
+            return_state=True)))
 
     with RunBook(pipeline, spec, store, from_stage=from_stage, logger=get_run_logger(),
                  fail_on_warn=fail_on_warn, units=prefect_units(pipeline, contract, spec_d),
                  **context) as book:
         for stage in book.stages:
             book.run(stage, None if stage.sharded else partial(as_task, book, stage))
+    caveats: list[str] = []
     if pipeline.report is not None:  # a decflow report: its views as artifacts
         described = pipeline.describe(spec, book.manifests)
         key = artifact_key(book.loaded.contract.decision.name, described["backend"],
                            described["mode"])
-        report_task(store.location, book.verdict["report"], key)
-    return {"run_id": spec.run_id, **book.verdict}
+        caveats = report_task(store.location, book.verdict["report"], key)["caveats"]
+    return {"run_id": spec.run_id, **book.verdict, "caveats": caveats}
 
 
 def _pipeline_run_name() -> str:

@@ -15,7 +15,7 @@ from decflow.gates.checks import Check, Level, make_check
 from decflow.metrics.production import Metrics, production_value
 
 if TYPE_CHECKING:
-    from decflow.contracts.gates import Production, ProductionSegmentGates
+    from decflow.contracts.gates import Gating, Production, ProductionSegmentGates
 
 # (gate, metric, comparison) in the reference's table order.
 SEGMENT_GATES: tuple[tuple[str, str, str], ...] = (
@@ -43,6 +43,22 @@ def gate_settings(
 ) -> dict[str, float | None]:
     """Every gate of `table` with its configured limit (None when unset)."""
     return {gate: getattr(gates, gate, None) for gate, _, _ in table}
+
+
+def config_settings(production: Production, segments: list[str], gating: Gating
+                    ) -> dict[str, Any]:
+    """A check report's `config`: the segments its records were split by and every gate's
+    limit; `gating` only when it is evidence (a point-gated report keeps DecGuard's keys)."""
+    config: dict[str, Any] = {
+        "segments": segments,
+        "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
+        "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
+        "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
+        "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
+    }
+    if gating == "evidence":
+        config["gating"] = gating
+    return config
 
 
 def _checks(

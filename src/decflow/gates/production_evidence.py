@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from decflow.contracts.extensions import decflow_extensions
+from decflow.contracts.extensions import gating_rule
 from decflow.data.record_rules import shown_segment_value
 from decflow.gates.checks import Check, Comparison, Level, evidence_check
 from decflow.gates.production import (
@@ -43,7 +43,13 @@ from decflow.gates.production import (
 )
 from decflow.metrics.evidence import ALPHA, Evidence, MeanTest, verdict_from_p
 from decflow.metrics.golden_metrics import NLL_FLOOR
-from decflow.metrics.noise_floor import Bins, ece_increase_test, ece_test, tv_test
+from decflow.metrics.noise_floor import (
+    LARGER_BASELINE,
+    Bins,
+    ece_increase_test,
+    ece_test,
+    tv_test,
+)
 from decflow.metrics.production import Metrics
 from decflow.metrics.rate_bounds import drop_test, rate_test, sum_mean_test
 from decflow.metrics.stats import holm
@@ -65,17 +71,8 @@ _DRIFT = {metric for _, metric, _ in DRIFT_GATES}
 
 
 def production_gating(contract: Contract) -> tuple[Gating, str]:
-    """(gating, why) of a production check: `production.gating` when set; else evidence for
-    a contract that uses any decflow extension and DecGuard's point verdicts for a plain
-    DecGuard 0.1 contract (PRODUCT §4)."""
-    configured = contract.production.gating
-    if configured is not None:
-        return configured, f"production.gating: {configured}"
-    used = decflow_extensions(contract)
-    if used:
-        return "evidence", f"the contract uses decflow extensions ({', '.join(used)})"
-    return "point", ("a DecGuard 0.1 contract keeps DecGuard's point-estimate gates "
-                     "(set production.gating: evidence for evidence verdicts)")
+    """(gating, why) of a production check (`monitor` windows are always evidence)."""
+    return gating_rule(contract, "production")
 
 
 def stored_gating(config: Mapping[str, Any]) -> Gating:
@@ -174,8 +171,10 @@ def _judged(gates: Sequence[_Gate], alpha: float) -> list[Check]:
         notes = [f"Holm across {len(tested)} {gate.level} checks"] if len(tested) > 1 else []
         evidence = test.evidence(gate.comparison, verdict=verdict, notes=notes,  # type: ignore[arg-type]
                                  alpha=alpha)
+        # a gate no window size can decide says so on its line, not only in its evidence
+        suffix = "".join(f"; {note}" for note in test.notes if note.endswith(LARGER_BASELINE))
         checks.append(evidence_check(gate.name, gate.level, gate.metric, gate.comparison,
-                                     gate.limit, evidence))
+                                     gate.limit, evidence, suffix=suffix))
     return checks
 
 

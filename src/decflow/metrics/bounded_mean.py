@@ -41,11 +41,12 @@ Sizing (``cases_needed``, ``detectable``):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from decflow.metrics import bentkus
 from decflow.metrics.binomial import (
     clopper_pearson_high,
     clopper_pearson_low,
@@ -53,9 +54,11 @@ from decflow.metrics.binomial import (
     upper_tail,
 )
 from decflow.metrics.evidence import ALPHA, POWER, MeanTest
+from decflow.metrics.search import edge, first_true
 
 BINOMIAL = "exact binomial (Clopper-Pearson), case as unit"
 BETTING = "betting (WSR mixture), case as unit"
+BENTKUS = "Bentkus (binomial worst case for shares in [0, 1]), case as unit"
 
 FRACTIONS = 2.0 ** -np.arange(12)
 """The fractions cⱼ of the largest safe bet the mixture spreads its capital over."""
@@ -63,41 +66,6 @@ WEIGHTS = 1.0 / (np.arange(12) + 1.0) ** 2
 WEIGHTS = WEIGHTS / WEIGHTS.sum()
 _LOG_WEIGHTS = np.log(WEIGHTS)
 _Z_POWER = 0.8416212335729143  # the standard normal quantile at POWER = 0.80
-_MAX_CASES = 10_000_000
-
-
-def _first_true(
-    predicate: Callable[[int], bool], start: int = 1, stop: int = _MAX_CASES
-) -> int | None:
-    """The smallest n in [start, stop] where a predicate that stays true once true holds."""
-    hi = min(max(start, 1), stop)
-    while not predicate(hi):
-        if hi >= stop:
-            return None
-        hi = min(hi * 2, stop)
-    lo = start - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if predicate(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def _boundary(
-    rejects: Callable[[float], bool], inside: float, outside: float, tolerance: float = 1e-10
-) -> float:
-    """Between a point that is not rejected and one that is, the edge of the rejected set."""
-    for _ in range(200):
-        if abs(outside - inside) < tolerance:
-            break
-        mid = (inside + outside) / 2.0
-        if rejects(mid):
-            outside = mid
-        else:
-            inside = mid
-    return inside
 
 
 # --- exact binomial -------------------------------------------------------------------------
@@ -131,8 +99,8 @@ def _binomial_cases_needed(rate: float, limit: float, alpha: float) -> int | Non
     if rate == limit:
         return None
     if rate > limit:
-        return _first_true(lambda m: clopper_pearson_low(rate * m, m, alpha) > limit)
-    return _first_true(lambda m: clopper_pearson_high(rate * m, m, alpha) < limit)
+        return first_true(lambda m: clopper_pearson_low(rate * m, m, alpha) > limit)
+    return first_true(lambda m: clopper_pearson_high(rate * m, m, alpha) < limit)
 
 
 def _binomial_detectable(n: int, limit: float, *, above: bool, alpha: float) -> float | None:
@@ -140,17 +108,72 @@ def _binomial_detectable(n: int, limit: float, *, above: bool, alpha: float) -> 
     # The tails are monotone in the count, so the critical counts are found by bisection
     # (a few dozen tail evaluations) rather than by evaluating the tail at every count.
     if above:
-        lowest = _first_true(lambda k: upper_tail(k, n, limit) < alpha, start=0, stop=n)
-        if lowest is None:
-            return None
-        return _boundary(lambda p: not upper_tail(lowest, n, p) >= POWER, 1.0, limit,
-                         tolerance=1e-7) - limit
-    first_not_below = _first_true(lambda k: lower_tail(k, n, limit) >= alpha, start=0, stop=n)
+        lowest = first_true(lambda k: upper_tail(k, n, limit) < alpha, start=0, stop=n)
+        return None if lowest is None else power_distance(n, limit, lowest, above=True)
+    first_not_below = first_true(lambda k: lower_tail(k, n, limit) >= alpha, start=0, stop=n)
     if not first_not_below:
         return None
-    critical = first_not_below - 1
-    return limit - _boundary(lambda p: not lower_tail(critical, n, p) >= POWER, 0.0, limit,
-                             tolerance=1e-7)
+    return power_distance(n, limit, first_not_below - 1, above=False)
+
+
+def power_distance(n: int, limit: float, critical: int, *, above: bool) -> float:
+    """How far from the limit a rate must lie for a 0/1 count over n cases to reach the
+    `critical` count (at least it above, at most it below) with 80 % power."""
+    if above:
+        return edge(lambda p: not upper_tail(critical, n, p) >= POWER, 1.0, limit,
+                    tolerance=1e-7) - limit
+    return limit - edge(lambda p: not lower_tail(critical, n, p) >= POWER, 0.0, limit,
+                        tolerance=1e-7)
+
+
+# --- Bentkus: shares in [0, 1] that may cluster all or nothing ------------------------------
+
+
+def bentkus_test(shares: Sequence[float] | npt.NDArray[np.float64], limit: float, *,
+                 alpha: float = ALPHA) -> MeanTest:
+    """Tests of the mean of per-case shares in [0, 1] against ``limit`` in (0, 1) by
+    Bentkus's bound (``decflow.metrics.bentkus``): the exact binomial test's worst case,
+    valid for any values in [0, 1]; the bounds are where its p-values cross α."""
+    if not 0.0 < limit < 1.0:
+        raise ValueError(f"the limit must be in (0, 1), got {limit} (a limit of 0 is a count)")
+    x = np.asarray(shares, dtype=np.float64)
+    if x.size and (not np.isfinite(x).all() or x.min() < 0.0 or x.max() > 1.0):
+        raise ValueError("per-case shares must lie in [0, 1]")
+    n = int(x.size)
+    if n == 0:
+        return MeanTest(BENTKUS, 0, limit, None, 0.0, 1.0, 1.0, 1.0, None, None)
+    total = math.fsum(x.tolist())
+    rate = min(max(total / n, 0.0), 1.0)
+    return MeanTest(
+        method=BENTKUS,
+        n=n,
+        limit=limit,
+        estimate=rate,
+        low=bentkus.lower_bound(total, n, alpha),
+        high=bentkus.upper_bound(total, n, alpha),
+        p_above=bentkus.p_above(total, n, limit),
+        p_below=bentkus.p_below(total, n, limit),
+        cases_needed=bentkus_cases_needed(rate, limit, alpha),
+        detectable=bentkus_detectable(n, limit, above=rate >= limit, alpha=alpha),
+    )
+
+
+def bentkus_cases_needed(rate: float, limit: float, alpha: float) -> int | None:
+    """Cases at which a share sum at ``rate`` would decide Bentkus's test on its side."""
+    if rate == limit:
+        return None
+    if rate > limit:
+        return first_true(lambda m: bentkus.p_above(rate * m, m, limit) < alpha)
+    return first_true(lambda m: bentkus.p_below(rate * m, m, limit) < alpha)
+
+
+def bentkus_detectable(n: int, limit: float, *, above: bool, alpha: float) -> float | None:
+    """The distance detected with 80 % power when the shares are all or nothing (the
+    spread the test is built for)."""
+    passing, failing = bentkus.critical_counts(n, limit, alpha)
+    if above:
+        return None if failing > n else power_distance(n, limit, failing, above=True)
+    return None if passing < 0 else power_distance(n, limit, passing, above=False)
 
 
 # --- betting mixture ------------------------------------------------------------------------
@@ -200,8 +223,10 @@ def mean_test(
     *,
     support: tuple[float, float] = (0.0, 1.0),
     alpha: float = ALPHA,
+    sizing: bool = True,
 ) -> MeanTest:
-    """Betting tests of the mean of ``values`` (each in ``support``) against ``limit``."""
+    """Betting tests of the mean of ``values`` (each in ``support``) against ``limit``; the
+    cases needed and the detectable effect only with ``sizing``."""
     lo, hi = float(support[0]), float(support[1])
     support = (lo, hi)
     if not lo < limit < hi:
@@ -219,9 +244,9 @@ def mean_test(
     def log_k(m: float, above: bool) -> float:
         return _log_mixture(_log_factor_sums(distinct, counts, m, support, above))
 
-    low = lo if log_k(lo + (hi - lo) * 1e-12, True) <= threshold else _boundary(
+    low = lo if log_k(lo + (hi - lo) * 1e-12, True) <= threshold else edge(
         lambda m: log_k(m, True) > threshold, mean, lo)
-    high = hi if log_k(hi - (hi - lo) * 1e-12, False) <= threshold else _boundary(
+    high = hi if log_k(hi - (hi - lo) * 1e-12, False) <= threshold else edge(
         lambda m: log_k(m, False) > threshold, mean, hi)
     return MeanTest(
         method=BETTING,
@@ -232,8 +257,9 @@ def mean_test(
         high=high,
         p_above=min(1.0, math.exp(-log_k(limit, True))),
         p_below=min(1.0, math.exp(-log_k(limit, False))),
-        cases_needed=_betting_cases_needed(distinct, counts, mean, limit, support, threshold),
-        detectable=_betting_detectable(x, mean, limit, support, threshold),
+        cases_needed=(_betting_cases_needed(distinct, counts, mean, limit, support, threshold)
+                      if sizing else None),
+        detectable=_betting_detectable(x, mean, limit, support, threshold) if sizing else None,
     )
 
 
@@ -263,7 +289,7 @@ def _betting_cases_needed(
     rates = _log_factor_sums(distinct, counts, limit, support, mean > limit) / counts.sum()
     if not np.any(rates > 0):
         return None
-    return _first_true(lambda m: _log_mixture(rates * m) > threshold)
+    return first_true(lambda m: _log_mixture(rates * m) > threshold)
 
 
 def _betting_detectable(
@@ -289,4 +315,4 @@ def _betting_detectable(
     room = (hi - limit) if above else (limit - lo)
     if not powered(room):
         return None
-    return _boundary(powered, 0.0, room, tolerance=1e-5)  # a planning figure
+    return edge(powered, 0.0, room, tolerance=1e-5)  # a planning figure

@@ -5,7 +5,10 @@ pairs) share the case text and succeed or fail together, so counting them as ind
 overstates the evidence. Each case contributes one number, its share of hits; the rate is the
 mean of those shares, and its bounds and verdicts come from ``decflow.metrics.bounded_mean``.
 With one observation per case by construction the shares are 0 or 1 and the exact binomial
-test applies; otherwise the betting test on shares in [0, 1].
+test applies; otherwise Bentkus's bound on the shares' sum, the binomial test's worst case
+over every distribution in [0, 1]: within a small factor of the exact test when a case's
+observations flip all or nothing (the clustering the case-level test exists for), and
+exactly it when nothing flips.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from decflow.metrics.bounded_mean import binomial_test, mean_test
+from decflow.metrics.bounded_mean import bentkus_test, binomial_test
 from decflow.metrics.evidence import ALPHA, MeanTest
 
 
@@ -44,8 +47,8 @@ def rate_test(
     shares: npt.NDArray[np.float64], most_per_case: int, limit: float, *, alpha: float = ALPHA
 ) -> MeanTest:
     """The case-level test of a rate against ``limit`` in (0, 1): exact binomial when every
-    case has one observation, the betting test on the shares otherwise."""
+    case has one observation, Bentkus's bound on the shares otherwise."""
     if most_per_case <= 1:
         return binomial_test(round(float(shares.sum())), int(shares.size), limit,
                              alpha=alpha)
-    return mean_test(shares, limit, alpha=alpha)
+    return bentkus_test(shares, limit, alpha=alpha)

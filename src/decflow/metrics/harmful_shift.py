@@ -39,7 +39,7 @@ break this, as it would any test).
 **What the alarm names.** `window`: the data window whose labelled records took R over the
 threshold; `since`: the start (a data window) whose product is largest then, the estimated
 change; the risk since then with one-sided 95 % bounds (descriptive: the start was chosen by
-the data).
+the data). A threshold θ ≥ 1 cannot be exceeded: that detector never alarms.
 """
 
 from __future__ import annotations
@@ -236,16 +236,23 @@ class HarmfulShiftDetector:
         if data.get("version") != STATE_VERSION:
             raise ValueError(f"harmful-shift state version {data.get('version')!r}, "
                              f"expected {STATE_VERSION}")
-        baseline = data["baseline"]
-        log_r = tuple(-math.inf if v is None else float(v) for v in data["log_r"])
-        if len(log_r) != GRID:
-            raise ValueError(f"harmful-shift state holds {len(log_r)} products, not {GRID}")
-        alarm = data.get("alarm")
-        return cls(
-            metric=data["metric"], tolerance=float(data["tolerance"]),
-            alpha=float(data["alpha"]), horizon=int(data["horizon"]),
-            baseline_n=int(baseline["n"]), baseline_loss=float(baseline["loss"]),
-            baseline_upper=float(baseline["upper"]), log_r=log_r, n=int(data["n"]),
-            loss=float(data["loss"]), steps=int(data["steps"]), started=int(data["started"]),
-            starts=tuple(Start(str(w), int(n), float(loss)) for w, n, loss in data["starts"]),
-            alarm=None if alarm is None else Alarm(**alarm))
+        try:
+            baseline = data["baseline"]
+            log_r = tuple(-math.inf if v is None else float(v) for v in data["log_r"])
+            alarm = data.get("alarm")
+            state = cls(
+                metric=data["metric"], tolerance=float(data["tolerance"]),
+                alpha=float(data["alpha"]), horizon=int(data["horizon"]),
+                baseline_n=int(baseline["n"]), baseline_loss=float(baseline["loss"]),
+                baseline_upper=float(baseline["upper"]), log_r=log_r, n=int(data["n"]),
+                loss=float(data["loss"]), steps=int(data["steps"]),
+                started=int(data["started"]),
+                starts=tuple(Start(str(w), int(n), float(loss))
+                             for w, n, loss in data["starts"]),
+                alarm=None if alarm is None else Alarm(**alarm))
+        except (LookupError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a harmful-shift state: {exc!r}") from None
+        if len(state.log_r) != GRID or state.metric not in ("error_rate", "brier"):
+            raise ValueError(f"not a harmful-shift state: {GRID} products of error_rate or "
+                             "brier expected")
+        return state

@@ -30,14 +30,16 @@ below α. The draws are seeded (`SEED`), so a stored report re-derives the same 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from decflow.metrics.evidence import ALPHA, MeanTest
 
 RESAMPLES = 1999
+LARGER_BASELINE = "a larger baseline would decide it"
 SEED = 0
 _Z_POWER = 0.8416212335729143  # the standard normal quantile at 80 % power
 TV_METHOD = "noise floor: TV and cumulative distance against {r} resamplings of the baseline"
@@ -88,6 +90,16 @@ def _needed(gap: float, critical: float, n: float, fixed: float) -> int | None:
     return None if room <= 0.0 else max(1, math.ceil(1.0 / room))
 
 
+def _notes(floor: float, gap: float, critical: float, n: int, fixed: float) -> tuple[str, ...]:
+    """The noise floor, and when no window size could decide the gate because the
+    baseline's own noise alone exceeds the distance to the limit, a note saying so."""
+    floor_note = f"noise floor {floor:.3g}"
+    if fixed > 0.0 and gap > 0.0 and critical * math.sqrt(fixed / (1.0 / n + fixed)) >= gap:
+        return floor_note, (f"the baseline's own noise ({round(1.0 / fixed)} rows) exceeds the "
+                            f"distance to the limit: {LARGER_BASELINE}")
+    return (floor_note,)
+
+
 def _detectable(margin: float, room: float) -> float | None:
     """The distance from the limit detected with 80 % power: the noise quantile the verdict
     needs plus 0.84 sd (None beyond the parameter's room on that side)."""
@@ -134,7 +146,7 @@ def tv_test(current: Sequence[int], baseline: Sequence[int], limit: float, *,
         p_below=tv.p_below(limit),
         cases_needed=_needed(gap, critical, n, 1.0 / m),
         detectable=_detectable(critical + spread, (1.0 - limit) if above else limit),
-        notes=(f"noise floor {floor:.3g}",),
+        notes=_notes(floor, gap, critical, n, 1.0 / m),
     )
 
 
@@ -148,16 +160,14 @@ class Bins:
     confidence: tuple[float | None, ...]
 
     @classmethod
-    def of(cls, reliability: Sequence[dict[str, object]]) -> Bins:
+    def of(cls, reliability: Sequence[Mapping[str, Any]]) -> Bins:
         """From a report's `calibration.reliability` rows (count, accuracy, mean_confidence)."""
-        counts = tuple(int(row["count"]) for row in reliability)  # type: ignore[call-overload]
-        correct = tuple(
-            0 if not count else round(float(row["accuracy"]) * count)  # type: ignore[arg-type]
-            for row, count in zip(reliability, counts, strict=True))
-        return cls(counts, correct,
-                   tuple(None if row["mean_confidence"] is None
-                         else float(row["mean_confidence"])  # type: ignore[arg-type]
-                         for row in reliability))
+        counts = tuple(int(row["count"]) for row in reliability)
+        correct = tuple(round(float(row["accuracy"]) * count) if count else 0
+                        for row, count in zip(reliability, counts, strict=True))
+        confidence = tuple(None if row["mean_confidence"] is None
+                           else float(row["mean_confidence"]) for row in reliability)
+        return cls(counts, correct, confidence)
 
     @property
     def n(self) -> int:
@@ -195,7 +205,7 @@ def _ece_mean_test(estimate: float, noise: np.ndarray, n: int, limit: float, alp
         cases_needed=_needed(abs(estimate - limit), floor, n, other_n),
         detectable=_detectable(floor + spread,
                                (support[1] - limit) if above else (limit - support[0])),
-        notes=(f"noise floor {floor:.3g}",),
+        notes=_notes(floor, abs(estimate - limit), floor, n, other_n),
     )
 
 

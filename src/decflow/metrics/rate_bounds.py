@@ -42,7 +42,6 @@ COUNT = "exact (Clopper-Pearson), a count: one occurrence fails"
 DROP = "exact binomial bounds of both samples at α/2 each (union bound)"
 CHERNOFF = "Chernoff bound of a bounded mean from its sum (Hoeffding 1963)"
 _Z_POWER = 0.8416212335729143
-_Z_HALF = 1.959963984540054  # the normal quantile at 1 − 0.025: planning at α/2
 
 
 # Windows and segments repeat the same (count, n, limit) often; these are pure.
@@ -97,8 +96,10 @@ def drop_test(base_count: int, base_n: int, count: int, n: int, limit: float, *,
         return None
     half = alpha / 2.0
     base_rate, rate = base_count / base_n, count / n
-    low = max(-1.0, _cp_low(base_count, base_n, half) - _cp_high(count, n, half))
-    high = min(1.0, _cp_high(base_count, base_n, half) - _cp_low(count, n, half))
+    estimate = base_rate - rate
+    base_low, base_high = _cp_low(base_count, base_n, half), _cp_high(base_count, base_n, half)
+    now_low, now_high = _cp_low(count, n, half), _cp_high(count, n, half)
+    low, high = max(-1.0, base_low - now_high), min(1.0, base_high - now_low)
     # t is the baseline's rate, t − limit the window's; a tail at a rate outside [0, 1] is
     # 0 or 1 (`binomial`), so the search runs over every baseline rate. A p-value is refined
     # only below α (its bound clears the limit): one at or above α rejects nothing, alone or
@@ -109,13 +110,15 @@ def drop_test(base_count: int, base_n: int, count: int, n: int, limit: float, *,
     p_below = 1.0 if high >= limit else 2.0 * _crossing(
         lambda t: upper_tail(count, n, t - limit),
         lambda t: lower_tail(base_count, base_n, t), 0.0, 1.0)
+    # Planning: the two exact margins on the side the estimate lies, the window's scaled as
+    # 1/√n (the baseline's stays), so n′ = n reproduces this check's own bound.
+    above = estimate >= limit
+    base_margin = (base_rate - base_low) if above else (base_high - base_rate)
+    now_margin = (now_high - rate) if above else (rate - now_low)
+    room = abs(estimate - limit) - base_margin
+    needed = (None if room <= 0.0 or now_margin <= 0.0
+              else max(1, math.ceil(n * (now_margin / room) ** 2)))
     sd = math.sqrt(base_rate * (1 - base_rate) / base_n + rate * (1 - rate) / n)
-    estimate = base_rate - rate
-    gap = abs(estimate - limit)
-    base_var = base_rate * (1 - base_rate) / base_n
-    room = (gap / _Z_HALF) ** 2 - base_var
-    needed = (None if gap == 0.0 or room <= 0.0 or rate in (0.0, 1.0)
-              else max(1, math.ceil(rate * (1 - rate) / room)))
     return MeanTest(
         method=DROP,
         n=n,
@@ -126,7 +129,7 @@ def drop_test(base_count: int, base_n: int, count: int, n: int, limit: float, *,
         p_above=min(1.0, p_above, 0.999999 * alpha) if low > limit else 1.0,
         p_below=min(1.0, p_below, 0.999999 * alpha) if high < limit else 1.0,
         cases_needed=needed,
-        detectable=(_Z_HALF + _Z_POWER) * sd if sd > 0 else None,
+        detectable=base_margin + now_margin + _Z_POWER * sd,
         notes=(f"baseline {base_count} of {base_n}",),
     )
 

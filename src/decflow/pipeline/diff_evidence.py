@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from decflow.contracts.extensions import decflow_extensions
+from decflow.contracts.extensions import gating_rule as contract_gating
 from decflow.contracts.gates import Gating
 from decflow.errors import DecflowError
 from decflow.pipeline.noise import Reruns, make_noise_run, run_reruns
@@ -32,14 +32,7 @@ def gating_rule(contract: Contract | None, reports: tuple[dict[str, Any], dict[s
         return "point", "a DecGuard 0.1 report keeps DecGuard's point-estimate gates"
     if contract is None:
         return "point", "no contract: DecGuard's point-estimate gates"
-    configured = contract.regression.gating
-    if configured is not None:
-        return configured, f"regression.gating: {configured}"
-    used = decflow_extensions(contract)
-    if used:
-        return "evidence", f"the contract uses decflow extensions ({', '.join(used)})"
-    return "point", ("a DecGuard 0.1 contract keeps DecGuard's point-estimate gates "
-                     "(set regression.gating: evidence for evidence verdicts)")
+    return contract_gating(contract, "regression")
 
 
 def side_reruns(

@@ -13,6 +13,7 @@ from decflow.backends.base import Backend
 from decflow.backends.engine import RemoteCaller, decide_in_process
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.data.golden_dataset import compact_json
+from decflow.interrupts import run_until_complete
 from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 
@@ -61,7 +62,7 @@ class CandidateDecider:
             return decide_in_process(self.backend, frame, labels, self.tolerance)
         chunks: list[pl.DataFrame] = []
         caller = RemoteCaller(self.backend, self.decision, self.tolerance, self.concurrency)
-        self.loop.run_until_complete(caller.run(frame, labels, chunks.append))
+        run_until_complete(self.loop, caller.run(frame, labels, chunks.append))
         order_frame = frame.select("request_id").with_row_index("position")
         return order_frame.join(pl.concat(chunks), on="request_id").sort("position").drop(
             "position"
@@ -75,8 +76,10 @@ class CandidateDecider:
                 for i, kind in enumerate(results["error_kind"])]
 
     def health(self) -> Any:
-        return self.loop.run_until_complete(self.backend.healthcheck())
+        return run_until_complete(self.loop, self.backend.healthcheck())
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.backend.aclose())
-        self.loop.close()
+        try:
+            run_until_complete(self.loop, self.backend.aclose())
+        finally:
+            self.loop.close()

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic
 
+from decflow import interrupts
 from decflow.errors import DecflowError, Interrupted
 from decflow.pipeline.pipeline import Pipeline
 from decflow.pipeline.spec import load_contract_cached
@@ -28,16 +29,18 @@ from decflow.pipeline.stage import S, Stage, run_stage
 from decflow.store.runs import (
     FAILED,
     INTERRUPTED,
+    RECORD,
     REPORT,
     RUNNING,
     discard_unrecorded,
+    has_run,
     read_run_json,
     read_run_record,
     run_lock,
     run_path,
     write_run_record,
 )
-from decflow.store.store import Manifest, Store
+from decflow.store.store import DamagedArtifact, Manifest, Store, StoreUnusable
 
 if TYPE_CHECKING:
     from decflow.contracts.loader import LoadedContract
@@ -110,6 +113,8 @@ class RunBook(Generic[S]):
         self.lock = run_lock(store, spec.run_id) if self.recorded else None
         if self.lock is not None:
             self.lock.acquire()
+        # a new run may not be worth keeping when an error stops it (`Pipeline.kept`)
+        self.new = self.recorded and not has_run(store, spec.run_id)
         try:
             # a new run continuing a finished one reuses every stage before its verdict
             # (`--from-stage` narrows that); a resumed run its own before `--from-stage`
@@ -144,8 +149,13 @@ class RunBook(Generic[S]):
         return self
 
     def __exit__(self, _kind: object, error: BaseException | None, _trace: object) -> None:
+        kept = True
         try:
-            if error is not None and self.recorded:
+            # a store that failed is not a mistake in the command: the run stays resumable
+            if isinstance(error, DecflowError) and self.new and \
+                    not isinstance(error, StoreUnusable | DamagedArtifact):
+                kept = self._keep_or_discard()
+            if error is not None and self.recorded and kept:
                 self._record_stop(error)
         finally:
             self._release()
@@ -155,7 +165,19 @@ class RunBook(Generic[S]):
             signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
             raise Interrupted(int(signum), self.spec.run_id, self.resume) from error
         if isinstance(error, DecflowError):
-            error.about_run(self.spec.run_id, self.resume)
+            error.about_run(self.spec.run_id, self.resume if kept else None, kept=kept)
+
+    def _keep_or_discard(self) -> bool:
+        """Whether a new run stopped by an error is kept (`Pipeline.kept`); else its record
+        and what it wrote beside it are removed."""
+        try:
+            if self.pipeline.kept(self.store, self.manifests, self.computing):
+                return True
+            self.store.discard(run_path(self.spec.run_id, RECORD))
+            discard_unrecorded(self.store, self.spec.run_id)
+        except (DecflowError, OSError):  # the store failing: the run stays recorded
+            return True
+        return False
 
     def _release(self) -> None:
         if self.lock is not None:
@@ -207,6 +229,7 @@ class RunBook(Generic[S]):
         """Compute `stage` here (or with `compute`, e.g. as a Prefect task) unless the run
         reuses it, and record it; the verdict stage also records the run's verdict."""
         name = stage.name
+        interrupts.check()
         if name in self.manifests and stage.cached:
             self.logger.info("stage %s: reused from run %s", name,
                              self.spec.parent or self.spec.run_id)

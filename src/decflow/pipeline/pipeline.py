@@ -37,6 +37,11 @@ def _its_own_resume(spec: Any) -> str:
     return str(spec.resume_command())
 
 
+def _always_kept(_store: Store, _manifests: Mapping[str, Manifest],
+                 _computing: Mapping[str, str] | None) -> bool:
+    return True
+
+
 def ordered(stages: tuple[Stage[S], ...]) -> tuple[Stage[S], ...]:
     """The stages in an order where each comes after the stages it reads (`upstream`, among
     these stages), otherwise as listed; a cycle or a repeated name is an error."""
@@ -69,7 +74,9 @@ class Pipeline(Generic[S]):
     fanned-out stage computes its units in this process (one after the other, unless the
     pipeline knows better: a check reads them on all cores); `aliases` other names
     `--from-stage` takes; `resume(spec)` the command that finishes a stopped run (its
-    spec's own, unless a run of this kind is finished by another command)."""
+    spec's own, unless a run of this kind is finished by another command); `kept(store,
+    manifests, computing)` whether a new run an error stopped is worth keeping (else the
+    driver removes it and the error says to run the command again)."""
 
     name: str
     ref: str
@@ -81,6 +88,8 @@ class Pipeline(Generic[S]):
     local_units: UnitRunner = units_here
     aliases: Mapping[str, str] = field(default_factory=dict)
     resume: Callable[[S], str] = _its_own_resume
+    kept: Callable[[Store, Mapping[str, Manifest], Mapping[str, str] | None], bool] = \
+        _always_kept
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", ordered(self.stages))

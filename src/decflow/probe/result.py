@@ -124,7 +124,7 @@ class ProbeResult:
 
     def summary(self) -> str:
         """One line: the meter's call, blindness and the calls made, e.g. `undecided 0/8
-        pairs [0.000, 0.568] at ε 0.01; 75% 'allow'; 28 calls` (the whole report:
+        pairs [0.000, 0.527] at ε 0.01; 75% 'allow'; 28 calls` (the whole report:
         `decflow.render_text(result.to_dict())`)."""
         meter, blind = self.meter, self.blindness
         skew = "no decided input" if blind.skew is None else (

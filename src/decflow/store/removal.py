@@ -16,7 +16,7 @@ too); a run a process holds is never removed (the rm holds the run's lock while 
 
 Every path removed is checked to be inside the store first (a symbolic link in the store
 leading out of it is refused, and nothing is removed), and each one is named, in a dry run
-too. A folder is removed whole or not at all, as readers see it (`_remove`).
+too. A folder is removed whole or not at all, as readers see it (`remove_folder`).
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def _remove_all(store: Store, targets: Iterable[str], command: str) -> None:
     for relative in listed:
         _check_inside(store, relative, command)
     for relative in listed:
-        _remove(store, relative, command)
+        remove_folder(store, relative, command)
 
 
 def _check_inside(store: Store, relative: str, command: str) -> None:
@@ -228,12 +228,13 @@ def _check_inside(store: Store, relative: str, command: str) -> None:
                            "symbolic link); nothing was removed: remove that link")
 
 
-def _remove(store: Store, relative: str, command: str) -> None:
+def remove_folder(store: Store, relative: str, command: str) -> None:
     """Remove a run or stage folder so that no reader ever sees part of it: a local one is
     first renamed to a temporary name (hidden from listings; a rename is atomic), then
     deleted (a symbolic link itself, never what it leads to); on an object store, where
     folders cannot be renamed, a run's record goes first, so a removal cut short leaves an
-    unrecorded folder the next `gc` removes."""
+    unrecorded folder the next `gc` removes. A folder not inside the store is refused."""
+    _check_inside(store, relative, command)
     path = store.path(relative)
     parent, name = path.rsplit("/", 1)
     doomed = f"{parent}/{TEMPORARY}gc-{name}"

@@ -133,12 +133,23 @@ def read_run_file(store: Store, run_id: str, name: str) -> bytes:
     files = recorded(store.read_json(run_path(run_id, RECORD))) if has_run(store, run_id) else {}
     problem = mismatch(files, name, data)
     if problem:
-        raise ReportError(
-            f"{store.uri(run_path(run_id, name))} {problem}; it is not read. Write it again "
-            f"from the run's stored stages (decflow report {run_id} -c CONTRACT) or run the "
-            "check again"
-        )
+        record = store.read_json(run_path(run_id, RECORD))
+        raise ReportError(f"{store.uri(run_path(run_id, name))} {problem}; it is not read: "
+                          f"{fresh_report_advice(record if isinstance(record, dict) else {})}")
     return data
+
+
+def fresh_report_advice(record: dict[str, Any]) -> str:
+    """How to get a report again for a run whose report or view was edited: a contract
+    run's stored stages give one, with no backend call, as a new run that continues it;
+    anything else is run again."""
+    run_id, resume = record.get("run_id", "RUN"), resume_command(record)
+    if record.get("kind", "run") == "run" and resume:
+        return ("write a fresh report from the run's stored stages, with no backend call, "
+                f"as a new run: `{resume} --from-stage summary`; then `decflow runs rm "
+                f"{run_id} --force` removes the damaged run (the new run keeps its stages)")
+    again = "check" if record.get("kind") == "check" else "command"
+    return f"run the {again} again; `decflow runs rm {run_id}` removes the damaged run"
 
 
 def read_run_json(store: Store, run_id: str, name: str) -> Any:
@@ -318,7 +329,8 @@ def accept_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, A
     if damaged:  # as `decflow runs` lists it: its report or views cannot be trusted
         raise DecflowError(f"run {run_id} is damaged: {', '.join(damaged)} no longer match "
                            "the sha256 in its run.json (edited since the run), so it cannot "
-                           "be a baseline; run the contract again and accept that run")
+                           f"be a baseline ({fresh_report_advice(record)}), then accept the "
+                           "new run")
     decision, backend = record.get("decision"), record.get("backend")
     if not (is_one_name(decision) and is_one_name(backend)):
         raise DamagedArtifact(store.uri(run_path(run_id, RECORD)),

@@ -59,12 +59,16 @@ class DamagedArtifact(DecflowError):
         super().__init__(f"store: {uri} {problem}; {remedy}")
 
 
-def store_os_error(exc: OSError, doing: str, where: str) -> DecflowError:
+class StoreUnusable(DecflowError):
+    """The store cannot be read or written (full disk, permissions, a file-size limit)."""
+
+
+def store_os_error(exc: OSError, doing: str, where: str) -> StoreUnusable:
     """`store: cannot <doing> <where> (<reason>); <what to do>` for an OS error."""
     reason = exc.strerror or type(exc).__name__
     remedy = _REMEDIES.get(exc.errno or 0, "check the store's folder and pass another "
                            "--store if it cannot be fixed")
-    return DecflowError(f"store: cannot {doing} {where} ({reason}); {remedy}")
+    return StoreUnusable(f"store: cannot {doing} {where} ({reason}); {remedy}")
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ from typing import Any, ParamSpec, TypeVar
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
+from prefect.states import Failed
 
 from decflow.errors import DecflowError
 from decflow.pipeline.spec import RunSpec
+from decflow.report.model import Report
 from decflow.report.sections import report_headline
 from decflow.store.store import Manifest, Store
 from decflow.tasks import logs
@@ -29,14 +31,11 @@ logs.install()
 
 
 def transient(_task: Task[Any, Any], _run: TaskRun, state: State[Any]) -> bool:
-    """Retry a failed shard unless it failed for a reason a retry cannot change."""
-    try:
-        state.result()
-    except DecflowError:
-        return False
-    except Exception:
-        return True
-    return False
+    """Retry a failed shard unless it failed for a reason a retry cannot change: a user
+    error, or a shard that ended Failed without raising (its calls failed and their errors
+    are recorded: a retry would send nothing)."""
+    error = state.result(raise_on_failure=False)
+    return isinstance(error, Exception) and not isinstance(error, DecflowError)
 
 
 def stage_task(
@@ -69,7 +68,17 @@ def outcome(report: dict[str, Any], relative: str) -> dict[str, Any]:
     """What a task returns for a report it stored: small, so Prefect does not walk the
     whole report (it visits every task input and result looking for futures)."""
     return {"status": report["status"], "exit_code": report["exit_code"],
-            "headline": report_headline(report), "report": relative}
+            "headline": report_headline(report), "report": relative,
+            "caveats": Report.view(report).caveats()}
+
+
+def judged(status: str, headline: str, value: R) -> R | State[R]:
+    """What the task that judges the gates returns: `value`, as a Failed state with the
+    headline as its message when a requirement fails, so the failing stage is red in the
+    run's graph (the flow reads `value` back with `flows.common.task_value`)."""
+    if status == "fail":
+        return Failed(message=headline, data=value)
+    return value
 
 
 def manifests_of(manifests: dict[str, dict[str, Any]]) -> dict[str, Manifest]:

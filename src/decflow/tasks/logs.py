@@ -4,7 +4,8 @@ Pure pipeline code logs through `logging.getLogger("decflow…")` and knows noth
 Prefect; inside a flow or task run `RunLogForwarder` re-emits those records on the run
 logger, so a cache hit shows up in the Prefect UI next to the task that hit it.
 `QuietUserErrors` keeps Prefect from printing a traceback for a `DecflowError` (bad input,
-unhealthy backend: its message says what to do), as the CLI does, unless DECFLOW_DEBUG=1,
+unhealthy backend: its message says what to do), as the CLI does, or for a task that ended
+Failed as a verdict (the judging task of a FAIL), unless DECFLOW_DEBUG=1,
 and drops the records of a `ReportedFailure` (a gate verdict the run's final state already
 states in one line; Prefect's process runner would log it again with a traceback).
 """
@@ -47,7 +48,9 @@ class QuietUserErrors(logging.Filter):
             return True
         if isinstance(error, ReportedFailure):
             return False
-        if isinstance(error, DecflowError):
+        # a user error, or a task that ended Failed as a verdict without raising (the
+        # judging task): one line, no traceback (`NoneType: None` for the latter)
+        if isinstance(error, DecflowError) or (record.exc_info and error is None):
             record.exc_info = None
             record.exc_text = None
         return True

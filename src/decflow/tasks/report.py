@@ -13,6 +13,7 @@ description; the same line goes to the run's log (the terminal of a `--prefect` 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -31,12 +32,14 @@ from prefect.artifacts import (
 from prefect.runtime import deployment
 
 from decflow.redaction import redact
+from decflow.report.model import Report
 from decflow.report.sections import report_headline
 from decflow.store.runs import read_run_json
 from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
 CLI_ORIGIN = "cli"
+BASE_URL = "DECFLOW_REPORT_BASE_URL"
 
 
 def slug(*parts: str) -> str:
@@ -51,10 +54,26 @@ def artifact_key(decision: str, backend: str, kind: str) -> str:
     return slug(origin, decision, backend, kind)
 
 
-def publish_report(store: Store, relative: str, key: str) -> str:
+def report_location(store: Store, relative: str) -> str:
+    """Where a browser finds a stored file: `DECFLOW_REPORT_BASE_URL` (a static site or an
+    object-store gateway serving the store) with the file's path in the store appended, or
+    put where the base says `{path}`; without it, the store's own location of the file (a
+    URL for a remote store, a path on this machine for a local one)."""
+    base = os.environ.get(BASE_URL, "").strip()
+    if not base:
+        return store.uri(relative)
+    if "{path}" in base:
+        return base.replace("{path}", relative)
+    return f"{base.rstrip('/')}/{relative}"
+
+
+def publish_report(store: Store, relative: str, key: str) -> dict[str, Any]:
     """Publish the artifacts of the report stored at `relative` (`…/<name>.json`) under
-    `key` (`key-checks`, `key-json`, `key-html`), with its HTML view written next to it;
-    returns where the stored JSON is (path or URL)."""
+    `key` (`key-checks`, `key-json`, `key-html`), with its HTML view written next to it:
+    the Markdown report, the checks table, a link artifact to the HTML view (a local path
+    when nothing maps the store to a URL) and one to the JSON when a browser can open it;
+    returns where the stored JSON is (path or URL, `stored`) and the report's caveats (what
+    qualifies its verdict, `caveats`: the flow's state message names them)."""
     from decflow.views.artifacts import check_rows, linkable, report_artifact
     from decflow.views.stored import write_stored_html
 
@@ -63,21 +82,26 @@ def publish_report(store: Store, relative: str, key: str) -> str:
     report = redact(read_run_json(store, stored.parent.name, stored.name))
     name = PurePosixPath(relative).stem
     files = {f"{name}.json": relative, f"{name}.html": write_stored_html(store, relative, report)}
-    locations = {file: store.uri(path) for file, path in files.items()}
+    locations = {file: report_location(store, path) for file, path in files.items()}
     headline = report_headline(report)
     create_markdown_artifact(report_artifact(report, locations), key=key, description=headline)
     create_table_artifact(check_rows(report), key=f"{key}-checks", description=headline)
     for file, location in locations.items():
+        kind = PurePosixPath(file).suffix[1:]
         if linkable(location):
-            kind = PurePosixPath(file).suffix[1:]
             create_link_artifact(location, link_text=file, key=f"{key}-{kind}",
-                                 description=f"the stored {file}")
-    return locations[f"{name}.json"]
+                                 description=f"the stored {file}: {headline}")
+        elif kind == "html":  # named where it is: nothing maps the store to a URL
+            create_link_artifact(location, link_text=f"{file}: {location}", key=f"{key}-{kind}",
+                                 description=f"the stored {file} (a path on the machine that "
+                                             f"ran the flow; {BASE_URL} maps the store to a "
+                                             f"URL): {headline}")
+    return {"stored": locations[f"{name}.json"], "caveats": Report.view(report).caveats()}
 
 
 @stage_task("report", run_name="report: publish the artifacts")
-def report_task(store_url: str, relative: str, key: str) -> str:
-    """Publish the artifacts of a stored report; returns where it is stored."""
+def report_task(store_url: str, relative: str, key: str) -> dict[str, Any]:
+    """Publish the artifacts of a stored report (see `publish_report`)."""
     return publish_report(Store(store_url), relative, key)
 
 

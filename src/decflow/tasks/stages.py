@@ -15,10 +15,13 @@ unit does>` (`records: read unit 1 (4 records)`). The call stage runs in the flo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from prefect import Task, get_run_logger
+from prefect.client.schemas.objects import State
+from prefect.states import Failed
 
 from decflow.data.record_units import plan_source
 from decflow.errors import DecflowError
@@ -28,7 +31,13 @@ from decflow.pipeline.pipeline import pipeline_at
 from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import Stage, StageContext, UnitOutcome, run_stage
 from decflow.store.store import Manifest, Store
-from decflow.tasks.common import SHARD_RETRIES, manifests_of, spec_and_store, stage_task
+from decflow.tasks.common import (
+    SHARD_RETRIES,
+    judged,
+    manifests_of,
+    spec_and_store,
+    stage_task,
+)
 from decflow.tasks.report import CallProgress
 
 Spec = dict[str, Any]
@@ -47,20 +56,26 @@ def _context(pipeline: str, contract: str, spec: Spec, manifests: dict[str, Mani
     return found, context
 
 
-def task_of(stage: Stage[Any]) -> Task[..., ManifestDict]:
+def task_of(stage: Stage[Any]) -> Callable[..., Any]:
     """The task of a stage of any pipeline, named after it (the names Prefect shows)."""
     return _stage_task(stage.name, stage.title)
 
 
 @cache
-def _stage_task(name: str, title: str) -> Task[..., ManifestDict]:
+def _stage_task(name: str, title: str) -> Task[..., Any]:
     def compute(pipeline: str, contract: str, spec: Spec, manifests: dict[str, ManifestDict],
                 fail_on_warn: bool = False,
-                outcomes: list[dict[str, Any]] | None = None) -> ManifestDict:
+                outcomes: list[dict[str, Any]] | None = None
+                ) -> ManifestDict | State[ManifestDict]:
         found, context = _context(pipeline, contract, spec, manifests, fail_on_warn)
         if outcomes is not None:  # a fanned-out stage: its units as the flow ran them
             context.unit_outcomes[:] = [UnitOutcome.from_dict(o) for o in outcomes]
-        return run_stage(found.stage(name), context).to_dict()
+        stage = found.stage(name)
+        manifest = run_stage(stage, context)
+        if not stage.verdict:
+            return manifest.to_dict()
+        # the verdict stage judges the gates: its task run is Failed when a requirement fails
+        return judged(manifest.extra["status"], manifest.extra["headline"], manifest.to_dict())
 
     compute.__name__ = compute.__qualname__ = f"{name}_task"
     return stage_task(name, f"{name}: {title}")(compute)
@@ -114,10 +129,11 @@ def shard_run_name(phase: str, index: int, shards: int) -> str:
 
 @stage_task("results-shard", "results: call backend ({phase})", retries=SHARD_RETRIES)
 def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
-               progress: dict[str, Any] | None = None) -> int:
+               progress: dict[str, Any] | None = None) -> int | State[int]:
     """One shard of backend calls (the flow names its run with `shard_run_name`); a retry
     re-sends only requests without a recorded result. With `progress` (a `CallProgress`
-    dict) the progress artifact moves as the shard's calls come back."""
+    dict) the progress artifact moves as the shard's calls come back. Returns how many
+    results it recorded, as a Failed state when every call of the shard failed."""
     run_spec, store = spec_and_store(spec)
     moved = None
     if progress is not None:
@@ -126,9 +142,14 @@ def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
         def moved(shard_done: int, _shard_total: int | None) -> None:
             reporter.report(reporter.base + shard_done)
 
-    return results_stage.call_shard(
+    done = results_stage.call_shard(
         run_spec, store, _requests(store, requests_key), key, phase, index, moved
     )
+    errors = results_stage.shard_errors(store, key, phase, index)
+    if errors.all_failed:  # not green: the run goes on (the summary counts the errors)
+        return Failed(message=f"every call of this shard failed ({errors.errors} of "
+                              f"{errors.results}); first: {errors.first}", data=done)
+    return done
 
 
 @stage_task("results-sequential", "results: sequential batches up to batch {end}",

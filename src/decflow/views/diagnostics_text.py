@@ -151,7 +151,8 @@ def counterfactual_lines(section: dict[str, Any]) -> list[str]:
         "placebo off: unattributed" if unattributed
         else f"placebo {'on' if section.get('placebo', True) else 'off'}",
         f"limit {section['max_flip_rate']:g}" if section.get("max_flip_rate") is not None else None,
-        f"α {section['alpha']:g} one-sided, Holm across axes" if "alpha" in section else None,
+        f"α {section['alpha']:g} one-sided, unfair Holm across axes, fair each at α"
+        if "alpha" in section else None,
         f"{section['arms_sent']} arms sent" if "arms_sent" in section else None,
     ]
     lines = [_line("Counterfactual", " · ".join(str(h) for h in head if h))]
@@ -177,7 +178,8 @@ def counterfactual_lines(section: dict[str, Any]) -> list[str]:
             else "score (1 − attributable rate, exercised axes)"
         )
         bounds = (
-            "bounds are one-sided 95% statements, p-values Holm-adjusted across axes"
+            "bounds are one-sided 95% statements, p-values (unfair side) Holm-adjusted across "
+            "axes"
             if pooled else "each interval is a separate 95% statement"
         )
         lines.append(_more(

@@ -44,6 +44,25 @@ def evidence_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
             str(gate["gate"]), str(gate["level"]), str(gate["phrase"]),
             str(gate.get("method") or "point estimate"),
             "" if gate.get("n") is None else str(gate["n"]),
-            "" if mcnemar is None else f"{mcnemar:.3g}",
+            "" if mcnemar is None else number(mcnemar),
         ))
     return rows
+
+
+def evidence_table(report: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """Headers and rows of the evidence table, without a column no gate has a value in
+    (the McNemar p of a diff no gate tested that way)."""
+    rows = evidence_rows(report)
+    keep = [i for i in range(len(EVIDENCE_HEADERS)) if any(row[i] for row in rows)]
+    return (tuple(EVIDENCE_HEADERS[i] for i in keep),
+            [tuple(row[i] for i in keep) for row in rows])
+
+
+def evidence_items(report: dict[str, Any]) -> list[str]:
+    """One sentence per gate: `gate (level): decision · method · n cases · McNemar p`."""
+    items = []
+    for gate, level, phrase, method, cases, mcnemar in evidence_rows(report):
+        facts = [method, *([f"{cases} cases"] if cases else []),
+                 *([f"McNemar p {mcnemar}"] if mcnemar else [])]
+        items.append(f"{gate} ({level}): {phrase} · {' · '.join(facts)}")
+    return items

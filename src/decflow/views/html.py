@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from decflow.gates.headline import bounds, e_value, failing_first, number
+from decflow.gates.headline import bounds, failing_first, number
 from decflow.report.model import Diagnostics, Report
 from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
@@ -36,12 +36,7 @@ from decflow.report.sections import (
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
-from decflow.views.diff_evidence import (
-    EVIDENCE_HEADERS,
-    evidence_rows,
-    gating_line,
-    noise_line,
-)
+from decflow.views.diff_evidence import evidence_table, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
@@ -55,7 +50,7 @@ from decflow.views.text import (
     failing_segments_first,
     short_hash,
 )
-from decflow.views.trend_text import run_label, trend_cell
+from decflow.views.words import words
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
@@ -142,7 +137,32 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]],
 
 
 def kv_table(mapping: dict[str, Any], headers: tuple[str, str] = ("measure", "value")) -> str:
-    return table(headers, ((e(k), val(v)) for k, v in mapping.items()))
+    """Keys as words (`views.words`), values through `val`."""
+    return table(headers, ((e(words(k)), val(v)) for k, v in mapping.items()))
+
+
+def interval(low: float | None, high: float | None) -> str:
+    """An interval as the report's numbers: `[0.01, 0.2]`, one-sided `≤ 0.2` / `≥ 0.01`,
+    nothing when neither end was computed (never `[n/a, n/a]`)."""
+    if low is None and high is None:
+        return ""
+    if low is None:
+        return f"≤ {number(high)}"
+    if high is None:
+        return f"≥ {number(low)}"
+    return bounds(low, high)
+
+
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def e_cell(value: float | None) -> str:
+    """An e-value as a number from 0.001 to a million (`number`), beyond as a power of ten
+    (`3.2×10¹⁵`, `7.7×10⁻⁶`): its size only says how far past the decision it is."""
+    if value is None or value == 0 or 1e-3 <= abs(value) < 1e6:
+        return number(value)
+    mantissa, exponent = f"{float(value):.1e}".split("e")
+    return f"{mantissa}×10{str(int(exponent)).translate(SUPERSCRIPT)}"
 
 
 def records_table(items: Sequence[dict[str, Any]]) -> str:
@@ -498,15 +518,19 @@ def artifacts(report: Report) -> str:
         for name, a in stored.items())))
 
 
+SEQUENTIAL_KEYS = ("calls_made", "calls_full", "cases_sent", "suite_cases", "stop_reason",
+                   "seconds_saved", "money_saved", "price_per_call", "alpha",
+                   "alpha_per_gate", "seed", "batch")
+
+
 def sequential_view(run: dict[str, Any]) -> str:
     """A sequential run: calls against the full suite's, why it stopped, and per gate the
-    cases used, estimate, time-uniform interval and e-values."""
-    summary = {key: run.get(key) for key in (
-        "calls_made", "calls_full", "cases_sent", "suite_cases", "stop_reason",
-        "seconds_saved", "money_saved", "alpha", "alpha_per_gate", "seed", "batch")}
+    cases used, estimate, time-uniform interval and e-values. What the run did not record
+    (no price per call: no money saved) is left out, not shown as n/a."""
+    summary = {key: run[key] for key in SEQUENTIAL_KEYS if run.get(key) is not None}
     rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
              val(g["estimate"]), e(gate_interval(g, run).strip()),
-             e(e_value(g["e_fail"])), e(e_value(g["e_pass"])),
+             e(e_cell(g["e_fail"])), e(e_cell(g["e_pass"])),
              e(g["stop_reason"] + (f"; zero_limit: {g['zero_limit']}" if g.get("zero_limit")
                                    else "")))
             for g in run["gates"])
@@ -553,7 +577,7 @@ def diff_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     shift = plots(kv_table(report.get("counts") or {}, ("count", "value")),
                   kv_table(report.get("shift") or {}))
     metric_table = table(("metric", "baseline", "candidate", "delta"), (
-        (e(n), val(m["baseline"]), val(m["candidate"]), val(m["delta"]))
+        (e(words(n)), val(m["baseline"]), val(m["candidate"]), val(m["delta"]))
         for n, m in metrics.items()))
     # checks and changed cases first: what an on-call reader acts on
     parts = [banner(head, title), identity(report, head), gates(head), changed_cases(report),
@@ -567,7 +591,7 @@ def diff_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
                                                    Bar(s.get("candidate_accuracy"))))
              for s in segments],
             ("baseline accuracy", "candidate accuracy"), "Segment accuracy", kind="segments")
-        parts.append(section("Segments", table(("segment", *columns), (
+        parts.append(section("Segments", table(("segment", *map(words, columns)), (
             (e(f"{s['key']}={s['value']}"), *(val(s.get(c)) for c in columns))
             for s in segments)), plots(chart)))
     if report.get("trend"):
@@ -580,22 +604,38 @@ def evidence_section(report: dict[str, Any]) -> str:
     gating = gating_line(report)
     if gating is None:
         return ""
+    headers, rows = evidence_table(report)
     return section(
         "Evidence", f"<p>{e(gating)}</p><p>Rerun noise: {e(noise_line(report))}</p>",
-        table(EVIDENCE_HEADERS, [tuple(e(c) for c in row) for row in evidence_rows(report)]))
+        table(headers, [tuple(e(c) for c in row) for row in rows]))
+
+
+def trend_stack(cell: dict[str, Any] | None) -> str:
+    """A run's value of a gate, its interval and status, one above the other."""
+    if cell is None:
+        return "-"
+    parts = [val(cell["value"]), e(interval(cell["low"], cell["high"])),
+             e(status_label(cell["status"]))]
+    return "<br>".join(p for p in parts if p)
 
 
 def trend_section(trend: dict[str, Any]) -> str:
-    """The decision's last runs (rows, oldest first; * = accepted baseline) by gated metric
-    (columns: value [95% per side] and status)."""
+    """The decision's last runs (columns, oldest first; * = accepted baseline) by gated
+    metric (rows: value, 95% interval and status stacked): a run with many gates adds
+    rows, not width."""
     runs = trend["runs"]
-    gates = trend["gates"]
-    rows = ([e(run_label(run)), *(e(trend_cell(run["gates"].get(g))) for g in gates)]
-            for run in runs)
+    heads = "".join(
+        f"<th>{'* ' if run['accepted'] else ''}{e(run['run_id']).replace('-', '-<wbr>')}"
+        f'<br><span class="muted">{e(run["status"].upper())}</span></th>' for run in runs)
+    rows = "".join(
+        f"<tr><td>{e(gate)}</td>"
+        + "".join(f"<td>{trend_stack(run['gates'].get(gate))}</td>" for run in runs) + "</tr>"
+        for gate in trend["gates"])
     note = (f"<p>The last {len(runs)} runs of {e(trend['decision'])} on "
             f"{e(trend['backend'] or 'every backend')}, oldest first; * marks the accepted "
             "baseline; intervals are 95% per side.</p>")
-    return section("Trend", note, table(("run", *gates), rows))
+    return section("Trend", note, f"<table><thead><tr><th>gate</th>{heads}</tr></thead>"
+                                  f"<tbody>{rows}</tbody></table>")
 
 
 def changed_cases(report: dict[str, Any]) -> str:
@@ -616,10 +656,10 @@ def check_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     title = "decflow check"
     metrics = report.get("metrics") or {}
     groups = [(name, {k: v for k, v in (metrics.get(name) or {}).items()
-                      if not isinstance(v, dict | list)})
+                      if v is not None and not isinstance(v, dict | list)})
               for name in ("counts", "outcomes", "calibration", "confidence", "threshold",
                            "routing", "latency_ms", "cost")]
-    tables = "".join(f"<div><h3>{e(n)}</h3>{kv_table(g)}</div>" for n, g in groups if g)
+    tables = "".join(f"<div><h3>{e(words(n))}</h3>{kv_table(g)}</div>" for n, g in groups if g)
     parts = [banner(head, title), identity(report, head), gates(head),
              section("Metrics", plots(tables))]
     if (metrics.get("calibration") or {}).get("reliability"):

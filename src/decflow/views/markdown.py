@@ -29,12 +29,7 @@ from decflow.report.sections import (
 )
 from decflow.untrusted import escape
 from decflow.views.calibration_text import calibration_lines
-from decflow.views.diff_evidence import (
-    EVIDENCE_HEADERS,
-    evidence_rows,
-    gating_line,
-    noise_line,
-)
+from decflow.views.diff_evidence import evidence_items, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
 from decflow.views.text import (
@@ -46,6 +41,7 @@ from decflow.views.text import (
     failing_segments_first,
     preview,
 )
+from decflow.views.words import words
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 
@@ -85,24 +81,32 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return [*lines, ""]
 
 
-def kv_table(mapping: dict[str, Any], headers: tuple[str, str] = ("", "value")) -> list[str]:
-    return table(headers, [(md(k), cell(v)) for k, v in mapping.items()
+def kv_table(mapping: dict[str, Any], headers: tuple[str, str]) -> list[str]:
+    """Keys as words (`views.words`); structures left out."""
+    return table(headers, [(md(words(k)), cell(v)) for k, v in mapping.items()
                            if not isinstance(v, dict | list)])
 
 
 def status_line(report: Report, title: str) -> list[str]:
+    """The headline, then the title, the verdict in words and the caveats."""
+    return [f"**{md(report.first_line())}**", "", *verdict_lines(report, title)]
+
+
+def verdict_lines(report: Report, title: str) -> list[str]:
+    """The title, the verdict in words and the caveats (the Prefect artifact, whose
+    description is the headline, starts here)."""
     status = str(report.status)
     verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
     caveats = [f"**{md(c)}**" for c in report.caveats()]
     exit_code = "n/a" if report.exit_code is None else report.exit_code
-    return [f"**{md(report.first_line())}**", "", f"# {title}", "",
-            f"**{status.upper()}**: {verdict} · exit code {exit_code}", "",
+    return [f"# {title}", "", f"**{status.upper()}**: {verdict} · exit code {exit_code}", "",
             *(f"{c}  " for c in caveats), ""]
 
 
 def identity(report: Report) -> list[str]:
-    rows = [(name, md(text)) for name, text in identity_rows(report)]
-    return table(("", ""), rows) if rows else []
+    """What the report is about, one item per line (long text wraps, unlike a table row)."""
+    rows = [f"- **{name}**: {md(text)}" for name, text in identity_rows(report)]
+    return ["## Identity", "", *rows, ""] if rows else []
 
 
 # Comparisons as words: a cell starting with `>` renders as a quote bar in Markdown tables
@@ -151,8 +155,6 @@ def golden_block(report: dict[str, Any], head: Report) -> list[str]:
         ("macro-F1", cell(classification.macro_f1)),
         ("ECE / Brier / NLL",
          " / ".join(cell(v) for v in (calibration.ece, calibration.brier, calibration.nll))),
-        *(("calibration", md(line)) for line in calibration_lines(report)),
-        *(("evidence", md(line)) for line in gate_evidence_lines(report)),
         ("coverage / selective accuracy",
          f"{cell(selective and selective.coverage)} / "
          f"{cell(selective and selective.selective_accuracy)}"),
@@ -160,7 +162,11 @@ def golden_block(report: dict[str, Any], head: Report) -> list[str]:
     ]
     if head.contract and head.contract.type == "score":
         rows.insert(3, ("ordinal MAE", cell(classification.ordinal_mae)))
-    return ["## Metrics", "", *table(("metric", "value"), rows)]
+    # sentences as list items: they wrap, where a table row runs off a narrow page
+    notes = [*(f"- calibration: {md(line)}" for line in calibration_lines(report)),
+             *(f"- evidence: {md(line)}" for line in gate_evidence_lines(report))]
+    return ["## Metrics", "", *table(("metric", "value"), rows),
+            *([*notes, ""] if notes else [])]
 
 
 def properties_block(report: dict[str, Any]) -> list[str]:
@@ -180,6 +186,19 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append(f"- {md(evidence.gate)}: {md(evidence.statement)}")
     if typed.rate_evidence:
         lines.append("")
+    skipped = properties.get("skipped") or []
+    if skipped:
+        names = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
+        more = ", …" if len(skipped) > MAX_LISTED else ""
+        lines.append(f"Skipped cases: {len(skipped)} ({md(names)}{more})")
+        lines.append("")
+    return lines
+
+
+def property_failures_block(report: dict[str, Any]) -> list[str]:
+    """The failing transformed cases, the first few of each property."""
+    properties = report.get("properties") or {}
+    lines: list[str] = []
     groups = failures_by_property(properties)
     labels = labels_of(report)
     if groups:
@@ -199,12 +218,6 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         if len(items) > len(shown):
             lines.append(f"- … {len(items) - len(shown)} more in the report JSON "
                          "(`properties.failures`)")
-        lines.append("")
-    skipped = properties.get("skipped") or []
-    if skipped:
-        names = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
-        more = ", …" if len(skipped) > MAX_LISTED else ""
-        lines.append(f"Skipped cases: {len(skipped)} ({md(names)}{more})")
         lines.append("")
     return lines
 
@@ -255,12 +268,14 @@ def diagnostics_block(report: dict[str, Any]) -> list[str]:
     lines.append("")
     if axes:
         lines.extend(table(
-            ("axis", "pairs", "flips", "excess (or rate)", "bounds", "p (Holm)", "verdict",
-             "evidence"),
+            ("axis", "pairs", "flips", "excess (or rate)", "bounds", "p (Holm)", "verdict"),
             ((md(a["axis"]), cell(axis_base(a)), cell(a.get("flips")), cell(axis_rate(a)),
-              interval(a), cell(a.get("p_holm")), md(axis_verdict(a)),
-              md(a.get("evidence") or "")) for a in axes),
+              interval(a), cell(a.get("p_holm")), md(axis_verdict(a))) for a in axes),
         ))
+        # sentences below the table: they wrap, a table row does not in every viewer
+        lines.extend(f"- {md(a['axis'])}: {md(a['evidence'])}" for a in axes
+                     if a.get("evidence"))
+        lines.append("")
     return lines
 
 
@@ -291,37 +306,50 @@ def sequential_block(section: dict[str, Any]) -> list[str]:
                 + (f"; saved about {' and '.join(saved)}" if saved else "")]
 
 
-def render_run(report: dict[str, Any]) -> list[str]:
-    head = Report.view(report)
+Sections = list[tuple[str, list[str]]]
+
+
+def run_title(head: Report) -> str:
     contract = head.contract or ContractRef()
     kind = f" ({md(contract.type)})" if contract.type else ""
-    lines = status_line(head, f"decflow {head.mode or 'run'}: {md(contract.name or 'n/a')}{kind}")
-    lines.extend(identity(head))
+    return f"decflow {head.mode or 'run'}: {md(contract.name or 'n/a')}{kind}"
+
+
+def run_sections(report: dict[str, Any]) -> Sections:
+    """A run report's sections after its status lines, named (see `render_markdown`)."""
+    head = Report.view(report)
+    sections: Sections = [("identity", identity(head))]
     if report.get("sequential"):
-        lines.extend(sequential_block(report["sequential"]))
+        sections.append(("sequential", sequential_block(report["sequential"])))
     if shows_golden(report):
-        lines.extend(golden_block(report, head))
-    lines.extend(checks_block(head))
+        sections.append(("metrics", golden_block(report, head)))
+    sections.append(("checks", checks_block(head)))
     # Diagnostics first: they say how far the property results can be trusted.
     if report.get("diagnostics"):
-        lines.extend(diagnostics_block(report))
+        sections.append(("diagnostics", diagnostics_block(report)))
     if report.get("properties"):
-        lines.extend(properties_block(report))
+        sections.append(("properties", properties_block(report)))
+        sections.append(("failing cases", property_failures_block(report)))
     if shows_golden(report):
-        lines.extend(failures_block(report))
-    return lines
+        sections.append(("failing cases", failures_block(report)))
+    return sections
 
 
-def segments_table(segments: list[dict[str, Any]], columns: Sequence[str]) -> list[str]:
-    return table(("segment", *columns), (
-        (md(f"{s['key']}={s['value']}"), *(cell(s.get(c)) for c in columns)) for s in segments))
+def segments_table(segments: list[dict[str, Any]],
+                   columns: Sequence[tuple[str, str]]) -> list[str]:
+    """One row per segment; `columns` are (key, header in words)."""
+    return table(("segment", *(header for _, header in columns)), (
+        (md(f"{s['key']}={s['value']}"), *(cell(s.get(key)) for key, _ in columns))
+        for s in segments))
 
 
 def diff_identity(report: dict[str, Any]) -> list[str]:
-    """The two runs compared (run, contract hash, dataset, backend) and whose gates apply."""
-    lines = table(("", "baseline", "candidate"),
-                  ((name, md(base), md(cand)) for name, base, cand in side_rows(report)))
-    return [*lines, f"Gates: {md(gates_text(report))}", ""]
+    """The two runs compared (run, contract hash, dataset, backend; once when both sides
+    agree) and whose gates apply."""
+    lines = [f"- **{name}**: both {md(base)}" if base == cand else
+             f"- **{name}**: baseline {md(base)}; candidate {md(cand)}"
+             for name, base, cand in side_rows(report)]
+    return ["## Identity", "", *lines, "", f"Gates: {md(gates_text(report))}", ""]
 
 
 def changes_block(report: dict[str, Any]) -> list[str]:
@@ -338,26 +366,25 @@ def changes_block(report: dict[str, Any]) -> list[str]:
           cell(c.get("expected")), md(preview(c.get("input")))) for c in shown))]
 
 
-def render_diff(report: dict[str, Any]) -> list[str]:
+def diff_sections(report: dict[str, Any]) -> Sections:
     """Checks and changed cases first (what an on-call reader acts on), then the counts,
     shift, metrics and segments behind them."""
     head = Report.view(report)
-    lines = status_line(head, "decflow diff")
-    lines.extend(diff_identity(report))
-    lines.extend(checks_block(head))
-    lines.extend(changes_block(report))
-    lines.extend(evidence_block(report))
-    lines.extend(["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))])
-    lines.extend(["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))])
-    lines.extend(["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (
-        (md(name), cell(m["baseline"]), cell(m["candidate"]), cell(m["delta"]))
-        for name, m in (report.get("metrics") or {}).items()))])
+    sections: Sections = [
+        ("identity", diff_identity(report)), ("checks", checks_block(head)),
+        ("failing cases", changes_block(report)), ("evidence", evidence_block(report)),
+        ("counts", ["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))]),
+        ("shift", ["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))]),
+        ("metrics", ["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (
+            (md(words(name)), cell(m["baseline"]), cell(m["candidate"]), cell(m["delta"]))
+            for name, m in (report.get("metrics") or {}).items()))])]
     segments = report.get("segments") or []
     if segments:
-        lines.extend(["## Segments", "", *segments_table(segments, (
-            "matched", "baseline_accuracy", "candidate_accuracy", "accuracy_drop",
-            "answer_flip_rate"))])
-    return lines
+        sections.append(("segments", ["## Segments", "", *segments_table(segments, (
+            ("matched", "cases"), ("baseline_accuracy", "accuracy before"),
+            ("candidate_accuracy", "after"), ("accuracy_drop", "drop"),
+            ("answer_flip_rate", "flips")))]))
+    return sections
 
 
 def evidence_block(report: dict[str, Any]) -> list[str]:
@@ -365,18 +392,15 @@ def evidence_block(report: dict[str, Any]) -> list[str]:
     gating = gating_line(report)
     if gating is None:
         return []
-    rows = [tuple(md(c) for c in row) for row in evidence_rows(report)]
     return ["## Evidence", "", md(gating), "", f"Rerun noise: {md(noise_line(report) or '')}",
-            "", *table(EVIDENCE_HEADERS, rows)]
+            "", *(f"- {md(item)}" for item in evidence_items(report)), ""]
 
 
-def render_check(report: dict[str, Any]) -> list[str]:
+def check_sections(report: dict[str, Any]) -> Sections:
     """Checks first (what an on-call reader acts on), then the metrics, drift and segments
     behind them."""
     head = Report.view(report)
-    lines = status_line(head, "decflow check")
-    lines.extend(identity(head))
-    lines.extend(checks_block(head))
+    sections: Sections = [("identity", identity(head)), ("checks", checks_block(head))]
     metrics = report.get("metrics") or {}
     rows = {"records": (metrics.get("counts") or {}).get("total"),
             **{k: v for k, v in (metrics.get("outcomes") or {}).items() if k != "n"},
@@ -384,10 +408,11 @@ def render_check(report: dict[str, Any]) -> list[str]:
             "mean confidence": (metrics.get("confidence") or {}).get("mean"),
             "threshold coverage": (metrics.get("threshold") or {}).get("coverage"),
             **{k: v for k, v in (metrics.get("routing") or {}).items() if k.endswith("_rate")}}
-    lines.extend(["## Metrics", "", *kv_table(rows, ("metric", "value"))])
+    sections.append(("metrics", ["## Metrics", "", *kv_table(rows, ("metric", "value"))]))
     drift = report.get("drift") or {}
     if any(v is not None for v in drift.values()):
-        lines.extend(["## Drift against the baseline", "", *kv_table(drift, ("measure", "value"))])
+        sections.append(("drift", ["## Drift against the baseline", "",
+                                   *kv_table(drift, ("measure", "value"))]))
     segments = report.get("segments") or []
     if segments:
         flat = [{"key": s["key"], "value": s["value"], "status": s.get("status"),
@@ -395,14 +420,28 @@ def render_check(report: dict[str, Any]) -> list[str]:
                  "accuracy": (s["metrics"].get("outcomes") or {}).get("accuracy"),
                  "ece": (s["metrics"].get("calibration") or {}).get("ece")}
                 for s in failing_segments_first(segments)]
-        lines.extend(["## Segments", "",
-                      *segments_table(flat, ("status", "records", "accuracy", "ece"))])
-    return lines
+        sections.append(("segments", ["## Segments", "", *segments_table(
+            flat, (("status", "status"), ("records", "records"), ("accuracy", "accuracy"),
+                   ("ece", "ECE")))]))
+    return sections
+
+
+def titled_sections(report: dict[str, Any]) -> tuple[str, Sections]:
+    """The report's title and its sections after the status lines, by report kind."""
+    kind = report_kind(report)
+    if kind == "diff":
+        return "decflow diff", diff_sections(report)
+    if kind == "check":
+        return "decflow check", check_sections(report)
+    return run_title(Report.view(report)), run_sections(report)
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    """The Markdown summary of a run, diff or check report."""
-    renderers = {"diff": render_diff, "check": render_check}
-    lines = renderers.get(report_kind(report), render_run)(report)
+    """The Markdown summary of a run, diff or check report: the headline, title, verdict
+    and caveats, then the sections of its kind."""
+    title, sections = titled_sections(report)
+    lines = status_line(Report.view(report), title)
+    for _, section in sections:
+        lines.extend(section)
     # One pass over the page, as the text view does per line (code blocks quote inputs raw).
     return escape("\n".join(lines).rstrip(), keep_newlines=True) + "\n"

@@ -29,6 +29,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from decflow import interrupts
 from decflow.untrusted import escape, shorten
 from decflow.workers.command import python_module, trusted_path
 from decflow.workers.frames import BrokenFrame, encode, read_frame, write_encoded
@@ -259,7 +260,7 @@ class WorkerProcess:
 
     def _wait(self, child: _Child, future: Future[Any], timeout: float) -> Any:
         try:
-            return future.result(timeout)
+            return interrupts.result(future, timeout)
         except FutureTimeout:
             raise self._timed_out(child, future, timeout) from None
 

@@ -19,6 +19,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
+from decflow import interrupts
+
 T = TypeVar("T")
 
 
@@ -52,7 +54,7 @@ def _started(fn: Callable[..., T], args: tuple[Any, ...]) -> Future[T]:
 def call_in_thread(fn: Callable[..., T], *args: Any, timeout: float) -> T:
     """`fn(*args)` in a daemon thread, waiting at most `timeout` seconds."""
     try:
-        return _started(fn, args).result(timeout)
+        return interrupts.result(_started(fn, args), timeout)
     except FutureTimeout:
         raise CallTimedOut(f"no answer within {timeout:g}s") from None
 

@@ -3,8 +3,9 @@
 decguard.http/0.1 on 127.0.0.1 (stdlib): `POST /decide` answers after `delay_s` with
 probabilities favouring a label chosen by the input's hash; `GET /health` is 200. It counts
 every request per case id, received and answered, so a test sees exactly what was sent
-again after a kill. With `failing=True` every decision is a 500 (a run whose every case
-errors: exit 2).
+again after a kill, and when each request started (`starts`, monotonic clock). With
+`failing=True` every decision is a 500 (a run whose every case errors: exit 2). While the
+gate is closed (`hold`), decisions are received but not answered until it opens again.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class CountingService:
         self.delay_s, self.failing = delay_s, failing
         self.received: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
+        self.starts: list[float] = []
+        self.in_progress = 0
+        self.gate = threading.Event()
+        self.gate.set()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.server.daemon_threads = True
@@ -54,6 +59,23 @@ class CountingService:
     def total_received(self) -> int:
         with self.lock:
             return sum(self.received.values())
+
+    def waiting(self) -> int:
+        """Decisions received and not answered (nor abandoned by the client) yet."""
+        with self.lock:
+            return self.in_progress
+
+    def started_after(self, moment: float) -> list[float]:
+        """Start times of the requests received after `moment` (monotonic)."""
+        with self.lock:
+            return [start for start in self.starts if start > moment]
+
+    def hold(self) -> None:
+        """Answer nothing until `release` (requests are still received and counted)."""
+        self.gate.clear()
+
+    def release(self) -> None:
+        self.gate.set()
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         service = self
@@ -75,11 +97,22 @@ class CountingService:
                 self.reply(b'{"status": "ok"}')
 
             def do_POST(self) -> None:
+                started = time.monotonic()
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 case_id = request["case_id"]
                 with service.lock:
                     service.received[case_id] += 1
+                    service.starts.append(started)
+                    service.in_progress += 1
+                try:
+                    self.decide(request, case_id)
+                finally:
+                    with service.lock:
+                        service.in_progress -= 1
+
+            def decide(self, request: dict[str, Any], case_id: str) -> None:
                 time.sleep(service.delay_s)
+                service.gate.wait()
                 if service.failing:
                     self.reply(b'{"error": "down"}', status=500)
                     return
@@ -101,6 +134,7 @@ def counting_service(delay_s: float = 0.02, failing: bool = False) -> Iterator[C
     try:
         yield running
     finally:
+        running.release()
         running.server.shutdown()
         running.server.server_close()
 

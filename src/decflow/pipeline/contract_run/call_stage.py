@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from decflow import interrupts
 from decflow.pipeline.contract_run import results
 from decflow.pipeline.contract_run.sequential_calls import (
     sent_inputs,
@@ -51,6 +52,7 @@ class InProcessShards:
     def run(self, phase: str, shards: int) -> None:
         context = self.context
         for index in range(shards):
+            interrupts.check()
             base = self.done
 
             def progress(shard_done: int, _total: int | None, base: int = base) -> None:

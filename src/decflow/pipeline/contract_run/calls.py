@@ -8,6 +8,7 @@ they arrive, so `--resume RUN` re-sends only requests without a recorded result 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,9 @@ def _error_rows(request_ids: pl.Series, kinds: list[str], messages: list[str]) -
     ).select(list(RESULTS_SCHEMA))
 
 
+ORIGINAL_ERROR = "original_error"  # a transformed request not sent: its original errored
+
+
 def original_error_rows(transformed: pl.DataFrame, failed: pl.DataFrame) -> pl.DataFrame:
     """Transformed requests of a case whose original errored are not sent."""
     joined = transformed.join(
@@ -38,7 +42,7 @@ def original_error_rows(transformed: pl.DataFrame, failed: pl.DataFrame) -> pl.D
         maintain_order="left",
     )
     messages = [f"the original case errored ({kind})" for kind in joined["original_kind"]]
-    return _error_rows(joined["request_id"], ["original_error"] * joined.height, messages)
+    return _error_rows(joined["request_id"], [ORIGINAL_ERROR] * joined.height, messages)
 
 
 def generation_error_rows(transformed: pl.DataFrame) -> pl.DataFrame:
@@ -75,6 +79,7 @@ async def decide_requests(
         shard = requests.slice(offset, shard_size)
         if backend.supports_batch:
             sink(decide_in_process(backend, shard, decision.labels, tolerance))
+            await asyncio.sleep(0)  # where a signal's cancellation reaches this loop
         else:
             counter.done = done
             await caller.run(shard, decision.labels, sink, on_result=counter)

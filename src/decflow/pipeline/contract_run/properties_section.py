@@ -17,6 +17,7 @@ import polars as pl
 
 from decflow.data.golden_dataset import case_input
 from decflow.metrics.columns import probability_matrix
+from decflow.pipeline.contract_run.calls import ORIGINAL_ERROR
 from decflow.pipeline.contract_run.derive import (
     DIAGNOSTIC_PROPERTIES,
     run_seed,
@@ -35,9 +36,6 @@ from decflow.store.store import Manifest, Part, Store
 if TYPE_CHECKING:
     from decflow.contracts.loader import LoadedContract
     from decflow.contracts.properties import PropertyConfig
-
-ORIGINAL_ERROR = "original_error"
-
 
 def _presentation(row: dict[str, Any], labels: tuple[str, ...]) -> list[list[str]] | None:
     shown, order = row["shown_labels"], row["label_order"]

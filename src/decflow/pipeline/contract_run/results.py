@@ -7,14 +7,15 @@ its results as chunk files named after the shard.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
+import io
 import os
 import uuid
 from typing import Any
 
 import polars as pl
 
+from decflow import interrupts
 from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.errors import DecflowError
@@ -139,7 +140,7 @@ def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
         finally:
             await backend.aclose()
 
-    return asyncio.run(check())
+    return interrupts.run(check())
 
 
 def left_to_send(requests: int, recorded: int) -> int:
@@ -322,7 +323,7 @@ def call_rows(
         finally:
             await backend.aclose()
 
-    asyncio.run(run())
+    interrupts.run(run())
     sink.journal.close()
     return sink.rows
 
@@ -380,3 +381,35 @@ def _without_retried(parts: list[Part], part_ids: list[pl.Series]) -> list[Part]
         seen.update(listed)
         kept.append(part)
     return kept
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardErrors:
+    """What shard `index` of a phase recorded: `results`, of which `errors` are errors;
+    `first` the first error (`kind: message`)."""
+
+    results: int
+    errors: int
+    first: str | None
+
+    @property
+    def all_failed(self) -> bool:
+        return self.results > 0 and self.errors == self.results
+
+
+def shard_errors(store: Store, key: str, phase: str, index: int) -> ShardErrors:
+    """The errors among the results one shard recorded (its chunk files)."""
+    folder = store.stage_prefix("results", key)
+    name = f"{CHUNK}{phase[0]}{index:06d}-"
+    # unpublished chunks have no manifest to check them against yet
+    frames = [pl.read_parquet(io.BytesIO(store.read_bytes(f"{folder}/{file}")),
+                              columns=["error_kind", "error_message"])
+              for file in store.list_dir(folder)
+              if file.startswith(name) and file.endswith(".parquet")]
+    if not frames:
+        return ShardErrors(0, 0, None)
+    found = pl.concat(frames)
+    errored = found.filter(pl.col("error_kind").is_not_null())
+    first = (None if not errored.height
+             else "{error_kind}: {error_message}".format(**errored.row(0, named=True)))
+    return ShardErrors(found.height, errored.height, first)

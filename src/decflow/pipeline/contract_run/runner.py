@@ -9,21 +9,19 @@ re-gate or diff the other's runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
-from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.backend_plan import plan_path, stored_plan
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.comparisons import COMPARISONS, MINIMIZED
 from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
+from decflow.pipeline.contract_run.resume import answered, forget_calls
 from decflow.pipeline.contract_run.summary import SUMMARY
-from decflow.pipeline.driver import drive, resumable
+from decflow.pipeline.driver import drive
 from decflow.pipeline.pipeline import Pipeline
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import ProgressFactory
 from decflow.report.run_report import RunReport
-from decflow.store.runs import FINISHED, new_run_id, now_iso
 from decflow.store.store import Manifest, Store
 
 
@@ -39,10 +37,22 @@ def continue_plan(store: Store, spec: RunSpec) -> None:
         keep_plan(store, spec.parent, spec.run_id)
 
 
+def answered_run(store: Store, manifests: Mapping[str, Manifest],
+                 computing: Mapping[str, str] | None) -> bool:
+    """Whether a new contract run stopped by an error is worth keeping: only once its
+    backend answered (a mistyped -b or -d leaves no run); else its calls' folder goes
+    (`resume.py`)."""
+    key = computing["key"] if computing and computing["stage"] == RESULTS.name else None
+    if RESULTS.name in manifests or answered(store, key):
+        return True
+    forget_calls(store, key)
+    return False
+
+
 CONTRACT_RUN: Pipeline[RunSpec] = Pipeline(
     "contract_run", f"{__name__}:CONTRACT_RUN", RunSpec.from_dict,
     (CASES, REQUESTS, RESULTS, COMPARISONS, MINIMIZED, SUMMARY), RunReport, describe_run,
-    prepare=continue_plan,
+    prepare=continue_plan, kept=answered_run,
     aliases={"report": SUMMARY.name},  # `--from-stage report` recomputes the summary
 )
 
@@ -66,19 +76,3 @@ def run_contract(
     """Run (or resume) every stage of a contract run in this process; returns its report."""
     return drive(CONTRACT_RUN, spec, store, from_stage=from_stage, on_stage=on_stage,
                  progress=progress, fail_on_warn=fail_on_warn)
-
-
-def resumed_spec(store: Store, run_id: str, contract_path: str, mode: str) -> RunSpec:
-    """The spec of stored run `run_id` to finish it (`--resume`): same mode and contract
-    (by hash) as the interrupted run, read from the path given now. A finished run is never
-    changed: the spec is then a new run that continues it (`parent`)."""
-    record = resumable(store, run_id, "run", contract_path)
-    stored = RunSpec.from_dict(record["spec"])
-    if stored.mode != mode:
-        raise DecflowError(
-            f"run {run_id} was a '{stored.mode}' run; resume it with the same mode"
-        )
-    if record["status"] in FINISHED:
-        return replace(stored, contract_path=contract_path, run_id=new_run_id(),
-                       parent=run_id, created_at=now_iso())
-    return replace(stored, contract_path=contract_path)

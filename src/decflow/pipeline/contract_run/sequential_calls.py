@@ -30,6 +30,7 @@ from decflow.gates.checks import Check
 from decflow.metrics.columns import probability_matrix
 from decflow.metrics.compare import compare
 from decflow.pipeline.contract_run import results
+from decflow.pipeline.contract_run.calls import ORIGINAL_ERROR
 from decflow.pipeline.contract_run.derive import (
     DIAGNOSTIC_PROPERTIES,
     counterfactual_config,
@@ -349,7 +350,7 @@ class SequentialCalls:
             "order": sent,
             "bounds": [b for b in self.bounds if b <= self.sent],
             "stop_reason": self.stop_reason,
-            "calls_made": requests.rows,
+            "calls_made": requests.rows - self._not_sent(kept_requests),
             "calls_full": full_requests.rows,
             "call_seconds": round(self.seconds, 4),
             "cases": cases.to_dict(),
@@ -357,6 +358,14 @@ class SequentialCalls:
         }
         return results.finish_results(self.spec, self.store, requests, self.key, health,
                                       extra={RECORD: record})
+
+    def _not_sent(self, requests: pl.DataFrame) -> int:
+        """Requests of the sent cases that never reached the backend: their generation
+        failed, or their case's original errored (recorded as errors, not calls)."""
+        answers = pl.concat(self.answers) if self.answers else pl.DataFrame(
+            schema=dict(RESULTS_SCHEMA))
+        blocked = answers.filter(pl.col("error_kind") == ORIGINAL_ERROR).height
+        return int(requests["pre_error_kind"].is_not_null().sum()) + blocked
 
     def _key(self, name: str) -> str:
         return hashlib.sha256(f"{name}:{self.key}:{self.sent}".encode()).hexdigest()

@@ -122,7 +122,9 @@ def build_report(
                                                sequential)
     judged = [Check.from_dict(c) for c in checks]
     status, exit_code = status_of(judged, fail_on_warn=fail_on_warn)
-    qualifiers = run_qualifiers(status, sequential)
+    gate_evidence = (golden_gate_evidence(metrics, contract.requirements, contract.warnings)
+                     if gated else [])
+    qualifiers = run_qualifiers(status, judged, gate_evidence, properties, sequential)
     case_results, failures = golden_cases(contract, table, backend_info)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
@@ -168,8 +170,7 @@ def build_report(
         warnings=gate_values(contract.warnings),
         metrics=GoldenMetrics.model_validate(metrics),
         calibration=Calibration.model_validate(calibration),
-        gate_evidence=golden_gate_evidence(metrics, contract.requirements, contract.warnings)
-        if gated else [],
+        gate_evidence=gate_evidence,
         checks=[CheckRow.model_validate(c) for c in checks],
         failures=failures if mode.fills("golden") else [],
         results=case_results,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from decflow import interrupts
 from decflow.data.record_units import Unit
 from decflow.data.records import RecordReader, RecordSpec, segment_column
 from decflow.errors import DatasetError
@@ -254,7 +255,7 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
     with ThreadPoolExecutor(max_workers=1) as pool:
         ids = pool.submit(id_parts)
         stats = store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))
-        return [stats, *ids.result()]
+        return [stats, *interrupts.result(ids)]
 
 
 def _hash_parquet(hashes: np.ndarray) -> bytes:

@@ -16,7 +16,7 @@ from decflow.errors import DatasetError
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import Check, Level, status_of
 from decflow.gates.headline import headline
-from decflow.gates.production import NO_RECORDS, PRODUCTION_GATES, SEGMENT_GATES, gate_settings
+from decflow.gates.production import NO_RECORDS, config_settings
 from decflow.gates.production_evidence import check_report_checks, production_gating
 from decflow.metrics.calibration import calibration_section
 from decflow.metrics.production import (
@@ -100,18 +100,8 @@ def production_calibration(
 
 
 def config_block(production: Production, gating: Gating) -> CheckConfig:
-    """The gate settings the check was judged with; `gating` only when it is evidence (a
-    point-gated report keeps DecGuard's `config`)."""
-    config: dict[str, Any] = {
-        "segments": [key.strip() for key in production.segments],
-        "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
-        "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
-        "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
-        "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
-    }
-    if gating == "evidence":
-        config["gating"] = gating
-    return CheckConfig.model_validate(config)
+    return CheckConfig.model_validate(
+        config_settings(production, [key.strip() for key in production.segments], gating))
 
 
 def _segment_entries(contract: Contract, aggregates: Aggregates) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
 from decflow.gates.headline import headline
-from decflow.gates.production import PRODUCTION_GATES, SEGMENT_GATES, gate_settings, stored_gates
+from decflow.gates.production import config_settings, stored_gates
 from decflow.gates.production_evidence import (
     check_report_checks,
     production_gating,
@@ -95,15 +95,8 @@ def rejudge(report: dict[str, Any], production: Production,
                 for entry, checks in zip(report["segments"], per_segment, strict=True)]
     checks = aggregate + [c for cs in per_segment for c in cs]
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
-    config: dict[str, Any] = {
-        "segments": report["config"]["segments"],  # the segments the records were split by
-        "requirements": gate_settings(production.requirements, PRODUCTION_GATES),
-        "warnings": gate_settings(production.warnings, PRODUCTION_GATES),
-        "segment_requirements": gate_settings(production.segment_requirements, SEGMENT_GATES),
-        "segment_warnings": gate_settings(production.segment_warnings, SEGMENT_GATES),
-    }
-    if gating == "evidence":
-        config["gating"] = gating
+    # the segments the records were split by, the gates judged now
+    config = config_settings(production, report["config"]["segments"], gating)
     return {**report, "created_at": now_iso(), "status": status, "exit_code": exit_code,
             "headline": headline(status, checks), "config": config, "baseline": baseline,
             "drift": drift_values, "segments": segments,
