@@ -247,4 +247,4 @@ def test_plugins_come_from_the_entry_point_group_and_run_in_a_worker(
 def test_openai_client_is_closed(chat: _ChatServer) -> None:
     provider = _openai(chat.url)
     provider.close()
-    assert provider._client.is_closed  # type: ignore[attr-defined]
+    assert provider.loop.is_closed()  # type: ignore[attr-defined]

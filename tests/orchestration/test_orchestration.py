@@ -928,9 +928,10 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
 ) -> None:
     """SIGKILL during a call shard: the run's follower ends it and its running task runs
     Crashed within seconds, naming the run and the command that resumes it. Killed together
-    with its follower (a lost machine), the heartbeat automation ends the flow run and the
-    next decflow flow run to start ends its task runs."""
-    from decflow.flows.crash_detection import AUTOMATION_NAME
+    with its follower (a lost machine), the server's automations end the flow run and every
+    task run within the heartbeat window, log the resume command and leave a final progress
+    artifact, with no other flow run started."""
+    from decflow.flows.crash_detection import AUTOMATION_NAME, TASK_AUTOMATION_NAME
     from tests.integration.test_resume_kill import (
         CASES,
         MAX_CONCURRENCY,
@@ -945,10 +946,10 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     assert [d.returncode for d in setup] == [0, 0], setup[0].stderr + setup[1].stderr
     assert setup[0].stdout.startswith(("crash detection created", "crash detection updated"))
     assert setup[1].stdout.startswith("crash detection unchanged")  # idempotent
-    (automation,) = api_call(prefect_api,
-                             lambda c: c.read_automations_by_name(AUTOMATION_NAME))
-    assert automation.trigger.within.total_seconds() == CRASH_WINDOW_S
-    service = CountingService()
+    for name in (AUTOMATION_NAME, TASK_AUTOMATION_NAME):
+        (automation,) = api_call(prefect_api, lambda c, n=name: c.read_automations_by_name(n))
+        assert automation.trigger.within.total_seconds() == CRASH_WINDOW_S
+    service = CountingService(delay_s=0.1)  # slow enough for a progress update before 300
     service.thread.start()
     command = [sys.executable, "-m", "decflow", "test", "--store", "store", "--prefect"]
 
@@ -962,6 +963,9 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
 
     def open_tasks(flow_run_id: Any) -> list[Any]:
         return [t for t in task_runs_of(prefect_api, flow_run_id) if not t.state.is_final()]
+
+    def flow_runs() -> int:
+        return len(api_call(prefect_api, lambda c: c.read_flow_runs()))
 
     try:
         contract = write_contract(tmp_path, service.url, CASES, MAX_CONCURRENCY)
@@ -980,7 +984,7 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
         assert resumed.returncode in (0, 1), resumed.stderr
         resent = service.snapshot()[0] - sent_before
 
-        # killed with its follower: the automation, once its heartbeats stopped
+        # killed with its follower: the automations, once its heartbeats stopped
         before = sum(service.snapshot()[0].values())
         second = start()
         until(lambda: children_of(second.pid), 60)
@@ -992,20 +996,27 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
         for pid in [*followers, second.pid]:
             os.kill(pid, signal.SIGKILL)
         second.wait()
+        killed_at = time.monotonic()
+        started = flow_runs()
         lost_id = new_run({run_id})
         (lost,) = tagged(prefect_api, lost_id)
-        lost = until(lambda: (r := api_call(prefect_api, lambda c: c.read_flow_run(
-            lost.id))).state.is_final() and r, CRASH_WINDOW_S + 60)
-        left_running = open_tasks(lost.id)
-        # the next flow run follows it up: its task runs, its message
-        again = decflow(env, tmp_path, "test", str(contract), "--store", "store", "--prefect",
-                        "--resume", lost_id)
-        assert again.returncode in (0, 1), again.stderr
+        closed = until(lambda: (r := api_call(prefect_api, lambda c: c.read_flow_run(
+            lost.id))).state.is_final() and not open_tasks(lost.id) and r, 120)
+        closed_after = time.monotonic() - killed_at
+        assert flow_runs() == started  # nothing else ran meanwhile
+
+        def crash_written(found: dict[str, Any]) -> bool:
+            return any(e.name == "decflow.crash" for e in found["logs"]) and sum(
+                a.type == "progress" for a in found["artifacts"]) == 2
+
+        seen = until(lambda: (found := recorded(prefect_api, lost.id, 1)) and crash_written(
+            found) and found, 30)
     finally:
         service.server.shutdown()
         service.server.server_close()
         decflow(env, tmp_path, "prefect-setup", "--crash-after", "90")  # the default again
-    resume = f"`decflow test {contract} --store store --resume {run_id}`"
+    store = tmp_path / "store"
+    resume = f"`decflow test {contract} --store {store} --resume {run_id}`"
     assert killed.state.is_crashed(), killed.state
     assert killed.state.message.startswith(f"decflow run {run_id}: its process died")
     assert killed.state.message.endswith(f"resume it with {resume}")
@@ -1024,18 +1035,31 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     assert report["metrics"]["counts"]["total"] == CASES
     assert report["metrics"]["counts"]["errored"] == 0
 
-    assert lost.state.is_crashed(), lost.state
-    assert "No heartbeat for 40 s" in lost.state.message
+    # the lost run: flow run and every task run Crashed within 120 s of the kill
+    assert closed, [(t.name, t.state.type) for t in open_tasks(lost.id)]
+    assert closed.state.is_crashed() and "No heartbeat for 40 s" in closed.state.message
+    assert closed_after <= 120, closed_after
     beats = heartbeat_times(prefect_api, lost.id)
     assert beats, "the killed run sent no heartbeat"
-    silent = (lost.state.timestamp - beats[-1]).total_seconds()
+    silent = (closed.state.timestamp - beats[-1]).total_seconds()
     assert CRASH_WINDOW_S <= silent <= CRASH_WINDOW_S + 30, silent
-    assert left_running, "the automation alone ends no task run"
-    followed = api_call(prefect_api, lambda c: c.read_flow_run(lost.id))
-    assert followed.state.is_crashed() and "No heartbeat for 40 s" in followed.state.message
-    assert followed.state.message.endswith(
-        f"resume it with `decflow test {contract} --store store --resume {lost_id}`")
-    assert not open_tasks(lost.id)
+    tasks = task_runs_of(prefect_api, lost.id)
+    shard = [t for t in tasks if t.name.startswith("results: call backend")]
+    assert shard and all(t.state.is_crashed() for t in shard)
+    assert all(t.state.is_final() for t in tasks)
+    # the log names the run and the command that resumes it, with absolute paths
+    lost_resume = f"`decflow test {contract} --store {store} --resume {lost_id}`"
+    (line,) = [e.message for e in seen["logs"] if e.name == "decflow.crash"]
+    assert line.startswith(f"No heartbeat for 40 s: decflow run {lost_id}: its process died")
+    assert line.endswith(f"resume it with {lost_resume}")
+    # the progress artifact's final version says where the calls stopped
+    progress = sorted((a for a in seen["artifacts"] if a.type == "progress"),
+                      key=lambda a: a.created)
+    assert len(progress) == 2
+    final = progress[-1]
+    assert re.match(rf"stopped at results: \d+/{CASES} calls: No heartbeat for 40 s: "
+                    rf"decflow run {lost_id}", final.description), final.description
+    assert 0 < final.data < 100
 
 
 def test_a_flow_that_cannot_run_exits_2_without_a_traceback(

@@ -95,9 +95,12 @@ class HttpCaller:
         retry_statuses: Collection[int] = UNAVAILABLE_STATUSES,
         unavailable_statuses: Collection[int] = UNAVAILABLE_STATUSES,
         pool: Http11Pool | None = None,
+        owner: str | None = None,
     ) -> None:
+        """`owner` names the caller in configuration errors (default: the backend)."""
         self.provider = provider
         self.backend_name = backend_name
+        self.owner = owner or f"{provider} backend '{backend_name}'"
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
@@ -123,12 +126,12 @@ class HttpCaller:
         for variable in variables:
             if not is_allowed(variable, url):
                 raise ConfigurationError(
-                    refusal(variable, url, f"{self.provider} backend '{self.backend_name}'"))
+                    refusal(variable, url, self.owner))
         self._allowed_origins.add(origin(url))
 
     def _env(self, variable: str) -> str:
         value = os.environ.get(variable, "")
-        where = f"{self.provider} backend '{self.backend_name}': environment variable {variable}"
+        where = f"{self.owner}: environment variable {variable}"
         if not value:
             raise ConfigurationError(f"{where} is not set")
         if any(c in value for c in "\r\n\0"):

@@ -138,7 +138,7 @@ def contract_run(
     exit code, headline, store path of the report); a FAIL ends the flow run Failed (see
     `flows.common`)."""
     run_spec = RunSpec.from_dict(spec)
-    with decflow_run(run_spec.run_id, run_label(spec), stopped_message(run_spec)):
+    with decflow_run(run_spec.run_id, run_label(spec), stopped_message(CONTRACT_RUN, run_spec)):
         outcome = run_stages(run_spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
                              parallel_shards=parallel_shards)
         return finish(outcome, Verdict(outcome))

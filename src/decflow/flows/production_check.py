@@ -67,7 +67,7 @@ def production_check(
                                "run to resume")
         spec = CheckSpec(contract, records, opened.location, new_run_id(), _planned(records),
                          baseline)
-    with decflow_run(spec.run_id, check_label(contract), stopped_message(spec)):
+    with decflow_run(spec.run_id, check_label(contract), stopped_message(CHECK, spec)):
         outcome = run_pipeline(CHECK, spec, from_stage=from_stage, fail_on_warn=fail_on_warn)
         return finish(outcome, Verdict(outcome))
 

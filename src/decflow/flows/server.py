@@ -11,6 +11,8 @@ from contextlib import contextmanager
 
 from prefect.settings import PREFECT_API_URL
 
+from decflow import interrupts
+from decflow.backends.http11 import Http11Pool, HttpResponse, Target, TransportError
 from decflow.errors import DecflowError
 
 HEALTH_TIMEOUT_S = 5.0
@@ -22,16 +24,26 @@ UNREACHABLE = ("Failed to reach API", "Timed out while attempting to connect to 
 
 
 def _check(url: str) -> None:
-    import httpx
+    """GET /health with the backends' client (one deadline for the whole exchange, the
+    answer's size capped, no compression), as every outbound call of decflow's."""
+    pool = Http11Pool(HEALTH_TIMEOUT_S)
+
+    async def health() -> HttpResponse:
+        try:
+            return await pool.request("GET", Target.parse(f"{url.rstrip('/')}/health"), {},
+                                      None)
+        finally:
+            await pool.aclose()
 
     try:
-        answer = httpx.get(f"{url.rstrip('/')}/health", timeout=HEALTH_TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        raise DecflowError(f"no Prefect server answers at {url} ({type(exc).__name__}); "
+        answer = interrupts.run(health())
+    except (TransportError, ValueError) as exc:
+        reason = exc.name if isinstance(exc, TransportError) else str(exc)
+        raise DecflowError(f"no Prefect server answers at {url} ({reason}); "
                            f"{WHAT_TO_DO}") from None
-    if answer.status_code != 200:
+    if answer.status != 200:
         raise DecflowError(f"the Prefect server at {url} is not healthy (HTTP "
-                           f"{answer.status_code} from /health); {WHAT_TO_DO}")
+                           f"{answer.status} from /health); {WHAT_TO_DO}")
 
 
 @contextmanager

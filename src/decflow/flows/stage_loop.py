@@ -14,7 +14,6 @@ flows are this loop with their own names, parameters and deployments).
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -24,7 +23,7 @@ from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 
 from decflow.flows.common import Verdict, decflow_run, finish, task_value, unwalked
-from decflow.flows.crashes import crash_message
+from decflow.flows.crashes import absolute, crash_message
 from decflow.pipeline.driver import RunBook
 from decflow.pipeline.pipeline import Pipeline, pipeline_at
 from decflow.pipeline.stage import (
@@ -41,14 +40,12 @@ from decflow.tasks.report import artifact_key, report_task
 from decflow.tasks.stages import task_of, unit_task_of
 
 
-def worker_path(path: str) -> str:
-    """A local path as workers in another directory find it (absolute); a URL as it is."""
-    return path if "://" in path else os.path.abspath(path)
-
-
-def stopped_message(spec: Any) -> str:
-    """What a crashed flow run of the run says: the command that resumes it."""
-    return crash_message(f"run {spec.run_id}", f"resume it with `{spec.resume_command()}`")
+def stopped_message(pipeline: Pipeline[S], spec: S) -> str:
+    """What a crashed flow run of the run says: the command that resumes it, from any
+    directory (absolute paths)."""
+    anywhere = replace(spec, contract_path=absolute(spec.contract_path),
+                       store_url=absolute(spec.store_url))
+    return crash_message(f"run {spec.run_id}", f"resume it with `{pipeline.resume(anywhere)}`")
 
 
 def prefect_units(pipeline: Pipeline[Any], contract: str, spec: dict[str, Any]) -> UnitRunner:
@@ -75,7 +72,7 @@ def run_pipeline(pipeline: Pipeline[S], spec: S, *, from_stage: str | None = Non
     artifacts and returns the run's outcome: id, status, exit code, headline, store path of
     the report."""
     store = Store(spec.store_url)
-    contract = worker_path(spec.contract_path)
+    contract = absolute(spec.contract_path)  # workers may run in another directory
     spec_d = spec.to_dict()
 
     def as_task(book: RunBook[S], stage: Stage[S]) -> Manifest:
@@ -115,7 +112,7 @@ def pipeline_flow(pipeline: str, spec: dict[str, Any], from_stage: str | None = 
     (run id, status, exit code, headline, report path), Failed on a FAIL."""
     found = pipeline_at(pipeline)
     run_spec = found.spec_from(spec)
-    with decflow_run(run_spec.run_id, found.name, stopped_message(run_spec)):
+    with decflow_run(run_spec.run_id, found.name, stopped_message(found, run_spec)):
         outcome = run_pipeline(found, run_spec, from_stage=from_stage,
                                fail_on_warn=fail_on_warn)
         return finish(outcome, Verdict(outcome))

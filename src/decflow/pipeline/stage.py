@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store, stage_key
@@ -41,6 +41,8 @@ class Spec(Protocol):
     is not recorded, e.g. a baseline's statistics), its contract, where it is stored, the
     finished run it continues (`--resume` of a finished run), itself as small JSON, and the
     command line that finishes it after an interruption."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # a dataclass (`replace` makes variants)
 
     @property
     def run_id(self) -> str: ...

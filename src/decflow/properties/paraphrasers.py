@@ -10,30 +10,32 @@ case; configuration problems (unreadable file, missing credential, unknown plugi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
-import json
 import os
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from decflow import interrupts
+from decflow.backends.base import BackendError, BackendTimeout, BackendUnavailable
+from decflow.backends.httpclient import HttpCaller, json_object
 from decflow.contracts.credentials import is_allowed, refusal
 from decflow.contracts.paths import contract_file
 from decflow.errors import ConfigurationError
 from decflow.properties.base import setting
-from decflow.redaction import redact, redact_text, register
+from decflow.redaction import redact, redact_text
+from decflow.strictjson import JsonProblem, dotted, loads
 from decflow.workers.process import CallFailed, WorkerFailed, shared_worker
 from decflow.workers.settings import call_timeout
 
-if TYPE_CHECKING:
-    import httpx
-
 ENTRY_POINT_GROUP = "decflow.paraphrasers"
 HOST = "decflow.properties.paraphrase_host"
+SOURCE = "properties.paraphrase.source"
 
 DEFAULT_INSTRUCTIONS = (
     "Rewrite the user's text in {n} different ways. Keep the meaning, every fact and the "
@@ -110,9 +112,12 @@ class FileParaphraser(Paraphraser):
                 continue
             where = f"{full}:{number}"
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigurationError(f"{where}: invalid JSON ({exc.msg})") from exc
+                row = loads(line)
+            except JsonProblem as exc:
+                at = f"{dotted(exc.path)}: " if exc.path else ""
+                raise ConfigurationError(
+                    f"{where}: invalid JSON at column {exc.column}: {at}{exc.reason}"
+                ) from None
             if not isinstance(row, dict):
                 raise ConfigurationError(f"{where}: a row must be a JSON object")
             texts = row.get("paraphrases")
@@ -144,13 +149,17 @@ def redact_url(url: str) -> str:
 
 
 class OpenAIParaphraser(Paraphraser):
-    """Paraphrases from an OpenAI-compatible chat-completions API (seeded, recorded)."""
+    """Paraphrases from an OpenAI-compatible chat-completions API (seeded, recorded).
+
+    Requests go through the remote backends' own client (`backends.httpclient`): one
+    deadline of `timeout_s` for the whole exchange (a server trickling bytes cannot hold a
+    case longer), answers capped at 64 MB and never compressed, keep-alive on one event
+    loop for the run. Answers are read by the strict JSON parser (`decflow.strictjson`);
+    whatever is wrong with one is that case's `paraphrase_error`, never the run's end."""
 
     provider = "openai"
 
-    def __init__(
-        self, source: Any, *, seed: int, transport: httpx.BaseTransport | None = None
-    ) -> None:
+    def __init__(self, source: Any, *, seed: int) -> None:
         self.seed = seed
         self.model = setting(source, "model")
         if not self.model:
@@ -158,23 +167,21 @@ class OpenAIParaphraser(Paraphraser):
         self.url = str(setting(source, "url") or "https://api.openai.com/v1").rstrip("/")
         self.temperature = float(setting(source, "temperature", 0.0) or 0.0)
         self.instructions = setting(source, "instructions") or DEFAULT_INSTRUCTIONS
-        headers = {}
         key_env = setting(source, "api_key_env", "OPENAI_API_KEY")
         if key_env is not None:
             if not is_allowed(key_env, self.url):
-                raise ConfigurationError(refusal(key_env, self.url, "properties.paraphrase.source"))
-            key = os.environ.get(key_env)
-            if not key:
+                raise ConfigurationError(refusal(key_env, self.url, SOURCE))
+            if not os.environ.get(key_env):
                 raise ConfigurationError(
-                    f"properties.paraphrase.source.api_key_env: environment variable "
-                    f"{key_env} is not set"
+                    f"{SOURCE}.api_key_env: environment variable {key_env} is not set"
                 )
-            register([key])
-            headers["Authorization"] = f"Bearer {key}"
-        timeout = float(setting(source, "timeout_s", 60) or 60)
-        import httpx  # only this provider needs it; every fuzz run imports this module
-
-        self._client = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+        self.caller = HttpCaller(
+            provider=self.provider, backend_name="paraphrase", owner=SOURCE,
+            timeout_s=float(setting(source, "timeout_s", 60) or 60), max_retries=0,
+            retry_backoff_s=0.0, bearer_token_env=key_env,
+        )
+        self.caller.headers()  # the key is read (and registered for redaction) now
+        self.loop = asyncio.new_event_loop()
 
     def paraphrase(self, text: str, *, n: int, case_id: str) -> list[str]:
         body = {
@@ -186,18 +193,15 @@ class OpenAIParaphraser(Paraphraser):
             "temperature": self.temperature,
             "seed": self.seed,
         }
-        import httpx
-
+        request = self.caller.post_json(f"{self.url}/chat/completions", body)
         try:
-            response = self._client.post(f"{self.url}/chat/completions", json=body)
-        except httpx.TimeoutException as exc:
-            raise ParaphraseFailed("timeout", f"paraphrase request timed out ({exc})") from exc
-        except httpx.TransportError as exc:
-            raise ParaphraseFailed("unavailable", f"paraphraser unreachable ({exc})") from exc
-        if response.status_code >= 400:
-            raise ParaphraseFailed("paraphrase_error", f"paraphraser HTTP {response.status_code}")
-        self.last_response = redact(_response_identity(response))
-        return [redact_text(text) for text in _parse_paraphrases(response)[:n]]
+            answer = json_object(interrupts.run_until_complete(self.loop, request))
+        except (BackendTimeout, BackendUnavailable) as exc:
+            raise ParaphraseFailed(exc.kind, f"paraphraser {exc}") from None
+        except BackendError as exc:  # a status, a broken or oversized answer
+            raise ParaphraseFailed("paraphrase_error", f"paraphraser {exc}") from None
+        self.last_response = redact(_response_identity(answer))
+        return [redact_text(text) for text in _parse_paraphrases(answer)[:n]]
 
     def provenance(self) -> dict[str, Any]:
         found = {
@@ -210,29 +214,27 @@ class OpenAIParaphraser(Paraphraser):
         return found
 
     def close(self) -> None:
-        self._client.close()
+        if not self.loop.is_closed():
+            try:
+                interrupts.run_until_complete(self.loop, self.caller.aclose())
+            finally:
+                self.loop.close()
 
 
-def _response_identity(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
+def _response_identity(answer: dict[str, Any]) -> dict[str, Any]:
     return {
-        "response_model": data.get("model"),
-        "system_fingerprint": data.get("system_fingerprint"),
+        "response_model": answer.get("model"),
+        "system_fingerprint": answer.get("system_fingerprint"),
     }
 
 
-def _parse_paraphrases(response: httpx.Response) -> list[str]:
+def _parse_paraphrases(answer: dict[str, Any]) -> list[str]:
     def bad(reason: str) -> ParaphraseFailed:
         return ParaphraseFailed("paraphrase_error", f"paraphraser answer {reason}")
 
     try:
-        content = response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        content = answer["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError) as exc:
         raise bad("has no choices[0].message.content") from exc
     if not isinstance(content, str):
         raise bad("content is not text")
@@ -241,9 +243,9 @@ def _parse_paraphrases(response: httpx.Response) -> list[str]:
         # Models often fence JSON in a code block despite the instructions.
         stripped = stripped.strip("`").removeprefix("json").strip()
     try:
-        texts = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        raise bad("is not a JSON array") from exc
+        texts = loads(stripped)
+    except JsonProblem as exc:
+        raise bad(f"is not a JSON array ({exc})") from None
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         raise bad("is not a JSON array of strings")
     return [t for t in texts if t.strip()]

@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from uuid import UUID
 
-from prefect import get_run_logger
+from prefect import get_client, get_run_logger
 from prefect.artifacts import (
     create_link_artifact,
     create_markdown_artifact,
@@ -29,7 +29,7 @@ from prefect.artifacts import (
     create_table_artifact,
     update_progress_artifact,
 )
-from prefect.runtime import deployment
+from prefect.runtime import deployment, flow_run
 
 from decflow.redaction import redact
 from decflow.report.model import Report
@@ -39,6 +39,9 @@ from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
 CLI_ORIGIN = "cli"
+# flow-run labels of where its calls are (the crash automation reads them)
+PROGRESS_SHARE = "decflow.progress.share"
+PROGRESS_LINE = "decflow.progress.line"
 BASE_URL = "DECFLOW_REPORT_BASE_URL"
 
 
@@ -124,6 +127,7 @@ class CallProgress:
     @classmethod
     def start(cls, total: int, run_id: str) -> CallProgress:
         artifact = create_progress_artifact(0.0, description=f"backend calls of run {run_id}")
+        set_progress_labels(0.0, f"results: 0/{total} calls")
         return cls(total, str(artifact))
 
     def to_dict(self, base: int) -> dict[str, Any]:
@@ -135,7 +139,9 @@ class CallProgress:
         return cls(data["total"], data["artifact_id"], data["started"], data["base"])
 
     def report(self, done: int, *, final: bool = False) -> None:
-        """`done` calls of `total` so far; sent if `EVERY_S` passed or `final`."""
+        """`done` calls of `total` so far; sent if `EVERY_S` passed or `final`. The flow
+        run's labels `PROGRESS_SHARE` and `PROGRESS_LINE` follow: should its process die,
+        the crash automation's final progress artifact says where it stopped."""
         from decflow.views.progress_text import progress_line
 
         now = time.monotonic()
@@ -145,4 +151,15 @@ class CallProgress:
         line = progress_line(done, self.total, time.time() - self.started, "calls", "results")
         share = 100.0 * done / self.total if self.total else 100.0
         update_progress_artifact(UUID(self.artifact_id), share, description=line)
+        set_progress_labels(share, f"results: {done}/{self.total} calls")
         get_run_logger().info("%s", line)
+
+
+def set_progress_labels(share: float, line: str) -> None:
+    """Where the current flow run's calls are (see `CallProgress.report`)."""
+    run_id = flow_run.id
+    if not run_id:
+        return
+    with get_client(sync_client=True) as client:
+        client.update_flow_run_labels(UUID(run_id), {PROGRESS_SHARE: round(share, 2),
+                                                     PROGRESS_LINE: line})

@@ -1,0 +1,177 @@
+"""What a stranger's pull request can send decflow at run time, through the command line.
+
+Each row is one attack from issue 31 (part A): a contract folder built for it, a decflow
+command run as a process of its own against it (and against the hostile server of
+`tests/support/servers/hostile.py` where it needs one), and its documented outcome: exit 2
+with exactly one `error:` line naming the place, or a finished run whose cases record the
+typed error. Whatever the outcome: no traceback, no `internal error`, the peak RSS of the
+command (`os.wait4`) and its wall time bounded, and nothing outside the store touched (every
+other file of the folder, and a neighbour folder, unchanged).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.servers.hostile import HostileServer, hostile_server
+
+LABELS = ["refund", "reject", "review"]
+CASE = {"id": "r1", "input": "The blender arrived damaged.", "expected": "refund"}
+
+
+@dataclass(frozen=True)
+class Attack:
+    """`prepare(folder, server)` writes the attack's files and returns the command's
+    arguments (run in `folder`, `--store store` added)."""
+
+    name: str
+    prepare: Callable[[Path, HostileServer], list[str]]
+    exit_code: int
+    error: str | None = None  # what the one `error:` line says (a regex); None: no error line
+    kinds: tuple[str, ...] = ()  # error kinds the stored run's cases record
+    max_rss_mb: float = 400
+    max_s: float = 30
+    also: Callable[[HostileServer], None] | None = field(default=None)
+
+
+def contract(folder: Path, **sections: Any) -> Path:
+    """A refund contract on the mock backend over a one-case dataset, with `sections`."""
+    document: dict[str, Any] = {
+        "schema_version": "0.1",
+        "decision": {"name": "refund_request", "type": "choice", "options": LABELS},
+        "backend": {"provider": "mock", "default": {"refund": 0.8, "reject": 0.1,
+                                                     "review": 0.1}},
+        "dataset": "cases.jsonl",
+        "requirements": {"min_accuracy": 0.5},
+        **sections,
+    }
+    if not (folder / "cases.jsonl").exists():
+        (folder / "cases.jsonl").write_text(json.dumps(CASE) + "\n")
+    path = folder / "decflow.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def paraphrased_by(mode: str) -> Callable[[Path, HostileServer], list[str]]:
+    """`fuzz` with the openai paraphrase provider on the hostile server's `mode`."""
+    def prepare(folder: Path, server: HostileServer) -> list[str]:
+        source = {"provider": "openai", "model": "m", "url": f"{server.url}/{mode}",
+                  "api_key_env": None, "timeout_s": 2}
+        contract(folder, properties={"paraphrase": {"source": source,
+                                                    "max_tv_distance": 0.0}})
+        return ["fuzz", "decflow.yaml"]
+    return prepare
+
+
+def no_compression_asked(server: HostileServer) -> None:
+    (head,) = [h for h in server.heads if h.startswith("POST /gzip/")]
+    assert "accept-encoding" not in head.lower()
+
+
+ATTACKS = [
+    Attack("paraphraser trickles its answer", paraphrased_by("trickle"), 1,
+           kinds=("timeout",)),
+    Attack("paraphraser sends a gzip bomb", paraphrased_by("gzip"), 1,
+           kinds=("paraphrase_error",), also=no_compression_asked),
+    Attack("paraphraser answer 200k deep", paraphrased_by("deep"), 1,
+           kinds=("paraphrase_error",)),
+    Attack("paraphrase content 200k deep", paraphrased_by("deep-content"), 1,
+           kinds=("paraphrase_error",)),
+    Attack("paraphraser answer with NaN", paraphrased_by("nan"), 1,
+           kinds=("paraphrase_error",)),
+    Attack("paraphraser answer with 1e999", paraphrased_by("huge-number"), 1,
+           kinds=("paraphrase_error",)),
+    Attack("paraphraser answer with a duplicate key", paraphrased_by("duplicate"), 1,
+           kinds=("paraphrase_error",)),
+]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[HostileServer]:
+    with hostile_server() as running:
+        yield running
+
+
+def snapshot(folder: Path, skip: Path) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file under `folder` outside `skip`."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*") if p.is_file() and skip not in p.parents}
+
+
+@dataclass
+class Outcome:
+    code: int
+    stderr: str
+    seconds: float
+    peak_rss_mb: float
+
+
+def run_measured(args: list[str], cwd: Path, out: Path, limit_s: float) -> Outcome:
+    """`python -m decflow ARGS` in `cwd`; its exit code, stderr, wall time and peak RSS
+    (the child's own, from wait4), killed past `limit_s`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "DECFLOW_STORE")}
+    with (out / "stderr").open("wb") as err:
+        started = time.monotonic()
+        child = subprocess.Popen([sys.executable, "-m", "decflow", *args], cwd=cwd, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=err)
+        watchdog = threading.Timer(limit_s, child.kill)
+        watchdog.start()
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+        finally:
+            watchdog.cancel()
+        child.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - started
+    return Outcome(child.returncode, (out / "stderr").read_text(), seconds,
+                   usage.ru_maxrss / 1024)
+
+
+def recorded_kinds(store: Path) -> set[str]:
+    """Error kinds the run's report records for its cases."""
+    (report,) = store.glob("runs/*/report.json")
+    found = json.loads(report.read_text())
+    failures = found.get("properties", {}).get("failures", [])
+    return {f["error"]["kind"] for f in failures if f.get("error")}
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
+def test_an_attack_ends_as_documented_within_bounds(
+    attack: Attack, server: HostileServer, tmp_path: Path
+) -> None:
+    folder, out, neighbour = tmp_path / "work", tmp_path / "out", tmp_path / "neighbour"
+    for made in (folder, out, neighbour):
+        made.mkdir()
+    (neighbour / "keep.txt").write_text("untouched")
+    args = attack.prepare(folder, server)
+    store = folder / "store"
+    before = snapshot(tmp_path, store)
+
+    outcome = run_measured([*args, "--store", str(store)], folder, out, attack.max_s * 2)
+
+    errors = [line for line in outcome.stderr.splitlines() if line.startswith("error:")]
+    assert outcome.code == attack.exit_code, outcome.stderr
+    assert "Traceback" not in outcome.stderr and "internal error" not in outcome.stderr
+    if attack.error is None:
+        assert errors == [], outcome.stderr
+    else:
+        assert len(errors) == 1 and re.search(attack.error, errors[0]), outcome.stderr
+    if attack.kinds:
+        assert recorded_kinds(store) == set(attack.kinds)
+    assert outcome.peak_rss_mb < attack.max_rss_mb
+    assert outcome.seconds < attack.max_s
+    assert snapshot(tmp_path, store) == {**before, "out/stderr": snapshot(out, store)["stderr"]}
+    if attack.also is not None:
+        attack.also(server)
