@@ -19,8 +19,10 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
 from decflow.flows.common import Verdict, decflow_run, finish, task_value
-from decflow.flows.contract_run import decision_name, run_crash_message, run_stages
+from decflow.flows.contract_run import decision_name, run_stages
+from decflow.flows.stage_loop import stopped_message
 from decflow.gates.headline import Qualifier
+from decflow.pipeline.contract_run.runner import CONTRACT_RUN
 from decflow.pipeline.spec import RunSpec
 from decflow.store.runs import accepted_run, new_run_id, read_run_record
 from decflow.store.store import Store
@@ -94,7 +96,7 @@ def nightly_regression(
     spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
                    mode=mode, backend=backend, dataset=dataset)
     decision = decision_name(contract)
-    with decflow_run(spec.run_id, _nightly_run_name(), run_crash_message(spec)):
+    with decflow_run(spec.run_id, _nightly_run_name(), stopped_message(CONTRACT_RUN, spec)):
         run = run_stages(spec, fail_on_warn=fail_on_warn)
         ran = Verdict(run, f"run {spec.run_id}")
         key = artifact_key(decision, backend, "regression")
