@@ -76,7 +76,7 @@ def production_monitor(
     with monitor_lock(opened, monitor_of(contract, records)):
         spec = MonitorSpec.from_dict(monitor_plan_task(contract, records, opened.location,
                                                        new_run_id(), labels, baseline))
-        with decflow_run(spec.run_id, monitor_label(contract), stopped_message(spec)):
+        with decflow_run(spec.run_id, monitor_label(contract), stopped_message(MONITOR, spec)):
             outcome = run_pipeline(MONITOR, spec)
             report: dict[str, Any] = opened.read_json(outcome["report"])
             write_window_html(opened, report)

@@ -452,7 +452,8 @@ def monitor_sections(report: dict[str, Any]) -> Sections:
     sections: Sections = [("identity", kv_table({
         "monitor": monitor.id, "source": monitor.source, "labels": monitor.labels or "none",
         "window": monitor.window, "baseline": (monitor.baseline or {}).get("path") or "none",
-        "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)}))]
+        "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)},
+        ("", "")))]
     shown = list(reversed(typed.windows))[:SHOWN_WINDOWS]
     if shown:
         checked = set(typed.checked)
