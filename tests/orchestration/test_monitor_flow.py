@@ -37,8 +37,7 @@ def _serve(project: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     document = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
     document["deployments"] = [d for d in document["deployments"]
                                if d["name"] == "monitor-refund"]
-    document["deployments"][0]["name"] = "monitor-refund-served"
-    served = project / "deployments" / "prefect.yaml"
+    served = project / "deployments" / "prefect.yaml"  # served as `monitor-refund-served`
     served.parent.mkdir()
     served.write_text(yaml.safe_dump(document))
     log = (project / "serve.log").open("wb")
