@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from decflow.contracts.sections import Monitor
@@ -186,52 +187,66 @@ def _windows(stats: dict[str, GroupStats]) -> dict[str, int]:
             for window, group in [split_key(key)] if group == ""}
 
 
-def _repeated_ids(context: MonitorContext, new: pl.DataFrame, name: str) -> None:
-    """An id the monitor already holds a prediction of (from a partition other than the
-    one being read again) is the error a check gives for a repeated id."""
+def _held_ids(context: MonitorContext) -> np.ndarray:
+    """The sorted id hashes of the predictions the monitor holds, but for the partitions
+    this run reads again (their ids are theirs to keep)."""
     state = stored_state(context)
-    if state is None or new.height == 0:
-        return
-    others = [s.key for n, s in sorted(state.partitions.items()) if n != name]
-    spec = RecordSpec.from_contract(context.loaded.contract)
-    stored = pieces.read_predictions(context.store, context.spec.monitor_id, others,
-                                     spec.segments)
-    repeated = new.filter(pl.col("h").is_in(stored["h"].implode()))
-    if repeated.height:
+    again = {p.name for p in context.spec.to_read}
+    keys = [] if state is None else [s.key for n, s in state.partitions.items()
+                                     if n not in again]
+    return pieces.read_hashes(context.store, context.spec.monitor_id, keys)
+
+
+def _repeated_ids(context: MonitorContext, new: pl.DataFrame, held: np.ndarray,
+                  name: str) -> None:
+    """An id the monitor already holds a prediction of (from another partition) is the
+    error a check gives for a repeated id."""
+    hashes = new["h"].to_numpy()
+    at = np.searchsorted(held, hashes)
+    repeated = int((held[np.minimum(at, held.size - 1)] == hashes).sum()) if held.size else 0
+    if repeated:
         raise DatasetError(
-            f"partition {name}: {repeated.height} record id(s) were already checked by "
-            f"monitor {context.spec.monitor_id} in another partition (a record id must be "
-            "unique across the source); remove the repeated records or rewrite the partition")
+            f"partition {name}: {repeated} record id(s) were already checked by monitor "
+            f"{context.spec.monitor_id} in another partition (a record id must be unique "
+            "across the source); remove the repeated records or rewrite the partition")
+
+
+def _partition_parts(context: MonitorContext, read: list[tuple[Unit, UnitOutcome]],
+                     arrival: bool) -> tuple[dict[str, GroupStats], pl.DataFrame]:
+    """A partition's statistics per window and its predictions, from its units (records
+    without a timestamp: an error, or the run's window)."""
+    stats: dict[str, GroupStats] = {}
+    rows: list[pl.DataFrame] = []
+    for unit, outcome in read:
+        own_stats, own_rows = _unit_parts(context, outcome)
+        if any(split_key(k)[0] == NO_WINDOW for k in own_stats) and not arrival:
+            raise _without_timestamp(context, unit)
+        stats = merge_groups(stats, own_stats)
+        if own_rows is not None:
+            rows.append(own_rows)
+    segments = RecordSpec.from_contract(context.loaded.contract).segments
+    predictions = pl.concat(rows) if rows else pl.DataFrame(schema=prediction_schema(segments))
+    if arrival:
+        return pieces.with_arrival(stats, predictions, context.spec.arrival)
+    return stats, predictions
 
 
 def _merge_partitions(context: MonitorContext, key: str) -> Manifest:
     """Check the units read, then keep one piece per partition: its statistics per window
-    and its predictions (records without a timestamp: an error, or the run's window)."""
+    and its predictions."""
     spec, store = context.spec, context.store
-    records = RecordSpec.from_contract(context.loaded.contract)
     _check_units(context)
     arrival = settings(context).without_timestamp == "arrival"
+    held = _held_ids(context)
     kept: list[Piece] = []
     by_file: dict[str, list[tuple[Unit, UnitOutcome]]] = {}
     for unit, outcome in zip(spec.plan.units, context.unit_outcomes, strict=True):
         by_file.setdefault(unit.parts[0].path, []).append((unit, outcome))
     for partition, file, digest in zip(spec.to_read, spec.plan.files, spec.plan.digests,
                                        strict=True):
-        stats: dict[str, GroupStats] = {}
-        rows: list[pl.DataFrame] = []
         read = by_file.get(file, [])
-        for unit, outcome in read:
-            own_stats, own_rows = _unit_parts(context, outcome)
-            if any(split_key(k)[0] == NO_WINDOW for k in own_stats) and not arrival:
-                raise _without_timestamp(context, unit)
-            stats = merge_groups(stats, own_stats)
-            if own_rows is not None:
-                rows.append(own_rows)
-        predictions = (pl.concat(rows) if rows else
-                       pl.DataFrame(schema=prediction_schema(records.segments)))
-        if arrival:
-            stats, predictions = pieces.with_arrival(stats, predictions, spec.arrival)
-        _repeated_ids(context, predictions, partition.name)
+        stats, predictions = _partition_parts(context, read, arrival)
+        _repeated_ids(context, predictions, held, partition.name)
         piece = pieces.piece_key([o.manifest.key for _, o in read if o.manifest is not None]
                                  + [spec.arrival if arrival else ""])
         alone = read[0][1].manifest if len(read) == 1 else None
