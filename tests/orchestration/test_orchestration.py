@@ -8,7 +8,9 @@ recorded (flow run, task runs, logs, artifacts) is read back through its client 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -656,6 +658,91 @@ def test_decflow_deploy_registers_the_scheduled_deployments(
     assert accepted.returncode == 0, accepted.stderr  # without --force
 
 
+def test_a_retried_failing_nightly_is_the_same_run_and_lists_every_failing_case(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A nightly deployment run of a suite answered wrong 40 times FAILs: its judging task
+    is red and its Markdown artifact lists all 40 under the gate. Retried as the UI's Retry
+    does (set to Scheduled through the API), the same flow run continues the same decflow
+    run: nothing is sent again, it ends with one verdict tag and one run tag, and each of
+    its artifacts has one version."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.states import AwaitingRetry
+
+    from tests.support.servers.counting import LABELS, counting_service, write_contract
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    deployed = decflow(env, ROOT, "deploy", "--file", str(ROOT / "deployments" / "prefect.yaml"))
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    worker = [sys.executable, "-m", "prefect", "worker", "start", "--pool", "decflow-process",
+              "--run-once"]
+
+    def work() -> None:
+        done = subprocess.run(worker, env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def read(flow_run_id: Any) -> Any:
+        return api_call(prefect_api, lambda c: c.read_flow_run(flow_run_id))
+
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    store = tmp_path / "store"
+    with counting_service(delay_s=0) as service:
+        contract = write_contract(folder, service.url, 100, 4, {"min_accuracy": 0.9})
+        cases = [json.loads(line) for line in (folder / "cases.jsonl").read_text().splitlines()]
+        for case in cases[:40]:
+            case["expected"] = next(label for label in LABELS if label != case["expected"])
+        (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+
+        async def start(client: Any) -> Any:
+            deployment = await client.read_deployment_by_name(
+                "nightly_regression/nightly-regression-refund")
+            return await client.create_flow_run_from_deployment(
+                deployment.id, parameters={"contract": str(contract), "store": str(store)})
+
+        flow_run_id = api_call(prefect_api, start).id
+        work()
+        first = read(flow_run_id)
+        sent_first = service.snapshot()[0]
+        api_call(prefect_api, lambda c: c.set_flow_run_state(
+            flow_run_id, AwaitingRetry(message="Retry from the UI"), force=True))
+        work()
+        second = read(flow_run_id)
+        sent_second = service.snapshot()[0]
+    (run_id,) = [p.name for p in (store / "runs").iterdir()]  # one decflow run
+    report = json.loads((store / "runs" / run_id / "report.json").read_text())
+    assert report["status"] == "fail" and report["headline"].startswith("FAIL 1/")
+    assert first.state.is_failed()
+    assert first.state.message.splitlines()[0] == report["headline"]
+    # nothing was sent again: each case once, the first time only
+    assert set(sent_first.values()) == {1} and len(sent_first) == 100
+    assert sent_second == sent_first
+    # the retried flow run ends like the first: one verdict tag matching its state, one run
+    assert second.id == first.id and second.run_count == 2
+    assert second.state.is_failed()
+    assert second.state.message.splitlines()[0] == report["headline"]
+    assert sorted(t for t in second.tags if t.startswith(("verdict:", "run:"))) == [
+        f"run:{run_id}", "verdict:fail"]
+    seen = recorded(prefect_api, flow_run_id, 7)
+    # the stage that judged the gates is red on the first attempt
+    judged = [t for t in seen["tasks"] if t.name == "summary: judge the gates, write the report"]
+    assert judged and all(t.state.is_failed() for t in judged)
+    assert judged[0].state.message == report["headline"]
+
+    async def artifacts(client: Any) -> list[Any]:
+        return list(await client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))))
+
+    keyed = [a.key for a in api_call(prefect_api, artifacts) if a.key]
+    assert keyed and len(keyed) == len(set(keyed)), keyed  # one version per key
+    key = "nightly-regression-refund-refund-request-default-test"
+    (markdown,) = [a for a in api_call(prefect_api, artifacts) if a.key == key]
+    gate = rendered(markdown.data).split("<h3>FAIL min_accuracy", 1)[1].split("<h2>", 1)[0]
+    items = [text_of(item) for item in re.findall(r"<li>(.*?)</li>", gate, flags=re.S)]
+    assert {item.split(":", 1)[0] for item in items} == {c["id"] for c in cases[:40]}
+
+
 NIGHTLY = """
 import json
 from decflow.store.runs import accept_run
@@ -732,8 +819,17 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     note = first_artifacts[key].data
     assert f"`decflow runs accept {baseline_id} --store store`" in note  # it passed
     assert f"{key}-checks" in first_artifacts
-    second_seen = recorded(prefect_api, runs[1].id, 8)
+    second_seen = recorded(prefect_api, runs[1].id, 9)
     assert "diff" in {base_name(t) for t in second_seen["tasks"]}
+    # the noise run's re-sends are a task of their own, with their own final progress
+    (noise,) = [t for t in second_seen["tasks"] if base_name(t) == "noise"]
+    assert noise.name == f"noise: re-send the requests of run {candidate_id} 2 times"
+    assert noise.state.is_completed()
+    resent = len(cases) * 2
+    assert any(a.type == "progress" and a.data == pytest.approx(100.0)
+               and a.description.startswith(f"results: {resent}/{resent} calls (100%)")
+               for a in second_seen["artifacts"]), [a.description for a in second_seen[
+                   "artifacts"] if a.type == "progress"]
     assert f"diff: compare run {candidate_id} with baseline {baseline_id}" in {
         t.name for t in second_seen["tasks"]}
     artifacts = {a.key: a for a in second_seen["artifacts"]}
@@ -1173,9 +1269,25 @@ def test_sequential_run_as_a_flow_groups_batches_into_shard_tasks(
     flow_run = flow_run_of(prefect_api, report["run"]["id"])
     seen = recorded(prefect_api, flow_run.id, 8)
     names = [t.name for t in seen["tasks"]]
-    # One task per group of batches of about a shard of requests, never one per case.
-    assert sum(name.startswith("results: sequential batches") for name in names) == 1
+    # One task per group of batches of about a shard of requests, never one per case,
+    # named by the batches it judged and the calls it sent: together the report's
+    section = report["sequential"]
+    groups = sorted((re.fullmatch(r"results: sequential batches (\d+)-(\d+) \((\d+) calls?\)",
+                                  name) for name in names if name.startswith(
+                                      "results: sequential")), key=lambda m: int(m[1]))
+    assert groups and all(groups), names
+    assert int(groups[0][1]) == 1
+    assert all(int(a[2]) + 1 == int(b[1]) for a, b in itertools.pairwise(groups))
+    assert int(groups[-1][2]) == math.ceil(section["cases_sent"] / 8)  # batches of 8 cases
+    assert sum(int(g[3]) for g in groups) == section["calls_made"]
     assert len(names) <= 20
+    # the progress artifact is final: the calls the report counts, and why it stopped
+    (progress,) = [a for a in seen["artifacts"] if a.type == "progress"]
+    calls = section["calls_made"]
+    assert progress.data == pytest.approx(100.0)
+    assert progress.description.startswith(f"results: {calls}/{calls} calls (100%)")
+    assert progress.description.endswith(
+        f"; stopped: {section['stop_reason']} ({section['calls_full']} calls at most)")
 
 
 def _counting_suite(folder: Path, url: str, *, wrong: int) -> Path:

@@ -16,8 +16,8 @@ from prefect.runtime import flow_run
 
 from decflow.data.record_units import SourcePlan
 from decflow.errors import DecflowError
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result
-from decflow.flows.contract_run import decision_name
+from decflow.flows.common import Verdict, decflow_run, finish, flow_result, retried_run_id
+from decflow.flows.contract_run import decision_name, published_outcome
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
@@ -25,8 +25,10 @@ from decflow.flows.stage_loop import run_pipeline, stopped_message
 from decflow.pipeline.production.run import resumed_check
 from decflow.pipeline.production.stages import CheckSpec
 from decflow.pipeline.production.summary import CHECK
-from decflow.store.runs import new_run_id
+from decflow.pipeline.stored.check_runs import RECORDS_BACKEND
+from decflow.store.runs import has_run, new_run_id, read_run_record, report_path
 from decflow.store.store import Store
+from decflow.tasks.report import artifact_key
 from decflow.tasks.stages import plan_task
 
 
@@ -59,14 +61,22 @@ def production_check(
     as a run (`runs/<run_id>/report.json`). Returns the run id, status, exit code, headline
     and report path; a FAIL ends the flow run Failed (`GateFailed` for a Python caller)."""
     opened = Store(store)
+    retried = retried_run_id()  # a retried flow run continues the same check
+    if retried is not None and opened.exists(report_path(retried)):  # judged: as it is
+        judged = CheckSpec.from_dict(read_run_record(opened, retried)["spec"])
+        with decflow_run(retried, check_label(contract), stopped_message(CHECK, judged)):
+            done = published_outcome(opened, retried, artifact_key(decision_name(contract),
+                                                                   RECORDS_BACKEND, "check"))
+            return finish(done, Verdict(done))
+    resume = resume or (retried if retried is not None and has_run(opened, retried) else None)
     if resume is not None:
         spec = resumed_check(opened, resume, contract, records, plan=_planned)
     else:
         if records is None:
             raise DecflowError("production_check: give the records to check, or a check "
                                "run to resume")
-        spec = CheckSpec(contract, records, opened.location, new_run_id(), _planned(records),
-                         baseline)
+        spec = CheckSpec(contract, records, opened.location, retried or new_run_id(),
+                         _planned(records), baseline)
     with decflow_run(spec.run_id, check_label(contract), stopped_message(CHECK, spec)):
         outcome = run_pipeline(CHECK, spec, from_stage=from_stage, fail_on_warn=fail_on_warn)
         return finish(outcome, Verdict(outcome))

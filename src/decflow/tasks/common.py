@@ -86,6 +86,14 @@ def beating() -> Iterator[None]:
         thread.join()
 
 
+def rename_task_run(name: str) -> None:
+    """Rename the current task run to say what it did (its final state event carries the
+    name the server keeps)."""
+    context = TaskRunContext.get()
+    if context is not None:
+        context.task_run.name = name
+
+
 def stage_task(
     name: str, run_name: str | Callable[[], str], *, retries: int = 0
 ) -> Callable[[Callable[P, R]], Task[P, R]]:

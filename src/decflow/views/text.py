@@ -156,7 +156,8 @@ def failures(report: dict[str, Any]) -> list[str]:
                 f"expected {item['expected']}, selected {item['selected']} "
                 f"({number(item['confidence'])})"
             )
-        lines.append(f"    {item['case_id']}: {detail}")
+        cached = " [answer from the call cache]" if item.get("cache_entry") else ""
+        lines.append(f"    {item['case_id']}: {detail}{cached}")
         lines.append(f"      input: {preview(item['input'])}")
     return lines
 
