@@ -4,7 +4,9 @@ monitor's lock, `monitor-plan` (list the source and labels, plan what is new) �
 `records`, one task per unit to read → `partitions` → `labels` → `monitor` (windows
 judged, detector, report, state) → `report` (artifacts). An ALARM ends the flow run Failed
 with the headline and emits the Prefect event `decflow.monitor.alarm`, which an
-automation can notify on (deployments/README.md)."""
+automation can notify on (deployments/README.md). A retried flow run is the same monitor
+run: a finished one is published again as it is (no second event), an unfinished one
+(its state unchanged: the state is written last) plans and runs again."""
 
 from __future__ import annotations
 
@@ -15,17 +17,19 @@ from prefect.client.schemas.objects import State
 from prefect.events import emit_event
 from prefect.runtime import flow_run
 
-from decflow.flows.common import Verdict, decflow_run, finish, flow_result
-from decflow.flows.contract_run import decision_name
+from decflow.flows.common import Verdict, decflow_run, finish, flow_result, retried_run_id
+from decflow.flows.contract_run import decision_name, published_outcome
 from decflow.flows.crash_detection import watched_run
 from decflow.flows.server import prefect_server
 from decflow.flows.stage_loop import run_pipeline, stopped_message
 from decflow.pipeline.monitor.run import MONITOR
-from decflow.pipeline.monitor.spec import MonitorSpec, monitor_of
+from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec, monitor_of
+from decflow.report.monitor_report import MONITOR_KIND
 from decflow.store.monitors import monitor_lock
-from decflow.store.runs import new_run_id
+from decflow.store.runs import new_run_id, read_run_record, report_path
 from decflow.store.store import Store
 from decflow.tasks.monitor import monitor_plan_task
+from decflow.tasks.report import artifact_key
 from decflow.views.stored import write_window_html
 
 ALARM_EVENT = "decflow.monitor.alarm"
@@ -73,9 +77,18 @@ def production_monitor(
     as a run (`runs/<run_id>/report.json`) and each window checked as a window run. An
     ALARM ends the flow run Failed and emits `decflow.monitor.alarm`."""
     opened = Store(store)
+    retried = retried_run_id()  # a retried flow run is the same monitor run
+    if retried is not None and opened.exists(report_path(retried)):  # finished: as it is
+        judged = MonitorSpec.from_dict(read_run_record(opened, retried)["spec"])
+        with decflow_run(retried, monitor_label(contract), stopped_message(MONITOR, judged)):
+            done = published_outcome(opened, retried, artifact_key(
+                decision_name(contract), BACKEND, MONITOR_KIND))
+            return finish(done, Verdict(done))
     with monitor_lock(opened, monitor_of(contract, records)):
+        # an unfinished attempt changed no state (the state is written last): plan again
         spec = MonitorSpec.from_dict(monitor_plan_task(contract, records, opened.location,
-                                                       new_run_id(), labels, baseline))
+                                                       retried or new_run_id(), labels,
+                                                       baseline))
         with decflow_run(spec.run_id, monitor_label(contract), stopped_message(MONITOR, spec)):
             outcome = run_pipeline(MONITOR, spec)
             report: dict[str, Any] = opened.read_json(outcome["report"])
