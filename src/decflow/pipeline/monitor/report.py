@@ -40,7 +40,8 @@ def _window_check(window: Window) -> Check:
     """A window as one check of the monitor: its status, its headline as the message."""
     current = window.current
     failing = sum(g["status"] != "pass" for g in window.gates.values())
-    status = {"pass": "pass", "warn": "warn", "fail": "fail"}[current.status]
+    # a WARN window (gates not established, or warnings) is not shown to hold: not established
+    status = {"pass": "pass", "warn": "not_established", "fail": "fail"}[current.status]
     return Check(f"{WINDOW_GATE}[{window.name}]", "requirement", WINDOW_GATE, "<=", 0.0,
                  float(failing), status, current.headline)  # type: ignore[arg-type]
 
