@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -212,8 +213,9 @@ def test_gc_removes_window_runs_with_their_monitor_run(tmp_path: Path) -> None:
     write_stream(tmp_path, "--days", "1", *SMALL)
     _, first, _ = _monitor(tmp_path)
     write_stream(tmp_path, "--days", "2", *SMALL)
+    time.sleep(1.1)  # run ids order runs by their UTC second: the second run is the newer
     _, second, _ = _monitor(tmp_path)
-    assert first["run"]["id"] != second["run"]["id"]
+    assert first["run"]["id"] < second["run"]["id"]
     store = tmp_path / "store"
     code, _, err = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
     assert code == 0, err
