@@ -10,7 +10,8 @@ windows, detector and verdict), with nothing read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,14 @@ from decflow.metrics.harmful_shift import RiskMetric
 from decflow.pipeline.monitor import pieces
 from decflow.pipeline.monitor.alarm import advance, window_risk
 from decflow.pipeline.monitor.baselines import MonitorBaseline, monitor_baseline
-from decflow.pipeline.monitor.labels import LABEL_SCHEMA, Joined, join_labels
+from decflow.pipeline.monitor.index import (
+    entries,
+    index_path,
+    read_index,
+    updated,
+    write_index,
+)
+from decflow.pipeline.monitor.labels import LABEL_SCHEMA, first_labels, join_labels
 from decflow.pipeline.monitor.report import build_report
 from decflow.pipeline.monitor.scan import prediction_schema
 from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec, source_identity
@@ -100,50 +108,80 @@ def _adopt_labels(context: MonitorContext, state: MonitorState) -> None:
         state.labels[name].gone = spec.run_id
 
 
-class Joins:
-    """Joins of labels to predictions over the monitor's pieces, each piece read from the
-    store once however many joins use it."""
+class Pieces:
+    """The monitor's stored pieces as this run reads them: each predictions piece and
+    labels file read from the store once, however many joins use it."""
 
     def __init__(self, context: MonitorContext, monitor: str) -> None:
         self.store, self.monitor = context.store, monitor
         self.segments = RecordSpec.from_contract(context.loaded.contract).segments
         self.read: dict[str, pl.DataFrame] = {}
 
-    def _piece(self, key: str, labels: bool) -> pl.DataFrame:
+    def predictions(self, keys: Iterable[str]) -> pl.DataFrame:
+        found = [self._once(key, False) for key in sorted(set(keys))]
+        return pl.concat(found) if found else pl.DataFrame(
+            schema=prediction_schema(self.segments))
+
+    def labels(self, keys: Iterable[str]) -> pl.DataFrame:
+        found = [self._once(key, True) for key in sorted(set(keys))]
+        return pl.concat(found) if found else pl.DataFrame(schema=LABEL_SCHEMA)
+
+    def _once(self, key: str, labels: bool) -> pl.DataFrame:
         if key not in self.read:
             self.read[key] = (
                 pieces.read_labels(self.store, self.monitor, [key], LABEL_SCHEMA) if labels
                 else pieces.read_predictions(self.store, self.monitor, [key], self.segments))
         return self.read[key]
 
-    def of(self, partitions: Mapping[str, Seen], labels: Mapping[str, Seen]) -> Joined:
-        """The labels of `labels` joined to the predictions of `partitions`."""
-        found = [self._piece(s.key, False) for _, s in sorted(partitions.items())]
-        arrived = [self._piece(s.key, True) for _, s in sorted(labels.items())]
-        return join_labels(
-            pl.concat(found) if found else pl.DataFrame(schema=prediction_schema(self.segments)),
-            pl.concat(arrived) if arrived else pl.DataFrame(schema=LABEL_SCHEMA))
+
+@dataclass(frozen=True)
+class Labelled:
+    """What this run learnt: the predictions whose correctness became known (`newly`:
+    read this run with their outcome inline, or joined to a label that arrived, or whose
+    decision arrived after its label), every label joined to a prediction (`labels`), and
+    the totals of the labels so far."""
+
+    newly: pl.DataFrame
+    labels: pl.DataFrame
+    totals: dict[str, int]
 
 
-def _label_totals(state: MonitorState, joined: Joined | None) -> dict[str, int]:
+def _learnt(state: MonitorState, stored: Pieces, before: MonitorState, index: pl.DataFrame,
+            old_index: pl.DataFrame, new_pieces: list[str]) -> Labelled:
+    """The newly labelled predictions, reading only the pieces that can hold them: the
+    pieces read this run and those holding the decision of a label that arrived."""
+    labels = stored.labels(s.key for s in state.labels.values())
+    arrived = stored.labels(s.key for n, s in state.labels.items()
+                            if before.labels.get(n) != s)
+    holding = index.filter(pl.col("h").is_in(arrived["h"].implode()))["piece"].to_list()
+    candidates = stored.predictions([*new_pieces, *holding])
+    after = join_labels(candidates, labels).predictions.filter(pl.col("correct") >= 0)
+    known = first_labels(stored.labels(s.key for s in before.labels.values()))["h"]
+    was = old_index.filter(pl.col("inline") | pl.col("h").is_in(known.implode()))["h"]
+    newly = after.filter(~pl.col("h").is_in(was.implode()))
+    first = first_labels(labels).join(index.select("h", "inline"), on="h", how="left")
+    joined = int((first["inline"] == False).sum())  # noqa: E712 - a polars comparison
+    pending = int(first["inline"].is_null().sum())
+    return Labelled(newly, labels, {"labels_repeated": labels.height - joined - pending,
+                                    "labels_pending": pending})
+
+
+def _label_totals(state: MonitorState, learnt: Labelled | None) -> dict[str, int]:
     """Labels repeated (ignored) and pending (no decision yet) so far; the last run's when
-    this run joined nothing (`joined` None: it read nothing)."""
-    if joined is not None:
-        return {"labels_repeated": joined.repeated, "labels_pending": joined.pending}
+    this run read nothing (`learnt` None)."""
+    if learnt is not None:
+        return learnt.totals
     last = state.runs[-1].read if state.runs else {}
     return {"labels_repeated": int(last.get("labels_repeated", 0)),
             "labels_pending": int(last.get("labels_pending", 0))}
 
 
-def _labelled(joined: Joined) -> pl.DataFrame:
-    return joined.predictions.filter(pl.col("correct") >= 0)
-
-
-def _judge_windows(context: MonitorContext, state: MonitorState, joined: Joined | None,
-                   baseline: MonitorBaseline | None, reading: Reading) -> list[str]:
+def _judge_windows(context: MonitorContext, state: MonitorState, stored: Pieces,
+                   learnt: Labelled | None, baseline: MonitorBaseline | None,
+                   reading: Reading) -> list[str]:
     """Judge every touched window again; returns the windows judged, in time order (none
-    when nothing was read: `joined` None)."""
-    if joined is None:
+    when nothing was read: `learnt` None)."""
+    if learnt is None:
         return []
     spec, store, loaded = context.spec, context.store, context.loaded
     records = RecordSpec.from_contract(loaded.contract)
@@ -153,10 +191,11 @@ def _judge_windows(context: MonitorContext, state: MonitorState, joined: Joined 
         holding = [(name, s) for name, s in sorted(state.partitions.items())
                    if window in s.windows]
         stats = [pieces.read_stats(store, state.monitor_id, s.key) for _, s in holding]
-        mine = joined.predictions.filter(pl.col("window") == window)
+        mine = join_labels(stored.predictions(s.key for _, s in holding),
+                           learnt.labels).predictions.filter(pl.col("window") == window)
         n_labelled = int((mine["correct"] >= 0).sum())
         aggregates = window_aggregates(
-            window, stats, joined.predictions, records, n_bins, source=spec.source,
+            window, stats, mine, records, n_bins, source=spec.source,
             digest=window_digest([(n, s.digest) for n, s in holding], n_labelled),
             files=[n for n, _ in holding])
         before = state.windows.get(window)
@@ -180,13 +219,18 @@ def _risk_metric(context: MonitorContext) -> RiskMetric:
     return "error_rate" if shift is None else shift.metric
 
 
-def _commit(context: MonitorContext, state: MonitorState) -> None:
-    """The state written last; then what no state names any more is removed."""
+def _commit(context: MonitorContext, state: MonitorState, index: pl.DataFrame | None) -> None:
+    """The id index (`index`, when this run changed it) and the state, the state last; then
+    what no state names any more is removed."""
     store, monitor = context.store, state.monitor_id
+    if index is not None:
+        state.id_index = write_index(store, monitor, index)
     state.commits += 1
     write_state(store, monitor, state.to_dict())
     named = {path for s in state.partitions.values() for path in piece_paths(monitor, s.key)}
     named |= {labels_path(monitor, s.key) for s in state.labels.values()}
+    if state.id_index is not None:
+        named.add(index_path(monitor, state.id_index))
     for path in unnamed_pieces(store, monitor, named):
         store.discard(path)
 
@@ -194,22 +238,26 @@ def _commit(context: MonitorContext, state: MonitorState) -> None:
 def _judge(context: MonitorContext, key: str) -> Manifest:
     spec, store = context.spec, context.store
     state = stored_state(context) or _new_state(context)
-    joins = Joins(context, state.monitor_id)
-    partitions_before, labels_before = dict(state.partitions), dict(state.labels)
+    before = copy.deepcopy(state)
+    stored = Pieces(context, state.monitor_id)
     reading = Reading()
     _adopt_partitions(context, state, reading)
     _adopt_labels(context, state)
-    joined: Joined | None = None  # nothing read: nothing to join, no piece read
+    learnt: Labelled | None = None  # nothing read: nothing learnt, no piece read
+    index: pl.DataFrame | None = None
     newly = pl.DataFrame(schema={"window": pl.String, "confidence": pl.Float64,
                                  "correct": pl.Int8, "labelled": pl.Boolean})
     if spec.to_read or spec.labels_to_read:
-        joined = joins.of(state.partitions, state.labels)
-        before = _labelled(joins.of(partitions_before, labels_before))
-        newly = _labelled(joined).filter(~pl.col("h").is_in(before["h"].implode()))
+        new_pieces = [p["key"] for p in context.manifests["partitions"].extra["pieces"]]
+        old_index = read_index(store, state.monitor_id, state.id_index)
+        index = updated(old_index, {s.key for s in state.partitions.values()},
+                        {k: entries(stored.predictions([k]), k) for k in new_pieces})
+        learnt = _learnt(state, stored, before, index, old_index, new_pieces)
+        newly = learnt.newly
     for window in newly.filter(pl.col("labelled"))["window"].unique().to_list():
         reading.touch(window, LABELS)
     baseline = monitor_baseline(context, state)
-    checked = _judge_windows(context, state, joined, baseline, reading)
+    checked = _judge_windows(context, state, stored, learnt, baseline, reading)
     if checked:
         state.last_checked = checked
     advanced = advance(context, state, baseline, newly)
@@ -221,7 +269,7 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
         list(spec.labels_gone), "bytes_read": spec.bytes_to_read,
         "records_read": sum(u.n_records for u in spec.plan.units),
         "labels_joined": int(newly["labelled"].sum()), "newly_labelled": newly.height,
-        **_label_totals(state, joined),
+        **_label_totals(state, learnt),
     }
     report = build_report(context, state, reading.read, checked, baseline, advanced)
     state.runs = [*state.runs, MonitorRun(spec.run_id, spec.created_at, report["status"],
@@ -230,7 +278,7 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
                                "headline": report["headline"],
                                "report": write_report(store, spec.run_id, report),
                                "windows": checked}
-    _commit(context, state)
+    _commit(context, state, index)
     context.outputs["report"] = report
     frame = pl.DataFrame({"window": checked}, schema={"window": pl.String})
     return store.publish("monitor", key, frame, extra=verdict)

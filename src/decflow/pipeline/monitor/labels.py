@@ -158,10 +158,15 @@ class Joined:
     pending: int
 
 
+def first_labels(labels: pl.DataFrame) -> pl.DataFrame:
+    """The first label of each id, in arrival order (the one that counts)."""
+    return labels.sort("seq").unique("h", keep="first", maintain_order=True)
+
+
 def join_labels(predictions: pl.DataFrame, labels: pl.DataFrame) -> Joined:
     """Each prediction's correctness: inline if its record had an outcome, else from the
     first label of its id in arrival order."""
-    first = labels.sort("seq").unique("h", keep="first", maintain_order=True)
+    first = first_labels(labels)
     found = predictions.join(first.select("h", "outcome"), on="h", how="left")
     inline = found["correct"] >= 0
     labelled = ~inline & found["outcome"].is_not_null()

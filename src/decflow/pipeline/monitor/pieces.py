@@ -12,7 +12,6 @@ import hashlib
 import io
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 import polars as pl
 
 from decflow.data.record_windows import NO_WINDOW
@@ -76,13 +75,6 @@ def read_predictions(store: Store, monitor: str, keys: Iterable[str],
               for key in keys]
     schema = prediction_schema(segments)
     return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
-
-
-def read_hashes(store: Store, monitor: str, keys: Iterable[str]) -> np.ndarray:
-    """The id hashes of the pieces' predictions, sorted (int64)."""
-    arrays = [pl.read_parquet(io.BytesIO(store.read_bytes(piece_paths(monitor, key)[1])),
-                              columns=["h"])["h"].to_numpy() for key in keys]
-    return np.sort(np.concatenate(arrays)) if arrays else np.empty(0, dtype=np.int64)
 
 
 def write_labels(store: Store, monitor: str, key: str, labels: pl.DataFrame) -> None:

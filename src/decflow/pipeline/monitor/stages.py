@@ -23,6 +23,7 @@ from decflow.data.records import RecordReader, RecordSpec
 from decflow.errors import DatasetError
 from decflow.metrics.production import GroupStats, merge_groups
 from decflow.pipeline.monitor import pieces
+from decflow.pipeline.monitor.index import hashes, read_index
 from decflow.pipeline.monitor.labels import read_labels
 from decflow.pipeline.monitor.scan import WindowedStats, prediction_schema, split_key
 from decflow.pipeline.monitor.spec import MonitorSpec
@@ -191,10 +192,12 @@ def _held_ids(context: MonitorContext) -> np.ndarray:
     """The sorted id hashes of the predictions the monitor holds, but for the partitions
     this run reads again (their ids are theirs to keep)."""
     state = stored_state(context)
-    again = {p.name for p in context.spec.to_read}
-    keys = [] if state is None else [s.key for n, s in state.partitions.items()
-                                     if n not in again]
-    return pieces.read_hashes(context.store, context.spec.monitor_id, keys)
+    if state is None or not context.spec.to_read:
+        return np.empty(0, dtype=np.int64)
+    again = {s.key for n, s in state.partitions.items()
+             if n in {p.name for p in context.spec.to_read}}
+    found = read_index(context.store, state.monitor_id, state.id_index)
+    return hashes(found, again)
 
 
 def _repeated_ids(context: MonitorContext, new: pl.DataFrame, held: np.ndarray,

@@ -14,6 +14,7 @@
   rewritten partition).
 - `detector`: the harmful-shift detector's own state (`metrics.harmful_shift`), the
   baseline it was started from, and `runs`: the last monitor runs with what each read.
+- `id_index`: the file listing every stored prediction's id hash and piece (`index.py`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class MonitorState:
     detector: dict[str, Any] | None = None
     runs: list[MonitorRun] = field(default_factory=list)
     last_checked: list[str] = field(default_factory=list)  # windows of the last run checking
+    id_index: str | None = None  # the id index (`index.py`) of the pieces named here
     commits: int = 0
     version: int = STATE_VERSION
 
