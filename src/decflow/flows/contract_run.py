@@ -96,6 +96,7 @@ class PrefectShards:
         if self.parallel:
             futures = [shard(index).submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
+                future.wait()  # a Dask future's state is the server's until waited on
                 self.done += task_value(future.state)
                 self.progress.report(self.done)
             return
