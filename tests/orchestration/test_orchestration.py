@@ -658,6 +658,91 @@ def test_decflow_deploy_registers_the_scheduled_deployments(
     assert accepted.returncode == 0, accepted.stderr  # without --force
 
 
+def test_a_retried_failing_nightly_is_the_same_run_and_lists_every_failing_case(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A nightly deployment run of a suite answered wrong 40 times FAILs: its judging task
+    is red and its Markdown artifact lists all 40 under the gate. Retried as the UI's Retry
+    does (set to Scheduled through the API), the same flow run continues the same decflow
+    run: nothing is sent again, it ends with one verdict tag and one run tag, and each of
+    its artifacts has one version."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.states import AwaitingRetry
+
+    from tests.support.servers.counting import LABELS, counting_service, write_contract
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    deployed = decflow(env, ROOT, "deploy", "--file", str(ROOT / "deployments" / "prefect.yaml"))
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    worker = [sys.executable, "-m", "prefect", "worker", "start", "--pool", "decflow-process",
+              "--run-once"]
+
+    def work() -> None:
+        done = subprocess.run(worker, env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def read(flow_run_id: Any) -> Any:
+        return api_call(prefect_api, lambda c: c.read_flow_run(flow_run_id))
+
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    store = tmp_path / "store"
+    with counting_service(delay_s=0) as service:
+        contract = write_contract(folder, service.url, 100, 4, {"min_accuracy": 0.9})
+        cases = [json.loads(line) for line in (folder / "cases.jsonl").read_text().splitlines()]
+        for case in cases[:40]:
+            case["expected"] = next(label for label in LABELS if label != case["expected"])
+        (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+
+        async def start(client: Any) -> Any:
+            deployment = await client.read_deployment_by_name(
+                "nightly_regression/nightly-regression-refund")
+            return await client.create_flow_run_from_deployment(
+                deployment.id, parameters={"contract": str(contract), "store": str(store)})
+
+        flow_run_id = api_call(prefect_api, start).id
+        work()
+        first = read(flow_run_id)
+        sent_first = service.snapshot()[0]
+        api_call(prefect_api, lambda c: c.set_flow_run_state(
+            flow_run_id, AwaitingRetry(message="Retry from the UI"), force=True))
+        work()
+        second = read(flow_run_id)
+        sent_second = service.snapshot()[0]
+    (run_id,) = [p.name for p in (store / "runs").iterdir()]  # one decflow run
+    report = json.loads((store / "runs" / run_id / "report.json").read_text())
+    assert report["status"] == "fail" and report["headline"].startswith("FAIL 1/")
+    assert first.state.is_failed()
+    assert first.state.message.splitlines()[0] == report["headline"]
+    # nothing was sent again: each case once, the first time only
+    assert set(sent_first.values()) == {1} and len(sent_first) == 100
+    assert sent_second == sent_first
+    # the retried flow run ends like the first: one verdict tag matching its state, one run
+    assert second.id == first.id and second.run_count == 2
+    assert second.state.is_failed()
+    assert second.state.message.splitlines()[0] == report["headline"]
+    assert sorted(t for t in second.tags if t.startswith(("verdict:", "run:"))) == [
+        f"run:{run_id}", "verdict:fail"]
+    seen = recorded(prefect_api, flow_run_id, 7)
+    # the stage that judged the gates is red on the first attempt
+    judged = [t for t in seen["tasks"] if t.name == "summary: judge the gates, write the report"]
+    assert judged and all(t.state.is_failed() for t in judged)
+    assert judged[0].state.message == report["headline"]
+
+    async def artifacts(client: Any) -> list[Any]:
+        return list(await client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))))
+
+    keyed = [a.key for a in api_call(prefect_api, artifacts) if a.key]
+    assert keyed and len(keyed) == len(set(keyed)), keyed  # one version per key
+    key = "nightly-regression-refund-refund-request-default-test"
+    (markdown,) = [a for a in api_call(prefect_api, artifacts) if a.key == key]
+    gate = rendered(markdown.data).split("<h3>FAIL min_accuracy", 1)[1].split("<h2>", 1)[0]
+    items = [text_of(item) for item in re.findall(r"<li>(.*?)</li>", gate, flags=re.S)]
+    assert {item.split(":", 1)[0] for item in items} == {c["id"] for c in cases[:40]}
+
+
 NIGHTLY = """
 import json
 from decflow.store.runs import accept_run
@@ -1278,3 +1363,43 @@ def test_every_runner_sends_each_request_once_and_reports_what_the_backend_saw(
     passed = runs["pass", "thread"][1]
     assert passed["headline"].startswith("PASS (zero_limit: max_error_rate judged at 0.02")
     assert flow_run_of(prefect_api, passed["run"]["id"]).state.message == passed["headline"]
+
+
+def test_the_call_cache_under_prefect_and_dask_and_in_the_report_artifact(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run under Prefect stores its answers; the same run on Dask workers serves every
+    one from the store (0 requests at the server); each flow run's Markdown report artifact
+    counts the requests sent (misses) and the answers served from the cache (hits)."""
+    import distributed
+
+    from tests.support.servers.counting import counting_service
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    for name in ("PREFECT_API_URL", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        monkeypatch.setenv(name, env[name])  # the spawned Dask workers inherit these
+    with counting_service(delay_s=0) as service, \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     host="127.0.0.1", dashboard_address=None) as cluster:
+        contract = _counting_suite(tmp_path / "suite", service.url, wrong=0)
+        sent, reports = [], []
+        for how in (("--prefect",), ("--prefect", "--task-runner", "dask", "--dask-address",
+                                     cluster.scheduler_address)):
+            before = service.total_received()
+            out = tmp_path / f"report-{len(reports)}.json"
+            done = decflow(env, tmp_path, "test", str(contract), *how, "--call-cache",
+                           "read-write", "--store", str(tmp_path / "store"), "-o", str(out))
+            assert done.returncode == 0, done.stderr
+            sent.append(service.total_received() - before)
+            reports.append(json.loads(out.read_text()))
+    assert sent == [120, 0]
+    for report, (asked, served) in zip(reports, ((120, 0), (0, 120)), strict=True):
+        assert (report["call_cache"]["requests_sent"],
+                report["call_cache"]["served_from_cache"]) == (asked, served)
+        flow_run = flow_run_of(prefect_api, report["run"]["id"])
+        seen = recorded(prefect_api, flow_run.id, 6)
+        (markdown,) = [a for a in seen["artifacts"] if a.type == "markdown"
+                       and not a.key.endswith("-html")]
+        assert (f"Call cache read-write: {asked} requests sent to the backend, {served} "
+                f"answers served from the cache") in markdown.data.replace("\\", "")

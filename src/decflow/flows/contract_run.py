@@ -33,10 +33,20 @@ from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.pipeline.contract_run.results import RequestParts, left_to_send, recorded_count
+from decflow.pipeline.contract_run.resume import resumed_spec
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import RunContext
+from decflow.store.runs import (
+    FINISHED,
+    REPORT,
+    has_run,
+    read_run_json,
+    read_run_record,
+    report_path,
+)
 from decflow.store.store import Manifest, Store
+from decflow.tasks.common import outcome
 from decflow.tasks.report import CallProgress, artifact_key, report_task
 from decflow.tasks.stages import (
     STAGE_TASKS,
@@ -108,6 +118,9 @@ class PrefectShards:
         if self.parallel:
             futures = [shard(index).submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
+                # the final state from the Dask future itself: the API's may still say
+                # RUNNING for a shard that took milliseconds (all answers from the cache)
+                future.wait()
                 self.done += task_value(future.state)
                 self.progress.report(self.done)
             return
@@ -168,6 +181,31 @@ def run_stages(
     return {"run_id": spec.run_id, **verdict, "caveats": published["caveats"]}
 
 
+def published_outcome(store: Store, run_id: str, key: str) -> dict[str, Any]:
+    """The outcome of a finished stored run, its artifacts published (again) under `key`:
+    what a retried flow run of it reports, nothing computed or sent."""
+    relative = report_path(run_id)
+    found = outcome(read_run_json(store, run_id, REPORT), relative)
+    published = report_task(store.location, relative, key)
+    return {"run_id": run_id, **found, "caveats": published["caveats"]}
+
+
+def continued_run(spec: RunSpec, *, from_stage: str | None = None, fail_on_warn: bool = False,
+                  parallel_shards: bool = False) -> dict[str, Any]:
+    """Decflow run `spec.run_id` in this flow run. A retried flow run continues the run its
+    earlier attempt started: a finished one is re-published as it is, an unfinished one
+    resumed (answered requests are not sent again; a contract changed since is refused,
+    exit 2); a run not in the store yet is made."""
+    store = Store(spec.store_url)
+    if from_stage is None and has_run(store, spec.run_id):
+        if read_run_record(store, spec.run_id).get("status") in FINISHED:
+            key = artifact_key(decision_name(spec.contract_path), spec.backend, spec.mode)
+            return published_outcome(store, spec.run_id, key)
+        spec = resumed_spec(store, spec.run_id, spec.contract_path, spec.mode)
+    return run_stages(spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
+                      parallel_shards=parallel_shards)
+
+
 @flow(name="contract_run", flow_run_name=_contract_run_name, persist_result=False)
 def contract_run(
     spec: dict[str, Any],
@@ -180,9 +218,9 @@ def contract_run(
     `flows.common`)."""
     run_spec = RunSpec.from_dict(spec)
     with decflow_run(run_spec.run_id, run_label(spec), run_crash_message(run_spec)):
-        outcome = run_stages(run_spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
-                             parallel_shards=parallel_shards)
-        return finish(outcome, Verdict(outcome))
+        found = continued_run(run_spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
+                              parallel_shards=parallel_shards)
+        return finish(found, Verdict(found))
 
 
 def run_contract_flow(

@@ -23,12 +23,22 @@ from uuid import UUID
 
 from prefect import get_client, get_run_logger
 from prefect.artifacts import (
-    create_link_artifact,
-    create_markdown_artifact,
+    Artifact,
+    LinkArtifact,
+    MarkdownArtifact,
+    TableArtifact,
     create_progress_artifact,
-    create_table_artifact,
     update_progress_artifact,
 )
+from prefect.client.schemas.actions import ArtifactUpdate
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterTags,
+)
+from prefect.client.schemas.sorting import ArtifactSort
 from prefect.runtime import deployment, flow_run
 
 from decflow.redaction import redact
@@ -39,6 +49,8 @@ from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
 CLI_ORIGIN = "cli"
+RUN_TAG = "run:"  # a flow run's tag naming its decflow run (`flows.common`)
+RUN_LABEL = "decflow.run"  # the flow-run label naming it too (read back by a retry)
 # flow-run labels of where its calls are (the crash automation reads them)
 PROGRESS_SHARE = "decflow.progress.share"
 PROGRESS_LINE = "decflow.progress.line"
@@ -87,19 +99,53 @@ def publish_report(store: Store, relative: str, key: str) -> dict[str, Any]:
     files = {f"{name}.json": relative, f"{name}.html": write_stored_html(store, relative, report)}
     locations = {file: report_location(store, path) for file, path in files.items()}
     headline = report_headline(report)
-    create_markdown_artifact(report_artifact(report, locations), key=key, description=headline)
-    create_table_artifact(check_rows(report), key=f"{key}-checks", description=headline)
+    publish(MarkdownArtifact(markdown=report_artifact(report, locations), key=key,
+                             description=headline))
+    publish(TableArtifact(table=check_rows(report), key=f"{key}-checks", description=headline))
     for file, location in locations.items():
         kind = PurePosixPath(file).suffix[1:]
         if linkable(location):
-            create_link_artifact(location, link_text=file, key=f"{key}-{kind}",
-                                 description=f"the stored {file}: {headline}")
+            publish(LinkArtifact(link=location, link_text=file, key=f"{key}-{kind}",
+                                 description=f"the stored {file}: {headline}"))
         elif kind == "html":  # named where it is: nothing maps the store to a URL
-            create_link_artifact(location, link_text=f"{file}: {location}", key=f"{key}-{kind}",
+            publish(LinkArtifact(link=location, link_text=f"{file}: {location}",
+                                 key=f"{key}-{kind}",
                                  description=f"the stored {file} (a path on the machine that "
                                              f"ran the flow; {BASE_URL} maps the store to a "
-                                             f"URL): {headline}")
+                                             f"URL): {headline}"))
     return {"stored": locations[f"{name}.json"], "caveats": Report.view(report).caveats()}
+
+
+def publish(artifact: Artifact) -> None:
+    """Create a keyed artifact, or update the version an earlier flow run of the same
+    decflow run made (a retried flow run, a `--resume`): one version per decflow run."""
+    earlier = _earlier_version(str(artifact.key))
+    if earlier is None:
+        artifact.create()
+        return
+    with get_client(sync_client=True) as client:
+        client.update_artifact(earlier, ArtifactUpdate(data=artifact.format(),
+                                                       description=artifact.description))
+
+
+def _earlier_version(key: str) -> UUID | None:
+    """The latest version of `key` made by a flow run of the current decflow run (the flow
+    runs tagged with its `run:` tag), if any."""
+    run_id = flow_run.id
+    if not run_id:
+        return None
+    with get_client(sync_client=True) as client:
+        tags = [t for t in client.read_flow_run(UUID(run_id)).tags if t.startswith(RUN_TAG)]
+        if not tags:
+            return None
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=tags[:1])))
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[key]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in runs])),
+            sort=ArtifactSort.CREATED_DESC, limit=1)
+    return found[0].id if found else None
 
 
 @stage_task("report", run_name="report: publish the artifacts")
