@@ -272,3 +272,22 @@ def test_a_prefix_is_one_more_group_column(tmp_path: Path, segments: list[str], 
     assert sorted(split) == sorted(expected)
     frame, wanted = stats_frame(split), stats_frame(expected)
     assert frame.sort("group").equals(wanted.sort("group"))
+
+
+def test_a_sketch_of_parts_equals_the_sketch_of_all_their_values() -> None:
+    """Parts bucket their values once and merge: the same buckets and counts as one sketch
+    of every value, whichever parts were sketched first (a batch's whole, then a segment)."""
+    from decflow.metrics.quantiles import LogSketch, ValueCounts
+
+    rng = np.random.default_rng(8)
+    chunks = [rng.random(5000) ** 3, np.zeros(40), rng.integers(1, 400, 3000) / 4,
+              np.repeat([0.5, 0.25], 700)]
+    parts = [ValueCounts(chunks[0]), ValueCounts(chunks[1]), ValueCounts.of(chunks[2]),
+             ValueCounts(chunks[3])]
+    some = parts[2].merge(parts[0]).sketch()  # sketched first: its parts keep their buckets
+    whole = parts[0].merge(parts[1]).merge(parts[2]).merge(parts[3]).sketch()
+    for sketch, values in ((some, [chunks[2], chunks[0]]), (whole, chunks)):
+        expected = LogSketch.of(np.concatenate(values))
+        assert sketch.zeros == expected.zeros
+        assert sketch.buckets.tolist() == expected.buckets.tolist()
+        assert sketch.counts.tolist() == expected.counts.tolist()
