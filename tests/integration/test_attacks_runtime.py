@@ -35,7 +35,7 @@ CASE = {"id": "r1", "input": "The blender arrived damaged.", "expected": "refund
 @dataclass(frozen=True)
 class Attack:
     """`prepare(folder, server)` writes the attack's files and returns the command's
-    arguments (run in `folder`, `--store store` added)."""
+    arguments (run in `folder`, `--store store` added when the command `stores`)."""
 
     name: str
     prepare: Callable[[Path, HostileServer], list[str]]
@@ -45,10 +45,12 @@ class Attack:
     max_rss_mb: float = 400
     max_s: float = 30
     also: Callable[[HostileServer], None] | None = field(default=None)
+    stores: bool = True  # the command takes --store
 
 
 def contract(folder: Path, **sections: Any) -> Path:
-    """A refund contract on the mock backend over a one-case dataset, with `sections`."""
+    """A refund contract on the mock backend over a one-case dataset, with `sections`
+    (which may replace the backend or the dataset)."""
     document: dict[str, Any] = {
         "schema_version": "0.1",
         "decision": {"name": "refund_request", "type": "choice", "options": LABELS},
@@ -76,6 +78,64 @@ def paraphrased_by(mode: str) -> Callable[[Path, HostileServer], list[str]]:
     return prepare
 
 
+def answered_by(mode: str) -> Callable[[Path, HostileServer], list[str]]:
+    """`test` with the http backend on the hostile server's `mode`."""
+    def prepare(folder: Path, server: HostileServer) -> list[str]:
+        contract(folder, backend={"provider": "http", "url": f"{server.url}/{mode}/decide",
+                                  "timeout_s": 30})
+        return ["test", "decflow.yaml"]
+    return prepare
+
+
+RECORD = {"decision": "refund_request", "selected": "refund",
+          "probabilities": {"refund": 0.8, "reject": 0.1, "review": 0.1}}
+
+
+def repeated_megabyte(table: dict[str, Any]) -> Any:
+    """`table` plus an `input` column repeating one 1 MB text in each of its 3,000 rows, as
+    a Parquet dictionary (a few kilobytes on disk, 3 GB once decoded)."""
+    import pyarrow as pa
+
+    rows = 3000
+    columns = {name: [value] * rows for name, value in table.items()}
+    repeated = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()),
+                                              pa.array(["x" * 1_000_000]))
+    return pa.table({**columns, "input": repeated})
+
+
+def golden_parquet(folder: Path, _server: HostileServer) -> list[str]:
+    import pyarrow.parquet as pq
+
+    contract(folder, dataset="cases.parquet")
+    table = repeated_megabyte({"expected": "refund"})
+    pq.write_table(table.append_column("id", [[f"c{i}" for i in range(table.num_rows)]]),
+                   folder / "cases.parquet", compression="zstd", store_schema=False)
+    return ["validate", "decflow.yaml"]
+
+
+def records_parquet(folder: Path, _server: HostileServer) -> list[str]:
+    import pyarrow.parquet as pq
+
+    contract(folder)
+    pq.write_table(repeated_megabyte(RECORD), folder / "records.parquet", compression="zstd",
+                   store_schema=False)
+    return ["check", "decflow.yaml", "-d", "records.parquet"]
+
+
+def surrogate_case(folder: Path, _server: HostileServer) -> list[str]:
+    contract(folder)
+    (folder / "cases.jsonl").write_text(
+        '{"id": "r1", "input": "broken \\ud800 text", "expected": "refund"}\n')
+    return ["test", "decflow.yaml"]
+
+
+def surrogate_record(folder: Path, _server: HostileServer) -> list[str]:
+    contract(folder)
+    record = json.dumps(RECORD)[:-1] + ', "model": "m\\ud800"}'
+    (folder / "records.jsonl").write_text(record + "\n")
+    return ["check", "decflow.yaml", "-d", "records.jsonl"]
+
+
 def no_compression_asked(server: HostileServer) -> None:
     (head,) = [h for h in server.heads if h.startswith("POST /gzip/")]
     assert "accept-encoding" not in head.lower()
@@ -96,6 +156,21 @@ ATTACKS = [
            kinds=("paraphrase_error",)),
     Attack("paraphraser answer with a duplicate key", paraphrased_by("duplicate"), 1,
            kinds=("paraphrase_error",)),
+    Attack("golden Parquet repeating a 1 MB input", golden_parquet, 2,
+           error=r"^error: cases\.parquet: row \d+: the dataset passes 256 MiB here",
+           stores=False),
+    Attack("records Parquet repeating a 1 MB input", records_parquet, 2,
+           error=r"^error: records\.parquet: row \d+: row group 1 passes 512 MiB here"),
+    Attack("backend answer of 21M empty lists", answered_by("metadata-lists"), 2,
+           error=r"first error: invalid_response: response is not read: up to [\d,]+ JSON "
+                 r"values; at most 1,048,576"),
+    Attack("lone surrogate in a dataset line", surrogate_case, 2,
+           error=r"^error: cases\.jsonl: line 1: input is not valid Unicode: a lone "
+                 r"surrogate \\ud800 at character 8; nothing of the run was kept"),
+    Attack("lone surrogate in a check record", surrogate_record, 2,
+           error=r"^error: records\.jsonl: line 1: model is not valid Unicode"),
+    Attack("lone surrogate in an answer's model", answered_by("surrogate-model"), 2,
+           error=r"first error: invalid_response: model is not valid Unicode"),
 ]
 
 
@@ -159,7 +234,9 @@ def test_an_attack_ends_as_documented_within_bounds(
     store = folder / "store"
     before = snapshot(tmp_path, store)
 
-    outcome = run_measured([*args, "--store", str(store)], folder, out, attack.max_s * 2)
+    if attack.stores:
+        args += ["--store", str(store)]
+    outcome = run_measured(args, folder, out, attack.max_s * 2)
 
     errors = [line for line in outcome.stderr.splitlines() if line.startswith("error:")]
     assert outcome.code == attack.exit_code, outcome.stderr
