@@ -134,15 +134,18 @@ def run_test(
     fail_on_warn: bool = False,
     allow_paths: Sequence[str] = (),
     sequential: bool | dict[str, Any] | None = None,
+    call_cache: str | None = None,
 ) -> dict[str, Any]:
     """`decflow test` (mode test|all), `decflow fuzz` (mode fuzz) or `decflow stability`:
     the report dict the CLI prints. Gate failures are in the report; problems raise.
     Files the contract names must lie in its folder or in one of `allow_paths`.
     `sequential`: True (or a dict overriding alpha, max_cases, batch, seed, zero_limit)
-    runs `--sequential`, False the whole suite; None follows the contract's section."""
+    runs `--sequential`, False the whole suite; None follows the contract's section.
+    `call_cache`: as `--call-cache` (None: `$DECFLOW_CALL_CACHE`, else the contract's)."""
     from pydantic import ValidationError
 
     from decflow.contracts.sections import Sequential
+    from decflow.pipeline.contract_run.call_cache import call_cache_mode
     from decflow.pipeline.contract_run.runner import run_contract
     from decflow.pipeline.spec import RunSpec, load_contract_cached
     from decflow.store.runs import new_run_id
@@ -166,6 +169,7 @@ def run_test(
         max_concurrency=max_concurrency, healthcheck=check_health,
         allow_paths=tuple(allow_paths),
         sequential=settings,
+        call_cache=call_cache_mode(call_cache, load_contract_cached(str(contract)).contract),
     )
     report = run_contract(spec, opened, fail_on_warn=fail_on_warn)
     write_run_html(opened, report)

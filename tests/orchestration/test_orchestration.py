@@ -8,7 +8,9 @@ recorded (flow run, task runs, logs, artifacts) is read back through its client 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -656,6 +658,91 @@ def test_decflow_deploy_registers_the_scheduled_deployments(
     assert accepted.returncode == 0, accepted.stderr  # without --force
 
 
+def test_a_retried_failing_nightly_is_the_same_run_and_lists_every_failing_case(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A nightly deployment run of a suite answered wrong 40 times FAILs: its judging task
+    is red and its Markdown artifact lists all 40 under the gate. Retried as the UI's Retry
+    does (set to Scheduled through the API), the same flow run continues the same decflow
+    run: nothing is sent again, it ends with one verdict tag and one run tag, and each of
+    its artifacts has one version."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.states import AwaitingRetry
+
+    from tests.support.servers.counting import LABELS, counting_service, write_contract
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    deployed = decflow(env, ROOT, "deploy", "--file", str(ROOT / "deployments" / "prefect.yaml"))
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    worker = [sys.executable, "-m", "prefect", "worker", "start", "--pool", "decflow-process",
+              "--run-once"]
+
+    def work() -> None:
+        done = subprocess.run(worker, env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def read(flow_run_id: Any) -> Any:
+        return api_call(prefect_api, lambda c: c.read_flow_run(flow_run_id))
+
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    store = tmp_path / "store"
+    with counting_service(delay_s=0) as service:
+        contract = write_contract(folder, service.url, 100, 4, {"min_accuracy": 0.9})
+        cases = [json.loads(line) for line in (folder / "cases.jsonl").read_text().splitlines()]
+        for case in cases[:40]:
+            case["expected"] = next(label for label in LABELS if label != case["expected"])
+        (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+
+        async def start(client: Any) -> Any:
+            deployment = await client.read_deployment_by_name(
+                "nightly_regression/nightly-regression-refund")
+            return await client.create_flow_run_from_deployment(
+                deployment.id, parameters={"contract": str(contract), "store": str(store)})
+
+        flow_run_id = api_call(prefect_api, start).id
+        work()
+        first = read(flow_run_id)
+        sent_first = service.snapshot()[0]
+        api_call(prefect_api, lambda c: c.set_flow_run_state(
+            flow_run_id, AwaitingRetry(message="Retry from the UI"), force=True))
+        work()
+        second = read(flow_run_id)
+        sent_second = service.snapshot()[0]
+    (run_id,) = [p.name for p in (store / "runs").iterdir()]  # one decflow run
+    report = json.loads((store / "runs" / run_id / "report.json").read_text())
+    assert report["status"] == "fail" and report["headline"].startswith("FAIL 1/")
+    assert first.state.is_failed()
+    assert first.state.message.splitlines()[0] == report["headline"]
+    # nothing was sent again: each case once, the first time only
+    assert set(sent_first.values()) == {1} and len(sent_first) == 100
+    assert sent_second == sent_first
+    # the retried flow run ends like the first: one verdict tag matching its state, one run
+    assert second.id == first.id and second.run_count == 2
+    assert second.state.is_failed()
+    assert second.state.message.splitlines()[0] == report["headline"]
+    assert sorted(t for t in second.tags if t.startswith(("verdict:", "run:"))) == [
+        f"run:{run_id}", "verdict:fail"]
+    seen = recorded(prefect_api, flow_run_id, 7)
+    # the stage that judged the gates is red on the first attempt
+    judged = [t for t in seen["tasks"] if t.name == "summary: judge the gates, write the report"]
+    assert judged and all(t.state.is_failed() for t in judged)
+    assert judged[0].state.message == report["headline"]
+
+    async def artifacts(client: Any) -> list[Any]:
+        return list(await client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))))
+
+    keyed = [a.key for a in api_call(prefect_api, artifacts) if a.key]
+    assert keyed and len(keyed) == len(set(keyed)), keyed  # one version per key
+    key = "nightly-regression-refund-refund-request-default-test"
+    (markdown,) = [a for a in api_call(prefect_api, artifacts) if a.key == key]
+    gate = rendered(markdown.data).split("<h3>FAIL min_accuracy", 1)[1].split("<h2>", 1)[0]
+    items = [text_of(item) for item in re.findall(r"<li>(.*?)</li>", gate, flags=re.S)]
+    assert {item.split(":", 1)[0] for item in items} == {c["id"] for c in cases[:40]}
+
+
 NIGHTLY = """
 import json
 from decflow.store.runs import accept_run
@@ -732,8 +819,17 @@ def test_nightly_regression_diffs_against_the_accepted_baseline(
     note = first_artifacts[key].data
     assert f"`decflow runs accept {baseline_id} --store store`" in note  # it passed
     assert f"{key}-checks" in first_artifacts
-    second_seen = recorded(prefect_api, runs[1].id, 8)
+    second_seen = recorded(prefect_api, runs[1].id, 9)
     assert "diff" in {base_name(t) for t in second_seen["tasks"]}
+    # the noise run's re-sends are a task of their own, with their own final progress
+    (noise,) = [t for t in second_seen["tasks"] if base_name(t) == "noise"]
+    assert noise.name == f"noise: re-send the requests of run {candidate_id} 2 times"
+    assert noise.state.is_completed()
+    resent = len(cases) * 2
+    assert any(a.type == "progress" and a.data == pytest.approx(100.0)
+               and a.description.startswith(f"results: {resent}/{resent} calls (100%)")
+               for a in second_seen["artifacts"]), [a.description for a in second_seen[
+                   "artifacts"] if a.type == "progress"]
     assert f"diff: compare run {candidate_id} with baseline {baseline_id}" in {
         t.name for t in second_seen["tasks"]}
     artifacts = {a.key: a for a in second_seen["artifacts"]}
@@ -928,9 +1024,10 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
 ) -> None:
     """SIGKILL during a call shard: the run's follower ends it and its running task runs
     Crashed within seconds, naming the run and the command that resumes it. Killed together
-    with its follower (a lost machine), the heartbeat automation ends the flow run and the
-    next decflow flow run to start ends its task runs."""
-    from decflow.flows.crash_detection import AUTOMATION_NAME
+    with its follower (a lost machine), the server's automations end the flow run and every
+    task run within the heartbeat window, log the resume command and leave a final progress
+    artifact, with no other flow run started."""
+    from decflow.flows.crash_detection import AUTOMATION_NAME, TASK_AUTOMATION_NAME
     from tests.integration.test_resume_kill import (
         CASES,
         MAX_CONCURRENCY,
@@ -945,10 +1042,10 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     assert [d.returncode for d in setup] == [0, 0], setup[0].stderr + setup[1].stderr
     assert setup[0].stdout.startswith(("crash detection created", "crash detection updated"))
     assert setup[1].stdout.startswith("crash detection unchanged")  # idempotent
-    (automation,) = api_call(prefect_api,
-                             lambda c: c.read_automations_by_name(AUTOMATION_NAME))
-    assert automation.trigger.within.total_seconds() == CRASH_WINDOW_S
-    service = CountingService()
+    for name in (AUTOMATION_NAME, TASK_AUTOMATION_NAME):
+        (automation,) = api_call(prefect_api, lambda c, n=name: c.read_automations_by_name(n))
+        assert automation.trigger.within.total_seconds() == CRASH_WINDOW_S
+    service = CountingService(delay_s=0.1)  # slow enough for a progress update before 300
     service.thread.start()
     command = [sys.executable, "-m", "decflow", "test", "--store", "store", "--prefect"]
 
@@ -962,6 +1059,9 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
 
     def open_tasks(flow_run_id: Any) -> list[Any]:
         return [t for t in task_runs_of(prefect_api, flow_run_id) if not t.state.is_final()]
+
+    def flow_runs() -> int:
+        return len(api_call(prefect_api, lambda c: c.read_flow_runs()))
 
     try:
         contract = write_contract(tmp_path, service.url, CASES, MAX_CONCURRENCY)
@@ -980,7 +1080,7 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
         assert resumed.returncode in (0, 1), resumed.stderr
         resent = service.snapshot()[0] - sent_before
 
-        # killed with its follower: the automation, once its heartbeats stopped
+        # killed with its follower: the automations, once its heartbeats stopped
         before = sum(service.snapshot()[0].values())
         second = start()
         until(lambda: children_of(second.pid), 60)
@@ -992,20 +1092,27 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
         for pid in [*followers, second.pid]:
             os.kill(pid, signal.SIGKILL)
         second.wait()
+        killed_at = time.monotonic()
+        started = flow_runs()
         lost_id = new_run({run_id})
         (lost,) = tagged(prefect_api, lost_id)
-        lost = until(lambda: (r := api_call(prefect_api, lambda c: c.read_flow_run(
-            lost.id))).state.is_final() and r, CRASH_WINDOW_S + 60)
-        left_running = open_tasks(lost.id)
-        # the next flow run follows it up: its task runs, its message
-        again = decflow(env, tmp_path, "test", str(contract), "--store", "store", "--prefect",
-                        "--resume", lost_id)
-        assert again.returncode in (0, 1), again.stderr
+        closed = until(lambda: (r := api_call(prefect_api, lambda c: c.read_flow_run(
+            lost.id))).state.is_final() and not open_tasks(lost.id) and r, 120)
+        closed_after = time.monotonic() - killed_at
+        assert flow_runs() == started  # nothing else ran meanwhile
+
+        def crash_written(found: dict[str, Any]) -> bool:
+            return any(e.name == "decflow.crash" for e in found["logs"]) and sum(
+                a.type == "progress" for a in found["artifacts"]) == 2
+
+        seen = until(lambda: (found := recorded(prefect_api, lost.id, 1)) and crash_written(
+            found) and found, 30)
     finally:
         service.server.shutdown()
         service.server.server_close()
         decflow(env, tmp_path, "prefect-setup", "--crash-after", "90")  # the default again
-    resume = f"`decflow test {contract} --store store --resume {run_id}`"
+    store = tmp_path / "store"
+    resume = f"`decflow test {contract} --store {store} --resume {run_id}`"
     assert killed.state.is_crashed(), killed.state
     assert killed.state.message.startswith(f"decflow run {run_id}: its process died")
     assert killed.state.message.endswith(f"resume it with {resume}")
@@ -1024,18 +1131,31 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     assert report["metrics"]["counts"]["total"] == CASES
     assert report["metrics"]["counts"]["errored"] == 0
 
-    assert lost.state.is_crashed(), lost.state
-    assert "No heartbeat for 40 s" in lost.state.message
+    # the lost run: flow run and every task run Crashed within 120 s of the kill
+    assert closed, [(t.name, t.state.type) for t in open_tasks(lost.id)]
+    assert closed.state.is_crashed() and "No heartbeat for 40 s" in closed.state.message
+    assert closed_after <= 120, closed_after
     beats = heartbeat_times(prefect_api, lost.id)
     assert beats, "the killed run sent no heartbeat"
-    silent = (lost.state.timestamp - beats[-1]).total_seconds()
+    silent = (closed.state.timestamp - beats[-1]).total_seconds()
     assert CRASH_WINDOW_S <= silent <= CRASH_WINDOW_S + 30, silent
-    assert left_running, "the automation alone ends no task run"
-    followed = api_call(prefect_api, lambda c: c.read_flow_run(lost.id))
-    assert followed.state.is_crashed() and "No heartbeat for 40 s" in followed.state.message
-    assert followed.state.message.endswith(
-        f"resume it with `decflow test {contract} --store store --resume {lost_id}`")
-    assert not open_tasks(lost.id)
+    tasks = task_runs_of(prefect_api, lost.id)
+    shard = [t for t in tasks if t.name.startswith("results: call backend")]
+    assert shard and all(t.state.is_crashed() for t in shard)
+    assert all(t.state.is_final() for t in tasks)
+    # the log names the run and the command that resumes it, with absolute paths
+    lost_resume = f"`decflow test {contract} --store {store} --resume {lost_id}`"
+    (line,) = [e.message for e in seen["logs"] if e.name == "decflow.crash"]
+    assert line.startswith(f"No heartbeat for 40 s: decflow run {lost_id}: its process died")
+    assert line.endswith(f"resume it with {lost_resume}")
+    # the progress artifact's final version says where the calls stopped
+    progress = sorted((a for a in seen["artifacts"] if a.type == "progress"),
+                      key=lambda a: a.created)
+    assert len(progress) == 2
+    final = progress[-1]
+    assert re.match(rf"stopped at results: \d+/{CASES} calls: No heartbeat for 40 s: "
+                    rf"decflow run {lost_id}", final.description), final.description
+    assert 0 < final.data < 100
 
 
 def test_a_flow_that_cannot_run_exits_2_without_a_traceback(
@@ -1149,9 +1269,25 @@ def test_sequential_run_as_a_flow_groups_batches_into_shard_tasks(
     flow_run = flow_run_of(prefect_api, report["run"]["id"])
     seen = recorded(prefect_api, flow_run.id, 8)
     names = [t.name for t in seen["tasks"]]
-    # One task per group of batches of about a shard of requests, never one per case.
-    assert sum(name.startswith("results: sequential batches") for name in names) == 1
+    # One task per group of batches of about a shard of requests, never one per case,
+    # named by the batches it judged and the calls it sent: together the report's
+    section = report["sequential"]
+    groups = sorted((re.fullmatch(r"results: sequential batches (\d+)-(\d+) \((\d+) calls?\)",
+                                  name) for name in names if name.startswith(
+                                      "results: sequential")), key=lambda m: int(m[1]))
+    assert groups and all(groups), names
+    assert int(groups[0][1]) == 1
+    assert all(int(a[2]) + 1 == int(b[1]) for a, b in itertools.pairwise(groups))
+    assert int(groups[-1][2]) == math.ceil(section["cases_sent"] / 8)  # batches of 8 cases
+    assert sum(int(g[3]) for g in groups) == section["calls_made"]
     assert len(names) <= 20
+    # the progress artifact is final: the calls the report counts, and why it stopped
+    (progress,) = [a for a in seen["artifacts"] if a.type == "progress"]
+    calls = section["calls_made"]
+    assert progress.data == pytest.approx(100.0)
+    assert progress.description.startswith(f"results: {calls}/{calls} calls (100%)")
+    assert progress.description.endswith(
+        f"; stopped: {section['stop_reason']} ({section['calls_full']} calls at most)")
 
 
 def _counting_suite(folder: Path, url: str, *, wrong: int) -> Path:
@@ -1227,3 +1363,43 @@ def test_every_runner_sends_each_request_once_and_reports_what_the_backend_saw(
     passed = runs["pass", "thread"][1]
     assert passed["headline"].startswith("PASS (zero_limit: max_error_rate judged at 0.02")
     assert flow_run_of(prefect_api, passed["run"]["id"]).state.message == passed["headline"]
+
+
+def test_the_call_cache_under_prefect_and_dask_and_in_the_report_artifact(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run under Prefect stores its answers; the same run on Dask workers serves every
+    one from the store (0 requests at the server); each flow run's Markdown report artifact
+    counts the requests sent (misses) and the answers served from the cache (hits)."""
+    import distributed
+
+    from tests.support.servers.counting import counting_service
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    for name in ("PREFECT_API_URL", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        monkeypatch.setenv(name, env[name])  # the spawned Dask workers inherit these
+    with counting_service(delay_s=0) as service, \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     host="127.0.0.1", dashboard_address=None) as cluster:
+        contract = _counting_suite(tmp_path / "suite", service.url, wrong=0)
+        sent, reports = [], []
+        for how in (("--prefect",), ("--prefect", "--task-runner", "dask", "--dask-address",
+                                     cluster.scheduler_address)):
+            before = service.total_received()
+            out = tmp_path / f"report-{len(reports)}.json"
+            done = decflow(env, tmp_path, "test", str(contract), *how, "--call-cache",
+                           "read-write", "--store", str(tmp_path / "store"), "-o", str(out))
+            assert done.returncode == 0, done.stderr
+            sent.append(service.total_received() - before)
+            reports.append(json.loads(out.read_text()))
+    assert sent == [120, 0]
+    for report, (asked, served) in zip(reports, ((120, 0), (0, 120)), strict=True):
+        assert (report["call_cache"]["requests_sent"],
+                report["call_cache"]["served_from_cache"]) == (asked, served)
+        flow_run = flow_run_of(prefect_api, report["run"]["id"])
+        seen = recorded(prefect_api, flow_run.id, 6)
+        (markdown,) = [a for a in seen["artifacts"] if a.type == "markdown"
+                       and not a.key.endswith("-html")]
+        assert (f"Call cache read-write: {asked} requests sent to the backend, {served} "
+                f"answers served from the cache") in markdown.data.replace("\\", "")

@@ -159,8 +159,8 @@ def test_watched_deployments_heartbeat_as_often_as_the_crash_automation_expects(
     tmp_path: Path,
 ) -> None:
     from decflow.errors import DecflowError
-    from decflow.flows.crash_detection import HEARTBEAT_S, WATCHED_TAG
     from decflow.flows.deployments import build_deployments, load_definitions
+    from decflow.tasks.heartbeat import HEARTBEAT_S, WATCHED_TAG
 
     for entry in load_definitions(DEPLOYMENTS):
         assert WATCHED_TAG in entry["tags"], entry["name"]
@@ -174,35 +174,92 @@ def test_watched_deployments_heartbeat_as_often_as_the_crash_automation_expects(
         build_deployments(unwatched)
 
 
-def test_crash_automation_watches_tagged_runs_for_missing_heartbeats() -> None:
+def test_crash_automations_watch_tagged_runs_and_tasks_for_missing_heartbeats() -> None:
     from datetime import timedelta
+    from uuid import uuid4
 
     from prefect.client.schemas.objects import StateType
     from prefect.events.schemas.automations import Posture
 
     from decflow.errors import DecflowError
-    from decflow.flows.crash_detection import (
-        HEARTBEAT_S,
-        MIN_WINDOW_S,
-        WATCHED_TAG,
-        crash_automation,
-    )
+    from decflow.flows.crash_detection import HOOKS, crash_automations
+    from decflow.tasks.heartbeat import HEARTBEAT_S, MIN_WINDOW_S, TASK_HEARTBEAT, WATCHED_TAG
 
-    automation = crash_automation(90)
-    trigger = automation.trigger
-    assert trigger.posture == Posture.Proactive  # type: ignore[union-attr]
-    assert trigger.after == {"prefect.flow-run.heartbeat"}  # type: ignore[union-attr]
-    assert trigger.expect == {"prefect.flow-run.heartbeat", "prefect.flow-run.Completed",  # type: ignore[union-attr]
-                              "prefect.flow-run.Failed", "prefect.flow-run.Cancelled",
-                              "prefect.flow-run.Crashed"}
-    assert trigger.for_each == {"prefect.resource.id"}  # type: ignore[union-attr]
-    assert trigger.within == timedelta(seconds=90)  # type: ignore[union-attr]
-    assert trigger.match_related.root["prefect.resource.id"] == f"prefect.tag.{WATCHED_TAG}"  # type: ignore[union-attr]
-    (action,) = automation.actions
-    assert action.state == StateType.CRASHED  # type: ignore[union-attr]
+    hooks = {name: uuid4() for name in HOOKS}
+    flows, tasks = crash_automations(90, hooks)
+    for automation, kind, beat in ((flows, "flow-run", "prefect.flow-run.heartbeat"),
+                                   (tasks, "task-run", TASK_HEARTBEAT)):
+        trigger = automation.trigger
+        assert trigger.posture == Posture.Proactive  # type: ignore[union-attr]
+        assert trigger.after == {beat, f"prefect.{kind}.Running"}  # type: ignore[union-attr]
+        assert trigger.expect == {beat, *(f"prefect.{kind}.{state}" for state in (  # type: ignore[union-attr]
+            "Completed", "Failed", "Cancelled", "Crashed"))}
+        assert trigger.for_each == {"prefect.resource.id"}  # type: ignore[union-attr]
+        assert trigger.within == timedelta(seconds=90)  # type: ignore[union-attr]
+        assert trigger.match_related.root["prefect.resource.id"] == (  # type: ignore[union-attr]
+            f"prefect.tag.{WATCHED_TAG}")
+    crash, log, progress = flows.actions
+    assert crash.state == StateType.CRASHED  # type: ignore[union-attr]
+    assert {log.block_document_id, progress.block_document_id} == {  # type: ignore[union-attr]
+        hooks["decflow-crash-logs"], hooks["decflow-crash-artifacts"]}
+    (event,) = tasks.actions
+    assert event.block_document_id == hooks["decflow-crash-events"]  # type: ignore[union-attr]
     assert HEARTBEAT_S == 30 and MIN_WINDOW_S > HEARTBEAT_S
     with pytest.raises(DecflowError, match="at least"):
-        crash_automation(HEARTBEAT_S)
+        crash_automations(HEARTBEAT_S, hooks)
+
+
+def test_the_crash_webhooks_render_what_the_server_accepts() -> None:
+    """Rendered as the server renders them (its Jinja sandbox), the webhooks' bodies are a
+    task run's Crashed event, a log line naming the resume command and a final progress
+    artifact, each valid for the API endpoint it is sent to."""
+    import json
+    from datetime import datetime
+    from types import SimpleNamespace
+    from uuid import uuid4
+
+    from prefect.server.events.schemas.events import Event
+    from prefect.server.schemas.actions import ArtifactCreate, LogCreate
+    from prefect.server.services.task_run_recorder import task_run_from_event
+    from prefect.server.utilities.user_templates import render_user_template_sync
+
+    from decflow.flows.crash_detection import HOOKS, crash_automations
+
+    flows, tasks = crash_automations(40, {name: uuid4() for name in HOOKS})
+    resume = "decflow run r1: its process died …; resume it with `decflow test /c.yaml …`"
+    flow_run = SimpleNamespace(id=uuid4(), labels={
+        "decflow.crash": resume, "decflow.progress.share": 37.5,
+        "decflow.progress.line": "results: 225/600 calls"})
+    firing = SimpleNamespace(id=uuid4(), triggered=datetime.now(UTC))
+    task_id = uuid4()
+    running = Event(
+        occurred=datetime.now(UTC), event="decflow.task-run.heartbeat", id=uuid4(),
+        resource={"prefect.resource.id": f"prefect.task-run.{task_id}",
+                  "prefect.resource.name": "results: call backend (originals, shard 1/2)"},
+        related=[{"prefect.resource.id": f"prefect.flow-run.{flow_run.id}",
+                  "prefect.resource.role": "flow-run"}],
+        payload={"task_run": {"name": "results: call backend (originals, shard 1/2)",
+                              "task_key": "k", "dynamic_key": "0", "tags": [], "labels": {},
+                              "task_inputs": {}, "run_count": 1, "flow_run_run_count": 1}})
+    context = {"firing": firing, "event": running, "flow_run": flow_run}
+
+    def rendered(action: object) -> object:
+        return json.loads(render_user_template_sync(action.payload, context))  # type: ignore[attr-defined]
+
+    (crashed,) = rendered(tasks.actions[0])  # type: ignore[misc]
+    task_run = task_run_from_event(Event.model_validate(crashed).receive())
+    assert task_run.id == task_id and task_run.flow_run_id == flow_run.id
+    assert task_run.state.type.value == "CRASHED"
+    assert task_run.state.message.startswith("No heartbeat for 40 s: ")
+    (line,) = rendered(flows.actions[1])  # type: ignore[misc]
+    log = LogCreate.model_validate(line)
+    assert log.level == 40 and log.flow_run_id == flow_run.id
+    assert log.message == f"No heartbeat for 40 s: {resume}"
+    artifact = ArtifactCreate.model_validate(rendered(flows.actions[2]))
+    assert artifact.type == "progress" and artifact.data == 37.5
+    assert artifact.flow_run_id == flow_run.id
+    assert artifact.description == (
+        f"stopped at results: 225/600 calls: No heartbeat for 40 s: {resume}")
 
 
 def test_the_no_baseline_note_suggests_accepting_only_a_passing_run() -> None:
@@ -223,7 +280,7 @@ def test_the_no_baseline_note_suggests_accepting_only_a_passing_run() -> None:
 
 
 def test_crash_after_says_and_enforces_its_minimum() -> None:
-    from decflow.flows.heartbeat import MIN_WINDOW_S
+    from decflow.tasks.heartbeat import MIN_WINDOW_S
     from tests.support.cli import run_cli
 
     code, out, _ = run_cli("prefect-setup", "--help")

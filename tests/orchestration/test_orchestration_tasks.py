@@ -26,7 +26,7 @@ def test_every_task_has_prefect_caching_and_persistence_off() -> None:
     names = {t.name for t in tasks}  # type: ignore[attr-defined]
     assert {"cases", "requests", "results-health", "results-shard", "results-sequential",
             "results-check-originals", "results", "comparisons", "minimized", "summary", "report",
-            "records-plan", "records", "aggregates", "diff", "replay"} == names
+            "records-plan", "records", "aggregates", "noise", "diff", "replay"} == names
     for task in tasks:
         assert task.cache_policy is NO_CACHE, task  # type: ignore[attr-defined]
         assert task.persist_result is False, task  # type: ignore[attr-defined]

@@ -70,6 +70,10 @@ def test_the_threshold_is_the_baseline_upper_bound_plus_the_tolerance() -> None:
     assert 0.1055 < state.baseline_upper < 0.1065
     assert state.theta == pytest.approx(state.baseline_upper + 0.02)
     assert state.log_threshold == pytest.approx(math.log(2 * 365 / 0.05))
+    assert state.false_alarm_bound == pytest.approx(0.05)  # within the horizon
+    for window in range(400):
+        state = state.update(f"w{window}", 10, 1.0)
+    assert state.false_alarm_bound == pytest.approx(0.025 + 400 * 0.025 / 365)
 
 
 def test_state_round_trips_through_json_and_updates_alike() -> None:

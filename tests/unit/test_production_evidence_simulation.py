@@ -11,7 +11,8 @@ FAIL share of R checks may exceed α by the one-sided binomial 99 % tolerance
   `max_confidence_tv_distance: 0.05` and `max_accuracy_drop: 0.02`: FAIL ≤ α (point gates:
   ~45 % and ~13 % on the TV gate alone, as measured in the issue);
 - 20 segments × 50 rows, `segment_requirements.min_accuracy: 0.8`: FAIL ≤ α (point: ~48 %);
-- at the boundary (a true TV of exactly 0.05, a true drop of exactly 0.02): FAIL ≤ α;
+- at the boundary (a true TV of exactly 0.05, a true drop of exactly 0.02, a binned ECE of
+  exactly 0.05, an ECE increase of exactly 0.03): FAIL ≤ α;
 - power: a true TV of 0.10 against 0.05 at 1,000 rows (baseline 10,000) FAILs ≥ 80 %;
   3 of 20 segments dropped from 0.88 to 0.6 at 200 rows each FAIL ≥ 80 %.
 
@@ -69,12 +70,14 @@ SPREAD = moved(SHARES, {7: -0.05, 8: -0.05, 5: 0.05, 9: 0.05})
 
 
 def records(rng: np.random.Generator, n: int, shares: np.ndarray,
-            accuracy: float | np.ndarray) -> RecordColumns:
+            accuracy: float | np.ndarray | None, *, gap: float = 0.0) -> RecordColumns:
     """n labelled records: confidences uniform within bins drawn at `shares`, each correct
-    with probability `accuracy` (one value, or one per record)."""
+    with probability `accuracy` (one value, or one per record; None: its confidence less
+    `gap`)."""
     bins = rng.choice(BINS, size=n, p=shares)
     confidence = (bins + rng.uniform(0.001, 0.999, size=n)) / BINS
-    correct = rng.random(n) < accuracy
+    chance = np.clip(confidence - gap, 0.0, 1.0) if accuracy is None else accuracy
+    correct = rng.random(n) < chance
     every, none, rows = np.ones(n, bool), np.zeros(n, bool), np.arange(n)
     return RecordColumns(
         n=n, confidence=confidence, bins=calibration_bin_index(confidence, BINS), known=every,
@@ -103,6 +106,8 @@ DRIFT_GATES = Production.model_validate(
     {"requirements": {"max_confidence_tv_distance": 0.05, "max_accuracy_drop": 0.02}})
 TV_GATE = Production.model_validate({"requirements": {"max_confidence_tv_distance": 0.05}})
 DROP_GATE = Production.model_validate({"requirements": {"max_accuracy_drop": 0.02}})
+ECE_GATE = Production.model_validate({"requirements": {"max_ece": 0.05}})
+ECE_INCREASE_GATE = Production.model_validate({"requirements": {"max_ece_increase": 0.03}})
 SEGMENT_GATE = Production.model_validate(
     {"segments": ["region"], "segment_requirements": {"min_accuracy": 0.8}})
 
@@ -139,6 +144,15 @@ def same_model(n: int, m: int, shares: np.ndarray = SHARES,
     return draw
 
 
+def overconfident(n: int, m: int, gap: float) -> Draw:
+    """A window of n records right `gap` less often than confident (binned ECE `gap`)
+    against a baseline of m calibrated records (no baseline when m = 0)."""
+    def draw(rng: np.random.Generator) -> tuple[RecordColumns, RecordColumns | None]:
+        return (records(rng, n, SHARES, None, gap=gap),
+                records(rng, m, SHARES, None) if m else None)
+    return draw
+
+
 def dropped_segments(rows: int, segments: int, dropped: int, accuracy: float) -> Draw:
     """`segments` segments of `rows` records; the first `dropped` at `accuracy`."""
     per_record = np.repeat([accuracy] * dropped + [ACCURACY] * (segments - dropped), rows)
@@ -172,6 +186,13 @@ def test_at_the_limit_a_false_fail_stays_within_alpha() -> None:
     assert tv["fail"] <= tolerance(RUNS), tv
     assert drop["fail"] <= tolerance(RUNS), drop
     assert tv["pass"] <= tolerance(RUNS) and drop["pass"] <= tolerance(RUNS), (tv, drop)
+
+
+def test_calibration_gates_at_their_limit_keep_alpha() -> None:
+    ece = rates(ECE_GATE, overconfident(300, 0, 0.05), RUNS, seed=8)
+    increase = rates(ECE_INCREASE_GATE, overconfident(500, 2000, 0.03), RUNS // 2, seed=9)
+    assert ece["fail"] <= tolerance(RUNS) and ece["pass"] <= tolerance(RUNS), ece
+    assert increase["fail"] <= tolerance(RUNS // 2), increase
 
 
 def test_a_true_tv_of_ten_points_fails_at_1000_rows() -> None:
@@ -213,9 +234,25 @@ def main() -> None:
          same_model(1000, 10_000, accuracy=ACCURACY - 0.08), 0),
         ("3 of 20 segments at 0.6, 200 rows each", SEGMENT_GATE,
          dropped_segments(200, 20, 3, 0.6), 20),
+        ("no drift, calibrated, 1,000 rows; max_ece 0.05", ECE_GATE,
+         overconfident(1000, 0, 0.0), 0),
+        ("binned ECE exactly 0.05, 300 rows; max_ece 0.05", ECE_GATE,
+         overconfident(300, 0, 0.05), 0),
+        ("binned ECE exactly 0.05, 1,000 rows; max_ece 0.05", ECE_GATE,
+         overconfident(1000, 0, 0.05), 0),
+        ("binned ECE 0.10, 1,000 rows; max_ece 0.05", ECE_GATE,
+         overconfident(1000, 0, 0.10), 0),
+        ("no drift, calibrated, 1,000 rows, baseline 4,000; max_ece_increase 0.03",
+         ECE_INCREASE_GATE, overconfident(1000, 4000, 0.0), 0),
+        ("ECE increase exactly 0.03, 1,000 rows, baseline 4,000; max_ece_increase 0.03",
+         ECE_INCREASE_GATE, overconfident(1000, 4000, 0.03), 0),
+        ("ECE increase 0.08, 1,000 rows, baseline 4,000; max_ece_increase 0.03",
+         ECE_INCREASE_GATE, overconfident(1000, 4000, 0.08), 0),
     ]
     for seed, (name, gates, draw, segments) in enumerate(table):
         count = runs if "exactly" in name or "no drift" in name else runs // 4
+        if "ECE" in name or "calibrated" in name:
+            count //= 2
         found = rates(gates, draw, count, seed=100 + seed, segments=segments)
         print(f"| {name} | {count} | {found['fail']:.2%} | {found['pass']:.2%} "
               f"| {found['point_fail']:.2%} |")

@@ -20,6 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
+from decflow.backends.model_identity import ModelIdentity, unreported
+
 DecisionType = Literal["choice", "noul", "score"]
 HealthStatus = Literal["ok", "unhealthy", "unknown"]
 
@@ -142,6 +144,9 @@ class Backend(ABC):
 
     provider: str = ""
     supports_batch: bool = False
+    # The version of how this backend builds requests and reads answers: part of every
+    # call-cache key, so a change to either never serves an answer read the old way.
+    cache_format: str = "1"
 
     def __init__(self, name: str, model: str | None) -> None:
         self.name = name
@@ -185,6 +190,28 @@ class Backend(ABC):
     def details(self) -> dict[str, Any]:
         """Provider details stored in reports (never credentials)."""
         return {}
+
+    # -- the call cache's keys (`decflow.backends.call_keys`) ----------------------------
+
+    def call_identity(self) -> dict[str, Any]:
+        """What this backend is configured to ask (provider, model, where), JSON-able and
+        never a credential; part of every call-cache key. Default: the provider, the
+        configured model and `details()`, for backends whose details do not change while
+        they answer."""
+        return {"provider": self.provider, "model": self.model, "details": self.details()}
+
+    def request_sent(self, request: DecisionRequest) -> Any:
+        """The request as this backend sends it for `request` (JSON-able): the decision as
+        shown (labels in order and form) and the input. A backend whose wire request holds
+        more (a prompt, decoding settings) says so."""
+        decision = request.decision
+        return {"decision": [decision.name, decision.type, list(decision.labels),
+                             decision.description], "input": request.input}
+
+    async def model_identity(self) -> ModelIdentity:
+        """What the service reports about the model that answers (asked once per run when
+        the call cache is on)."""
+        return unreported(self.provider)
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release clients and connections."""

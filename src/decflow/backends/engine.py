@@ -45,6 +45,9 @@ RESULTS_SCHEMA = pl.Schema({
     "model": pl.String(),
     "model_version": pl.String(),
     "metadata_json": pl.String(),
+    # the call-cache entry (its pack's key) the answer was served from; null: the backend
+    # was asked (runs stored before the cache existed have no such column)
+    "cache_entry": pl.String(),
 })
 
 MAX_ERROR_MESSAGE = 1000
@@ -146,6 +149,7 @@ def _rows_from_matrix(
     models: Sequence[str | None] | str | None,
     model_versions: Sequence[str | None] | str | None,
     metadata: Sequence[str | None] | None,
+    cache_entries: Sequence[str | None] | None = None,
 ) -> pl.DataFrame:
     """Build a results table column-wise (no Python object per row for the numbers)."""
     n = len(request_ids)
@@ -173,6 +177,7 @@ def _rows_from_matrix(
             "model": column(models, pl.String),
             "model_version": column(model_versions, pl.String),
             "metadata_json": column(metadata, pl.String),
+            "cache_entry": column(cache_entries, pl.String),
         }
     )
     typed = [pl.col(name).cast(dtype) for name, dtype in RESULTS_SCHEMA.items()]

@@ -115,5 +115,12 @@ class HttpBackend(Backend):
     def details(self) -> dict[str, Any]:
         return {"url": public_url(self.url), "protocol": self.protocol}
 
+    def call_identity(self) -> dict[str, Any]:
+        return {"provider": self.provider, "model": self.model,
+                "details": HttpBackend.details(self)}
+
+    def request_sent(self, request: DecisionRequest) -> Any:
+        return self.payload(request, self.labels.to_backend(request.decision.labels))
+
     async def aclose(self) -> None:
         await self.caller.aclose()

@@ -71,6 +71,12 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
+def origin_url(url: str) -> str:
+    """`scheme://host:port` of a URL (where a server's own endpoints such as `/props` are)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
 def _seconds(value: float) -> str:
     return f"{value:g}s"
 

@@ -47,7 +47,7 @@ from decflow.backends.base import (
     Prediction,
 )
 from decflow.backends.first_pieces import table_key
-from decflow.backends.httpclient import HttpCaller, json_object, public_url
+from decflow.backends.httpclient import HttpCaller, json_object, origin_url, public_url
 from decflow.backends.llm_plan import ReadoutPlan, add_tables, check_characters
 from decflow.backends.llm_prompts import (
     SYSTEM_MESSAGES,
@@ -66,6 +66,7 @@ from decflow.backends.llm_readouts import (
     path,
     top_candidates,
 )
+from decflow.backends.model_identity import ModelIdentity, is_llama_cpp, served_identity
 from decflow.backends.tokenizer import Tokenizer, find_tokenizer, tokenize_candidates
 from decflow.errors import ConfigurationError
 
@@ -292,13 +293,27 @@ class OpenAIBackend(Backend):
         return {label: by_name[name] for label, name in zip(shown, self.names(shown),
                                                              strict=True)}
 
+    def readout_options(self) -> dict[str, Any]:
+        """The decoding and log-probability settings of the readout's requests."""
+        if self.readout == "logprobs":
+            options: dict[str, Any] = {"max_tokens": 1,
+                                       "temperature": self.settings.temperature}
+            if self.api == "chat":
+                options.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+            else:
+                options.update(logprobs=TOP_LOGPROBS)
+            return options
+        if self.readout == "sequence":
+            return {"max_tokens": 1, "temperature": 0.0, "logprobs": 1, "echo": True}
+        options = {"temperature": self.settings.temperature,
+                   "max_tokens": self.settings.max_tokens or SAMPLE_MAX_TOKENS}
+        if self.api == "completions":
+            options["stop"] = ["\n"]  # a base model goes on writing after its answer
+        return options
+
     async def _logprobs(self, request: DecisionRequest, plan: ReadoutPlan) -> Prediction:
         names = self.names(request.decision.labels)
-        options: dict[str, Any] = {"max_tokens": 1, "temperature": self.settings.temperature}
-        if self.api == "chat":
-            options.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-        else:
-            options.update(logprobs=TOP_LOGPROBS)
+        options = self.readout_options()
         body = await self._ask(request, **options)
         if generated_nothing(body, self.api):
             body = await self._ask(request, **options, min_tokens=1)
@@ -316,8 +331,7 @@ class OpenAIBackend(Backend):
         # One label at a time: the engine's concurrency bound counts decisions.
         for name in self.names(request.decision.labels):
             sent = prompt + continuation(prompt, name)
-            body = await self._post({"prompt": sent, "max_tokens": 1, "temperature": 0.0,
-                                     "logprobs": 1, "echo": True})
+            body = await self._post({"prompt": sent, **self.readout_options()})
             served = _served(body) or served
             logprobs[name] = answer_logprob(body, sent, sent[len(prompt):])
         distribution, label_mass = normalised(logprobs)
@@ -330,12 +344,7 @@ class OpenAIBackend(Backend):
         samples: int = self.settings.samples
         counts: Counter[str] = Counter()
         served = None
-        options: dict[str, Any] = {
-            "temperature": self.settings.temperature,
-            "max_tokens": self.settings.max_tokens or SAMPLE_MAX_TOKENS,
-        }
-        if self.api == "completions":
-            options["stop"] = ["\n"]  # a base model goes on writing after its answer
+        options = self.readout_options()
         # One request at a time: the engine's concurrency bound counts decisions, and
         # parallel samples would multiply the load it allows.
         for _ in range(samples):
@@ -367,6 +376,48 @@ class OpenAIBackend(Backend):
             raise InvalidResponse("response has no choices[0].message object")
         content = message.get("content")
         return content if isinstance(content, str) else None
+
+    # -- the call cache's keys -----------------------------------------------------------------
+
+    def call_identity(self) -> dict[str, Any]:
+        return {"provider": self.provider, "url": public_url(self.url), "model": self.model,
+                "api": self.api, "readout": self.readout, "options_as": self.options_as}
+
+    def request_sent(self, request: DecisionRequest) -> Any:
+        """The prompt (or messages) as sent, the labels as shown and the names read out,
+        the readout's settings, and how its answer is read: the first-piece table of this
+        presentation (`logprobs`) or the number of samples (`sample`)."""
+        shown = request.decision.labels
+        names = self.names(shown)
+        sent: dict[str, Any] = (
+            {"messages": self.messages(request)} if self.api == "chat"
+            else {"prompt": self.prompt_text(request)})
+        sent.update(labels=list(shown), names=list(names), options=self.readout_options())
+        if self.readout == "sample":
+            sent["samples"] = self.settings.samples
+        if self.plan is not None and self.plan.rule is not None:
+            sent["rule"] = self.plan.rule
+            table = self.plan.tables.get(table_key(names))
+            if table is not None:
+                sent["table"] = table.to_json()
+        return sent
+
+    async def model_identity(self) -> ModelIdentity:
+        """`GET <url>/models`, and llama.cpp's `GET /props` (its build) when the list comes
+        from llama.cpp's own server; a server that answers neither has an unverified
+        identity (the configured name alone)."""
+        try:
+            models = json_object(await self.caller.get(f"{self.url}/models"))
+        except BackendError as exc:
+            return ModelIdentity({}, False, f"unverified: {public_url(self.url)}/models did "
+                                 f"not say which model is served ({exc})")
+        props = None
+        if is_llama_cpp(models):
+            try:
+                props = json_object(await self.caller.get(f"{origin_url(self.url)}/props"))
+            except BackendError:
+                props = None
+        return served_identity(models, self.model, props)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -83,6 +83,10 @@ RUN_PARAMS: tuple[Param, ...] = (
     PLAN_PARAM,
     *SEQUENTIAL_PARAMS,
     ("allow_paths", list[str], common.ALLOW_PATH_OPTION),
+    ("call_cache", str | None, typer.Option(
+        None, "--call-cache", help="Serve stored backend answers: read-write, read-only, "
+        "refresh (ask again, store the new answers) or off (default: $DECFLOW_CALL_CACHE, "
+        "else the contract's evaluation.call_cache, else off).")),
 )
 PROPERTY_PARAMS: tuple[Param, ...] = (
     ("seed", int | None, typer.Option(None, "--seed", min=0,
@@ -123,6 +127,7 @@ class RunOptions:
     batch: int | None = None
     order_seed: int | None = None
     zero_limit: float | None = None
+    call_cache: str | None = None
 
 
 def sequential_settings(options: RunOptions) -> dict[str, Any] | None:
@@ -160,8 +165,9 @@ def use_prefect(flag: bool | None) -> bool:
 
 
 def build_spec(options: RunOptions, store: Any) -> Any:
+    from decflow.pipeline.contract_run.call_cache import call_cache_mode
     from decflow.pipeline.contract_run.resume import resumed_spec
-    from decflow.pipeline.spec import RunSpec
+    from decflow.pipeline.spec import RunSpec, load_contract_cached
     from decflow.store.runs import new_run_id
 
     if options.resume:
@@ -175,6 +181,8 @@ def build_spec(options: RunOptions, store: Any) -> Any:
         max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
         allow_paths=tuple(options.allow_paths),
         sequential=sequential_settings(options),
+        call_cache=call_cache_mode(options.call_cache,
+                                   load_contract_cached(options.contract).contract),
     )
 
 
@@ -231,6 +239,7 @@ def validate_options(options: RunOptions) -> None:
     if options.resume:
         reject_options("does not apply with --resume (the stored run's settings are kept)",
                        **{"--sequential/--no-sequential": options.sequential,
+                          "--call-cache": options.call_cache,
                           **_sequential_flags(options)})
     if options.from_stage and not options.resume:
         raise typer.BadParameter("needs --resume RUN", param_hint="--from-stage")

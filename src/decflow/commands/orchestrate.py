@@ -16,7 +16,7 @@ from pathlib import Path
 import typer
 
 from decflow.errors import DecflowError
-from decflow.flows.heartbeat import DEFAULT_WINDOW_S, HEARTBEAT_S, MIN_WINDOW_S
+from decflow.tasks.heartbeat import DEFAULT_WINDOW_S, HEARTBEAT_S, MIN_WINDOW_S
 from decflow.workers.command import python_module
 
 DEFAULT_FILE = "deployments/prefect.yaml"

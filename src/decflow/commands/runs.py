@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         damaged is listed as such, and the command exits 2 naming its file."""
         if ctx.invoked_subcommand is not None:
             return
+        from decflow.store.call_cache import cache_usage
         from decflow.store.runs import damaged_files, is_accepted, list_runs, run_state
         from decflow.store.store import open_store
 
@@ -57,6 +58,9 @@ def register(app: typer.Typer) -> None:
                 notes.append(f"{record['run_id']} {state.status}: {state.detail}")
         rows += [(run_id, "", "", "", "", "damaged", "") for run_id in listing.damaged]
         print_table(rows)
+        usage = cache_usage(opened)
+        if usage.packs:
+            typer.echo(escape(usage.line(opened.location)))
         for note in notes:
             typer.echo(escape(note))
         for problem in [*map(str, listing.damaged.values()), *edited]:

@@ -37,13 +37,16 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
     regression = _dump(contract.regression)
     if regression["gating"] is None:
         del regression["gating"]
+    evaluation = _dump(contract.evaluation)
+    if evaluation["call_cache"] is None:
+        del evaluation["call_cache"]
     doc: dict[str, Any] = {
         "schema_version": contract.schema_version,
         "decision": _dump(contract.decision),
         "backend": contract.backend.raw,
         "backends": {name: config.raw for name, config in contract.backends.items()},
         "dataset": contract.dataset,
-        "evaluation": _dump(contract.evaluation),
+        "evaluation": evaluation,
         "requirements": _gates(_dump(contract.requirements)),
         "warnings": _gates(_dump(contract.warnings)),
         "properties": properties,

@@ -7,11 +7,14 @@ import secrets
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from decflow.contracts.base import Level, Name, NonEmptyStr, StrictModel, Unit
 
 Action = Literal["accept", "abstain", "fallback", "human_review"]
+
+
+CallCacheMode = Literal["off", "read-write", "read-only", "refresh"]
 
 
 class Evaluation(StrictModel):
@@ -19,6 +22,14 @@ class Evaluation(StrictModel):
     calibration_bins: int = Field(default=10, ge=1, le=1000)
     probability_tolerance: float = Field(default=0.001, gt=0.0, le=0.1)
     max_concurrency: int = Field(default=4, ge=1, le=256)
+    # decflow: reuse stored backend answers (`--call-cache` overrides); None: not set
+    call_cache: CallCacheMode | None = None
+
+    @field_validator("call_cache", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        """YAML 1.1 reads a bare `off` as false: that is the mode `off`, as written."""
+        return "off" if value is False else value
 
 
 class Fuzz(StrictModel):

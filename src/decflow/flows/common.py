@@ -35,6 +35,7 @@ from prefect.utilities.annotations import quote
 from decflow.errors import DecflowError
 from decflow.flows.crashes import followed_run
 from decflow.tasks.logs import ReportedFailure
+from decflow.tasks.report import RUN_LABEL
 
 DECFLOW_TAG = "decflow"
 T = TypeVar("T")
@@ -80,10 +81,10 @@ class Verdict:
         return f"{self.subject}: {self.headline}" if self.subject else self.headline
 
 
-def _update_flow_run(*, name: str | None = None, **tagged: str) -> None:
+def _update_flow_run(*, name: str | None = None, **tagged: str | None) -> None:
     """Rename the current flow run and set its `decflow` tag and the tags given as
-    `<prefix>=<value>` (`run="…"`: the tag `run:…`), replacing any earlier tag of that
-    prefix (nothing outside a flow run)."""
+    `<prefix>=<value>` (`run="…"`: the tag `run:…`; None: no tag of that prefix),
+    replacing any earlier tag of that prefix (nothing outside a flow run)."""
     run_id = flow_run.id
     if not run_id:
         return
@@ -92,18 +93,34 @@ def _update_flow_run(*, name: str | None = None, **tagged: str) -> None:
         current = client.read_flow_run(UUID(run_id)).tags
         kept = [t for t in current if not t.startswith(prefixes) and t != DECFLOW_TAG]
         client.update_flow_run(UUID(run_id), name=name, tags=[
-            *kept, DECFLOW_TAG, *(f"{prefix}:{value}" for prefix, value in tagged.items())])
+            *kept, DECFLOW_TAG, *(f"{prefix}:{value}" for prefix, value in tagged.items()
+                                  if value is not None)])
+        if "run" in tagged and tagged["run"] is not None:
+            client.update_flow_run_labels(UUID(run_id), {RUN_LABEL: tagged["run"]})
+
+
+def retried_run_id() -> str | None:
+    """The decflow run an earlier attempt of the current flow run started (a flow run
+    retried from the UI or the API keeps its labels), None on its first attempt."""
+    run_id = flow_run.id
+    if not run_id:
+        return None
+    with get_client(sync_client=True) as client:
+        found = client.read_flow_run(UUID(run_id)).labels.get(RUN_LABEL)
+    return found if isinstance(found, str) else None
 
 
 @contextmanager
 def decflow_run(run_id: str | None, name: str, crash: str) -> Iterator[None]:
-    """The body of a flow run for decflow run `run_id`: named `<name>-<run_id>`, tagged,
-    followed with the crash message `crash` (see the module docstring). A flow run that
-    makes no decflow run (a replay) is only tagged and followed."""
+    """The body of a flow run for decflow run `run_id`: named `<name>-<run_id>`, tagged
+    (a retried flow run's earlier verdict tag is dropped until it has a new one), labelled
+    with the run id (`retried_run_id`), followed with the crash message `crash` (see the
+    module docstring). A flow run that makes no decflow run (a replay) is only tagged and
+    followed."""
     if run_id is None:
-        _update_flow_run()
+        _update_flow_run(verdict=None)
     else:
-        _update_flow_run(name=f"{name}-{run_id}", run=run_id)
+        _update_flow_run(name=f"{name}-{run_id}", run=run_id, verdict=None)
     try:
         with followed_run(crash):
             yield

@@ -10,6 +10,7 @@ not re-sent); `--from-stage` reuses the stored upstream manifests of the run.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -28,14 +29,24 @@ from decflow.flows.common import (
     unwalked,
 )
 from decflow.flows.crash_detection import watched_run
-from decflow.flows.crashes import crash_message
+from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.pipeline.contract_run.results import RequestParts, left_to_send, recorded_count
+from decflow.pipeline.contract_run.resume import resumed_spec
 from decflow.pipeline.contract_run.runner import RunBook, stages_for
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import RunContext
+from decflow.store.runs import (
+    FINISHED,
+    REPORT,
+    has_run,
+    read_run_json,
+    read_run_record,
+    report_path,
+)
 from decflow.store.store import Manifest, Store
+from decflow.tasks.common import outcome
 from decflow.tasks.report import CallProgress, artifact_key, report_task
 from decflow.tasks.stages import (
     STAGE_TASKS,
@@ -66,7 +77,10 @@ def _contract_run_name() -> str:
 
 
 def run_crash_message(spec: RunSpec) -> str:
-    return crash_message(f"run {spec.run_id}", f"resume it with `{spec.resume_command()}`")
+    """The run and the command that resumes it, from any directory (absolute paths)."""
+    anywhere = replace(spec, contract_path=absolute(spec.contract_path),
+                       store_url=absolute(spec.store_url))
+    return crash_message(f"run {spec.run_id}", f"resume it with `{anywhere.resume_command()}`")
 
 
 def _dicts(manifests: dict[str, Manifest]) -> dict[str, dict[str, Any]]:
@@ -104,6 +118,9 @@ class PrefectShards:
         if self.parallel:
             futures = [shard(index).submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
+                # the final state from the Dask future itself: the API's may still say
+                # RUNNING for a shard that took milliseconds (all answers from the cache)
+                future.wait()
                 self.done += task_value(future.state)
                 self.progress.report(self.done)
             return
@@ -115,13 +132,18 @@ class PrefectShards:
     def check_originals(self) -> None:
         originals_task(self.spec, self.requests_key, self.key)
 
-    def sequential_group(self, end: int) -> dict[str, Any]:
-        """A sequential run's batches up to `end` as one task (see `sequential_calls`), on
-        a Dask worker when the run has a cluster."""
-        args = (self.spec, self.cases_key, self.requests_key, self.key, end)
+    def sequential_group(self, start: int, end: int) -> dict[str, Any]:
+        """A sequential run's batches `start`..`end` as one task (see `sequential_calls`),
+        on a Dask worker when the run has a cluster; the progress moves as its batches
+        come back and is final once the run stops (the calls it made, why it stopped)."""
+        args = (self.spec, self.cases_key, self.requests_key, self.key, start, end,
+                self.progress.to_dict(0))
         outcome: dict[str, Any] = (sequential_group_task.submit(*args).result()
                                    if self.parallel else sequential_group_task(*args))
-        self.progress.report(outcome["requests_sent"])
+        if outcome["stopped"]:
+            self.progress.settle(outcome["calls_made"], outcome["stop_reason"])
+        else:
+            self.progress.report(outcome["requests_sent"])
         return outcome
 
     def finish(self, health: dict[str, str] | None) -> Manifest:
@@ -159,6 +181,31 @@ def run_stages(
     return {"run_id": spec.run_id, **verdict, "caveats": published["caveats"]}
 
 
+def published_outcome(store: Store, run_id: str, key: str) -> dict[str, Any]:
+    """The outcome of a finished stored run, its artifacts published (again) under `key`:
+    what a retried flow run of it reports, nothing computed or sent."""
+    relative = report_path(run_id)
+    found = outcome(read_run_json(store, run_id, REPORT), relative)
+    published = report_task(store.location, relative, key)
+    return {"run_id": run_id, **found, "caveats": published["caveats"]}
+
+
+def continued_run(spec: RunSpec, *, from_stage: str | None = None, fail_on_warn: bool = False,
+                  parallel_shards: bool = False) -> dict[str, Any]:
+    """Decflow run `spec.run_id` in this flow run. A retried flow run continues the run its
+    earlier attempt started: a finished one is re-published as it is, an unfinished one
+    resumed (answered requests are not sent again; a contract changed since is refused,
+    exit 2); a run not in the store yet is made."""
+    store = Store(spec.store_url)
+    if from_stage is None and has_run(store, spec.run_id):
+        if read_run_record(store, spec.run_id).get("status") in FINISHED:
+            key = artifact_key(decision_name(spec.contract_path), spec.backend, spec.mode)
+            return published_outcome(store, spec.run_id, key)
+        spec = resumed_spec(store, spec.run_id, spec.contract_path, spec.mode)
+    return run_stages(spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
+                      parallel_shards=parallel_shards)
+
+
 @flow(name="contract_run", flow_run_name=_contract_run_name, persist_result=False)
 def contract_run(
     spec: dict[str, Any],
@@ -171,9 +218,9 @@ def contract_run(
     `flows.common`)."""
     run_spec = RunSpec.from_dict(spec)
     with decflow_run(run_spec.run_id, run_label(spec), run_crash_message(run_spec)):
-        outcome = run_stages(run_spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
-                             parallel_shards=parallel_shards)
-        return finish(outcome, Verdict(outcome))
+        found = continued_run(run_spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
+                              parallel_shards=parallel_shards)
+        return finish(found, Verdict(found))
 
 
 def run_contract_flow(

@@ -17,6 +17,7 @@ stay Running. Two things end them:
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,15 +42,20 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_API_URL
 from prefect.states import Crashed
 
-from decflow.flows.crash_detection import WATCHED_TAG
-from decflow.flows.heartbeat import FINISHED
+from decflow.flows.crash_detection import CRASH_LABEL
+from decflow.tasks.heartbeat import FINISHED, WATCHED_TAG
 
-CRASH_LABEL = "decflow.crash"
 TASK_MESSAGE = "The flow run's process died while this task ran (decflow crash handling)."
 OPEN_STATES = sorted(set(StateType) - TERMINAL_STATES)
 # Crashed runs looked at when a flow run starts: the latest ones (older ones were followed
 # up by the runs that started since).
 FOLLOW_UP_RUNS = 20
+
+
+def absolute(path: str) -> str:
+    """A local path as any directory finds it; a URL as it is (crash messages are read
+    far from where the run started)."""
+    return path if "://" in path else os.path.abspath(path)
 
 
 def crash_message(what: str, resume: str) -> str:

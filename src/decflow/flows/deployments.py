@@ -22,16 +22,11 @@ from prefect.schedules import Cron, Schedule
 
 from decflow.errors import DecflowError
 from decflow.flows.contract_run import contract_run
-from decflow.flows.crash_detection import (
-    WATCHED_TAG,
-    describe,
-    ensure_crash_automation,
-    watched_run,
-)
-from decflow.flows.heartbeat import HEARTBEAT_S
+from decflow.flows.crash_detection import describe, ensure_crash_automation, watched_run
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.flows.production_check import production_check
 from decflow.flows.replay import replay
+from decflow.tasks.heartbeat import HEARTBEAT_S, WATCHED_TAG
 
 FLOWS: dict[str, Flow[Any, Any]] = {
     "contract_run": contract_run,

@@ -13,7 +13,7 @@ import sys
 import time
 from uuid import UUID
 
-from decflow.flows.heartbeat import FINISHED
+from decflow.tasks.heartbeat import FINISHED
 
 # The server records task-run states from the events the dead process sent just before
 # dying, a moment later (importing Prefect here takes about that long): the task runs are

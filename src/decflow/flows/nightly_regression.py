@@ -12,20 +12,22 @@ the nightly (a `test` baseline under an `all` nightly) is named in the diff's li
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import MarkdownArtifact, TableArtifact
 from prefect.runtime import flow_run
 
-from decflow.flows.common import Verdict, decflow_run, finish, task_value
-from decflow.flows.contract_run import decision_name, run_crash_message, run_stages
+from decflow.flows.common import Verdict, decflow_run, finish, retried_run_id, task_value
+from decflow.flows.contract_run import continued_run, decision_name, run_crash_message
 from decflow.gates.headline import Qualifier
-from decflow.pipeline.spec import RunSpec
+from decflow.pipeline.contract_run.call_cache import call_cache_mode, fresh_answers_mode
+from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.runs import accepted_run, new_run_id, read_run_record
 from decflow.store.store import Store
-from decflow.tasks.regression import diff_task
-from decflow.tasks.report import artifact_key, report_task
+from decflow.tasks.regression import diff_task, noise_task
+from decflow.tasks.report import artifact_key, publish, report_task
 from decflow.views.artifacts import placeholder_rows
 
 
@@ -91,11 +93,16 @@ def nightly_regression(
     result (the diff, or the note that there is no baseline) is always published under the
     same key."""
     logger = get_run_logger()
-    spec = RunSpec(contract_path=contract, store_url=store, run_id=new_run_id(),
-                   mode=mode, backend=backend, dataset=dataset)
+    # a retried flow run continues the decflow run its earlier attempt started
+    spec = RunSpec(contract_path=contract, store_url=store,
+                   run_id=retried_run_id() or new_run_id(), mode=mode, backend=backend,
+                   dataset=dataset)
     decision = decision_name(contract)
     with decflow_run(spec.run_id, _nightly_run_name(), run_crash_message(spec)):
-        run = run_stages(spec, fail_on_warn=fail_on_warn)
+        # the candidate measures the model as it answers tonight: never served from the cache
+        spec = replace(spec, call_cache=fresh_answers_mode(
+            call_cache_mode(None, load_contract_cached(contract).contract)))
+        run = continued_run(spec, fail_on_warn=fail_on_warn)
         ran = Verdict(run, f"run {spec.run_id}")
         key = artifact_key(decision, backend, "regression")
         opened = Store(store)
@@ -105,15 +112,17 @@ def nightly_regression(
             logger.warning("no accepted baseline for decision %s and backend %s; %s",
                            decision, backend, advice)
             line = not_diffed(decision, backend)
-            create_markdown_artifact(no_baseline_note(decision, backend, run, advice, store),
-                                     key=key, description=line)
-            create_table_artifact(placeholder_rows(line), key=f"{key}-checks",
-                                  description=line)
+            publish(MarkdownArtifact(markdown=no_baseline_note(decision, backend, run, advice,
+                                                               store),
+                                     key=key, description=line))
+            publish(TableArtifact(table=placeholder_rows(line), key=f"{key}-checks",
+                                  description=line))
             night = Verdict({"status": "warn", "headline": line})
             return finish({"run": run, "diff": None, "baseline": None}, ran, night,
                           fail_on_warn=fail_on_warn)
         subject = (f"regression diff {baseline} → {spec.run_id}"
                    f"{mode_note(opened, baseline, mode)}")
+        noise_task(spec.run_id, store, noise_reruns)  # the re-sends, with their progress
         diff = task_value(diff_task(baseline, spec.run_id, contract, store, fail_on_warn,
                                     noise_reruns, return_state=True))
         report_task.with_options(task_run_name="report: publish the regression diff")(

@@ -20,19 +20,20 @@ from decflow.flows.common import (
     decflow_run,
     finish,
     flow_result,
+    retried_run_id,
     task_value,
     unwalked,
 )
-from decflow.flows.contract_run import decision_name
+from decflow.flows.contract_run import decision_name, published_outcome
 from decflow.flows.crash_detection import watched_run
-from decflow.flows.crashes import crash_message
+from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.pipeline.production.run import check_context
 from decflow.pipeline.production.stages import AGGREGATES, CheckSpec
 from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import StageContext, UnitOutcome, UnitRunner, run_units
-from decflow.store.runs import new_run_id
+from decflow.store.runs import new_run_id, report_path
 from decflow.store.store import Store
 from decflow.tasks.production import aggregates_task, check_summary_task, plan_task, unit_task
 from decflow.tasks.report import artifact_key, report_task
@@ -79,14 +80,19 @@ def production_check(
     optional baseline (records or an earlier check report); the report is stored as a run
     (`runs/<run_id>/report.json`). Returns the run id, status, exit code, headline and
     report path; a FAIL ends the flow run Failed (`GateFailed` for a Python caller)."""
-    run_id = new_run_id()
-    crash = crash_message(f"check {run_id}", "run it again with "
-                          f"`{rerun_command(contract, records, baseline, store)}`")
+    run_id = retried_run_id() or new_run_id()  # a retried flow run: the same check
+    again = rerun_command(absolute(contract), absolute(records),
+                          baseline and absolute(baseline), absolute(store))
+    crash = crash_message(f"check {run_id}", f"run it again with `{again}`")
+    key = artifact_key(decision_name(contract), "records", "check")
     with decflow_run(run_id, check_label(contract), crash):
+        opened = Store(store)
+        if opened.exists(report_path(run_id)):  # judged by an earlier attempt: as it is
+            done = published_outcome(opened, run_id, key)
+            return finish(done, Verdict(done))
         plan = plan_task(records)
         # Workers may run in another directory: they get absolute local paths.
         contract_file = contract if "://" in contract else os.path.abspath(contract)
-        opened = Store(store)
         spec = CheckSpec(contract, records, opened.location, run_id,
                          SourcePlan.from_dict(plan), baseline)
         # unmapped values are not unwrapped from `quote`: the unit tasks get the plain dict
@@ -97,8 +103,7 @@ def production_check(
         aggregates = aggregates_task(contract_file, spec_d, unwalked(outcomes))
         outcome: dict[str, Any] = task_value(check_summary_task(
             contract_file, spec_d, unwalked(aggregates), fail_on_warn, return_state=True))
-        report_task(opened.location, outcome["report"],
-                    artifact_key(decision_name(contract), "records", "check"))
+        report_task(opened.location, outcome["report"], key)
         result = {"run_id": run_id, **outcome}
         return finish(result, Verdict(result))
 

@@ -176,6 +176,12 @@ class HarmfulShiftDetector:
         return math.log(2.0 * self.horizon / self.alpha)
 
     @property
+    def false_alarm_bound(self) -> float:
+        """The chance of a false alarm so far is at most this: α/2 + N·α/(2H) for N windows
+        started (α while N ≤ H)."""
+        return self.alpha / 2.0 * (1.0 + max(self.started, self.horizon) / self.horizon)
+
+    @property
     def log_evidence(self) -> float:
         """log R (−inf before any labelled record)."""
         return _log_mean(np.asarray(self.log_r))

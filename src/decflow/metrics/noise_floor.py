@@ -90,13 +90,19 @@ def _needed(gap: float, critical: float, n: float, fixed: float) -> int | None:
     return None if room <= 0.0 else max(1, math.ceil(1.0 / room))
 
 
+def larger_baseline(rows: int) -> str:
+    """The note of a drift gate that no window size can decide: the baseline's own noise
+    (its `rows`) alone exceeds the distance between the estimate and the limit."""
+    return (f"the baseline's own noise ({rows} rows) exceeds the distance to the limit: "
+            f"{LARGER_BASELINE}")
+
+
 def _notes(floor: float, gap: float, critical: float, n: int, fixed: float) -> tuple[str, ...]:
     """The noise floor, and when no window size could decide the gate because the
     baseline's own noise alone exceeds the distance to the limit, a note saying so."""
     floor_note = f"noise floor {floor:.3g}"
     if fixed > 0.0 and gap > 0.0 and critical * math.sqrt(fixed / (1.0 / n + fixed)) >= gap:
-        return floor_note, (f"the baseline's own noise ({round(1.0 / fixed)} rows) exceeds the "
-                            f"distance to the limit: {LARGER_BASELINE}")
+        return floor_note, larger_baseline(round(1.0 / fixed))
     return (floor_note,)
 
 

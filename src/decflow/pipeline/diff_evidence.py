@@ -6,7 +6,8 @@
   evidence`. The reason is said in the report.
 - `side_reruns`: the rerun noise the store holds for each side (stability reruns, noise
   runs), after making the candidate's noise run when `--noise-reruns K` asks for one and
-  the candidate has no reruns yet.
+  the candidate has no reruns yet (`candidate_noise`, which a Prefect flow runs as a task
+  of its own before the diff, so its calls have their progress).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from decflow.errors import DecflowError
 from decflow.pipeline.noise import Reruns, make_noise_run, run_reruns
 from decflow.pipeline.stage import ProgressFactory
 from decflow.report.versions import DECGUARD_REPORT_VERSION
+from decflow.store.runs import REPORT, read_run_json
 from decflow.store.store import Store
 
 if TYPE_CHECKING:
@@ -58,3 +60,15 @@ def side_reruns(
         make_noise_run(store, report, candidate_run, noise_reruns, progress=progress)
         after = run_reruns(store, candidate_run, width)
     return run_reruns(store, baseline_run, width), after
+
+
+def candidate_noise(store: Store, candidate_run: str, noise_reruns: int,
+                    progress: ProgressFactory | None = None) -> str | None:
+    """The noise run a diff of stored run `candidate_run` with `noise_reruns` makes first
+    (made, resumed or reused; see `side_reruns`), or None when it needs none (no
+    `noise_reruns`, or the run has reruns of its own)."""
+    report = read_run_json(store, candidate_run, REPORT)
+    width = len((report.get("contract") or {}).get("labels") or ())
+    if not noise_reruns or run_reruns(store, candidate_run, width).by_case:
+        return None
+    return make_noise_run(store, report, candidate_run, noise_reruns, progress=progress)

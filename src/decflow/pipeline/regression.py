@@ -63,7 +63,9 @@ def _describe(decision: Decision) -> str:
     return f"'{name}' ({kind}: {', '.join(labels)})"
 
 
-def _identity(report: dict[str, Any], path: str) -> DiffSide:
+def _identity(report: dict[str, Any], path: str, cached: bool) -> DiffSide:
+    """One side of the diff; `cached`: either run used the call cache, so each side says
+    how many of its answers the cache served."""
     return DiffSide.model_validate({
         "path": path,
         "created_at": report.get("created_at"),
@@ -71,7 +73,15 @@ def _identity(report: dict[str, Any], path: str) -> DiffSide:
         "contract_hash": (report.get("contract") or {}).get("hash"),
         "dataset": report.get("dataset"),
         "backend": report.get("backend"),
+        **({"call_cache": _cache_use(report)} if cached else {}),
     })
+
+
+def _cache_use(report: dict[str, Any]) -> dict[str, Any]:
+    used = report.get("call_cache")
+    if not used:
+        return {"mode": "off", "requests_sent": None, "served_from_cache": 0}
+    return {key: used[key] for key in ("mode", "requests_sent", "served_from_cache")}
 
 
 def diff_reports(
@@ -103,7 +113,9 @@ def diff_reports(
                 f"but the reports are for {_describe(after)}"
             )
         regression = contract.regression
-        evaluation = contract.evaluation.model_dump()
+        # the diff's evaluation settings, as DecGuard's (how answers were got is per side)
+        evaluation = {key: value for key, value in contract.evaluation.model_dump().items()
+                      if key != "call_cache"}
     else:
         evaluation = dict(candidate.get("evaluation") or {})
     keys = list(segment_by) if segment_by else list(regression.segment_by if regression else [])
@@ -137,6 +149,7 @@ def diff_reports(
         ((baseline.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
         ((candidate.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
         (ece.get("baseline"), ece.get("candidate")), limits)
+    cached = bool(baseline.get("call_cache") or candidate.get("call_cache"))
     same = (baseline.get("dataset") or {}).get("hash") == (candidate.get("dataset") or {}).get(
         "hash"
     )
@@ -150,8 +163,8 @@ def diff_reports(
         headline=verdicts.headline(status),
         contract=ContractRef.model_validate(
             {"name": after[0], "type": after[1], "labels": list(after[2]), "path": contract_path}),
-        baseline=_identity(baseline, paths[0]),
-        candidate=_identity(candidate, paths[1]),
+        baseline=_identity(baseline, paths[0], cached),
+        candidate=_identity(candidate, paths[1], cached),
         same_dataset=same,
         evaluation=Evaluation.model_validate(evaluation),
         counts=diff["counts"],

@@ -46,6 +46,8 @@ class RunSpec:
     # `--resume` of a finished run writes a new run that reuses its stages: the run it
     # continues (never changed by it).
     parent: str | None = None
+    # the call cache's mode, fixed when the run starts (`contract_run.call_cache`)
+    call_cache: str = "off"
 
     @property
     def run_mode(self) -> Mode:

@@ -412,6 +412,8 @@ class DiffSide(Open):
     contract_hash: str | None = None
     dataset: DatasetRef | None = None
     backend: BackendRef | None = None
+    # decflow/4, when either run used the call cache: its mode and the answers it served
+    call_cache: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class DiffReport(Report):

@@ -207,6 +207,24 @@ class Properties(Open):
     n_failures: Count | None = None
 
 
+class ModelIdentityRow(Open):
+    verified: bool
+    note: str
+    reported: dict[str, Any] = Field(default_factory=dict)
+
+
+class CallCacheUse(Open):
+    """How a run used the call cache (`pipeline.contract_run.call_cache`)."""
+
+    mode: str
+    requests_sent: Count
+    served_from_cache: Count
+    backend_seconds_saved: Number
+    price_per_call: Number | None = None
+    money_saved: Number | None = None
+    model_identity: ModelIdentityRow
+
+
 class RunReport(Report):
     """A contract run's report (`test`, `fuzz`, `test --all`, `stability`): decflow/1-3 and
     DecGuard 0.1 alike."""
@@ -231,6 +249,8 @@ class RunReport(Report):
     properties: Properties | None = None
     # only a sequential run has the key
     sequential: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    # decflow/4, only a run with the call cache on: requests sent, answers served
+    call_cache: CallCacheUse | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @classmethod
     def per_case(cls) -> tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...]:

@@ -4,9 +4,12 @@
 `gc` never removes an accepted run, a run a process holds (`running`), or a stage folder a
 remaining run names; a run is removed only when every given rule allows it (beyond the
 `keep` newest of its decision, older than `older_than`), with the stage folders only it
-named (an interrupted run names the folder of the calls it was making). Stage folders no
-run names (the per-unit cache of check inputs) are left alone. Run folders without a record
-(a run stopped before its first record) name no stage and are always removed. A record that
+named (an interrupted run names the folder of the calls it was making). Call-cache packs
+(`store.call_cache`) belong to the run that wrote them and to every run whose results name
+them; `gc` removes a pack with the last of those runs, and any pack none of them is left
+for. Other stage folders no run names (the per-unit cache of check inputs) are left alone.
+Run folders without a record (a run stopped before its first record) name no stage and are
+always removed. A record that
 cannot be read, or names a place outside `stages/`, stops `gc` before it removes anything
 (its stages cannot be told apart from others'); `runs rm` removes such a run's folder alone.
 
@@ -30,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from decflow.errors import DecflowError
+from decflow.store.call_cache import pack_folders_by_run
 from decflow.store.locks import Lock
 from decflow.store.runs import (
     RECORD,
@@ -103,7 +107,18 @@ def _folders_by_run(store: Store, listing: Listing) -> tuple[dict[str, set[str]]
             folders[record["run_id"]] = run_folders(store, record)
         except DamagedArtifact as exc:
             unreadable.append(exc)
+    for run_id, packs in pack_folders_by_run(store).items():
+        if run_id in folders:  # a run keeps the call-cache packs it wrote
+            folders[run_id] |= packs
     return folders, unreadable
+
+
+def _orphan_packs(store: Store, folders: dict[str, set[str]]) -> list[str]:
+    """Call-cache packs no run references any more (the runs that wrote or read them are
+    gone)."""
+    named = {folder for used in folders.values() for folder in used}
+    return sorted({folder for packs in pack_folders_by_run(store).values() for folder in packs}
+                  - named)
 
 
 def _only_theirs(folders: dict[str, set[str]], removed: set[str]) -> list[str]:
@@ -127,7 +142,8 @@ def collect_garbage(store: Store, *, keep: int | None, older_than: timedelta | N
                            "cannot be told apart from others'")
     removed = _removable(store, listing.records, keep, older_than)
     # folders of runs never recorded name no stage: they go whatever the rules say
-    result = Removal(sorted(removed | listing.unrecorded), _only_theirs(folders, removed),
+    result = Removal(sorted(removed | listing.unrecorded),
+                     sorted({*_only_theirs(folders, removed), *_orphan_packs(store, folders)}),
                      kept=len(listing.records) - len(removed))
     if not dry_run:
         _remove_all(store, [*(run_path(r) for r in result.runs), *result.stages], "runs gc")

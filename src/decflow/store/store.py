@@ -261,6 +261,17 @@ class Store:
     def exists(self, relative: str) -> bool:
         return bool(self.fs.exists(self.path(relative)))
 
+    def size(self, relative: str) -> int:
+        """The size of a stored file in bytes (0 when it is gone)."""
+        try:
+            if self.is_local:
+                return os.path.getsize(self.path(relative))
+            return int(self.fs.size(self.path(relative)))
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise store_os_error(exc, "read the size of", self.uri(relative)) from None
+
     def write_json(self, relative: str, data: Any) -> None:
         self.write_bytes(relative, json_bytes(data))
 

@@ -21,15 +21,25 @@ from pathlib import PurePosixPath
 from typing import Any
 from uuid import UUID
 
-from prefect import get_run_logger
+from prefect import get_client, get_run_logger
 from prefect.artifacts import (
-    create_link_artifact,
-    create_markdown_artifact,
+    Artifact,
+    LinkArtifact,
+    MarkdownArtifact,
+    TableArtifact,
     create_progress_artifact,
-    create_table_artifact,
     update_progress_artifact,
 )
-from prefect.runtime import deployment
+from prefect.client.schemas.actions import ArtifactUpdate
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterTags,
+)
+from prefect.client.schemas.sorting import ArtifactSort
+from prefect.runtime import deployment, flow_run
 
 from decflow.redaction import redact
 from decflow.report.model import Report
@@ -39,6 +49,11 @@ from decflow.store.store import Store
 from decflow.tasks.common import stage_task
 
 CLI_ORIGIN = "cli"
+RUN_TAG = "run:"  # a flow run's tag naming its decflow run (`flows.common`)
+RUN_LABEL = "decflow.run"  # the flow-run label naming it too (read back by a retry)
+# flow-run labels of where its calls are (the crash automation reads them)
+PROGRESS_SHARE = "decflow.progress.share"
+PROGRESS_LINE = "decflow.progress.line"
 BASE_URL = "DECFLOW_REPORT_BASE_URL"
 
 
@@ -84,19 +99,53 @@ def publish_report(store: Store, relative: str, key: str) -> dict[str, Any]:
     files = {f"{name}.json": relative, f"{name}.html": write_stored_html(store, relative, report)}
     locations = {file: report_location(store, path) for file, path in files.items()}
     headline = report_headline(report)
-    create_markdown_artifact(report_artifact(report, locations), key=key, description=headline)
-    create_table_artifact(check_rows(report), key=f"{key}-checks", description=headline)
+    publish(MarkdownArtifact(markdown=report_artifact(report, locations), key=key,
+                             description=headline))
+    publish(TableArtifact(table=check_rows(report), key=f"{key}-checks", description=headline))
     for file, location in locations.items():
         kind = PurePosixPath(file).suffix[1:]
         if linkable(location):
-            create_link_artifact(location, link_text=file, key=f"{key}-{kind}",
-                                 description=f"the stored {file}: {headline}")
+            publish(LinkArtifact(link=location, link_text=file, key=f"{key}-{kind}",
+                                 description=f"the stored {file}: {headline}"))
         elif kind == "html":  # named where it is: nothing maps the store to a URL
-            create_link_artifact(location, link_text=f"{file}: {location}", key=f"{key}-{kind}",
+            publish(LinkArtifact(link=location, link_text=f"{file}: {location}",
+                                 key=f"{key}-{kind}",
                                  description=f"the stored {file} (a path on the machine that "
                                              f"ran the flow; {BASE_URL} maps the store to a "
-                                             f"URL): {headline}")
+                                             f"URL): {headline}"))
     return {"stored": locations[f"{name}.json"], "caveats": Report.view(report).caveats()}
+
+
+def publish(artifact: Artifact) -> None:
+    """Create a keyed artifact, or update the version an earlier flow run of the same
+    decflow run made (a retried flow run, a `--resume`): one version per decflow run."""
+    earlier = _earlier_version(str(artifact.key))
+    if earlier is None:
+        artifact.create()
+        return
+    with get_client(sync_client=True) as client:
+        client.update_artifact(earlier, ArtifactUpdate(data=artifact.format(),
+                                                       description=artifact.description))
+
+
+def _earlier_version(key: str) -> UUID | None:
+    """The latest version of `key` made by a flow run of the current decflow run (the flow
+    runs tagged with its `run:` tag), if any."""
+    run_id = flow_run.id
+    if not run_id:
+        return None
+    with get_client(sync_client=True) as client:
+        tags = [t for t in client.read_flow_run(UUID(run_id)).tags if t.startswith(RUN_TAG)]
+        if not tags:
+            return None
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=tags[:1])))
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[key]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in runs])),
+            sort=ArtifactSort.CREATED_DESC, limit=1)
+    return found[0].id if found else None
 
 
 @stage_task("report", run_name="report: publish the artifacts")
@@ -124,6 +173,7 @@ class CallProgress:
     @classmethod
     def start(cls, total: int, run_id: str) -> CallProgress:
         artifact = create_progress_artifact(0.0, description=f"backend calls of run {run_id}")
+        set_progress_labels(0.0, f"results: 0/{total} calls")
         return cls(total, str(artifact))
 
     def to_dict(self, base: int) -> dict[str, Any]:
@@ -135,7 +185,9 @@ class CallProgress:
         return cls(data["total"], data["artifact_id"], data["started"], data["base"])
 
     def report(self, done: int, *, final: bool = False) -> None:
-        """`done` calls of `total` so far; sent if `EVERY_S` passed or `final`."""
+        """`done` calls of `total` so far; sent if `EVERY_S` passed or `final`. The flow
+        run's labels `PROGRESS_SHARE` and `PROGRESS_LINE` follow: should its process die,
+        the crash automation's final progress artifact says where it stopped."""
         from decflow.views.progress_text import progress_line
 
         now = time.monotonic()
@@ -145,4 +197,27 @@ class CallProgress:
         line = progress_line(done, self.total, time.time() - self.started, "calls", "results")
         share = 100.0 * done / self.total if self.total else 100.0
         update_progress_artifact(UUID(self.artifact_id), share, description=line)
+        set_progress_labels(share, f"results: {done}/{self.total} calls")
         get_run_logger().info("%s", line)
+
+
+    def settle(self, calls: int, reason: str) -> None:
+        """A sequential run's calls are over: `calls` sent, stopped for `reason` (the
+        total was the full suite's, an upper bound)."""
+        from decflow.views.progress_text import progress_line
+
+        line = progress_line(calls, calls, time.time() - self.started, "calls", "results")
+        update_progress_artifact(UUID(self.artifact_id), 100.0, description=(
+            f"{line}; stopped: {reason} ({self.total} calls at most)"))
+        set_progress_labels(100.0, f"results: {calls}/{calls} calls")
+        get_run_logger().info("%s; stopped: %s", line, reason)
+
+
+def set_progress_labels(share: float, line: str) -> None:
+    """Where the current flow run's calls are (see `CallProgress.report`)."""
+    run_id = flow_run.id
+    if not run_id:
+        return
+    with get_client(sync_client=True) as client:
+        client.update_flow_run_labels(UUID(run_id), {PROGRESS_SHARE: round(share, 2),
+                                                     PROGRESS_LINE: line})

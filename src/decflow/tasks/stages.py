@@ -16,6 +16,7 @@ from typing import Any
 
 from prefect import get_run_logger
 from prefect.client.schemas.objects import State
+from prefect.runtime import task_run
 from prefect.states import Failed
 
 from decflow.errors import DecflowError
@@ -29,10 +30,12 @@ from decflow.tasks.common import (
     SHARD_RETRIES,
     judged,
     manifests_of,
+    rename_task_run,
     spec_and_store,
     stage_task,
 )
 from decflow.tasks.report import CallProgress
+from decflow.views.text import counted
 
 Spec = dict[str, Any]
 ManifestDict = dict[str, Any]
@@ -119,13 +122,37 @@ def shard_task(spec: Spec, requests_key: str, key: str, phase: str, index: int,
     return done
 
 
-@stage_task("results-sequential", "results: sequential batches up to batch {end}",
-            retries=SHARD_RETRIES)
+def _sequential_run_name() -> str:
+    return (f"results: sequential batches {task_run.parameters['start'] + 1}-"
+            f"{task_run.parameters['end']}")
+
+
+def sequential_run_name(start: int, batches: int, calls: int) -> str:
+    """What a sequential group's task run did: `results: sequential batches 9-12 (64
+    calls)` (`start` is the index of its first batch)."""
+    return f"results: sequential batches {start + 1}-{batches} ({counted(calls, 'call')})"
+
+
+@stage_task("results-sequential", _sequential_run_name, retries=SHARD_RETRIES)
 def sequential_group_task(spec: Spec, cases_key: str, requests_key: str, key: str,
-                          end: int) -> dict[str, Any]:
-    """A sequential run's batches up to `end`: a group of about a shard of requests."""
+                          start: int, end: int,
+                          progress: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A sequential run's batches `start`..`end` (a group of about a shard of requests),
+    or fewer once the gates are settled: the task run is named by the batches it judged
+    and the calls it sent (`sequential_run_name`); with `progress` (a `CallProgress`
+    dict) the progress artifact counts the calls as its batches come back."""
     run_spec, store = spec_and_store(spec)
-    return sequential_group(run_spec, store, cases_key, requests_key, key, end)
+    factory = None
+    if progress is not None:
+        reporter = CallProgress.from_dict(progress)
+
+        def factory(_stage: str, _total: int | None) -> Callable[[int, int | None], None]:
+            return lambda done, _total: reporter.report(reporter.base + done)
+
+    outcome = sequential_group(run_spec, store, cases_key, requests_key, key, start, end,
+                               factory)
+    rename_task_run(sequential_run_name(start, outcome["batches"], outcome["calls"]))
+    return outcome
 
 
 @stage_task("results-check-originals", "results: check that some originals were answered")

@@ -14,11 +14,12 @@ from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import diff_calibration_lines
 from decflow.views.diff_evidence import evidence_rows, gating_line, noise_line
-from decflow.views.text import answer, checks, percent, preview
+from decflow.views.identity import cache_side
+from decflow.views.text import WARN_VERDICT, answer, checks, percent, preview
 
 VERDICTS = {
     "pass": "PASS: no regression gate is violated",
-    "warn": "WARN: requirements hold; some warning gates do not hold or are not established",
+    "warn": WARN_VERDICT,
     "fail": "FAIL: the candidate regresses beyond the contract's limits",
 }
 MAX_CHANGES = 10
@@ -28,7 +29,8 @@ def _side(name: str, side: dict[str, Any]) -> str:
     backend = side.get("backend") or {}
     who = f"{backend.get('name', 'n/a')}: {backend.get('provider', 'n/a')} · " \
         f"{backend.get('model') or 'n/a'}"
-    return f"  {name:<9} {side['path']}  {who}"
+    cached = f" · {cache_side(side['call_cache'])}" if side.get("call_cache") else ""
+    return f"  {name:<9} {side['path']}  {who}{cached}"
 
 
 def _signed(value: float | None) -> str:

@@ -35,6 +35,7 @@ from decflow.report.sections import (
 )
 from decflow.untrusted import escape
 from decflow.version import __version__
+from decflow.views.cache_text import cache_lines
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.diff_evidence import evidence_table, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
@@ -502,7 +503,8 @@ def golden_failures(report: dict[str, Any]) -> str:
     if not items:
         return ""
     shown = items[:MAX_ROWS]
-    rows = ((e(i["case_id"]), e(i["kind"]), val(i.get("expected")), val(i.get("selected")),
+    rows = ((e(i["case_id"]), e(i["kind"] + (" (cached)" if i.get("cache_entry") else "")),
+             val(i.get("expected")), val(i.get("selected")),
              val(i.get("confidence")), val(i.get("error")), clip(i["input"], 400)) for i in shown)
     return section(f"Golden failures ({len(shown)} of {len(items)})", table(
         ("case", "kind", "expected", "selected", "confidence", "error", "input"), rows))
@@ -518,9 +520,9 @@ def artifacts(report: Report) -> str:
         for name, a in stored.items())))
 
 
-SEQUENTIAL_KEYS = ("calls_made", "calls_full", "cases_sent", "suite_cases", "stop_reason",
-                   "seconds_saved", "money_saved", "price_per_call", "alpha",
-                   "alpha_per_gate", "seed", "batch")
+SEQUENTIAL_KEYS = ("calls_made", "calls_full", "calls_from_cache", "cases_sent",
+                   "suite_cases", "stop_reason", "seconds_saved", "money_saved",
+                   "price_per_call", "alpha", "alpha_per_gate", "seed", "batch")
 
 
 def sequential_view(run: dict[str, Any]) -> str:
@@ -545,6 +547,9 @@ def run_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     parts = [banner(head, title), identity(report, head), gates(head)]
     if report.get("sequential"):
         parts.append(sequential_view(report["sequential"]))
+    if report.get("call_cache"):
+        parts.append(section("Call cache", "".join(
+            f"<p>{e(line)}</p>" for line in cache_lines(report["call_cache"]))))
     if shows_golden(report):
         parts.append(golden_metrics(report))
     # Diagnostics first: they say how far the property results can be trusted.

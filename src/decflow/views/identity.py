@@ -81,7 +81,7 @@ def identity_rows(report: Report) -> list[Row]:
 
 
 def _side(side: DiffSide) -> dict[str, str]:
-    return {
+    shown = {
         "run": str(side.path or "n/a"),
         "created": str(side.created_at or "n/a"),
         "mode": str(side.mode or "n/a"),
@@ -89,6 +89,16 @@ def _side(side: DiffSide) -> dict[str, str]:
         "dataset": dataset_text(side.dataset or DatasetRef()),
         "backend": backend_text(side.backend or BackendRef()),
     }
+    if side.call_cache is not None:
+        shown["call cache"] = cache_side(side.call_cache)
+    return shown
+
+
+def cache_side(used: dict[str, Any]) -> str:
+    """`30 answers from the call cache, 0 sent (read-write)` for one side of a diff."""
+    sent = used.get("requests_sent")
+    return (f"{used.get('served_from_cache', 0)} answers from the call cache"
+            f"{'' if sent is None else f', {sent} sent'} ({used.get('mode', 'off')})")
 
 
 def side_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -28,10 +28,12 @@ from decflow.report.sections import (
     status_label,
 )
 from decflow.untrusted import escape
+from decflow.views.cache_text import cache_lines
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.diff_evidence import evidence_items, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
+from decflow.views.sequential_text import from_cache
 from decflow.views.text import (
     FIRST_CASES,
     MAX_LISTED,
@@ -288,7 +290,9 @@ def failures_block(report: dict[str, Any]) -> list[str]:
         detail = (md(item["error"]) if item["kind"] == "error" else
                   f"expected {md(item['expected'])}, selected {md(item['selected'])} "
                   f"({number(item['confidence'])})")
-        lines.append(f"- {md(item['case_id'])}: {detail}: {md(preview(item['input']))}")
+        cached = " (answer from the call cache)" if item.get("cache_entry") else ""
+        lines.append(f"- {md(item['case_id'])}: {detail}{cached}: "
+                     f"{md(preview(item['input']))}")
     return [*lines, ""]
 
 
@@ -300,7 +304,8 @@ def sequential_block(section: dict[str, Any]) -> list[str]:
         saved.append(f"{cell(section['money_saved'])} at {cell(section['price_per_call'])} "
                      "per call")
     ratio = f" ({cell(full / made)}× fewer)" if 0 < made < full else ""
-    return ["", f"**Sequential:** {made} of {full} backend calls{ratio}, "
+    return ["", f"**Sequential:** {made} of {full} backend calls{ratio}"
+                f"{from_cache(section)}, "
                 f"{section['cases_sent']} of "
                 f"{section['suite_cases']} cases; stopped: {md(section['stop_reason'])}"
                 + (f"; saved about {' and '.join(saved)}" if saved else "")]
@@ -321,6 +326,10 @@ def run_sections(report: dict[str, Any]) -> Sections:
     sections: Sections = [("identity", identity(head))]
     if report.get("sequential"):
         sections.append(("sequential", sequential_block(report["sequential"])))
+    if report.get("call_cache"):
+        first, *rest = cache_lines(report["call_cache"])
+        sections.append(("call cache", ["", f"**{md(first[0].upper() + first[1:])}**",
+                                        *(f"- {md(line)}" for line in rest), ""]))
     if shows_golden(report):
         sections.append(("metrics", golden_block(report, head)))
     sections.append(("checks", checks_block(head)))

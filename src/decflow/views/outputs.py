@@ -42,6 +42,10 @@ def render_text(report: dict[str, Any]) -> str:
         from decflow.views.sequential_text import sequential_block
 
         sections.append(sequential_block)
+    if report.get("call_cache"):
+        from decflow.views.cache_text import cache_block
+
+        sections.append(cache_block)
     return render(report, sections)
 
 

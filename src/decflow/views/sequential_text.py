@@ -20,7 +20,7 @@ def sequential_block(report: dict[str, Any]) -> list[str]:
         f"{number(section['alpha_per_gate'])} per gate; seed {section['seed']}, "
         f"batch {section['batch']}; intervals {time_uniform(section)})",
         f"    cases sent {section['cases_sent']} of {section['suite_cases']}; backend calls "
-        f"{made} of {full}{ratio}; stopped: {section['stop_reason']}",
+        f"{made} of {full}{ratio}{from_cache(section)}; stopped: {section['stop_reason']}",
     ]
     saved = [f"{number(section['seconds_saved'])} s"] if section["seconds_saved"] else []
     if section.get("money_saved") is not None:
@@ -35,8 +35,19 @@ def sequential_block(report: dict[str, Any]) -> list[str]:
             f"    {gate['gate']:<36} {gate['decision'] or 'undecided':<9} {estimate}{interval}"
             f" after {gate['cases_used']} cases; e {e_value(gate['e_fail'])} (fail) / "
             f"{e_value(gate['e_pass'])} (pass); {gate['stop_reason']}"
-            + (f"; zero_limit: {gate['zero_limit']}" if gate.get("zero_limit") else ""))
+            + (f"; zero_limit: {gate['zero_limit']}" if gate.get("zero_limit") else "")
+            + ("; about the model" if gate.get("promise") == "model" else ""))
+    if any(gate.get("promise") == "model" for gate in section["gates"]):
+        lines.append("    gates marked 'about the model' are verdicts about the model's rate, "
+                     "wrong with probability at most the alpha per gate; they need not be "
+                     "the full run's status")
     return lines
+
+
+def from_cache(section: dict[str, Any]) -> str:
+    """` (+ 12 answers from the call cache)` when the cache served some."""
+    served = section.get("calls_from_cache")
+    return f" (+ {served} answers from the call cache)" if served else ""
 
 
 def time_uniform(section: dict[str, Any]) -> str:

@@ -21,9 +21,12 @@ from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.evidence_text import gate_evidence_lines
 
+# A WARN may rest on a requirement that is not established (evidence gating): no
+# requirement fails, which is not to say they all hold.
+WARN_VERDICT = "WARN: no requirement fails; some gates do not hold or are not established"
 VERDICTS = {
     "pass": "PASS: all gates hold",
-    "warn": "WARN: requirements hold; some warning gates do not hold or are not established",
+    "warn": WARN_VERDICT,
     "fail": "FAIL: at least one requirement does not hold",
 }
 MAX_LISTED = 10
@@ -156,7 +159,8 @@ def failures(report: dict[str, Any]) -> list[str]:
                 f"expected {item['expected']}, selected {item['selected']} "
                 f"({number(item['confidence'])})"
             )
-        lines.append(f"    {item['case_id']}: {detail}")
+        cached = " [answer from the call cache]" if item.get("cache_entry") else ""
+        lines.append(f"    {item['case_id']}: {detail}{cached}")
         lines.append(f"      input: {preview(item['input'])}")
     return lines
 

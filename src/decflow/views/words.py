@@ -10,6 +10,7 @@ KEYS = {
     "n": "records",
     "calls_made": "backend calls sent",
     "calls_full": "backend calls of the full suite",
+    "calls_from_cache": "answers from the call cache",
     "cases_sent": "cases sent",
     "suite_cases": "cases in the suite",
     "stop_reason": "stopped because",

@@ -4,8 +4,11 @@ decguard.http/0.1 on 127.0.0.1 (stdlib): `POST /decide` answers after `delay_s` 
 probabilities favouring a label chosen by the input's hash; `GET /health` is 200. It counts
 every request per case id, received and answered, so a test sees exactly what was sent
 again after a kill, and when each request started (`starts`, monotonic clock). With
-`failing=True` every decision is a 500 (a run whose every case errors: exit 2). While the
-gate is closed (`hold`), decisions are received but not answered until it opens again.
+`failing=True` every decision is a 500 (a run whose every case errors: exit 2), and the
+request ids in `failing_ids` get a 500 each time. While the gate is closed (`hold`),
+decisions are received but not answered until it opens again. With `noisy=True` no two
+answers are alike (the favoured label's probability follows the number of requests
+answered so far), as a model sampled at a temperature.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ def favoured(text: str) -> str:
 class CountingService:
     """decguard.http/0.1: POST /decide → probabilities (after `delay_s`); GET /health → 200."""
 
-    def __init__(self, delay_s: float = 0.02, failing: bool = False) -> None:
-        self.delay_s, self.failing = delay_s, failing
+    def __init__(self, delay_s: float = 0.02, failing: bool = False,
+                 noisy: bool = False) -> None:
+        self.delay_s, self.failing, self.noisy = delay_s, failing, noisy
+        self.failing_ids: set[str] = set()
         self.received: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
         self.starts: list[float] = []
@@ -113,11 +118,16 @@ class CountingService:
             def decide(self, request: dict[str, Any], case_id: str) -> None:
                 time.sleep(service.delay_s)
                 service.gate.wait()
-                if service.failing:
+                if service.failing or case_id in service.failing_ids:
                     self.reply(b'{"error": "down"}', status=500)
                     return
                 top = favoured(request["input"])
-                probabilities = {label: (0.8 if label == top else 0.1)
+                high = 0.8
+                if service.noisy:
+                    with service.lock:
+                        high = 0.4 + 0.01 * (sum(service.answered.values()) % 50)
+                low = (1.0 - high) / 2
+                probabilities = {label: (high if label == top else low)
                                  for label in request["decision"]["labels"]}
                 self.reply(json.dumps({"probabilities": probabilities, "model": "counting",
                                        "model_version": "1"}).encode())
@@ -128,8 +138,9 @@ class CountingService:
 
 
 @contextmanager
-def counting_service(delay_s: float = 0.02, failing: bool = False) -> Iterator[CountingService]:
-    running = CountingService(delay_s, failing)
+def counting_service(delay_s: float = 0.02, failing: bool = False,
+                     noisy: bool = False) -> Iterator[CountingService]:
+    running = CountingService(delay_s, failing, noisy)
     running.thread.start()
     try:
         yield running

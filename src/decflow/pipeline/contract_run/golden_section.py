@@ -52,6 +52,7 @@ def decision_result(
     row: dict[str, Any], contract: Contract, backend: dict[str, Any]
 ) -> dict[str, Any]:
     labels = list(contract.decision.labels)
+    served = row.get("cache_entry")  # decflow: served from the call cache (absent: asked)
     return {
         "case_id": row["case_id"],
         "decision": contract.decision.name,
@@ -68,6 +69,7 @@ def decision_result(
         "metadata": json.loads(row["result_metadata_json"])
         if row["result_metadata_json"]
         else {},
+        **({"cache_entry": served} if served else {}),
     }
 
 
@@ -134,9 +136,11 @@ def golden_cases(
     """
     results: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
-    columns = [table[name].to_list() for name in CASE_COLUMNS]
+    # runs stored before the call cache have no `cache_entry` column
+    names = [*CASE_COLUMNS, *(["cache_entry"] if "cache_entry" in table.columns else [])]
+    columns = [table[name].to_list() for name in names]
     for values in zip(*columns, strict=True):
-        row = dict(zip(CASE_COLUMNS, values, strict=True))
+        row = dict(zip(names, values, strict=True))
         value = case_input(row["input_text"], row["input_json"])
         errored = row["error_kind"] is not None
         results.append(
@@ -161,6 +165,7 @@ def golden_cases(
                     "selected": None if errored else row["selected"],
                     "confidence": None if errored else row["confidence"],
                     "error": f"{row['error_kind']}: {row['error_message']}" if errored else None,
+                    **({"cache_entry": row["cache_entry"]} if row.get("cache_entry") else {}),
                 }
             )
     return results, failures

@@ -11,6 +11,7 @@ import dataclasses
 import io
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -19,6 +20,7 @@ from decflow import interrupts
 from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.errors import DecflowError
+from decflow.pipeline.contract_run import call_cache
 from decflow.pipeline.contract_run.backend_plan import run_backend
 from decflow.pipeline.contract_run.calls import (
     decide_requests,
@@ -30,7 +32,7 @@ from decflow.pipeline.contract_run.journal import Journal, journal_rows
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import Progress
-from decflow.store.store import Manifest, Part, Store
+from decflow.store.store import Manifest, Part, Store, open_store
 
 PHASES = ("originals", "transformed")
 CHUNK = "chunk-"  # results are written as chunk-<phase initial><shard>-… files
@@ -125,12 +127,16 @@ def backend_info(spec: RunSpec, store: Store) -> dict[str, Any]:
 
 
 def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
-    """Build the backend and run its health check (unhealthy → exit 2)."""
+    """Build the backend and run its health check (unhealthy → exit 2); with the call
+    cache on, ask it which model answers and store that with the run."""
     contract = load_contract_cached(spec.contract_path).contract
     backend = build_backend(contract, spec.backend)
 
     async def check() -> dict[str, str] | None:
         try:
+            if spec.call_cache != "off":
+                await call_cache.record_identity(backend, open_store(spec.store_url),
+                                                 spec.run_id)
             if not spec.healthcheck:
                 return None
             health = await backend.healthcheck()
@@ -310,6 +316,25 @@ def call_rows(
                 blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
             )
     backend = run_backend(contract, spec.backend, store, spec.run_id)
+    cache = call_cache.CallCache.for_run(spec, store)
+    keys: list[str] = []
+    answered: list[pl.DataFrame] = []
+    record: Callable[[pl.DataFrame], None] = sink
+    asked = pending
+    if cache is not None:
+        keys = cache.keys(backend, asked, decision)
+        served = cache.served(asked, keys, decision.labels)
+        if served.height:
+            sink(served)
+            pending = pending.join(served.select("request_id"), on="request_id", how="anti",
+                                   maintain_order="left")
+            progress = _after(progress, served.height)
+
+        def keep(frame: pl.DataFrame) -> None:
+            sink(frame)
+            answered.append(frame)
+
+        record = keep
 
     async def run() -> None:
         try:
@@ -317,7 +342,7 @@ def call_rows(
                 backend, pending, decision=decision,
                 tolerance=contract.evaluation.probability_tolerance,
                 max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
-                shard_size=spec.shard_size, sink=sink, progress=progress,
+                shard_size=spec.shard_size, sink=record, progress=progress,
                 journal=sink.journal.record,
             )
         finally:
@@ -325,7 +350,18 @@ def call_rows(
 
     interrupts.run(run())
     sink.journal.close()
+    if cache is not None:
+        cache.store_answers(asked, keys, answered, decision.labels)
     return sink.rows
+
+
+def _after(progress: Progress | None, served: int) -> Progress | None:
+    """A shard's progress counting the answers the cache served before any call."""
+    if progress is None:
+        return None
+    inner = progress
+    inner(served, None)
+    return lambda done, total: inner(served + done, None if total is None else served + total)
 
 
 def check_originals(spec: RunSpec, store: Store, requests: Manifest, key: str) -> None:
@@ -366,6 +402,9 @@ def finish_results(
             f"(first: {missing[0]}); finish it with --resume {spec.run_id}"
         )
     extra = {"backend": backend_info(spec, store), "health": health, **(extra or {})}
+    cached = call_cache.cache_record(store, spec, kept)
+    if cached is not None:
+        extra["call_cache"] = cached
     schema = {name: str(dtype) for name, dtype in RESULTS_SCHEMA.items()}
     return store.publish("results", key, [], parts=kept, extra=extra, schema=schema)
 

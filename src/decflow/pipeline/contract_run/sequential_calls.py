@@ -61,7 +61,7 @@ from decflow.pipeline.contract_run.sequential_gates import (
 )
 from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS, relation_direction
 from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.pipeline.stage import RunContext
+from decflow.pipeline.stage import ProgressFactory, RunContext
 from decflow.properties.generate import relation_of, transformed_properties
 from decflow.properties.summary import property_checks
 from decflow.store.store import Manifest, Store
@@ -220,6 +220,7 @@ class SequentialCalls:
         self.comparisons: list[pl.DataFrame] = []
         self.states: dict[str, GateState] = {}
         self.sent = 0
+        self.batches = 0  # batches judged so far (sent, or read back)
         self.requests_sent = 0
         self.seconds = 0.0
         self.stop_reason: str | None = None
@@ -280,6 +281,7 @@ class SequentialCalls:
         self.seconds += time.perf_counter() - started
         self.answers.append(self._batch_results(index))
         self.sent = bound
+        self.batches = index + 1
         self.requests_sent += rows.height
         if self.update:
             self.update(self.requests_sent, self.requests.height)
@@ -350,8 +352,9 @@ class SequentialCalls:
             "order": sent,
             "bounds": [b for b in self.bounds if b <= self.sent],
             "stop_reason": self.stop_reason,
-            "calls_made": requests.rows - self._not_sent(kept_requests),
+            "calls_made": self.calls_made(),
             "calls_full": full_requests.rows,
+            "calls_from_cache": self._served(),
             "call_seconds": round(self.seconds, 4),
             "cases": cases.to_dict(),
             "requests": requests.to_dict(),
@@ -359,13 +362,29 @@ class SequentialCalls:
         return results.finish_results(self.spec, self.store, requests, self.key, health,
                                       extra={RECORD: record})
 
+    def calls_made(self, cases: int | None = None) -> int:
+        """Calls the backend received for the first `cases` cases of the order (default:
+        every case sent so far)."""
+        kept = self.requests.filter(
+            pl.col("case_id").is_in(self.order[:self.sent if cases is None else cases]))
+        return kept.height - self._not_sent(kept)
+
     def _not_sent(self, requests: pl.DataFrame) -> int:
-        """Requests of the sent cases that never reached the backend: their generation
-        failed, or their case's original errored (recorded as errors, not calls)."""
-        answers = pl.concat(self.answers) if self.answers else pl.DataFrame(
-            schema=dict(RESULTS_SCHEMA))
-        blocked = answers.filter(pl.col("error_kind") == ORIGINAL_ERROR).height
-        return int(requests["pre_error_kind"].is_not_null().sum()) + blocked
+        """Requests among `requests` that never reached the backend: their generation
+        failed, their case's original errored (recorded as errors, not calls), or the call
+        cache served them."""
+        answers = pl.concat(self.answers, how="diagonal_relaxed") if self.answers else \
+            pl.DataFrame(schema=dict(RESULTS_SCHEMA))
+        served = (pl.col("cache_entry").is_not_null() if "cache_entry" in answers.columns
+                  else pl.lit(False))
+        blocked = answers.filter(((pl.col("error_kind") == ORIGINAL_ERROR) | served)
+                                 & pl.col("request_id").is_in(requests["request_id"].implode()))
+        return int(requests["pre_error_kind"].is_not_null().sum()) + blocked.height
+
+    def _served(self) -> int:
+        """Answers of the sent cases the call cache served (never sent to the backend)."""
+        return sum(int(frame["cache_entry"].is_not_null().sum()) for frame in self.answers
+                   if "cache_entry" in frame.columns)
 
     def _key(self, name: str) -> str:
         return hashlib.sha256(f"{name}:{self.key}:{self.sent}".encode()).hexdigest()
@@ -385,29 +404,39 @@ def sequential_call_stage(context: RunContext, key: str) -> Manifest:
         context.store, context.manifests["requests"]))
     health = runner.health()
     calls = SequentialCalls(context, key)
-    end = 0
+    start = end = 0
     for end in calls.group_ends():
-        if runner.sequential_group(end)["stopped"]:
+        if runner.sequential_group(start, end)["stopped"]:
             break
+        start = end
     calls.run(upto=end, send=False)
     return calls.finish(health)
 
 
 def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: str, key: str,
-                     end: int) -> dict[str, Any]:
-    """The batches of a sequential run up to batch `end` (those recorded are read back, the
-    rest sent): what a Prefect task runs."""
+                     start: int, end: int,
+                     progress: ProgressFactory | None = None) -> dict[str, Any]:
+    """The batches of a sequential run from batch `start` up to batch `end` (those
+    recorded, the earlier ones among them, are read back; the rest sent), stopping when
+    the gates are settled: what a Prefect task runs. Returns the batches judged in all
+    (`batches`), the calls the backend received for this group's batches (`calls`) and in
+    all (`calls_made`, as the run's record counts them), the requests judged, and why it
+    stopped (`stop_reason`, None while more batches may follow)."""
     manifests = {}
     for stage, stage_key in (("cases", cases_key), ("requests", requests_key)):
         found = store.manifest(stage, stage_key)
         if found is None:
             raise DecflowError(f"store {store.url}: no published {stage} stage {stage_key}")
         manifests[stage] = found
-    context = RunContext(spec, store, load_contract_cached(spec.contract_path), manifests)
+    context = RunContext(spec, store, load_contract_cached(spec.contract_path), manifests,
+                         progress=progress)
     calls = SequentialCalls(context, key)
     calls.run(upto=end)
+    before = calls.calls_made(calls.bounds[start - 1] if start else 0)
+    made = calls.calls_made()
     return {"sent": calls.sent, "requests_sent": calls.requests_sent,
-            "stopped": calls.stop_reason is not None}
+            "batches": calls.batches, "calls": made - before, "calls_made": made,
+            "stop_reason": calls.stop_reason, "stopped": calls.stop_reason is not None}
 
 
 def adopt_sent(manifests: dict[str, Manifest], found: Manifest) -> None:

@@ -60,7 +60,8 @@ def sequential_report(
     made, full = int(record["calls_made"]), int(record["calls_full"])
     seconds = float(record["call_seconds"])
     price = contract.backend.price_per_call
-    saved_calls = full - made
+    served = int(record.get("calls_from_cache", 0))
+    saved_calls = full - made - served  # the call cache's savings are its own section
     section = {
         "alpha": design.alpha,
         "alpha_per_gate": gate_alpha(tracked, design),
@@ -74,6 +75,7 @@ def sequential_report(
         "stop_reason": record["stop_reason"],
         "calls_made": made,
         "calls_full": full,
+        **({"calls_from_cache": served} if served else {}),
         "calls_saved": saved_calls,
         "call_seconds": seconds,
         "seconds_saved": round(seconds / made * saved_calls, 3) if made else None,

@@ -14,6 +14,7 @@ import polars as pl
 
 from decflow.gates import GOLDEN_GATES, Check, headline, status_of
 from decflow.gates.golden_evidence import golden_gate_evidence
+from decflow.pipeline.contract_run.call_cache import cache_section
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
 from decflow.pipeline.contract_run.golden_section import (
     calibration_summary,
@@ -36,6 +37,7 @@ from decflow.report.model import (
     RunRef,
 )
 from decflow.report.run_report import (
+    CallCacheUse,
     GoldenMetrics,
     Properties,
     RunBackend,
@@ -126,6 +128,7 @@ def build_report(
                      if gated else [])
     qualifiers = run_qualifiers(status, judged, gate_evidence, properties, sequential)
     case_results, failures = golden_cases(contract, table, backend_info)
+    cache_use = cache_section(contract, spec, store, manifests)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
     health = results_manifest.extra.get("health")
@@ -177,6 +180,7 @@ def build_report(
         properties=None if properties is None else Properties.model_validate(properties),
         diagnostics=None if diagnostics is None else Diagnostics.model_validate(diagnostics),
         sequential=sequential,
+        call_cache=None if cache_use is None else CallCacheUse.model_validate(cache_use),
         run=RunRef(
             id=spec.run_id,
             store=store.location,

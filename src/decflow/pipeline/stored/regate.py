@@ -82,6 +82,7 @@ def inline_tables(report: RunReport) -> tuple[pl.DataFrame, pl.DataFrame]:
             json.dumps(result["metadata"], sort_keys=True) if result and result["metadata"]
             else None
         )
+        results["cache_entry"].append(result.get("cache_entry") if result else None)
         results["error_kind"].append(error["kind"] if error else None)
         results["error_message"].append(error["message"] if error else None)
     return (
