@@ -66,15 +66,19 @@ def test_a_noise_run_is_running_while_a_diff_makes_it_and_a_second_is_refused(
 ) -> None:
     store, baseline, candidate = runs
     child = f"{candidate}-noise{RERUNS}"
-    first = start_decflow(*diff_args(store, baseline, candidate), cwd=tmp_path)
-    wait_for(service, 10, first)
-    status, notes = listed(store, child)
-    assert status == "running"
-    assert notes == [notes[0]] and f"held by pid {first.pid} on host" in notes[0]
+    service.delay_s = 1.0  # the first diff is still calling when the second one starts
+    try:
+        first = start_decflow(*diff_args(store, baseline, candidate), cwd=tmp_path)
+        wait_for(service, 2, first)
+        status, notes = listed(store, child)
+        assert status == "running"
+        assert notes == [notes[0]] and f"held by pid {first.pid} on host" in notes[0]
 
-    second = start_decflow(*diff_args(store, baseline, candidate), cwd=tmp_path)
-    _, err = second.communicate(timeout=60)
-    assert second.returncode == 2
+        second = start_decflow(*diff_args(store, baseline, candidate), cwd=tmp_path)
+        _, err = second.communicate(timeout=60)
+    finally:
+        service.delay_s = DELAY_S
+    assert second.returncode == 2, err.decode()
     (line,) = err.decode().strip().splitlines()
     assert line.startswith(f"error: run {child} is held by pid {first.pid} on host ")
 

@@ -94,9 +94,17 @@ def merge_groups(
     return merged
 
 
-def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int) -> list[int]:
+# Up to this many groups, a flag is counted per group through each group's mask (a few
+# vectorized boolean passes) rather than by gathering its rows' group numbers.
+_MASKED_GROUPS = 16
+
+
+def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int,
+               members: list[npt.NDArray[np.bool_]] | None) -> list[int]:
     if n == 1:
         return [int(np.count_nonzero(mask))]
+    if members is not None:
+        return [int(np.count_nonzero(mask & member)) for member in members]
     counts: list[int] = np.bincount(groups[mask], minlength=n).tolist()
     return counts
 
@@ -161,8 +169,11 @@ def record_columns(
         .astype(np.int64)
     )
     rows = np.flatnonzero(outcome_index >= 0)
-    one_hot = np.zeros((rows.size, len(labels)))
-    one_hot[np.arange(rows.size), outcome_index[rows]] = 1.0
+    outcome_of = outcome_index[rows]
+    # each labelled row's squared distances to its outcome's one-hot vector, as
+    # (p - one_hot) ** 2 computes them (p - 0 is p) without building the one-hot rows
+    squares = probs[rows] ** 2
+    squares[np.arange(rows.size), outcome_of] = (probs[rows, outcome_of] - 1.0) ** 2
     action, fallback = table["action"], table["fallback"]
     latency, cost = table["latency_ms"], table["cost"]
     flags = {
@@ -191,8 +202,8 @@ def record_columns(
         known=known,
         correct=known & correct,
         labelled=rows,
-        brier_terms=row_sums((probs[rows] - one_hot) ** 2),
-        nll_terms=-np.log(np.maximum(probs[rows, outcome_index[rows]], NLL_FLOOR)),
+        brier_terms=row_sums(squares),
+        nll_terms=-np.log(np.maximum(probs[rows, outcome_of], NLL_FLOOR)),
         flags=flags,
         latency_rows=np.flatnonzero(flags["with_latency"]),
         latency=latency.drop_nulls().to_numpy().astype(np.float64),
@@ -212,6 +223,11 @@ def group_ids(table: pl.DataFrame, column: str | None) -> tuple[list[str], np.nd
     return keys, ids.to_numpy()
 
 
+def _rows_of(groups: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The group numbers of some rows (given by index; all of them: no copy)."""
+    return groups if rows.size == groups.size else groups[rows]
+
+
 def grouped_stats(
     columns: RecordColumns, keys: list[str], groups: np.ndarray, n_bins: int
 ) -> dict[str, GroupStats]:
@@ -219,22 +235,32 @@ def grouped_stats(
     n = len(keys)
     c = columns
     bins = c.bins
+    # the rows with known correctness (usually all of them: no copies then)
+    every = bool(c.known.all())
+    k_groups, k_bins, k_confidence = (
+        (groups, bins, c.confidence) if every else (groups[c.known], bins[c.known],
+                                                    c.confidence[c.known]))
     hist = _counts_by(groups, bins, n, n_bins)
-    cal_bins = _counts_by(groups[c.known], bins[c.known], n, n_bins)
+    cal_bins = hist if every else _counts_by(k_groups, k_bins, n, n_bins)
     cal_correct = _counts_by(groups[c.correct], bins[c.correct], n, n_bins)
-    cal_sums = group_sums(c.confidence[c.known], groups[c.known] * n_bins + bins[c.known],
-                          n * n_bins)
-    brier = group_sums(c.brier_terms, groups[c.labelled], n)
-    nll = group_sums(c.nll_terms, groups[c.labelled], n)
-    conf_sum = group_sums(c.confidence, groups, n)
-    lat_sum = group_sums(c.latency, groups[c.latency_rows], n)
-    cost_sum = group_sums(c.cost, groups[c.cost_rows], n)
-    smooth = grouped_grids(c.confidence[c.known], c.correct[c.known].astype(np.float64),
-                           groups[c.known], n, PRODUCTION_NODES)
+    cal_sums = group_sums(k_confidence, k_groups * n_bins + k_bins, n * n_bins)
+    labelled = _rows_of(groups, c.labelled)
+    brier = group_sums(c.brier_terms, labelled, n)
+    nll = group_sums(c.nll_terms, labelled, n)
+    # exact sums add up exactly: with every row known, a group's sum is its bins' sums
+    conf_sum = ([sum(cal_sums[i * n_bins:(i + 1) * n_bins]) for i in range(n)] if every
+                else group_sums(c.confidence, groups, n))
+    lat_groups, cost_groups = _rows_of(groups, c.latency_rows), _rows_of(groups, c.cost_rows)
+    lat_sum = group_sums(c.latency, lat_groups, n)
+    cost_sum = group_sums(c.cost, cost_groups, n)
+    k_correct = c.correct if every else c.correct[c.known]
+    smooth = grouped_grids(k_confidence, k_correct.astype(np.float64), k_groups, n,
+                           PRODUCTION_NODES)
     conf_counts = _distributions(c.confidence, groups, n)
-    lat_counts = _distributions(c.latency, groups[c.latency_rows], n)
-    cost_counts = _distributions(c.cost, groups[c.cost_rows], n)
-    per = {name: _per_group(flag, groups, n) for name, flag in c.flags.items()}
+    lat_counts = _distributions(c.latency, lat_groups, n)
+    cost_counts = _distributions(c.cost, cost_groups, n)
+    members = [groups == g for g in range(n)] if 1 < n <= _MASKED_GROUPS else None
+    per = {name: _per_group(flag, groups, n, members) for name, flag in c.flags.items()}
     out: dict[str, GroupStats] = {}
     for i, key in enumerate(keys):
         counts: dict[str, Any] = {name: values[i] for name, values in per.items()}

@@ -15,7 +15,6 @@ import polars as pl
 from decflow.data.id_hashes import stable_id_hashes
 from decflow.data.record_windows import DEFAULT_WINDOW, window_names
 from decflow.data.records import segment_column
-from decflow.metrics.production import GroupStats
 from decflow.pipeline.production.statistics import BatchStats
 
 WINDOW_SEPARATOR = "\x1e"
@@ -45,15 +44,13 @@ class WindowedStats(BatchStats):
 
     window: str = DEFAULT_WINDOW
 
-    def __call__(self, table: pl.DataFrame) -> dict[str, GroupStats]:
+    def prefixes(self, table: pl.DataFrame) -> tuple[list[str], np.ndarray]:
+        """Each record's window, as the key prefix `<window>\x1e` of its groups (one more
+        group column of the check's own pass)."""
         names = table.select(window_names(pl.col("timestamp"), self.window))["timestamp"]
-        out: dict[str, GroupStats] = {}
         found = names.unique(maintain_order=True).to_list()
-        for name in found:
-            mine = table.filter(names == name) if len(found) > 1 else table
-            for group, stats in super().__call__(mine).items():
-                out[window_group(name, group)] = stats
-        return out
+        numbers = names.replace_strict(found, list(range(len(found))), return_dtype=pl.Int64)
+        return [window_group(name, "") for name in found], numbers.to_numpy()
 
     def rows(self, table: pl.DataFrame) -> pl.DataFrame:
         """The compact predictions of the records that carry an id (a record without one
