@@ -187,13 +187,17 @@ def test_crash_automations_watch_tagged_runs_and_tasks_for_missing_heartbeats() 
 
     hooks = {name: uuid4() for name in HOOKS}
     flows, tasks = crash_automations(90, hooks)
-    for automation, kind, beat in ((flows, "flow-run", "prefect.flow-run.heartbeat"),
-                                   (tasks, "task-run", TASK_HEARTBEAT)):
+    finals = ("Completed", "Failed", "Cancelled", "Crashed")
+    # a task run found Pending (it runs at once) is watched too
+    for automation, kind, beat, waiting in (
+            (flows, "flow-run", "prefect.flow-run.heartbeat", ()),
+            (tasks, "task-run", TASK_HEARTBEAT, ("Pending",))):
         trigger = automation.trigger
         assert trigger.posture == Posture.Proactive  # type: ignore[union-attr]
-        assert trigger.after == {beat, f"prefect.{kind}.Running"}  # type: ignore[union-attr]
-        assert trigger.expect == {beat, *(f"prefect.{kind}.{state}" for state in (  # type: ignore[union-attr]
-            "Completed", "Failed", "Cancelled", "Crashed"))}
+        assert trigger.after == {beat, f"prefect.{kind}.Running",  # type: ignore[union-attr]
+                                 *(f"prefect.{kind}.{w}" for w in waiting)}
+        assert trigger.expect == {beat, *(f"prefect.{kind}.{state}" for state in finals),  # type: ignore[union-attr]
+                                  *(f"prefect.{kind}.Running" for _ in waiting)}
         assert trigger.for_each == {"prefect.resource.id"}  # type: ignore[union-attr]
         assert trigger.within == timedelta(seconds=90)  # type: ignore[union-attr]
         assert trigger.match_related.root["prefect.resource.id"] == (  # type: ignore[union-attr]
@@ -249,7 +253,7 @@ def test_the_crash_webhooks_render_what_the_server_accepts() -> None:
     (crashed,) = rendered(tasks.actions[0])  # type: ignore[misc]
     task_run = task_run_from_event(Event.model_validate(crashed).receive())
     assert task_run.id == task_id and task_run.flow_run_id == flow_run.id
-    assert task_run.state.type.value == "CRASHED"
+    assert task_run.state.type.value == "CRASHED" and task_run.end_time == firing.triggered
     assert task_run.state.message.startswith("No heartbeat for 40 s: ")
     (line,) = rendered(flows.actions[1])  # type: ignore[misc]
     log = LogCreate.model_validate(line)
