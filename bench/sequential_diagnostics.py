@@ -17,10 +17,14 @@ must send the same cases.
 
 `agreement`: suites at, just below and just above the stability and persona limits, 200
 orders each: the share of orders whose status differs from the full run's, and of decided
-gates whose decision does.
+gates whose decision does. `grey`: the same for suites whose stability rate lies between ε
+and where the full test on 2,000 cases decides (the stability gate settles the full run's
+verdict there), and one whose persona excess does (a verdict about the model: its status
+may differ).
 
     python bench/sequential_diagnostics.py calls --seeds 20
     python bench/sequential_diagnostics.py agreement --seeds 200
+    python bench/sequential_diagnostics.py grey --seeds 200
 """
 
 from __future__ import annotations
@@ -116,12 +120,26 @@ def calls(seeds: int, batch: int, piped: int, root: Path, url: str) -> None:
               f"{same}/{seeds} | {matched}/{piped} |", flush=True)
 
 
-def agreement(seeds: int, batch: int, piped: int, root: Path, url: str) -> None:
-    suites = {
-        "at the limits (5 % flaky, 8.3 % biased)": {"flaky": 0.05, "biased": 0.083},
-        "just below (4 % flaky, 5 % biased)": {"flaky": 0.04, "biased": 0.05},
-        "just above (6 % flaky, 11.7 % biased)": {"flaky": 0.06, "biased": 0.117},
-    }
+AGREEMENT = {
+    "at the limits (5 % flaky, 8.3 % biased)": {"flaky": 0.05, "biased": 0.083},
+    "just below (4 % flaky, 5 % biased)": {"flaky": 0.04, "biased": 0.05},
+    "just above (6 % flaky, 11.7 % biased)": {"flaky": 0.06, "biased": 0.117},
+}
+# Stability between ε and where the full test on 2,000 cases decides (it holds below 4.02 %
+# and fails above 6.03 % flaky cases, all or nothing), the persona axis clearly fair; and a
+# persona excess in its grey zone (a verdict about the model there: the status may differ).
+GREY = {
+    "stability grey, above (5.5 % flaky)": {"flaky": 0.055, "biased": 0.0},
+    "stability grey, above (5.9 % flaky)": {"flaky": 0.059, "biased": 0.0},
+    "stability grey, below (4.5 % flaky)": {"flaky": 0.045, "biased": 0.0},
+    "stability grey, below (4.2 % flaky)": {"flaky": 0.042, "biased": 0.0},
+    "persona grey (1 % flaky, 10 % biased)": {"flaky": 0.01, "biased": 0.1},
+}
+
+
+def agreement(seeds: int, batch: int, piped: int, root: Path, url: str,
+              suites: dict[str, dict[str, float]]) -> None:
+    piped = min(piped, seeds)
     tolerance = ALPHA + 2.326 * math.sqrt(ALPHA * (1 - ALPHA) / seeds)
     print(f"bound per suite: alpha + binomial 99 % tolerance over {seeds} seeds = "
           f"{tolerance:.4f}; batch {batch}; the first {piped} seeds also through the pipeline")
@@ -129,7 +147,7 @@ def agreement(seeds: int, batch: int, piped: int, root: Path, url: str) -> None:
           "differing | median cases sent | pipeline = replay |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for index, (name, rates) in enumerate(suites.items()):
-        suite = Suite(root, f"agree-{index}", url, batch, wrong=0.05, **rates)
+        suite = Suite(root, f"agree-{len(name)}-{index}", url, batch, wrong=0.05, **rates)
         expected = statuses(suite.full)
         differs = gates_differ = decided = matched = 0
         sent = []
@@ -155,15 +173,19 @@ def agreement(seeds: int, batch: int, piped: int, root: Path, url: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("calls", "agreement"))
+    parser.add_argument("what", choices=("calls", "agreement", "grey"))
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--piped", type=int, default=3)
     args = parser.parse_args()
     with PlantedServer() as server, tempfile.TemporaryDirectory(
             prefix="decflow-seq-diag-bench-") as folder:
-        (calls if args.what == "calls" else agreement)(
-            args.seeds, args.batch, args.piped, Path(folder), server.url("/decide"))
+        root, url = Path(folder), server.url("/decide")
+        if args.what == "calls":
+            calls(args.seeds, args.batch, args.piped, root, url)
+        else:
+            agreement(args.seeds, args.batch, args.piped, root, url,
+                      AGREEMENT if args.what == "agreement" else GREY)
 
 
 if __name__ == "__main__":

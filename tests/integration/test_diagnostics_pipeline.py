@@ -450,9 +450,13 @@ def test_plan_prints_the_calls_and_needs_without_any_call(
         # cases decide ε = 0.1 (0.9^29 < 0.05), as with one pair per case.
         assert "stability           90 calls · enough to decide" in text
         assert "needs 29 quiet cases" in text
+        # The power curve (metrics.power): a flip rate of 2, 3, 5 × ε shown failing.
+        assert ("power 80% (each case all or nothing): shown failing at 0.2 (limit + 1x) in "
+                "105, 0.3 (+2x) in 33, 0.5 (+4x) in 8 cases") in text
     if command[0] != "stability":
         assert "counterfactual     893 calls · NOT enough to decide" in text
         assert "needs at least 63 cases" in text
+        assert "shown failing at 0.1 (limit + 1x) in 396, 0.15 (+2x) in 127" in text
         assert "religion: 120 cross + 120 placebo pairs over 30 cases" in text
     assert not (tmp_path / "store" / "runs").exists()
 

@@ -1363,3 +1363,43 @@ def test_every_runner_sends_each_request_once_and_reports_what_the_backend_saw(
     passed = runs["pass", "thread"][1]
     assert passed["headline"].startswith("PASS (zero_limit: max_error_rate judged at 0.02")
     assert flow_run_of(prefect_api, passed["run"]["id"]).state.message == passed["headline"]
+
+
+def test_the_call_cache_under_prefect_and_dask_and_in_the_report_artifact(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run under Prefect stores its answers; the same run on Dask workers serves every
+    one from the store (0 requests at the server); each flow run's Markdown report artifact
+    counts the requests sent (misses) and the answers served from the cache (hits)."""
+    import distributed
+
+    from tests.support.servers.counting import counting_service
+
+    env = client_env(prefect_api, tmp_path_factory.mktemp("prefect-client-home"))
+    for name in ("PREFECT_API_URL", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        monkeypatch.setenv(name, env[name])  # the spawned Dask workers inherit these
+    with counting_service(delay_s=0) as service, \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     host="127.0.0.1", dashboard_address=None) as cluster:
+        contract = _counting_suite(tmp_path / "suite", service.url, wrong=0)
+        sent, reports = [], []
+        for how in (("--prefect",), ("--prefect", "--task-runner", "dask", "--dask-address",
+                                     cluster.scheduler_address)):
+            before = service.total_received()
+            out = tmp_path / f"report-{len(reports)}.json"
+            done = decflow(env, tmp_path, "test", str(contract), *how, "--call-cache",
+                           "read-write", "--store", str(tmp_path / "store"), "-o", str(out))
+            assert done.returncode == 0, done.stderr
+            sent.append(service.total_received() - before)
+            reports.append(json.loads(out.read_text()))
+    assert sent == [120, 0]
+    for report, (asked, served) in zip(reports, ((120, 0), (0, 120)), strict=True):
+        assert (report["call_cache"]["requests_sent"],
+                report["call_cache"]["served_from_cache"]) == (asked, served)
+        flow_run = flow_run_of(prefect_api, report["run"]["id"])
+        seen = recorded(prefect_api, flow_run.id, 6)
+        (markdown,) = [a for a in seen["artifacts"] if a.type == "markdown"
+                       and not a.key.endswith("-html")]
+        assert (f"Call cache read-write: {asked} requests sent to the backend, {served} "
+                f"answers served from the cache") in markdown.data.replace("\\", "")

@@ -81,7 +81,8 @@ class LlamaServer:
             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
             "--n_threads", "2", "--logits_all", "true",
         ]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=self.log)
+        # stdout too: uvicorn's access log there counts the requests the server received
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -104,6 +105,11 @@ class LlamaServer:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+    def requests(self, route: str) -> int:
+        """How many `POST <route>` requests (e.g. `/v1/completions`) the server received."""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace").count(f'"POST {route} HTTP')
 
     def log_tail(self, size: int = 2000) -> str:
         self.log.seek(0)

@@ -246,6 +246,26 @@ def test_parquet_errors_name_the_row(tmp_path: Path) -> None:
         _read(unknown)
 
 
+@pytest.mark.parametrize(("instant", "shift", "valid"), [
+    ("0001-01-01T00:00:00Z", "0us", True),
+    ("9999-12-31T23:59:59.999999Z", "0us", True),
+    ("0001-01-01T00:00:00Z", "-1us", False),  # year 0
+    ("9999-12-31T23:59:59.999999Z", "1us", False),  # year 10000
+])
+def test_parquet_typed_timestamps_hold_years_1_to_9999(tmp_path: Path, instant: str,
+                                                       shift: str, valid: bool) -> None:
+    path = tmp_path / "t.parquet"
+    stamps = pl.Series(["2026-09-24T09:00:00Z", instant]).str.to_datetime(
+        time_unit="us", time_zone="UTC").dt.offset_by(shift)
+    pl.DataFrame([_record(id="a"), _record(id="b")]).with_columns(
+        timestamp=stamps).write_parquet(path)
+    if valid:
+        assert _read(path)["timestamp"][1] == stamps[1]
+    else:
+        with pytest.raises(DatasetError, match=r"t.parquet: row 2: (.|\n)*timestamp: must be"):
+            _read(path)
+
+
 def test_parquet_iso_string_timestamps_and_metadata(tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
     pl.DataFrame([

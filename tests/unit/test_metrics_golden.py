@@ -174,6 +174,16 @@ def test_bin_index_uses_first_upper_edge_at_or_above_the_confidence() -> None:
     assert calibration_bin_index(confidences, 10).tolist() == [0, 0, 1, 2, 6, 9, 9]
 
 
+@pytest.mark.parametrize("n_bins", [1, 3, 7, 10, 15, 33, 100])
+def test_bin_index_at_and_beside_every_edge(n_bins: int) -> None:
+    edges = np.arange(0, n_bins + 2) / n_bins
+    values = np.concatenate([edges, np.nextafter(edges, 2.0), np.nextafter(edges, -1.0),
+                             np.random.default_rng(n_bins).random(5000), [5e-324, 3.0]])
+    first_edge_at_or_above = np.searchsorted(np.arange(1, n_bins + 1) / n_bins, values)
+    expected = np.minimum(first_edge_at_or_above, n_bins - 1)
+    assert calibration_bin_index(values, n_bins).tolist() == expected.tolist()
+
+
 def test_bin_edges_are_fractions_of_the_bin_count() -> None:
     m = metrics_for(["a", "b"], [[0.9, 0.1]], ["a"], bins=10)
     bins = m["calibration"]["reliability"]

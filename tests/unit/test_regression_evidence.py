@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from decflow.gates.regression import decision_phrase, gate_evidence
-from decflow.metrics.golden_metrics import reliability
+from decflow.metrics.ece_change import ece_change_test, noise_norms
+from decflow.metrics.golden_metrics import calibration_bin_index, reliability
 from decflow.metrics.paired import paired_proportions, tango_bounds, tango_statistic
-from decflow.metrics.paired_bootstrap import ece_change, macro_f1_change
+from decflow.metrics.paired_bootstrap import macro_f1_change
 from decflow.metrics.regression_evidence import PairedDiff
 from decflow.metrics.rerun_noise import placebo
 from decflow.metrics.stats import sign_test
@@ -143,21 +144,42 @@ def test_accuracy_drop_phrase_reads_as_a_change_in_points() -> None:
         "accuracy in locale=de -10.0 points")
 
 
+def bins_of(confidence: np.ndarray) -> np.ndarray:
+    return np.bincount(calibration_bin_index(confidence, 10), minlength=10).astype(float)
+
+
 def test_paired_bootstrap_is_seeded_and_centred_on_the_observed_change() -> None:
+    rng = np.random.default_rng(0)
+    expected = rng.integers(0, 3, 300)
+    noisy = np.where(rng.random(300) < 0.2, (expected + 1) % 3, expected)
+    found = macro_f1_change(expected, expected, noisy, 3)
+    assert found == macro_f1_change(expected, expected, noisy, 3)
+    assert found.low is not None and found.high is not None and found.estimate is not None
+    assert found.low < found.estimate < found.high < 0.0
+    same = macro_f1_change(expected, expected, expected, 3)
+    assert (same.estimate, same.low, same.high) == (0.0, 0.0, 0.0)
+
+
+def test_ece_change_bounds_allow_for_the_bias_of_each_run() -> None:
     rng = np.random.default_rng(0)
     confidence = rng.uniform(0.4, 1.0, 300)
     correct = rng.random(300) < confidence
     shifted = np.minimum(confidence + 0.1, 1.0)
-    found = ece_change(confidence, correct, shifted, correct, 10)
-    again = ece_change(confidence, correct, shifted, correct, 10)
-    assert found == again
-    direct = reliability(shifted, correct, 10)[1] - reliability(confidence, correct, 10)[1]
-    assert found.estimate == pytest.approx(direct)
-    assert found.low is not None and found.high is not None
+    found = ece_change_test(confidence, correct, shifted, correct, 10, 0.05)
+    assert found == ece_change_test(confidence, correct, shifted, correct, 10, 0.05)
+    ece_before = reliability(confidence, correct, 10)[1]
+    ece_after = reliability(shifted, correct, 10)[1]
+    assert ece_before is not None and ece_after is not None
+    assert found.estimate == pytest.approx(ece_after - ece_before)
+    # Each run's ECE within its noise bound (the 97.5 % quantile of the L1 norm of
+    # Gaussians with variance n_b/4 per bin); the better run's target not shown above 0.
+    q_before = float(np.quantile(noise_norms(bins_of(confidence)), 0.975))
+    q_after = float(np.quantile(noise_norms(bins_of(shifted)), 0.975))
+    assert found.low == pytest.approx(max(0.0, ece_after - q_after) - ece_before - q_before)
+    assert found.high == pytest.approx(ece_after + q_after - max(0.0, ece_before - q_before))
     assert found.low < found.estimate < found.high
-    expected = rng.integers(0, 3, 300)
-    same = macro_f1_change(expected, expected, expected, 3)
-    assert (same.estimate, same.low, same.high) == (0.0, 0.0, 0.0)
+    # The p-values are the levels at which the bounds reach the limit.
+    assert found.p_below > 0.05 and found.p_above == 1.0
 
 
 def test_segments_are_holm_adjusted_and_name_the_failing_one() -> None:
@@ -190,11 +212,12 @@ def test_macro_f1_and_ece_changes_read_in_the_gates_direction() -> None:
     expected = rng.integers(0, 3, 400)
     right = np.eye(3)[expected] * 0.8 + 0.2 / 3
     wrong = np.eye(3)[(expected + 1) % 3] * 0.8 + 0.2 / 3
-    worse = np.where((rng.random(400) < 0.3)[:, None], wrong, right)
+    worse = np.where((rng.random(400) < 0.6)[:, None], wrong, right)
     paired = _paired(right.tolist(), worse.tolist(), expected.tolist())
     drop = paired.macro_f1_drop(0.05)
     assert drop.estimate is not None and drop.estimate > 0.2 and drop.verdict() == "fails"
-    # every answer 0.867 confident: ECE 0.133 before, worse once 30 % of them are wrong
+    # every answer 0.867 confident: ECE 0.133 before, 0.47 once 60 % of them are wrong;
+    # each run's noise bound at 400 cases in one bin is about 0.056
     ece = paired.ece_increase(0.005)
     assert ece.estimate is not None and ece.estimate > 0 and ece.verdict() == "fails"
     same = _paired(right.tolist(), right.tolist(), expected.tolist())

@@ -19,13 +19,13 @@ import numpy as np
 
 from decflow.diagnostics.blindness import detect_blindness
 from decflow.gates.checks import Check
-from decflow.metrics.bounded_mean import mean_test
 from decflow.metrics.case_rates import rate_test
+from decflow.metrics.differences import difference_test
 from decflow.metrics.numeric import percentiles
 from decflow.metrics.sequential import RatioGate
 from decflow.metrics.sequential_composite import Exceedance, ModalShare
 from decflow.pipeline.contract_run.sequential_calls import batch_bounds
-from decflow.pipeline.contract_run.sequential_diagnostics import PersonaAxis
+from decflow.pipeline.contract_run.sequential_diagnostics import PersonaAxis, stability_gate
 from decflow.pipeline.contract_run.sequential_gates import (
     Design,
     GateState,
@@ -74,14 +74,14 @@ def planted(flaky: float, excess: float, skew: float, slow: float,
     shares, d, labels, latency = (a[rng.permutation(n)] for a in (shares, d, labels, latency))
     ones = np.ones(n)
     stability = rate_test(shares, 3, EPSILON).verdict()
-    fair = mean_test(d, FLIP_LIMIT, support=(-1.0, 1.0)).verdict()
+    fair = difference_test(d, FLIP_LIMIT).verdict()
     blind = detect_blindness([str(x) for x in labels], threshold=SKEW).blind
     p95 = percentiles(latency, [95.0])[0]
     assert p95 is not None
     base = ModalShare(SKEW, 2, n, rng.integers(0, 2, n))
     return [
-        Tracked(check("stability.verdict", "<=", EPSILON, STATUS[stability]), shares, ones,
-                RatioGate(EPSILON, "<=", n, target="model")),
+        Tracked(check("stability.verdict", "<=", EPSILON, STATUS[stability]), ones, ones,
+                None, composite=stability_gate(EPSILON, n, shares, ones, 3)),
         Tracked(check("counterfactual.gender.max_flip_rate", "<=", FLIP_LIMIT, STATUS[fair]),
                 ones, ones, None, composite=PersonaAxis(
                     RatioGate(FLIP_LIMIT, "<=", n, floor=-1.0, target="model"), d, ones,

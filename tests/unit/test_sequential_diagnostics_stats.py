@@ -1,14 +1,17 @@
 """The sequential diagnostics, macro-F1 and latency p95 keep their error rates whenever a run
 stops: simulated with seeded draws, or computed exactly.
 
-- stability and persona axes are about the model's rate (`RatioGate(target="model")`):
-  10,000 seeded runs per scenario with the rate exactly at the limit, the cases drawn i.i.d.
-  (the model's view) or a fixed suite in random order, all-or-nothing clustered (every rerun
-  pair of a case flips or none does; every cross pair of a case flips or none does) or
-  spread: wrong verdicts on either side ≤ α + 3 SE, checked after every case. The same
-  bettor corrected for the finite suite (what the suite's rate gates use) fails this test:
-  it closes on the suite's realized flips and calls a model at its limit deterministic or
-  stochastic, where the full run's verdict stays not established.
+- persona axes are about the model's rate (`RatioGate(target="model")`): 10,000 seeded
+  runs per scenario with the rate exactly at the limit, the cases drawn i.i.d. (the model's
+  view) or a fixed suite in random order, all-or-nothing clustered (every cross pair of a
+  case flips or none does) or spread: wrong verdicts on either side ≤ α + 3 SE, checked
+  after every case. The same bettor corrected for the finite suite (what the suite's rate
+  gates use) fails this test: it closes on the suite's realized flips and calls a model at
+  its limit fair or unfair. (Stability settles the full run's verdict instead: `SuiteRate`,
+  exact below.)
+- stability with one rerun pair per case (`SuiteRate` on 0/1 values, four hypergeometric
+  claims at α/4): the exact chance that the sequential status differs from the full run's,
+  over every stopping point of a 120-case suite, at every count of flips.
 - latency p95 (a count of slow cases with a tie): the exact chance of a wrong verdict over
   every stopping point of a 1,500-case suite, at the holding count, the tie and the failing
   count: ≤ α.
@@ -30,6 +33,8 @@ from functools import cache
 import numpy as np
 import pytest
 
+from decflow.metrics.bounded_mean import binomial_test
+from decflow.metrics.case_rates import rate_thresholds
 from decflow.metrics.numeric import percentiles
 from decflow.metrics.sequential import RatioGate, betting_log_capital
 from decflow.metrics.sequential_composite import (
@@ -38,9 +43,11 @@ from decflow.metrics.sequential_composite import (
     ModalShare,
     percentile_counts,
 )
+from decflow.pipeline.contract_run.sequential_diagnostics import stability_gate
 from tests.unit.test_sequential_stats import hypergeometric_decider, wrong_verdicts
 
 ALPHA = 0.05
+EPSILON = 0.05  # the stability gate's limit
 RUNS = 10_000
 N = 400
 BOUND = ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / RUNS)
@@ -67,7 +74,7 @@ def model_scenarios() -> dict[str, tuple[np.ndarray, RatioGate]]:
     suite (a fixed suite, random orders)."""
     rng = np.random.default_rng(11)
     eps, limit = 0.05, 0.05
-    stability = RatioGate(eps, "<=", N, target="model")
+    raw = RatioGate(eps, "<=", N, target="model")
     excess = RatioGate(limit, "<=", N, floor=-1.0, target="model")
     fixed = np.zeros(N)
     fixed[: round(eps * N)] = 1.0
@@ -79,15 +86,60 @@ def model_scenarios() -> dict[str, tuple[np.ndarray, RatioGate]]:
     cross4 = rng.binomial(4, 0.15, (RUNS, N)) / 4
     placebo4 = rng.binomial(4, 0.10, (RUNS, N)) / 4
     return {
-        "stability, all or nothing, model at ε": (
-            (rng.random((RUNS, N)) < eps).astype(float), stability),
-        "stability, 3 independent pairs a case, model at ε": (
-            rng.binomial(3, eps, (RUNS, N)) / 3, stability),
-        "stability, a suite with exactly ε flipping, random orders": (
-            fixed[np.argsort(rng.random((RUNS, N)), axis=1)], stability),
+        "raw cross share (no placebo), all or nothing, model at the limit": (
+            (rng.random((RUNS, N)) < eps).astype(float), raw),
+        "raw cross share, 3 independent pairs a case, model at the limit": (
+            rng.binomial(3, eps, (RUNS, N)) / 3, raw),
+        "raw cross share, a suite with exactly the limit flipping, random orders": (
+            fixed[np.argsort(rng.random((RUNS, N)), axis=1)], raw),
         "persona excess, all or nothing, model at the limit": (cross - placebo, excess),
         "persona excess, 4 pairs a case, model at the limit": (cross4 - placebo4, excess),
     }
+
+
+def suite_rate_disagreement(population: int) -> dict[int, float]:
+    """Per count of flips in a `population`-case suite (one pair per case): the exact chance
+    that `SuiteRate` decides otherwise than the full run's exact binomial test, checked after
+    every case. Its decision depends on (cases sent, flips seen) only: tabled once with the
+    gate's own code, then the counts' distribution is carried forward over the order."""
+    ones_of = np.arange(population + 1)
+    table = {}
+    for drawn in range(1, population + 1):
+        for seen in range(drawn + 1):
+            values = np.r_[np.ones(seen), np.zeros(population - seen)]
+            gate = stability_gate(EPSILON, population, values, np.ones(population), 1)
+            table[drawn, seen] = gate.evidence(drawn, ALPHA, interval=False).decision
+    out = {}
+    for flips in ones_of:
+        full = {"fails": "fail", "holds": "pass", "not_established": "not_established"}[
+            binomial_test(int(flips), population, EPSILON).verdict()]
+        alive = np.zeros(population + 1)
+        alive[0] = 1.0
+        wrong = 0.0
+        for drawn in range(population):
+            seen = np.arange(drawn + 1)
+            remaining = population - drawn
+            step = np.zeros(population + 1)
+            step[1: drawn + 2] += alive[: drawn + 1] * np.clip(flips - seen, 0, None) / remaining
+            step[: drawn + 1] += alive[: drawn + 1] * np.clip(
+                population - flips - (drawn - seen), 0, None) / remaining
+            for count in range(drawn + 2):
+                decision = table[drawn + 1, count]
+                if decision is not None and step[count] > 0:
+                    wrong += step[count] * (decision != full)
+                    step[count] = 0.0
+            alive = step
+        out[int(flips)] = wrong
+    return out
+
+
+def test_stability_settles_the_full_runs_verdict_exactly() -> None:
+    wrong = suite_rate_disagreement(120)
+    assert max(wrong.values()) <= ALPHA
+    # The grey zone is where the full test is not established: still at most α.
+    thresholds = rate_thresholds(120, 1, EPSILON)
+    grey = [k for k in wrong if thresholds.pass_to < k < thresholds.fail_from]
+    assert len(grey) >= 5
 
 
 @pytest.mark.parametrize("name", list(model_scenarios()))
@@ -100,7 +152,8 @@ def test_model_rate_verdicts_keep_their_error_at_the_limit(name: str) -> None:
 
 def test_the_suite_corrected_bettor_fails_the_model_test() -> None:
     """A regression to the finite-suite correction for the diagnostics is caught."""
-    values, gate = model_scenarios()["stability, all or nothing, model at ε"]
+    values, gate = model_scenarios()[
+        "raw cross share (no placebo), all or nothing, model at the limit"]
     _false_fail, false_pass = wrong_rates(values, RatioGate(gate.limit, "<=", N))
     assert false_pass > 4 * ALPHA
 
@@ -268,12 +321,17 @@ if __name__ == "__main__":
     for name, (values, gate) in model_scenarios().items():
         ff, fp = wrong_rates(values, gate)
         print(f"{name}: wrong FAIL {ff:.4f}, wrong PASS {fp:.4f}")
-    values, gate = model_scenarios()["stability, all or nothing, model at ε"]
+    values, gate = model_scenarios()[
+        "raw cross share (no placebo), all or nothing, model at the limit"]
     ff, fp = wrong_rates(values, RatioGate(gate.limit, "<=", N))
-    print(f"finite-suite bettor on the model at ε (must fail): wrong FAIL {ff:.4f}, "
+    print(f"finite-suite bettor on the model at the limit (must fail): wrong FAIL {ff:.4f}, "
           f"wrong PASS {fp:.4f}")
     for name, (count, failed, passed) in latency_sizes(1500).items():
         print(f"latency p95, N=1500, {name} count {count}: FAIL {failed:.4f}, "
               f"PASS {passed:.4f}")
     for name, (counts, claim) in BLIND_SUITES.items():
         print(f"blindness {name}: {blindness_rate(0.9, counts, claim, seed=len(name)):.4f}")
+    exact = suite_rate_disagreement(120)
+    worst = max(exact, key=exact.__getitem__)
+    print(f"stability settled (one pair a case, N=120): status differs at most "
+          f"{exact[worst]:.4f} (at {worst} flips); thresholds {rate_thresholds(120, 1, EPSILON)}")

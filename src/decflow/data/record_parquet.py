@@ -210,17 +210,22 @@ class _RowLines:
     """Parquet rows rendered as JSONL-style records, for the strict parser (on demand)."""
 
     def __init__(self, raw: pl.DataFrame) -> None:
-        # typed timestamps as ISO 8601 text by polars: Python's datetime cannot hold an
-        # instant of year 0 or 10000, which a Parquet timestamp can (the text is refused)
-        if isinstance(raw["timestamp"].dtype, pl.Datetime):
-            raw = raw.with_columns(pl.col("timestamp").dt.to_string("%Y-%m-%dT%H:%M:%S%.f%:z"))
         self.raw = raw
+        self._texts: pl.DataFrame | None = None  # made on the first row asked for
 
     def __len__(self) -> int:
         return self.raw.height
 
     def __getitem__(self, index: int) -> str:
-        row = self.raw.row(index, named=True)
+        if self._texts is None:
+            # typed timestamps as ISO 8601 text by polars: Python's datetime cannot hold an
+            # instant of year 0 or 10000, which a Parquet timestamp can (the text is
+            # refused). Only for a batch that needs a row: 10M rows' texts cost 2 CPU s.
+            self._texts = self.raw
+            if isinstance(self.raw["timestamp"].dtype, pl.Datetime):
+                self._texts = self.raw.with_columns(
+                    pl.col("timestamp").dt.to_string("%Y-%m-%dT%H:%M:%S%.f%:z"))
+        row = self._texts.row(index, named=True)
         record = {k: v for k, v in row.items() if k in RECORD_FIELDS and v is not None}
         for column, field in (("metadata_json", "metadata"), ("input_json", "input")):
             if row.get(column) is not None:

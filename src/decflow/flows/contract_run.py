@@ -118,6 +118,9 @@ class PrefectShards:
         if self.parallel:
             futures = [shard(index).submit(*args, index) for index in range(shards)]
             for future in as_completed(futures):
+                # the final state from the Dask future itself: the API's may still say
+                # RUNNING for a shard that took milliseconds (all answers from the cache)
+                future.wait()
                 self.done += task_value(future.state)
                 self.progress.report(self.done)
             return

@@ -13,11 +13,30 @@ exactly it when nothing flips.
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
+from decflow.metrics import bentkus
+from decflow.metrics.binomial import lower_tail, upper_tail
 from decflow.metrics.bounded_mean import bentkus_test, binomial_test
 from decflow.metrics.evidence import ALPHA, MeanTest
+from decflow.metrics.search import edge, first_true
+
+
+class Thresholds(NamedTuple):
+    """The sums at which a rate test on n cases decides: it fails exactly when the sum is
+    above `fail_above`, and does not fail when it is below `fail_from`; it holds exactly when
+    the sum is below `pass_below`, and does not hold when it is above `pass_to`. For shares
+    the pairs are equal; for counts they are neighbouring whole numbers (fails from the
+    count `fail_from`, holds up to the count `pass_to`)."""
+
+    fail_above: float
+    fail_from: float
+    pass_to: float
+    pass_below: float
 
 
 def case_shares(
@@ -52,3 +71,26 @@ def rate_test(
         return binomial_test(round(float(shares.sum())), int(shares.size), limit,
                              alpha=alpha)
     return bentkus_test(shares, limit, alpha=alpha)
+
+
+@lru_cache(maxsize=64)  # a sequential run asks at every batch; pure
+def rate_thresholds(n: int, most_per_case: int, limit: float, *,
+                    alpha: float = ALPHA) -> Thresholds:
+    """Where `rate_test` on n cases decides, as sums of the shares (counts when every case
+    has one observation): it fails exactly when the sum is above `fail_above`, and holds
+    exactly when it is below `pass_below` (both tests' p-values fall as the sum grows and
+    rise as n grows with the sum fixed). A sequential run settles the full run's verdict
+    against these."""
+    if most_per_case <= 1:
+        failing = first_true(lambda c: upper_tail(c, n, limit) < alpha, start=0, stop=n + 1)
+        not_passing = first_true(lambda c: lower_tail(c, n, limit) >= alpha, start=0,
+                                 stop=n + 1)
+        fails_from = n + 1 if failing is None else failing
+        passes_to = (n + 1 if not_passing is None else not_passing) - 1
+        return Thresholds(fails_from - 1.0, float(fails_from), float(passes_to),
+                          passes_to + 1.0)
+    fail_above = float(n) if bentkus.p_above(n, n, limit) >= alpha else edge(
+        lambda s: bentkus.p_above(s, n, limit) < alpha, 0.0, float(n), tolerance=1e-9)
+    pass_below = 0.0 if bentkus.p_below(0.0, n, limit) >= alpha else edge(
+        lambda s: bentkus.p_below(s, n, limit) < alpha, float(n), 0.0, tolerance=1e-9)
+    return Thresholds(fail_above, fail_above, pass_below, pass_below)

@@ -54,16 +54,50 @@ def _compact(partials: list[FloatArray]) -> list[FloatArray]:
 
 
 def row_sums(matrix: npt.ArrayLike) -> FloatArray:
-    """Per-row ``math.fsum`` of a 2-D float array, vectorized over rows.
+    """Per-row ``math.fsum`` of a 2-D float array of finite values, vectorized over rows.
 
-    Each row keeps a non-overlapping expansion (Shewchuk's grow-expansion, as in fsum) that
-    represents its running sum exactly; the final step rounds the expansion exactly as
-    CPython's fsum does, including its round-half-even correction.
+    Most rows are decided by a cascade of error-free additions: the running sum ``s`` and
+    the exact errors ``e`` of each step (the row's sum is exactly ``s + sum(e)``), the
+    errors added naively (``E``, off by at most `_ERROR_BOUND` times their absolute sum),
+    and ``s + E`` rounded to ``r`` with its exact remainder ``d``. When ``|d|`` plus that
+    bound stays below half the gap between ``r`` and its neighbour, the exact sum is
+    nearer to ``r`` than to any other double, so ``r`` is what fsum returns. The other rows
+    (a tie or near-tie, a zero sum) take the exact path, `_expansion_sums`.
     """
     values = np.asarray(matrix, dtype=np.float64)
     n_rows, n_cols = values.shape
-    if n_cols == 0:
-        return np.zeros(n_rows)
+    if n_cols <= 1:
+        return _expansion_sums(values) if n_cols else np.zeros(n_rows)
+    total = values[:, 0]
+    errors = np.zeros(n_rows)
+    error_size = np.zeros(n_rows)
+    for j in range(1, n_cols):
+        total, error = _two_sum(total, values[:, j])
+        errors += error
+        error_size += np.abs(error)
+    rounded, remainder = _two_sum(total, errors)
+    gap = np.spacing(np.abs(rounded))
+    # below a power of two the gap to the next smaller double is half the one above
+    half_gap = np.where(np.frexp(rounded)[0] == np.copysign(0.5, rounded), gap / 4, gap / 2)
+    # (written so that a NaN, from an overflow, is unsure too)
+    unsure = ~((np.abs(remainder) + error_size * (_ERROR_BOUND * n_cols) < half_gap)
+               & (rounded != 0.0))
+    if unsure.any():
+        rounded[unsure] = _expansion_sums(values[unsure])
+    return rounded
+
+
+# Relative bound on the naive sum of the cascade's errors (≥ (n - 1) * 2**-53 with room
+# for the rounding of the bound itself), per column.
+_ERROR_BOUND = 2.0**-50
+
+
+def _expansion_sums(values: FloatArray) -> FloatArray:
+    """Per-row ``math.fsum``, exact for every row: each row keeps a non-overlapping
+    expansion (Shewchuk's grow-expansion, as in fsum) that represents its running sum
+    exactly; the final step rounds the expansion exactly as CPython's fsum does,
+    including its round-half-even correction."""
+    n_cols = values.shape[1]
     partials: list[FloatArray] = []
     for j in range(n_cols):
         x = values[:, j]

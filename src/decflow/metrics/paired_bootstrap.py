@@ -1,10 +1,12 @@
-"""Seeded paired bootstrap over cases for metrics that are not means of per-case scores.
+"""Seeded paired bootstrap over cases for a metric that is not a mean of per-case scores.
 
-ECE and macro-F1 are functions of the whole sample (bins, per-label counts), so their change
-between two runs has no per-case decomposition to put an interval on. The paired bootstrap
-resamples *cases* with replacement — each case carries both runs' answers, so the pairing
-(and every correlation between the runs) is kept — recomputes both metrics on every
-resample, and reads one-sided 95 % bounds of the change from the 5th and 95th percentiles.
+Macro-F1 is a function of the whole sample (per-label counts), so its change between two
+runs has no per-case decomposition to put an interval on. (The ECE's change used this too,
+until its upward bias, which the percentile bootstrap keeps, showed: `metrics.ece_change`.)
+The paired bootstrap resamples *cases* with replacement — each case carries both runs'
+answers, so the pairing (and every correlation between the runs) is kept — recomputes the
+metric for both runs on every resample, and reads one-sided 95 % bounds of the change from
+the 5th and 95th percentiles.
 
 The seed is fixed, so a report reproduces. Percentile bounds of a bootstrap are only
 trusted with enough cases: below `MIN_CASES` the change is not established (and the note
@@ -20,8 +22,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-
-from decflow.metrics.golden_metrics import calibration_bin_index
 
 SEED = 20_260_925
 RESAMPLES = 2000
@@ -63,16 +63,6 @@ def _weight_chunks(n: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
         yield rng.multinomial(n, uniform, size=min(step, resamples - start)).astype(float)
 
 
-def _ece(weights: np.ndarray, confidence: np.ndarray, correct: np.ndarray,
-         n_bins: int) -> np.ndarray:
-    """ECE per row of weights: Σ_bins |Σ w·(correct − confidence)| / Σ w."""
-    bins = calibration_bin_index(confidence, n_bins)
-    one_hot = np.zeros((len(confidence), n_bins))
-    one_hot[np.arange(len(confidence)), bins] = correct.astype(float) - confidence
-    gaps = weights @ one_hot
-    return np.asarray(np.abs(gaps).sum(axis=1) / weights.sum(axis=1), dtype=np.float64)
-
-
 def _macro_f1(weights: np.ndarray, expected: np.ndarray, predicted: np.ndarray,
               n_labels: int) -> np.ndarray:
     """Macro-F1 per row of weights over the labels present (expected or predicted)."""
@@ -109,25 +99,6 @@ def _bootstrap(
     return BootstrapChange(n, float(change[0]), float(low), float(high),
                            float(spread.std(ddof=1)), resamples, n >= MIN_CASES,
                            tuple(spread.tolist()))
-
-
-def ece_change(
-    confidence_before: np.ndarray,
-    correct_before: np.ndarray,
-    confidence_after: np.ndarray,
-    correct_after: np.ndarray,
-    n_bins: int,
-    *,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-) -> BootstrapChange:
-    """ECE(after) − ECE(before) on the same labeled cases."""
-
-    def both(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (_ece(weights, confidence_before, correct_before, n_bins),
-                _ece(weights, confidence_after, correct_after, n_bins))
-
-    return _bootstrap(both, len(correct_before), resamples, seed)
 
 
 def macro_f1_change(

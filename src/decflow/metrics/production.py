@@ -94,9 +94,17 @@ def merge_groups(
     return merged
 
 
-def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int) -> list[int]:
+# Up to this many groups, a flag is counted per group through each group's mask (a few
+# vectorized boolean passes) rather than by gathering its rows' group numbers.
+_MASKED_GROUPS = 16
+
+
+def _per_group(mask: npt.NDArray[np.bool_], groups: np.ndarray, n: int,
+               members: list[npt.NDArray[np.bool_]] | None) -> list[int]:
     if n == 1:
         return [int(np.count_nonzero(mask))]
+    if members is not None:
+        return [int(np.count_nonzero(mask & member)) for member in members]
     counts: list[int] = np.bincount(groups[mask], minlength=n).tolist()
     return counts
 
@@ -161,8 +169,11 @@ def record_columns(
         .astype(np.int64)
     )
     rows = np.flatnonzero(outcome_index >= 0)
-    one_hot = np.zeros((rows.size, len(labels)))
-    one_hot[np.arange(rows.size), outcome_index[rows]] = 1.0
+    outcome_of = outcome_index[rows]
+    # each labelled row's squared distances to its outcome's one-hot vector, as
+    # (p - one_hot) ** 2 computes them (p - 0 is p) without building the one-hot rows
+    squares = probs[rows] ** 2
+    squares[np.arange(rows.size), outcome_of] = (probs[rows, outcome_of] - 1.0) ** 2
     action, fallback = table["action"], table["fallback"]
     latency, cost = table["latency_ms"], table["cost"]
     flags = {
@@ -191,8 +202,8 @@ def record_columns(
         known=known,
         correct=known & correct,
         labelled=rows,
-        brier_terms=row_sums((probs[rows] - one_hot) ** 2),
-        nll_terms=-np.log(np.maximum(probs[rows, outcome_index[rows]], NLL_FLOOR)),
+        brier_terms=row_sums(squares),
+        nll_terms=-np.log(np.maximum(probs[rows, outcome_of], NLL_FLOOR)),
         flags=flags,
         latency_rows=np.flatnonzero(flags["with_latency"]),
         latency=latency.drop_nulls().to_numpy().astype(np.float64),
@@ -234,7 +245,8 @@ def grouped_stats(
     conf_counts = _distributions(c.confidence, groups, n)
     lat_counts = _distributions(c.latency, groups[c.latency_rows], n)
     cost_counts = _distributions(c.cost, groups[c.cost_rows], n)
-    per = {name: _per_group(flag, groups, n) for name, flag in c.flags.items()}
+    members = [groups == g for g in range(n)] if 1 < n <= _MASKED_GROUPS else None
+    per = {name: _per_group(flag, groups, n, members) for name, flag in c.flags.items()}
     out: dict[str, GroupStats] = {}
     for i, key in enumerate(keys):
         counts: dict[str, Any] = {name: values[i] for name, values in per.items()}

@@ -16,8 +16,12 @@ sampling unit; a case's reruns are correlated with it):
   placebo), tested by the same betting test. Without reruns there is nothing to attribute
   against, and no evidence (never a verdict on raw flips). A limit of 0 is a count: no
   flip at all holds, any flip is judged as an excess;
-- ECE and macro-F1: a seeded paired bootstrap over cases (`metrics.paired_bootstrap`;
-  not established below its minimum number of cases);
+- ECE: each run's binned ECE within the L1 bound of its answers' noise at the largest 0/1
+  variance, the better calibrated run's not shown above 0 (`metrics.ece_change`: the
+  binned ECE's upward bias, largest for the better calibrated run, would otherwise bias
+  the increase down);
+- macro-F1: a seeded paired bootstrap over cases (`metrics.paired_bootstrap`; not
+  established below its minimum number of cases);
 - segments: the accuracy drop of each gated segment, Holm-adjusted on each side.
 
 Every result is a `ChangeEvidence`: the core's `MeanTest` (bounds, one-sided p-values, the
@@ -39,6 +43,7 @@ import numpy as np
 
 from decflow.metrics.bounded_mean import mean_test
 from decflow.metrics.compare import compare
+from decflow.metrics.ece_change import ece_change_test
 from decflow.metrics.evidence import (
     ALPHA,
     POWER,
@@ -51,7 +56,7 @@ from decflow.metrics.evidence import (
 from decflow.metrics.golden_metrics import NLL_FLOOR
 from decflow.metrics.paired import paired_proportions
 from decflow.metrics.paired_bootstrap import MIN_CASES as BOOTSTRAP_MIN_CASES
-from decflow.metrics.paired_bootstrap import BootstrapChange, ece_change, macro_f1_change
+from decflow.metrics.paired_bootstrap import BootstrapChange, macro_f1_change
 from decflow.metrics.rerun_noise import Placebo, case_scores
 
 NLL_SPAN = -math.log(NLL_FLOOR)  # the largest per-case NLL
@@ -280,13 +285,13 @@ class PairedDiff:
             notes=(f"the bootstrap needs at least {BOOTSTRAP_MIN_CASES} cases",))
 
     def ece_increase(self, limit: float) -> ChangeEvidence:
+        """The binned ECE's change, with bounds that allow for its bias
+        (`metrics.ece_change`)."""
         rows = np.flatnonzero(self.labeled)
         before, after = self.before[rows], self.after[rows]
-        found = ece_change(
+        return ChangeEvidence(ece_change_test(
             before.max(axis=1), self.scores_before[0][rows] == 1.0,
-            after.max(axis=1), self.scores_after[0][rows] == 1.0, self.bins,
-        )
-        return self._bootstrap(found, 1.0, limit)
+            after.max(axis=1), self.scores_after[0][rows] == 1.0, self.bins, limit))
 
     def macro_f1_drop(self, limit: float) -> ChangeEvidence:
         rows = np.flatnonzero(self.labeled)

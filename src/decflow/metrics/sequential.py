@@ -292,7 +292,9 @@ def contradicted(low: float | None, high: float | None) -> bool:
     return low is not None and high is not None and low > high
 
 
-def _running_max(path: Floats) -> float:
+def running_max(path: Floats) -> float:
+    """The largest log capital of a bettor's path so far (0 before any case): a crossing at
+    any case counts."""
     return float(np.max(path)) if path.size else 0.0
 
 
@@ -336,8 +338,8 @@ def evaluate(gate: RatioGate, num: npt.ArrayLike, den: npt.ArrayLike, alpha: flo
     else:
         x = gate.per_case(num_a, den_a, gate.limit)
         zero = gate.zero_point(gate.limit)
-        log_fail = _running_max(betting_log_capital(x, zero, "fail", gate.finite))
-        log_pass = _running_max(betting_log_capital(x, zero, "pass", gate.finite))
+        log_fail = running_max(betting_log_capital(x, zero, "fail", gate.finite))
+        log_pass = running_max(betting_log_capital(x, zero, "pass", gate.finite))
     decision: Decision | None = None
     reason: Literal["evidence", "certain"] | None = None
     sure = _certain(gate, num_a, den_a)
@@ -372,7 +374,7 @@ def ratio_bounds(gate: RatioGate, num: Floats, den: Floats, alpha: float, *,
 
     def capital(r: float, claim: Claim) -> float:
         x = shape.per_case(num, den, r)
-        return _running_max(betting_log_capital(x, shape.zero_point(r), claim, gate.finite))
+        return running_max(betting_log_capital(x, shape.zero_point(r), claim, gate.finite))
 
     lo, hi = bottom, top
     for _ in range(_BISECTIONS):

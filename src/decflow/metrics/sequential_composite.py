@@ -33,6 +33,7 @@ from typing import ClassVar, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from decflow.metrics.case_rates import Thresholds
 from decflow.metrics.numeric import percentiles
 from decflow.metrics.sequential import (
     BinnedGaps,
@@ -40,12 +41,18 @@ from decflow.metrics.sequential import (
     GateEvidence,
     Hypergeometric,
     RatioGate,
+    betting_log_capital,
     evaluate,
     ratio_bounds,
+    running_max,
 )
 
 Floats = npt.NDArray[np.float64]
 Indices = npt.NDArray[np.int64]
+
+SUITE_PROMISE = "the full run's verdict, with probability at least 1 - alpha per gate"
+MODEL_PROMISE = ("a verdict about the model's rate, wrong with probability at most alpha per "
+                 "gate; not necessarily the full run's status")
 
 
 class Composite(Protocol):
@@ -56,6 +63,12 @@ class Composite(Protocol):
 
     @property
     def costly(self) -> bool: ...
+
+    @property
+    def promise(self) -> str:
+        """What the sequential verdict promises: the full run's (SUITE_PROMISE) or a
+        verdict about the model (MODEL_PROMISE)."""
+        ...
 
     def evidence(self, sent: int, alpha: float, *, interval: bool) -> GateEvidence: ...
 
@@ -82,6 +95,7 @@ class ModalShare:
     method: ClassVar[str] = ("per-label confidence sequences without replacement "
                              "(Bonferroni for blind)")
     costly: ClassVar[bool] = False
+    promise: ClassVar[str] = SUITE_PROMISE
 
     def _gate(self) -> RatioGate:
         return RatioGate(self.threshold, "<", self.population)
@@ -153,6 +167,7 @@ class MacroF1:
     predicted: Indices
     method: ClassVar[str] = "per-label F1 confidence sequences without replacement (Bonferroni)"
     costly: ClassVar[bool] = True
+    promise: ClassVar[str] = SUITE_PROMISE
 
     def _per_label(self, sent: int) -> list[tuple[Floats, Floats]]:
         truth, predicted = self.truth[:sent], self.predicted[:sent]
@@ -212,6 +227,7 @@ class Exceedance:
     method: ClassVar[str] = ("hypergeometric confidence sequences on the count of cases "
                              "above the limit")
     costly: ClassVar[bool] = False
+    promise: ClassVar[str] = SUITE_PROMISE
     counts: tuple[int, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -253,6 +269,7 @@ class BinnedEce:
     gaps: Floats
     method: ClassVar[str] = "per-bin betting confidence sequences, without replacement (Bonferroni)"
     costly: ClassVar[bool] = True
+    promise: ClassVar[str] = SUITE_PROMISE
 
     def estimate(self, sent: int) -> float | None:
         """The ECE of the cases sent (the same sum as the full run's)."""
@@ -267,3 +284,88 @@ class BinnedEce:
         found, low, high = self.gate.decision(self.which[:sent], self.gaps[:sent], alpha)
         return GateEvidence(sent, self.estimate(sent), low, high, 0.0, 0.0, found,
                             _reason(found, False))
+
+
+@dataclass(frozen=True, eq=False)
+class SuiteRate:
+    """A rate whose full-run verdict is a function of one sum over the suite (the stability
+    meter: each complete case's share of flipped rerun pairs, `rate_test` on them): the
+    sequential verdict is the full run's, settled from the cases sent.
+
+    `values` holds each case's share (0 when it does not count), `counted` whether it counts
+    (a complete case); `thresholds` are `rate_test`'s at the suite's N cases. With n ≤ N
+    counted cases the full test fails from a sum at most the one at N and holds up to a sum
+    at most one less per case left out (its p-values fall as the sum grows, rise as n grows
+    with the sum fixed, and adding a case and a one to the sum never raises the failing
+    one), so, with A the suite's sum of shares and B the same counting every case left out
+    as 1:
+
+    - FAIL when A > fail_above is shown, PASS when B < pass_below is shown;
+    - not established (the full run's own verdict then) when B < fail_from and
+      A > pass_to are both shown.
+
+    Each of these four claims is a confidence sequence without replacement on a suite sum
+    (the hypergeometric e-process for 0/1 values, betting otherwise) at α/4, so any wrong
+    claim, whatever the suite, has probability ≤ α: the sequential status equals the full
+    run's with probability ≥ 1 − α. Unlike a bettor on the model's rate, it decides a
+    suite whose rate sits between the limit and where the full test decides (a grey zone)
+    only by showing the full test's verdict there: not established.
+    """
+
+    thresholds: Thresholds
+    population: int
+    values: Floats
+    counted: Floats
+    binary: bool
+    method: ClassVar[str] = ("confidence sequences without replacement on the suite's sum "
+                             "against the full test's critical sums (alpha/4 per claim)")
+    costly: ClassVar[bool] = False
+    promise: ClassVar[str] = SUITE_PROMISE
+
+    def _claim(self, values: Floats, at: float, sent: int, alpha: float, *,
+               below: bool) -> tuple[bool, bool, float]:
+        """Whether the suite's sum of `values` is shown above `at` (or, `below`, under it;
+        for counts: at most `at` − 1) from the first `sent`: (shown, certain, log e)."""
+        seen = values[:sent]
+        total = float(seen.sum())
+        unseen = self.population - sent
+        certain = total + unseen < at if below else total > at
+        if self.binary:
+            k_pass = round(at) - 1 if below else round(at)
+            log_e = Hypergeometric(self.population).log_evidence(
+                sent, round(total), k_pass, "pass" if below else "fail")
+        else:
+            mean = min(max(at / self.population, 0.0), 1.0)
+            log_e = running_max(betting_log_capital(seen, mean, "pass" if below else "fail",
+                                                     self.population))
+        return certain or log_e >= math.log(1.0 / alpha), certain, log_e
+
+    def evidence(self, sent: int, alpha: float, *, interval: bool) -> GateEvidence:
+        share = alpha / 4
+        t = self.thresholds
+        counted = self.values * self.counted
+        worst = np.minimum(counted + (1.0 - self.counted), 1.0)
+        fails, fails_surely, log_fail = self._claim(counted, t.fail_above, sent, share,
+                                                    below=False)
+        passes, passes_surely, log_pass = self._claim(worst, t.pass_below, sent, share,
+                                                      below=True)
+        decision: Decision | None = None
+        certain = False
+        if fails:
+            decision, certain = "fail", fails_surely
+        elif passes:
+            decision, certain = "pass", passes_surely
+        else:
+            under, under_surely, _ = self._claim(worst, t.fail_from, sent, share, below=True)
+            over, over_surely, _ = self._claim(counted, t.pass_to, sent, share, below=False)
+            if under and over:
+                decision, certain = "not_established", under_surely and over_surely
+        den = self.counted[:sent]
+        total = float(den.sum())
+        estimate = float(counted[:sent].sum()) / total if total else None
+        low = high = None
+        if interval and total:  # the suite's rate, shown at α per side like every gate's
+            low, high = ratio_bounds(RatioGate(0.0, "<=", self.population), counted[:sent],
+                                     den, alpha)
+        return GateEvidence(sent, estimate, low, high, log_fail, log_pass, decision,
+                            _reason(decision, certain))

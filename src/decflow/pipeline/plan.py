@@ -6,9 +6,11 @@ before its first call. Sizes come from the same statistics the verdicts use:
 
 - stability: k reruns per case give ⌊k/2⌋ disjoint pairs each; a `deterministic` verdict
   at ε needs a number of quiet *cases* (the case is the sampling unit), from the meter's own
-  test;
+  test; the power curve: the cases that show a flip rate of 2, 3 and 5 × ε (effects 1, 2,
+  4 × ε) with 80 % power (`metrics.power`);
 - counterfactual: the distinct persona arms (base persona, cross pairs, placebo partners),
-  and the cases a `fair-qualified` verdict needs when no pair flips (the clustered excess);
+  the cases a `fair-qualified` verdict needs when no pair flips (the clustered excess), and
+  the power curve of the unfair verdict at Holm's first level;
 - blindness: no call of its own (it reads the originals' and base personas' decisions);
 - metamorphic properties: their transformed requests, derived exactly as the run derives
   them (seeded), less those that carry a generation error.
@@ -23,6 +25,8 @@ from decflow.contracts.properties import Paraphrase
 from decflow.data.golden_dataset import load_golden
 from decflow.diagnostics.counterfactual import plan as counterfactual_plan
 from decflow.diagnostics.stability import cases_for_deterministic
+from decflow.metrics.evidence import ALPHA
+from decflow.metrics.power import Test, power_curve
 from decflow.pipeline.contract_run.derive import (
     counterfactual_config,
     derived_requests,
@@ -52,6 +56,8 @@ def _stability(config: Stability, n_cases: int) -> dict[str, Any]:
         "pairs": pairs,
         "cases_needed": needed,
         "can_decide": needed is not None and n_cases >= needed,
+        "power": power_curve("binomial" if config.repeats // 2 <= 1 else "bentkus",
+                             config.epsilon),
         "advice": f"{pairs} rerun pairs over {n_cases} cases; a deterministic verdict at ε "
         f"{config.epsilon:g} needs {needed} quiet cases"
         + ("" if n_cases >= (needed or 0) else
@@ -82,6 +88,9 @@ def _counterfactual(
             "cases": cross["case_id"].n_unique(),
             "not_exercised": pairs.not_exercised.get(axis),
         })
+    attributed = config.placebo and config.persona_pairs is None
+    test: Test = ("difference" if attributed else
+                  "binomial" if config.num_pairs_per_dimension <= 1 else "bentkus")
     return {
         "name": "counterfactual",
         "calls": len(pairs.unique_arms()),
@@ -90,6 +99,9 @@ def _counterfactual(
         else "unattributed",
         "cases_needed": sized["cases_needed"],
         "can_decide": sized["can_qualify"],
+        # Unfair is judged after Holm across the axes: its first step's level.
+        "power": power_curve(test, config.max_flip_rate,
+                             alpha=ALPHA / max(len(config.dimensions), 1)),
         "axes": axes,
         "advice": sized["advice"],
     }

@@ -20,6 +20,8 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         )
         lines.append(f"  {item['name']:<15}{item['calls']:>7} calls{verdict}")
         lines.append(f"  {'':<15}{item['advice']}")
+        if item.get("power"):
+            lines.append(f"  {'':<15}{power_line(item['power'])}")
         for axis in item.get("axes", []):
             if axis["not_exercised"]:
                 lines.append(f"  {'':<15}{axis['axis']}: not exercised ({axis['not_exercised']})")
@@ -33,6 +35,17 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     if plan.get("sequential"):
         lines.extend(_sequential_lines(plan["sequential"]))
     return lines
+
+
+def power_line(curve: list[dict[str, Any]]) -> str:
+    """The power curve: cases that show a rate of (1 + k)·limit failing, k = 1, 2, 4."""
+    shown = []
+    for index, point in enumerate(curve):
+        cases = "over a million" if point["cases"] is None else f"{point['cases']}"
+        effect = f"limit + {point['effect']}x" if index == 0 else f"+{point['effect']}x"
+        shown.append(f"{point['rate']:.3g} ({effect}) in {cases}")
+    return ("power 80% (each case all or nothing): shown failing at "
+            + ", ".join(shown) + " cases")
 
 
 def _sequential_lines(plan: dict[str, Any]) -> list[str]:

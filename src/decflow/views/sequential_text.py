@@ -35,7 +35,12 @@ def sequential_block(report: dict[str, Any]) -> list[str]:
             f"    {gate['gate']:<36} {gate['decision'] or 'undecided':<9} {estimate}{interval}"
             f" after {gate['cases_used']} cases; e {e_value(gate['e_fail'])} (fail) / "
             f"{e_value(gate['e_pass'])} (pass); {gate['stop_reason']}"
-            + (f"; zero_limit: {gate['zero_limit']}" if gate.get("zero_limit") else ""))
+            + (f"; zero_limit: {gate['zero_limit']}" if gate.get("zero_limit") else "")
+            + ("; about the model" if gate.get("promise") == "model" else ""))
+    if any(gate.get("promise") == "model" for gate in section["gates"]):
+        lines.append("    gates marked 'about the model' are verdicts about the model's rate, "
+                     "wrong with probability at most the alpha per gate; they need not be "
+                     "the full run's status")
     return lines
 
 

@@ -1,15 +1,20 @@
 """The diagnostics of a sequential run as gates decided batch by batch.
 
 - `stability.verdict`: each complete case's share of flipped rerun pairs (the meter's own
-  pairing, `rerun_pairs`) against ε. The verdict is about the model's flip rate, as the
-  full run's is, so the bettor bets against ε itself (`RatioGate(target="model")`):
-  stochastic (FAIL at its level) once the one against "rate ≤ ε" reaches 1/α_g,
-  deterministic (PASS) once the one against "rate ≥ ε" does; neither by the last case: the
-  full run's verdict.
+  pairing, `rerun_pairs`). The full run's verdict is `rate_test` on those shares, a
+  function of their sum, so the sequential run settles it (`SuiteRate`): stochastic (FAIL
+  at its level) once the suite's sum is shown above the full test's failing sum at the
+  suite's size, deterministic (PASS) once shown below its holding sum, not established
+  once shown between them — the full run's status with probability ≥ 1 − α_g, also where
+  the rate sits between ε and where the full test decides.
 - `blindness.max_skew`: the originals' labels as a `ModalShare` of the suite, each input
   counted once (its first case in suite order, as the full run counts it).
 - `counterfactual.<axis>.max_flip_rate`: each case's excess (cross minus placebo flip share,
-  `case_differences`) against `max_flip_rate`, for the model like the stability rate. FAIL
+  `case_differences`) against `max_flip_rate`, a verdict about the model's excess
+  (`RatioGate(target="model")`: the cases are i.i.d. draws of the model in any order), wrong
+  with probability ≤ α_g — the weaker promise: not necessarily the full run's status, whose
+  test (`metrics.differences`, Holm on the unfair side) is not a function of a few sums the
+  run could settle (MODEL_PROMISE, stated in the report). FAIL
   once the bettor against "excess ≤ limit" reaches 1/α_g; PASS (fair) only with a placebo
   and with the base-persona decisions shown not blind, the bettor against "excess ≥ limit"
   at α_g/2 and the base decisions' `ModalShare` at α_g/2; shown below but blind, or without
@@ -43,8 +48,9 @@ from decflow.diagnostics.counterfactual import (
 from decflow.diagnostics.pair_storage import BASE, SKIPPED
 from decflow.diagnostics.stability import rerun_pairs
 from decflow.gates.checks import Check
+from decflow.metrics.case_rates import rate_thresholds
 from decflow.metrics.sequential import Decision, GateEvidence, RatioGate, evaluate
-from decflow.metrics.sequential_composite import ModalShare
+from decflow.metrics.sequential_composite import MODEL_PROMISE, ModalShare, SuiteRate
 from decflow.pipeline.contract_run.derive import arm_fingerprint, counterfactual_config
 from decflow.pipeline.contract_run.diagnostics_section import DiagnosticRows, meter_input
 from decflow.pipeline.contract_run.sequential_gates import Design, Tracked, limit_zero, suite_only
@@ -81,6 +87,7 @@ class PersonaAxis:
     method: ClassVar[str] = ("betting confidence sequence on the per-case excess over "
                              "placebo (the model's rate)")
     costly: ClassVar[bool] = False
+    promise: ClassVar[str] = MODEL_PROMISE
 
     def evidence(self, sent: int, alpha: float, *, interval: bool) -> GateEvidence:
         found = evaluate(self.excess, self.values[:sent], self.counted[:sent], alpha,
@@ -118,17 +125,30 @@ def _label_index(labels: Sequence[str], selected: Sequence[str | None]) -> np.nd
                     dtype=np.int64)
 
 
+def stability_gate(epsilon: float, population: int, values: Floats, counted: Floats,
+                   most_pairs: int) -> SuiteRate:
+    """`stability.verdict` as the full run's verdict settled from the cases sent: each
+    complete case's share of flipped rerun pairs, against `rate_test`'s critical sums at the
+    suite's size (`most_pairs`: the most pairs a case has, which picks the full test)."""
+    return SuiteRate(rate_thresholds(population, most_pairs, epsilon), population, values,
+                     counted, binary=most_pairs <= 1)
+
+
 def _stability(check: Check, rows: DiagnosticRows, order: Sequence[str],
                design: Design) -> Tracked:
     series = meter_input(rows)
     num, den = np.zeros(len(order)), np.zeros(len(order))
+    most = 0
     if series is not None:
-        pairs = rerun_pairs(series).group_by("case_id").agg(pl.col("flipped").mean())
+        pairs = rerun_pairs(series).group_by("case_id").agg(
+            pl.col("flipped").mean().alias("share"), pl.len().alias("pairs"))
         where = _positions(order)
-        for case, share in pairs.iter_rows():
+        for case, share, count in pairs.iter_rows():
             num[where[case]], den[where[case]] = share, 1.0
-    return Tracked(check, num, den, RatioGate(check.threshold, "<=", design.population,
-                                              target="model"))
+            most = max(most, int(count))
+    ones = np.ones(len(order))
+    return Tracked(check, ones, ones, None, composite=stability_gate(
+        check.threshold, design.population, num, den, most))
 
 
 def _blindness(check: Check, labels: Sequence[str], rows: DiagnosticRows,

@@ -37,7 +37,14 @@ from decflow.metrics.sequential import (
     interval_label,
     split_alpha,
 )
-from decflow.metrics.sequential_composite import BinnedEce, Composite, Exceedance, MacroF1
+from decflow.metrics.sequential_composite import (
+    MODEL_PROMISE,
+    SUITE_PROMISE,
+    BinnedEce,
+    Composite,
+    Exceedance,
+    MacroF1,
+)
 from decflow.pipeline.contract_run.golden_section import golden_arrays
 from decflow.pipeline.contract_run.transformed import judged
 
@@ -330,6 +337,9 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             estimate, low, high = found.estimate, found.low, found.high
             method = item.composite.method
         notes: tuple[str, ...] = ("sequential",)
+        promise = item.composite.promise if item.composite is not None else SUITE_PROMISE
+        if promise == MODEL_PROMISE:
+            notes += (promise,)
         crossed = contradicted(low, high)
         if crossed:
             # No value survives the bounds: say so, never print an inverted interval.
@@ -391,6 +401,7 @@ def sequential_checks(tracked: Sequence[Tracked], states: Mapping[str, GateState
             "e_fail": _e_value(state.log_e_fail),
             "e_pass": _e_value(state.log_e_pass),
             "method": method,
+            "promise": "model" if promise == MODEL_PROMISE else "full run",
             **({ZERO_LIMIT: unseen} if unseen is not None else {}),
         })
     return checks, rows
