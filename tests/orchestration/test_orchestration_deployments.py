@@ -291,3 +291,22 @@ def test_crash_after_says_and_enforces_its_minimum() -> None:
     assert code == 0 and f"at least {MIN_WINDOW_S}" in " ".join(out.split())
     code, _, err = run_cli("prefect-setup", "--crash-after", str(MIN_WINDOW_S - 1))
     assert code == 2 and f"greater than or equal to {MIN_WINDOW_S}" in err
+
+
+def test_a_nightly_names_a_baseline_of_another_mode(tmp_path: Path) -> None:
+    import shutil
+
+    from decflow import sdk
+    from decflow.flows.nightly_regression import mode_note, not_diffed
+    from decflow.store.store import Store
+    from tests.support.paths import ROOT
+
+    shutil.copytree(ROOT / "contracts" / "refund", tmp_path / "refund")
+    store = str(tmp_path / "store")
+    baseline = sdk.run_test(str(tmp_path / "refund" / "decflow.yaml"), store=store)
+    run_id = baseline["run"]["id"]
+    assert mode_note(Store(store), run_id, "test") == ""
+    assert mode_note(Store(store), run_id, "all") == " (baseline mode test, nightly mode all)"
+    assert not_diffed("refund_request", "default") == (
+        "WARN (not diffed: no accepted baseline for refund_request/default; accept one with "
+        "decflow runs accept RUN)")
