@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,7 +35,7 @@ CASE = {"id": "r1", "input": "The blender arrived damaged.", "expected": "refund
 @dataclass(frozen=True)
 class Attack:
     """`prepare(folder, server)` writes the attack's files and returns the command's
-    arguments (run in `folder`, `--store store` added)."""
+    arguments (run in `folder`, `--store store` added when the command `stores`)."""
 
     name: str
     prepare: Callable[[Path, HostileServer], list[str]]
@@ -45,10 +45,12 @@ class Attack:
     max_rss_mb: float = 400
     max_s: float = 30
     also: Callable[[HostileServer], None] | None = field(default=None)
+    stores: bool = True  # the command takes --store
 
 
 def contract(folder: Path, **sections: Any) -> Path:
-    """A refund contract on the mock backend over a one-case dataset, with `sections`."""
+    """A refund contract on the mock backend over a one-case dataset, with `sections`
+    (which may replace the backend or the dataset)."""
     document: dict[str, Any] = {
         "schema_version": "0.1",
         "decision": {"name": "refund_request", "type": "choice", "options": LABELS},
@@ -76,6 +78,64 @@ def paraphrased_by(mode: str) -> Callable[[Path, HostileServer], list[str]]:
     return prepare
 
 
+def answered_by(mode: str) -> Callable[[Path, HostileServer], list[str]]:
+    """`test` with the http backend on the hostile server's `mode`."""
+    def prepare(folder: Path, server: HostileServer) -> list[str]:
+        contract(folder, backend={"provider": "http", "url": f"{server.url}/{mode}/decide",
+                                  "timeout_s": 30})
+        return ["test", "decflow.yaml"]
+    return prepare
+
+
+RECORD = {"decision": "refund_request", "selected": "refund",
+          "probabilities": {"refund": 0.8, "reject": 0.1, "review": 0.1}}
+
+
+def repeated_megabyte(table: dict[str, Any]) -> Any:
+    """`table` plus an `input` column repeating one 1 MB text in each of its 3,000 rows, as
+    a Parquet dictionary (a few kilobytes on disk, 3 GB once decoded)."""
+    import pyarrow as pa
+
+    rows = 3000
+    columns = {name: [value] * rows for name, value in table.items()}
+    repeated = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()),
+                                              pa.array(["x" * 1_000_000]))
+    return pa.table({**columns, "input": repeated})
+
+
+def golden_parquet(folder: Path, _server: HostileServer) -> list[str]:
+    import pyarrow.parquet as pq
+
+    contract(folder, dataset="cases.parquet")
+    table = repeated_megabyte({"expected": "refund"})
+    pq.write_table(table.append_column("id", [[f"c{i}" for i in range(table.num_rows)]]),
+                   folder / "cases.parquet", compression="zstd", store_schema=False)
+    return ["validate", "decflow.yaml"]
+
+
+def records_parquet(folder: Path, _server: HostileServer) -> list[str]:
+    import pyarrow.parquet as pq
+
+    contract(folder)
+    pq.write_table(repeated_megabyte(RECORD), folder / "records.parquet", compression="zstd",
+                   store_schema=False)
+    return ["check", "decflow.yaml", "-d", "records.parquet"]
+
+
+def surrogate_case(folder: Path, _server: HostileServer) -> list[str]:
+    contract(folder)
+    (folder / "cases.jsonl").write_text(
+        '{"id": "r1", "input": "broken \\ud800 text", "expected": "refund"}\n')
+    return ["test", "decflow.yaml"]
+
+
+def surrogate_record(folder: Path, _server: HostileServer) -> list[str]:
+    contract(folder)
+    record = json.dumps(RECORD)[:-1] + ', "model": "m\\ud800"}'
+    (folder / "records.jsonl").write_text(record + "\n")
+    return ["check", "decflow.yaml", "-d", "records.jsonl"]
+
+
 def no_compression_asked(server: HostileServer) -> None:
     (head,) = [h for h in server.heads if h.startswith("POST /gzip/")]
     assert "accept-encoding" not in head.lower()
@@ -96,6 +156,21 @@ ATTACKS = [
            kinds=("paraphrase_error",)),
     Attack("paraphraser answer with a duplicate key", paraphrased_by("duplicate"), 1,
            kinds=("paraphrase_error",)),
+    Attack("golden Parquet repeating a 1 MB input", golden_parquet, 2,
+           error=r"^error: cases\.parquet: row \d+: the dataset passes 256 MiB here",
+           stores=False),
+    Attack("records Parquet repeating a 1 MB input", records_parquet, 2,
+           error=r"^error: records\.parquet: row \d+: row group 1 passes 512 MiB here"),
+    Attack("backend answer of 21M empty lists", answered_by("metadata-lists"), 2,
+           error=r"first error: invalid_response: response is not read: up to [\d,]+ JSON "
+                 r"values; at most 1,048,576"),
+    Attack("lone surrogate in a dataset line", surrogate_case, 2,
+           error=r"^error: cases\.jsonl: line 1: input is not valid Unicode: a lone "
+                 r"surrogate \\ud800 at character 8; nothing of the run was kept"),
+    Attack("lone surrogate in a check record", surrogate_record, 2,
+           error=r"^error: records\.jsonl: line 1: model is not valid Unicode"),
+    Attack("lone surrogate in an answer's model", answered_by("surrogate-model"), 2,
+           error=r"first error: invalid_response: model is not valid Unicode"),
 ]
 
 
@@ -119,24 +194,39 @@ class Outcome:
     peak_rss_mb: float
 
 
+# Starts the command from a small process and writes its peak RSS (KiB) and exit code: a
+# child forked from the test process would count the test process's memory as its own
+# (Linux keeps the larger of the peaks before and after exec).
+LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, "-m", "decflow", *sys.argv[2:]])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    report.write(f"{usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+"""
+
+
 def run_measured(args: list[str], cwd: Path, out: Path, limit_s: float) -> Outcome:
     """`python -m decflow ARGS` in `cwd`; its exit code, stderr, wall time and peak RSS
-    (the child's own, from wait4), killed past `limit_s`."""
+    (its own, from wait4), killed past `limit_s`."""
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "DECFLOW_STORE")}
+    measured = out / "measured"
     with (out / "stderr").open("wb") as err:
         started = time.monotonic()
-        child = subprocess.Popen([sys.executable, "-m", "decflow", *args], cwd=cwd, env=env,
-                                 stdout=subprocess.DEVNULL, stderr=err)
-        watchdog = threading.Timer(limit_s, child.kill)
-        watchdog.start()
+        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(measured), *args],
+                                    cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                    start_new_session=True)
         try:
-            _, status, usage = os.wait4(child.pid, 0)
-        finally:
-            watchdog.cancel()
-        child.returncode = os.waitstatus_to_exitcode(status)
+            launcher.wait(limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+            raise AssertionError(f"decflow {' '.join(args)} ran past {limit_s:g}s") from None
         seconds = time.monotonic() - started
-    return Outcome(child.returncode, (out / "stderr").read_text(), seconds,
-                   usage.ru_maxrss / 1024)
+    peak_kib, code = measured.read_text().split()
+    return Outcome(int(code), (out / "stderr").read_text(), seconds, int(peak_kib) / 1024)
 
 
 def recorded_kinds(store: Path) -> set[str]:
@@ -159,7 +249,9 @@ def test_an_attack_ends_as_documented_within_bounds(
     store = folder / "store"
     before = snapshot(tmp_path, store)
 
-    outcome = run_measured([*args, "--store", str(store)], folder, out, attack.max_s * 2)
+    if attack.stores:
+        args += ["--store", str(store)]
+    outcome = run_measured(args, folder, out, attack.max_s * 2)
 
     errors = [line for line in outcome.stderr.splitlines() if line.startswith("error:")]
     assert outcome.code == attack.exit_code, outcome.stderr
@@ -172,6 +264,8 @@ def test_an_attack_ends_as_documented_within_bounds(
         assert recorded_kinds(store) == set(attack.kinds)
     assert outcome.peak_rss_mb < attack.max_rss_mb
     assert outcome.seconds < attack.max_s
-    assert snapshot(tmp_path, store) == {**before, "out/stderr": snapshot(out, store)["stderr"]}
+    written = snapshot(out, store)
+    assert snapshot(tmp_path, store) == {**before, **{f"out/{name}": seen
+                                                      for name, seen in written.items()}}
     if attack.also is not None:
         attack.also(server)

@@ -165,7 +165,8 @@ def _as_parquet(records: list[dict], path: Path) -> None:
 def test_store_stages_give_the_same_report(contract, tmp_path: Path) -> None:
     from decflow.contracts import load_contract
     from decflow.data.record_units import plan_source
-    from decflow.pipeline.production.run import check_context, run_check
+    from decflow.pipeline.production.baseline import BASELINE
+    from decflow.pipeline.production.run import run_check
     from decflow.pipeline.production.stages import AGGREGATES, CheckSpec
     from decflow.pipeline.production.workers import read_units
     from decflow.pipeline.stage import run_stage, run_units
@@ -180,19 +181,20 @@ def test_store_stages_give_the_same_report(contract, tmp_path: Path) -> None:
         assert report[key] == direct[key], key
     _assert_matches(report, _oracle("check-refund-drift.json"))
 
-    def nothing_to_read(_context: object, missing: list) -> list:
+    def nothing_to_read(_stage: object, _context: object, missing: list) -> list:
         raise AssertionError(f"read again: {missing}")
 
     loaded = load_contract(EXAMPLE / "decguard.yaml")
     spec = CheckSpec(str(EXAMPLE / "decguard.yaml"), source, store.location, "",
                      plan_source(source))
-    again = check_context(spec, store, loaded, nothing_to_read)  # every unit is a cache hit
+    # every unit is a cache hit
+    again = BASELINE.context(spec, store, loaded, {}, units=nothing_to_read)
     aggregates = run_stage(AGGREGATES, again)
     assert [o.manifest for o in again.unit_outcomes] == [
         o.manifest for o in run_units(AGGREGATES, again)]
     # what a process computed merges to the same bits as what the store holds
     shutil.rmtree(tmp_path / "store" / "stages" / "aggregates")
-    computed = check_context(spec, store, loaded, read_units)
+    computed = BASELINE.context(spec, store, loaded, {}, units=read_units)
     assert run_stage(AGGREGATES, computed).sha256 == aggregates.sha256
     # The store holds statistics and id hashes, never the records.
     stored = list((tmp_path / "store" / "stages").rglob("*.parquet"))

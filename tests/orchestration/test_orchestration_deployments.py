@@ -124,6 +124,22 @@ def test_a_drift_check_without_a_baseline_is_an_error(tmp_path: Path) -> None:
         build_deployments(bad)
 
 
+@pytest.mark.parametrize(("names", "expected"), [
+    (["nightly", "nightly-served"], "names ending in '-served' are kept for"),
+    (["nightly", "nightly"], "'nightly' is defined twice"),
+])
+def test_names_serve_and_deploy_would_share_are_an_error(
+        tmp_path: Path, names: list[str], expected: str) -> None:
+    from decflow.errors import DecflowError
+    from decflow.flows.deployments import build_deployments, load_definitions
+
+    (nightly,) = [e for e in load_definitions(DEPLOYMENTS) if "nightly" in e["name"]]
+    bad = tmp_path / "prefect.yaml"
+    bad.write_text(yaml.safe_dump({"deployments": [{**nightly, "name": n} for n in names]}))
+    with pytest.raises(DecflowError, match=expected):
+        build_deployments(bad)
+
+
 def test_serve_entrypoint_is_import_safe() -> None:
     namespace = runpy.run_path(str(ROOT / "deployments" / "serve.py"), run_name="not_main")
     assert callable(namespace["serve_deployments"])

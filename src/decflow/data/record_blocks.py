@@ -12,9 +12,19 @@ import threading
 from dataclasses import dataclass
 from typing import TypeVar
 
+from decflow.data.bounds import MAX_RECORD_LINE_BYTES
+
 _SPARE = threading.local()
 # The bytes a reader works on: a block read in place (bytearray) or a whole file (bytes).
 Block = TypeVar("Block", bytes, bytearray)
+
+
+class LongLine(Exception):
+    """A line longer than the reader's bound; `before` lines of the block precede it."""
+
+    def __init__(self, before: int) -> None:
+        super().__init__(f"a line after {before} others is too long")
+        self.before = before
 
 
 class BlockReader:
@@ -36,12 +46,17 @@ class BlockReader:
 
     def read(self, size: int, *, whole_lines: bool) -> bytearray:
         """Up to `size` bytes, then (`whole_lines`) the rest of the last line: JSONL blocks
-        end at the end of a line or of the file."""
+        end at the end of a line or of the file. A line longer than
+        `MAX_RECORD_LINE_BYTES` is `LongLine`, found before it is held whole."""
         block = self._sized(size)
         del block[self.handle.readinto(block) :]
-        if whole_lines and block and not block.endswith(b"\n"):
-            block += self.handle.readline()  # grows in place: no copy of the block
         self._buffer = block
+        if whole_lines and block and not block.endswith(b"\n"):
+            started = len(block) - block.rfind(b"\n") - 1
+            rest = self.handle.readline(MAX_RECORD_LINE_BYTES - started + 1)
+            if started + len(rest) > MAX_RECORD_LINE_BYTES:
+                raise LongLine(block.count(b"\n"))
+            block += rest  # grows in place: no copy of the block
         return block
 
     def _sized(self, size: int) -> bytearray:

@@ -15,6 +15,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from decflow.data.bounds import MAX_GROUP_BYTES, MAX_RECORD_FIELD_BYTES, mib
+from decflow.data.parquet_bounds import check_group_footer, check_read, large_columns
 from decflow.data.record_bytes import may_nest_deeper
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_rules import (
@@ -29,7 +31,7 @@ from decflow.data.record_rules import (
     loads_strict,
     normalize_record,
 )
-from decflow.data.record_units import row_group_rows
+from decflow.data.record_units import parquet_footer
 from decflow.errors import DatasetError
 from decflow.store.remote import polars_options
 
@@ -55,15 +57,23 @@ def parquet_batches(
         )
     first, count = rows if rows is not None else (1, None)
     group_start = 1
-    for size in row_group_rows(str(path)):
+    footer = parquet_footer(str(path))
+    for index in range(footer.num_row_groups):
+        size = footer.row_group(index).num_rows
         group_end = group_start + size
         if group_end > first and (count is None or group_start < first + count):
+            check_group_footer(footer, index, str(path), group_start)
             try:
                 group = scan.slice(group_start - 1, size).collect()
             except (pl.exceptions.PolarsError, OSError) as exc:
                 raise DatasetError(
                     f"{path}: row {group_start}: unreadable Parquet data ({exc})"
                 ) from None
+            check_read(group, str(path), group_start, limit=MAX_GROUP_BYTES,
+                       what=f"row group {index + 1}",
+                       rule=f"a row group holds at most {mib(MAX_GROUP_BYTES)} once read",
+                       field_limit=MAX_RECORD_FIELD_BYTES,
+                       columns=sorted(large_columns(footer, index, MAX_RECORD_FIELD_BYTES)))
             for offset in range(0, group.height, PARQUET_BATCH_ROWS):
                 raw = group.slice(offset, PARQUET_BATCH_ROWS)
                 yield _parquet_table(raw, path, spec, group_start + offset), group_start + offset

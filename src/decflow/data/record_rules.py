@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from decflow.data.bounds import MAX_JSON_VALUES, MAX_RECORD_FIELD_BYTES
 from decflow.data.record_bytes import nesting_problem
 from decflow.data.strict_json import unique_keys
+from decflow.strictjson import values_over
+from decflow.textfile import TextProblem, utf8_size
 from decflow.untrusted import quote
 
 if TYPE_CHECKING:
@@ -332,6 +335,13 @@ def normalize_record(obj: Any, spec: RecordSpec, position: int) -> dict[str, Any
         "fallback": fallback,
         "metadata_json": compact_json(metadata),
     }
+    for column, value in row.items():
+        if isinstance(value, str):
+            try:
+                utf8_size(value, MAX_RECORD_FIELD_BYTES)
+            except TextProblem as exc:
+                field = column.removesuffix("_text").removesuffix("_json")
+                raise RecordInvalid(f"{field} {exc}") from None
     for key in spec.segments:
         value = metadata.get(key)
         problem = segment_problem(value)
@@ -348,9 +358,12 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def loads_strict(text: str | bytes | bytearray) -> Any:
-    """`json.loads` that rejects duplicate keys and nesting too deep for the parser (raises
-    ValueError naming the field)."""
+def loads_strict(text: str | bytes | bytearray, max_values: int = MAX_JSON_VALUES) -> Any:
+    """`json.loads` that rejects duplicate keys, nesting too deep for the parser and texts
+    that may hold more than `max_values` values (raises ValueError naming the field)."""
+    if found := values_over(text, max_values):
+        raise ValueError(f"up to {found:,} values; at most {max_values:,} are read "
+                         "(SECURITY.md)")
     try:
         return json.loads(text, object_pairs_hook=unique_keys, parse_int=_integer)
     except RecursionError:

@@ -26,9 +26,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from decflow import interrupts
-from decflow.data.record_blocks import Block, BlockReader, line_stats
+from decflow.data.bounds import MAX_JSON_FILE_VALUES, long_line
+from decflow.data.record_blocks import Block, BlockReader, LongLine, line_stats
 from decflow.errors import DatasetError
 from decflow.store.remote import filesystem, is_url, open_input
+from decflow.strictjson import values_over
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
 UNIT_ROWS = 5_000_000
@@ -209,7 +211,7 @@ def scan_file(path: str) -> ScannedFile:
     json_text = b""
     with open_records(location(path)) as handle, BlockReader(handle) as reader:
         block_bytes = _equal_blocks(handle)
-        while block := reader.read(block_bytes, whole_lines=kind == ".jsonl"):
+        while block := _next_block(reader, block_bytes, kind, path, line):
             digest.update(block)
             if kind == ".jsonl":
                 stats = line_stats(block)
@@ -227,6 +229,13 @@ def scan_file(path: str) -> ScannedFile:
         return ScannedFile(path, digest.hexdigest(), _json_records(json_text), None, size)
     rows = row_group_rows(path)
     return ScannedFile(path, digest.hexdigest(), sum(rows), rows, size)
+
+
+def _next_block(reader: BlockReader, size: int, kind: str, path: str, line: int) -> bytearray:
+    try:
+        return reader.read(size, whole_lines=kind == ".jsonl")
+    except LongLine as exc:
+        raise DatasetError(long_line(path, line + exc.before)) from None
 
 
 def _equal_blocks(handle: io.BufferedIOBase) -> int:
@@ -273,7 +282,10 @@ def _jsonl_records(block: Block) -> int:
 
 
 def _json_records(data: bytes) -> int:
-    # A file that does not parse counts 0: reading its unit reports the error.
+    # A file that does not parse (or would take too much memory parsed) counts 0: reading
+    # its unit reports the error.
+    if values_over(data, MAX_JSON_FILE_VALUES):
+        return 0
     try:
         items = json.loads(data)
     except (ValueError, RecursionError):
@@ -281,16 +293,21 @@ def _json_records(data: bytes) -> int:
     return len(items) if isinstance(items, list) else 0
 
 
-def row_group_rows(file: str) -> tuple[int, ...]:
-    """Rows per row group, from the footer."""
+def parquet_footer(file: str) -> Any:
+    """The file's Parquet metadata (pyarrow's `FileMetaData`), read from its footer."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         with open_records(location(file)) as handle:
-            metadata = pq.ParquetFile(handle).metadata
+            return pq.ParquetFile(handle).metadata
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{file}: not a readable Parquet file ({exc})") from None
+
+
+def row_group_rows(file: str) -> tuple[int, ...]:
+    """Rows per row group, from the footer."""
+    metadata = parquet_footer(file)
     return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
 
 

@@ -36,7 +36,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from decflow.data.record_blocks import Block, BlockReader, LineStats, line_stats
+from decflow.data.bounds import MAX_JSON_FILE_VALUES, long_line
+from decflow.data.record_blocks import Block, BlockReader, LineStats, LongLine, line_stats
 from decflow.data.record_bytes import check_chunk, may_nest_deeper, opens_with_object
 from decflow.data.record_checks import NeedStrict, vectorized_table
 from decflow.data.record_parquet import parquet_batches
@@ -343,7 +344,7 @@ class RecordReader:
 
     def _json_list(self, data: bytes, path: Path | str) -> pl.DataFrame:
         try:
-            items = loads_strict(_decode(data, path))
+            items = loads_strict(_decode(data, path), max_values=MAX_JSON_FILE_VALUES)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: "
                                f"{exc.msg}") from None
@@ -418,7 +419,10 @@ def _jsonl_chunks(
         position = start
         while stop is None or position < stop:
             size = JSONL_CHUNK_BYTES if stop is None else min(JSONL_CHUNK_BYTES, stop - position)
-            block = reader.read(size, whole_lines=stop is None or position + size < stop)
+            try:
+                block = reader.read(size, whole_lines=stop is None or position + size < stop)
+            except LongLine as exc:
+                raise DatasetError(long_line(path, first_line + exc.before)) from None
             if not block:
                 break
             position += len(block)

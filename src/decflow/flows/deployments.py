@@ -92,10 +92,28 @@ def check_drift_baseline(entry: dict[str, Any]) -> None:
         )
 
 
+def check_names(entries: list[dict[str, Any]]) -> None:
+    """Each deployment has its own name, and none ends in `SERVED_SUFFIX`: `decflow serve`
+    adds it, so `nightly` served would take over a `nightly-served` that `decflow deploy`
+    registered (or two entries of one name would register one deployment twice)."""
+    seen: set[str] = set()
+    for entry in entries:
+        name = str(entry.get("name") or "")
+        if name.endswith(SERVED_SUFFIX):
+            raise DecflowError(f"deployment '{name}': names ending in '{SERVED_SUFFIX}' are "
+                               "kept for what `decflow serve` registers; rename it")
+        if name in seen:
+            raise DecflowError(f"deployment '{name}' is defined twice; give each entry its "
+                               "own name")
+        seen.add(name)
+
+
 def checked_definitions(path: str | Path) -> list[dict[str, Any]]:
-    """The entries of the deployments file, each checked: a decflow flow, valid
-    parameters, heartbeats as the crash automation expects, a baseline for drift checks."""
+    """The entries of the deployments file, each checked: its own name, a decflow flow,
+    valid parameters, heartbeats as the crash automation expects, a baseline for drift
+    checks."""
     entries = load_definitions(path)
+    check_names(entries)
     for entry in entries:
         check_heartbeat(entry)
         check_drift_baseline(entry)

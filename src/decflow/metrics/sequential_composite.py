@@ -341,6 +341,10 @@ class SuiteRate:
         return certain or log_e >= math.log(1.0 / alpha), certain, log_e
 
     def evidence(self, sent: int, alpha: float, *, interval: bool) -> GateEvidence:
+        if not self.counted[:sent].any():
+            # No complete case yet: which test the full run applies (the pairs a case has)
+            # is not known, and nothing is claimed.
+            return GateEvidence(sent, None, None, None, 0.0, 0.0, None, None)
         share = alpha / 4
         t = self.thresholds
         counted = self.values * self.counted

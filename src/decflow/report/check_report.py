@@ -104,10 +104,6 @@ class CheckReport(Report):
     records: MaybePerCase = None  # inline when there are few (`INLINE_RECORDS`)
 
 
-def is_check_report(report: dict[str, Any]) -> bool:
-    return report.get("kind") == "check"
-
-
 def _fail(source: str, where: str, message: str) -> ReportError:
     return ReportError(f"{source}: not a valid check report: {where}: {message} ({REWRITE})")
 

@@ -149,6 +149,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-COMPARISONS = Stage("comparisons", "1", ("requests", "results"), _compute_comparisons)
+def judges_properties(spec: RunSpec) -> bool:
+    """Whether a run compares transformed cases at all (its mode judges properties)."""
+    return spec.run_mode.fills("properties")
+
+
+COMPARISONS = Stage("comparisons", "1", ("requests", "results"), _compute_comparisons,
+                    applies=judges_properties,
+                    title="compare transformed answers with the originals")
 MINIMIZED = Stage("minimized", "1", ("comparisons",), _compute_minimized, params=_minimize_param,
-                  keyed_by_run=True)
+                  keyed_by_run=True, applies=judges_properties,
+                  title="shrink failing transformed cases")

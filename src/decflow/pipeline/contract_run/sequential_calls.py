@@ -7,7 +7,7 @@ replays the same batches and sends only requests without a recorded result. Afte
 batch the gates' evidence is updated (`sequential_gates.advance`); the run stops when
 `settled` says so or `max_cases` cases are sent. The stage publishes the results of the
 sent cases, and narrowed `cases` and `requests` tables holding only those cases, which the
-runner adopts for the later stages (`adopt_sent`); its manifest carries the record the
+runner adopts for the later stages (`sent_inputs`); its manifest carries the record the
 summary judges the run from.
 """
 
@@ -439,12 +439,13 @@ def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: 
             "stop_reason": calls.stop_reason, "stopped": calls.stop_reason is not None}
 
 
-def adopt_sent(manifests: dict[str, Manifest], found: Manifest) -> None:
-    """After a sequential results stage, the later stages read only the cases it sent."""
+def sent_inputs(found: Manifest) -> dict[str, Manifest]:
+    """After a sequential results stage, the later stages read only the cases it sent: the
+    `cases` and `requests` manifests it narrowed (none for a run of the whole suite)."""
     record = found.extra.get(RECORD)
-    if record is not None:
-        manifests["cases"] = Manifest.from_dict(record["cases"])
-        manifests["requests"] = Manifest.from_dict(record["requests"])
+    if record is None:
+        return {}
+    return {name: Manifest.from_dict(record[name]) for name in ("cases", "requests")}
 
 
 def sequential_params(spec: RunSpec) -> Mapping[str, Any]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from decflow.gates.checks import Check
+from decflow.metrics.case_rates import rate_thresholds
 from decflow.metrics.sequential import RatioGate, cases_to_decide, split_alpha
 from decflow.pipeline.contract_run.sequential_calls import GOLDEN_NAMES, PROPERTY_GATES
 from decflow.properties.generate import transformed_properties
@@ -37,6 +38,7 @@ class Planned:
     pass_share: float = 1.0
     fail_share: float = 1.0
     of: str | None = None
+    fail_gate: RatioGate | None = None  # the failing side's gate, when it is another
 
 
 def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> Planned | None:
@@ -57,8 +59,13 @@ def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> 
         return Planned(RatioGate(0.05, "<=", cases, binary=True), 0.01, 0.2,
                        of="the share of cases slower than the limit")
     if name == "stability.verdict":
+        # The full run's verdict settled (`SuiteRate`): the suite's flips shown below the
+        # full test's holding sum or above its failing one at the suite's size, at α/4 each
+        # (planned with several pairs a case: Bentkus's critical sums).
         good, bad = assumed_rates(check)
-        return Planned(RatioGate(limit, "<=", cases, target="model"), good, bad)
+        sums = rate_thresholds(cases, 2, limit)
+        return Planned(RatioGate(sums.pass_below / cases, "<=", cases), good, bad, 0.25, 0.25,
+                       fail_gate=RatioGate(sums.fail_above / cases, "<=", cases))
     if name == "blindness.max_skew":
         return Planned(RatioGate(limit, "<", cases), max(1 / labels, limit / 2), 1.0,
                        fail_share=1 / labels, of="the most common label's share")
@@ -85,7 +92,7 @@ def sequential_plan(checks: list[Check], cases: int, calls: int,
     for check, plan in rated:
         to_pass = cases_to_decide(plan.gate, plan.holds_at, alpha * plan.pass_share)
         to_fail = 1 if plan.fails_at is None else cases_to_decide(
-            plan.gate, plan.fails_at, alpha * plan.fail_share)
+            plan.fail_gate or plan.gate, plan.fails_at, alpha * plan.fail_share)
         passing.append(to_pass or cases)
         if check.level == "requirement" and plan.fails_at is not None:
             failing.append(to_fail or cases)

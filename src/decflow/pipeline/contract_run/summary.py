@@ -217,4 +217,4 @@ SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
 # Recomputed on every run and re-gate: its verdict depends on --fail-on-warn. Keyed by the
 # run: a run continuing a finished one (same upstream) publishes its own, never its parent's.
 SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False,
-                keyed_by_run=True, verdict=True)
+                keyed_by_run=True, verdict=True, title="judge the gates, write the report")

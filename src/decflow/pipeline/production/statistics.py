@@ -73,7 +73,11 @@ def binning(contract: Contract) -> tuple[int, float | None]:
 @dataclass(frozen=True)
 class BatchStats:
     """Statistics of one batch, with the contract's settings taken out (it pickles, for
-    workers): the whole batch under `""`, each segment value under `<key>\\x1f<token>`."""
+    workers): the whole batch under `""`, each segment value under `<key>\x1f<token>`,
+    each of them crossed with the batch's key prefixes when `prefixes` gives some (a
+    monitor's time windows: `<prefix><group>`). The per-record columns are computed once
+    for all groups, and the whole batch (of each prefix) is merged from the first segment
+    key's groups: every grouping is one more group column, never one more pass."""
 
     spec: RecordSpec
     n_bins: int
@@ -83,27 +87,62 @@ class BatchStats:
     def of(cls, spec: RecordSpec, contract: Contract) -> BatchStats:
         return cls(spec, *binning(contract))
 
+    def prefixes(self, table: pl.DataFrame) -> tuple[list[str], np.ndarray] | None:
+        """The key prefixes every group of this batch is split by — their names and each
+        record's prefix number — or None for one, empty, prefix (a check)."""
+        return None
+
     def __call__(self, table: pl.DataFrame) -> dict[str, GroupStats]:
         if table.height == 0:
             return {}
         spec, n_bins = self.spec, self.n_bins
         columns = record_columns(table, spec.labels, n_bins, self.threshold)
+        prefixes = self.prefixes(table)
         if not spec.segments:
-            keys, groups = group_ids(table, None)
+            keys, groups, _ = crossed(prefixes, [""], np.zeros(table.height, dtype=np.int64))
             return grouped_stats(columns, keys, groups, n_bins)
-        out: dict[str, GroupStats] = {}
-        for key in spec.segments:
-            keys, groups = group_ids(table, segment_column(key))
-            for token, stats in grouped_stats(columns, keys, groups, n_bins).items():
-                out[f"{key}{SEGMENT_SEPARATOR}{token}"] = stats
-        # Every record is in exactly one group of a key: the whole batch is their merge
-        # (exact, like every merge), not a second pass over the records.
-        first = spec.segments[0]
         overall: dict[str, GroupStats] = {}
-        for group, stats in out.items():
-            if group.partition(SEGMENT_SEPARATOR)[0] == first:
-                overall = merge_groups(overall, {"": stats})
+        out: dict[str, GroupStats] = {}
+        for i, key in enumerate(spec.segments):
+            tokens, token_groups = group_ids(table, segment_column(key))
+            names = [f"{key}{SEGMENT_SEPARATOR}{token}" for token in tokens]
+            keys, groups, owners = crossed(prefixes, names, token_groups)
+            stats = grouped_stats(columns, keys, groups, n_bins)
+            if i == 0:
+                # Every record is in exactly one group of a key: the whole batch is their
+                # merge (exact, like every merge), not a second pass over the records.
+                for owner, group_stats in zip(owners, stats.values(), strict=True):
+                    overall = merge_groups(overall, {owner: group_stats})
+            out.update(stats)
         return {**overall, **out}
+
+
+# Up to this many prefix × group combinations, records are renumbered through a table.
+_TABLED_COMBINATIONS = 1 << 20
+
+
+def crossed(prefixes: tuple[list[str], np.ndarray] | None, keys: list[str],
+            groups: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
+    """Groups split by prefix: (`<prefix><key>` of each combination present, in the order
+    the records first show them, each record's combination number, each combination's
+    prefix). In that order each prefix's groups come as they would from its records
+    alone, so merging them gives the same bits as a pass over those records."""
+    if prefixes is None:
+        return keys, groups, [""] * len(keys)
+    names, numbers = prefixes
+    combined = numbers.astype(np.int64) * len(keys) + groups
+    present = pl.Series(combined).unique(maintain_order=True).to_numpy()
+    if len(names) * len(keys) <= _TABLED_COMBINATIONS:
+        renumbered = np.zeros(len(names) * len(keys), dtype=np.int64)
+        renumbered[present] = np.arange(present.size)
+        inverse = renumbered[combined]
+    else:
+        inverse = pl.Series(combined).replace_strict(
+            present, np.arange(present.size), return_dtype=pl.Int64).to_numpy()
+    owners = [names[c // len(keys)] for c in present.tolist()]
+    combinations = [owner + keys[c % len(keys)]
+                    for owner, c in zip(owners, present.tolist(), strict=True)]
+    return combinations, inverse, owners
 
 
 def aggregates_of(

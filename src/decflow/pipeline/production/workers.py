@@ -14,7 +14,7 @@ from decflow.data.record_units import Unit, suffix
 from decflow.data.records import RecordSpec
 from decflow.pipeline.production.stages import CheckSpec, publish_unit
 from decflow.pipeline.production.statistics import BatchStats, aggregate_unit, combine_pieces
-from decflow.pipeline.stage import StageContext, UnitOutcome
+from decflow.pipeline.stage import Missing, Stage, StageContext, UnitOutcome
 from decflow.workers.command import spawn_isolated
 
 # From this many records on, Parquet and JSON-list units are read in worker processes: their
@@ -97,14 +97,14 @@ def _abandon(pool: Executor) -> None:
 HELD_ID_RECORDS = 20_000_000
 
 
-def read_units(context: StageContext[CheckSpec], missing: list[tuple[Unit, str]]
-               ) -> list[UnitOutcome]:
+def read_units(_stage: Stage[CheckSpec], context: StageContext[CheckSpec],
+               missing: list[Missing]) -> list[UnitOutcome]:
     """The `UnitRunner` of a check in this process: the units not found in the store read
     on all cores, JSONL units block by block (`Unit.pieces`), each published as soon as its
     pieces are read; what was read is held for the merge (`UnitOutcome.held`)."""
     contract = context.loaded.contract
     spec = RecordSpec.from_contract(contract)
-    units = [unit for unit, _ in missing]
+    units: list[Unit] = [unit for _, unit, _ in missing]
     keep_ids = sum(u.n_records for u in context.spec.plan.units) <= HELD_ID_RECORDS
     pieces = [unit.pieces() for unit in units]
     results = in_parallel(aggregate_unit, [p for own in pieces for p in own], spec,
@@ -112,7 +112,7 @@ def read_units(context: StageContext[CheckSpec], missing: list[tuple[Unit, str]]
     progress = context.progress("records", None) if context.progress else None
     outcomes: list[UnitOutcome] = []
     done = 0
-    for (unit, key), own in zip(missing, pieces, strict=True):
+    for (_, unit, key), own in zip(missing, pieces, strict=True):
         interrupts.check()
         result = combine_pieces(unit, [next(results) for _ in own])
         outcomes.append(publish_unit(context.store, key, result, keep_ids=keep_ids))

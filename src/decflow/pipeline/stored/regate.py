@@ -15,8 +15,8 @@ import polars as pl
 from decflow.backends.engine import RESULTS_SCHEMA
 from decflow.data.golden_dataset import CASES_SCHEMA, compact_json
 from decflow.errors import DecflowError
-from decflow.pipeline.contract_run.runner import stored_manifests
 from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
+from decflow.pipeline.driver import stored_manifests
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stored.check_runs import regate_check
 from decflow.report.model import ContractRef, Report, RunRef
