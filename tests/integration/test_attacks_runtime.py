@@ -46,6 +46,7 @@ class Attack:
     max_s: float = 30
     also: Callable[[HostileServer], None] | None = field(default=None)
     stores: bool = True  # the command takes --store
+    says: str | None = None  # a regex the rest of stderr matches (a contract's problem line)
 
 
 def contract(folder: Path, **sections: Any) -> Path:
@@ -136,6 +137,18 @@ def surrogate_record(folder: Path, _server: HostileServer) -> list[str]:
     return ["check", "decflow.yaml", "-d", "records.jsonl"]
 
 
+def contract_with(**sections: Any) -> Callable[[Path, HostileServer], list[str]]:
+    """`test` on the contract with `sections` (an invalid one: the run never starts)."""
+    def prepare(folder: Path, _server: HostileServer) -> list[str]:
+        contract(folder, **sections)
+        return ["test", "decflow.yaml"]
+    return prepare
+
+
+HTTP = {"provider": "http", "url": "http://127.0.0.1:9/decide"}
+INVALID = r"^error: decflow\.yaml: invalid contract:$"
+
+
 def no_compression_asked(server: HostileServer) -> None:
     (head,) = [h for h in server.heads if h.startswith("POST /gzip/")]
     assert "accept-encoding" not in head.lower()
@@ -171,6 +184,20 @@ ATTACKS = [
            error=r"^error: records\.jsonl: line 1: model is not valid Unicode"),
     Attack("lone surrogate in an answer's model", answered_by("surrogate-model"), 2,
            error=r"first error: invalid_response: model is not valid Unicode"),
+    Attack("NUL byte in dataset:", contract_with(dataset="cases\0.jsonl"), 2, error=INVALID,
+           says=r"^  line \d+: dataset: 'cases\\x00\.jsonl' holds a NUL byte"),
+    Attack("NUL byte in a paraphrase path:", contract_with(properties={"paraphrase": {
+        "source": {"provider": "file", "path": "para\0.jsonl"}, "max_tv_distance": 0.0}}),
+        2, error=INVALID, says=r"properties\.paraphrase\.source\.path: .* holds a NUL byte"),
+    Attack("name ending in a newline", contract_with(decision={
+        "name": "refund_request\n", "type": "choice", "options": LABELS}), 2,
+        error=INVALID, says=r"decision\.name: 'refund_request\\n' is not a valid name"),
+    Attack("header name ending in a newline", contract_with(
+        backend={**HTTP, "headers": {"X-A\n": "v"}}), 2,
+        error=INVALID, says=r"'X-A\\n' is not a valid HTTP header name"),
+    Attack("environment variable name with a newline", contract_with(
+        backend={**HTTP, "bearer_token_env": "TOKEN\nX"}), 2,
+        error=INVALID, says=r"'TOKEN\\nX' is not an environment variable name"),
 ]
 
 
@@ -260,6 +287,8 @@ def test_an_attack_ends_as_documented_within_bounds(
         assert errors == [], outcome.stderr
     else:
         assert len(errors) == 1 and re.search(attack.error, errors[0]), outcome.stderr
+    if attack.says is not None:
+        assert re.search(attack.says, outcome.stderr, re.MULTILINE), outcome.stderr
     if attack.kinds:
         assert recorded_kinds(store) == set(attack.kinds)
     assert outcome.peak_rss_mb < attack.max_rss_mb

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from decflow.contracts import cross_section as checks
-from decflow.contracts.base import check_name
+from decflow.contracts.base import check_file_path, check_name
 from decflow.contracts.contract import DEFAULT_BACKEND, Contract
 from decflow.contracts.decision import DECISION_MODELS, DECISION_TYPES, LABEL_KEYS, Decision
 from decflow.contracts.gates import GoldenGates, Production, Regression
@@ -151,9 +151,15 @@ def _backends(
 
 
 def _dataset(value: Any) -> list[str]:
-    if value is None or (isinstance(value, str) and value):
+    if value is None:
         return []
-    return [f"dataset: expected a non-empty path string, got {describe(value)}"]
+    if not isinstance(value, str) or not value:
+        return [f"dataset: expected a non-empty path string, got {describe(value)}"]
+    try:
+        check_file_path(value)
+    except ValueError as exc:
+        return [f"dataset: {exc}"]
+    return []
 
 
 def parse_contract(data: Any, source: str) -> Contract:

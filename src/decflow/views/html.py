@@ -54,7 +54,7 @@ from decflow.views.text import (
 from decflow.views.words import words
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
-NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?$")
+NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?\Z")
 MAX_ROWS = 200
 MAX_INPUT = 2000
 RERUN_NOTE = '<br><span class="muted">identity: rerun evidence, not a paraphrase test</span>'
