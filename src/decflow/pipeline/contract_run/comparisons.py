@@ -8,7 +8,7 @@ the report is built, so re-gating a stored run with new limits needs no backend 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,14 +29,20 @@ from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext, Stage
 from decflow.properties.generate import relation_of
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
-from decflow.store.store import Manifest
+from decflow.store.store import Manifest, Store
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
 
 def _compute_comparisons(context: RunContext, key: str) -> Manifest:
-    store, manifests = context.store, context.manifests
-    contract = context.loaded.contract
+    return compare_transformed(context.store, context.manifests, context.loaded.contract, key)
+
+
+def compare_transformed(
+    store: Store, manifests: Mapping[str, Manifest], contract: Contract, key: str
+) -> Manifest:
+    """Publish the distances of every answered transformed case from its original (also
+    what a re-gate of a standalone report computes from its inline transformed cases)."""
     joined = joined_transformed(
         store, manifests, requests=[], results=["error_kind"], original_inputs=False
     ).filter(pl.col("error_kind").is_null())
