@@ -10,7 +10,7 @@ from decflow.contracts import cross_section as checks
 from decflow.contracts.base import check_file_path, check_name
 from decflow.contracts.contract import DEFAULT_BACKEND, Contract
 from decflow.contracts.decision import DECISION_MODELS, DECISION_TYPES, LABEL_KEYS, Decision
-from decflow.contracts.gates import GoldenGates, Production, Regression
+from decflow.contracts.gates import Production, golden_gates_model, regression_model
 from decflow.contracts.problems import (
     UNKNOWN_FIELD,
     describe,
@@ -51,14 +51,15 @@ TOP_LEVEL_KEYS = (
 
 
 def _section_models() -> dict[str, type[BaseModel]]:
-    """Every section's model; `properties` is built from the property registry."""
+    """Every section's model; `properties` and the golden gates are built from their
+    registries."""
     core: dict[str, type[BaseModel]] = {
         "evaluation": Evaluation,
-        "requirements": GoldenGates,
-        "warnings": GoldenGates,
+        "requirements": golden_gates_model(),
+        "warnings": golden_gates_model(),
         "properties": properties_model(),
         "fuzz": Fuzz,
-        "regression": Regression,
+        "regression": regression_model(),
         "production": Production,
     }
     return {**core, **OPTIONAL_SECTIONS}

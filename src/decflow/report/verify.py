@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from decflow.contracts.gates import GOLDEN_GATES
 from decflow.errors import ReportError
 from decflow.gates import Check, golden_checks, status_of
+from decflow.metrics.golden_cases import CaseValues, gate_metrics
 from decflow.metrics.golden_metrics import golden_metrics
 from decflow.report.model import REWRITE
 from decflow.report.modes import mode_named
@@ -137,7 +139,7 @@ def recompute_metrics(report: dict[str, Any]) -> dict[str, Any]:
         dtype=np.int64,
     )
     evaluation = report["evaluation"]
-    return golden_metrics(
+    metrics = golden_metrics(
         labels=labels,
         decision_type=report["contract"]["type"],
         probabilities=probabilities,
@@ -148,6 +150,19 @@ def recompute_metrics(report: dict[str, Any]) -> dict[str, Any]:
         calibration_bins=evaluation["calibration_bins"],
         confidence_threshold=evaluation["confidence_threshold"],
     )
+    measured = report["metrics"].get("extensions")
+    if measured:  # the metrics of extension golden gates, each by its registered gate
+        gates = [gate for gate in GOLDEN_GATES.entries() if gate.metric in measured]
+        unknown = sorted(set(measured) - {gate.metric for gate in gates})
+        if unknown:
+            raise ValueError(f"metrics.extensions {unknown}: no golden gate registered here "
+                             "measures them")
+        arrays = {"probabilities": probabilities, "errored": errored,
+                  "expected_index": expected, "latency_ms": latency}
+        metrics["extensions"] = gate_metrics(gates, CaseValues.of(
+            arrays, width, evaluation["confidence_threshold"],
+            evaluation["calibration_bins"]))
+    return metrics
 
 
 def verify_run_report(report: dict[str, Any], source: str, *, advice: str = REWRITE,

@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.contracts.gates import GOLDEN_GATES
 from decflow.errors import DecflowError
 from decflow.gates import golden_checks
 from decflow.gates.checks import Check
@@ -159,7 +160,7 @@ def tracked_gates(contract: Contract, spec: RunSpec, checks: list[Check], sent: 
                   design: Design) -> list[Tracked]:
     """Every check with its per-case values over the sent cases."""
     order = sent.order
-    golden = [c for c in checks if c.gate in GOLDEN_NAMES]
+    golden = [c for c in checks if c.gate in GOLDEN_GATES]
     rates = [c for c in checks if c.gate.partition(".")[0] in transformed_properties()
              and c.gate.partition(".")[2] in PROPERTY_GATES]
     diagnostic = [c for c in checks if c.gate.startswith(DIAGNOSTIC_GATES)]
@@ -174,11 +175,6 @@ def tracked_gates(contract: Contract, spec: RunSpec, checks: list[Check], sent: 
     return [tracked[id(c)] for c in checks]
 
 
-GOLDEN_NAMES = frozenset({
-    "min_accuracy", "min_macro_f1", "max_nll", "max_brier", "max_ece", "min_coverage",
-    "max_abstention_rate", "min_selective_accuracy", "max_error_rate", "max_latency_p95_ms",
-    "max_ordinal_mae",
-})
 PROPERTY_GATES = ("max_error_rate", "max_violation_rate", "max_flip_rate")
 DIAGNOSTIC_GATES = ("stability.", "blindness.", "counterfactual.")
 

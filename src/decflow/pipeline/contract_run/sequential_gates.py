@@ -13,23 +13,19 @@ reproduces the run's verdicts; decisions are final once made.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from decflow.contracts.gates import golden_gate
 from decflow.gates.checks import PER_SIDE, Check, evidence_check
 from decflow.gates.headline import Qualifier, number
 from decflow.metrics.evidence import CONTRADICTED, ZERO_LIMIT, Evidence
-from decflow.metrics.golden_metrics import (
-    NLL_FLOOR,
-    calibration_bin_index,
-    selected_and_confidence,
-)
+from decflow.metrics.golden_cases import CaseValues
 from decflow.metrics.sequential import (
-    BinnedGaps,
     RatioGate,
     cases_to_decide,
     contradicted,
@@ -40,21 +36,15 @@ from decflow.metrics.sequential import (
 from decflow.metrics.sequential_composite import (
     MODEL_PROMISE,
     SUITE_PROMISE,
-    BinnedEce,
     Composite,
-    Exceedance,
-    MacroF1,
 )
 from decflow.pipeline.contract_run.golden_section import golden_arrays
 from decflow.pipeline.contract_run.transformed import judged
+from decflow.registry import imported
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
 
-# Golden gate → the per-case numerator/denominator it is a ratio of, and the largest
-# numerator per unit of denominator.
-_NLL_MAX = -math.log(NLL_FLOOR)
-LATENCY_P95 = 95.0  # the percentile `max_latency_p95_ms` gates
 SUITE_ONLY = "decided over the whole suite only"
 
 
@@ -118,68 +108,32 @@ def _ratio(check: Check, population: int, *, top: float = 1.0, den_max: float = 
 
 def golden_tracked(contract: Contract, table: pl.DataFrame, checks: Sequence[Check],
                    design: Design) -> list[Tracked]:
-    """The golden checks with their per-case values; `table` holds the sent cases joined
-    with their original's result, in the order sent."""
+    """The golden checks with their per-case values, as the gate registry says each is
+    tracked (a per-case ratio, or a composite); `table` holds the sent cases joined with
+    their original's result, in the order sent."""
     labels = tuple(contract.decision.labels)
-    arrays = golden_arrays(table, labels)
-    errored = np.asarray(arrays["errored"], dtype=bool)
-    decided = ~errored
-    probabilities = np.nan_to_num(np.asarray(arrays["probabilities"], dtype=np.float64)
-                                  .reshape(len(errored), len(labels)))
-    expected = arrays["expected_index"]
-    labeled = decided & (expected >= 0)
-    selected, confidence = selected_and_confidence(probabilities)
-    correct = labeled & (selected == expected)
-    rows = np.arange(len(errored))
-    truth = np.where(labeled, expected, 0)
-    one_hot = np.zeros_like(probabilities)
-    one_hot[rows, truth] = 1.0
-    brier = np.where(labeled, ((probabilities - one_hot) ** 2).sum(axis=1), 0.0)
-    nll = np.where(labeled, -np.log(np.maximum(probabilities[rows, truth], NLL_FLOOR)), 0.0)
-    threshold = contract.evaluation.confidence_threshold
-    covered = decided & (confidence >= threshold) if threshold is not None else decided
-    ones = np.ones(len(errored))
+    evaluation = contract.evaluation
+    values = CaseValues.of(golden_arrays(table, labels), len(labels),
+                           evaluation.confidence_threshold, evaluation.calibration_bins)
+    ones = values.everyone
     n = design.population
-    bins = contract.evaluation.calibration_bins
-    composites: dict[str, Callable[[float], Composite]] = {
-        "max_ece": lambda limit: BinnedEce(
-            BinnedGaps(limit, bins, n),
-            np.where(labeled, calibration_bin_index(confidence, bins), -1),
-            np.where(labeled, correct.astype(np.float64) - confidence, 0.0)),
-        "min_macro_f1": lambda limit: MacroF1(
-            limit, len(labels), n, np.where(labeled, expected, -1),
-            np.where(decided, selected, -1)),
-        "max_latency_p95_ms": lambda limit: Exceedance(
-            limit, LATENCY_P95, n, np.where(decided, arrays["latency_ms"], np.nan)),
-    }
-    values: dict[str, tuple[np.ndarray, np.ndarray, float]] = {
-        "min_accuracy": (correct, labeled, 1.0),
-        "max_nll": (nll, labeled, _NLL_MAX),
-        "max_brier": (brier, labeled, 2.0),
-        "min_coverage": (covered, decided, 1.0),
-        "max_abstention_rate": (decided & ~covered, decided, 1.0),
-        "min_selective_accuracy": (covered & correct, covered & labeled, 1.0),
-        "max_error_rate": (errored, ones, 1.0),
-        "max_ordinal_mae": (np.abs(selected - expected) * labeled, labeled,
-                            max(len(labels) - 1, 1)),
-    }
     out = []
     for check in checks:
-        if check.gate in composites:
-            out.append(Tracked(check, ones, ones, None,
-                               composite=composites[check.gate](check.threshold)))
+        gate = golden_gate(check.gate)
+        if gate.composite is not None:
+            composite = imported(gate.composite)(values, check.threshold, n)
+            out.append(Tracked(check, ones, ones, None, composite=composite))
             continue
-        if check.gate not in values:
-            out.extend(suite_only([check], len(errored)))
+        if gate.per_case is None:
+            out.extend(suite_only([check], len(ones)))
             continue
-        num, den, top = values[check.gate]
+        num, den, top = imported(gate.per_case)(values)
         num_f, den_f = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
         if check.threshold == 0 and check.comparison == "<=":
             out.append(limit_zero(check, num_f > 0, design))
         else:
-            binary = check.gate == "max_error_rate"
             out.append(Tracked(check, num_f, den_f,
-                               _ratio(check, n, top=float(top), binary=binary)))
+                               _ratio(check, n, top=float(top), binary=gate.binary)))
     return out
 
 

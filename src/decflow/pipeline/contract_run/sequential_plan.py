@@ -8,13 +8,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from decflow.contracts.gates import GOLDEN_GATES, golden_gate
 from decflow.gates.checks import Check
 from decflow.metrics.case_rates import rate_thresholds
 from decflow.metrics.sequential import RatioGate, cases_to_decide, split_alpha
-from decflow.pipeline.contract_run.sequential_calls import GOLDEN_NAMES, PROPERTY_GATES
+from decflow.pipeline.contract_run.sequential_calls import PROPERTY_GATES
 from decflow.properties.generate import transformed_properties
 
-RATE_GATES = GOLDEN_NAMES - {"min_macro_f1", "max_ece", "max_latency_p95_ms"}
+
+def rate_gate(name: str) -> bool:
+    """Whether a sequential run tracks gate `name` as a rate (a golden gate's per-case
+    ratio, a property's violation, flip or error rate)."""
+    if name in GOLDEN_GATES:
+        return golden_gate(name).per_case is not None
+    prop, _, gate = name.partition(".")
+    return prop in transformed_properties() and gate in PROPERTY_GATES
 
 
 def assumed_rates(check: Check) -> tuple[float, float]:
@@ -47,10 +55,10 @@ def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> 
     if check.comparison == "<=" and limit == 0:
         return Planned(RatioGate(settings["zero_limit"], "<", cases, binary=True), 0.0, None)
     prop, _, gate = name.partition(".")
-    if name in RATE_GATES or (prop in transformed_properties() and gate in PROPERTY_GATES):
+    if rate_gate(name):
         good, bad = assumed_rates(check)
-        return Planned(RatioGate(limit, check.comparison, cases,
-                                 binary=name == "max_error_rate"), good, bad)
+        binary = name in GOLDEN_GATES and golden_gate(name).binary
+        return Planned(RatioGate(limit, check.comparison, cases, binary=binary), good, bad)
     if name == "min_macro_f1":
         good, bad = assumed_rates(check)
         return Planned(RatioGate(limit, ">=", cases), good, bad, 1 / labels, 1 / labels,
