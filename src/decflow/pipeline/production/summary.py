@@ -90,8 +90,8 @@ def production_calibration(
     calibration = metrics["calibration"]
     levels: list[tuple[Level, Any]] = [("requirement", production.requirements),
                                        ("warning", production.warnings)]
-    limits: dict[str, float] = {level: gates.max_ece for level, gates in levels
-                                if gates.max_ece is not None}
+    limits: dict[str, float] = {level: limit for level, gates in levels
+                                if (limit := gates.limit("max_ece")) is not None}
     section = calibration_section(calibration["reliability"], calibration["ece"], source,
                                   max_ece=limits)
     checks = smooth_ece_checks(source, overall.with_correctness, levels,
