@@ -21,8 +21,7 @@ import polars as pl
 
 from decflow.data.bounds import MAX_JSON_VALUES, MAX_RECORD_FIELD_BYTES
 from decflow.data.record_bytes import nesting_problem
-from decflow.data.strict_json import unique_keys
-from decflow.strictjson import values_over
+from decflow.strictjson import unique_keys, values_over
 from decflow.textfile import TextProblem, utf8_size
 from decflow.untrusted import quote
 

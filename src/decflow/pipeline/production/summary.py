@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-import decflow
 from decflow.data.record_rules import inline_json
 from decflow.data.records import RecordReader, RecordSpec, segment_display, segment_value
 from decflow.errors import DatasetError
@@ -55,6 +54,7 @@ from decflow.report.model import Calibration, CheckRow, RunRef
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import write_report
 from decflow.store.store import Manifest
+from decflow.version import __version__
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
@@ -155,7 +155,7 @@ def summarize(
     evaluation = contract.evaluation
     report = CheckReport(
         report_version=REPORT_VERSION,
-        decflow_version=decflow.__version__,
+        decflow_version=__version__,
         kind="check",
         created_at=created_at,
         status=status,
