@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from decflow.data.record_rules import inline_json
-from decflow.data.records import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.reader import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.rules import inline_json
 from decflow.errors import DatasetError
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import Check, Level, status_of
