@@ -17,6 +17,7 @@ from decflow.gates.checks import Check, Level, status_of
 from decflow.gates.headline import headline
 from decflow.gates.production import NO_RECORDS, config_settings
 from decflow.gates.production_evidence import check_report_checks, production_gating
+from decflow.gates.production_power import point_qualifiers
 from decflow.metrics.calibration import calibration_section
 from decflow.metrics.production import (
     GroupStats,
@@ -50,7 +51,7 @@ from decflow.report.check_report import (
     Records,
     Segment,
 )
-from decflow.report.model import Calibration, CheckRow, RunRef
+from decflow.report.model import Calibration, CheckRow, QualifierRow, RunRef
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import write_report
 from decflow.store.store import Manifest
@@ -152,6 +153,7 @@ def summarize(
         entry["status"] = status_of(segment_checks)[0]
         checks += segment_checks
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    qualifiers = point_qualifiers(status, checks, metrics, baseline_metrics, segments)
     evaluation = contract.evaluation
     report = CheckReport(
         report_version=REPORT_VERSION,
@@ -160,7 +162,8 @@ def summarize(
         created_at=created_at,
         status=status,
         exit_code=exit_code,
-        headline=headline(status, checks),
+        headline=headline(status, checks, qualifiers=qualifiers),
+        qualifiers=[QualifierRow.model_validate(q.to_dict()) for q in qualifiers],
         contract=contract_block(contract, contract_path, contract_hash),
         evaluation=CheckEvaluation(
             confidence_threshold=evaluation.confidence_threshold,
