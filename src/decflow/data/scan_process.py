@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from decflow import interrupts
-from decflow.data.record_units import (
+from decflow.data.records.units import (
     Scanned,
     ScannedFile,
     list_partitions,
