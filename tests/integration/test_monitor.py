@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from decflow.data.record_windows import window_of
+from decflow.data.records.windows import window_of
 from tests.integration.test_check_s3 import s3
 from tests.support.cli import run_cli
 from tests.support.refund_stream import CONTRACT, write_stream

@@ -211,13 +211,17 @@ def test_crash_automations_watch_tagged_runs_and_tasks_for_missing_heartbeats() 
 
     hooks = {name: uuid4() for name in HOOKS}
     flows, tasks = crash_automations(90, hooks)
-    for automation, kind, beat in ((flows, "flow-run", "prefect.flow-run.heartbeat"),
-                                   (tasks, "task-run", TASK_HEARTBEAT)):
+    finals = ("Completed", "Failed", "Cancelled", "Crashed")
+    # a task run found Pending (it runs at once) is watched too
+    for automation, kind, beat, waiting in (
+            (flows, "flow-run", "prefect.flow-run.heartbeat", ()),
+            (tasks, "task-run", TASK_HEARTBEAT, ("Pending",))):
         trigger = automation.trigger
         assert trigger.posture == Posture.Proactive  # type: ignore[union-attr]
-        assert trigger.after == {beat, f"prefect.{kind}.Running"}  # type: ignore[union-attr]
-        assert trigger.expect == {beat, *(f"prefect.{kind}.{state}" for state in (  # type: ignore[union-attr]
-            "Completed", "Failed", "Cancelled", "Crashed"))}
+        assert trigger.after == {beat, f"prefect.{kind}.Running",  # type: ignore[union-attr]
+                                 *(f"prefect.{kind}.{w}" for w in waiting)}
+        assert trigger.expect == {beat, *(f"prefect.{kind}.{state}" for state in finals),  # type: ignore[union-attr]
+                                  *(f"prefect.{kind}.Running" for _ in waiting)}
         assert trigger.for_each == {"prefect.resource.id"}  # type: ignore[union-attr]
         assert trigger.within == timedelta(seconds=90)  # type: ignore[union-attr]
         assert trigger.match_related.root["prefect.resource.id"] == (  # type: ignore[union-attr]
@@ -273,7 +277,7 @@ def test_the_crash_webhooks_render_what_the_server_accepts() -> None:
     (crashed,) = rendered(tasks.actions[0])  # type: ignore[misc]
     task_run = task_run_from_event(Event.model_validate(crashed).receive())
     assert task_run.id == task_id and task_run.flow_run_id == flow_run.id
-    assert task_run.state.type.value == "CRASHED"
+    assert task_run.state.type.value == "CRASHED" and task_run.end_time == firing.triggered
     assert task_run.state.message.startswith("No heartbeat for 40 s: ")
     (line,) = rendered(flows.actions[1])  # type: ignore[misc]
     log = LogCreate.model_validate(line)
@@ -311,3 +315,22 @@ def test_crash_after_says_and_enforces_its_minimum() -> None:
     assert code == 0 and f"at least {MIN_WINDOW_S}" in " ".join(out.split())
     code, _, err = run_cli("prefect-setup", "--crash-after", str(MIN_WINDOW_S - 1))
     assert code == 2 and f"greater than or equal to {MIN_WINDOW_S}" in err
+
+
+def test_a_nightly_names_a_baseline_of_another_mode(tmp_path: Path) -> None:
+    import shutil
+
+    from decflow import sdk
+    from decflow.flows.nightly_regression import mode_note, not_diffed
+    from decflow.store.store import Store
+    from tests.support.paths import ROOT
+
+    shutil.copytree(ROOT / "contracts" / "refund", tmp_path / "refund")
+    store = str(tmp_path / "store")
+    baseline = sdk.run_test(str(tmp_path / "refund" / "decflow.yaml"), store=store)
+    run_id = baseline["run"]["id"]
+    assert mode_note(Store(store), run_id, "test") == ""
+    assert mode_note(Store(store), run_id, "all") == " (baseline mode test, nightly mode all)"
+    assert not_diffed("refund_request", "default") == (
+        "WARN (not diffed: no accepted baseline for refund_request/default; accept one with "
+        "decflow runs accept RUN)")

@@ -15,10 +15,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from decflow.data.id_hashes import stable_id_hashes
-from decflow.data.record_units import partition_files
-from decflow.data.record_windows import window_of, window_start
-from decflow.data.records import RecordReader, RecordSpec
+from decflow.data.records.id_hashes import stable_id_hashes
+from decflow.data.records.reader import RecordReader, RecordSpec
+from decflow.data.records.units import partition_files
+from decflow.data.records.windows import window_of, window_start
 from decflow.errors import DatasetError
 from decflow.metrics.production import correctness_stats, merge_groups, stats_frame
 from decflow.pipeline.monitor.labels import join_labels, read_labels

@@ -28,6 +28,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
+from decflow.contracts.gates import PRODUCTION_GATES
 from decflow.metrics.golden_metrics import NLL_FLOOR, calibration_bin_index, reliability_from_bins
 from decflow.metrics.numeric import row_sums
 from decflow.metrics.partial_sums import group_sums, to_float
@@ -512,21 +513,11 @@ def production_metrics(stats: GroupStats, n_bins: int, threshold: float | None) 
     return metrics
 
 
-_GATE_METRICS: dict[str, tuple[str, str]] = {
-    "accuracy": ("outcomes", "accuracy"),
-    "error_rate": ("outcomes", "error_rate"),
-    "ece": ("calibration", "ece"),
-    "brier": ("calibration", "brier"),
-    "nll": ("calibration", "nll"),
-    "threshold_coverage": ("threshold", "coverage"),
-    "abstention_rate": ("routing", "abstention_rate"),
-    "fallback_rate": ("routing", "fallback_rate"),
-}
-
-
 def production_value(metrics: Metrics, name: str) -> float | None:
-    """The value a production gate reads (None when its section or value is missing)."""
-    section, key = _GATE_METRICS[name]
+    """The value a production gate reads (None when its section or value is missing), where
+    the gate's registry entry says it sits."""
+    section, key = next(entry.path for entry in PRODUCTION_GATES.entries()
+                        if entry.metric == name and entry.path is not None)
     values = metrics.get(section)
     return None if values is None else values.get(key)
 

@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from decflow.contracts.sections import HarmfulShift
-from decflow.data.records import RecordReader, RecordSpec
+from decflow.data.records.reader import RecordReader, RecordSpec
 from decflow.errors import DecflowError
 from decflow.gates.checks import Check
 from decflow.gates.headline import bounds, number

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from decflow.data.record_units import SourcePlan, partition_files
+from decflow.data.records.units import SourcePlan, partition_files
 from decflow.pipeline.monitor.stages import MonitorContext
 from decflow.pipeline.monitor.state import MonitorState
 from decflow.pipeline.production.baseline import Baseline, load_baseline, names_records

@@ -17,8 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from decflow.data.id_hashes import ID_HASH
-from decflow.data.records import RecordSpec
+from decflow.data.records.id_hashes import ID_HASH
+from decflow.data.records.reader import RecordSpec
 from decflow.metrics.harmful_shift import RiskMetric
 from decflow.pipeline.monitor import pieces
 from decflow.pipeline.monitor.alarm import advance, window_risk

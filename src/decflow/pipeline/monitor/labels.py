@@ -23,9 +23,9 @@ from typing import Any
 
 import polars as pl
 
-from decflow.data.id_hashes import stable_id_hashes
-from decflow.data.record_rules import RecordInvalid, loads_strict, parse_timestamp
-from decflow.data.record_units import Partition, location, open_records, suffix
+from decflow.data.records.id_hashes import stable_id_hashes
+from decflow.data.records.rules import RecordInvalid, loads_strict, parse_timestamp
+from decflow.data.records.units import Partition, location, open_records, suffix
 from decflow.errors import DatasetError
 from decflow.untrusted import quote
 

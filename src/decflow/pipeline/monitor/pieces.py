@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
-from decflow.data.record_windows import NO_WINDOW
+from decflow.data.records.windows import NO_WINDOW
 from decflow.metrics.production import GroupStats, merge_groups, stats_frame, stats_from_frame
 from decflow.pipeline.monitor.scan import prediction_schema, split_key, window_group
 from decflow.pipeline.production.statistics import ROWS_PART, STATS_PART

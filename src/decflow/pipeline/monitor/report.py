@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import decflow
-from decflow.data.record_windows import window_start
+from decflow.data.records.windows import window_start
 from decflow.gates.checks import Check, status_of
 from decflow.gates.headline import Qualifier, brief, headline
 from decflow.pipeline.monitor.alarm import GATE as SHIFT_GATE

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from decflow.data.id_hashes import stable_id_hashes
-from decflow.data.record_windows import DEFAULT_WINDOW, window_names
-from decflow.data.records import segment_column
+from decflow.data.records.id_hashes import stable_id_hashes
+from decflow.data.records.reader import segment_column
+from decflow.data.records.windows import DEFAULT_WINDOW, window_names
 from decflow.pipeline.production.statistics import BatchStats
 
 WINDOW_SEPARATOR = "\x1e"

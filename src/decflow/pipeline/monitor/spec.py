@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from decflow.contracts.sections import Monitor
-from decflow.data.record_units import Partition, SourcePlan, partition_files, plan_source
-from decflow.data.record_windows import window_of
+from decflow.data.records.units import Partition, SourcePlan, partition_files, plan_source
+from decflow.data.records.windows import window_of
 from decflow.pipeline.monitor.state import Changes, MonitorState, changes
 from decflow.pipeline.spec import load_contract_cached
 from decflow.store.monitors import monitor_id, read_state

@@ -16,10 +16,10 @@ import numpy as np
 import polars as pl
 
 from decflow.contracts.sections import Monitor
-from decflow.data.id_hashes import ID_HASH
-from decflow.data.record_units import Unit, suffix
-from decflow.data.record_windows import NO_WINDOW
-from decflow.data.records import RecordReader, RecordSpec
+from decflow.data.records.id_hashes import ID_HASH
+from decflow.data.records.reader import RecordReader, RecordSpec
+from decflow.data.records.units import Unit, suffix
+from decflow.data.records.windows import NO_WINDOW
 from decflow.errors import DatasetError
 from decflow.metrics.production import GroupStats, merge_groups
 from decflow.pipeline.monitor import pieces

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from decflow.data.record_units import Partition
+from decflow.data.records.units import Partition
 
 STATE_VERSION = 1
 KEPT_RUNS = 200  # monitor runs listed in the state (their runs stay in `runs/`)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from decflow.contracts.loader import LoadedContract
-from decflow.data.record_windows import window_length, window_start
+from decflow.data.records.windows import window_length, window_start
 from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec
 from decflow.pipeline.production.baseline import Baseline
 from decflow.pipeline.production.statistics import Aggregates

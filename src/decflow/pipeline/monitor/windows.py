@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from decflow.data.records import RecordSpec, segment_column
+from decflow.data.records.reader import RecordSpec, segment_column
 from decflow.metrics.production import GroupStats, correctness_stats, merge_groups
 from decflow.pipeline.monitor.scan import split_key
 from decflow.pipeline.production.statistics import SEGMENT_SEPARATOR, Aggregates, aggregates_of
