@@ -16,8 +16,8 @@ from typing import Any
 
 import polars
 
-from decflow.data.record_units import SourcePlan, Unit
-from decflow.data.records import RecordSpec
+from decflow.data.records.reader import RecordSpec
+from decflow.data.records.units import SourcePlan, Unit
 from decflow.metrics.production import GroupStats, stats_frame, stats_from_frame
 from decflow.metrics.quantiles import EXACT_LIMIT
 from decflow.pipeline.production.statistics import (

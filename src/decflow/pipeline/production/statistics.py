@@ -2,7 +2,7 @@
 (`metrics.production.GroupStats`) for the whole input and every segment value, a unit at a
 time, and merged.
 
-A unit (`data.record_units`) is read and validated batch by batch into its statistics per
+A unit (`data.records.units`) is read and validated batch by batch into its statistics per
 group and the 64-bit hashes of its ids; nothing else of the records is kept. In the store
 a unit is one small statistics part and its id hashes split by their top 4 bits into
 `ID_BUCKETS` parts (delta-encoded, ≈5 bytes a record), never a copy of the rows.
@@ -27,8 +27,8 @@ import numpy as np
 import polars as pl
 
 from decflow import interrupts
-from decflow.data.record_units import Unit
-from decflow.data.records import RecordReader, RecordSpec, segment_column
+from decflow.data.records.reader import RecordReader, RecordSpec, segment_column
+from decflow.data.records.units import Unit
 from decflow.errors import DatasetError
 from decflow.metrics.production import (
     GroupStats,

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-import decflow
-from decflow.data.record_rules import inline_json
-from decflow.data.records import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.reader import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.rules import inline_json
 from decflow.errors import DatasetError
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import Check, Level, status_of
@@ -56,6 +55,7 @@ from decflow.report.model import Calibration, CheckRow, QualifierRow, RunRef
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import write_report
 from decflow.store.store import Manifest
+from decflow.version import __version__
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
@@ -157,7 +157,7 @@ def summarize(
     evaluation = contract.evaluation
     report = CheckReport(
         report_version=REPORT_VERSION,
-        decflow_version=decflow.__version__,
+        decflow_version=__version__,
         kind="check",
         created_at=created_at,
         status=status,

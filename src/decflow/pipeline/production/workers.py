@@ -10,8 +10,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from decflow import interrupts
-from decflow.data.record_units import Unit, suffix
-from decflow.data.records import RecordSpec
+from decflow.data.records.reader import RecordSpec
+from decflow.data.records.units import Unit, suffix
 from decflow.pipeline.production.stages import CheckSpec, publish_unit
 from decflow.pipeline.production.statistics import BatchStats, aggregate_unit, combine_pieces
 from decflow.pipeline.stage import Missing, Stage, StageContext, UnitOutcome

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from decflow import interrupts
 from decflow.data.bounds import MAX_JSON_FILE_VALUES, long_line
-from decflow.data.record_blocks import Block, BlockReader, LongLine, line_stats
+from decflow.data.records.blocks import Block, BlockReader, LongLine, line_stats
 from decflow.errors import DatasetError
 from decflow.store.remote import filesystem, is_url, open_input
 from decflow.strictjson import values_over
