@@ -33,7 +33,13 @@ def register(app: typer.Typer) -> None:
         if ctx.invoked_subcommand is not None:
             return
         from decflow.store.call_cache import cache_usage
-        from decflow.store.runs import damaged_files, is_accepted, list_runs, run_state
+        from decflow.store.runs import (
+            damaged_files,
+            is_accepted,
+            list_runs,
+            no_longer_match,
+            run_state,
+        )
         from decflow.store.store import open_store
 
         opened = open_store(store)
@@ -56,9 +62,9 @@ def register(app: typer.Typer) -> None:
                          record.get("decision"), mode, record.get("backend"),
                          "damaged" if damaged else state.status, record.get("updated_at")))
             if damaged:
-                edited.append(f"run {record['run_id']}: {', '.join(damaged)} no longer "
-                              "match the sha256 in its run.json (edited since the run); "
-                              "they are not read")
+                edited.append(f"run {record['run_id']}: {no_longer_match(damaged)} the "
+                              "sha256 in its run.json (edited since the run); "
+                              f"{'it is' if len(damaged) == 1 else 'they are'} not read")
             elif state.detail:
                 notes.append(f"{record['run_id']} {state.status}: {state.detail}")
         rows += [(run_id, "", "", "", "", "damaged", "") for run_id in listing.damaged]
@@ -176,14 +182,16 @@ def register_upkeep(runs: typer.Typer) -> None:
         running one, or a stage another run uses. Every run and folder removed is named."""
         from decflow.store.removal import collect_garbage, parse_age
         from decflow.store.store import open_store
+        from decflow.views.text import counted
 
         result = collect_garbage(open_store(store), keep=keep,
                                  older_than=None if older_than is None else parse_age(
                                      older_than), dry_run=dry_run)
         say_removed(result, dry_run)
         verb = "would remove" if dry_run else "removed"
-        typer.echo(f"{verb} {len(result.runs)} runs and {len(result.stages)} stage "
-                   f"artifacts; kept {result.kept} runs")
+        typer.echo(f"{verb} {counted(len(result.runs), 'run')} and "
+                   f"{counted(len(result.stages), 'stage artifact')}; kept "
+                   f"{counted(result.kept, 'run')}")
 
     @runs.command("rm")
     def runs_rm(
@@ -197,11 +205,12 @@ def register_upkeep(runs: typer.Typer) -> None:
         accepted run, or one another run continues, needs --force."""
         from decflow.store.removal import remove_run
         from decflow.store.store import open_store
+        from decflow.views.text import counted
 
         result = remove_run(open_store(store), run_id, force=force, dry_run=dry_run)
         say_removed(result, dry_run)
         verb = "would remove" if dry_run else "removed"
-        typer.echo(f"{verb} 1 run and {len(result.stages)} stage artifacts")
+        typer.echo(f"{verb} 1 run and {counted(len(result.stages), 'stage artifact')}")
 
 
 def say_removed(result: Removal, dry_run: bool) -> None:
