@@ -183,3 +183,19 @@ def test_the_first_label_in_arrival_order_counts(tmp_path: Path) -> None:
     assert joined.predictions["correct"].to_list() == [1, 1, 1]  # a: 0 == 0; c: inline
     assert joined.predictions["labelled"].to_list() == [True, True, False]
     assert (joined.joined, joined.repeated, joined.pending) == (2, 2, 1)
+
+
+def test_labels_files_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from decflow.pipeline.monitor import labels as labels_module
+
+    monkeypatch.setattr(labels_module, "MAX_LABELS_BYTES", 100)
+    big = _labels_file(tmp_path, [json.dumps({"id": f"r{i}", "outcome": "refund"})
+                                  for i in range(9)])
+    with pytest.raises(DatasetError, match="larger than 100 bytes; a labels file holds"):
+        read_labels(partition_files(big)[0], LABELS, 1)
+    path = tmp_path / "labels.parquet"
+    pl.DataFrame({"id": ["x" * 100_000], "outcome": ["refund"]}).write_parquet(
+        path, compression="zstd")
+    monkeypatch.setattr(labels_module, "MAX_LABELS_BYTES", path.stat().st_size + 10)
+    with pytest.raises(DatasetError, match="once decompressed; a labels file holds at most"):
+        read_labels(partition_files(path)[0], LABELS, 1)

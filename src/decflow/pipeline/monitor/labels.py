@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
+from decflow.data.bounds import (
+    MAX_FIELD_BYTES,
+    MAX_JSON_FILE_VALUES,
+    MAX_JSON_VALUES,
+    MAX_LABELS_BYTES,
+    mib,
+)
+from decflow.data.parquet_bounds import check_group_footer
 from decflow.data.records.id_hashes import stable_id_hashes
 from decflow.data.records.rules import RecordInvalid, loads_strict, parse_timestamp
 from decflow.data.records.units import Partition, location, open_records, suffix
@@ -35,31 +44,58 @@ LABEL_SCHEMA = {"h": pl.Int64(), "outcome": pl.UInt8(),
                 "timestamp": pl.Datetime("us", "UTC"), "seq": pl.Int64()}
 
 
+def _bounded(partition: Partition) -> bytes:
+    """The file's bytes, at most `MAX_LABELS_BYTES` of them (SECURITY.md)."""
+    with open_records(location(partition.path)) as handle:
+        data = handle.read(MAX_LABELS_BYTES + 1)
+    if len(data) > MAX_LABELS_BYTES:
+        raise DatasetError(f"{partition.path}: larger than {mib(MAX_LABELS_BYTES)}; a labels "
+                           f"file holds at most that (SECURITY.md): split it in partitions")
+    return data
+
+
+def _parquet(data: bytes, path: str) -> pl.DataFrame:
+    """A Parquet labels file, its row groups checked from the footer before any is read,
+    and in all at most `MAX_LABELS_BYTES` decompressed."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(io.BytesIO(data)).metadata
+    first, size = 1, 0
+    for index in range(metadata.num_row_groups):
+        check_group_footer(metadata, index, path, first)
+        group = metadata.row_group(index)
+        first += group.num_rows
+        size += sum(group.column(i).total_uncompressed_size for i in range(group.num_columns))
+    if size > MAX_LABELS_BYTES:
+        raise DatasetError(f"{path}: {mib(size)} once decompressed; a labels file holds at "
+                           f"most {mib(MAX_LABELS_BYTES)} (SECURITY.md)")
+    return pl.read_parquet(io.BytesIO(data))
+
+
 def _read(partition: Partition) -> tuple[pl.DataFrame, str]:
     """The file's rows as a table of its own columns, and how its rows are named."""
-    with open_records(location(partition.path)) as handle:
-        data = handle.read()
+    data = _bounded(partition)
     kind = suffix(partition.path)
     try:
         if kind == ".parquet":
-            return pl.read_parquet(io.BytesIO(data)), "row"
+            return _parquet(data, partition.path), "row"
         if kind == ".jsonl":
             items = []
             for number, line in enumerate(data.splitlines(), 1):
                 if line.strip():
                     items.append((number, _parsed(line, partition.path, f"line {number}")))
             return _objects(items, partition.path), "record"  # rows: the non-blank lines
-        found = _parsed(data, partition.path, "file")
+        found = _parsed(data, partition.path, "file", MAX_JSON_FILE_VALUES)
         if not isinstance(found, list):
             raise DatasetError(f"{partition.path}: a labels .json file is a list of objects")
         return _objects(list(enumerate(found, 1)), partition.path, "record"), "record"
-    except (pl.exceptions.PolarsError, OSError) as exc:
+    except (pl.exceptions.PolarsError, pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{partition.path}: not a readable labels file ({exc})") from None
 
 
-def _parsed(text: bytes, path: str, where: str) -> Any:
+def _parsed(text: bytes, path: str, where: str, values: int = MAX_JSON_VALUES) -> Any:
     try:
-        return loads_strict(text)
+        return loads_strict(text, values)
     except ValueError as exc:
         raise DatasetError(f"{path}: {where}: not valid JSON ({exc})") from None
 
@@ -109,6 +145,10 @@ def read_labels(partition: Partition, labels: Sequence[str], order: int) -> pl.D
     missing = (ids.is_null() | (ids == "")).arg_true()
     if missing.len():
         raise DatasetError(f"{path}: {unit} {int(missing[0]) + 1}: id: required")
+    long = (ids.str.len_bytes() > MAX_FIELD_BYTES).arg_true()
+    if long.len():
+        raise DatasetError(f"{path}: {unit} {int(long[0]) + 1}: id: longer than "
+                           f"{mib(MAX_FIELD_BYTES)} (SECURITY.md)")
     known = outcomes.is_in(list(labels)).fill_null(False)
     if not known.all():
         row = int((~known).arg_true()[0])
