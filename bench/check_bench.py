@@ -12,12 +12,16 @@ seconds (user + sys) and peak RSS, side by side in one run:
 - for Parquet, a bare polars lazy scan computing the same groupings on the same file
   (`bare_scan.py`: counts, correct, mean and p95 of confidence and latency, confidence
   bins, per-segment stats, distinct ids);
+- with `--duckdb`, for Parquet, DuckDB computing the same groupings in SQL on the same file
+  (`duckdb_scan.py`; `pip install duckdb`, or the `bench` extra);
+- with `--before TREE`, the same `decflow check` from another source tree (`TREE/src` on
+  the path, e.g. `git archive COMMIT src | tar -x -C TREE`), in the same rotation;
 - with `--decguard PATH`, DecGuard 0.1.1 (installed in a throwaway environment) on the
   same JSONL files.
 
 usage: python bench/check_bench.py [--sizes 1000000 10000000] [--formats jsonl parquet]
                                    [--decguard /tmp/decguard-venv/bin/decguard] [--decguard-max N]
-                                   [--continuous] [--repeat N]
+                                   [--continuous] [--repeat N] [--duckdb] [--before TREE]
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ DISTRIBUTIONS = np.array(
      [0.2, 0.15, 0.65]]
 )
 BARE = Path(__file__).resolve().parent / "bare_scan.py"
+DUCKDB = Path(__file__).resolve().parent / "duckdb_scan.py"
 
 
 def records(n: int, seed: int = 0, continuous: bool = False) -> pl.DataFrame:
@@ -141,8 +146,16 @@ def main() -> None:
                         help="random distributions (distinct confidences and latencies)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run the tools in turn this many times; medians (and ranges)")
+    parser.add_argument("--duckdb", action="store_true",
+                        help="also DuckDB computing the same groupings (Parquet)")
+    parser.add_argument("--before", type=Path,
+                        help="also `decflow check` from this source tree (its src/ on the path)")
     args = parser.parse_args()
     compileall.compile_dir(ROOT / "src" / "decflow", quiet=1)
+    if args.before:
+        compileall.compile_dir(args.before / "src" / "decflow", quiet=1)
+    # this tree's decflow, whatever the environment has installed
+    own = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     print("| records | format | tool | wall s | CPU s | peak RSS MB | load avg | result |")
     print("| ---: | --- | --- | ---: | ---: | ---: | --- | --- |")
     notes: dict[Path, str] = {}
@@ -151,27 +164,36 @@ def main() -> None:
         for fmt, path in paths.items():
             store = args.work / f"store-{fmt}-{n}"
             shutil.rmtree(store, ignore_errors=True)
-            runs = [("decflow", [sys.executable, "-m", "decflow", "check", str(CONTRACT),
-                                 "-d", str(path), "--store", str(store)])]
+            check = [sys.executable, "-m", "decflow", "check", str(CONTRACT), "-d", str(path),
+                     "--store", str(store)]
+            runs: list[tuple[str, list[str], dict[str, str]]] = [("decflow", check, own)]
+            if args.before:
+                before = {**os.environ, "PYTHONPATH": str(args.before / "src")}
+                runs.append((f"decflow before ({args.before.name})", check, before))
             if fmt == "parquet":
-                runs.append(("bare polars scan", [sys.executable, str(BARE), str(path)]))
+                runs.append(("bare polars scan", [sys.executable, str(BARE), str(path)], own))
+            if args.duckdb and fmt == "parquet":
+                runs.append(("DuckDB SQL", [sys.executable, str(DUCKDB), str(path)], own))
             if args.decguard and fmt == "jsonl" and n <= args.decguard_max:
                 runs.append(("DecGuard 0.1.1", [args.decguard, "check", str(CONTRACT), "-d",
-                                                str(path)]))
-            measured: dict[str, list[dict[str, float | str]]] = {tool: [] for tool, _ in runs}
+                                                str(path)], own))
+            measured: dict[str, list[dict[str, float | str]]] = {tool: [] for tool, *_ in runs}
             for _ in range(args.repeat):  # in turn, so the machine's load hits every tool
-                for tool, command in runs:
-                    if tool == "decflow" and store.exists():
+                for tool, command, env in runs:
+                    if tool.startswith("decflow") and store.exists():
                         notes[path] = store_note(store, path)
                         shutil.rmtree(store)  # every run starts from an empty store
-                    measured[tool].append(measure(command))
-            for tool, _ in runs:
+                    measured[tool].append(measure(command, env))
+            for tool, *_ in runs:
                 m = measured[tool]
-                result = m[-1]["out"] if tool.startswith("bare") else f"exit {m[-1]['exit']}"
+                result = (m[-1]["out"] if not tool.startswith(("decflow", "DecGuard"))
+                          else f"exit {m[-1]['exit']}")
                 loads = [float(r["load"]) for r in m]
                 print(f"| {n:,} | {fmt} | {tool} | {_median(m, 'wall_s')} | "
                       f"{_median(m, 'cpu_s')} | {max(float(r['rss_mb']) for r in m):.0f} | "
                       f"{min(loads):.1f}–{max(loads):.1f} | {result} |", flush=True)
+            if "DuckDB SQL" in measured:
+                print(ratios(measured["decflow"], measured["DuckDB SQL"], "DuckDB"))
             if store.exists():
                 notes[path] = store_note(store, path)
                 shutil.rmtree(store)
@@ -185,6 +207,17 @@ def _median(runs: list[dict[str, float | str]], key: str) -> str:
         values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
     spread = f" ({values[0]:.2f}–{values[-1]:.2f})" if len(values) > 1 else ""
     return f"{middle:.2f}{spread}"
+
+
+def ratios(ours: list[dict[str, float | str]], theirs: list[dict[str, float | str]],
+           name: str) -> str:
+    """decflow's wall time over another tool's, run by run (each pair ran back to back)."""
+    pairs = sorted(float(a["wall_s"]) / float(b["wall_s"]) for a, b in zip(ours, theirs,
+                                                                            strict=True))
+    middle = pairs[len(pairs) // 2] if len(pairs) % 2 else (
+        pairs[len(pairs) // 2 - 1] + pairs[len(pairs) // 2]) / 2
+    return (f"decflow / {name} wall time, pair by pair: median {middle:.2f}x "
+            f"({', '.join(f'{r:.2f}' for r in pairs)})")
 
 
 def store_note(store: Path, source: Path) -> str:

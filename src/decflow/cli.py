@@ -63,7 +63,10 @@ def _register() -> None:
 def invoke(args: list[str] | None = None) -> int:
     """Run the CLI on `args` and return the exit code (errors printed, never raised)."""
     _register()
-    with redacted_output():  # a credential a backend echoed is never printed
+    from decflow.commands.streams import guarded_output
+
+    # a credential a backend echoed is never printed; a closed pipe fails nothing
+    with redacted_output(), guarded_output():
         return _invoke(args)
 
 
@@ -87,7 +90,7 @@ def _invoke(args: list[str] | None) -> int:
             # bare `decflow`: the help, on stdout; still a usage error (exit 2)
             typer.echo(exc.ctx.get_help())  # type: ignore[attr-defined]
         else:
-            typer.echo(f"error: {escape(usage_error(exc))}", err=True)
+            typer.echo(f"error: {escape(usage_error(exc, args))}", err=True)
         return 2
     except Exception as exc:
         typer.echo(
@@ -100,14 +103,16 @@ def _invoke(args: list[str] | None) -> int:
     return result if isinstance(result, int) else 0
 
 
-def usage_error(exc: TyperException) -> str:
+def usage_error(exc: TyperException, args: list[str] | None = None) -> str:
     """A usage error (unknown option or command, bad or missing value) as one line:
     `decflow test: no such option --stor; the closest is --store (see `decflow test -h`)`,
-    instead of click's usage block."""
+    instead of click's usage block. `args` (default: the process's) name the command when
+    click leaves the error without one (an option missing its value)."""
     from typer._click.exceptions import NoSuchOption
 
     ctx = getattr(exc, "ctx", None)
-    command = ctx.command_path if ctx is not None else "decflow"
+    command = (ctx.command_path if ctx is not None
+               else _command_path(sys.argv[1:] if args is None else args))
     if isinstance(exc, NoSuchOption):
         message = f"no such option {exc.option_name}"
         closest = _closest_option(exc.option_name, ctx)
@@ -119,15 +124,31 @@ def usage_error(exc: TyperException) -> str:
     return f"{command}: {message} (see `{command} -h`)"
 
 
+def _command_path(args: list[str]) -> str:
+    """`decflow runs rm` for `runs rm --dry-run`: the (sub)commands the arguments begin with."""
+    import typer.main
+
+    path, command = ["decflow"], typer.main.get_command(app)
+    for token in args:
+        found = getattr(command, "commands", {}).get(token)
+        if found is None:
+            break
+        path.append(token)
+        command = found
+    return " ".join(path)
+
+
 def _closest_option(typed: str, ctx: object) -> str | None:
-    """The option of the command most like `typed` (click only lists close ones)."""
+    """The option of the command most like `typed`, when one is like it at all (difflib's
+    usual 0.6 similarity: `--stor` → `--store`, `--kep` → `--keep`; `-Z` → none, rather
+    than an option that has nothing to do with it)."""
     import difflib
 
     params = getattr(getattr(ctx, "command", None), "params", ())
     options = [name for param in params
                for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
                if name.startswith("-")]
-    found = difflib.get_close_matches(typed, options, n=1, cutoff=0.0)
+    found = difflib.get_close_matches(typed, options, n=1)
     return found[0] if found else None
 
 

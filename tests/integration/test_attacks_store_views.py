@@ -345,6 +345,14 @@ USAGE_ERRORS = [
     (("test", str(REFUND), "--seed", "3"), "invalid value for --seed: applies only with --all"),
     (("tset", str(REFUND)), "error: decflow: no such command 'tset'. Did you mean 'test'?"),
     (("runs", "rm"), "error: decflow runs rm: missing argument"),
+    # nothing like it: no suggestion of an unrelated option (was "the closest is --dataset")
+    (("validate", str(REFUND), "--store", "s"),
+     "error: decflow validate: no such option --store (see `decflow validate -h`)"),
+    (("test", str(REFUND), "-Z"), "error: decflow test: no such option -Z (see `decflow test"),
+    # an option missing its value names its command (was "decflow: …")
+    (("report", "RUN", "--html"),
+     "error: decflow report: option '--html' requires an argument (see `decflow report -h`)"),
+    (("runs", "gc", "--keep"), "error: decflow runs gc: option '--keep' requires an argument"),
 ]
 
 

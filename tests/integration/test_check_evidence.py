@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from decflow.contracts import load_contract
-from decflow.data.records import RecordSpec, normalize_objects
+from decflow.data.records.reader import RecordSpec, normalize_objects
 from decflow.metrics.production import partition_stats
 from decflow.pipeline.production.statistics import Aggregates
 from decflow.pipeline.production.summary import summarize
@@ -114,12 +114,15 @@ def test_point_gating_re_gates_the_stored_numbers_as_decguard_would(
 def test_a_check_without_a_baseline_leaves_drift_gates_not_established(
         tmp_path: Path, data: dict[str, Path]) -> None:
     out = tmp_path / "check.json"
-    code, _, _ = run_cli("check", str(contract_file(tmp_path, "evidence")), "-d",
-                         str(data["same"]), "-o", str(out))
+    code, text, _ = run_cli("check", str(contract_file(tmp_path, "evidence")), "-d",
+                            str(data["same"]), "-o", str(out))
     report = json.loads(out.read_text())
     drift = [c for c in report["checks"] if c["gate"] in GATES]
     assert [c["status"] for c in drift] == ["not_established"] * 2
     assert code == 0 and report["status"] == "warn"
+    # two requirements are not established: the verdict line must not say they hold
+    assert text.rstrip().splitlines()[-1] == (
+        "WARN: no requirement fails; some gates do not hold or are not established")
 
 
 def test_summarize_takes_the_gating_a_monitor_window_asks_for(

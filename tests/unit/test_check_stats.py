@@ -9,14 +9,18 @@ import random
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pytest
 import yaml
 
 from decflow.contracts import load_contract
+from decflow.data.records.reader import RecordReader, RecordSpec
 from decflow.metrics.partial_sums import group_sums, to_float
-from decflow.metrics.production import arrow_array
+from decflow.metrics.production import arrow_array, stats_frame
+from decflow.pipeline.production import statistics
 from decflow.pipeline.production.run import check_records
+from decflow.pipeline.production.statistics import BatchStats
 from tests.support.paths import EXAMPLES
 
 EXAMPLE = EXAMPLES / "refund"
@@ -226,3 +230,64 @@ def test_inlined_records_show_instants_in_utc_whatever_their_year(tmp_path: Path
     assert [r["timestamp"] for r in report["records"]] == [
         "0000-12-31T23:30:00Z", "+10000-01-01T00:30:00Z", "2026-09-24T09:00:00.25Z",
         "2026-09-24T09:00:00Z"]
+
+
+class _ByHour(BatchStats):
+    """A batch's groups split by the hour of its timestamps, as a monitor splits windows."""
+
+    def prefixes(self, table: pl.DataFrame) -> tuple[list[str], np.ndarray]:
+        hours = table["timestamp"].dt.hour()
+        names = hours.unique(maintain_order=True).to_list()
+        numbers = hours.replace_strict(names, list(range(len(names))),
+                                       return_dtype=pl.Int64).to_numpy()
+        return [f"h{h}\x1e" for h in names], numbers
+
+
+@pytest.mark.parametrize(("segments", "tabled"), [
+    (["locale"], True), (["locale", "tier"], True), (["locale", "tier"], False), ([], True)])
+def test_a_prefix_is_one_more_group_column(tmp_path: Path, segments: list[str], tabled: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Statistics split by prefix in one pass equal those of each prefix's records alone,
+    bit for bit (combinations renumbered through a table, or by value when there are many)."""
+    if not tabled:
+        monkeypatch.setattr(statistics, "_TABLED_COMBINATIONS", 1)
+    contract = _contract(tmp_path, {"segments": segments} if segments else {})
+    rng = random.Random(3)
+    records = [
+        _rec(rng.choice(LABELS), rng.uniform(0.34, 1.0), id=f"r{i}",
+             outcome=rng.choice([*LABELS, None]), latency_ms=rng.uniform(5, 500),
+             timestamp=f"2026-11-04T{rng.randrange(3):02d}:{rng.randrange(60):02d}:00Z",
+             metadata={"locale": rng.choice(["en", "de", 7]), "tier": rng.choice([1, 2])})
+        for i in range(1200)
+    ]
+    path = _write(tmp_path / "r.jsonl", records)
+    spec = RecordSpec.from_contract(contract)
+    table = RecordReader(path, spec).read_all()
+    plain = BatchStats.of(spec, contract)
+    split = _ByHour(plain.spec, plain.n_bins, plain.threshold)(table)
+    expected: dict[str, dict] = {}
+    for hour in table["timestamp"].dt.hour().unique(maintain_order=True).to_list():
+        alone = table.filter(pl.col("timestamp").dt.hour() == hour)
+        expected.update({f"h{hour}\x1e{group}": stats for group, stats in plain(alone).items()})
+    assert sorted(split) == sorted(expected)
+    frame, wanted = stats_frame(split), stats_frame(expected)
+    assert frame.sort("group").equals(wanted.sort("group"))
+
+
+def test_a_sketch_of_parts_equals_the_sketch_of_all_their_values() -> None:
+    """Parts bucket their values once and merge: the same buckets and counts as one sketch
+    of every value, whichever parts were sketched first (a batch's whole, then a segment)."""
+    from decflow.metrics.quantiles import LogSketch, ValueCounts
+
+    rng = np.random.default_rng(8)
+    chunks = [rng.random(5000) ** 3, np.zeros(40), rng.integers(1, 400, 3000) / 4,
+              np.repeat([0.5, 0.25], 700)]
+    parts = [ValueCounts(chunks[0]), ValueCounts(chunks[1]), ValueCounts.of(chunks[2]),
+             ValueCounts(chunks[3])]
+    some = parts[2].merge(parts[0]).sketch()  # sketched first: its parts keep their buckets
+    whole = parts[0].merge(parts[1]).merge(parts[2]).merge(parts[3]).sketch()
+    for sketch, values in ((some, [chunks[2], chunks[0]]), (whole, chunks)):
+        expected = LogSketch.of(np.concatenate(values))
+        assert sketch.zeros == expected.zeros
+        assert sketch.buckets.tolist() == expected.buckets.tolist()
+        assert sketch.counts.tolist() == expected.counts.tolist()

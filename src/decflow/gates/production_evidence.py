@@ -25,20 +25,21 @@ metrics, the segments' metrics), so a stored report re-derives its verdicts.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from decflow.contracts.extensions import gating_rule
-from decflow.data.record_rules import shown_segment_value
+from decflow.contracts.gates import PRODUCTION_GATES, ProductionGates
+from decflow.data.records.rules import shown_segment_value
 from decflow.gates.checks import Check, Comparison, Level, evidence_check
 from decflow.gates.production import (
-    DRIFT_GATES,
     NO_BASELINE,
     NO_RECORDS,
-    PRODUCTION_GATES,
-    SEGMENT_GATES,
+    GateTable,
     aggregate_checks,
+    gate_table,
     segment_checks,
 )
 from decflow.metrics.evidence import ALPHA, Evidence, MeanTest, verdict_from_p
@@ -56,18 +57,9 @@ from decflow.metrics.stats import holm
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.contracts.gates import Gating, Production, ProductionSegmentGates
+    from decflow.contracts.gates import Gating, Production
 
 NLL_RANGE = -math.log(NLL_FLOOR)  # DecGuard's clamp bounds a record's NLL at 34.5
-# (section, rate key, count key) of the rate gates' metrics
-_RATES: dict[str, tuple[str, str, str]] = {
-    "accuracy": ("outcomes", "accuracy", "n"),
-    "error_rate": ("outcomes", "error_rate", "n"),
-    "threshold_coverage": ("threshold", "coverage", "n"),
-    "abstention_rate": ("routing", "abstention_rate", "n_actions"),
-    "fallback_rate": ("routing", "fallback_rate", "n_fallback"),
-}
-_DRIFT = {metric for _, metric, _ in DRIFT_GATES}
 
 
 def production_gating(contract: Contract) -> tuple[Gating, str]:
@@ -93,38 +85,44 @@ def _count(section: Mapping[str, Any] | None, rate_key: str, n_key: str) -> tupl
 
 
 def metric_test(metric: str, comparison: str, limit: float, metrics: Metrics,
-                baseline: Metrics | None) -> MeanTest | None:
-    """The test of one production gate's metric against its limit (None when the metric
-    cannot be computed: no eligible record, or no baseline for a drift gate)."""
-    if metric in _RATES:
-        count, n = _count(metrics.get(_RATES[metric][0]), *_RATES[metric][1:])
-        return rate_test(count, n, limit, comparison)
+                baseline: Metrics | None, *, alpha: float = ALPHA) -> MeanTest | None:
+    """The test of one production gate's metric against its limit at level `alpha` (None
+    when the metric cannot be computed: no eligible record, or no baseline for a drift
+    gate)."""
+    rate = next((entry.rate for entry in PRODUCTION_GATES.entries()
+                 if entry.metric == metric and entry.rate is not None), None)
+    if rate is not None:  # a count over records: exact bounds
+        count, n = _count(metrics.get(rate.section), rate.key, rate.size)
+        return rate_test(count, n, limit, comparison, alpha=alpha)
     calibration = metrics["calibration"]
     if metric in ("brier", "nll"):
         mean, n = calibration.get(metric), int(calibration.get("n_label_outcomes") or 0)
         if mean is None:
             return None
-        return sum_mean_test(float(mean) * n, n, limit, 2.0 if metric == "brier" else NLL_RANGE)
+        return sum_mean_test(float(mean) * n, n, limit, 2.0 if metric == "brier" else NLL_RANGE,
+                             alpha=alpha)
     if metric == "ece":
-        return ece_test(Bins.of(calibration["reliability"]), limit)
+        return ece_test(Bins.of(calibration["reliability"]), limit, alpha=alpha)
     if baseline is None:
         return None
     if metric == "confidence_tv_distance":
         return tv_test(metrics["confidence"]["histogram"], baseline["confidence"]["histogram"],
-                       limit)
+                       limit, alpha=alpha)
     if metric == "accuracy_drop":
         correct, n = _count(metrics["outcomes"], "accuracy", "n")
         base_correct, base_n = _count(baseline["outcomes"], "accuracy", "n")
-        return drop_test(base_correct, base_n, correct, n, limit)
+        return drop_test(base_correct, base_n, correct, n, limit, alpha=alpha)
     if metric == "ece_increase":
         return ece_increase_test(Bins.of(calibration["reliability"]),
-                                 Bins.of(baseline["calibration"]["reliability"]), limit)
+                                 Bins.of(baseline["calibration"]["reliability"]), limit,
+                                 alpha=alpha)
     raise ValueError(f"no evidence test for the production metric {metric!r}")
 
 
 @dataclass(frozen=True)
 class _Gate:
-    """One configured gate of the aggregate or a segment, with its test."""
+    """One configured gate of the aggregate or a segment, with its test at the family's α
+    and the same test at any level (`retest(alpha=…)`)."""
 
     name: str
     level: Level
@@ -132,33 +130,48 @@ class _Gate:
     comparison: Comparison
     limit: float
     test: MeanTest | None
+    retest: Callable[..., MeanTest | None]
     reason: str
 
     def p_fail(self) -> float:
         assert self.test is not None
         return self.test.p_above if self.comparison == "<=" else self.test.p_below
 
+    def on_failing_side(self) -> bool:
+        """The estimate lies beyond the limit (a FAIL is the verdict it points to)."""
+        estimate = None if self.test is None else self.test.estimate
+        if estimate is None:
+            return False
+        return estimate > self.limit if self.comparison == "<=" else estimate < self.limit
 
-def _gates(gates: ProductionSegmentGates, level: Level, table: tuple[tuple[str, str, str], ...],
-           metrics: Metrics, baseline: Metrics | None, prefix: str) -> list[_Gate]:
+
+def _gates(gates: ProductionGates, level: Level, table: GateTable,
+           metrics: Metrics, baseline: Metrics | None, prefix: str, alpha: float
+           ) -> list[_Gate]:
+    drift = {entry.metric for entry in PRODUCTION_GATES.entries() if entry.drift}
     out = []
     for gate, metric, comparison in table:
-        limit = getattr(gates, gate, None)
+        limit = gates.limit(gate)
         if limit is None:
             continue
+        retest = partial(metric_test, metric, comparison, float(limit), metrics, baseline)
         out.append(_Gate(prefix + gate, level, prefix + metric, comparison,  # type: ignore[arg-type]
-                         float(limit), metric_test(metric, comparison, float(limit), metrics,
-                                                   baseline),
-                         NO_BASELINE if metric in _DRIFT else NO_RECORDS))
+                         float(limit), retest(alpha=alpha), retest,
+                         NO_BASELINE if metric in drift else NO_RECORDS))
     return out
 
 
 def _judged(gates: Sequence[_Gate], alpha: float) -> list[Check]:
     """Checks of one level's family: Holm on the side that fails, each alone on the side
-    that holds (intersection–union)."""
+    that holds (intersection–union). An undecided check whose estimate points to a FAIL is
+    planned at the level Holm would ask of it: with r checks of the family failed, one
+    more fails once its own p-value is below α/(m − r), so its cases needed and detectable
+    effect are those of its test at that level (at α they could name fewer cases than it
+    already has)."""
     tested = [g for g in gates if g.test is not None]
     adjusted = dict(zip((id(g) for g in tested), holm([g.p_fail() for g in tested]),
                         strict=True))
+    holm_level = alpha / max(1, sum(p >= alpha for p in adjusted.values()))
     checks = []
     for gate in gates:
         if gate.test is None:
@@ -171,6 +184,13 @@ def _judged(gates: Sequence[_Gate], alpha: float) -> list[Check]:
         notes = [f"Holm across {len(tested)} {gate.level} checks"] if len(tested) > 1 else []
         evidence = test.evidence(gate.comparison, verdict=verdict, notes=notes,  # type: ignore[arg-type]
                                  alpha=alpha)
+        if verdict == "not_established" and holm_level < alpha and gate.on_failing_side():
+            planned = gate.retest(alpha=holm_level)
+            if planned is not None:
+                evidence = replace(evidence, cases_needed=planned.cases_needed,
+                                   detectable=planned.detectable,
+                                   notes=(*evidence.notes,
+                                          f"planned at Holm's level {holm_level:.3g}"))
         # a gate no window size can decide says so on its line, not only in its evidence
         suffix = "".join(f"; {note}" for note in test.notes if note.endswith(LARGER_BASELINE))
         checks.append(evidence_check(gate.name, gate.level, gate.metric, gate.comparison,
@@ -195,14 +215,15 @@ def evidence_checks(
     """The aggregate checks (requirements, then warnings) and each segment's checks (its
     requirements, then its warnings; `segments` as (`key=value`, metrics)), in the order of
     the point verdicts, judged by evidence with Holm over each level's family."""
-    levels: list[tuple[Level, ProductionSegmentGates, ProductionSegmentGates]] = [
+    levels: list[tuple[Level, ProductionGates, ProductionGates]] = [
         ("requirement", production.requirements, production.segment_requirements),
         ("warning", production.warnings, production.segment_warnings)]
     aggregate = [g for level, gates, _ in levels
-                 for g in _gates(gates, level, PRODUCTION_GATES, metrics, baseline, "")]
+                 for g in _gates(gates, level, gate_table(segment=False), metrics, baseline,
+                                 "", alpha)]
     per_segment = [[g for level, _, gates in levels
-                    for g in _gates(gates, level, SEGMENT_GATES, seg_metrics, None,
-                                    f"segment[{name}].")]
+                    for g in _gates(gates, level, gate_table(segment=True), seg_metrics, None,
+                                    f"segment[{name}].", alpha)]
                    for name, seg_metrics in segments]
     everything = aggregate + [g for gates in per_segment for g in gates]
     judged: dict[int, Check] = {}

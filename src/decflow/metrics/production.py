@@ -28,6 +28,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
+from decflow.contracts.gates import PRODUCTION_GATES
 from decflow.metrics.golden_metrics import NLL_FLOOR, calibration_bin_index, reliability_from_bins
 from decflow.metrics.numeric import row_sums
 from decflow.metrics.partial_sums import group_sums, to_float
@@ -223,6 +224,11 @@ def group_ids(table: pl.DataFrame, column: str | None) -> tuple[list[str], np.nd
     return keys, ids.to_numpy()
 
 
+def _rows_of(groups: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The group numbers of some rows (given by index; all of them: no copy)."""
+    return groups if rows.size == groups.size else groups[rows]
+
+
 def grouped_stats(
     columns: RecordColumns, keys: list[str], groups: np.ndarray, n_bins: int
 ) -> dict[str, GroupStats]:
@@ -230,21 +236,30 @@ def grouped_stats(
     n = len(keys)
     c = columns
     bins = c.bins
+    # the rows with known correctness (usually all of them: no copies then)
+    every = bool(c.known.all())
+    k_groups, k_bins, k_confidence = (
+        (groups, bins, c.confidence) if every else (groups[c.known], bins[c.known],
+                                                    c.confidence[c.known]))
     hist = _counts_by(groups, bins, n, n_bins)
-    cal_bins = _counts_by(groups[c.known], bins[c.known], n, n_bins)
+    cal_bins = hist if every else _counts_by(k_groups, k_bins, n, n_bins)
     cal_correct = _counts_by(groups[c.correct], bins[c.correct], n, n_bins)
-    cal_sums = group_sums(c.confidence[c.known], groups[c.known] * n_bins + bins[c.known],
-                          n * n_bins)
-    brier = group_sums(c.brier_terms, groups[c.labelled], n)
-    nll = group_sums(c.nll_terms, groups[c.labelled], n)
-    conf_sum = group_sums(c.confidence, groups, n)
-    lat_sum = group_sums(c.latency, groups[c.latency_rows], n)
-    cost_sum = group_sums(c.cost, groups[c.cost_rows], n)
-    smooth = grouped_grids(c.confidence[c.known], c.correct[c.known].astype(np.float64),
-                           groups[c.known], n, PRODUCTION_NODES)
+    cal_sums = group_sums(k_confidence, k_groups * n_bins + k_bins, n * n_bins)
+    labelled = _rows_of(groups, c.labelled)
+    brier = group_sums(c.brier_terms, labelled, n)
+    nll = group_sums(c.nll_terms, labelled, n)
+    # exact sums add up exactly: with every row known, a group's sum is its bins' sums
+    conf_sum = ([sum(cal_sums[i * n_bins:(i + 1) * n_bins]) for i in range(n)] if every
+                else group_sums(c.confidence, groups, n))
+    lat_groups, cost_groups = _rows_of(groups, c.latency_rows), _rows_of(groups, c.cost_rows)
+    lat_sum = group_sums(c.latency, lat_groups, n)
+    cost_sum = group_sums(c.cost, cost_groups, n)
+    k_correct = c.correct if every else c.correct[c.known]
+    smooth = grouped_grids(k_confidence, k_correct.astype(np.float64), k_groups, n,
+                           PRODUCTION_NODES)
     conf_counts = _distributions(c.confidence, groups, n)
-    lat_counts = _distributions(c.latency, groups[c.latency_rows], n)
-    cost_counts = _distributions(c.cost, groups[c.cost_rows], n)
+    lat_counts = _distributions(c.latency, lat_groups, n)
+    cost_counts = _distributions(c.cost, cost_groups, n)
     members = [groups == g for g in range(n)] if 1 < n <= _MASKED_GROUPS else None
     per = {name: _per_group(flag, groups, n, members) for name, flag in c.flags.items()}
     out: dict[str, GroupStats] = {}
@@ -260,6 +275,33 @@ def grouped_stats(
         stats.confidence, stats.latency, stats.cost = conf_counts[i], lat_counts[i], cost_counts[i]
         stats.smooth = smooth[i]
         out[key] = stats
+    return out
+
+
+def correctness_stats(
+    confidence: np.ndarray, correct: np.ndarray, groups: np.ndarray, keys: list[str],
+    n_bins: int,
+) -> dict[str, GroupStats]:
+    """What learning the correctness of records already counted adds to their groups'
+    statistics (a monitor's labels arriving after the decisions): the correctness counts,
+    reliability bins and SmoothECE grid, nothing else (`total` and every other count 0), so
+    merging them into the records' own statistics gives what the records would have given
+    with `outcome_correct` set. One entry per key that has a record."""
+    n = len(keys)
+    bins = calibration_bin_index(confidence, n_bins)
+    right = correct.astype(bool)
+    counts = _counts_by(groups, bins, n, n_bins)
+    rights = _counts_by(groups[right], bins[right], n, n_bins)
+    sums = group_sums(confidence, groups * n_bins + bins, n * n_bins)
+    grids = grouped_grids(confidence, right.astype(np.float64), groups, n, PRODUCTION_NODES)
+    sizes = np.bincount(groups, minlength=n)
+    out: dict[str, GroupStats] = {}
+    for i in np.flatnonzero(sizes).tolist():
+        out[keys[i]] = GroupStats(
+            with_correctness=int(sizes[i]), n_correct=int(rights[i].sum()),
+            bin_count=counts[i].tolist(), bin_correct=rights[i].tolist(),
+            bin_confidence=sums[i * n_bins:(i + 1) * n_bins], histogram=[0] * n_bins,
+            smooth=grids[i])
     return out
 
 
@@ -471,21 +513,11 @@ def production_metrics(stats: GroupStats, n_bins: int, threshold: float | None) 
     return metrics
 
 
-_GATE_METRICS: dict[str, tuple[str, str]] = {
-    "accuracy": ("outcomes", "accuracy"),
-    "error_rate": ("outcomes", "error_rate"),
-    "ece": ("calibration", "ece"),
-    "brier": ("calibration", "brier"),
-    "nll": ("calibration", "nll"),
-    "threshold_coverage": ("threshold", "coverage"),
-    "abstention_rate": ("routing", "abstention_rate"),
-    "fallback_rate": ("routing", "fallback_rate"),
-}
-
-
 def production_value(metrics: Metrics, name: str) -> float | None:
-    """The value a production gate reads (None when its section or value is missing)."""
-    section, key = _GATE_METRICS[name]
+    """The value a production gate reads (None when its section or value is missing), where
+    the gate's registry entry says it sits."""
+    section, key = next(entry.path for entry in PRODUCTION_GATES.entries()
+                        if entry.metric == name and entry.path is not None)
     values = metrics.get(section)
     return None if values is None else values.get(key)
 

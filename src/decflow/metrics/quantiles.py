@@ -37,6 +37,27 @@ _GAMMA = (1 + _ALPHA) / (1 - _ALPHA)
 _LOG_GAMMA = math.log(_GAMMA)
 
 
+class _Part:
+    """Values (and their counts; None: each once) of one piece of a `ValueCounts`, with
+    their log-bucket counts once a sketch needed them: parts are shared by the merges
+    that collect them (a batch's whole and its segments), so each value is bucketed once."""
+
+    __slots__ = ("_sketch", "counts", "values")
+
+    def __init__(self, values: np.ndarray, counts: np.ndarray | None) -> None:
+        self.values, self.counts = values, counts
+        self._sketch: LogSketch | None = None
+
+    @property
+    def n(self) -> int:
+        return self.values.size if self.counts is None else int(self.counts.sum())
+
+    def sketch(self) -> LogSketch:
+        if self._sketch is None:
+            self._sketch = LogSketch.of(self.values, self.counts)
+        return self._sketch
+
+
 class ValueCounts:
     """Exact distribution of a column, enough for exact percentiles and never larger than
     the column: parts of (values, counts), where counts of None mean each value stands for
@@ -45,14 +66,14 @@ class ValueCounts:
 
     def __init__(self, values: npt.ArrayLike | None = None,
                  counts: npt.ArrayLike | None = None) -> None:
-        self._parts: list[tuple[np.ndarray, np.ndarray | None]] = []
+        self._parts: list[_Part] = []
         if values is not None:
             array = np.asarray(values, dtype=np.float64)
             weights = None if counts is None else np.asarray(counts, dtype=np.int64)
             if weights is not None and weights.size and int(weights.max()) == 1:
                 weights = None
             if array.size:
-                self._parts.append((array, weights))
+                self._parts.append(_Part(array, weights))
 
     @classmethod
     def of(cls, values: npt.ArrayLike) -> ValueCounts:
@@ -66,17 +87,18 @@ class ValueCounts:
 
     @property
     def n(self) -> int:
-        return sum(v.size if c is None else int(c.sum()) for v, c in self._parts)
+        return sum(p.n for p in self._parts)
 
     def joined(self) -> tuple[np.ndarray, np.ndarray | None]:
         """All values, unsorted, and their counts (None when each value is there once)."""
         if not self._parts:
             return np.empty(0), None
-        values = np.concatenate([v for v, _ in self._parts])
-        if all(c is None for _, c in self._parts):
+        values = np.concatenate([p.values for p in self._parts])
+        if all(p.counts is None for p in self._parts):
             return values, None
         counts = np.concatenate(
-            [np.ones(v.size, dtype=np.int64) if c is None else c for v, c in self._parts]
+            [np.ones(p.values.size, dtype=np.int64) if p.counts is None else p.counts
+             for p in self._parts]
         )
         return values, counts
 
@@ -88,13 +110,13 @@ class ValueCounts:
         counts = np.ones(values.size, dtype=np.int64) if joined is None else joined
         distinct, inverse = np.unique(values, return_inverse=True)
         summed = np.bincount(inverse, weights=counts, minlength=distinct.size).astype(np.int64)
-        self._parts = [(distinct, None if int(summed.max()) == 1 else summed)]
+        self._parts = [_Part(distinct, None if int(summed.max()) == 1 else summed)]
         return distinct, summed
 
     def _ranked(self, ranks: list[int]) -> list[float]:
         """The values at 0-based ranks of the sorted multiset."""
-        if all(c is None for _, c in self._parts):
-            values = np.concatenate([v for v, _ in self._parts])
+        if all(p.counts is None for p in self._parts):
+            values = np.concatenate([p.values for p in self._parts])
             chosen = np.partition(values, sorted(set(ranks)))
             return [float(chosen[r]) for r in ranks]
         values, counts = self.compact()
@@ -106,15 +128,14 @@ class ValueCounts:
         return _interpolated(self.n, q, self._ranked)
 
     def sketch(self) -> LogSketch:
+        """The log-bucket sketch of these values: each part's (bucketed once, then kept
+        with the part), merged — the same buckets and counts as sketching them all."""
         if not self._parts:
             return LogSketch()
-        values = np.concatenate([v for v, _ in self._parts])
-        if all(c is None for _, c in self._parts):
-            return LogSketch.of(values)
-        counts = np.concatenate(
-            [np.ones(v.size, dtype=np.int64) if c is None else c for v, c in self._parts]
-        )
-        return LogSketch.of(values, counts)
+        sketch = self._parts[0].sketch()
+        for part in self._parts[1:]:
+            sketch = sketch.merge(part.sketch())
+        return sketch
 
 
 def _interpolated(n: int, q: float, ranked: Any) -> float | None:

@@ -37,6 +37,7 @@ from decflow.metrics.binomial import (
 )
 from decflow.metrics.bounded_mean import binomial_test
 from decflow.metrics.evidence import ALPHA, MeanTest
+from decflow.metrics.noise_floor import larger_baseline
 
 COUNT = "exact (Clopper-Pearson), a count: one occurrence fails"
 DROP = "exact binomial bounds of both samples at α/2 each (union bound)"
@@ -111,13 +112,15 @@ def drop_test(base_count: int, base_n: int, count: int, n: int, limit: float, *,
         lambda t: upper_tail(count, n, t - limit),
         lambda t: lower_tail(base_count, base_n, t), 0.0, 1.0)
     # Planning: the two exact margins on the side the estimate lies, the window's scaled as
-    # 1/√n (the baseline's stays), so n′ = n reproduces this check's own bound.
+    # 1/√n (the baseline's stays), so n′ = n reproduces this check's own bound. With no room
+    # left beside the baseline's margin, no window size decides it: a larger baseline would.
     above = estimate >= limit
     base_margin = (base_rate - base_low) if above else (base_high - base_rate)
     now_margin = (now_high - rate) if above else (rate - now_low)
     room = abs(estimate - limit) - base_margin
     needed = (None if room <= 0.0 or now_margin <= 0.0
               else max(1, math.ceil(n * (now_margin / room) ** 2)))
+    stuck = (larger_baseline(base_n),) if room <= 0.0 < abs(estimate - limit) else ()
     sd = math.sqrt(base_rate * (1 - base_rate) / base_n + rate * (1 - rate) / n)
     return MeanTest(
         method=DROP,
@@ -130,7 +133,7 @@ def drop_test(base_count: int, base_n: int, count: int, n: int, limit: float, *,
         p_below=min(1.0, p_below, 0.999999 * alpha) if high < limit else 1.0,
         cases_needed=needed,
         detectable=base_margin + now_margin + _Z_POWER * sd,
-        notes=(f"baseline {base_count} of {base_n}",),
+        notes=(f"baseline {base_count} of {base_n}", *stuck),
     )
 
 

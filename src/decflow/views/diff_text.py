@@ -15,11 +15,11 @@ from decflow.version import __version__
 from decflow.views.calibration_text import diff_calibration_lines
 from decflow.views.diff_evidence import evidence_rows, gating_line, noise_line
 from decflow.views.identity import cache_side
-from decflow.views.text import answer, checks, percent, preview
+from decflow.views.text import WARN_VERDICT, answer, checks, percent, preview
 
 VERDICTS = {
     "pass": "PASS: no regression gate is violated",
-    "warn": "WARN: requirements hold; some warning gates do not hold or are not established",
+    "warn": WARN_VERDICT,
     "fail": "FAIL: the candidate regresses beyond the contract's limits",
 }
 MAX_CHANGES = 10

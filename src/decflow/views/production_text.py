@@ -13,11 +13,11 @@ from decflow.report.model import ContractRef, DatasetRef, Report
 from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
-from decflow.views.text import checks, failing_segments_first, short_hash
+from decflow.views.text import WARN_VERDICT, checks, failing_segments_first, short_hash
 
 VERDICTS = {
     "pass": "PASS: all post-deployment gates hold",
-    "warn": "WARN: requirements hold; some warning gates do not hold or are not established",
+    "warn": WARN_VERDICT,
     "fail": "FAIL: at least one post-deployment requirement does not hold",
 }
 GATE_WIDTH = 48

@@ -21,9 +21,12 @@ from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.evidence_text import gate_evidence_lines
 
+# A WARN may rest on a requirement that is not established (evidence gating): no
+# requirement fails, which is not to say they all hold.
+WARN_VERDICT = "WARN: no requirement fails; some gates do not hold or are not established"
 VERDICTS = {
     "pass": "PASS: all gates hold",
-    "warn": "WARN: requirements hold; some warning gates do not hold or are not established",
+    "warn": WARN_VERDICT,
     "fail": "FAIL: at least one requirement does not hold",
 }
 MAX_LISTED = 10

@@ -2,7 +2,7 @@
 (`metrics.production.GroupStats`) for the whole input and every segment value, a unit at a
 time, and merged.
 
-A unit (`data.record_units`) is read and validated batch by batch into its statistics per
+A unit (`data.records.units`) is read and validated batch by batch into its statistics per
 group and the 64-bit hashes of its ids; nothing else of the records is kept. In the store
 a unit is one small statistics part and its id hashes split by their top 4 bits into
 `ID_BUCKETS` parts (delta-encoded, ≈5 bytes a record), never a copy of the rows.
@@ -27,8 +27,8 @@ import numpy as np
 import polars as pl
 
 from decflow import interrupts
-from decflow.data.record_units import Unit
-from decflow.data.records import RecordReader, RecordSpec, segment_column
+from decflow.data.records.reader import RecordReader, RecordSpec, segment_column
+from decflow.data.records.units import Unit
 from decflow.errors import DatasetError
 from decflow.metrics.production import (
     GroupStats,
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from decflow.store.store import Manifest, Part, Store
 
 ID_BUCKETS = 16
+STATS_PART = "part-00000.parquet"  # a unit's statistics
+ROWS_PART = "rows.parquet"  # a unit's `BatchStats.rows`, when it keeps any
 _BUCKET_SHIFT = np.uint64(60)
 
 # A group's key: "" for every record, `<segment key>\x1f<value token>` for a segment value.
@@ -73,7 +75,11 @@ def binning(contract: Contract) -> tuple[int, float | None]:
 @dataclass(frozen=True)
 class BatchStats:
     """Statistics of one batch, with the contract's settings taken out (it pickles, for
-    workers): the whole batch under `""`, each segment value under `<key>\\x1f<token>`."""
+    workers): the whole batch under `""`, each segment value under `<key>\x1f<token>`,
+    each of them crossed with the batch's key prefixes when `prefixes` gives some (a
+    monitor's time windows: `<prefix><group>`). The per-record columns are computed once
+    for all groups, and the whole batch (of each prefix) is merged from the first segment
+    key's groups: every grouping is one more group column, never one more pass."""
 
     spec: RecordSpec
     n_bins: int
@@ -83,27 +89,67 @@ class BatchStats:
     def of(cls, spec: RecordSpec, contract: Contract) -> BatchStats:
         return cls(spec, *binning(contract))
 
+    def rows(self, _table: pl.DataFrame) -> pl.DataFrame | None:
+        """Per-record rows a unit keeps beside its statistics (a monitor's predictions;
+        none for a check)."""
+        return None
+
+    def prefixes(self, table: pl.DataFrame) -> tuple[list[str], np.ndarray] | None:
+        """The key prefixes every group of this batch is split by — their names and each
+        record's prefix number — or None for one, empty, prefix (a check)."""
+        return None
+
     def __call__(self, table: pl.DataFrame) -> dict[str, GroupStats]:
         if table.height == 0:
             return {}
         spec, n_bins = self.spec, self.n_bins
         columns = record_columns(table, spec.labels, n_bins, self.threshold)
+        prefixes = self.prefixes(table)
         if not spec.segments:
-            keys, groups = group_ids(table, None)
+            keys, groups, _ = crossed(prefixes, [""], np.zeros(table.height, dtype=np.int64))
             return grouped_stats(columns, keys, groups, n_bins)
-        out: dict[str, GroupStats] = {}
-        for key in spec.segments:
-            keys, groups = group_ids(table, segment_column(key))
-            for token, stats in grouped_stats(columns, keys, groups, n_bins).items():
-                out[f"{key}{SEGMENT_SEPARATOR}{token}"] = stats
-        # Every record is in exactly one group of a key: the whole batch is their merge
-        # (exact, like every merge), not a second pass over the records.
-        first = spec.segments[0]
         overall: dict[str, GroupStats] = {}
-        for group, stats in out.items():
-            if group.partition(SEGMENT_SEPARATOR)[0] == first:
-                overall = merge_groups(overall, {"": stats})
+        out: dict[str, GroupStats] = {}
+        for i, key in enumerate(spec.segments):
+            tokens, token_groups = group_ids(table, segment_column(key))
+            names = [f"{key}{SEGMENT_SEPARATOR}{token}" for token in tokens]
+            keys, groups, owners = crossed(prefixes, names, token_groups)
+            stats = grouped_stats(columns, keys, groups, n_bins)
+            if i == 0:
+                # Every record is in exactly one group of a key: the whole batch is their
+                # merge (exact, like every merge), not a second pass over the records.
+                for owner, group_stats in zip(owners, stats.values(), strict=True):
+                    overall = merge_groups(overall, {owner: group_stats})
+            out.update(stats)
         return {**overall, **out}
+
+
+# Up to this many prefix × group combinations, records are renumbered through a table.
+_TABLED_COMBINATIONS = 1 << 20
+
+
+def crossed(prefixes: tuple[list[str], np.ndarray] | None, keys: list[str],
+            groups: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
+    """Groups split by prefix: (`<prefix><key>` of each combination present, in the order
+    the records first show them, each record's combination number, each combination's
+    prefix). In that order each prefix's groups come as they would from its records
+    alone, so merging them gives the same bits as a pass over those records."""
+    if prefixes is None:
+        return keys, groups, [""] * len(keys)
+    names, numbers = prefixes
+    combined = numbers.astype(np.int64) * len(keys) + groups
+    present = pl.Series(combined).unique(maintain_order=True).to_numpy()
+    if len(names) * len(keys) <= _TABLED_COMBINATIONS:
+        renumbered = np.zeros(len(names) * len(keys), dtype=np.int64)
+        renumbered[present] = np.arange(present.size)
+        inverse = renumbered[combined]
+    else:
+        inverse = pl.Series(combined).replace_strict(
+            present, np.arange(present.size), return_dtype=pl.Int64).to_numpy()
+    owners = [names[c // len(keys)] for c in present.tolist()]
+    combinations = [owner + keys[c % len(keys)]
+                    for owner, c in zip(owners, present.tolist(), strict=True)]
+    return combinations, inverse, owners
 
 
 def aggregates_of(
@@ -134,6 +180,7 @@ class UnitAggregates:
     stats: dict[str, GroupStats] = field(default_factory=dict)
     # sorted; None once dropped (a unit whose hashes are read back from the store)
     id_hashes: np.ndarray | None = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    rows: pl.DataFrame | None = None  # `BatchStats.rows` of its records, in file order
 
 
 def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
@@ -142,9 +189,13 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
     reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset, texts=False,
                           beside=True)
     merged: dict[str, GroupStats] = {}
+    rows: list[pl.DataFrame] = []
     try:
         for batch in reader.unit_batches():
             merged = merge_groups(merged, batch_stats(batch.table))
+            kept = batch_stats.rows(batch.table)
+            if kept is not None:
+                rows.append(kept)
     except DatasetError as exc:
         return UnitAggregates(unit, reader.n_records - unit.offset, str(exc))
     n_records = reader.n_records - unit.offset
@@ -154,7 +205,7 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
                               f"({unit.n_records} records planned, {n_records} read); run "
                               "it again")
     return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
-                          reader.id_hashes())
+                          reader.id_hashes(), pl.concat(rows) if rows else None)
 
 
 def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggregates:
@@ -173,8 +224,10 @@ def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggrega
             problems.setdefault(key, message)
         stats = merge_groups(stats, result.stats)
     hashes = [r.id_hashes for r in results if r.id_hashes is not None]
+    rows = [r.rows for r in results if r.rows is not None]
     return UnitAggregates(unit, n_records, None, problems, stats,
-                          np.sort(np.concatenate(hashes), kind="stable"))
+                          np.sort(np.concatenate(hashes), kind="stable"),
+                          pl.concat(rows) if rows else None)
 
 
 # -- merging units ------------------------------------------------------------------------
@@ -254,8 +307,10 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         ids = pool.submit(id_parts)
-        stats = store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))
-        return [stats, *interrupts.result(ids)]
+        stats = store.write_part(f"{prefix}/{STATS_PART}", stats_frame(result.stats))
+        rows = ([] if result.rows is None
+                else [store.write_part(f"{prefix}/{ROWS_PART}", result.rows)])
+        return [stats, *rows, *interrupts.result(ids)]
 
 
 def _hash_parquet(hashes: np.ndarray) -> bytes:
@@ -272,8 +327,14 @@ def _hash_parquet(hashes: np.ndarray) -> bytes:
 
 
 def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
-    stats_part = next(p for p in manifest.parts if p.path.endswith("/part-00000.parquet"))
+    stats_part = next(p for p in manifest.parts if p.path.endswith(f"/{STATS_PART}"))
     return stats_from_frame(store.read_part(stats_part))
+
+
+def unit_rows(store: Store, manifest: Manifest) -> pl.DataFrame | None:
+    """A stored unit's kept rows (`BatchStats.rows`), if it kept any."""
+    part = next((p for p in manifest.parts if p.path.endswith(f"/{ROWS_PART}")), None)
+    return None if part is None else store.read_part(part)
 
 
 def stored_bucket(store: Store, manifest: Manifest, b: int) -> list[np.ndarray]:
