@@ -9,8 +9,9 @@ defined; an extension registers through the same `register` before anything read
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from decflow.errors import DecflowError
 
@@ -62,3 +63,10 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         return iter(self.entries())
+
+
+def imported(ref: str) -> Any:
+    """The attribute `ref` names (`module:attribute`), imported when first asked for: an
+    entry names its implementation so the registry itself imports nothing above it."""
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)

@@ -64,6 +64,17 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook` for `json.loads` where a caller places errors itself (the record
+    readers): raises ValueError naming a repeated key."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key '{key}'")
+        out[key] = value
+    return out
+
+
 def _constant(name: str) -> Any:
     raise _Refused(name)
 
@@ -75,8 +86,25 @@ def _finite(text: str) -> float:
     return value
 
 
-def loads(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """Parse `text`; raise JsonProblem (a ValueError) naming the first problem's place."""
+def values_over(text: str | bytes | bytearray, limit: int) -> int:
+    """How many values a JSON text may hold when that can pass `limit`, else 0. Counted
+    without parsing (commas, brackets and braces, those inside strings too, bound the
+    values from above), so a text that would take gigabytes as Python objects (60 MB of
+    `[],` are 21 million lists, 2-3 GB) is refused before it is parsed."""
+    if len(text) <= limit:
+        return 0
+    if isinstance(text, str):
+        found = 1 + text.count(",") + text.count("[") + text.count("{")
+    else:
+        found = 1 + text.count(b",") + text.count(b"[") + text.count(b"{")
+    return found if found > limit else 0
+
+
+def loads(text: str, *, max_depth: int = MAX_DEPTH, max_values: int | None = None) -> Any:
+    """Parse `text`; raise JsonProblem (a ValueError) naming the first problem's place.
+    With `max_values`, a text that may hold more values is refused unparsed."""
+    if max_values is not None and (found := values_over(text, max_values)):
+        raise JsonProblem(f"up to {found:,} values; at most {max_values:,} are read", 1, 1)
     try:
         value = json.loads(
             text, object_pairs_hook=_unique, parse_constant=_constant, parse_float=_finite

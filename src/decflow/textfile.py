@@ -78,3 +78,21 @@ def _nul_problem(raw: bytes, offset: int) -> TextProblem:
         line,
         column,
     )
+
+
+def utf8_size(text: str, limit: int) -> int:
+    """How many bytes `text` takes as UTF-8, or TextProblem: a lone surrogate (JSON can
+    spell `"\\ud800"`, Python keeps it, and no file or terminal can hold it), or more than
+    `limit` bytes."""
+    if text.isascii():
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise TextProblem(f"is not valid Unicode: a lone surrogate "
+                              f"\\u{ord(text[exc.start]):04x} at character {exc.start + 1:,}"
+                              ) from None
+    if size > limit:
+        raise TextProblem(f"holds {size:,} bytes; at most {limit:,} are read (SECURITY.md)")
+    return size

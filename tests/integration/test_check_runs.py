@@ -170,4 +170,6 @@ def test_kinds_that_do_not_fit_are_refused_naming_the_run(contract: Path, tmp_pa
                    f"(no such file or folder) nor a run id in the store {store} (see `decflow "
                    "runs`)\n")
     code, _, err = run_cli("test", str(contract), "--store", str(store), "--resume", checked)
-    assert code == 2 and f"run {checked} is a check run; only contract runs" in err
+    assert code == 2 and err == (
+        f"error: run {checked} is a check run, not a run run; resume it with `decflow check "
+        "CONTRACT --resume RUN`\n")

@@ -127,3 +127,102 @@ def test_a_registered_provider_validates_its_settings_against_the_decision(
 def test_without_the_extension_the_provider_is_unknown(tmp_path: Path) -> None:
     with pytest.raises(DecflowError, match=r"backend\.provider: unknown provider 'keyword'"):
         load_contract(spam_contract(tmp_path, KEYWORD_BACKEND))
+
+
+# -- a golden gate registered from tests/ (`max_unsure_rate`) ---------------------------------
+
+REFUND = ROOT / "contracts" / "refund"
+
+
+def unsure_contract(tmp_path: Path, **sections: Any) -> Path:
+    """The refund example with `sections` replaced, and a backend `shaky` that answers the
+    "changed my mind" cases with 0.6 instead of 0.85 (the same label)."""
+    document = yaml.safe_load((REFUND / "decflow.yaml").read_text())
+    shaky = json.loads(json.dumps(document["backend"]))
+    for rule in shaky["rules"]:
+        if rule["contains"] == "changed my mind":
+            rule["probabilities"] = {"refund": 0.2, "reject": 0.6, "review": 0.2}
+    document["backends"] = {**document.get("backends", {}), "shaky": shaky}
+    document.update(sections)
+    shutil.copy(REFUND / "cases.jsonl", tmp_path / "cases.jsonl")
+    path = tmp_path / "decflow.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def unsure_share(report: dict[str, Any]) -> float:
+    """The share of decided cases under 0.75 confidence, read off the report's results."""
+    decided = [case["result"] for case in report["results"] if case["result"] is not None]
+    return sum(result["confidence"] < 0.75 for result in decided) / len(decided)
+
+
+def test_a_registered_golden_gate_gates_a_run_and_a_sequential_run(tmp_path: Path) -> None:
+    contract = unsure_contract(tmp_path, requirements={"min_accuracy": 0.5,
+                                                       "max_unsure_rate": 0.2})
+    store = str(tmp_path / "store")
+    done = extended_cli("test", str(contract), "--store", store, "-o", "run.json", cwd=tmp_path)
+    report = json.loads((tmp_path / "run.json").read_text())
+    share = unsure_share(report)
+    assert share == 3 / 11  # the three cases no rule matches answer 0.65
+    assert report["metrics"]["extensions"] == {"unsure_rate": share}
+    assert report["requirements"]["max_unsure_rate"] == 0.2
+    check = next(c for c in report["checks"] if c["gate"] == "max_unsure_rate")
+    assert (check["metric"], check["comparison"], check["status"]) == (
+        "unsure_rate", "<=", "fail")
+    assert check["value"] == share and done.returncode == 1
+    assert report["headline"].startswith("FAIL 1/")
+    # the stored report verifies and re-gates with the gate
+    shown = extended_cli("report", report["run"]["id"], "--store", store, "-c", str(contract),
+                         "-f", "json", cwd=tmp_path)
+    assert shown.returncode == 1, shown.stderr
+    assert next(c for c in json.loads(shown.stdout)["checks"]
+                if c["gate"] == "max_unsure_rate")["value"] == share
+
+    # a sequential run tracks it case by case and stops once it is shown above its limit
+    sequential = extended_cli("test", str(contract), "--store", store, "--sequential",
+                              "--batch", "1", "--order-seed", "3", "-o", "seq.json",
+                              cwd=tmp_path)
+    assert sequential.returncode == 1, sequential.stderr
+    found = json.loads((tmp_path / "seq.json").read_text())
+    run = found["sequential"]
+    gate = next(g for g in run["gates"] if g["gate"] == "max_unsure_rate")
+    assert gate["decision"] == "fail" and gate["cases_used"] == run["cases_sent"] < 11
+    assert run["stop_reason"] == "requirement max_unsure_rate shown to fail"
+    assert next(c for c in found["checks"] if c["gate"] == "max_unsure_rate")["status"] == "fail"
+    plan = extended_cli("test", str(contract), "--sequential", "--plan", cwd=tmp_path)
+    assert plan.returncode == 0 and "max_unsure_rate" in plan.stdout
+
+
+def test_a_registered_golden_gate_gates_a_diff(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    contract = unsure_contract(tmp_path, regression={"max_unsure_rate_increase": 0.1})
+    for backend, out in (("default", "before.json"), ("shaky", "after.json")):
+        ran = extended_cli("test", str(contract), "-b", backend, "--store", store, "-o", out,
+                           cwd=tmp_path)
+        assert ran.returncode in (0, 1), ran.stderr
+    before, after = (json.loads((tmp_path / name).read_text())
+                     for name in ("before.json", "after.json"))
+    runs = (before["run"]["id"], after["run"]["id"])
+    # two more of the 11 cases answered unsure: 3/11 -> 5/11
+    assert (unsure_share(before), unsure_share(after)) == (3 / 11, 5 / 11)
+    done = extended_cli("diff", *runs, "-c", str(contract), "--store", store, "-f", "json",
+                        cwd=tmp_path)
+    diff = json.loads(done.stdout)
+    assert diff["metrics"]["unsure_rate"] == {
+        "baseline": 3 / 11, "candidate": 5 / 11, "delta": 5 / 11 - 3 / 11}
+    check = next(c for c in diff["checks"] if c["gate"] == "max_unsure_rate_increase")
+    assert (check["metric"], check["value"], check["threshold"], check["status"]) == (
+        "unsure_rate_increase", 5 / 11 - 3 / 11, 0.1, "fail")
+    assert done.returncode == 1 and "max_unsure_rate_increase" in diff["headline"]
+    looser = unsure_contract(tmp_path, regression={"warnings": {"max_unsure_rate_increase": 0.2}})
+    done = extended_cli("diff", *runs, "-c", str(looser), "--store", store, "-f", "json",
+                        cwd=tmp_path)
+    check = next(c for c in json.loads(done.stdout)["checks"]
+                 if c["gate"] == "max_unsure_rate_increase")
+    assert (check["level"], check["status"], done.returncode) == ("warning", "pass", 0)
+
+
+def test_without_the_extension_the_golden_gate_is_an_unknown_field(tmp_path: Path) -> None:
+    contract = unsure_contract(tmp_path, requirements={"max_unsure_rate": 0.2})
+    with pytest.raises(DecflowError, match=r"requirements\.max_unsure_rate: unknown field"):
+        load_contract(contract)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import run_cli, start_decflow
+from tests.support.run_states import listed, only_run, wait_for
 from tests.support.servers.counting import CountingService, counting_service, write_contract
 
 CASES = 240
@@ -38,32 +38,6 @@ def service() -> Iterator[CountingService]:
 def contract(service: CountingService, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_contract(tmp_path_factory.mktemp("states"), service.url, CASES,
                           MAX_CONCURRENCY)
-
-
-def wait_for(service: CountingService, more: int, process: subprocess.Popen[bytes]) -> None:
-    """Until the service has received `more` requests than now (the run is calling)."""
-    target = service.total_received() + more
-    deadline = time.monotonic() + 60
-    while service.total_received() < target:
-        assert process.poll() is None, process.communicate()[1].decode()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-
-
-def only_run(store: Path) -> str:
-    (run_id,) = [p.name for p in (store / "runs").iterdir()]
-    return run_id
-
-
-def listed(store: Path, run_id: str) -> tuple[str, list[str]]:
-    """(status column of the run's row in `decflow runs`, its note lines)."""
-    code, text, err = run_cli("runs", "--store", str(store))
-    assert code == 0, err
-    (row,) = [line for line in text.splitlines() if line.startswith(f"{run_id} ")
-              and "  " in line]
-    notes = [line for line in text.splitlines() if line.startswith(f"{run_id} ")
-             and line != row]
-    return row.split()[-2], notes
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])

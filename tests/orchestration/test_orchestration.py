@@ -552,7 +552,7 @@ def test_check_runs_one_stage_path_in_every_runner(
         fanned = decflow(env, project, *args, "--store", "store", "-o", "dask.json",
                          "--task-runner", "dask", "--dask-address", address)
         assert fanned.returncode in (0, 1), fanned.stderr
-        ran = client.run(lambda: "decflow.tasks.production" in sys.modules)
+        ran = client.run(lambda: "decflow.pipeline.production.summary" in sys.modules)
         original = (project / "logs" / "part-3.jsonl").read_text()
         (project / "logs" / "part-3.jsonl").write_text(
             (project / "logs" / "part-1.jsonl").read_text().splitlines()[7] + "\n")

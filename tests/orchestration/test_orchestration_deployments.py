@@ -34,8 +34,15 @@ def built() -> dict[str, object]:
         os.chdir(cwd)
 
 
-def test_nightly_regression_and_drift_check_are_declared(built: dict[str, object]) -> None:
-    assert set(built) == {"nightly-regression-refund", "drift-check-refund"}
+def test_nightly_regression_drift_check_and_monitor_are_declared(
+        built: dict[str, object]) -> None:
+    assert set(built) == {"nightly-regression-refund", "drift-check-refund", "monitor-refund"}
+    monitor = built["monitor-refund"]
+    assert monitor.flow_name == "production_monitor"  # type: ignore[attr-defined]
+    assert monitor.parameters == {  # type: ignore[attr-defined]
+        "contract": "contracts/refund-monitor/decflow.yaml",
+        "records": "examples/refund-stream/records", "labels": "examples/refund-stream/labels",
+        "baseline": "examples/refund-stream/baseline", "store": ".decflow"}
     nightly, drift = built["nightly-regression-refund"], built["drift-check-refund"]
     assert nightly.flow_name == "nightly_regression"  # type: ignore[attr-defined]
     assert drift.flow_name == "production_check"  # type: ignore[attr-defined]
@@ -64,6 +71,7 @@ def test_schedules_fire_nightly_and_every_six_hours(built: dict[str, object]) ->
     assert [t.hour for t in fires["nightly-regression-refund"]] == [2, 2, 2]
     assert [t.day for t in fires["nightly-regression-refund"]] == [1, 2, 3]
     assert [t.hour for t in fires["drift-check-refund"]] == [12, 18, 0]
+    assert [t.hour for t in fires["monitor-refund"]] == [11, 12, 13]  # hourly
 
 
 def test_entrypoints_resolve_to_the_flows(built: dict[str, object]) -> None:
@@ -95,7 +103,7 @@ def test_parameters_name_real_files_and_validate(tmp_path: Path) -> None:
         flow_of(entry).validate_parameters(params)
         assert load_contract(str(ROOT / params["contract"])).contract.decision.name == (
             "refund_request")
-        for name in ("records", "baseline"):
+        for name in ("records", "labels", "baseline"):
             if name in params:
                 generated = params[name].startswith("examples/")
                 assert (tmp_path if generated else ROOT).joinpath(params[name]).exists()
@@ -121,6 +129,22 @@ def test_a_drift_check_without_a_baseline_is_an_error(tmp_path: Path) -> None:
     bad = tmp_path / "prefect.yaml"
     bad.write_text(yaml.safe_dump({"deployments": [drift]}))
     with pytest.raises(DecflowError, match="tagged drift but passes no baseline"):
+        build_deployments(bad)
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (["nightly", "nightly-served"], "names ending in '-served' are kept for"),
+    (["nightly", "nightly"], "'nightly' is defined twice"),
+])
+def test_names_serve_and_deploy_would_share_are_an_error(
+        tmp_path: Path, names: list[str], expected: str) -> None:
+    from decflow.errors import DecflowError
+    from decflow.flows.deployments import build_deployments, load_definitions
+
+    (nightly,) = [e for e in load_definitions(DEPLOYMENTS) if "nightly" in e["name"]]
+    bad = tmp_path / "prefect.yaml"
+    bad.write_text(yaml.safe_dump({"deployments": [{**nightly, "name": n} for n in names]}))
+    with pytest.raises(DecflowError, match=expected):
         build_deployments(bad)
 
 
@@ -187,13 +211,17 @@ def test_crash_automations_watch_tagged_runs_and_tasks_for_missing_heartbeats() 
 
     hooks = {name: uuid4() for name in HOOKS}
     flows, tasks = crash_automations(90, hooks)
-    for automation, kind, beat in ((flows, "flow-run", "prefect.flow-run.heartbeat"),
-                                   (tasks, "task-run", TASK_HEARTBEAT)):
+    finals = ("Completed", "Failed", "Cancelled", "Crashed")
+    # a task run found Pending (it runs at once) is watched too
+    for automation, kind, beat, waiting in (
+            (flows, "flow-run", "prefect.flow-run.heartbeat", ()),
+            (tasks, "task-run", TASK_HEARTBEAT, ("Pending",))):
         trigger = automation.trigger
         assert trigger.posture == Posture.Proactive  # type: ignore[union-attr]
-        assert trigger.after == {beat, f"prefect.{kind}.Running"}  # type: ignore[union-attr]
-        assert trigger.expect == {beat, *(f"prefect.{kind}.{state}" for state in (  # type: ignore[union-attr]
-            "Completed", "Failed", "Cancelled", "Crashed"))}
+        assert trigger.after == {beat, f"prefect.{kind}.Running",  # type: ignore[union-attr]
+                                 *(f"prefect.{kind}.{w}" for w in waiting)}
+        assert trigger.expect == {beat, *(f"prefect.{kind}.{state}" for state in finals),  # type: ignore[union-attr]
+                                  *(f"prefect.{kind}.Running" for _ in waiting)}
         assert trigger.for_each == {"prefect.resource.id"}  # type: ignore[union-attr]
         assert trigger.within == timedelta(seconds=90)  # type: ignore[union-attr]
         assert trigger.match_related.root["prefect.resource.id"] == (  # type: ignore[union-attr]
@@ -249,7 +277,7 @@ def test_the_crash_webhooks_render_what_the_server_accepts() -> None:
     (crashed,) = rendered(tasks.actions[0])  # type: ignore[misc]
     task_run = task_run_from_event(Event.model_validate(crashed).receive())
     assert task_run.id == task_id and task_run.flow_run_id == flow_run.id
-    assert task_run.state.type.value == "CRASHED"
+    assert task_run.state.type.value == "CRASHED" and task_run.end_time == firing.triggered
     assert task_run.state.message.startswith("No heartbeat for 40 s: ")
     (line,) = rendered(flows.actions[1])  # type: ignore[misc]
     log = LogCreate.model_validate(line)
@@ -287,3 +315,22 @@ def test_crash_after_says_and_enforces_its_minimum() -> None:
     assert code == 0 and f"at least {MIN_WINDOW_S}" in " ".join(out.split())
     code, _, err = run_cli("prefect-setup", "--crash-after", str(MIN_WINDOW_S - 1))
     assert code == 2 and f"greater than or equal to {MIN_WINDOW_S}" in err
+
+
+def test_a_nightly_names_a_baseline_of_another_mode(tmp_path: Path) -> None:
+    import shutil
+
+    from decflow import sdk
+    from decflow.flows.nightly_regression import mode_note, not_diffed
+    from decflow.store.store import Store
+    from tests.support.paths import ROOT
+
+    shutil.copytree(ROOT / "contracts" / "refund", tmp_path / "refund")
+    store = str(tmp_path / "store")
+    baseline = sdk.run_test(str(tmp_path / "refund" / "decflow.yaml"), store=store)
+    run_id = baseline["run"]["id"]
+    assert mode_note(Store(store), run_id, "test") == ""
+    assert mode_note(Store(store), run_id, "all") == " (baseline mode test, nightly mode all)"
+    assert not_diffed("refund_request", "default") == (
+        "WARN (not diffed: no accepted baseline for refund_request/default; accept one with "
+        "decflow runs accept RUN)")

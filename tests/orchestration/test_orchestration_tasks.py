@@ -11,12 +11,16 @@ pytestmark = pytest.mark.orchestration
 def all_tasks() -> list[object]:
     from prefect import Task
 
-    from decflow.tasks import production, regression, replay, report, stages
+    from decflow.pipeline.contract_run.runner import CONTRACT_RUN
+    from decflow.pipeline.production.summary import CHECK
+    from decflow.tasks import regression, replay, report, stages
 
-    modules = (stages, production, regression, replay, report)
+    modules = (stages, regression, replay, report)
     found = [value for module in modules for value in vars(module).values()]
-    return [value for value in [*found, *stages.STAGE_TASKS.values()]
-            if isinstance(value, Task)]
+    pipelines = [stage for pipeline in (CONTRACT_RUN, CHECK) for stage in pipeline.stages]
+    generic = [*(stages.task_of(s) for s in pipelines if not s.sharded),
+               *(stages.unit_task_of(s) for s in pipelines if s.fan_out is not None)]
+    return [value for value in [*found, *generic] if isinstance(value, Task)]
 
 
 def test_every_task_has_prefect_caching_and_persistence_off() -> None:

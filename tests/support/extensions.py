@@ -1,6 +1,8 @@
 """Test-only extensions, registered through the same API as decflow's built-ins: a property
-(`reversed_words`), a backend provider (`keyword`, answering from words in the text) and a
-view format (`--checks-csv FILE`, the checks table as CSV).
+(`reversed_words`), a backend provider (`keyword`, answering from words in the text), a
+view format (`--checks-csv FILE`, the checks table as CSV) and a golden gate
+(`max_unsure_rate`: the share of decided cases answered with confidence below 0.75, and
+its diff gate `regression.max_unsure_rate_increase`).
 `python -m tests.support.extended_cli ARGS` runs the command line with them registered,
 before anything reads a registry."""
 
@@ -16,6 +18,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from decflow.backends.base import Backend, DecisionRequest, DecisionSpec, Prediction
 from decflow.backends.mock import label_meaning
 from decflow.contracts.base import Text, Unit
+from decflow.contracts.gates import GOLDEN_GATES, GoldenGate
 from decflow.contracts.properties import PROPERTIES, LimitedProperty, PropertyEntry
 from decflow.contracts.providers import (
     BACKEND_PROVIDERS,
@@ -24,6 +27,7 @@ from decflow.contracts.providers import (
     ProviderSettings,
 )
 from decflow.data.golden_dataset import compact_json
+from decflow.metrics.golden_cases import CaseValues, PerCase
 from decflow.properties.base import (
     SKIP_NO_CHANGE,
     Generated,
@@ -114,6 +118,20 @@ def render_checks_csv(report: dict[str, Any]) -> str:
     return out.getvalue()
 
 
+# -- a golden gate: the share of decided cases answered with little confidence ---------------
+
+UNSURE_BELOW = 0.75
+
+
+def unsure_rate(values: CaseValues) -> PerCase:
+    return values.decided & (values.confidence < UNSURE_BELOW), values.decided, 1.0
+
+
+UNSURE_RATE = GoldenGate("max_unsure_rate", Unit, "unsure_rate", "<=",
+                         per_case="tests.support.extensions:unsure_rate", binary=True,
+                         core=False, diff="max_unsure_rate_increase")
+
+
 def register() -> None:
     PROPERTIES.register(
         PropertyEntry("reversed_words", ReversedWords, "tests.support.extensions:REVERSED_WORDS")
@@ -122,6 +140,7 @@ def register() -> None:
         "keyword", KeywordSettings, "tests.support.extensions:KeywordBackend",
         default_model="keyword-1",
     ))
+    GOLDEN_GATES.register(UNSURE_RATE)
     VIEW_FORMATS.register(ViewFormat(
         "checks_csv", "tests.support.extensions:render_checks_csv", "checks CSV",
         "Also write the checks as CSV here.", kinds=frozenset({"run", "check", "diff"}),

@@ -75,3 +75,12 @@ def test_quiet_cases_and_the_unfair_side() -> None:
     d = np.r_[np.ones(12), np.zeros(8)]
     assert difference_cases_needed(d, LIMIT, alpha=0.0125) == mean_test(
         d, LIMIT, support=(-1.0, 1.0), alpha=0.0125).cases_needed
+
+
+def test_a_noisy_model_is_sized_by_the_betting_part_alone() -> None:
+    # Cross and placebo shares both move: the mean excess is 0, its positive parts 0.25 —
+    # above the limit, so only betting on the differences can show it fair.
+    d = np.tile([0.5, -0.5, 0.0, 0.0], 25)
+    betting = mean_test(d, LIMIT, support=(-1.0, 1.0), alpha=0.01).cases_needed
+    assert difference_test(d, LIMIT).cases_needed == betting
+    assert difference_cases_needed(d, LIMIT, alpha=0.05) == betting

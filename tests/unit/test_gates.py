@@ -4,22 +4,21 @@ property, production and diff checks share one message format) and the documente
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from decflow.gates import GOLDEN_GATES, Check, golden_checks, make_check, status_of
+from decflow.gates import Check, golden_checks, make_check, status_of
 from tests.support.paths import VECTORS
 from tests.unit.test_metrics_golden import GOLDEN_RUNS, load_golden_run
 
 
-def gates(**set_gates: float) -> SimpleNamespace:
-    """A contract gate section: every gate attribute present, None when unset."""
-    return SimpleNamespace(**{name: set_gates.get(name) for name in GOLDEN_GATES})
+def gates(**set_gates: float) -> dict[str, float]:
+    """A gate section as a report keeps it: the gates it sets (unset ones read as None)."""
+    return dict(set_gates)
 
 
-def contract_gates(section: dict[str, Any] | None) -> SimpleNamespace:
+def contract_gates(section: dict[str, Any] | None) -> dict[str, float]:
     return gates(**(section or {}))
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from decflow.contracts.gates import GoldenGates
+from decflow.contracts.gates import GoldenGates, golden_gates_model
 from decflow.gates.golden_evidence import golden_gate_evidence
 
 
 def gates(**limits: float) -> GoldenGates:
-    return GoldenGates(**limits)
+    return golden_gates_model()(**limits)
 
 
 def metrics(correct: int, labeled: int, errored: int, total: int) -> dict:

@@ -9,8 +9,9 @@ from typing import get_args
 import pytest
 
 from decflow.errors import DecflowError, ReportError
-from decflow.pipeline.contract_run.runner import STAGE_BY_NAME, stages_for
-from decflow.report.modes import MODES, STAGES, ModeName, mode_named
+from decflow.pipeline.contract_run.runner import CONTRACT_RUN
+from decflow.pipeline.spec import RunSpec
+from decflow.report.modes import MODES, ModeName, mode_named
 from decflow.report.run_report import RunReport
 from tests.support.paths import FIXTURES
 
@@ -31,14 +32,14 @@ def test_every_mode_name_has_a_mode() -> None:
         ("stability", (*BASE, "summary")),
     ],
 )
-def test_the_stage_graph_of_each_mode(mode: str, stages: tuple[str, ...]) -> None:
-    assert mode_named(mode).stages == stages
-    assert tuple(stage.name for stage in stages_for(mode_named(mode))) == stages
+def test_the_stage_graph_of_each_mode(mode: ModeName, stages: tuple[str, ...]) -> None:
+    spec = RunSpec("c.yaml", "store", "run", mode=mode)
+    assert tuple(stage.name for stage in CONTRACT_RUN.stages_for(spec)) == stages
 
 
 def test_the_stage_list_is_every_stage_in_graph_order() -> None:
-    assert (*BASE, "comparisons", "minimized", "summary") == STAGES
-    assert set(STAGE_BY_NAME) == set(STAGES)
+    assert tuple(s.name for s in CONTRACT_RUN.stages) == (
+        *BASE, "comparisons", "minimized", "summary")
 
 
 @pytest.mark.parametrize(
@@ -65,11 +66,11 @@ def test_only_the_runs_that_rerun_make_the_meter_calls() -> None:
 
 
 def test_stage_flags_replace_name_checks() -> None:
-    flagged = {flag: [name for name, stage in STAGE_BY_NAME.items() if getattr(stage, flag)]
+    flagged = {flag: [s.name for s in CONTRACT_RUN.stages if getattr(s, flag)]
                for flag in ("verdict", "sharded", "restart_input")}
     assert flagged == {"verdict": ["summary"], "sharded": ["results"],
                        "restart_input": ["cases", "requests", "results"]}
-    assert [name for name, stage in STAGE_BY_NAME.items() if not stage.cached] == ["summary"]
+    assert [s.name for s in CONTRACT_RUN.stages if not s.cached] == ["summary"]
 
 
 def test_an_unknown_mode_is_refused_by_name() -> None:

@@ -11,10 +11,17 @@ import pytest
 import yaml
 
 from decflow.contracts import parse_contract
-from decflow.contracts.gates import Production
+from decflow.contracts.gates import production_model
 from decflow.gates.production_evidence import evidence_checks, production_gating
 from decflow.metrics.binomial import clopper_pearson_high, clopper_pearson_low
-from decflow.metrics.noise_floor import LARGER_BASELINE, Bins, ece_test, tv_test
+from decflow.metrics.noise_floor import (
+    LARGER_BASELINE,
+    Bins,
+    ece_noise_tail,
+    ece_test,
+    tv_noise_tails,
+    tv_test,
+)
 from decflow.metrics.rate_bounds import drop_test, rate_test, sum_mean_test
 from tests.support.paths import REFERENCE
 
@@ -139,7 +146,7 @@ def _metrics(correct: int, n: int) -> dict:
 
 
 def test_holm_across_segments_and_metrics_not_per_check() -> None:
-    gates = Production.model_validate({"segments": ["s"],
+    gates = production_model().model_validate({"segments": ["s"],
                                        "segment_requirements": {"min_accuracy": 0.8}})
     # 66 of 100 right: one-sided exact p ≈ 0.0003 alone, far below α even after Holm over 40
     weak = [(f"s=a{i}", _metrics(76, 100)) for i in range(39)]
@@ -154,7 +161,7 @@ def test_holm_across_segments_and_metrics_not_per_check() -> None:
 
 
 def test_a_failure_shown_alone_but_not_after_holm_is_not_established() -> None:
-    gates = Production.model_validate({"segments": ["s"],
+    gates = production_model().model_validate({"segments": ["s"],
                                        "segment_requirements": {"min_accuracy": 0.8}})
     alone = rate_test(72, 100, 0.8, ">=")
     assert alone is not None and alone.p_below < 0.05  # shown below alone
@@ -192,7 +199,7 @@ def test_a_drift_gate_only_a_larger_baseline_can_decide_says_so_on_its_line() ->
     assert not any(note.endswith(LARGER_BASELINE) for note in roomy.notes)
     # the same for the TV distance: 100 baseline rows against 100,000 alike
     shares = [0, 0, 0, 0, 0, 5, 15, 23, 29, 28]
-    gates = Production.model_validate({"requirements": {"max_confidence_tv_distance": 0.05,
+    gates = production_model().model_validate({"requirements": {"max_confidence_tv_distance": 0.05,
                                                         "max_accuracy_drop": 0.03}})
     window = {"confidence": {"histogram": [s * 1000 for s in shares]},
               "outcomes": {"n": 960, "accuracy": 836 / 960}, "calibration": {}}
@@ -202,3 +209,58 @@ def test_a_drift_gate_only_a_larger_baseline_can_decide_says_so_on_its_line() ->
     for check in checks:
         assert check.status == "not_established", check
         assert check.message.endswith(LARGER_BASELINE), check.message
+
+
+def test_a_drift_gate_can_fail_in_a_family_larger_than_the_draws_resolve() -> None:
+    # 1,999 draws give a simulated p-value of at least 1/2000 (x2 over TV and cumulative):
+    # Holm across 61 checks asks for 0.05/61, so every confidence moved into one bin (TV
+    # 0.95 against 0.05) was left not established; beyond the draws the analytic tail decides
+    shares = [0, 0, 0, 0, 0, 51, 148, 229, 289, 283]
+    moved = [0, 0, 0, 0, 0, 1000, 0, 0, 0, 0]
+    gates = production_model().model_validate({"segments": ["s"],
+                                       "requirements": {"max_confidence_tv_distance": 0.05},
+                                       "segment_requirements": {"min_accuracy": 0.8}})
+    window = {"confidence": {"histogram": [6 * c for c in moved]}, "calibration": {}}
+    baseline = {"confidence": {"histogram": [6 * c for c in shares]}, "calibration": {}}
+    segments = [(f"s=a{i}", _metrics(90, 100)) for i in range(60)]
+    (tv,), per_segment = evidence_checks(gates, window, baseline, segments)
+    assert tv.status == "fail", tv.message
+    assert {cs[0].status for cs in per_segment} == {"pass"}
+    # alone it was decided before too; its bounds at α do not move
+    (alone,), _ = evidence_checks(gates, window, baseline, [])
+    assert alone.status == "fail"
+    assert (alone.evidence.low, alone.evidence.high) == (tv.evidence.low, tv.evidence.high)  # type: ignore[union-attr]
+
+
+SHARES = np.array([0, 0, 0, 0, 0, 51, 148, 229, 289, 283]) / 1000
+
+
+@pytest.mark.parametrize(("n", "m"), [(30, 40), (200, 2000), (2000, 300)])
+def test_the_tv_noise_tails_bound_the_noise(n: int, m: int) -> None:
+    # the bounds used beyond the draws lie above the noise they bound, simulated here with
+    # twenty times the draws a check makes (quantiles up to 99.9 %)
+    rng = np.random.default_rng(n)
+    gaps = (rng.multinomial(n, SHARES, size=40_000) / n
+            - rng.multinomial(m, SHARES, size=40_000) / m)
+    noises = (0.5 * np.abs(gaps).sum(axis=1), np.abs(np.cumsum(gaps, axis=1)).max(axis=1))
+    for tail, noise in zip(tv_noise_tails(n, m, SHARES.size), noises, strict=True):
+        for q in (0.5, 0.9, 0.99, 0.999):
+            x = float(np.quantile(noise, q))
+            assert tail.p(x) >= float(np.mean(noise >= x)), (q, x)
+            assert tail.at(tail.p(x)) == pytest.approx(x) or tail.p(x) == 1.0
+
+
+@pytest.mark.parametrize("counts", [(0, 0, 0, 0, 0, 5, 10, 20, 40, 30), (3,) * 10,
+                                    (0, 0, 0, 0, 0, 100, 300, 500, 800, 700)])
+def test_the_ece_noise_tail_bounds_the_noise(counts: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(sum(counts))
+    accuracy = np.linspace(0.55, 0.95, 10)
+    sizes = np.asarray(counts)
+    draws = rng.binomial(sizes, accuracy, size=(40_000, 10))
+    noise = np.abs(draws - sizes * accuracy).sum(axis=1) / sizes.sum()
+    bins = Bins(counts, tuple(int(c * a) for c, a in zip(counts, accuracy, strict=True)),
+                tuple(float(a) for a in accuracy))
+    tail = ece_noise_tail(bins)
+    for q in (0.5, 0.9, 0.99, 0.999):
+        x = float(np.quantile(noise, q))
+        assert tail.p(x) >= float(np.mean(noise >= x)), (q, x)

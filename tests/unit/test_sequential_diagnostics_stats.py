@@ -43,7 +43,7 @@ from decflow.metrics.sequential_composite import (
     ModalShare,
     percentile_counts,
 )
-from decflow.pipeline.contract_run.sequential_diagnostics import stability_gate
+from decflow.pipeline.contract_run.sequential.diagnostics import stability_gate
 from tests.unit.test_sequential_stats import hypergeometric_decider, wrong_verdicts
 
 ALPHA = 0.05
@@ -131,6 +131,22 @@ def suite_rate_disagreement(population: int) -> dict[int, float]:
             alive = step
         out[int(flips)] = wrong
     return out
+
+
+def test_stability_claims_nothing_before_a_complete_case_and_counts_errors_against_it(
+) -> None:
+    n = 60
+    errored = np.zeros(n)  # every case sent so far left out: a rerun errored
+    gate = stability_gate(EPSILON, n, np.zeros(n), errored, 1)
+    assert gate.evidence(30, ALPHA, interval=True).decision is None
+    # 59 quiet complete cases of 60 would hold (0.95^59 < 0.05), but one errored case may
+    # hide a flip as far as the claim can tell: it counts as one on the passing side.
+    counted = np.ones(n)
+    counted[0] = 0.0
+    assert stability_gate(EPSILON, n, np.zeros(n), counted, 1).evidence(
+        n, ALPHA, interval=False).decision != "pass"
+    assert stability_gate(EPSILON, n, np.zeros(n), np.ones(n), 1).evidence(
+        n, ALPHA, interval=False).decision == "pass"
 
 
 def test_stability_settles_the_full_runs_verdict_exactly() -> None:

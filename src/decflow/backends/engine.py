@@ -31,6 +31,7 @@ from decflow.backends.base import (
 from decflow.data.golden_dataset import case_input
 from decflow.interrupts import stopping
 from decflow.redaction import redact_text
+from decflow.textfile import TextProblem, utf8_size
 from decflow.untrusted import escape, quote, shorten
 
 RESULTS_SCHEMA = pl.Schema({
@@ -50,6 +51,7 @@ RESULTS_SCHEMA = pl.Schema({
 })
 
 MAX_ERROR_MESSAGE = 1000
+MAX_ANSWER_FIELD_BYTES = 64 << 10  # the model, its version, the metadata's JSON text
 MAX_LISTED_LABELS = 10
 
 SECRET_KEYS = frozenset(
@@ -214,7 +216,13 @@ def decide_in_process(
     per_request_ms = (time.perf_counter() - started) * 1000.0 / max(n, 1)
     probabilities = np.asarray(answer.probabilities, dtype=np.float64)
     kinds = list(answer.error_kinds)
-    messages = list(answer.error_messages)
+    messages = [None if m is None else shorten(escape(m), MAX_ERROR_MESSAGE)
+                for m in answer.error_messages]
+    try:
+        model = _kept("model", answer.model)
+        model_version = _kept("model_version", answer.model_version)
+    except InvalidResponse as exc:  # what the backend named itself cannot be stored
+        kinds, messages, model, model_version = [exc.kind] * n, [str(exc)] * n, None, None
     ok = np.array([kind is None for kind in kinds], dtype=bool)
     sums = probabilities.sum(axis=1)
     bad = ok & ~(np.isfinite(probabilities).all(axis=1) & (probabilities >= 0).all(axis=1))
@@ -233,8 +241,8 @@ def decide_in_process(
         per_request_ms,
         kinds,
         [_redacted(message) for message in messages],
-        _redacted(answer.model),
-        _redacted(answer.model_version),
+        _redacted(model),
+        _redacted(model_version),
         None,
     )
 
@@ -281,9 +289,9 @@ class RemoteCaller:
                 latency,
                 None,
                 None,
-                _redacted(prediction.model or self.backend.model),
-                _redacted(prediction.model_version),
-                _redacted(metadata),
+                _redacted(_kept("model", prediction.model or self.backend.model)),
+                _redacted(_kept("model_version", prediction.model_version)),
+                _redacted(_kept("metadata", metadata)),
             )
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
@@ -339,6 +347,18 @@ class RemoteCaller:
             for task in tasks:
                 task.cancel()
             flush()
+
+
+def _kept(field: str, value: Any) -> Any:
+    """A text of an answer as it will be stored: valid Unicode (JSON can spell a lone
+    surrogate, `"\\ud800"`, which no file can hold) and at most `MAX_ANSWER_FIELD_BYTES`
+    (a chunk holds hundreds of answers); anything else is the case's `invalid_response`."""
+    if isinstance(value, str):
+        try:
+            utf8_size(value, MAX_ANSWER_FIELD_BYTES)
+        except TextProblem as exc:
+            raise InvalidResponse(f"{field} {exc}") from None
+    return value
 
 
 def _redacted(value: Any) -> Any:

@@ -53,9 +53,10 @@ from decflow.backends.http11 import (
     TransportError,
 )
 from decflow.contracts.credentials import is_allowed, origin, refusal
+from decflow.data.bounds import MAX_JSON_VALUES
 from decflow.errors import ConfigurationError
 from decflow.redaction import register
-from decflow.strictjson import JsonProblem, loads
+from decflow.strictjson import JsonProblem, loads, values_over
 from decflow.textfile import TextProblem, decode_utf8
 from decflow.version import __version__
 
@@ -238,9 +239,13 @@ def json_object(response: HttpResponse) -> dict[str, Any]:
     """The body as a JSON object, or InvalidResponse naming the place of the problem.
 
     Strict (`decflow.strictjson`): UTF-8 only, no duplicate keys, NaN, Infinity, numbers
-    that overflow a float or nesting deeper than 100 levels, so an answer that would crash
-    a later step (a 100,000-level `metadata`) is `invalid_response` here.
+    that overflow a float, nesting deeper than 100 levels or more than `MAX_JSON_VALUES`
+    values, so an answer that would crash a later step (a 100,000-level `metadata`) or
+    take gigabytes (60 MB of empty lists) is `invalid_response` here, unparsed.
     """
+    if found := values_over(response.content, MAX_JSON_VALUES):  # before decoding it
+        raise InvalidResponse(f"response is not read: up to {found:,} JSON values; at most "
+                              f"{MAX_JSON_VALUES:,} are read (SECURITY.md)")
     try:
         body = loads(decode_utf8(response.content))
     except (TextProblem, JsonProblem) as exc:

@@ -1,4 +1,6 @@
-"""`decflow check CONTRACT -d RECORDS [--baseline B]`: production check of decision logs."""
+"""`decflow check CONTRACT -d RECORDS [--baseline B]`: production check of decision logs;
+`decflow check CONTRACT --resume RUN [--from-stage STAGE]` finishes a stored check run (or
+continues a finished one as a new run)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,22 @@ def _check_runner_options(prefect: bool, task_runner: str, dask_address: str | N
         )
     if dask_address and task_runner != "dask":
         raise typer.BadParameter("needs --task-runner dask", param_hint="--dask-address")
+
+
+def _check_resume_options(dataset: str | None, baseline: str | None, resume: str | None,
+                          from_stage: str | None) -> None:
+    if resume is None:
+        if dataset is None:
+            raise typer.BadParameter("is required (or --resume RUN)", param_hint="-d/--dataset")
+        if from_stage is not None:
+            raise typer.BadParameter("needs --resume RUN", param_hint="--from-stage")
+        return
+    reject_options("does not apply with --resume (the stored run's baseline is kept)",
+                   **{"--baseline": baseline})
+    if from_stage is not None:
+        from decflow.pipeline.production.summary import CHECK
+
+        CHECK.stage(from_stage)  # an unknown stage before anything runs
 
 
 def one_blas_thread() -> None:
@@ -62,14 +80,21 @@ def register(app: typer.Typer) -> None:
     @with_output()
     def check_command(
         contract: str = typer.Argument(..., help="The decision contract (.yaml/.yml/.json)."),
-        dataset: str = typer.Option(
-            ..., "-d", "--dataset", help="Production records: a file, a folder or a glob."
+        dataset: str | None = typer.Option(
+            None, "-d", "--dataset", help="Production records: a file, a folder or a glob "
+            "(with --resume: where the run's records are now, if they moved)."
         ),
         baseline: str | None = typer.Option(
             None, "--baseline", help="Baseline records, or an earlier check report."
         ),
         fail_on_warn: bool = common.FAIL_ON_WARN_OPTION,
         store: str | None = common.STORE_OPTION,
+        resume: str | None = typer.Option(
+            None, "--resume", help="Finish the stored check run RUN (a finished one: a new "
+            "run that continues it)."),
+        from_stage: str | None = typer.Option(
+            None, "--from-stage", help="With --resume: recompute from this stage on "
+            "(aggregates, summary)."),
         prefect: bool | None = typer.Option(
             None, "--prefect/--no-prefect",
             help="Run as a Prefect flow (default: when PREFECT_API_URL is set).",
@@ -90,18 +115,21 @@ def register(app: typer.Typer) -> None:
 
         one_blas_thread()
         _check_runner_options(use_prefect(prefect), task_runner, dask_address)
+        _check_resume_options(dataset, baseline, resume, from_stage)
         if use_prefect(prefect):
             from decflow.flows.production_check import run_production_check_flow
             from decflow.store.store import store_url
 
             report = run_production_check_flow(
                 contract, dataset, baseline, store=store_url(store), fail_on_warn=fail_on_warn,
-                task_runner=task_runner, dask_address=dask_address,
+                resume=resume, from_stage=from_stage, task_runner=task_runner,
+                dask_address=dask_address,
             )
         else:
             from decflow.pipeline.production.run import run_check, start_scan
 
-            scanning = start_scan(dataset)  # first: the input's hash overlaps the imports
+            # first: the input's hash overlaps the imports
+            scanning = None if dataset is None else start_scan(dataset)
             from decflow.commands.progress import progress_factory
             from decflow.store.store import open_store
             from decflow.views.stored import write_run_html
@@ -109,7 +137,8 @@ def register(app: typer.Typer) -> None:
             with progress_factory() as factory:
                 report = run_check(contract, dataset, baseline, fail_on_warn=fail_on_warn,
                                    store=store, progress=factory("records", None)
-                                   if factory else None, scanning=scanning)
+                                   if factory else None, scanning=scanning, resume=resume,
+                                   from_stage=from_stage)
             write_run_html(open_store(store), report)  # beside report.json, as the flow does
         from decflow.views.production_text import render_check
 

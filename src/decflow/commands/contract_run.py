@@ -244,9 +244,9 @@ def validate_options(options: RunOptions) -> None:
     if options.from_stage and not options.resume:
         raise typer.BadParameter("needs --resume RUN", param_hint="--from-stage")
     if options.from_stage:
-        from decflow.pipeline.contract_run.runner import stage_named
+        from decflow.pipeline.contract_run.runner import CONTRACT_RUN
 
-        stage_named(options.from_stage)  # before a continuing run is announced
+        CONTRACT_RUN.stage(options.from_stage)  # before a continuing run is announced
     if options.task_runner not in ("thread", "dask"):
         raise typer.BadParameter("must be 'thread' or 'dask'", param_hint="--task-runner")
     if not use_prefect(options.prefect):

@@ -20,9 +20,9 @@ def _backends_line(contract: Contract) -> str:
 
 
 def _count_gates(gates: GoldenGates) -> int:
-    from decflow.gates import GOLDEN_GATES
+    from decflow.gates import configured_gates
 
-    return sum(getattr(gates, key) is not None for key in GOLDEN_GATES)
+    return len(configured_gates(gates))
 
 
 def _production_line(contract: Contract) -> str | None:

@@ -15,9 +15,11 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PLACEHOLDER = re.compile(r"^[a-z][a-z0-9_]*$")
+from decflow.untrusted import quote
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PLACEHOLDER = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 Level = Literal["requirement", "warning"]
 _Strings = TypeVar("_Strings", bound=Sequence[str])
@@ -45,6 +47,16 @@ def check_env_name(value: str) -> str:
     return value
 
 
+def check_file_path(value: str) -> str:
+    """A path a contract names: non-empty, without NUL bytes or line breaks (no file name
+    holds a NUL; a line break would show as two lines in every message naming it)."""
+    if not value:
+        raise ValueError("must not be empty")
+    if any(char in value for char in "\0\r\n"):
+        raise ValueError(f"{quote(value)} holds a NUL byte or a line break; a path has none")
+    return value
+
+
 def check_text(value: str) -> str:
     """A non-empty string without surrounding whitespace (labels, keys, aliases)."""
     if not value:
@@ -64,6 +76,7 @@ def check_unique(values: _Strings) -> _Strings:
 Name = Annotated[str, AfterValidator(check_name)]
 EnvName = Annotated[str, AfterValidator(check_env_name)]
 Text = Annotated[str, AfterValidator(check_text)]
+FilePath = Annotated[str, AfterValidator(check_file_path)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 UniqueTexts = Annotated[list[Text], AfterValidator(check_unique)]
 

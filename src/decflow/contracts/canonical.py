@@ -16,7 +16,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from decflow.contracts.contract import Contract
-from decflow.contracts.gates import EXTENSION_GATES
+from decflow.contracts.gates import (
+    diff_gates,
+    extension_golden_gates,
+    extension_production_gates,
+)
 from decflow.contracts.properties import extension_properties
 
 
@@ -24,9 +28,9 @@ def _dump(model: BaseModel | None) -> Any:
     return None if model is None else model.model_dump(mode="json", by_alias=True)
 
 
-def _gates(dumped: dict[str, Any]) -> dict[str, Any]:
-    """A gate section without the decflow gates it leaves unset."""
-    return {k: v for k, v in dumped.items() if not (k in EXTENSION_GATES and v is None)}
+def _gates(dumped: dict[str, Any], extensions: tuple[str, ...]) -> dict[str, Any]:
+    """A gate section without the decflow gates (`extensions`) it leaves unset."""
+    return {k: v for k, v in dumped.items() if not (k in extensions and v is None)}
 
 
 def canonical_dict(contract: Contract) -> dict[str, Any]:
@@ -37,6 +41,9 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
     regression = _dump(contract.regression)
     if regression["gating"] is None:
         del regression["gating"]
+    diff = tuple(gate.diff for gate in diff_gates() if gate.diff is not None)
+    regression = _gates(regression, diff)
+    regression["warnings"] = _gates(regression["warnings"], diff)
     evaluation = _dump(contract.evaluation)
     if evaluation["call_cache"] is None:
         del evaluation["call_cache"]
@@ -47,8 +54,8 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
         "backends": {name: config.raw for name, config in contract.backends.items()},
         "dataset": contract.dataset,
         "evaluation": evaluation,
-        "requirements": _gates(_dump(contract.requirements)),
-        "warnings": _gates(_dump(contract.warnings)),
+        "requirements": _gates(_dump(contract.requirements), extension_golden_gates()),
+        "warnings": _gates(_dump(contract.warnings), extension_golden_gates()),
         "properties": properties,
         "fuzz": _dump(contract.fuzz),
         "regression": regression,
@@ -69,7 +76,7 @@ def _production(contract: Contract) -> Any:
     production = _dump(contract.production)
     if production is not None:
         for level in ("requirements", "warnings"):
-            production[level] = _gates(production[level])
+            production[level] = _gates(production[level], extension_production_gates())
         if production["gating"] is None:
             del production["gating"]
     return production

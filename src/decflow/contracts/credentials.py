@@ -23,7 +23,7 @@ CREDENTIAL_QUERY_PARAMS = frozenset(
     {"api_key", "apikey", "access_token", "token", "key", "signature", "auth", "password"}
 )
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key"})
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _FROM_ENV = "send credentials from the environment (bearer_token_env or headers_from_env)"
 
@@ -72,15 +72,15 @@ def check_static_header(name: str) -> str:
 
 
 def check_header_value(value: str) -> str:
-    if "\r" in value or "\n" in value:
-        raise ValueError("header values must not contain line breaks")
+    if any(char in value for char in "\0\r\n"):
+        raise ValueError("header values must not contain line breaks or NUL bytes")
     return value
 
 
 # -- which origins may receive a credential ---------------------------------------------
 
 ALLOW_ENV = "DECFLOW_ALLOW_CREDENTIALS"
-_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 Origin = tuple[str, str, int | None]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from decflow.contracts.decision import Decision
-from decflow.contracts.gates import THRESHOLD_GATES, GoldenGates, Production, Regression
+from decflow.contracts.gates import GOLDEN_GATES, GoldenGates, Production, Regression
 from decflow.contracts.properties import Counterfactual, LabelFormat, PropertySet
 from decflow.contracts.sections import Evaluation, Policy
 
@@ -24,12 +24,14 @@ def golden_gate_problems(
     problems = []
     if evaluation is not None and evaluation.confidence_threshold is None:
         problems += [
-            f"{name}.{gate} needs evaluation.confidence_threshold to be set"
-            for gate in THRESHOLD_GATES
-            if getattr(gates, gate) is not None
+            f"{name}.{gate.name} needs evaluation.confidence_threshold to be set"
+            for gate in GOLDEN_GATES.entries()
+            if gate.needs_threshold and gates.limit(gate.name) is not None
         ]
-    if decision is not None and decision.type != "score" and gates.max_ordinal_mae is not None:
-        problems.append(f"{name}.max_ordinal_mae only applies to score decisions")
+    if decision is not None and decision.type != "score":
+        problems += [f"{name}.{gate.name} only applies to score decisions"
+                     for gate in GOLDEN_GATES.entries()
+                     if gate.score_only and gates.limit(gate.name) is not None]
     return problems
 
 

@@ -13,7 +13,12 @@ from __future__ import annotations
 from typing import Literal
 
 from decflow.contracts.contract import Contract
-from decflow.contracts.gates import EXTENSION_GATES, Gating
+from decflow.contracts.gates import (
+    Gating,
+    diff_gates,
+    extension_golden_gates,
+    extension_production_gates,
+)
 from decflow.contracts.properties import extension_properties
 from decflow.contracts.providers import extension_providers
 
@@ -27,11 +32,17 @@ def decflow_extensions(contract: Contract) -> list[str]:
     ]
     used += [f"{path}.provider: {config.provider}" for path, config in backends
              if config.provider in extension_providers()]
-    gates = [("requirements", contract.requirements), ("warnings", contract.warnings),
-             ("production.requirements", contract.production.requirements),
-             ("production.warnings", contract.production.warnings)]
-    used += [f"{section}.{gate}" for section, found in gates for gate in EXTENSION_GATES
+    gates = [("requirements", contract.requirements, extension_golden_gates()),
+             ("warnings", contract.warnings, extension_golden_gates()),
+             ("production.requirements", contract.production.requirements,
+              extension_production_gates()),
+             ("production.warnings", contract.production.warnings,
+              extension_production_gates())]
+    used += [f"{section}.{gate}" for section, found, names in gates for gate in names
              if getattr(found, gate, None) is not None]
+    used += [f"regression.{prefix}{gate.diff}" for gate in diff_gates()
+             for level, prefix in (("requirement", ""), ("warning", "warnings."))
+             if gate.diff is not None and contract.regression.limit(level, gate.diff) is not None]
     used += [f"properties.{name}" for name in extension_properties()
              if getattr(contract.properties, name, None) is not None]
     if contract.regression.gating is not None:

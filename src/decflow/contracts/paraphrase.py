@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from decflow.contracts.base import EnvName, Name, NonEmptyStr, StrictModel
+from decflow.contracts.base import EnvName, FilePath, Name, NonEmptyStr, StrictModel
 from decflow.contracts.credentials import check_url
 from decflow.contracts.plugins import entry_point_names
 
@@ -26,7 +26,7 @@ class IdentitySource(StrictModel):
 
 class FileSource(StrictModel):
     provider: Literal["file"]
-    path: NonEmptyStr
+    path: FilePath
 
 
 class OpenAIParaphraseSource(StrictModel):

@@ -7,10 +7,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from decflow.contracts import cross_section as checks
-from decflow.contracts.base import check_name
+from decflow.contracts.base import check_file_path, check_name
 from decflow.contracts.contract import DEFAULT_BACKEND, Contract
 from decflow.contracts.decision import DECISION_MODELS, DECISION_TYPES, LABEL_KEYS, Decision
-from decflow.contracts.gates import GoldenGates, Production, Regression
+from decflow.contracts.gates import golden_gates_model, production_model, regression_model
 from decflow.contracts.problems import (
     UNKNOWN_FIELD,
     describe,
@@ -51,15 +51,16 @@ TOP_LEVEL_KEYS = (
 
 
 def _section_models() -> dict[str, type[BaseModel]]:
-    """Every section's model; `properties` is built from the property registry."""
+    """Every section's model; `properties` and the golden gates are built from their
+    registries."""
     core: dict[str, type[BaseModel]] = {
         "evaluation": Evaluation,
-        "requirements": GoldenGates,
-        "warnings": GoldenGates,
+        "requirements": golden_gates_model(),
+        "warnings": golden_gates_model(),
         "properties": properties_model(),
         "fuzz": Fuzz,
-        "regression": Regression,
-        "production": Production,
+        "regression": regression_model(),
+        "production": production_model(),
     }
     return {**core, **OPTIONAL_SECTIONS}
 
@@ -151,9 +152,15 @@ def _backends(
 
 
 def _dataset(value: Any) -> list[str]:
-    if value is None or (isinstance(value, str) and value):
+    if value is None:
         return []
-    return [f"dataset: expected a non-empty path string, got {describe(value)}"]
+    if not isinstance(value, str) or not value:
+        return [f"dataset: expected a non-empty path string, got {describe(value)}"]
+    try:
+        check_file_path(value)
+    except ValueError as exc:
+        return [f"dataset: {exc}"]
+    return []
 
 
 def parse_contract(data: Any, source: str) -> Contract:

@@ -34,6 +34,9 @@ def contract_file(base_dir: Path, written: str, *, field: str, source: str,
     """The file `written` in the contract's field `field`, resolved (symlinks followed), if
     it lies inside the contract's folder `base_dir` (relative paths only) or inside an
     allowed folder; else exit 2 saying so, without reading it."""
+    if "\0" in written:  # the contract's check refuses it first; a path from elsewhere too
+        raise DecflowError(f"{source}: {field}: {quote(written)} holds a NUL byte; a path "
+                           "has none")
     target = Path(written)
     resolved = (base_dir / target).resolve()
     if not target.is_absolute() and resolved.is_relative_to(base_dir.resolve()):

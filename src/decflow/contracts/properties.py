@@ -48,7 +48,7 @@ DEFAULT_FRAGMENTS = (
 PER_CASE_LIMITS = ("max_tv_distance", "max_js_divergence", "max_abs_delta", "max_confidence_delta")
 Axis = Literal["gender", "ethnicity", "religion", "role"]
 AXES: tuple[Axis, ...] = get_args(Axis)
-_SLOT = re.compile(r"^[a-z][a-z0-9_]*$")
+_SLOT = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 
 def _not_blank(value: str) -> str:

@@ -19,6 +19,7 @@ import hashlib
 import io
 import json
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +28,18 @@ from typing import Any
 import polars as pl
 from polars.datatypes import DataTypeClass
 
+from decflow.data.bounds import (
+    MAX_DATASET_BYTES,
+    MAX_FIELD_BYTES,
+    MAX_JSON_FILE_VALUES,
+    MAX_JSON_VALUES,
+    mib,
+)
+from decflow.data.parquet_bounds import check_group_footer, check_read
 from decflow.errors import DatasetError
 from decflow.strictjson import JsonProblem, dotted, key_lines
 from decflow.strictjson import loads as strict_json_loads
-from decflow.textfile import TextProblem, decode_utf8
+from decflow.textfile import TextProblem, decode_utf8, utf8_size
 from decflow.untrusted import quote
 
 CASES_SCHEMA = pl.Schema({
@@ -110,12 +119,22 @@ class _RowChecker:
             metadata = {}
         if not isinstance(metadata, dict):
             raise self.fail(where, "metadata must be a JSON object")
-        self.columns["case_id"].append(case_id)
-        self.columns["input_text"].append(text)
-        self.columns["input_json"].append(obj)
-        self.columns["expected"].append(expected)
-        self.columns["metadata_json"].append(self._json(metadata, where, "metadata"))
+        self.columns["case_id"].append(self._text(where, "id", case_id))
+        self.columns["input_text"].append(self._text(where, "input", text))
+        self.columns["input_json"].append(self._text(where, "input", obj))
+        self.columns["expected"].append(self._text(where, "expected", expected))
+        self.columns["metadata_json"].append(
+            self._text(where, "metadata", self._json(metadata, where, "metadata")))
         self.columns["position"].append(position)
+
+    def _text(self, where: int, field: str, value: str | None) -> str | None:
+        """A text as it will be stored: valid Unicode, at most `MAX_FIELD_BYTES`."""
+        if value is not None:
+            try:
+                utf8_size(value, MAX_FIELD_BYTES)
+            except TextProblem as exc:
+                raise self.fail(where, f"{field} {exc}") from None
+        return value
 
     def _case_id(self, row: dict[str, Any], where: int, position: int) -> str:
         if "id" not in row:
@@ -179,7 +198,7 @@ def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield number, strict_json_loads(line.removesuffix("\r"))
+            yield number, strict_json_loads(line.removesuffix("\r"), max_values=MAX_JSON_VALUES)
         except JsonProblem as exc:
             raise DatasetError(
                 f"{path}: line {number}, column {exc.column}: {_problem(exc)}"
@@ -194,7 +213,7 @@ def _problem(exc: JsonProblem, skip: int = 0) -> str:
 
 def _json_rows(path: str, text: str) -> Iterator[tuple[int, Any]]:
     try:
-        data = strict_json_loads(text)
+        data = strict_json_loads(text, max_values=MAX_JSON_FILE_VALUES)
     except JsonProblem as exc:
         where = f"line {exc.line}, column {exc.column}"
         if exc.path and isinstance(exc.path[0], int):
@@ -221,7 +240,7 @@ def _json_cell(path: str, number: int, column: str, raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     try:
-        return strict_json_loads(raw)
+        return strict_json_loads(raw, max_values=MAX_JSON_VALUES)
     except JsonProblem as exc:
         raise DatasetError(
             f"{path}: row {number}: {column}, column {exc.column} of the cell: {_problem(exc)}"
@@ -329,9 +348,39 @@ def _read_dataset(file: Path, name: str) -> bytes:
             f"{name}: unsupported dataset format '{suffix}' (use .jsonl, .json, .parquet or .csv)"
         )
     try:
-        return file.read_bytes()
+        with file.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_DATASET_BYTES:
+                raise DatasetError(
+                    f"{name}: {mib(size)}; a golden dataset is read whole and holds at most "
+                    f"{mib(MAX_DATASET_BYTES)} (SECURITY.md)")
+            return handle.read(MAX_DATASET_BYTES + 1)
     except OSError as exc:
         raise DatasetError(f"{name}: cannot read dataset ({exc.strerror or exc})") from None
+
+
+def _check_footer(raw: bytes, name: str) -> None:
+    """Every row group of a Parquet dataset, and all of them together, small enough to
+    read (`decflow.data.bounds`), from the footer alone."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.ParquetFile(io.BytesIO(raw)).metadata
+    except (pa.ArrowException, OSError) as exc:
+        raise DatasetError(f"{name}: cannot read dataset ({exc})") from None
+    first_row, decompressed = 1, 0
+    for index in range(metadata.num_row_groups):
+        check_group_footer(metadata, index, name, first_row)
+        group = metadata.row_group(index)
+        decompressed += sum(group.column(i).total_uncompressed_size
+                            for i in range(group.num_columns))
+        if decompressed > MAX_DATASET_BYTES:
+            raise DatasetError(
+                f"{name}: row {first_row:,}: the dataset passes {mib(MAX_DATASET_BYTES)} "
+                f"decompressed here; a golden dataset holds at most "
+                f"{mib(MAX_DATASET_BYTES)} (SECURITY.md)")
+        first_row += group.num_rows
 
 
 def _digest(raw: bytes) -> str:
@@ -371,13 +420,18 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
         if suffix == ".csv":
             _csv_header(name, text)
         try:
-            frame = (
-                pl.read_parquet(io.BytesIO(raw))
-                if suffix == ".parquet"
-                else pl.read_csv(io.BytesIO(raw), infer_schema=False)
-            )
+            if suffix == ".parquet":
+                _check_footer(raw, name)
+                frame = pl.read_parquet(io.BytesIO(raw))
+            else:
+                frame = pl.read_csv(io.BytesIO(raw), infer_schema=False)
+        except DatasetError:
+            raise
         except (Exception, pl.exceptions.PanicException) as exc:  # polars raises many types
             raise DatasetError(f"{name}: cannot read dataset ({exc})") from None
+        check_read(frame, name, 1, limit=MAX_DATASET_BYTES, what="the dataset",
+                   rule=f"a golden dataset holds at most {mib(MAX_DATASET_BYTES)}",
+                   field_limit=MAX_FIELD_BYTES)
         rows = _table_rows(name, frame, header_line=suffix == ".csv")
     checker = _RowChecker(name, labels, unit, line_of)
     for where, row in rows:

@@ -11,8 +11,8 @@ The case is the sampling unit: the reruns of one case share its text and flip to
 case near the decision boundary flips often, a clear one never), so pooling pairs as if
 independent overstates the evidence. Each complete case contributes its share of flipped
 pairs; the flip rate is their mean, and its one-sided 95 % bounds come from
-``decflow.metrics.case_rates`` (exact binomial with one pair per case, betting on the shares
-otherwise), valid at every number of cases however the flips cluster. ``stochastic`` when
+``decflow.metrics.case_rates`` (exact binomial with one pair per case, Bentkus's bound on
+the shares otherwise), valid at every number of cases however the flips cluster. ``stochastic`` when
 the lower bound is above ε, ``deterministic`` when the upper bound is below, otherwise
 ``undecided`` (the gate is then *not established*, with the cases that would decide it).
 

@@ -1,40 +1,32 @@
-"""The `contract_run` flow (modes test / fuzz / all / stability) and the stage sequence it
-shares with `nightly_regression`.
+"""The `contract_run` flow (modes test / fuzz / all / stability) and the run it shares with
+`nightly_regression`.
 
-It drives the pipeline's own graph (`stages_for(mode)`) through the same `RunBook` as the
-in-process runner: every stage is a task named after it, except a `sharded` one (the call
-stage), whose shard loop (`call_stage`) runs in the flow and submits each shard as a task.
-`--resume RUN` reruns the same steps (finished stages are store hits, finished chunks are
-not re-sent); `--from-stage` reuses the stored upstream manifests of the run.
+It runs the contract-run pipeline (`CONTRACT_RUN`) through the generic stage loop
+(`flows/stage_loop.py`): every stage is a task named after it, except a `sharded` one (the
+call stage), whose shard loop (`call_stage`) runs in the flow and submits each shard as a
+task (`PrefectShards`). `--resume RUN` reruns the same steps (finished stages are store
+hits, finished chunks are not re-sent); `--from-stage` reuses the stored upstream
+manifests of the run.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from functools import partial
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow
 from prefect.client.schemas.objects import State
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from decflow.errors import DecflowError
-from decflow.flows.common import (
-    Verdict,
-    decflow_run,
-    finish,
-    flow_result,
-    task_value,
-    unwalked,
-)
+from decflow.flows.common import Verdict, decflow_run, finish, flow_result, task_value
 from decflow.flows.crash_detection import watched_run
-from decflow.flows.crashes import absolute, crash_message
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
+from decflow.flows.stage_loop import run_pipeline, stopped_message
 from decflow.pipeline.contract_run.results import RequestParts, left_to_send, recorded_count
 from decflow.pipeline.contract_run.resume import resumed_spec
-from decflow.pipeline.contract_run.runner import RunBook, stages_for
+from decflow.pipeline.contract_run.runner import CONTRACT_RUN
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import RunContext
 from decflow.store.runs import (
@@ -49,7 +41,6 @@ from decflow.store.store import Manifest, Store
 from decflow.tasks.common import outcome
 from decflow.tasks.report import CallProgress, artifact_key, report_task
 from decflow.tasks.stages import (
-    STAGE_TASKS,
     finish_results_task,
     health_task,
     originals_task,
@@ -74,19 +65,6 @@ def run_label(spec: dict[str, Any]) -> str:
 def _contract_run_name() -> str:
     spec = flow_run.parameters["spec"]
     return f"{run_label(spec)}-{spec['run_id']}"
-
-
-def run_crash_message(spec: RunSpec) -> str:
-    """The run and the command that resumes it, from any directory (absolute paths)."""
-    anywhere = replace(spec, contract_path=absolute(spec.contract_path),
-                       store_url=absolute(spec.store_url))
-    return crash_message(f"run {spec.run_id}", f"resume it with `{anywhere.resume_command()}`")
-
-
-def _dicts(manifests: dict[str, Manifest]) -> dict[str, dict[str, Any]]:
-    """Manifests as task input, not walked by Prefect (the requests manifest carries
-    provenance)."""
-    return unwalked({name: m.to_dict() for name, m in manifests.items()})
 
 
 class PrefectShards:
@@ -133,7 +111,7 @@ class PrefectShards:
         originals_task(self.spec, self.requests_key, self.key)
 
     def sequential_group(self, start: int, end: int) -> dict[str, Any]:
-        """A sequential run's batches `start`..`end` as one task (see `sequential_calls`),
+        """A sequential run's batches `start`..`end` as one task (see `sequential.calls`),
         on a Dask worker when the run has a cluster; the progress moves as its batches
         come back and is final once the run stops (the calls it made, why it stopped)."""
         args = (self.spec, self.cases_key, self.requests_key, self.key, start, end,
@@ -159,26 +137,12 @@ def run_stages(
 ) -> dict[str, Any]:
     """Every stage of a contract run as tasks of the current flow run; returns the run's
     id, status, exit code, headline and the store path of its report."""
-    logger = get_run_logger()
-    store = Store(spec.store_url)
 
     def shards(context: RunContext, key: str, parts: RequestParts) -> PrefectShards:
         return PrefectShards(context, key, parts, parallel_shards)
 
-    spec_d = spec.to_dict()
-
-    def as_task(name: str) -> Manifest:
-        return Manifest.from_dict(task_value(STAGE_TASKS[name](
-            spec_d, _dicts(book.manifests), fail_on_warn, return_state=True)))
-
-    with RunBook(spec, store, from_stage=from_stage, logger=logger, shards=shards,
-                 fail_on_warn=fail_on_warn) as book:
-        for stage in stages_for(spec.run_mode):
-            book.run(stage, None if stage.sharded else partial(as_task, stage.name))
-    verdict = book.verdict
-    key = artifact_key(decision_name(spec.contract_path), spec.backend, spec.mode)
-    published = report_task(spec.store_url, verdict["report"], key)
-    return {"run_id": spec.run_id, **verdict, "caveats": published["caveats"]}
+    return run_pipeline(CONTRACT_RUN, spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
+                        shards=shards)
 
 
 def published_outcome(store: Store, run_id: str, key: str) -> dict[str, Any]:
@@ -217,7 +181,7 @@ def contract_run(
     exit code, headline, store path of the report); a FAIL ends the flow run Failed (see
     `flows.common`)."""
     run_spec = RunSpec.from_dict(spec)
-    with decflow_run(run_spec.run_id, run_label(spec), run_crash_message(run_spec)):
+    with decflow_run(run_spec.run_id, run_label(spec), stopped_message(CONTRACT_RUN, run_spec)):
         found = continued_run(run_spec, from_stage=from_stage, fail_on_warn=fail_on_warn,
                               parallel_shards=parallel_shards)
         return finish(found, Verdict(found))

@@ -71,7 +71,8 @@ HOOKS = {"decflow-crash-events": "events", "decflow-crash-logs": "logs/",
          "decflow-crash-artifacts": "artifacts/"}
 
 # A task run's Crashed state as the event the server records task-run states from, made of
-# the last event seen for it (its Running state or heartbeat, which carry its fields).
+# the last event seen for it (its Running state or heartbeat, which carry its fields), its
+# end the firing's time (JSON's last key wins over one the fields already hold).
 TASK_CRASHED = """[{"id": "{{ firing.id }}", "occurred": "{{ firing.triggered }}",
  "event": "prefect.task-run.Crashed",
  "resource": {"prefect.resource.id": "{{ event.resource.id }}",
@@ -83,7 +84,8 @@ TASK_CRASHED = """[{"id": "{{ firing.id }}", "occurred": "{{ firing.triggered }}
   "initial_state": {"type": "RUNNING", "name": "Running", "message": "", "state_details": {}},
   "validated_state": {"type": "CRASHED", "name": "Crashed", "message": {{ message | tojson }},
    "state_details": {}, "data": null},
-  "task_run": {{ event.payload.task_run | tojson }}}}]"""
+  "task_run": {{ (event.payload.task_run | tojson)[:-1] }},
+   "end_time": "{{ firing.triggered }}"}}}]"""
 CRASH_LOG = """[{"name": "decflow.crash", "level": 40, "timestamp": "{{ firing.triggered }}",
  "flow_run_id": "{{ flow_run.id }}",
  "message": {{ (prefix ~ flow_run.labels.get(crash, "")) | tojson }}}]"""
@@ -101,17 +103,21 @@ def watched_run() -> Iterator[None]:
         yield
 
 
-def _silent(resource: str, heartbeat: str, final: str, window_s: float) -> EventTrigger:
+def _silent(resource: str, heartbeat: str, window_s: float,
+            waiting: tuple[str, ...] = ()) -> EventTrigger:
     """A watched run of `resource` (flow-run or task-run) with no `heartbeat` and no final
-    state (`final`: the event prefix) for `window_s` seconds after a heartbeat."""
+    state for `window_s` seconds after it started running or sent a heartbeat; a state in
+    `waiting` (a task run's Pending: it runs at once) must be left within the window too."""
+    events = f"prefect.{resource}"
     return EventTrigger(
-        match=ResourceSpecification({"prefect.resource.id": f"prefect.{resource}.*"}),
+        match=ResourceSpecification({"prefect.resource.id": f"{events}.*"}),
         match_related=ResourceSpecification({
             "prefect.resource.role": "tag",
             "prefect.resource.id": f"prefect.tag.{WATCHED_TAG}",
         }),
-        after={heartbeat, f"{final}.Running"},
-        expect={heartbeat, *(f"{final}.{state}" for state in FINAL_STATES)},
+        after={heartbeat, f"{events}.Running", *(f"{events}.{s}" for s in waiting)},
+        expect={heartbeat, *(f"{events}.{state}" for state in FINAL_STATES),
+                *([f"{events}.Running"] if waiting else [])},
         for_each={"prefect.resource.id"},
         posture=Posture.Proactive,
         threshold=1,
@@ -137,7 +143,7 @@ def crash_automations(window_s: float, hooks: dict[str, UUID]) -> list[Automatio
         description=(f"Flow runs tagged {WATCHED_TAG} send a heartbeat every {HEARTBEAT_S} s; "
                      f"one silent for {window_s:g} s was killed: mark it Crashed, log how to "
                      "resume it, finish its progress artifact."),
-        trigger=_silent("flow-run", HEARTBEAT, "prefect.flow-run", window_s),
+        trigger=_silent("flow-run", HEARTBEAT, window_s),
         actions=[
             ChangeFlowRunState(
                 state=StateType.CRASHED,
@@ -156,7 +162,7 @@ def crash_automations(window_s: float, hooks: dict[str, UUID]) -> list[Automatio
         description=(f"The open task runs of flow runs tagged {WATCHED_TAG} send a heartbeat "
                      f"every {HEARTBEAT_S} s; one silent for {window_s:g} s lost its process: "
                      "mark it Crashed."),
-        trigger=_silent("task-run", TASK_HEARTBEAT, "prefect.task-run", window_s),
+        trigger=_silent("task-run", TASK_HEARTBEAT, window_s, waiting=("Pending",)),
         actions=[CallWebhook(
             block_document_id=hooks["decflow-crash-events"],
             payload=_template(TASK_CRASHED, message=(

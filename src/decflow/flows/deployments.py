@@ -25,6 +25,7 @@ from decflow.flows.contract_run import contract_run
 from decflow.flows.crash_detection import describe, ensure_crash_automation, watched_run
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.flows.production_check import production_check
+from decflow.flows.production_monitor import production_monitor
 from decflow.flows.replay import replay
 from decflow.tasks.heartbeat import HEARTBEAT_S, WATCHED_TAG
 
@@ -32,6 +33,7 @@ FLOWS: dict[str, Flow[Any, Any]] = {
     "contract_run": contract_run,
     "nightly_regression": nightly_regression,
     "production_check": production_check,
+    "production_monitor": production_monitor,
     "replay": replay,
 }
 WORK_POOL = "decflow-process"
@@ -92,10 +94,28 @@ def check_drift_baseline(entry: dict[str, Any]) -> None:
         )
 
 
+def check_names(entries: list[dict[str, Any]]) -> None:
+    """Each deployment has its own name, and none ends in `SERVED_SUFFIX`: `decflow serve`
+    adds it, so `nightly` served would take over a `nightly-served` that `decflow deploy`
+    registered (or two entries of one name would register one deployment twice)."""
+    seen: set[str] = set()
+    for entry in entries:
+        name = str(entry.get("name") or "")
+        if name.endswith(SERVED_SUFFIX):
+            raise DecflowError(f"deployment '{name}': names ending in '{SERVED_SUFFIX}' are "
+                               "kept for what `decflow serve` registers; rename it")
+        if name in seen:
+            raise DecflowError(f"deployment '{name}' is defined twice; give each entry its "
+                               "own name")
+        seen.add(name)
+
+
 def checked_definitions(path: str | Path) -> list[dict[str, Any]]:
-    """The entries of the deployments file, each checked: a decflow flow, valid
-    parameters, heartbeats as the crash automation expects, a baseline for drift checks."""
+    """The entries of the deployments file, each checked: its own name, a decflow flow,
+    valid parameters, heartbeats as the crash automation expects, a baseline for drift
+    checks."""
     entries = load_definitions(path)
+    check_names(entries)
     for entry in entries:
         check_heartbeat(entry)
         check_drift_baseline(entry)

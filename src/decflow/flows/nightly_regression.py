@@ -20,9 +20,11 @@ from prefect.artifacts import MarkdownArtifact, TableArtifact
 from prefect.runtime import flow_run
 
 from decflow.flows.common import Verdict, decflow_run, finish, retried_run_id, task_value
-from decflow.flows.contract_run import continued_run, decision_name, run_crash_message
+from decflow.flows.contract_run import continued_run, decision_name
+from decflow.flows.stage_loop import stopped_message
 from decflow.gates.headline import Qualifier
 from decflow.pipeline.contract_run.call_cache import call_cache_mode, fresh_answers_mode
+from decflow.pipeline.contract_run.runner import CONTRACT_RUN
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.store.runs import accepted_run, new_run_id, read_run_record
 from decflow.store.store import Store
@@ -98,7 +100,7 @@ def nightly_regression(
                    run_id=retried_run_id() or new_run_id(), mode=mode, backend=backend,
                    dataset=dataset)
     decision = decision_name(contract)
-    with decflow_run(spec.run_id, _nightly_run_name(), run_crash_message(spec)):
+    with decflow_run(spec.run_id, _nightly_run_name(), stopped_message(CONTRACT_RUN, spec)):
         # the candidate measures the model as it answers tonight: never served from the cache
         spec = replace(spec, call_cache=fresh_answers_mode(
             call_cache_mode(None, load_contract_cached(contract).contract)))

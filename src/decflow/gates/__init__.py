@@ -10,12 +10,11 @@ from decflow.gates.checks import (
     make_check,
     status_of,
 )
-from decflow.gates.golden_gates import GOLDEN_GATES, configured_gates, golden_checks
+from decflow.gates.golden_gates import configured_gates, golden_checks, reported_limits
 from decflow.gates.headline import failing_first, headline, number
 from decflow.metrics.evidence import Evidence
 
 __all__ = [
-    "GOLDEN_GATES",
     "NO_ELIGIBLE_CASES",
     "Check",
     "CheckStatus",
@@ -29,5 +28,6 @@ __all__ = [
     "headline",
     "make_check",
     "number",
+    "reported_limits",
     "status_of",
 ]

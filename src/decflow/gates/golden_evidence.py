@@ -1,4 +1,5 @@
-"""Evidence beside DecGuard's golden rate gates (their verdicts stay point estimates).
+"""Evidence beside DecGuard's golden rate gates (their verdicts stay point estimates): the
+gates whose registry entry says where their count sits (`GoldenGate.rate`).
 
 A golden rate is a count over cases (accuracy: correct of labeled; error rate: errored of
 all; coverage: covered of decided; abstention: the rest; selective accuracy: correct of
@@ -12,18 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.gates.golden_gates import configured_gates
+from decflow.contracts.gates import GOLDEN_GATES
+from decflow.gates.golden_gates import IMPLICIT_GATE, IMPLICIT_MAX_ERROR_RATE, configured_gates
 from decflow.metrics.bounded_mean import binomial_test
 from decflow.metrics.evidence import UNDERPOWERED, Evidence, GateDirection, count_evidence
-
-# gate -> (metrics section, rate key, section key of its denominator, comparison)
-RATE_GATES: dict[str, tuple[str, str, str, GateDirection]] = {
-    "min_accuracy": ("classification", "accuracy", "n", ">="),
-    "max_error_rate": ("counts", "error_rate", "total", "<="),
-    "min_coverage": ("selective", "coverage", "n", ">="),
-    "max_abstention_rate": ("selective", "abstention_rate", "n", "<="),
-    "min_selective_accuracy": ("selective", "selective_accuracy", "n_covered_labeled", ">="),
-}
 
 
 def _evidence(rate: float, n: int, limit: float, comparison: GateDirection) -> Evidence:
@@ -43,15 +36,16 @@ def golden_gate_evidence(
     """One entry per configured rate gate (requirements, the implicit `max_error_rate: 0`,
     then warnings): gate, level, limit, DecGuard's verdict and the evidence beside it."""
     required = configured_gates(requirements)
-    required.setdefault("max_error_rate", 0.0)
+    required.setdefault(IMPLICIT_GATE, IMPLICIT_MAX_ERROR_RATE)
     out = []
     for level, gates in (("requirement", required), ("warning", configured_gates(warnings))):
         for gate, limit in gates.items():
-            if gate not in RATE_GATES:
+            entry = GOLDEN_GATES.get(gate)
+            if entry.rate is None:
                 continue
-            section_name, key, size, comparison = RATE_GATES[gate]
-            section = metrics.get(section_name) or {}
-            rate, n = section.get(key), section.get(size)
+            comparison: GateDirection = entry.comparison
+            section = metrics.get(entry.rate.section) or {}
+            rate, n = section.get(entry.rate.key), section.get(entry.rate.size)
             if rate is None or not n:
                 continue
             evidence = _evidence(rate, n, limit, comparison)

@@ -1,84 +1,82 @@
-"""Golden gates: contract ``requirements`` / ``warnings`` against golden metrics."""
+"""Golden gates: contract ``requirements`` / ``warnings`` against golden metrics, as the
+golden gate registry (`decflow.contracts.gates.GOLDEN_GATES`) declares each: the metric it
+reads and the comparison that must hold."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from decflow.gates.checks import NO_ELIGIBLE_CASES, Check, Comparison, Level, make_check
-from decflow.metrics.golden_metrics import Metrics, metric_value
+from decflow.contracts.gates import GOLDEN_GATES, GoldenGate, GoldenGates
+from decflow.gates.checks import NO_ELIGIBLE_CASES, Check, Level, make_check
+from decflow.metrics.golden_metrics import Metrics
 
 if TYPE_CHECKING:
     from typing import TypeAlias
-
-    from decflow.contracts.gates import GoldenGates
 
     # Golden gate limits: the contract's section, a report's copy of it (keys named like
     # the gates, None when unset), or nothing.
     GateLimits: TypeAlias = GoldenGates | Mapping[str, float | None] | None
 
-GOLDEN_GATES: Mapping[str, tuple[str, Comparison]] = {
-    "min_accuracy": ("accuracy", ">="),
-    "min_macro_f1": ("macro_f1", ">="),
-    "max_nll": ("nll", "<="),
-    "max_brier": ("brier", "<="),
-    "max_ece": ("ece", "<="),
-    "min_coverage": ("coverage", ">="),
-    "max_abstention_rate": ("abstention_rate", "<="),
-    "min_selective_accuracy": ("selective_accuracy", ">="),
-    "max_error_rate": ("error_rate", "<="),
-    "max_latency_p95_ms": ("latency_p95_ms", "<="),
-    "max_ordinal_mae": ("ordinal_mae", "<="),
-}
-"""gate -> (metric, comparison that must hold), in the fixed order checks are listed."""
-
 IMPLICIT_MAX_ERROR_RATE = 0.0
+IMPLICIT_GATE = "max_error_rate"
 
-_NOT_SCORE = "ordinal_mae applies to score decisions only"
+
+def checked_gates() -> tuple[GoldenGate, ...]:
+    """The golden gates the golden checks judge, in the fixed order checks are listed."""
+    return tuple(gate for gate in GOLDEN_GATES.entries() if gate.checked)
 
 
 def configured_gates(gates: GateLimits) -> dict[str, float]:
-    """The gates a contract section (or a report's copy of it) sets, in table order."""
+    """The checked gates a contract section (or a report's copy of it) sets, in order."""
     if gates is None:
         return {}
     if isinstance(gates, Mapping):
-        values = {name: gates.get(name) for name in GOLDEN_GATES}
+        values = {gate.name: gates.get(gate.name) for gate in checked_gates()}
     else:
-        values = {name: getattr(gates, name, None) for name in GOLDEN_GATES}
+        values = {gate.name: gates.limit(gate.name) for gate in checked_gates()}
     return {name: float(value) for name, value in values.items() if value is not None}
 
 
-def _gate_check(
-    gate: str, threshold: float, level: Level, metrics: Metrics, decision_type: str
-) -> Check:
-    metric, comparison = GOLDEN_GATES[gate]
-    # A valid contract only sets max_ordinal_mae on score decisions; say why if not.
-    reason = _NOT_SCORE if metric == "ordinal_mae" and decision_type != "score" else None
-    return make_check(
-        gate,
-        level,
-        metric,
-        comparison,
-        threshold,
-        metric_value(metrics, metric),
-        reason_if_null=reason or NO_ELIGIBLE_CASES,
-    )
+def reported_limits(gates: GoldenGates) -> dict[str, float | None]:
+    """A section as a report keeps it: every one of DecGuard's gates (None when unset),
+    then the extension gates it sets."""
+    return {gate.name: gates.limit(gate.name) for gate in checked_gates()
+            if gate.core or gates.limit(gate.name) is not None}
+
+
+def gate_value(metrics: Metrics, gate: GoldenGate) -> float | None:
+    """The value gate `gate` reads: e.g. ``coverage`` is None when there is no selective
+    section."""
+    section_name, key = gate.path
+    section = metrics.get(section_name)
+    return None if section is None else section.get(key)
+
+
+def _not_applicable(gate: GoldenGate, decision_type: str) -> str | None:
+    # A valid contract only sets a score gate on score decisions; say why if not.
+    if gate.score_only and decision_type != "score":
+        return f"{gate.metric} applies to score decisions only"
+    return None
 
 
 def golden_checks(
     metrics: Metrics, requirements: GateLimits, warnings: GateLimits, decision_type: str
 ) -> list[Check]:
-    """Requirement checks in table order, then ``max_error_rate: 0`` when the contract does
+    """Requirement checks in gate order, then ``max_error_rate: 0`` when the contract does
     not set it (a case the backend could not decide fails unless tolerated), then warning
-    checks in table order."""
+    checks in gate order."""
     required = configured_gates(requirements)
-    required.setdefault("max_error_rate", IMPLICIT_MAX_ERROR_RATE)
+    required.setdefault(IMPLICIT_GATE, IMPLICIT_MAX_ERROR_RATE)
     levels: list[tuple[Level, dict[str, float]]] = [
         ("requirement", required),
         ("warning", configured_gates(warnings)),
     ]
-    return [
-        _gate_check(gate, threshold, level, metrics, decision_type)
-        for level, gates in levels
-        for gate, threshold in gates.items()
-    ]
+    checks = []
+    for level, gates in levels:
+        for name, threshold in gates.items():
+            gate = GOLDEN_GATES.get(name)
+            checks.append(make_check(
+                name, level, gate.metric, gate.comparison, threshold, gate_value(metrics, gate),
+                reason_if_null=_not_applicable(gate, decision_type) or NO_ELIGIBLE_CASES))
+    return checks

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from decflow.contracts.gates import Gating
+from decflow.contracts.gates import Gating, diff_gates
 from decflow.gates.checks import Check, Level, evidence_check, make_check
 from decflow.gates.headline import brief, headline, number
 from decflow.metrics.evidence import NOISE_DOMINATED, Evidence
@@ -70,6 +70,19 @@ NOISE_ADVICE = (
 )
 
 
+def diff_gate_metrics() -> tuple[tuple[str, str], ...]:
+    """(gate, metric) of every diff gate in check order: DecGuard's, then those of the
+    registered golden gates (`GoldenGate.diff`: the increase of their metric)."""
+    return (*REGRESSION_GATES,
+            *((gate.diff, increase(gate.metric)) for gate in diff_gates()
+              if gate.diff is not None))
+
+
+def increase(metric: str) -> str:
+    """The diff metric of a golden metric's increase, candidate − baseline."""
+    return f"{metric}_increase"
+
+
 def _negated(value: float | None) -> float | None:
     # A drop is the negated delta (so no change reads -0, as in the reference).
     return None if value is None else -value
@@ -94,6 +107,9 @@ def regression_values(diff: Mapping[str, Any]) -> tuple[dict[str, float | None],
         "latency_p95_increase_ms": delta["latency_p95_ms"],
         "segment_accuracy_drop": None if worst is None else worst["accuracy_drop"],
     }
+    for gate in diff_gates():  # an extension's metric, when the diff measured it
+        if gate.metric in delta:
+            values[increase(gate.metric)] = delta[gate.metric]
     return values, "" if worst is None else f"{worst['key']}={worst['value']}"
 
 
@@ -152,7 +168,7 @@ def _interval(low: float | None, high: float | None, scale: float, as_points: bo
 def decision_phrase(metric: str, found: ChangeEvidence | None, verdict: str,
                     segment: str | None = None) -> str:
     """`accuracy -4.1 points [-6.0, -2.2], noise ±0.9: regressed` and its kin."""
-    name = NAMES[metric] + (f" in {segment}" if segment else "")
+    name = NAMES.get(metric, metric) + (f" in {segment}" if segment else "")
     word = WORDS.get(verdict, verdict)
     if found is None:
         return f"{name}: {word}" if metric not in ATTRIBUTED else (
@@ -244,7 +260,7 @@ def gate_evidence(
     elif metric in measure:
         found = measure[metric](limit)
         verdict = "not_established" if found is None else found.verdict()
-    else:  # latency: a point estimate
+    else:  # latency and the diff gates of extension golden gates: a point estimate
         found, verdict = None, "point"
     return GateEvidence(gate, level, metric, limit, found, verdict,
                         decision_phrase(metric, found, verdict, segment), segment, rows)
@@ -285,7 +301,8 @@ class RegressionVerdicts:
     def headline(self, status: str) -> str:
         """The diff's first line: the headline, each open item as its decision phrase;
         a passing evidence diff names what held."""
-        phrases = {(g.gate, g.level): g.phrase for g in self.gates}
+        # a gate judged by its point value (latency, an extension's) reads as its check
+        phrases = {(g.gate, g.level): g.phrase for g in self.gates if g.verdict != "point"}
 
         def item(check: Check) -> str:
             if self.gating != "evidence" or (check.gate, check.level) not in phrases:
@@ -304,7 +321,7 @@ def _configured(regression: Regression | None) -> list[tuple[str, str, Level, fl
     found: list[tuple[str, str, Level, float]] = []
     for level, gates in (("requirement", regression),
                          ("warning", None if regression is None else regression.warnings)):
-        for gate, metric in REGRESSION_GATES:
+        for gate, metric in diff_gate_metrics():
             limit = None if gates is None else getattr(gates, gate, None)
             if limit is not None:
                 found.append((gate, metric, level, float(limit)))  # type: ignore[arg-type]
@@ -330,7 +347,7 @@ def regression_checks(
     checks, gates = [], []
     for gate, metric, level, limit in _configured(regression):
         suffix = f" (worst segment {worst})" if metric == "segment_accuracy_drop" and worst else ""
-        point = make_check(gate, level, metric, "<=", limit, values[metric],
+        point = make_check(gate, level, metric, "<=", limit, values.get(metric),
                            reason_if_null=NO_COMPARABLE, suffix=suffix)
         if paired is None:
             checks.append(point)

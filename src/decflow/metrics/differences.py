@@ -80,7 +80,7 @@ def difference_test(values: Sequence[float] | npt.NDArray[np.float64], limit: fl
         level = POSITIVE_SHARE * alpha
         positive = math.fsum(np.maximum(d, 0.0).tolist())
         high = _smaller(high, bentkus.upper_bound(positive, int(d.size), level))
-        if fair_side:
+        if fair_side and positive / d.size < limit:  # else the positive parts never show it
             needed = _smaller(needed, bentkus_cases_needed(positive / d.size, limit, level))
             detectable = _smaller(detectable, bentkus_detectable(int(d.size), limit,
                                                                  above=False, alpha=level))
@@ -104,6 +104,8 @@ def difference_cases_needed(values: Sequence[float] | npt.NDArray[np.float64], l
     if not 0.0 < limit < 1.0:
         return betting
     rate = float(np.maximum(d, 0.0).mean())
+    if rate >= limit:  # the positive parts alone never show it below
+        return betting
     return _smaller(betting, bentkus_cases_needed(rate, limit, POSITIVE_SHARE * alpha))
 
 

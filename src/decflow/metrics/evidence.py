@@ -6,8 +6,9 @@ form ``quantity <= limit`` *fails* only when the one-sided 95 % lower bound is a
 bound is below it (a wrong PASS has probability ≤ α); otherwise it is *not established*. For
 ``quantity >= limit`` the roles of the bounds swap. Together the two bounds are a 90 %
 two-sided interval, shown as ``[low, high]`` and labelled "95% per side". Bounds are clipped
-to the parameter's range. A family of verdicts (persona axes, segments) is Holm-adjusted on
-each side (``holm_verdicts``).
+to the parameter's range. A family of verdicts (segments) is Holm-adjusted on each side
+(``holm_verdicts``); the persona axes only on the unfair side (their "every axis fair" is an
+intersection–union test, each axis at α).
 
 How to use it (the methods live in ``decflow.metrics.bounded_mean``):
 

@@ -11,12 +11,13 @@ latency use decided cases; the error rate uses all cases.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from decflow.contracts.gates import GOLDEN_GATES
 from decflow.metrics.numeric import exact_mean, exact_sum, percentiles, row_sums
 
 NLL_FLOOR = 1e-15
@@ -248,25 +249,10 @@ def golden_metrics(
     }
 
 
-_GATE_METRIC_PATHS: Mapping[str, tuple[str, str]] = {
-    "accuracy": ("classification", "accuracy"),
-    "macro_f1": ("classification", "macro_f1"),
-    "ordinal_mae": ("classification", "ordinal_mae"),
-    "nll": ("calibration", "nll"),
-    "brier": ("calibration", "brier"),
-    "ece": ("calibration", "ece"),
-    "coverage": ("selective", "coverage"),
-    "abstention_rate": ("selective", "abstention_rate"),
-    "selective_accuracy": ("selective", "selective_accuracy"),
-    "error_rate": ("counts", "error_rate"),
-    "latency_p95_ms": ("latency", "p95_ms"),
-}
-GATE_METRICS = tuple(_GATE_METRIC_PATHS)
-"""Metric names that golden gates address."""
-
-
 def metric_value(metrics: Metrics, name: str) -> float | None:
-    """The value a gate reads: e.g. ``coverage`` is None when there is no selective section."""
-    section_name, key = _GATE_METRIC_PATHS[name]
+    """The value of golden metric `name` where the golden gate reading it says it sits:
+    e.g. ``coverage`` is None when there is no selective section."""
+    section_name, key = next(gate.path for gate in GOLDEN_GATES.entries()
+                             if gate.metric == name)
     section = metrics.get(section_name)
     return None if section is None else section.get(key)

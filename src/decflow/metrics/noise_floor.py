@@ -25,6 +25,24 @@ p-values are the simulated exceedance shares (1 + #{noise ≥ x}) / (R + 1); the
 read off the same sorted draws, so a bound clears the limit exactly when its p-value is
 below α. The draws are seeded (`SEED`), so a stored report re-derives the same verdicts.
 *Cases needed* and *detectable* are planning figures from the noise's 1/√n scaling.
+
+**Beyond the draws** a simulated p-value cannot go below 1/(R + 1) = 0.0005, and Holm across
+a family of m checks asks for α/m: from m = 50 (100 for the ECE gates) a drift gate could
+never fail, whatever the drift. Beyond the largest draw the p-value is therefore the smaller
+of that floor and an analytic tail bound of the noise (`NoiseTail`), valid without any plug-in:
+
+- TV noise ½‖(p̂ − p) − (b̂ − b)‖₁: one record moves it by at most 1/n (1/m for a baseline
+  record), so by McDiarmid P(noise ≥ E + t) ≤ exp(−2t²/(1/n + 1/m)), with
+  E ≤ ½(√(K/n) + √(K/m)) over K bins (Cauchy–Schwarz);
+- cumulative noise ≤ D_n + D_m, the two empirical distribution functions' sup distances:
+  by Dvoretzky–Kiefer–Wolfowitz (Massart's constant), P ≥ x ≤ 4·exp(−2x²·nm/(√n + √m)²);
+- ECE noise Σ_b |K_b − n_b ā_b| / n: one record moves it by at most 1/n, and
+  E ≤ Σ_b √n_b / (2n) (Jensen, at the worst variance 1/4): the same McDiarmid form (the
+  increase adds the two sides).
+
+Below the floor the p-value is then at most u only when that bound is (so it stays valid);
+above it nothing changes, and a bound at a level below the floor is read off the analytic
+tail in the same way.
 """
 
 from __future__ import annotations
@@ -46,19 +64,29 @@ TV_METHOD = "noise floor: TV and cumulative distance against {r} resamplings of 
 ECE_METHOD = "noise floor: binned ECE against {r} binomial resamplings of its bins"
 
 
-def _p_exceed(sorted_noise: np.ndarray, x: float) -> float:
-    """(1 + #{noise ≥ x}) / (R + 1): the chance the noise alone reaches x."""
-    above = sorted_noise.size - int(np.searchsorted(sorted_noise, x, side="left"))
-    return (1.0 + above) / (sorted_noise.size + 1.0)
+@dataclass(frozen=True)
+class NoiseTail:
+    """An analytic bound on the noise's tail: P(noise ≥ x) ≤ scale·exp(−(x − center)²/spread)
+    for x > center (see the module docstring)."""
 
+    scale: float
+    center: float
+    spread: float
 
-def _critical(sorted_noise: np.ndarray, beta: float) -> float:
-    """The smallest noise value c with `_p_exceed(noise, x) < β` for every x > c: an excess
-    above c is shown at level β (inf when β is too small for R draws)."""
-    allowed = math.ceil(beta * (sorted_noise.size + 1.0) - 1.0) - 1  # most draws ≥ x allowed
-    if allowed < 0:
-        return math.inf
-    return float(sorted_noise[sorted_noise.size - 1 - allowed])
+    def p(self, x: float) -> float:
+        if x <= self.center:
+            return 1.0
+        return min(1.0, self.scale * math.exp(-((x - self.center) ** 2) / self.spread))
+
+    def at(self, beta: float) -> float:
+        """The x where the bound falls to β."""
+        return self.center + math.sqrt(self.spread * max(0.0, math.log(self.scale / beta)))
+
+    @classmethod
+    def bounded_differences(cls, center: float, *sizes: int) -> NoiseTail:
+        """McDiarmid's bound for a noise that one record of a sample of size n moves by at
+        most 1/n, with mean at most `center`."""
+        return cls(1.0, center, sum(1.0 / size for size in sizes) / 2.0)
 
 
 def _clip(value: float, low: float, high: float) -> float:
@@ -67,16 +95,33 @@ def _clip(value: float, low: float, high: float) -> float:
 
 @dataclass(frozen=True)
 class _Band:
-    """A distance, its noise draws (sorted) and what they give against one limit."""
+    """A distance, its noise draws (sorted), the noise's analytic tail beyond them, and what
+    they give against one limit."""
 
     estimate: float
     noise: np.ndarray
+    tail: NoiseTail
+
+    def exceed(self, x: float) -> float:
+        """(1 + #{noise ≥ x}) / (R + 1), the chance the noise alone reaches x; beyond every
+        draw, the smaller of that floor and the analytic tail."""
+        above = self.noise.size - int(np.searchsorted(self.noise, x, side="left"))
+        share = (1.0 + above) / (self.noise.size + 1.0)
+        return min(share, self.tail.p(x)) if above == 0 else share
+
+    def critical(self, beta: float) -> float:
+        """The smallest noise value c with `exceed(x) < β` for every x > c: an excess above
+        c is shown at level β (below the draws' floor, read off the analytic tail)."""
+        allowed = math.ceil(beta * (self.noise.size + 1.0) - 1.0) - 1  # draws ≥ x allowed
+        if allowed < 0:
+            return max(float(self.noise[-1]), self.tail.at(beta))
+        return float(self.noise[self.noise.size - 1 - allowed])
 
     def p_above(self, limit: float) -> float:
-        return _p_exceed(self.noise, self.estimate - limit) if self.estimate > limit else 1.0
+        return self.exceed(self.estimate - limit) if self.estimate > limit else 1.0
 
     def p_below(self, limit: float) -> float:
-        return _p_exceed(self.noise, limit - self.estimate) if self.estimate < limit else 1.0
+        return self.exceed(limit - self.estimate) if self.estimate < limit else 1.0
 
 
 def _needed(gap: float, critical: float, n: float, fixed: float) -> int | None:
@@ -112,6 +157,14 @@ def _detectable(margin: float, room: float) -> float | None:
     return margin if math.isfinite(margin) and margin <= room else None
 
 
+def tv_noise_tails(n: int, m: int, bins: int) -> tuple[NoiseTail, NoiseTail]:
+    """The analytic tails of the TV noise and of the cumulative noise of two samples of n
+    and m records over `bins` bins (McDiarmid; Dvoretzky–Kiefer–Wolfowitz)."""
+    return (NoiseTail.bounded_differences(0.5 * (math.sqrt(bins / n) + math.sqrt(bins / m)),
+                                          n, m),
+            NoiseTail(4.0, 0.0, (math.sqrt(n) + math.sqrt(m)) ** 2 / (2.0 * n * m)))
+
+
 def tv_test(current: Sequence[int], baseline: Sequence[int], limit: float, *,
             alpha: float = ALPHA) -> MeanTest | None:
     """The confidence TV distance of two histograms (counts per bin) against `limit`;
@@ -125,19 +178,19 @@ def tv_test(current: Sequence[int], baseline: Sequence[int], limit: float, *,
     rng = np.random.default_rng(SEED)
     gaps = (rng.multinomial(n, shares, size=RESAMPLES) / n
             - rng.multinomial(m, shares, size=RESAMPLES) / m)
+    tv_tail, cumulative_tail = tv_noise_tails(n, m, now.size)
     tv = _Band(0.5 * float(np.abs(now / n - shares).sum()),
-               np.sort(0.5 * np.abs(gaps).sum(axis=1)))
+               np.sort(0.5 * np.abs(gaps).sum(axis=1)), tv_tail)
     cumulative = _Band(float(np.abs(np.cumsum(now / n - shares)).max()),
-                       np.sort(np.abs(np.cumsum(gaps, axis=1)).max(axis=1)))
+                       np.sort(np.abs(np.cumsum(gaps, axis=1)).max(axis=1)), cumulative_tail)
     half = alpha / 2.0
-    low = max(tv.estimate - _critical(tv.noise, half),
-              cumulative.estimate - _critical(cumulative.noise, half))
-    floor = _critical(tv.noise, alpha)
+    low = max(tv.estimate - tv.critical(half), cumulative.estimate - cumulative.critical(half))
+    floor = tv.critical(alpha)
     p_above = min(1.0, 2.0 * min(tv.p_above(limit), cumulative.p_above(limit)))
     above = tv.estimate >= limit
     spread = _Z_POWER * 0.5 * math.sqrt(1.0 / n + 1.0 / m)
     if above:
-        critical = min(_critical(tv.noise, half), _critical(cumulative.noise, half))
+        critical = min(tv.critical(half), cumulative.critical(half))
         gap = max(tv.estimate, cumulative.estimate) - limit
     else:
         critical, gap = floor, limit - tv.estimate
@@ -193,10 +246,19 @@ class Bins:
         return total
 
 
-def _ece_mean_test(estimate: float, noise: np.ndarray, n: int, limit: float, alpha: float,
-                   support: tuple[float, float], other_n: float) -> MeanTest:
-    band = _Band(estimate, np.sort(noise))
-    floor = _critical(band.noise, alpha)
+def ece_noise_tail(*sides: Bins) -> NoiseTail:
+    """The analytic tail of the ECE noise of one group (or the sum of two groups' noises):
+    one record moves Σ_b |K_b − n_b a_b| / n by at most 1/n, and its mean is at most
+    Σ_b √n_b / (2n) whatever the accuracies (Jensen at the worst variance 1/4)."""
+    center = sum(sum(math.sqrt(count) for count in side.counts) / (2.0 * side.n)
+                 for side in sides)
+    return NoiseTail.bounded_differences(center, *(side.n for side in sides))
+
+
+def _ece_mean_test(estimate: float, noise: np.ndarray, tail: NoiseTail, n: int, limit: float,
+                   alpha: float, support: tuple[float, float], other_n: float) -> MeanTest:
+    band = _Band(estimate, np.sort(noise), tail)
+    floor = band.critical(alpha)
     above = estimate >= limit
     spread = _Z_POWER * float(np.std(noise))
     return MeanTest(
@@ -220,7 +282,8 @@ def ece_test(bins: Bins, limit: float, *, alpha: float = ALPHA) -> MeanTest | No
     if bins.n == 0:
         return None
     noise = bins.noise(np.random.default_rng(SEED))
-    return _ece_mean_test(bins.ece(), noise, bins.n, limit, alpha, (0.0, 1.0), 0.0)
+    return _ece_mean_test(bins.ece(), noise, ece_noise_tail(bins), bins.n, limit, alpha,
+                          (0.0, 1.0), 0.0)
 
 
 def ece_increase_test(current: Bins, baseline: Bins, limit: float, *,
@@ -231,5 +294,6 @@ def ece_increase_test(current: Bins, baseline: Bins, limit: float, *,
         return None
     rng = np.random.default_rng(SEED)
     noise = current.noise(rng) + baseline.noise(rng)
-    return _ece_mean_test(current.ece() - baseline.ece(), noise, current.n, limit, alpha,
+    return _ece_mean_test(current.ece() - baseline.ece(), noise,
+                          ece_noise_tail(current, baseline), current.n, limit, alpha,
                           (-1.0, 1.0), 1.0 / baseline.n)

@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from decflow.contracts.gates import GoldenGate
 from decflow.metrics.compare import compare
+from decflow.metrics.golden_cases import CaseValues, gate_metrics
 from decflow.metrics.golden_metrics import golden_metrics, metric_value
 from decflow.metrics.numeric import percentiles, row_sums
 from decflow.metrics.regression_evidence import PairedDiff, SegmentRows
@@ -78,24 +80,33 @@ def _side(cases: Sequence[dict[str, Any]], labels: tuple[str, ...]) -> Side:
     return Side(probabilities, errored, expected, latency, kinds)
 
 
-def _side_metrics(
-    side: Side, labels: tuple[str, ...], decision_type: str, bins: int, threshold: float | None
-) -> dict[str, float | None]:
+def _side_metrics(side: Side, settings: DiffSettings) -> dict[str, float | None]:
     metrics = golden_metrics(
-        labels=labels,
-        decision_type=decision_type,
+        labels=settings.labels,
+        decision_type=settings.decision_type,
         probabilities=side.probabilities,
         errored=side.errored,
         expected_index=side.expected,
         latency_ms=np.zeros(len(side.errored)),  # latency below: it may be missing
         error_kinds=side.error_kinds,
-        calibration_bins=bins,
-        confidence_threshold=threshold,
+        calibration_bins=settings.calibration_bins,
+        confidence_threshold=settings.confidence_threshold,
     )
     values = {name: metric_value(metrics, name) for name in DIFF_METRICS[:-2]}
     measured = [v for v in side.latency_ms if v is not None]
     values["latency_p50_ms"], values["latency_p95_ms"] = percentiles(measured, (50, 95))
     return values
+
+
+def _gate_metrics(side: Side, gates: Sequence[GoldenGate], settings: DiffSettings
+                  ) -> dict[str, float | None]:
+    """One side's metrics of extension golden gates (each its per-case ratio)."""
+    latency = np.array([np.nan if v is None else v for v in side.latency_ms], dtype=float)
+    arrays = {"probabilities": side.probabilities, "errored": side.errored,
+              "expected_index": side.expected, "latency_ms": latency}
+    return gate_metrics(gates, CaseValues.of(arrays, len(settings.labels),
+                                             settings.confidence_threshold,
+                                             settings.calibration_bins))
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
@@ -192,19 +203,28 @@ def paired_diff(
     return paired, segments
 
 
+@dataclass(frozen=True)
+class DiffSettings:
+    """What a diff's metrics are computed with: the decision and its evaluation settings."""
+
+    labels: tuple[str, ...]
+    decision_type: str
+    calibration_bins: int
+    confidence_threshold: float | None
+
+
 def diff_results(
     baseline: Sequence[dict[str, Any]],
     candidate: Sequence[dict[str, Any]],
+    settings: DiffSettings,
     *,
-    labels: Sequence[str],
-    decision_type: str,
-    calibration_bins: int,
-    confidence_threshold: float | None,
     segment_by: Sequence[str] = (),
     min_segment_size: int = 5,
+    gates: Sequence[GoldenGate] = (),
 ) -> dict[str, Any]:
-    """`counts`, `shift`, `metrics`, `segments` and `changes` of a regression diff."""
-    labels = tuple(labels)
+    """`counts`, `shift`, `metrics`, `segments` and `changes` of a regression diff;
+    `gates`: extension golden gates whose metric is diffed too (their diff gate is set)."""
+    labels, decision_type = settings.labels, settings.decision_type
     candidate_ids = {case["case_id"] for case in candidate}
     matched_baseline, matched_candidate, old, new = matched_sides(baseline, candidate, labels)
     compared = np.flatnonzero(~old.errored & ~new.errored)
@@ -242,12 +262,14 @@ def diff_results(
         "mean_abs_confidence_delta": _mean(abs_delta),
         "max_abs_confidence_delta": _max(abs_delta),
     }
-    settings = (labels, decision_type, calibration_bins, confidence_threshold)
-    before, after = _side_metrics(old, *settings), _side_metrics(new, *settings)
+    before, after = _side_metrics(old, settings), _side_metrics(new, settings)
+    if gates:
+        before.update(_gate_metrics(old, gates, settings))
+        after.update(_gate_metrics(new, gates, settings))
     metrics = {
         name: {"baseline": before[name], "candidate": after[name],
                "delta": _delta(before[name], after[name])}
-        for name in DIFF_METRICS
+        for name in [*DIFF_METRICS, *(gate.metric for gate in gates)]
     }
     tv_by_row = np.full(len(old.errored), np.nan)
     tv_by_row[compared] = tv

@@ -34,6 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from decflow.metrics.case_rates import Thresholds
+from decflow.metrics.golden_cases import CaseValues
+from decflow.metrics.golden_metrics import calibration_bin_index
 from decflow.metrics.numeric import percentiles
 from decflow.metrics.sequential import (
     BinnedGaps,
@@ -341,6 +343,10 @@ class SuiteRate:
         return certain or log_e >= math.log(1.0 / alpha), certain, log_e
 
     def evidence(self, sent: int, alpha: float, *, interval: bool) -> GateEvidence:
+        if not self.counted[:sent].any():
+            # No complete case yet: which test the full run applies (the pairs a case has)
+            # is not known, and nothing is claimed.
+            return GateEvidence(sent, None, None, None, 0.0, 0.0, None, None)
         share = alpha / 4
         t = self.thresholds
         counted = self.values * self.counted
@@ -369,3 +375,28 @@ class SuiteRate:
                                      den, alpha)
         return GateEvidence(sent, estimate, low, high, log_fail, log_pass, decision,
                             _reason(decision, certain))
+
+
+# The composites of the golden gates no per-case ratio decides, as the gate registry names
+# them (`GoldenGate.composite`): (the cases' values, the gate's limit, the suite's size).
+LATENCY_P95 = 95.0  # the percentile `max_latency_p95_ms` gates
+
+
+def binned_ece_of(values: CaseValues, limit: float, population: int) -> Composite:
+    labeled = values.labeled
+    return BinnedEce(
+        BinnedGaps(limit, values.calibration_bins, population),
+        np.where(labeled, calibration_bin_index(values.confidence, values.calibration_bins),
+                 -1),
+        np.where(labeled, values.correct.astype(np.float64) - values.confidence, 0.0))
+
+
+def macro_f1_of(values: CaseValues, limit: float, population: int) -> Composite:
+    return MacroF1(limit, values.n_labels, population,
+                   np.where(values.labeled, values.expected, -1),
+                   np.where(values.decided, values.selected, -1))
+
+
+def latency_p95_of(values: CaseValues, limit: float, population: int) -> Composite:
+    return Exceedance(limit, LATENCY_P95, population,
+                      np.where(values.decided, values.latency_ms, np.nan))

@@ -18,6 +18,8 @@ reruns give no placebo pair and are left out.
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,11 +32,14 @@ from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.contract_run import backend_plan
 from decflow.pipeline.contract_run.derive import RERUN
 from decflow.pipeline.contract_run.results import phase_result_parts
-from decflow.pipeline.contract_run.runner import RunBook, keep_plan, stages_for
+from decflow.pipeline.contract_run.runner import CONTRACT_RUN, describe_run, keep_plan
+from decflow.pipeline.driver import drive
+from decflow.pipeline.pipeline import Pipeline
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.report.modes import ModeName
+from decflow.report.run_report import RunReport
 from decflow.store.runs import (
     FINISHED,
     NOISE_KIND,
@@ -47,6 +52,26 @@ from decflow.store.store import Manifest, Store
 
 NOISE_MODE: ModeName = "stability"
 MAX_NOISE_RERUNS = 50
+
+
+def describe_noise(spec: RunSpec, manifests: Mapping[str, Manifest]) -> dict[str, Any]:
+    """A noise run's record: a contract run's, of kind `noise`."""
+    return {**describe_run(spec, manifests), "kind": NOISE_KIND}
+
+
+def noise_resume(spec: RunSpec) -> str:
+    """A noise run is finished by the diff that makes it, run again."""
+    reruns = spec.repeats or 0
+    parent = spec.run_id.removesuffix(noise_run_id("", reruns))
+    return (f"decflow diff BASELINE {parent} --noise-reruns {reruns} --store "
+            f"{shlex.quote(spec.store_url)}")
+
+
+# A noise run: the contract run's stages in `stability` mode over the parent's stored cases
+# (handed in as `inherited`), with the parent's contract, backend and backend plan.
+NOISE: Pipeline[RunSpec] = Pipeline(
+    "noise", f"{__name__}:NOISE", RunSpec.from_dict, CONTRACT_RUN.stages, RunReport,
+    describe_noise, resume=noise_resume)
 
 
 @dataclass(frozen=True)
@@ -145,8 +170,6 @@ def make_noise_run(
     if backend_plan.stored_plan(store, child) is None:
         # The same readout as the parent's answers (the openai backend's tokenizer probe).
         keep_plan(store, parent_id, child)
-    with RunBook(spec, store, inherited={"cases": cases}, progress=progress,
-                 identity={"kind": NOISE_KIND, "noise_of": parent_id}) as book:
-        for stage in stages_for(spec.run_mode):
-            book.run(stage)
+    drive(NOISE, spec, store, inherited={"cases": cases}, progress=progress,
+          identity={"noise_of": parent_id})
     return child

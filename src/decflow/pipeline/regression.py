@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from decflow.contracts.gates import diff_gates
 from decflow.errors import DecflowError
 from decflow.gates.checks import status_of
 from decflow.gates.regression import NOISE_ADVICE, regression_checks
 from decflow.metrics.calibration import diff_calibration
-from decflow.metrics.regression import diff_results, paired_diff
+from decflow.metrics.regression import DiffSettings, diff_results, paired_diff
 from decflow.metrics.regression_evidence import PairedDiff
 from decflow.pipeline.diff_evidence import gating_rule, side_reruns
 from decflow.pipeline.noise import Reruns
@@ -119,15 +120,19 @@ def diff_reports(
     else:
         evaluation = dict(candidate.get("evaluation") or {})
     keys = list(segment_by) if segment_by else list(regression.segment_by if regression else [])
+    settings = DiffSettings(tuple(after[2]), str(after[1]),
+                            int(evaluation.get("calibration_bins", 10)),
+                            evaluation.get("confidence_threshold"))
     diff = diff_results(
         baseline["results"],
         candidate["results"],
-        labels=after[2],
-        decision_type=str(after[1]),
-        calibration_bins=int(evaluation.get("calibration_bins", 10)),
-        confidence_threshold=evaluation.get("confidence_threshold"),
+        settings,
         segment_by=keys,
         min_segment_size=regression.min_segment_size if regression else 5,
+        gates=[] if regression is None else [
+            gate for gate in diff_gates() if gate.diff is not None and any(
+                regression.limit(level, gate.diff) is not None
+                for level in ("requirement", "warning"))],
     )
     gating, why = gating_rule(contract, (baseline, candidate))
     paired, segments = paired_diff(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store, stage_key
@@ -37,13 +37,28 @@ ProgressFactory = Callable[[str, int | None], Progress]
 
 
 class Spec(Protocol):
-    """What every spec of a run names (`RunSpec`, `CheckSpec`)."""
+    """What every spec of a run names (`RunSpec`, `CheckSpec`): its run (empty: a run that
+    is not recorded, e.g. a baseline's statistics), its contract, where it is stored, the
+    finished run it continues (`--resume` of a finished run), itself as small JSON, and the
+    command line that finishes it after an interruption."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # a dataclass (`replace` makes variants)
 
     @property
     def run_id(self) -> str: ...
 
     @property
     def contract_path(self) -> str: ...
+
+    @property
+    def store_url(self) -> str: ...
+
+    @property
+    def parent(self) -> str | None: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def resume_command(self) -> str: ...
 
 
 S = TypeVar("S", bound=Spec)
@@ -72,9 +87,12 @@ class UnitOutcome:
                    data["error"])
 
 
-# Computes the units a fanned-out stage did not find in the store: (context, [(unit, key)])
-# -> their outcomes, in the order given.
-UnitRunner = Callable[["StageContext[Any]", list[tuple[Any, str]]], list[UnitOutcome]]
+# A unit a fanned-out stage did not find in the store: (its index among the stage's units,
+# the unit, its key).
+Missing = tuple[int, Any, str]
+# Computes the missing units of a fanned-out stage: (stage, context, missing) -> their
+# outcomes, in the order given.
+UnitRunner = Callable[["Stage[Any]", "StageContext[Any]", list[Missing]], list[UnitOutcome]]
 
 
 @dataclass(frozen=True)
@@ -112,6 +130,14 @@ def _always(_context: StageContext[Any], _cached: Manifest) -> bool:
     return True
 
 
+def _every_spec(_spec: Any) -> bool:
+    return True
+
+
+def _adopts_nothing(_found: Manifest) -> dict[str, Manifest]:
+    return {}
+
+
 def _accept(_context: StageContext[Any], _manifest: Manifest) -> None:
     return None
 
@@ -127,13 +153,19 @@ class FanOut(Generic[S, U]):
     units: Callable[[StageContext[S]], Sequence[U]]
     params: Callable[[U], dict[str, Any]]
     compute: Callable[[StageContext[S], U, str], UnitOutcome]
+    # What computing one unit does, as a runner names it (`read unit 2 (4 records)`).
+    title: Callable[[U], str]
 
 
 @dataclass(frozen=True)
 class Stage(Generic[S]):
-    """A stage: its name (in the store, `--from-stage` and Prefect task names), the version
-    of its code (bump it when its output changes), the stages it reads, and how to compute
-    it. `compute(context, key)` publishes the artifact under `key` and returns its manifest.
+    """A stage: its name (in the store, `--from-stage` and Prefect task names), what it
+    does (`title`, after the name in a task run's name: `cases: read the golden dataset`),
+    the version of its code (bump it when its output changes), the stages it reads, and
+    how to compute it. `compute(context, key)` publishes the artifact under `key` and
+    returns its manifest. A pipeline orders its stages by `upstream`; `applies` says
+    whether a run of that spec computes it at all (a contract run compares transformed
+    cases only when its mode judges properties).
 
     `inputs` gives hashes of external inputs (a dataset file), `params` the settings that
     change the output, `reusable` may refuse a cache hit (e.g. one published for another
@@ -145,7 +177,9 @@ class Stage(Generic[S]):
     `restart_input` a stage a `--from-stage` restart from a later stage must find stored
     (it is never recomputed then); `sharded` a stage whose `compute` submits its own work
     (the call shards) and so runs in the Prefect flow itself rather than as one task;
-    `fan_out` a stage computed unit by unit, then merged (`run_units`)."""
+    `fan_out` a stage computed unit by unit, then merged (`run_units`); `adopts` the
+    manifests the stage's own replaces for the stages after it (a sequential call stage
+    hands on the cases and requests it sent)."""
 
     name: str
     version: str
@@ -161,6 +195,9 @@ class Stage(Generic[S]):
     restart_input: bool = False
     sharded: bool = False
     fan_out: FanOut[S, Any] | None = None
+    applies: Callable[[S], bool] = _every_spec
+    adopts: Callable[[Manifest], dict[str, Manifest]] = _adopts_nothing
+    title: str = field(kw_only=True)
 
     def key(self, context: StageContext[S]) -> str:
         params = self.params(context)
@@ -186,13 +223,21 @@ def run_units(stage: Stage[S], context: StageContext[S]) -> list[UnitOutcome]:
     units = stage.fan_out.units(context)
     keys = [unit_key(stage, unit, context) for unit in units]
     found = [context.store.cached(stage.fan_out.name, key) for key in keys]
-    missing = [(unit, key) for unit, key, m in zip(units, keys, found, strict=True) if m is None]
+    missing = [(index, unit, key) for index, (unit, key, m)
+               in enumerate(zip(units, keys, found, strict=True)) if m is None]
     if len(missing) < len(units):
         context.logger.info("stage %s: %d of %d units cached", stage.fan_out.name,
                             len(units) - len(missing), len(units))
-    computed = iter(context.units(context, missing) if missing else [])
+    computed = iter(context.units(stage, context, missing) if missing else [])
     return [UnitOutcome(i, m) if m is not None else next(computed)
             for i, m in enumerate(found)]
+
+
+def units_here(stage: Stage[Any], context: StageContext[Any],
+               missing: list[Missing]) -> list[UnitOutcome]:
+    """The plain `UnitRunner`: each missing unit computed in this process, in turn."""
+    assert stage.fan_out is not None
+    return [stage.fan_out.compute(context, unit, key) for _, unit, key in missing]
 
 
 def run_stage(stage: Stage[S], context: StageContext[S]) -> Manifest:

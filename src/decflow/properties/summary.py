@@ -143,8 +143,8 @@ def rate_evidence(
     case is the sampling unit: option_order, label_format and monotonic give several
     variants of one case, and the variants of a case fail together, so each case contributes
     its share of violating variants and the bounds are on the mean of those shares
-    (``decflow.metrics.case_rates``: exact binomial with one variant per case, betting
-    otherwise). The verdict itself stays DecGuard's (rate against limit); the
+    (``decflow.metrics.case_rates``: exact binomial with one variant per case, Bentkus's
+    bound otherwise). The verdict itself stays DecGuard's (rate against limit); the
     evidence says how far it can be trusted: with a limit above 0, a pass the evidence does
     not establish is *underpowered*, with the cases that would establish it at the observed
     rate; with limit 0 the gate is a count, and "0 of n cases" shows its exact upper bound.

@@ -2,7 +2,8 @@
 a run report is verified: the fields the views and the drift code read have their types,
 every check follows from the stored metrics, drift and the report's own gate settings
 (`config`), and the status and exit code follow from the checks. A hand-edited or
-truncated report is exit 2 naming the place, never a traceback from a view.
+truncated report is exit 2 naming the place, never a traceback from a view. Only verdicts
+are re-derived, never prose or planning figures, so older runs still show and re-gate.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from decflow.report.model import (
     Open,
     Report,
 )
-from decflow.report.verify import close
+from decflow.report.verify import close, verdicts_of
 from decflow.report.versions import REPORT_VERSIONS
 
 Limits = dict[str, Number | None]
@@ -104,21 +105,23 @@ class CheckReport(Report):
     records: MaybePerCase = None  # inline when there are few (`INLINE_RECORDS`)
 
 
-def is_check_report(report: dict[str, Any]) -> bool:
-    return report.get("kind") == "check"
-
-
-def _fail(source: str, where: str, message: str) -> ReportError:
-    return ReportError(f"{source}: not a valid check report: {where}: {message} ({REWRITE})")
-
-
-def verify_check_report(report: dict[str, Any], source: str) -> CheckReport:
-    """Raise ReportError unless the check report is internally consistent; return it
-    typed."""
+def verify_check_report(report: dict[str, Any], source: str, *, advice: str = REWRITE,
+                        verdicts: bool = True) -> CheckReport:
+    """Raise ReportError unless the check report has its shape and (unless `verdicts` is
+    False: a caller that judges it again) every check's verdict follows from the stored
+    metrics, drift and the report's own gate settings, each segment's status from its checks
+    and the report's status and exit code from all; return it typed. Messages and planning
+    figures are not compared (`verdicts_of`): an older run's wording still reads."""
     if report.get("report_version") not in REPORT_VERSIONS:
         raise ReportError(f"{source}: not a decflow check report (report_version "
                           f"{report.get('report_version')!r})")
-    typed = CheckReport.read(report, source, "check report")
+    typed = CheckReport.read(report, source, "check report", advice=advice)
+    if not verdicts:
+        return typed
+
+    def _fail(where: str, message: str) -> ReportError:
+        return ReportError(f"{source}: not a valid check report: {where}: {message} ({advice})")
+
     try:
         baseline = report["baseline"]
         aggregate, per_segment = check_report_checks(
@@ -127,22 +130,22 @@ def verify_check_report(report: dict[str, Any], source: str) -> CheckReport:
             baseline=None if baseline is None else baseline["metrics"])
         for index, (entry, checks) in enumerate(zip(report["segments"], per_segment,
                                                     strict=True)):
-            if not close(entry["checks"], [c.to_dict() for c in checks]):
-                raise _fail(source, f"segments.{index}.checks",
+            if not close(verdicts_of(entry["checks"]), verdicts_of(c.to_dict() for c in checks)):
+                raise _fail(f"segments.{index}.checks",
                             "do not follow from the segment's metrics and the report's gates")
             if entry["status"] != status_of(checks)[0]:
-                raise _fail(source, f"segments.{index}.status",
+                raise _fail(f"segments.{index}.status",
                             "does not follow from the segment's checks")
         expected = [c.to_dict() for c in aggregate] + [c.to_dict() for cs in per_segment
                                                        for c in cs]
-        if not close(report["checks"], expected):
-            raise _fail(source, "checks",
+        if not close(verdicts_of(report["checks"]), verdicts_of(expected)):
+            raise _fail("checks",
                         "do not follow from the stored metrics, drift and gate settings")
         status, exit_code = status_of([Check.from_dict(c) for c in report["checks"]])
         warn_failed = status == "warn" and report["exit_code"] == 1  # --fail-on-warn
         if report["status"] != status or (report["exit_code"] != exit_code and not warn_failed):
-            raise _fail(source, "status", "does not follow from the checks")
+            raise _fail("status", "does not follow from the checks")
     except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise ReportError(f"{source}: not a valid check report: missing or bad {exc} "
-                          f"({REWRITE})") from None
+                          f"({advice})") from None
     return typed

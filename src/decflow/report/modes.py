@@ -1,5 +1,6 @@
-"""The modes of a contract run, written once: the report sections each fills and the stages
-it computes (`decflow test`, `test --all`, `fuzz`, `stability`).
+"""The modes of a contract run, written once: the report sections each fills (`decflow
+test`, `test --all`, `fuzz`, `stability`); the stages of a run follow from them (a stage
+that judges properties `applies` only to a mode that fills them).
 
 Every decision that depends on the mode (which requests are derived, which stages run,
 what the summary judges and what a view shows) asks the run's `Mode`, never its name.
@@ -20,11 +21,6 @@ ModeName = Literal["test", "fuzz", "all", "stability"]
 #   diagnostics   the stability meter, blindness and the counterfactual verdicts
 Section = Literal["golden", "golden_gates", "properties", "diagnostics"]
 
-# Every stage of a contract run, in order (`--from-stage` names one); a mode computes those
-# of its sections: `comparisons` and `minimized` judge properties.
-PROPERTY_STAGES = ("comparisons", "minimized")
-STAGES = ("cases", "requests", "results", *PROPERTY_STAGES, "summary")
-
 
 @dataclass(frozen=True)
 class Mode:
@@ -42,12 +38,6 @@ class Mode:
 
     def fills(self, section: Section) -> bool:
         return section in self.sections
-
-    @property
-    def stages(self) -> tuple[str, ...]:
-        """The names of the stages a run of this mode computes, in order."""
-        return tuple(name for name in STAGES
-                     if name not in PROPERTY_STAGES or self.fills("properties"))
 
 
 MODES: dict[str, Mode] = {

@@ -84,6 +84,8 @@ class GoldenMetrics(Open):
     calibration: CalibrationMetrics
     selective: Selective | None = None
     latency: Latency
+    # the metrics of the extension golden gates the contract sets (registered gates)
+    extensions: dict[str, Number | None] | None = None
 
 
 # -- a contract run's report ------------------------------------------------------------

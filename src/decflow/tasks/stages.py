@@ -1,30 +1,36 @@
-"""Contract-run tasks: one per stage, one per shard of backend calls.
+"""The tasks of the generic stage loop (`flows/stage_loop.py`): one per stage of any
+pipeline, one per unit of a fanned-out stage, plus the steps of the contract run's call
+stage and a check's plan of its records.
 
 Every stage task runs the pipeline's own `Stage` through `run_stage` (key, cache lookup,
-compute, manifest), so a stage computes exactly as in the in-process runner. Tasks take the
-run's `RunSpec` as a dict and upstream manifests as dicts, and return a manifest dict. The
-call stage runs in the flow itself (`flows.contract_run`), which submits its shards as
-`results-shard` tasks around the `results-health`, `results-check-originals` and `results`
-(publish) steps. Task runs are named `<stage>: <what it does>`, a shard's
+compute, manifest), so a stage computes exactly as in the in-process driver. A task finds
+its pipeline by reference (`Pipeline.ref`) and takes the run's spec and upstream manifests
+as dicts, returning a manifest dict. Task runs are named `<stage>: <title>` from the
+stage's own `title` (`cases: read the golden dataset`); a unit's `<unit stage>: <what the
+unit does>` (`records: read unit 1 (4 records)`). The call stage runs in the flow itself
+(`flows.contract_run`), which submits its shards as `results-shard` tasks around the
+`results-health`, `results-check-originals` and `results` (publish) steps, a shard named
 `results: call backend (transformed, shard 1/3)`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
-from prefect import get_run_logger
+from prefect import Task, get_run_logger
 from prefect.client.schemas.objects import State
 from prefect.runtime import task_run
 from prefect.states import Failed
 
+from decflow.data.records.units import plan_source
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import results as results_stage
-from decflow.pipeline.contract_run.runner import STAGE_BY_NAME
-from decflow.pipeline.contract_run.sequential_calls import sequential_group
+from decflow.pipeline.contract_run.sequential.calls import sequential_group
+from decflow.pipeline.pipeline import pipeline_at
 from decflow.pipeline.spec import load_contract_cached
-from decflow.pipeline.stage import StageContext, run_stage
+from decflow.pipeline.stage import Stage, StageContext, UnitOutcome, run_stage
 from decflow.store.store import Manifest, Store
 from decflow.tasks.common import (
     SHARD_RETRIES,
@@ -41,39 +47,66 @@ Spec = dict[str, Any]
 ManifestDict = dict[str, Any]
 
 
-# What each stage's task run does, after the stage name.
-STAGE_RUN_NAMES = {
-    "cases": "cases: read the golden dataset",
-    "requests": "requests: build the requests to send",
-    "comparisons": "comparisons: compare transformed answers with the originals",
-    "minimized": "minimized: shrink failing transformed cases",
-    "summary": "summary: judge the gates, write the report",
-}
+def _context(pipeline: str, contract: str, spec: Spec, manifests: dict[str, ManifestDict],
+             fail_on_warn: bool) -> tuple[Any, StageContext[Any]]:
+    """The pipeline at `pipeline` and a context of its stages in this task: the contract
+    read from `contract` (an absolute path: workers may run elsewhere), units read here."""
+    found = pipeline_at(pipeline)
+    run_spec = found.spec_from(spec)
+    context = found.context(run_spec, Store(run_spec.store_url), load_contract_cached(contract),
+                            manifests_of(manifests), fail_on_warn=fail_on_warn,
+                            logger=get_run_logger())
+    return found, context
 
 
-def _stage_task(name: str) -> Any:
-    stage = STAGE_BY_NAME[name]
+def task_of(stage: Stage[Any]) -> Callable[..., Any]:
+    """The task of a stage of any pipeline, named after it (the names Prefect shows)."""
+    return _stage_task(stage.name, stage.title)
 
-    def compute(spec: Spec, manifests: dict[str, ManifestDict],
-                fail_on_warn: bool = False) -> ManifestDict | State[ManifestDict]:
-        run_spec, store = spec_and_store(spec)
-        context = StageContext(run_spec, store, load_contract_cached(run_spec.contract_path),
-                               manifests_of(manifests), fail_on_warn=fail_on_warn,
-                               logger=get_run_logger())
+
+@cache
+def _stage_task(name: str, title: str) -> Task[..., Any]:
+    def compute(pipeline: str, contract: str, spec: Spec, manifests: dict[str, ManifestDict],
+                fail_on_warn: bool = False,
+                outcomes: list[dict[str, Any]] | None = None
+                ) -> ManifestDict | State[ManifestDict]:
+        found, context = _context(pipeline, contract, spec, manifests, fail_on_warn)
+        if outcomes is not None:  # a fanned-out stage: its units as the flow ran them
+            context.unit_outcomes[:] = [UnitOutcome.from_dict(o) for o in outcomes]
+        stage = found.stage(name)
         manifest = run_stage(stage, context)
         if not stage.verdict:
             return manifest.to_dict()
-        # the summary judges the gates: its task run is Failed when a requirement fails
+        # the verdict stage judges the gates: its task run is Failed when a requirement fails
         return judged(manifest.extra["status"], manifest.extra["headline"], manifest.to_dict())
 
     compute.__name__ = compute.__qualname__ = f"{name}_task"
-    return stage_task(name, STAGE_RUN_NAMES[name])(compute)
+    return stage_task(name, f"{name}: {title}")(compute)
 
 
-# One task per stage besides the call stage, named after it (the names Prefect shows).
-STAGE_TASKS: dict[str, Callable[..., Any]] = {
-    name: _stage_task(name) for name, stage in STAGE_BY_NAME.items() if not stage.sharded
-}
+def unit_task_of(stage: Stage[Any]) -> Task[..., dict[str, Any]]:
+    """The task of one unit of a fanned-out stage (the flow names each of its runs)."""
+    assert stage.fan_out is not None
+    return _unit_task(stage.name, stage.fan_out.name)
+
+
+@cache
+def _unit_task(name: str, unit_name: str) -> Task[..., dict[str, Any]]:
+    def compute(pipeline: str, contract: str, spec: Spec, index: int,
+                key: str) -> dict[str, Any]:
+        found, context = _context(pipeline, contract, spec, {}, False)
+        fan_out = found.stage(name).fan_out
+        unit = fan_out.units(context)[index]
+        return fan_out.compute(context, unit, key).to_dict()  # type: ignore[no-any-return]
+
+    compute.__name__ = compute.__qualname__ = f"{unit_name}_task"
+    return stage_task(unit_name, f"{unit_name}: one unit")(compute)
+
+
+@stage_task("records-plan", "records-plan: hash, count and split the records")
+def plan_task(records: str) -> dict[str, Any]:
+    """Hash and count a check's record files and split them into units (small JSON)."""
+    return plan_source(records, absolute=True).to_dict()
 
 
 @stage_task("results-health", "results: check the backend's health")

@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 from decflow import interrupts
 from decflow.pipeline.contract_run import results
-from decflow.pipeline.contract_run.sequential_calls import (
+from decflow.pipeline.contract_run.sequential.calls import (
+    sent_inputs,
     sequential_call_stage,
     sequential_params,
 )
@@ -92,4 +93,5 @@ def _backend(context: RunContext) -> dict[str, Any]:
 
 
 RESULTS = Stage("results", results.VERSION, ("requests",), call_stage, params=_backend,
-                keyed_by_run=True, restart_input=True, sharded=True)
+                keyed_by_run=True, restart_input=True, sharded=True, adopts=sent_inputs,
+                title="call the backend")

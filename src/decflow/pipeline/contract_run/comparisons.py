@@ -8,7 +8,7 @@ the report is built, so re-gating a stored run with new limits needs no backend 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,14 +29,20 @@ from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext, Stage
 from decflow.properties.generate import relation_of
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
-from decflow.store.store import Manifest
+from decflow.store.store import Manifest, Store
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
 
 def _compute_comparisons(context: RunContext, key: str) -> Manifest:
-    store, manifests = context.store, context.manifests
-    contract = context.loaded.contract
+    return compare_transformed(context.store, context.manifests, context.loaded.contract, key)
+
+
+def compare_transformed(
+    store: Store, manifests: Mapping[str, Manifest], contract: Contract, key: str
+) -> Manifest:
+    """Publish the distances of every answered transformed case from its original (also
+    what a re-gate of a standalone report computes from its inline transformed cases)."""
     joined = joined_transformed(
         store, manifests, requests=[], results=["error_kind"], original_inputs=False
     ).filter(pl.col("error_kind").is_null())
@@ -149,6 +155,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-COMPARISONS = Stage("comparisons", "1", ("requests", "results"), _compute_comparisons)
+def judges_properties(spec: RunSpec) -> bool:
+    """Whether a run compares transformed cases at all (its mode judges properties)."""
+    return spec.run_mode.fills("properties")
+
+
+COMPARISONS = Stage("comparisons", "1", ("requests", "results"), _compute_comparisons,
+                    applies=judges_properties,
+                    title="compare transformed answers with the originals")
 MINIMIZED = Stage("minimized", "1", ("comparisons",), _compute_minimized, params=_minimize_param,
-                  keyed_by_run=True)
+                  keyed_by_run=True, applies=judges_properties,
+                  title="shrink failing transformed cases")

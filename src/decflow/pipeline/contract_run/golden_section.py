@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from decflow.contracts.gates import GOLDEN_GATES
 from decflow.data.golden_dataset import case_input
 from decflow.gates import golden_checks
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import NO_ELIGIBLE_CASES
 from decflow.metrics.calibration import calibration_section
 from decflow.metrics.columns import probability_matrix
+from decflow.metrics.golden_cases import CaseValues, gate_metrics
 from decflow.metrics.golden_metrics import golden_metrics, selected_and_confidence
 from decflow.metrics.smooth_ece import grids_of
 
@@ -87,6 +89,14 @@ def golden_summary(
         confidence_threshold=evaluation.confidence_threshold,
         **arrays,
     )
+    extensions = [gate for gate in GOLDEN_GATES.entries() if gate.metric_path is None
+                  and gate.per_case is not None and any(
+                      gates.limit(gate.name) is not None
+                      for gates in (contract.requirements, contract.warnings))]
+    if extensions:
+        values = CaseValues.of(arrays, len(labels), evaluation.confidence_threshold,
+                               evaluation.calibration_bins)
+        metrics["extensions"] = gate_metrics(extensions, values)
     checks = (
         [c.to_dict() for c in golden_checks(
             metrics, contract.requirements, contract.warnings, contract.decision.type
@@ -108,9 +118,9 @@ def calibration_summary(
     correct = (selected == arrays["expected_index"][labeled]).astype(np.float64)
     source = grids_of(confidence, correct)
     calibration = metrics["calibration"]
-    limits = {level: gates.max_ece for level, gates in
+    limits = {level: limit for level, gates in
               (("requirement", contract.requirements), ("warning", contract.warnings))
-              if gates.max_ece is not None}
+              if (limit := gates.limit("max_ece")) is not None}
     section = calibration_section(calibration["reliability"], calibration["ece"], source,
                                   max_ece=limits, corp_of=(confidence, correct))
     checks = smooth_ece_checks(

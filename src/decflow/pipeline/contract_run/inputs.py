@@ -78,7 +78,7 @@ def _compute_cases(context: RunContext, key: str) -> Manifest:
 
 
 CASES = Stage("cases", "1", (), _compute_cases, inputs=_dataset_hash, reusable=_same_path,
-              restart_input=True)
+              restart_input=True, title="read the golden dataset")
 
 
 def original_requests(cases: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFrame:
@@ -141,7 +141,8 @@ def _compute_requests(context: RunContext, key: str) -> Manifest:
 
 
 REQUESTS = Stage("requests", "1", ("cases",), _compute_requests, params=_request_params,
-                 validate=check_presentations, restart_input=True)
+                 validate=check_presentations, restart_input=True,
+                 title="build the requests to send")
 
 
 def _coalesced(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:

@@ -44,6 +44,12 @@ def phase_rows(requests: pl.DataFrame, phase: str) -> pl.DataFrame:
     return requests.filter(is_original if phase == "originals" else ~is_original)
 
 
+def chunk_name(phase: str, shard: int) -> str:
+    """The name a shard's result chunks start with: the phase's initial tells
+    `phase_result_parts` which phase the chunk holds."""
+    return f"{CHUNK}{phase[0]}{shard:06d}"
+
+
 def phase_result_parts(results: Manifest, phase: str) -> Manifest:
     """The results artifact narrowed to the chunks of `phase` (see `ShardSink` for the
     names). Parts not written as chunks (an inline re-gate) count as `originals`."""
@@ -214,7 +220,7 @@ class ShardSink:
     ) -> None:
         self.store = store
         self.folder = store.stage_prefix("results", key)
-        self.name = f"{CHUNK}{phase[0]}{index:06d}"
+        self.name = chunk_name(phase, index)
         self.prefix = f"{self.folder}/{self.name}"
         self.attempt = uuid.uuid4().hex[:8]
         self.session = session

@@ -26,7 +26,8 @@ from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.journal import SUFFIX as JOURNAL
 from decflow.pipeline.contract_run.journal import journal_rows
 from decflow.pipeline.contract_run.results import CHUNK
-from decflow.pipeline.spec import RunSpec, load_contract_cached
+from decflow.pipeline.driver import resumable
+from decflow.pipeline.spec import RunSpec
 from decflow.store.removal import remove_folder
 from decflow.store.runs import (
     FINISHED,
@@ -34,7 +35,6 @@ from decflow.store.runs import (
     is_one_name,
     new_run_id,
     now_iso,
-    read_run_record,
     run_state,
 )
 from decflow.store.store import Store
@@ -93,20 +93,11 @@ def resumed_spec(store: Store, run_id: str, contract_path: str, mode: str, *,
     when given, replace the stored ones of a run that never got an answer (see module). A
     finished run is never changed: the spec is then a new run that continues it
     (`parent`)."""
-    record = read_run_record(store, run_id)
-    if record.get("kind", "run") != "run":
-        raise DecflowError(f"run {run_id} is a {record['kind']} run; only contract runs "
-                           "(test, fuzz, stability) can be resumed")
+    record = resumable(store, run_id, "run", contract_path)
     stored = RunSpec.from_dict(record["spec"])
     if stored.mode != mode:
         raise DecflowError(
             f"run {run_id} was a '{stored.mode}' run; resume it with the same mode"
-        )
-    current = load_contract_cached(contract_path).hash
-    if record["contract_hash"] != current:
-        raise DecflowError(
-            f"run {run_id} used contract {record['contract_hash']}, but "
-            f"{contract_path} now hashes to {current}; start a new run instead"
         )
     changes = {name: value for name, value in (("backend", backend), ("dataset", dataset))
                if value is not None and value != getattr(stored, name)}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from decflow.gates import GOLDEN_GATES, Check, headline, status_of
+from decflow.gates import Check, headline, reported_limits, status_of
 from decflow.gates.golden_evidence import golden_gate_evidence
 from decflow.pipeline.contract_run.call_cache import cache_section
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
@@ -52,7 +52,6 @@ from decflow.store.store import Manifest, Store
 from decflow.version import __version__
 
 if TYPE_CHECKING:
-    from decflow.contracts.gates import GoldenGates
     from decflow.contracts.loader import LoadedContract
 
 CHECKS_SCHEMA = pl.Schema({
@@ -65,10 +64,6 @@ CHECKS_SCHEMA = pl.Schema({
     "status": pl.String,
     "message": pl.String,
 })
-
-
-def gate_values(gates: GoldenGates) -> dict[str, float | None]:
-    return {key: getattr(gates, key) for key in GOLDEN_GATES}
 
 
 def artifact_ref(store: Store, manifest: Manifest) -> ArtifactRef:
@@ -118,7 +113,7 @@ def build_report(
     )
     sequential = results_manifest.extra.get("sequential")
     if sequential is not None:
-        from decflow.pipeline.contract_run.sequential_summary import sequential_report
+        from decflow.pipeline.contract_run.sequential.summary import sequential_report
 
         checks, sequential = sequential_report(contract, spec, store, manifests, table, checks,
                                                sequential)
@@ -169,8 +164,8 @@ def build_report(
             probability_tolerance=evaluation.probability_tolerance,
             max_concurrency=spec.max_concurrency or evaluation.max_concurrency,
         ),
-        requirements=gate_values(contract.requirements),
-        warnings=gate_values(contract.warnings),
+        requirements=reported_limits(contract.requirements),
+        warnings=reported_limits(contract.warnings),
         metrics=GoldenMetrics.model_validate(metrics),
         calibration=Calibration.model_validate(calibration),
         gate_evidence=gate_evidence,
@@ -217,4 +212,4 @@ SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
 # Recomputed on every run and re-gate: its verdict depends on --fail-on-warn. Keyed by the
 # run: a run continuing a finished one (same upstream) publishes its own, never its parent's.
 SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False,
-                keyed_by_run=True, verdict=True)
+                keyed_by_run=True, verdict=True, title="judge the gates, write the report")

@@ -5,23 +5,44 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from decflow.data.record_units import plan_source
-from decflow.data.records import RecordSpec, normalize_objects
+from decflow.data.records.reader import RecordSpec, normalize_objects
+from decflow.data.records.units import plan_source
 from decflow.errors import DatasetError, ReportError
 from decflow.metrics.production import Metrics, partition_stats, production_metrics
-from decflow.pipeline.production.stages import AGGREGATES, CheckContext, stored_aggregates
+from decflow.pipeline.driver import RunBook
+from decflow.pipeline.pipeline import Pipeline
+from decflow.pipeline.production.stages import (
+    AGGREGATES,
+    CheckContext,
+    CheckSpec,
+    stored_aggregates,
+)
 from decflow.pipeline.production.statistics import binning
-from decflow.pipeline.stage import run_stage
+from decflow.pipeline.production.workers import read_units
+from decflow.pipeline.spec import load_contract_cached
 from decflow.store.remote import is_url
+from decflow.store.store import Manifest, Store
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
+
+
+def _unrecorded(_spec: CheckSpec, _manifests: Mapping[str, Manifest]) -> dict[str, Any]:
+    return {}
+
+
+# The statistics of baseline records: the check's own `aggregates` (so a baseline checked
+# before is a cache hit), never recorded as a run.
+BASELINE: Pipeline[CheckSpec] = Pipeline(
+    "baseline", f"{__name__}:BASELINE", CheckSpec.from_dict, (AGGREGATES,), None, _unrecorded,
+    local_units=read_units)
 
 
 @dataclass(frozen=True)
@@ -61,11 +82,13 @@ def load_baseline(context: CheckContext, source: str) -> Baseline:
     if report is not None:
         return _baseline_from_report(contract, source, report, file_sha256(Path(source)))
     spec = replace(context.spec, records=source, run_id="", plan=plan_source(source),
-                   baseline=None)
-    of_baseline = replace(context, spec=spec, manifests={}, unit_outcomes=[], outputs={})
-    manifest = run_stage(AGGREGATES, of_baseline)
-    aggregates = stored_aggregates(store, RecordSpec.from_contract(contract), manifest,
-                                   shown_path=source, merged=of_baseline.outputs.get("merged"))
+                   baseline=None, parent=None)
+    with RunBook(BASELINE, spec, store, loaded=context.loaded, logger=context.logger,
+                 progress=context.progress) as book:
+        book.run_all()
+    aggregates = stored_aggregates(store, RecordSpec.from_contract(contract),
+                                   book.manifests[AGGREGATES.name], shown_path=source,
+                                   merged=book.context.outputs.get("merged"))
     n_bins, threshold = binning(contract)
     metrics = production_metrics(aggregates.overall, n_bins, threshold)
     block = {
@@ -76,6 +99,17 @@ def load_baseline(context: CheckContext, source: str) -> Baseline:
         "metrics": metrics,
     }
     return Baseline(block, metrics)
+
+
+def baseline_found(store: Store, spec: CheckSpec) -> None:
+    """A baseline that names no records must be a check run in the store: said before the
+    check is recorded (a wrong `--baseline` is the command line's problem, not a run to
+    finish)."""
+    if spec.baseline is not None and not names_records(spec.baseline):
+        from decflow.pipeline.stored.check_runs import stored_check
+
+        decision = load_contract_cached(spec.contract_path).contract.decision.name
+        stored_check(store, spec.baseline, decision)
 
 
 def names_records(source: str) -> bool:

@@ -1,24 +1,23 @@
-"""A production check from start to end in this process: load the contract, plan the input
-into units, then the stages `aggregates` (its `records` units read on all cores) and
-`summary`, through `run_stage` as the `production_check` flow runs them, so a direct check
-and a Prefect one store the same things (`runs/<run_id>/` plus the units' statistics and
-id hashes; never a copy of the records)."""
+"""A production check from start to end in this process: scan and plan the input into
+units, then the check's pipeline (`CHECK`: `aggregates`, its `records` units read on all
+cores, then `summary`) through the one driver, as the `production_check` flow runs it
+through the generic stage loop, so a direct check and a Prefect one store the same things
+(`runs/<run_id>/` plus the units' statistics and id hashes; never a copy of the records)
+and either can resume the other's (`check --resume RUN`)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from decflow.data.record_units import Scanned, scan_in_background
+from decflow.data.records.units import Scanned, scan_in_background
 from decflow.data.scan_process import scan_beside, worth_a_process
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.contracts.loader import LoadedContract
+    from decflow.data.records.units import SourcePlan
     from decflow.pipeline.production.stages import CheckSpec
-    from decflow.pipeline.stage import Progress, StageContext, UnitRunner
+    from decflow.pipeline.stage import Progress
     from decflow.store.store import Store
 
 # Light on purpose (the store, polars and the contract models are imported where they are
@@ -27,7 +26,6 @@ Scanning = Callable[[], Scanned]
 
 
 _scans_ahead: dict[str, Scanning] = {}
-log = logging.getLogger("decflow")
 
 
 def scan_ahead(records: str) -> None:
@@ -51,59 +49,83 @@ def _start(records: str) -> Scanning:
 
 def run_check(
     contract_path: str,
-    records: str,
+    records: str | None,
     baseline: str | None = None,
     *,
     fail_on_warn: bool = False,
     store: Store | str | None = None,
     progress: Progress | None = None,
     scanning: Scanning | None = None,
+    resume: str | None = None,
+    from_stage: str | None = None,
 ) -> dict[str, Any]:
     """Check the records at `records` (a file, folder or glob of .jsonl/.json/.parquet,
     local or on object storage) against the contract, optionally against `baseline`
     (records, an earlier check report or a check run). The stages are published in `store`
     (default `$DECFLOW_STORE`, else `.decflow`), cached by contract and input bytes, and the
     check is recorded as a run there. `scanning`: `start_scan(records)`, started earlier.
+    `resume`: finish the stored check run `resume` (or continue a finished one as a new
+    run; `records` then says where its records are now, default where they were).
     Returns the report; raises `DecflowError` (exit 2) on bad input."""
-    scanned = scanning or start_scan(records)
-    from decflow.data.record_units import plan_scanned
+    if resume is None and records is None:
+        from decflow.errors import DecflowError
+
+        raise DecflowError("a check needs its records (-d RECORDS) or a run to resume")
+    scanned = (scanning or start_scan(records)) if records is not None else None
+    from decflow.data.records.units import plan_scanned
+    from decflow.pipeline.driver import drive
     from decflow.pipeline.production.stages import CheckSpec
-    from decflow.pipeline.production.workers import read_units
+    from decflow.pipeline.production.summary import CHECK
     from decflow.pipeline.spec import load_contract_cached
     from decflow.store.runs import new_run_id
     from decflow.store.store import open_store
 
-    loaded = load_contract_cached(contract_path)
+    loaded = load_contract_cached(contract_path)  # while the records are scanned
     opened = open_store(store)
-    spec = CheckSpec(contract_path, records, opened.location, new_run_id(),
-                     plan_scanned(records, *scanned()), baseline)
-    return checked(check_context(spec, opened, loaded, read_units, progress=progress,
-                                 fail_on_warn=fail_on_warn))
+    if resume is not None:
+        def plan(source: str) -> SourcePlan:
+            return plan_scanned(source, *(scanned or start_scan(source))())
+
+        spec = resumed_check(opened, resume, contract_path, records, plan)
+    else:
+        assert records is not None and scanned is not None
+        spec = CheckSpec(contract_path, records, opened.location, new_run_id(),
+                         plan_scanned(records, *scanned()), baseline)
+    return drive(CHECK, spec, opened, loaded=loaded, from_stage=from_stage,
+                 fail_on_warn=fail_on_warn,
+                 progress=None if progress is None else (lambda _name, _total: progress))
 
 
-def check_context(
-    spec: CheckSpec, store: Store, loaded: LoadedContract, units: UnitRunner, *,
-    progress: Progress | None = None, fail_on_warn: bool = False, logger: Any = log,
-) -> StageContext[CheckSpec]:
-    """The context a check's stages run in; `units` reads the units not found stored."""
-    from decflow.pipeline.stage import StageContext
+def resumed_check(store: Store, run_id: str, contract_path: str, records: str | None,
+                  plan: Callable[[str], SourcePlan]) -> CheckSpec:
+    """The spec that finishes stored check run `run_id` (`check --resume`): its baseline
+    and records, which must hash as they did (read from `records` when they moved), with
+    the contract at `contract_path`, which must hash as it did. A finished check is never
+    changed: the spec is then a new run that continues it (`parent`). `plan` hashes, counts
+    and splits records into units."""
+    from dataclasses import replace
 
-    return StageContext(spec, store, loaded, {}, fail_on_warn=fail_on_warn, logger=logger,
-                        units=units, progress=None if progress is None
-                        else (lambda _name, _total: progress))
+    from decflow.errors import DecflowError
+    from decflow.pipeline.driver import resumable
+    from decflow.pipeline.production.stages import CheckSpec
+    from decflow.store.runs import FINISHED, new_run_id, now_iso
 
-
-def checked(context: StageContext[CheckSpec]) -> dict[str, Any]:
-    """The check's stages in this process (`aggregates`, then `summary`); its report."""
-    from decflow.pipeline.production.stages import AGGREGATES
-    from decflow.pipeline.production.summary import SUMMARY
-    from decflow.pipeline.stage import run_stage
-
-    manifests = dict(context.manifests)
-    for stage in (AGGREGATES, SUMMARY):
-        manifests[stage.name] = run_stage(stage, replace(context, manifests=manifests))
-    report: dict[str, Any] = context.outputs["report"]
-    return report
+    record = resumable(store, run_id, "check", contract_path)
+    if "spec" not in record:
+        raise DecflowError(f"run {run_id} was recorded by an older decflow, which kept no "
+                           "spec of it to resume; run the check again")
+    stored = CheckSpec.from_dict(record["spec"])
+    source = records or stored.records
+    planned = plan(source)
+    if planned.hash != stored.plan.hash:
+        raise DecflowError(f"run {run_id} checked records that hash to {stored.plan.hash}, "
+                           f"but {source} now hashes to {planned.hash}; start a new check "
+                           "instead")
+    spec = replace(stored, contract_path=contract_path, records=source, plan=planned,
+                   store_url=store.location)
+    if record["status"] in FINISHED:
+        return replace(spec, run_id=new_run_id(), parent=run_id, created_at=now_iso())
+    return spec
 
 
 def check_records(
@@ -120,12 +142,13 @@ def check_records(
 
     from decflow.contracts.canonical import contract_hash
     from decflow.contracts.loader import LoadedContract
-    from decflow.data.record_units import plan_source
+    from decflow.data.records.units import plan_source
+    from decflow.pipeline.driver import drive
     from decflow.pipeline.production.stages import CheckSpec
-    from decflow.pipeline.production.workers import read_units
+    from decflow.pipeline.production.summary import CHECK
     from decflow.store.store import Store
 
     store = Store(f"memory://decflow-check-{uuid.uuid4().hex}")
     loaded = LoadedContract(contract, contract_hash(contract), Path("<contract>"), Path.cwd())
     spec = CheckSpec("", records, store.url, "", plan_source(records), baseline)
-    return checked(check_context(spec, store, loaded, read_units, fail_on_warn=fail_on_warn))
+    return drive(CHECK, spec, store, loaded=loaded, fail_on_warn=fail_on_warn)

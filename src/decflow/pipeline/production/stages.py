@@ -10,13 +10,14 @@ the records (inputs are identified by the sha256 of their bytes and read where t
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars
 
-from decflow.data.record_units import SourcePlan, Unit
-from decflow.data.records import RecordSpec
+from decflow.data.records.reader import RecordSpec
+from decflow.data.records.units import SourcePlan, Unit
 from decflow.metrics.production import GroupStats, stats_frame, stats_from_frame
 from decflow.metrics.quantiles import EXACT_LIMIT
 from decflow.pipeline.production.statistics import (
@@ -43,8 +44,8 @@ STAGE_VERSION = "4"  # 4: statistics carry the SmoothECE grid
 class CheckSpec:
     """What a production check is asked to do: the contract, the records (`records` as the
     report shows them, `plan` as hashed, counted and split into units), an optional
-    baseline, and where it is recorded (`run_id`; empty: not recorded, e.g. a baseline's
-    statistics)."""
+    baseline, where it is recorded (`run_id`; empty: not recorded, e.g. a baseline's
+    statistics) and the finished check it continues (`parent`, `check --resume`)."""
 
     contract_path: str
     records: str
@@ -53,12 +54,20 @@ class CheckSpec:
     plan: SourcePlan
     baseline: str | None = None
     created_at: str = field(default_factory=lambda: now_iso())
+    parent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"contract_path": self.contract_path, "records": self.records,
                 "store_url": self.store_url, "run_id": self.run_id,
                 "plan": self.plan.to_dict(), "baseline": self.baseline,
-                "created_at": self.created_at}
+                "created_at": self.created_at, "parent": self.parent}
+
+    def resume_command(self) -> str:
+        """The command line that finishes this check after an interruption (the store
+        keeps its records' plan and baseline; the paths are as this check was given them)."""
+        return " ".join(shlex.quote(part) for part in (
+            "decflow", "check", self.contract_path, "--store", self.store_url,
+            "--resume", self.run_id))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckSpec:
@@ -75,7 +84,7 @@ def _units(context: CheckContext) -> list[Unit]:
     return context.spec.plan.units
 
 
-def _unit_params(unit: Unit) -> dict[str, Any]:
+def unit_params(unit: Unit) -> dict[str, Any]:
     """What a unit's statistics depend on: the bytes it reads and the records before it
     (default ids count them), never its files' paths (a moved file is still a cache hit)."""
     return {"unit": unit.identity(), "offset": unit.offset, "polars": polars.__version__,
@@ -159,10 +168,15 @@ def _ids(held: UnitAggregates | None) -> Any:
     return None if held is None else held.id_hashes
 
 
+def _read_unit_title(unit: Unit) -> str:
+    return f"read unit {unit.index + 1} ({unit.n_records} records)"
+
+
 AGGREGATES: Stage[CheckSpec] = Stage(
     "aggregates", STAGE_VERSION, (), _merge, params=_source, inputs=_unit_hashes,
     reusable=_every_unit_read,
-    fan_out=FanOut("records", _units, _unit_params, read_unit),
+    fan_out=FanOut("records", _units, unit_params, read_unit, _read_unit_title),
+    title="merge the units' statistics and ids",
 )
 
 

@@ -4,19 +4,20 @@ stores it as run `runs/<run_id>/` like a contract run, direct or through Prefect
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-import decflow
-from decflow.data.record_rules import inline_json
-from decflow.data.records import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.reader import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.rules import inline_json
 from decflow.errors import DatasetError
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import Check, Level, status_of
 from decflow.gates.headline import headline
 from decflow.gates.production import NO_RECORDS, config_settings
 from decflow.gates.production_evidence import check_report_checks, production_gating
+from decflow.gates.production_power import point_qualifiers
 from decflow.metrics.calibration import calibration_section
 from decflow.metrics.production import (
     GroupStats,
@@ -27,10 +28,18 @@ from decflow.metrics.production import (
     sketched,
 )
 from decflow.metrics.smooth_ece import PRODUCTION_NODES, CalibrationGrid, stored_grid
-from decflow.pipeline.production.baseline import Baseline, load_baseline
-from decflow.pipeline.production.stages import CheckContext, CheckSpec, stored_aggregates
+from decflow.pipeline.pipeline import Pipeline
+from decflow.pipeline.production.baseline import Baseline, baseline_found, load_baseline
+from decflow.pipeline.production.stages import (
+    AGGREGATES,
+    CheckContext,
+    CheckSpec,
+    stored_aggregates,
+)
 from decflow.pipeline.production.statistics import Aggregates, binning
+from decflow.pipeline.production.workers import read_units
 from decflow.pipeline.stage import Stage
+from decflow.pipeline.stored.check_runs import RECORDS_BACKEND
 from decflow.redaction import redact
 from decflow.report.check_report import (
     CheckBaseline,
@@ -42,10 +51,11 @@ from decflow.report.check_report import (
     Records,
     Segment,
 )
-from decflow.report.model import Calibration, CheckRow, RunRef
+from decflow.report.model import Calibration, CheckRow, QualifierRow, RunRef
 from decflow.report.versions import REPORT_VERSION
-from decflow.store.runs import report_path, write_report, write_run_record
-from decflow.store.store import Manifest, Store
+from decflow.store.runs import write_report
+from decflow.store.store import Manifest
+from decflow.version import __version__
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
@@ -81,8 +91,8 @@ def production_calibration(
     calibration = metrics["calibration"]
     levels: list[tuple[Level, Any]] = [("requirement", production.requirements),
                                        ("warning", production.warnings)]
-    limits: dict[str, float] = {level: gates.max_ece for level, gates in levels
-                                if gates.max_ece is not None}
+    limits: dict[str, float] = {level: limit for level, gates in levels
+                                if (limit := gates.limit("max_ece")) is not None}
     section = calibration_section(calibration["reliability"], calibration["ece"], source,
                                   max_ece=limits)
     checks = smooth_ece_checks(source, overall.with_correctness, levels,
@@ -143,15 +153,17 @@ def summarize(
         entry["status"] = status_of(segment_checks)[0]
         checks += segment_checks
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    qualifiers = point_qualifiers(status, checks, metrics, baseline_metrics, segments)
     evaluation = contract.evaluation
     report = CheckReport(
         report_version=REPORT_VERSION,
-        decflow_version=decflow.__version__,
+        decflow_version=__version__,
         kind="check",
         created_at=created_at,
         status=status,
         exit_code=exit_code,
-        headline=headline(status, checks),
+        headline=headline(status, checks, qualifiers=qualifiers),
+        qualifiers=[QualifierRow.model_validate(q.to_dict()) for q in qualifiers],
         contract=contract_block(contract, contract_path, contract_hash),
         evaluation=CheckEvaluation(
             confidence_threshold=evaluation.confidence_threshold,
@@ -225,25 +237,6 @@ def records_json(table: pl.DataFrame, spec: RecordSpec) -> list[dict[str, Any]]:
     return out
 
 
-def record_check(store: Store, run_id: str, report: dict[str, Any],
-                 aggregates: Manifest) -> None:
-    """The check report and a run record in the shape `decflow runs` lists (the record
-    first: the report's sha256 goes into it)."""
-    write_run_record(store, {
-        "run_id": run_id,
-        "kind": "check",
-        "decision": report["contract"]["name"],
-        "contract_hash": report["contract"]["hash"],
-        "dataset_hash": report["dataset"]["hash"],
-        "backend": "records",
-        "mode": "check",
-        "status": report["status"],
-        "exit_code": report["exit_code"],
-        "stages": {"aggregates": aggregates.to_dict()},
-    })
-    write_report(store, run_id, report)
-
-
 def with_records(aggregates: Aggregates, spec: RecordSpec, files: list[str]) -> Aggregates:
     """The records of a small input read again to inline them in the report; they must
     still hash as they did when their statistics were computed."""
@@ -262,7 +255,7 @@ def with_records(aggregates: Aggregates, spec: RecordSpec, files: list[str]) -> 
 
 def _summarize(context: CheckContext, key: str) -> Manifest:
     """The `summary` stage: the report from the merged statistics (as merged in this
-    process, else read from the store) and the baseline, recorded as run `run_id` (when
+    process, else read from the store) and the baseline, stored with run `run_id` (when
     the check is recorded); publishes its checks table, and its manifest the verdict."""
     spec, store, loaded = context.spec, context.store, context.loaded
     records = RecordSpec.from_contract(loaded.contract)
@@ -278,16 +271,31 @@ def _summarize(context: CheckContext, key: str) -> Manifest:
     if spec.run_id:
         built.run = RunRef(id=spec.run_id, store=store.location)
     report = redact(built.to_dict())  # records may hold a credential it names
-    verdict: dict[str, Any] = {"status": report["status"], "exit_code": report["exit_code"]}
+    verdict: dict[str, Any] = {"status": report["status"], "exit_code": report["exit_code"],
+                               "headline": report["headline"]}
     if spec.run_id:
-        record_check(store, spec.run_id, report, manifest)
-        verdict["report"] = report_path(spec.run_id)
+        verdict["report"] = write_report(store, spec.run_id, report)
     context.outputs["report"] = report
     checks = pl.DataFrame([{k: c[k] for k in CHECKS_SCHEMA} for c in report["checks"]],
                           schema=CHECKS_SCHEMA)
     return store.publish("summary", key, checks, extra=verdict)
 
 
-# Recomputed on every check: its verdict depends on --fail-on-warn and the baseline.
+# Recomputed on every check: its verdict depends on --fail-on-warn and the baseline. Keyed
+# by the run: two checks of the same records publish their own (the run records its own).
 SUMMARY: Stage[CheckSpec] = Stage("summary", "1", ("aggregates",), _summarize, cached=False,
-                                  verdict=True)
+                                  keyed_by_run=True, verdict=True,
+                                  title="judge drift and gates, write the report")
+
+
+def describe_check(spec: CheckSpec, _manifests: Mapping[str, Manifest]) -> dict[str, Any]:
+    """What a check run's record says of it besides the driver's fields."""
+    return {"kind": "check", "dataset_hash": spec.plan.hash, "backend": RECORDS_BACKEND,
+            "mode": "check"}
+
+
+# A production check: its units read and merged, then judged (`pipeline/pipeline.py`).
+CHECK: Pipeline[CheckSpec] = Pipeline(
+    "check", f"{__name__}:CHECK", CheckSpec.from_dict, (AGGREGATES, SUMMARY), CheckReport,
+    describe_check, prepare=baseline_found, local_units=read_units,
+    aliases={"report": SUMMARY.name})
