@@ -27,8 +27,9 @@ def register(app: typer.Typer) -> None:
     @runs.callback()
     def runs_list(ctx: typer.Context, store: str | None = common.STORE_OPTION) -> None:
         """List stored runs (id, accepted baseline, decision, mode, backend, true status,
-        time), then what to know about runs that did not finish; a run whose record is
-        damaged is listed as such, and the command exits 2 naming its file."""
+        time; a monitor run's window runs indented under it), then what to know about runs
+        that did not finish; a run whose record is damaged is listed as such, and the
+        command exits 2 naming its file."""
         if ctx.invoked_subcommand is not None:
             return
         from decflow.store.call_cache import cache_usage
@@ -53,8 +54,12 @@ def register(app: typer.Typer) -> None:
             state = run_state(opened, record)
             # a report or view edited since the run is listed, never trusted
             damaged = damaged_files(opened, record)
-            rows.append((record["run_id"], "*" if is_accepted(opened, record) else "",
-                         record.get("decision"), record.get("mode"), record.get("backend"),
+            # a monitor's window runs follow their monitor run (their ids extend its id)
+            window = record.get("window") if record.get("kind") == "window" else None
+            shown_id = record["run_id"] if window is None else f"  {record['run_id']}"
+            mode = record.get("mode") if window is None else f"window {window}"
+            rows.append((shown_id, "*" if is_accepted(opened, record) else "",
+                         record.get("decision"), mode, record.get("backend"),
                          "damaged" if damaged else state.status, record.get("updated_at")))
             if damaged:
                 edited.append(f"run {record['run_id']}: {no_longer_match(damaged)} the "

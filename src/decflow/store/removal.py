@@ -6,7 +6,10 @@ names (its `parent` or `noise_of`: the remaining run's `--resume`, its contract 
 stages need it; each such run is named in a note), or a stage folder a remaining run names;
 a run is removed only when every given rule allows it (beyond the `keep` newest of its
 decision, older than `older_than`), with the stage folders only it named (an interrupted
-run names the folder of the calls it was making). Call-cache packs (`store.call_cache`)
+run names the folder of the calls it was making). A monitor's window runs count as the
+monitor run that made them (kept or removed with it); the monitor's own state
+(`monitors/`) is never touched, so its history outlives them. Call-cache packs
+(`store.call_cache`)
 belong to the run that wrote them and to every run whose results name them; `gc` removes a
 pack with the last of those runs, and any pack none of them is left for. Other stage
 folders no run names (the per-unit cache of check inputs) are left alone. Run folders
@@ -76,18 +79,29 @@ def _age(record: dict[str, Any]) -> datetime | None:
         return None
 
 
+def _counted_as(record: dict[str, Any]) -> str:
+    """The run a record counts as for `--keep`: a monitor's window run goes with the
+    monitor run that made it (kept or removed together), any other run is itself."""
+    monitor_run = record.get("monitor_run")
+    if record.get("kind") == "window" and isinstance(monitor_run, str):
+        return monitor_run
+    return str(record["run_id"])
+
+
 def _removable(store: Store, records: list[dict[str, Any]], keep: int | None,
                older_than: timedelta | None) -> set[str]:
     now = datetime.now(UTC)
     newest: dict[str, list[str]] = {}
     for record in sorted(records, key=lambda r: r["run_id"], reverse=True):
-        newest.setdefault(str(record.get("decision")), []).append(record["run_id"])
+        if _counted_as(record) == record["run_id"]:
+            newest.setdefault(str(record.get("decision")), []).append(record["run_id"])
     removable = set()
     for record in records:
         run_id = record["run_id"]
         if is_accepted(store, record) or run_state(store, record).status == RUNNING:
             continue
-        if keep is not None and run_id in newest[str(record.get("decision"))][:keep]:
+        kept = newest.get(str(record.get("decision")), [])[:keep or 0]
+        if keep is not None and _counted_as(record) in kept:
             continue
         age = _age(record)
         if older_than is not None and (age is None or now - age < older_than):
