@@ -20,6 +20,7 @@ from typing import Any
 from decflow.gates.headline import bounds, failing_first, number
 from decflow.report.check_report import CheckView, Segment
 from decflow.report.model import Diagnostics, Open, Report
+from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
     axis_base,
@@ -42,6 +43,8 @@ from decflow.views.diff_evidence import evidence_table, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
+from decflow.views.monitor_charts import gate_charts
+from decflow.views.monitor_text import WORDS, open_gates, read_line, shift_line
 from decflow.views.sequential_text import gate_interval, time_uniform
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import (
@@ -199,7 +202,9 @@ def plots(*svgs: str) -> str:
 # -- shared sections --------------------------------------------------------------------
 
 
-def banner(report: Report, title: str) -> str:
+def banner(report: Report, title: str, word: str | None = None) -> str:
+    """The verdict at the top of a page; `word` replaces the status shown (a monitor's
+    OK / WARN / ALARM)."""
     status = str(report.status)
     verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
     facts = [f"exit code {e('n/a' if report.exit_code is None else report.exit_code)}"]
@@ -208,7 +213,7 @@ def banner(report: Report, title: str) -> str:
             facts.append(f"{e(name)} {e(value)}")
     # Caveats of a blind or partly unexercised suite qualify the verdict itself.
     caveats = "".join(f"<p><b>{e(c)}</b></p>" for c in report.caveats())
-    return (f'<div class="banner {e(status)}"><div class="st">{e(status.upper())}</div>'
+    return (f'<div class="banner {e(status)}"><div class="st">{e(word or status.upper())}</div>'
             f'<div><p class="headline">{e(report.first_line())}</p>'
             f"<h1>{e(title)}</h1><p>{e(verdict)}</p>{caveats}"
             f'<p class="sub">{" · ".join(facts)}</p></div></div>')
@@ -708,6 +713,30 @@ def check_segments(segments: list[Segment]) -> str:
          "failing checks"), rows, (s.status for s in segments)), plots(chart))
 
 
+def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+    """A monitor run: the monitor and what this run read, a chart per gated metric window
+    by window, and the windows newest first with their runs."""
+    typed = MonitorReport.read(report, "the monitor report")
+    monitor = typed.monitor
+    facts = {"monitor": monitor.id, "source": monitor.source, "labels": monitor.labels,
+             "window": monitor.window, "baseline": (monitor.baseline or {}).get("path"),
+             "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)}
+    parts = [banner(head, "decflow monitor", WORDS[typed.status]),
+             section("Monitor", kv_table(facts))]
+    if typed.windows:
+        checked = set(typed.checked)
+        newest = list(reversed(typed.windows))
+        rows = [(e(w.name) + (" *" if w.name in checked else ""), pill(w.status),
+                 e(w.n_records), e(w.n_labelled), e(w.reason),
+                 e(", ".join(w.superseded) or "–"), e(w.run_id), e(open_gates(w)))
+                for w in newest]
+        parts.append(section("Gated metrics, window by window", plots(*gate_charts(typed))))
+        parts.append(section("Windows (newest first; * checked by this run)", table(
+            ("window", "status", "records", "labelled", "last judged for", "superseded runs",
+             "run", "open gates"), rows, (w.status for w in newest))))
+    return "decflow monitor", parts
+
+
 def probe_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     """A probe: its verdict, then the text view's sections as they print."""
     from decflow.views.probe_text import render_probe
@@ -717,9 +746,10 @@ def probe_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    """The whole self-contained HTML page of a run, diff, check or probe report."""
+    """The whole self-contained HTML page of a run, diff, check, probe or monitor report."""
     head = Report.view(report)
-    bodies = {"diff": diff_body, "check": check_body, "probe": probe_body}
+    bodies = {"diff": diff_body, "check": check_body, "probe": probe_body,
+              "monitor": monitor_body}
     title, parts = bodies.get(report_kind(report), run_body)(report, head)
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "

@@ -16,6 +16,7 @@ from typing import Any
 from decflow.gates.headline import bounds, failing_first, number
 from decflow.report.check_report import CheckView
 from decflow.report.model import CheckRow, ContractRef, Diagnostics, Report
+from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
     axis_base,
@@ -34,6 +35,7 @@ from decflow.views.calibration_text import calibration_lines
 from decflow.views.diff_evidence import evidence_items, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
+from decflow.views.monitor_text import WORDS, open_gates, read_line, shift_line
 from decflow.views.sequential_text import from_cache
 from decflow.views.text import (
     FIRST_CASES,
@@ -446,7 +448,37 @@ def titled_sections(report: dict[str, Any]) -> tuple[str, Sections]:
         return "decflow diff", diff_sections(report)
     if kind == "check":
         return "decflow check", check_sections(report)
+    if kind == "monitor":
+        name = (report.get("contract") or {}).get("name")
+        return f"decflow monitor: {md(name)}", monitor_sections(report)
     return run_title(Report.view(report)), run_sections(report)
+
+
+SHOWN_WINDOWS = 14  # a monitor's newest windows in its Markdown view
+
+
+def monitor_sections(report: dict[str, Any]) -> Sections:
+    """A monitor run (the Prefect artifact): what this run read, the newest windows with
+    their verdicts and open gates, then the checks its verdict follows from."""
+    typed = MonitorReport.read(report, "the monitor report")
+    monitor = typed.monitor
+    sections: Sections = [("identity", kv_table({
+        "monitor": monitor.id, "source": monitor.source, "labels": monitor.labels or "none",
+        "window": monitor.window, "baseline": (monitor.baseline or {}).get("path") or "none",
+        "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)},
+        ("", "")))]
+    shown = list(reversed(typed.windows))[:SHOWN_WINDOWS]
+    if shown:
+        checked = set(typed.checked)
+        rows = [(md(w.name) + (" (this run)" if w.name in checked else ""), WORDS[w.status],
+                 str(w.n_records), str(w.n_labelled), md(w.reason), md(open_gates(w)))
+                for w in shown]
+        sections.append(("windows", [
+            f"## Windows ({len(shown)} newest of {len(typed.windows)})", "",
+            *table(("window", "verdict", "records", "labelled", "last judged for",
+                    "open gates"), rows)]))
+    sections.append(("checks", checks_block(typed)))
+    return sections
 
 
 def render_markdown(report: dict[str, Any]) -> str:
