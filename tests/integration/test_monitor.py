@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+import pytest
 import yaml
 
 from decflow.data.records.windows import window_of
@@ -151,6 +153,40 @@ def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: 
     assert late[3] == on_time[3] == 1
     assert re.match(r"ALARM since 2026-11-04 \d/\d( \(\d WARN\))?: error rate 0\.1\d* "
                     r"\[0\.1\d*, 0\.\d+\] > baseline 0\.\d+ \+ 0\.02; ", on_time[4])
+
+
+def test_the_alarm_on_the_top_label_brier(tmp_path: Path) -> None:
+    """`harmful_shift.metric: brier`: the baseline's risk is its records' mean
+    (confidence − correct)², computed here from the baseline files themselves."""
+    write_stream(tmp_path, "--days", "1", *SMALL)
+    document = yaml.safe_load(CONTRACT.read_text())
+    document["monitor"]["harmful_shift"]["metric"] = "brier"
+    contract = tmp_path / "brier.yaml"
+    contract.write_text(yaml.safe_dump(document))
+    code, out, err = run_cli("monitor", str(contract), "-d", str(tmp_path / "records"),
+                             "--baseline", str(tmp_path / "baseline"), "--store",
+                             str(tmp_path / "store"), "-f", "json")
+    assert code in (0, 1), err
+    shift = json.loads(out)["harmful_shift"]
+    baseline = pl.read_parquet(tmp_path / "baseline" / "**" / "*.parquet")
+    right = (baseline["selected"] == baseline["outcome"]).cast(pl.Float64)
+    brier = ((baseline["confidence"] - right) ** 2).mean()
+    assert shift["metric"] == "brier" and shift["baseline"]["n"] == baseline.height
+    assert shift["baseline"]["risk"] == pytest.approx(brier, rel=1e-12)
+    # a stored check run as the baseline holds no record: brier cannot be computed from it
+    code, _, _ = run_cli("check", str(contract), "-d", str(tmp_path / "baseline"), "--store",
+                         str(tmp_path / "store"))
+    (check_run,) = [p.name for p in (tmp_path / "store" / "runs").iterdir()
+                    if json.loads((p / "run.json").read_text()).get("kind") == "check"]
+    code, _, err = run_cli("monitor", str(contract), "-d", str(tmp_path / "records"),
+                           "--baseline", check_run, "--store", str(tmp_path / "store"))
+    assert code == 2 and "needs the baseline's records" in err
+    # a baseline that names nothing is refused before a run is made
+    runs = sorted(p.name for p in (tmp_path / "store" / "runs").iterdir())
+    code, _, err = run_cli("monitor", str(contract), "-d", str(tmp_path / "records"),
+                           "--baseline", "no-such-run", "--store", str(tmp_path / "store"))
+    assert code == 2 and err.startswith("error: --baseline 'no-such-run' is neither records")
+    assert sorted(p.name for p in (tmp_path / "store" / "runs").iterdir()) == runs
 
 
 def test_partitions_on_s3_are_seen_by_etag(s3: Any, tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import bounds, failing_first, number
-from decflow.report.model import Diagnostics, Report
+from decflow.report.check_report import CheckView, Segment
+from decflow.report.model import Diagnostics, Open, Report
 from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
@@ -664,53 +665,52 @@ def changed_cases(report: dict[str, Any]) -> str:
 
 def check_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     title = "decflow check"
-    metrics = report.get("metrics") or {}
-    groups = [(name, {k: v for k, v in (metrics.get(name) or {}).items()
-                      if v is not None and not isinstance(v, dict | list)})
-              for name in ("counts", "outcomes", "calibration", "confidence", "threshold",
-                           "routing", "latency_ms", "cost")]
-    tables = "".join(f"<div><h3>{e(words(n))}</h3>{kv_table(g)}</div>" for n, g in groups if g)
+    typed = CheckView.read(report, "the report", "check report")
+    metrics = typed.metrics
+    groups: list[tuple[str, Open | None]] = [
+        ("counts", metrics.counts), ("outcomes", metrics.outcomes),
+        ("calibration", metrics.calibration), ("confidence", metrics.confidence),
+        ("threshold", metrics.threshold), ("routing", metrics.routing),
+        ("latency_ms", metrics.latency_ms), ("cost", metrics.cost)]
+    shown = [(name, {k: v for k, v in group.to_dict().items()
+                     if v is not None and not isinstance(v, dict | list)})
+             for name, group in groups if group is not None]
+    tables = "".join(f"<div><h3>{e(words(n))}</h3>{kv_table(g)}</div>" for n, g in shown if g)
     parts = [banner(head, title), identity(report, head), gates(head),
              section("Metrics", plots(tables))]
-    if (metrics.get("calibration") or {}).get("reliability"):
-        threshold = (metrics.get("threshold") or {}).get("threshold")
+    if metrics.calibration.reliability:
+        threshold = None if metrics.threshold is None else metrics.threshold.threshold
         parts.append(section("Calibration", calibration_plots(report, threshold)))
-    drift = report.get("drift") or {}
+    drift = typed.drift.to_dict()
     if drift:
         measured = any(v is not None for v in drift.values())
         note = "" if measured else '<p class="muted">No baseline: drift was not measured.</p>'
         parts.append(section("Drift against the baseline", note, kv_table(drift)))
-    segments = report.get("segments") or []
-    if segments:
-        parts.append(check_segments(failing_segments_first(segments)))
+    if typed.segments:
+        parts.append(check_segments(failing_segments_first(typed.segments)))
     return title, parts
 
 
-def check_segments(segments: list[dict[str, Any]]) -> str:
-    def accuracy(segment: dict[str, Any]) -> float | None:
-        return (segment["metrics"].get("outcomes") or {}).get("accuracy")
-
-    def limit(segment: dict[str, Any]) -> float | None:
-        found = [c["threshold"] for c in segment.get("checks") or []
-                 if c["gate"].endswith(".min_accuracy")]
+def check_segments(segments: list[Segment]) -> str:
+    def limit(segment: Segment) -> float | None:
+        found = [c.threshold for c in segment.checks if c.gate.endswith(".min_accuracy")]
         return found[0] if found else None
 
     rows = []
     for s in segments:
-        m = s["metrics"]
-        failing = [c["message"] for c in s.get("checks") or [] if c["status"] != "pass"]
-        rows.append((e(f"{s['key']}={s['value']}"), pill(s.get("status", "pass")),
-                     val(m["counts"]["total"]), val(accuracy(s)),
-                     val((m.get("calibration") or {}).get("ece")),
-                     val((m.get("threshold") or {}).get("coverage")),
-                     val((m.get("routing") or {}).get("fallback_rate")),
-                     "<br>".join(e(f) for f in failing)))
+        m = s.metrics
+        failing = [c.message for c in s.checks if c.status != "pass"]
+        rows.append((e(f"{s.key}={s.value}"), pill(s.status), val(m.counts.total),
+                     val(m.outcomes.accuracy), val(m.calibration.ece),
+                     val(None if m.threshold is None else m.threshold.coverage),
+                     val(m.routing.fallback_rate), "<br>".join(e(f) for f in failing)))
     chart = hbar_chart(
-        [BarRow(f"{s['key']}={s['value']}", (Bar(accuracy(s)),), limit(s)) for s in segments],
+        [BarRow(f"{s.key}={s.value}", (Bar(s.metrics.outcomes.accuracy),), limit(s))
+         for s in segments],
         ("accuracy",), "Segment accuracy (red: segment min_accuracy)", kind="segments")
     return section("Segments", table(
         ("segment", "status", "records", "accuracy", "ECE", "coverage", "fallback rate",
-         "failing checks"), rows, (s.get("status", "") for s in segments)), plots(chart))
+         "failing checks"), rows, (s.status for s in segments)), plots(chart))
 
 
 def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import bounds, failing_first, number
+from decflow.report.check_report import CheckView
 from decflow.report.model import CheckRow, ContractRef, Diagnostics, Report
 from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties
@@ -411,26 +412,29 @@ def check_sections(report: dict[str, Any]) -> Sections:
     """Checks first (what an on-call reader acts on), then the metrics, drift and segments
     behind them."""
     head = Report.view(report)
+    typed = CheckView.read(report, "the report", "check report")
     sections: Sections = [("identity", identity(head)), ("checks", checks_block(head))]
-    metrics = report.get("metrics") or {}
-    rows = {"records": (metrics.get("counts") or {}).get("total"),
-            **{k: v for k, v in (metrics.get("outcomes") or {}).items() if k != "n"},
-            **{k: (metrics.get("calibration") or {}).get(k) for k in ("ece", "brier", "nll")},
-            "mean confidence": (metrics.get("confidence") or {}).get("mean"),
-            "threshold coverage": (metrics.get("threshold") or {}).get("coverage"),
-            **{k: v for k, v in (metrics.get("routing") or {}).items() if k.endswith("_rate")}}
+    metrics = typed.metrics
+    outcomes, calibration, routing = metrics.outcomes, metrics.calibration, metrics.routing
+    rows = {"records": metrics.counts.total, "accuracy": outcomes.accuracy,
+            "error_rate": outcomes.error_rate, "ece": calibration.ece,
+            "brier": calibration.brier, "nll": calibration.nll,
+            "mean confidence": metrics.confidence.mean,
+            "threshold coverage": None if metrics.threshold is None
+            else metrics.threshold.coverage,
+            "abstention_rate": routing.abstention_rate,
+            "human_review_rate": routing.human_review_rate,
+            "fallback_rate": routing.fallback_rate}
     sections.append(("metrics", ["## Metrics", "", *kv_table(rows, ("metric", "value"))]))
-    drift = report.get("drift") or {}
+    drift = typed.drift.to_dict()
     if any(v is not None for v in drift.values()):
         sections.append(("drift", ["## Drift against the baseline", "",
                                    *kv_table(drift, ("measure", "value"))]))
-    segments = report.get("segments") or []
-    if segments:
-        flat = [{"key": s["key"], "value": s["value"], "status": s.get("status"),
-                 "records": s["metrics"]["counts"]["total"],
-                 "accuracy": (s["metrics"].get("outcomes") or {}).get("accuracy"),
-                 "ece": (s["metrics"].get("calibration") or {}).get("ece")}
-                for s in failing_segments_first(segments)]
+    if typed.segments:
+        flat = [{"key": s.key, "value": s.value, "status": s.status,
+                 "records": s.metrics.counts.total, "accuracy": s.metrics.outcomes.accuracy,
+                 "ece": s.metrics.calibration.ece}
+                for s in failing_segments_first(typed.segments)]
         sections.append(("segments", ["## Segments", "", *segments_table(
             flat, (("status", "status"), ("records", "records"), ("accuracy", "accuracy"),
                    ("ece", "ECE")))]))

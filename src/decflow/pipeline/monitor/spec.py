@@ -15,7 +15,9 @@ from decflow.contracts.sections import Monitor
 from decflow.data.records.units import Partition, SourcePlan, partition_files, plan_source
 from decflow.data.records.windows import window_of
 from decflow.pipeline.monitor.state import Changes, MonitorState, changes
+from decflow.pipeline.production.baseline import names_records
 from decflow.pipeline.spec import load_contract_cached
+from decflow.pipeline.stored.check_runs import stored_check
 from decflow.store.monitors import monitor_id, read_state
 from decflow.store.remote import is_url
 from decflow.store.runs import now_iso
@@ -120,8 +122,11 @@ def plan_monitor(contract_path: str, source: str, store: Store, run_id: str, *,
     """The monitor run's spec: list the source (and labels), compare with the state, plan
     the partitions to read (`absolute`: local paths absolute, for workers elsewhere). Call
     it holding the monitor's lock (`store.monitors.monitor_lock`)."""
-    settings = load_contract_cached(contract_path).contract.monitor or Monitor()
+    contract = load_contract_cached(contract_path).contract
+    settings = contract.monitor or Monitor()
     monitor = monitor_of(contract_path, source)
+    if baseline is not None and not names_records(baseline):  # said before a run is made
+        stored_check(store, baseline, contract.decision.name)
     stored = read_state(store, monitor)
     state = None if stored is None else MonitorState.from_dict(stored)
     found = changes({} if state is None else state.partitions,

@@ -48,6 +48,8 @@ from decflow.report.check_report import (
     CheckEvaluation,
     CheckMetrics,
     CheckReport,
+    Drift,
+    Percentiles,
     Records,
     Segment,
 )
@@ -183,10 +185,10 @@ def summarize(
         baseline=None if baseline is None else CheckBaseline.model_validate(baseline.block),
         metrics=CheckMetrics.model_validate(metrics),
         calibration=Calibration.model_validate(calibration),
-        drift=drift_values,
+        drift=Drift.model_validate(drift_values),
         segments=[Segment.model_validate(entry) for entry in segments],
         checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
-        percentiles=percentile_method(_sketched(aggregates)),
+        percentiles=Percentiles.model_validate(percentile_method(_sketched(aggregates))),
         records_inline=aggregates.records is not None,
     )
     if aggregates.records is not None:
