@@ -1027,7 +1027,7 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     with its follower (a lost machine), the server's automations end the flow run and every
     task run within the heartbeat window, log the resume command and leave a final progress
     artifact, with no other flow run started."""
-    from decflow.flows.crash_detection import AUTOMATION_NAME, TASK_AUTOMATION_NAME
+    from decflow.flows.crash_by_heartbeat import AUTOMATION_NAME, TASK_AUTOMATION_NAME
     from tests.integration.test_resume_kill import (
         CASES,
         MAX_CONCURRENCY,

@@ -20,7 +20,7 @@ the API URL decflow was set up with; saved as Webhook blocks `decflow-crash-…`
 machine's runs are closed with nothing else running. Only runs with the tag are watched: a
 run that heartbeats at Prefect's default (every 180 s) would otherwise be crashed while
 alive. A killed run whose follower process survives is Crashed sooner, by the follower
-(`decflow.flows.crashes`).
+(`decflow.flows.crash_by_follower`).
 
 `watched_run()` is what the CLI's flow runs and `decflow serve` run under; deployments
 served by a worker get the same from `deployments/prefect.yaml` (tag and heartbeat
