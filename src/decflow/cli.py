@@ -63,7 +63,10 @@ def _register() -> None:
 def invoke(args: list[str] | None = None) -> int:
     """Run the CLI on `args` and return the exit code (errors printed, never raised)."""
     _register()
-    with redacted_output():  # a credential a backend echoed is never printed
+    from decflow.commands.streams import guarded_output
+
+    # a credential a backend echoed is never printed; a closed pipe fails nothing
+    with redacted_output(), guarded_output():
         return _invoke(args)
 
 

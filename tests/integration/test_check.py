@@ -164,7 +164,7 @@ def _as_parquet(records: list[dict], path: Path) -> None:
 
 def test_store_stages_give_the_same_report(contract, tmp_path: Path) -> None:
     from decflow.contracts import load_contract
-    from decflow.data.record_units import plan_source
+    from decflow.data.records.units import plan_source
     from decflow.pipeline.production.baseline import BASELINE
     from decflow.pipeline.production.run import run_check
     from decflow.pipeline.production.stages import AGGREGATES, CheckSpec
@@ -246,3 +246,58 @@ def test_empty_dataset_is_an_error(contract, tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n  \n")
     with pytest.raises(DatasetError, match=r"empty\.jsonl: production dataset contains no"):
         check_records(contract, str(tmp_path / "empty.jsonl"))
+
+
+def _binomial_bound(count: int, n: int, *, lower: bool) -> float:
+    """The exact one-sided 95 % bound of count/n by bisection on the binomial tail
+    (P(X >= count) = 0.05 for the lower bound, P(X <= count) = 0.05 for the upper)."""
+    from math import comb
+
+    def tail(p: float) -> float:
+        ks = range(count, n + 1) if lower else range(count + 1)
+        return sum(comb(n, k) * p**k * (1 - p) ** (n - k) for k in ks)
+
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if (tail(mid) > 0.05) == lower:
+            high = mid
+        else:
+            low = mid
+    return (low + high) / 2
+
+
+def test_a_point_gated_pass_of_four_records_says_it_is_underpowered(contract) -> None:
+    report = check_records(contract, str(EXAMPLE / "production.jsonl"))
+    # DecGuard's verdicts, checks and exit code are unchanged ...
+    _assert_matches(report, _oracle("check-refund.json"))
+    # ... and the headline says what 4 records show: 4 of 4 right, 3 of 4 covered, 2 of 4
+    # fallbacks, 2 of 2 right per locale
+    bounds = [f"min_accuracy lower bound {0.05 ** (1 / 4):.4g}",
+              f"min_threshold_coverage lower bound {_binomial_bound(3, 4, lower=True):.4g}",
+              f"max_fallback_rate upper bound {_binomial_bound(2, 4, lower=False):.4g}"]
+    assert bounds[0] == "min_accuracy lower bound 0.4729"
+    (qualifier,) = report["qualifiers"]
+    assert qualifier["name"] == "underpowered"
+    listed = qualifier["detail"].split(", ")
+    assert [listed[0], *listed[2:4]] == bounds
+    assert listed[1].startswith("max_ece upper bound ") and listed[-1] == "+2 more"
+    assert report["headline"] == f"PASS (underpowered: {qualifier['detail']}): 6/6 gates hold"
+
+
+def test_a_point_gated_pass_with_enough_records_has_no_qualifier(
+        contract, tmp_path: Path) -> None:
+    records = [json.loads(line) for line in (EXAMPLE / "production.jsonl").read_text()
+               .splitlines()]
+    path = tmp_path / "many.jsonl"
+    with path.open("w") as out:
+        for i in range(600):  # the four records again and again, one locale: enough
+            record = dict(records[i % 4], id=f"r{i}")
+            record["metadata"] = {"locale": "en"}
+            if i % 4 == 3:  # all confident and right, so ECE and coverage clear too
+                record |= {"probabilities": {"refund": 0.95, "reject": 0.02, "review": 0.03},
+                           "selected": "refund", "outcome": "refund"}
+            out.write(json.dumps(record) + "\n")
+    report = check_records(contract, str(path))
+    assert report["status"] == "pass" and "qualifiers" not in report, report["headline"]
+    assert report["headline"] == "PASS: 5/5 gates hold"

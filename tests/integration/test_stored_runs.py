@@ -79,3 +79,88 @@ def test_runs_lists_with_a_header_and_marks_the_accepted_run(tmp_path: Path) -> 
     assert header.split() == ["run", "accepted", "decision", "mode", "backend", "status",
                               "updated", "(UTC)"]
     assert row.split()[:3] == [OLD_RUN_ID, "*", "loan_precheck"]
+
+
+OLDER = FIXTURES / "old-runs-5743cca"
+OLDER_CHECK, OLDER_RUN = "20261206-082840-f5f877", "20261206-082843-8ac6ee"
+
+
+def test_runs_stored_before_a_change_of_planning_figures_show_and_regate(
+        tmp_path: Path) -> None:
+    shutil.copytree(OLDER, tmp_path / "old")
+    store = str(tmp_path / "old" / "store")
+    stored = json.loads((tmp_path / "old" / "store" / "runs" / OLDER_CHECK / "report.json")
+                        .read_text())
+    # the check run shows as it was stored, its older planning figures included
+    code, shown, err = run_cli("report", OLDER_CHECK, "--store", store, "-f", "json")
+    assert code == 0, err
+    assert json.loads(shown)["checks"] == stored["checks"]
+    (undecided,) = [c for c in stored["checks"] if c["status"] == "not_established"]
+    assert "about 56 cases needed" in undecided["message"]
+    # re-gated with its contract: the same verdicts, planned as decflow plans them today
+    code, regated, err = run_cli("report", OLDER_CHECK, "-c",
+                                 str(tmp_path / "old" / "decflow.yaml"), "--store", store,
+                                 "-f", "json")
+    assert code == 0, err
+    report = json.loads(regated)
+    assert [(c["gate"], c["status"]) for c in report["checks"]] == [
+        (c["gate"], c["status"]) for c in stored["checks"]]
+    assert report["status"] == stored["status"] == "warn"
+    # the contract run of the same decflow: shown and re-gated with the contract it kept
+    contract = str(tmp_path / "old" / "store" / "runs" / OLDER_RUN / "contract.yaml")
+    for args in ((), ("-c", contract)):
+        code, text, err = run_cli("report", OLDER_RUN, *args, "--store", store)
+        assert code == 1, err
+        assert text.startswith("FAIL 2/18: max_ece 0.1751 > 0.15; "
+                               "option_order.max_violation_rate 0.8182 > 0")
+
+
+def test_a_stored_check_report_whose_verdict_no_longer_follows_is_refused_usefully(
+        tmp_path: Path) -> None:
+    shutil.copytree(OLDER, tmp_path / "old")
+    store = tmp_path / "old" / "store"
+    report_file = store / "runs" / OLDER_CHECK / "report.json"
+    report = json.loads(report_file.read_text())
+    # a verdict edited in a copy of the report is refused, whatever its prose says
+    report["segments"][0]["checks"][0]["status"] = "pass"
+    copy = tmp_path / "edited.json"
+    copy.write_text(json.dumps(report))
+    code, _, err = run_cli("report", str(copy), "--store", str(tmp_path / "other"))
+    assert code == 2 and "segments.0.checks: do not follow" in err, err
+    assert "decflow report RUN -o FILE" in err
+    # a message edited alone is prose: the verdicts still follow
+    report["segments"][0]["checks"][0]["status"] = "not_established"
+    report["segments"][0]["checks"][0]["message"] += " (worded otherwise)"
+    copy.write_text(json.dumps(report))
+    assert run_cli("report", str(copy), "--store", str(tmp_path / "other"))[0] == 0
+
+
+def test_a_stored_run_judged_otherwise_by_its_decflow_is_judged_again_with_c(
+        tmp_path: Path) -> None:
+    import hashlib
+
+    shutil.copytree(OLDER, tmp_path / "old")
+    store = tmp_path / "old" / "store"
+    folder = store / "runs" / OLDER_CHECK
+    # as a decflow whose statistics failed the undecided segment would have stored it
+    report = json.loads((folder / "report.json").read_text())
+    for checks in (report["segments"][0]["checks"], report["checks"]):
+        for check in checks:
+            if check["status"] == "not_established":
+                check["status"] = "fail"
+    report["segments"][0]["status"] = "fail"
+    report |= {"status": "fail", "exit_code": 1}
+    data = json.dumps(report).encode()
+    (folder / "report.json").write_bytes(data)
+    record = json.loads((folder / "run.json").read_text())
+    record |= {"status": "fail", "exit_code": 1}
+    record["files"]["report.json"] = "sha256:" + hashlib.sha256(data).hexdigest()
+    (folder / "run.json").write_text(json.dumps(record))
+    code, _, err = run_cli("report", OLDER_CHECK, "--store", str(store))
+    assert code == 2, err
+    # the advice is not the circular `decflow report RUN -o FILE`, and it works
+    assert f"`decflow report {OLDER_CHECK} -c CONTRACT`" in err and "-o FILE" not in err
+    code, text, err = run_cli("report", OLDER_CHECK, "-c", str(tmp_path / "old" / "decflow.yaml"),
+                              "--store", str(store))
+    assert code == 0, err
+    assert text.startswith("WARN 1/5: segment[locale=l00].min_accuracy not established")

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from decflow.contracts import parse_contract
-from decflow.contracts.gates import Production
+from decflow.contracts.gates import production_model
 from decflow.gates.production_evidence import evidence_checks, production_gating
 from decflow.metrics.binomial import clopper_pearson_high, clopper_pearson_low
 from decflow.metrics.noise_floor import (
@@ -146,7 +146,7 @@ def _metrics(correct: int, n: int) -> dict:
 
 
 def test_holm_across_segments_and_metrics_not_per_check() -> None:
-    gates = Production.model_validate({"segments": ["s"],
+    gates = production_model().model_validate({"segments": ["s"],
                                        "segment_requirements": {"min_accuracy": 0.8}})
     # 66 of 100 right: one-sided exact p ≈ 0.0003 alone, far below α even after Holm over 40
     weak = [(f"s=a{i}", _metrics(76, 100)) for i in range(39)]
@@ -161,7 +161,7 @@ def test_holm_across_segments_and_metrics_not_per_check() -> None:
 
 
 def test_a_failure_shown_alone_but_not_after_holm_is_not_established() -> None:
-    gates = Production.model_validate({"segments": ["s"],
+    gates = production_model().model_validate({"segments": ["s"],
                                        "segment_requirements": {"min_accuracy": 0.8}})
     alone = rate_test(72, 100, 0.8, ">=")
     assert alone is not None and alone.p_below < 0.05  # shown below alone
@@ -199,7 +199,7 @@ def test_a_drift_gate_only_a_larger_baseline_can_decide_says_so_on_its_line() ->
     assert not any(note.endswith(LARGER_BASELINE) for note in roomy.notes)
     # the same for the TV distance: 100 baseline rows against 100,000 alike
     shares = [0, 0, 0, 0, 0, 5, 15, 23, 29, 28]
-    gates = Production.model_validate({"requirements": {"max_confidence_tv_distance": 0.05,
+    gates = production_model().model_validate({"requirements": {"max_confidence_tv_distance": 0.05,
                                                         "max_accuracy_drop": 0.03}})
     window = {"confidence": {"histogram": [s * 1000 for s in shares]},
               "outcomes": {"n": 960, "accuracy": 836 / 960}, "calibration": {}}
@@ -217,7 +217,7 @@ def test_a_drift_gate_can_fail_in_a_family_larger_than_the_draws_resolve() -> No
     # 0.95 against 0.05) was left not established; beyond the draws the analytic tail decides
     shares = [0, 0, 0, 0, 0, 51, 148, 229, 289, 283]
     moved = [0, 0, 0, 0, 0, 1000, 0, 0, 0, 0]
-    gates = Production.model_validate({"segments": ["s"],
+    gates = production_model().model_validate({"segments": ["s"],
                                        "requirements": {"max_confidence_tv_distance": 0.05},
                                        "segment_requirements": {"min_accuracy": 0.8}})
     window = {"confidence": {"histogram": [6 * c for c in moved]}, "calibration": {}}

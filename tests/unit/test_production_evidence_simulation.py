@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from decflow.contracts.gates import Production
+from decflow.contracts.gates import Production, production_model
 from decflow.gates.checks import Check, status_of
 from decflow.gates.production import aggregate_checks, segment_checks
 from decflow.gates.production_evidence import evidence_checks
@@ -102,13 +102,13 @@ def metrics(columns: RecordColumns, segments: int = 0) -> tuple[Metrics, list[tu
         (f"region={key}", production_metrics(parts[key], BINS, None)) for key in keys]
 
 
-DRIFT_GATES = Production.model_validate(
+DRIFT_GATES = production_model().model_validate(
     {"requirements": {"max_confidence_tv_distance": 0.05, "max_accuracy_drop": 0.02}})
-TV_GATE = Production.model_validate({"requirements": {"max_confidence_tv_distance": 0.05}})
-DROP_GATE = Production.model_validate({"requirements": {"max_accuracy_drop": 0.02}})
-ECE_GATE = Production.model_validate({"requirements": {"max_ece": 0.05}})
-ECE_INCREASE_GATE = Production.model_validate({"requirements": {"max_ece_increase": 0.03}})
-SEGMENT_GATE = Production.model_validate(
+TV_GATE = production_model().model_validate({"requirements": {"max_confidence_tv_distance": 0.05}})
+DROP_GATE = production_model().model_validate({"requirements": {"max_accuracy_drop": 0.02}})
+ECE_GATE = production_model().model_validate({"requirements": {"max_ece": 0.05}})
+ECE_INCREASE_GATE = production_model().model_validate({"requirements": {"max_ece_increase": 0.03}})
+SEGMENT_GATE = production_model().model_validate(
     {"segments": ["region"], "segment_requirements": {"min_accuracy": 0.8}})
 
 Draw = Callable[[np.random.Generator], tuple[RecordColumns, RecordColumns | None]]

@@ -8,7 +8,6 @@ from decflow.contracts.gates import (
     GoldenGates,
     Production,
     ProductionGates,
-    ProductionSegmentGates,
     Regression,
     RegressionGates,
 )
@@ -70,7 +69,6 @@ __all__ = [
     "Policy",
     "Production",
     "ProductionGates",
-    "ProductionSegmentGates",
     "PropertyConfig",
     "PropertyEntry",
     "PropertySet",

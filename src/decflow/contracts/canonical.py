@@ -17,9 +17,9 @@ from pydantic import BaseModel
 
 from decflow.contracts.contract import Contract
 from decflow.contracts.gates import (
-    EXTENSION_PRODUCTION_GATES,
     diff_gates,
     extension_golden_gates,
+    extension_production_gates,
 )
 from decflow.contracts.properties import extension_properties
 
@@ -76,7 +76,7 @@ def _production(contract: Contract) -> Any:
     production = _dump(contract.production)
     if production is not None:
         for level in ("requirements", "warnings"):
-            production[level] = _gates(production[level], EXTENSION_PRODUCTION_GATES)
+            production[level] = _gates(production[level], extension_production_gates())
         if production["gating"] is None:
             del production["gating"]
     return production

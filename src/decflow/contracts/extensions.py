@@ -14,10 +14,10 @@ from typing import Literal
 
 from decflow.contracts.contract import Contract
 from decflow.contracts.gates import (
-    EXTENSION_PRODUCTION_GATES,
     Gating,
     diff_gates,
     extension_golden_gates,
+    extension_production_gates,
 )
 from decflow.contracts.properties import extension_properties
 from decflow.contracts.providers import extension_providers
@@ -35,8 +35,9 @@ def decflow_extensions(contract: Contract) -> list[str]:
     gates = [("requirements", contract.requirements, extension_golden_gates()),
              ("warnings", contract.warnings, extension_golden_gates()),
              ("production.requirements", contract.production.requirements,
-              EXTENSION_PRODUCTION_GATES),
-             ("production.warnings", contract.production.warnings, EXTENSION_PRODUCTION_GATES)]
+              extension_production_gates()),
+             ("production.warnings", contract.production.warnings,
+              extension_production_gates())]
     used += [f"{section}.{gate}" for section, found, names in gates for gate in names
              if getattr(found, gate, None) is not None]
     used += [f"regression.{prefix}{gate.diff}" for gate in diff_gates()

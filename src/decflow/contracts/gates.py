@@ -162,10 +162,6 @@ def diff_gates() -> tuple[GoldenGate, ...]:
     return tuple(entry for entry in GOLDEN_GATES.entries() if entry.diff is not None)
 
 
-# Production gates that are decflow's own (left out of the hash when unset).
-EXTENSION_PRODUCTION_GATES = ("max_smooth_ece",)
-
-
 class RegressionGates(StrictModel):
     max_answer_flip_rate: Unit | None = None
     max_accuracy_drop: Unit | None = None
@@ -207,31 +203,105 @@ def regression_model() -> type[Regression]:
                         warnings=(gates, Field(default_factory=gates)), **extra)
 
 
-class ProductionSegmentGates(StrictModel):
-    min_accuracy: Unit | None = None
-    max_error_rate: Unit | None = None
-    max_ece: Unit | None = None
-    max_brier: UpToTwo | None = None
-    max_nll: NonNegative | None = None
-    min_threshold_coverage: Unit | None = None
-    max_abstention_rate: Unit | None = None
-    max_fallback_rate: Unit | None = None
+@dataclass(frozen=True)
+class ProductionGate:
+    """A production gate (`production.requirements.<name>`, `…warnings…`, and per segment
+    unless it is a drift gate) as every part of decflow knows it: the type of its limit, the
+    metric it reads and the comparison that must hold. `path`: where the metric sits in a
+    check's metrics (None: a drift metric, measured against the baseline: aggregate only);
+    evidence gating judges a count over records by exact bounds (`rate`: section, rate key,
+    count key), other metrics by their own tests (`gates.production_evidence`: Brier and
+    NLL by their sums, ECE and the drift distances against their noise floors). `core` and
+    `checked` as for golden gates."""
+
+    name: str
+    limit: Any
+    metric: str
+    comparison: Comparison
+    path: tuple[str, str] | None = None
+    rate: RateOf | None = None
+    core: bool = True
+    checked: bool = True
+
+    @property
+    def drift(self) -> bool:
+        return self.path is None
 
 
-class ProductionGates(ProductionSegmentGates):
-    # Drift gates: they compare with `--baseline`, so they make no sense per segment.
-    max_confidence_tv_distance: Unit | None = None
-    max_accuracy_drop: Unit | None = None
-    max_ece_increase: Unit | None = None
-    max_smooth_ece: SmoothEceLimit | None = None  # decflow: evidence-gated SmoothECE
+PRODUCTION_GATES: Registry[ProductionGate] = Registry("production gate",
+                                                      lambda entry: entry.name)
+for _production in (
+    ProductionGate("min_accuracy", Unit, "accuracy", ">=", ("outcomes", "accuracy"),
+                   rate=RateOf("outcomes", "accuracy", "n")),
+    ProductionGate("max_error_rate", Unit, "error_rate", "<=", ("outcomes", "error_rate"),
+                   rate=RateOf("outcomes", "error_rate", "n")),
+    ProductionGate("max_ece", Unit, "ece", "<=", ("calibration", "ece")),
+    ProductionGate("max_brier", UpToTwo, "brier", "<=", ("calibration", "brier")),
+    ProductionGate("max_nll", NonNegative, "nll", "<=", ("calibration", "nll")),
+    ProductionGate("min_threshold_coverage", Unit, "threshold_coverage", ">=",
+                   ("threshold", "coverage"), rate=RateOf("threshold", "coverage", "n")),
+    ProductionGate("max_abstention_rate", Unit, "abstention_rate", "<=",
+                   ("routing", "abstention_rate"),
+                   rate=RateOf("routing", "abstention_rate", "n_actions")),
+    ProductionGate("max_fallback_rate", Unit, "fallback_rate", "<=",
+                   ("routing", "fallback_rate"),
+                   rate=RateOf("routing", "fallback_rate", "n_fallback")),
+    # drift gates: they compare with `--baseline`, so they make no sense per segment
+    ProductionGate("max_confidence_tv_distance", Unit, "confidence_tv_distance", "<="),
+    ProductionGate("max_accuracy_drop", Unit, "accuracy_drop", "<="),
+    ProductionGate("max_ece_increase", Unit, "ece_increase", "<="),
+    # decflow: evidence-gated SmoothECE, judged by its own checks (`gates.calibration`)
+    ProductionGate("max_smooth_ece", SmoothEceLimit, "smooth_ece", "<=", core=False,
+                   checked=False),
+):
+    PRODUCTION_GATES.register(_production)
+
+
+class ProductionGates(StrictModel):
+    """A production gate section (`requirements`, `warnings`, or their `segment_` forms: no
+    drift gate); the models are `production_model()`'s, built from the registry."""
+
+    def limit(self, name: str) -> float | None:
+        """The limit the section sets for gate `name` (None: unset or not a gate of it)."""
+        found = getattr(self, name, None)
+        return None if found is None else float(found)
+
+
+def production_gate(name: str) -> ProductionGate:
+    return PRODUCTION_GATES.get(name)
+
+
+def extension_production_gates() -> tuple[str, ...]:
+    """The production gates that are decflow's own (left out of the hash when unset)."""
+    return tuple(entry.name for entry in PRODUCTION_GATES.entries() if not entry.core)
 
 
 class Production(StrictModel):
     segments: UniqueTexts = Field(default_factory=list)
     requirements: ProductionGates = Field(default_factory=ProductionGates)
     warnings: ProductionGates = Field(default_factory=ProductionGates)
-    segment_requirements: ProductionSegmentGates = Field(default_factory=ProductionSegmentGates)
-    segment_warnings: ProductionSegmentGates = Field(default_factory=ProductionSegmentGates)
+    segment_requirements: ProductionGates = Field(default_factory=ProductionGates)
+    segment_warnings: ProductionGates = Field(default_factory=ProductionGates)
     # decflow extension; left out of the canonical JSON when unset (DecGuard's hash). Unset,
     # `check` gates by evidence when the contract uses any decflow extension, else by point.
     gating: Gating | None = None
+
+
+@lru_cache(maxsize=1)
+def production_model() -> type[Production]:
+    """The `production` section's model: every registered production gate in `requirements`
+    and `warnings`, the gates that are not drift gates per segment (closes the registry)."""
+    entries = PRODUCTION_GATES.entries()
+    every: dict[str, Any] = {entry.name: (entry.limit | None, None) for entry in entries}
+    per_segment = {name: field for name, field in every.items()
+                   if not production_gate(name).drift}
+    gates = create_model("ProductionGates", __base__=ProductionGates, __module__=__name__,
+                         **every)
+    segment = create_model("ProductionSegmentGates", __base__=ProductionGates,
+                           __module__=__name__, **per_segment)
+    return create_model(
+        "Production", __base__=Production, __module__=__name__,
+        requirements=(gates, Field(default_factory=gates)),
+        warnings=(gates, Field(default_factory=gates)),
+        segment_requirements=(segment, Field(default_factory=segment)),
+        segment_warnings=(segment, Field(default_factory=segment)))

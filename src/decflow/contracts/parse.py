@@ -10,7 +10,7 @@ from decflow.contracts import cross_section as checks
 from decflow.contracts.base import check_file_path, check_name
 from decflow.contracts.contract import DEFAULT_BACKEND, Contract
 from decflow.contracts.decision import DECISION_MODELS, DECISION_TYPES, LABEL_KEYS, Decision
-from decflow.contracts.gates import Production, golden_gates_model, regression_model
+from decflow.contracts.gates import golden_gates_model, production_model, regression_model
 from decflow.contracts.problems import (
     UNKNOWN_FIELD,
     describe,
@@ -60,7 +60,7 @@ def _section_models() -> dict[str, type[BaseModel]]:
         "properties": properties_model(),
         "fuzz": Fuzz,
         "regression": regression_model(),
-        "production": Production,
+        "production": production_model(),
     }
     return {**core, **OPTIONAL_SECTIONS}
 

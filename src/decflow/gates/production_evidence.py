@@ -31,15 +31,15 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from decflow.contracts.extensions import gating_rule
-from decflow.data.record_rules import shown_segment_value
+from decflow.contracts.gates import PRODUCTION_GATES, ProductionGates
+from decflow.data.records.rules import shown_segment_value
 from decflow.gates.checks import Check, Comparison, Level, evidence_check
 from decflow.gates.production import (
-    DRIFT_GATES,
     NO_BASELINE,
     NO_RECORDS,
-    PRODUCTION_GATES,
-    SEGMENT_GATES,
+    GateTable,
     aggregate_checks,
+    gate_table,
     segment_checks,
 )
 from decflow.metrics.evidence import ALPHA, Evidence, MeanTest, verdict_from_p
@@ -57,18 +57,9 @@ from decflow.metrics.stats import holm
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.contracts.gates import Gating, Production, ProductionSegmentGates
+    from decflow.contracts.gates import Gating, Production
 
 NLL_RANGE = -math.log(NLL_FLOOR)  # DecGuard's clamp bounds a record's NLL at 34.5
-# (section, rate key, count key) of the rate gates' metrics
-_RATES: dict[str, tuple[str, str, str]] = {
-    "accuracy": ("outcomes", "accuracy", "n"),
-    "error_rate": ("outcomes", "error_rate", "n"),
-    "threshold_coverage": ("threshold", "coverage", "n"),
-    "abstention_rate": ("routing", "abstention_rate", "n_actions"),
-    "fallback_rate": ("routing", "fallback_rate", "n_fallback"),
-}
-_DRIFT = {metric for _, metric, _ in DRIFT_GATES}
 
 
 def production_gating(contract: Contract) -> tuple[Gating, str]:
@@ -98,8 +89,10 @@ def metric_test(metric: str, comparison: str, limit: float, metrics: Metrics,
     """The test of one production gate's metric against its limit at level `alpha` (None
     when the metric cannot be computed: no eligible record, or no baseline for a drift
     gate)."""
-    if metric in _RATES:
-        count, n = _count(metrics.get(_RATES[metric][0]), *_RATES[metric][1:])
+    rate = next((entry.rate for entry in PRODUCTION_GATES.entries()
+                 if entry.metric == metric and entry.rate is not None), None)
+    if rate is not None:  # a count over records: exact bounds
+        count, n = _count(metrics.get(rate.section), rate.key, rate.size)
         return rate_test(count, n, limit, comparison, alpha=alpha)
     calibration = metrics["calibration"]
     if metric in ("brier", "nll"):
@@ -152,18 +145,19 @@ class _Gate:
         return estimate > self.limit if self.comparison == "<=" else estimate < self.limit
 
 
-def _gates(gates: ProductionSegmentGates, level: Level, table: tuple[tuple[str, str, str], ...],
+def _gates(gates: ProductionGates, level: Level, table: GateTable,
            metrics: Metrics, baseline: Metrics | None, prefix: str, alpha: float
            ) -> list[_Gate]:
+    drift = {entry.metric for entry in PRODUCTION_GATES.entries() if entry.drift}
     out = []
     for gate, metric, comparison in table:
-        limit = getattr(gates, gate, None)
+        limit = gates.limit(gate)
         if limit is None:
             continue
         retest = partial(metric_test, metric, comparison, float(limit), metrics, baseline)
         out.append(_Gate(prefix + gate, level, prefix + metric, comparison,  # type: ignore[arg-type]
                          float(limit), retest(alpha=alpha), retest,
-                         NO_BASELINE if metric in _DRIFT else NO_RECORDS))
+                         NO_BASELINE if metric in drift else NO_RECORDS))
     return out
 
 
@@ -221,13 +215,14 @@ def evidence_checks(
     """The aggregate checks (requirements, then warnings) and each segment's checks (its
     requirements, then its warnings; `segments` as (`key=value`, metrics)), in the order of
     the point verdicts, judged by evidence with Holm over each level's family."""
-    levels: list[tuple[Level, ProductionSegmentGates, ProductionSegmentGates]] = [
+    levels: list[tuple[Level, ProductionGates, ProductionGates]] = [
         ("requirement", production.requirements, production.segment_requirements),
         ("warning", production.warnings, production.segment_warnings)]
     aggregate = [g for level, gates, _ in levels
-                 for g in _gates(gates, level, PRODUCTION_GATES, metrics, baseline, "", alpha)]
+                 for g in _gates(gates, level, gate_table(segment=False), metrics, baseline,
+                                 "", alpha)]
     per_segment = [[g for level, _, gates in levels
-                    for g in _gates(gates, level, SEGMENT_GATES, seg_metrics, None,
+                    for g in _gates(gates, level, gate_table(segment=True), seg_metrics, None,
                                     f"segment[{name}].", alpha)]
                    for name, seg_metrics in segments]
     everything = aggregate + [g for gates in per_segment for g in gates]

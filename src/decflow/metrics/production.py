@@ -28,6 +28,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
+from decflow.contracts.gates import PRODUCTION_GATES
 from decflow.metrics.golden_metrics import NLL_FLOOR, calibration_bin_index, reliability_from_bins
 from decflow.metrics.numeric import row_sums
 from decflow.metrics.partial_sums import group_sums, to_float
@@ -277,6 +278,33 @@ def grouped_stats(
     return out
 
 
+def correctness_stats(
+    confidence: np.ndarray, correct: np.ndarray, groups: np.ndarray, keys: list[str],
+    n_bins: int,
+) -> dict[str, GroupStats]:
+    """What learning the correctness of records already counted adds to their groups'
+    statistics (a monitor's labels arriving after the decisions): the correctness counts,
+    reliability bins and SmoothECE grid, nothing else (`total` and every other count 0), so
+    merging them into the records' own statistics gives what the records would have given
+    with `outcome_correct` set. One entry per key that has a record."""
+    n = len(keys)
+    bins = calibration_bin_index(confidence, n_bins)
+    right = correct.astype(bool)
+    counts = _counts_by(groups, bins, n, n_bins)
+    rights = _counts_by(groups[right], bins[right], n, n_bins)
+    sums = group_sums(confidence, groups * n_bins + bins, n * n_bins)
+    grids = grouped_grids(confidence, right.astype(np.float64), groups, n, PRODUCTION_NODES)
+    sizes = np.bincount(groups, minlength=n)
+    out: dict[str, GroupStats] = {}
+    for i in np.flatnonzero(sizes).tolist():
+        out[keys[i]] = GroupStats(
+            with_correctness=int(sizes[i]), n_correct=int(rights[i].sum()),
+            bin_count=counts[i].tolist(), bin_correct=rights[i].tolist(),
+            bin_confidence=sums[i * n_bins:(i + 1) * n_bins], histogram=[0] * n_bins,
+            smooth=grids[i])
+    return out
+
+
 def partition_stats(
     table: pl.DataFrame,
     labels: tuple[str, ...],
@@ -485,21 +513,11 @@ def production_metrics(stats: GroupStats, n_bins: int, threshold: float | None) 
     return metrics
 
 
-_GATE_METRICS: dict[str, tuple[str, str]] = {
-    "accuracy": ("outcomes", "accuracy"),
-    "error_rate": ("outcomes", "error_rate"),
-    "ece": ("calibration", "ece"),
-    "brier": ("calibration", "brier"),
-    "nll": ("calibration", "nll"),
-    "threshold_coverage": ("threshold", "coverage"),
-    "abstention_rate": ("routing", "abstention_rate"),
-    "fallback_rate": ("routing", "fallback_rate"),
-}
-
-
 def production_value(metrics: Metrics, name: str) -> float | None:
-    """The value a production gate reads (None when its section or value is missing)."""
-    section, key = _GATE_METRICS[name]
+    """The value a production gate reads (None when its section or value is missing), where
+    the gate's registry entry says it sits."""
+    section, key = next(entry.path for entry in PRODUCTION_GATES.entries()
+                        if entry.metric == name and entry.path is not None)
     values = metrics.get(section)
     return None if values is None else values.get(key)
 

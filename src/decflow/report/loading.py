@@ -13,7 +13,8 @@ from typing import Any
 
 from decflow.errors import DecflowError, ReportError
 from decflow.report.check_report import verify_check_report
-from decflow.report.model import Report
+from decflow.report.model import REJUDGE, REWRITE, Report
+from decflow.report.monitor_report import MonitorReport
 from decflow.report.verify import REPORT_MAX_DEPTH, load_report_file, verify_run_report
 from decflow.report.versions import REPORT_VERSIONS, RUN_REPORT_VERSIONS
 from decflow.store.runs import (
@@ -43,18 +44,20 @@ def _stored_file(target: str, store: Store, run_id: str) -> bool:
         return False
 
 
-def resolve_report(target: str, store: Store) -> tuple[dict[str, Any], str, str | None]:
-    """(report, source name, run id when the run's artifacts are in the store). A run's
-    stored report is read only if it still matches the sha256 in the run's record."""
+def resolve_report(target: str, store: Store) -> tuple[dict[str, Any], str, str | None, bool]:
+    """(report, source name, run id when the run's artifacts are in the store, whether it is
+    the run's own stored report). A run's stored report is read only if it still matches the
+    sha256 in the run's record."""
     if os.path.exists(target):
         report = load_report_file(target)
         run = report.get("run")
         run_id = run.get("id") if isinstance(run, dict) else None  # checked when verified
         if isinstance(run_id, str) and has_run(store, run_id):
-            if _stored_file(target, store, run_id):
+            own = _stored_file(target, store, run_id)
+            if own:
                 read_run_file(store, run_id, REPORT)
-            return report, target, run_id
-        return report, target, None
+            return report, target, run_id, own
+        return report, target, None, False
     if store.exists(report_path(target)):
         source = f"run {target}"
         try:
@@ -65,7 +68,7 @@ def resolve_report(target: str, store: Store) -> tuple[dict[str, Any], str, str 
             raise ReportError(f"{where}: not a JSON report: {exc}") from None
         if not isinstance(document, dict):
             raise ReportError(f"{store.uri(report_path(target))}: not a report")
-        return document, source, target
+        return document, source, target, True
     if has_run(store, target):
         raise DecflowError(f"run {target} has no report: {no_report(store, target)}")
     raise DecflowError(
@@ -88,22 +91,32 @@ def no_report(store: Store, run_id: str) -> str:
     return f"its report is missing (status {state.status}); run it again"
 
 
-def load_verified(target: str, store: Store) -> tuple[Report, str, str | None]:
+def load_verified(target: str, store: Store, *, judged_again: bool = False,
+                  ) -> tuple[Report, str, str | None]:
     """`resolve_report`, then re-verify a run or check report (typed: `RunReport`,
     `CheckReport`); a probe report is re-derived from its stored call table by
-    `decflow.probe.load`. Anything else is exit 2."""
-    document, source, run_id = resolve_report(target, store)
+    `decflow.probe.load`. Anything else is exit 2.
+
+    `judged_again`: the caller judges the report again from its stored numbers (`report -c`),
+    so a run's own stored report (its bytes matched the sha256 its run recorded) need not
+    have verdicts that today's gates would give; a report file still must."""
+    document, source, run_id, own = resolve_report(target, store)
     kind = document.get("kind", "run")
     version = document.get("report_version")
+    advice = REJUDGE.format(run=run_id) if own else REWRITE
+    verdicts = not (judged_again and own)
     report: Report
     if version in RUN_REPORT_VERSIONS and kind == "run":
-        report = verify_run_report(document, source)
+        report = verify_run_report(document, source, advice=advice, verdicts=verdicts)
     elif kind == "check":
-        report = verify_check_report(document, source)
+        report = verify_check_report(document, source, advice=advice, verdicts=verdicts)
     elif version in REPORT_VERSIONS and kind == "probe":
-        report = Report.read(document, source, "probe report")
+        report = Report.read(document, source, "probe report", advice=advice)
+    elif version in REPORT_VERSIONS and kind == "monitor":
+        report = MonitorReport.read(document, source, "monitor report", advice=advice)
     else:
-        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run or check report")
+        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run, check or monitor "
+                           "report")
     if run_id is not None:
         verify_against_run(report, source, store, run_id)
     return report, source, run_id

@@ -46,6 +46,9 @@ from decflow.untrusted import quote
 
 SHOWN_PROBLEMS = 5
 REWRITE = "write it again from its run (`decflow report RUN -o FILE`)"
+# The advice for a run's own stored report (REWRITE would be circular): judging the run again
+# reads only its stored numbers.
+REJUDGE = "judge the run again from its stored numbers: `decflow report {run} -c CONTRACT`"
 
 
 def _finite_number(value: object) -> int | float:
@@ -120,7 +123,8 @@ class Open(Checked):
         return ()
 
     @classmethod
-    def read(cls, document: dict[str, Any], source: str, what: str = "decflow report") -> Self:
+    def read(cls, document: dict[str, Any], source: str, what: str = "decflow report", *,
+             advice: str = REWRITE) -> Self:
         """`document` validated, or one `ReportError` naming `source` and each bad field."""
         problems = [problem for path, items in cls.per_case()
                     for problem in _item_problems(document, path, items)]
@@ -133,7 +137,7 @@ class Open(Checked):
         more = len(problems) - SHOWN_PROBLEMS
         listed = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
         raise ReportError(
-            f"{source}: not a valid {what} ({REWRITE}):\n{listed}"
+            f"{source}: not a valid {what} ({advice}):\n{listed}"
             + (f"\n  … and {more} more" if more > 0 else "")
         )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,17 @@ def load_report_file(path: str) -> dict[str, Any]:
 
 def _fail(source: str, where: str, message: str) -> ReportError:
     return ReportError(f"{source}: not a valid decflow report: {where}: {message}")
+
+
+# What a check decides. Its message and evidence (bounds, "cases needed", the detectable
+# effect) are prose and planning beside the verdict: their wording and the planning figures
+# change between decflow versions, and an older run must still show and re-gate.
+VERDICT_FIELDS = ("gate", "level", "metric", "comparison", "threshold", "value", "status")
+
+
+def verdicts_of(checks: Iterable[Mapping[str, Any]]) -> list[list[Any]]:
+    """The verdict-bearing fields of each check (a missing one is a KeyError)."""
+    return [[check[name] for name in VERDICT_FIELDS] for check in checks]
 
 
 def _check_result(source: str, index: int, item: dict[str, Any], report: dict[str, Any]) -> None:
@@ -153,15 +165,17 @@ def recompute_metrics(report: dict[str, Any]) -> dict[str, Any]:
     return metrics
 
 
-def verify_run_report(report: dict[str, Any], source: str) -> RunReport:
+def verify_run_report(report: dict[str, Any], source: str, *, advice: str = REWRITE,
+                      verdicts: bool = True) -> RunReport:
     """Raise ReportError unless the report (decflow, or DecGuard 0.1) is internally
-    consistent; return it typed."""
+    consistent: its results, its metrics and (unless `verdicts` is False: a caller that judges
+    the run again) its golden checks' verdicts and its status; return it typed."""
     if report.get("report_version") not in RUN_REPORT_VERSIONS:
         raise ReportError(
             f"{source}: not a decflow run report (report_version "
             f"{report.get('report_version')!r}, expected {RUN_REPORT_VERSION!r})"
         )
-    typed = RunReport.read(report, source)
+    typed = RunReport.read(report, source, advice=advice)
     try:
         seen: set[str] = set()
         for i, item in enumerate(report["results"]):
@@ -172,6 +186,8 @@ def verify_run_report(report: dict[str, Any], source: str) -> RunReport:
         if not close(recompute_metrics(report), report["metrics"]):
             raise _fail(source, "metrics", "do not match the stored results")
         checks = [Check.from_dict(c) for c in report["checks"]]
+        if not verdicts:
+            return typed
         if mode_named(report["mode"]).fills("golden_gates"):
             golden = [
                 c.to_dict()
@@ -180,13 +196,13 @@ def verify_run_report(report: dict[str, Any], source: str) -> RunReport:
                     report["contract"]["type"],
                 )
             ]
-            stored: list[Any] = report["checks"][: len(golden)]
-            expected: list[Any] = golden
+            stored: list[Any] = verdicts_of(report["checks"][: len(golden)])
+            expected: list[Any] = verdicts_of(golden)
             if report.get("sequential") is not None:
                 # A sequential run judges its gates from evidence at each batch boundary
-                # (see pipeline/contract_run/sequential_summary): the gates themselves must
+                # (see pipeline/contract_run/sequential/summary): the gates themselves must
                 # still be the configuration's.
-                stored, expected = [_gate_of(c) for c in stored], [_gate_of(c) for c in golden]
+                stored, expected = [_gate_of(c) for c in stored], [_gate_of(c) for c in expected]
             if not close(stored, expected):
                 raise _fail(source, "checks", "do not match stored metrics and configuration")
         status, exit_code = status_of(checks)
@@ -195,12 +211,12 @@ def verify_run_report(report: dict[str, Any], source: str) -> RunReport:
             raise _fail(source, "status", "does not follow from the checks")
     except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise ReportError(
-            f"{source}: not a valid decflow report: missing or bad {exc} ({REWRITE})"
+            f"{source}: not a valid decflow report: missing or bad {exc} ({advice})"
         ) from None
     return typed
 
 
-def _gate_of(check: dict[str, Any]) -> tuple[Any, ...]:
-    """What a check is about, whatever its verdict."""
-    return (check["gate"], check["level"], check["metric"], check["comparison"],
-            check["threshold"])
+def _gate_of(verdict: list[Any]) -> list[Any]:
+    """What a check is about (gate, level, metric, comparison, threshold), whatever its
+    verdict."""
+    return verdict[:5]

@@ -48,6 +48,7 @@ def _gzip_bomb() -> bytes:
 
 ANSWERS: dict[str, Callable[[], bytes]] = {
     "ok": lambda: _chat('["A paraphrase."]'),
+    "decide": _decision,
     "gzip": _gzip_bomb,
     "deep": lambda: _http(b'{"choices": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"),
     "deep-content": lambda: _chat("[" * 200_000 + "]" * 200_000),

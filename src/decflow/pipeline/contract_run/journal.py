@@ -10,11 +10,12 @@ Object stores cannot append; there the chunks alone are the record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import IO, Any
 
-from decflow.store.store import Store
+from decflow.store.store import Store, store_os_error
 
 SUFFIX = ".journal"
 
@@ -27,17 +28,28 @@ class Journal:
     def record(self, row: tuple[Any, ...]) -> None:
         if self.path is None:
             return
-        if self.handle is None:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self.handle = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-        self.handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+        try:
+            if self.handle is None:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self.handle = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+            self.handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+        except OSError as exc:  # a full disk, a file-size limit: exit 2 naming the journal
+            if self.handle is not None:
+                with contextlib.suppress(OSError):  # its buffer cannot be written either
+                    self.handle.close()
+                self.handle = None
+            raise store_os_error(exc, "write", self.path) from None
 
     def close(self) -> None:
         """The shard finished: every journalled row is in a chunk file now."""
         if self.handle is not None and self.path is not None:
-            self.handle.close()
-            os.remove(self.path)
-            self.handle = None
+            try:
+                self.handle.close()
+                os.remove(self.path)
+            except OSError as exc:
+                raise store_os_error(exc, "write", self.path) from None
+            finally:
+                self.handle = None
 
 
 def journal_rows(path: str) -> list[tuple[Any, ...]]:

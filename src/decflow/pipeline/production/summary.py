@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-import decflow
-from decflow.data.record_rules import inline_json
-from decflow.data.records import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.reader import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.rules import inline_json
 from decflow.errors import DatasetError
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import Check, Level, status_of
 from decflow.gates.headline import headline
 from decflow.gates.production import NO_RECORDS, config_settings
 from decflow.gates.production_evidence import check_report_checks, production_gating
+from decflow.gates.production_power import point_qualifiers
 from decflow.metrics.calibration import calibration_section
 from decflow.metrics.production import (
     GroupStats,
@@ -48,13 +48,16 @@ from decflow.report.check_report import (
     CheckEvaluation,
     CheckMetrics,
     CheckReport,
+    Drift,
+    Percentiles,
     Records,
     Segment,
 )
-from decflow.report.model import Calibration, CheckRow, RunRef
+from decflow.report.model import Calibration, CheckRow, QualifierRow, RunRef
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import write_report
 from decflow.store.store import Manifest
+from decflow.version import __version__
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
@@ -90,8 +93,8 @@ def production_calibration(
     calibration = metrics["calibration"]
     levels: list[tuple[Level, Any]] = [("requirement", production.requirements),
                                        ("warning", production.warnings)]
-    limits: dict[str, float] = {level: gates.max_ece for level, gates in levels
-                                if gates.max_ece is not None}
+    limits: dict[str, float] = {level: limit for level, gates in levels
+                                if (limit := gates.limit("max_ece")) is not None}
     section = calibration_section(calibration["reliability"], calibration["ece"], source,
                                   max_ece=limits)
     checks = smooth_ece_checks(source, overall.with_correctness, levels,
@@ -152,15 +155,17 @@ def summarize(
         entry["status"] = status_of(segment_checks)[0]
         checks += segment_checks
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    qualifiers = point_qualifiers(status, checks, metrics, baseline_metrics, segments)
     evaluation = contract.evaluation
     report = CheckReport(
         report_version=REPORT_VERSION,
-        decflow_version=decflow.__version__,
+        decflow_version=__version__,
         kind="check",
         created_at=created_at,
         status=status,
         exit_code=exit_code,
-        headline=headline(status, checks),
+        headline=headline(status, checks, qualifiers=qualifiers),
+        qualifiers=[QualifierRow.model_validate(q.to_dict()) for q in qualifiers],
         contract=contract_block(contract, contract_path, contract_hash),
         evaluation=CheckEvaluation(
             confidence_threshold=evaluation.confidence_threshold,
@@ -180,10 +185,10 @@ def summarize(
         baseline=None if baseline is None else CheckBaseline.model_validate(baseline.block),
         metrics=CheckMetrics.model_validate(metrics),
         calibration=Calibration.model_validate(calibration),
-        drift=drift_values,
+        drift=Drift.model_validate(drift_values),
         segments=[Segment.model_validate(entry) for entry in segments],
         checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
-        percentiles=percentile_method(_sketched(aggregates)),
+        percentiles=Percentiles.model_validate(percentile_method(_sketched(aggregates))),
         records_inline=aggregates.records is not None,
     )
     if aggregates.records is not None:

@@ -20,6 +20,7 @@ from decflow.gates.production_evidence import (
     production_gating,
     stored_gating,
 )
+from decflow.gates.production_power import point_qualifiers
 from decflow.metrics.production import drift
 from decflow.report.loading import load_verified
 from decflow.store.runs import REPORT, accepted_run, has_run, now_iso, read_run_file, report_path
@@ -95,10 +96,15 @@ def rejudge(report: dict[str, Any], production: Production,
                 for entry, checks in zip(report["segments"], per_segment, strict=True)]
     checks = aggregate + [c for cs in per_segment for c in cs]
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
+    qualifiers = point_qualifiers(status, checks, metrics, baseline_metrics, report["segments"])
     # the segments the records were split by, the gates judged now
     config = config_settings(production, report["config"]["segments"], gating)
-    return {**report, "created_at": now_iso(), "status": status, "exit_code": exit_code,
-            "headline": headline(status, checks), "config": config, "baseline": baseline,
+    judged = {key: value for key, value in report.items() if key != "qualifiers"}
+    if qualifiers:
+        judged["qualifiers"] = [q.to_dict() for q in qualifiers]
+    return {**judged, "created_at": now_iso(), "status": status, "exit_code": exit_code,
+            "headline": headline(status, checks, qualifiers=qualifiers), "config": config,
+            "baseline": baseline,
             "drift": drift_values, "segments": segments,
             "checks": [c.to_dict() for c in checks]}
 

@@ -30,7 +30,14 @@ def stored_contract(report: dict[str, Any], store: Store | None = None) -> Path 
             continue
         if found.is_local:
             return Path(found.path(relative))
-        target = Path(tempfile.mkdtemp(prefix="decflow-contract-")) / relative.rsplit("/", 1)[-1]
-        target.write_bytes(found.read_bytes(relative))
+        data = found.read_bytes(relative)
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="decflow-contract-"))
+            target = folder / relative.rsplit("/", 1)[-1]
+            target.write_bytes(data)
+        except OSError as exc:
+            raise DecflowError(f"{exc.filename or tempfile.gettempdir()}: cannot write the "
+                               f"run's contract ({exc.strerror or exc}); free space there or "
+                               "set TMPDIR to a writable folder") from None
         return target
     return None

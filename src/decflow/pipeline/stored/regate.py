@@ -100,7 +100,8 @@ def show_or_regate(
     from decflow.contracts import load_contract
     from decflow.report.loading import load_verified
 
-    report, source, run_id = load_verified(target, store)
+    report, source, run_id = load_verified(target, store,
+                                           judged_again=contract_path is not None)
     if contract_path is None:
         if fail_on_warn and report.status == "warn":
             return {**report.to_dict(), "exit_code": 1}
