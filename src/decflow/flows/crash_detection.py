@@ -20,10 +20,10 @@ as Webhook blocks `decflow-crash-…`), so a lost machine's runs are closed with
 running. The server makes those calls, so their URL must be one the *server* reaches: the
 blocks keep the URL they were created with (the first setup's PREFECT_API_URL, or
 `decflow prefect-setup --api-url URL`), and a later deploy or setup from a client that
-reaches the server another way (a tunnel, a proxy, a mapped port) leaves it as it is. Only runs with the tag are watched: a
-run that heartbeats at Prefect's default (every 180 s) would otherwise be crashed while
-alive. A killed run whose follower process survives is Crashed sooner, by the follower
-(`decflow.flows.crashes`).
+reaches the server another way (a tunnel, a proxy, a mapped port) leaves it as it is.
+Only runs with the tag are watched: a run that heartbeats at Prefect's default (every
+180 s) would otherwise be crashed while alive. A killed run whose follower process
+survives is Crashed sooner, by the follower (`decflow.flows.crashes`).
 
 `watched_run()` is what the CLI's flow runs and `decflow serve` run under; deployments
 served by a worker get the same from `deployments/prefect.yaml` (tag and heartbeat
