@@ -1025,7 +1025,7 @@ def test_the_crash_webhooks_call_the_url_the_server_reaches(
     """The crash automations' webhooks are called by the server, so they keep the API URL
     of the first setup (or `--api-url`): a client reaching the server by another URL (here
     `localhost` for 127.0.0.1) leaves them as they are unless it passes `--api-url`."""
-    from decflow.flows.crash_detection import HOOKS
+    from decflow.flows.crash_by_heartbeat import HOOKS
 
     home = tmp_path_factory.mktemp("prefect-client-home")
     here, elsewhere = client_env(prefect_api, home), client_env(
@@ -1082,7 +1082,7 @@ def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     with its follower (a lost machine), the server's automations end the flow run and every
     task run within the heartbeat window, log the resume command and leave a final progress
     artifact, with no other flow run started."""
-    from decflow.flows.crash_detection import AUTOMATION_NAME, TASK_AUTOMATION_NAME
+    from decflow.flows.crash_by_heartbeat import AUTOMATION_NAME, TASK_AUTOMATION_NAME
     from tests.integration.test_resume_kill import (
         CASES,
         MAX_CONCURRENCY,

@@ -51,7 +51,7 @@ def prefect_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
 
 def crash_detection(window_s: float | None = None, api_url: str | None = None) -> str:
     """Create or update the crash automation; returns a line saying what was done."""
-    from decflow.flows.crash_detection import describe, ensure_crash_automation
+    from decflow.flows.crash_by_heartbeat import describe, ensure_crash_automation
 
     return describe(ensure_crash_automation(window_s, api_url))
 

@@ -22,7 +22,7 @@ from prefect.schedules import Cron, Schedule
 
 from decflow.errors import DecflowError
 from decflow.flows.contract_run import contract_run
-from decflow.flows.crash_detection import describe, ensure_crash_automation, watched_run
+from decflow.flows.crash_by_heartbeat import describe, ensure_crash_automation, watched_run
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.flows.production_check import production_check
 from decflow.flows.production_monitor import production_monitor

@@ -23,7 +23,7 @@ blocks keep the URL they were created with (the first setup's PREFECT_API_URL, o
 reaches the server another way (a tunnel, a proxy, a mapped port) leaves it as it is.
 Only runs with the tag are watched: a run that heartbeats at Prefect's default (every
 180 s) would otherwise be crashed while alive. A killed run whose follower process
-survives is Crashed sooner, by the follower (`decflow.flows.crashes`).
+survives is Crashed sooner, by the follower (`decflow.flows.crash_by_follower`).
 
 `watched_run()` is what the CLI's flow runs and `decflow serve` run under; deployments
 served by a worker get the same from `deployments/prefect.yaml` (tag and heartbeat
