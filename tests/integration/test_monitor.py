@@ -155,6 +155,27 @@ def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: 
                     r"\[0\.1\d*, 0\.\d+\] > baseline 0\.\d+ \+ 0\.02; ", on_time[4])
 
 
+def test_a_confidence_shift_fails_its_windows_but_is_no_harmful_shift(tmp_path: Path) -> None:
+    """Confidences moved toward 0.5 from the second day while the error rate stays 0.10:
+    the drift gate fails those windows (ALARM, exit 1), the labelled records of the shifted
+    days reach the harmful-shift detector, and it does not alarm: a shift of confidences
+    alone is not harmful."""
+    write_stream(tmp_path, "--days", "4", "--per-hour", "50", "--baseline-days", "3",
+                 "--partition", "day", "--confidence-shift-from", "1",
+                 "--confidence-shift", "0.3")
+    code, report, _ = _monitor(tmp_path, "--baseline", str(tmp_path / "baseline"))
+    windows = _windows(report)
+    tv = {name: w["gates"]["max_confidence_tv_distance"]["status"]
+          for name, w in windows.items()}
+    assert tv["2026-11-01"] != "fail"
+    assert tv["2026-11-02"] == tv["2026-11-03"] == "fail", tv
+    assert windows["2026-11-03"]["n_labelled"] > 0  # shifted days' labels were joined
+    shift = report["harmful_shift"]
+    assert shift["alarm"] is None and shift["labelled"] >= 2 * 1200, shift
+    assert code == 1 and report["headline"].startswith("ALARM")
+    assert "error rate" not in report["headline"].split(";")[0]
+
+
 def test_the_alarm_on_the_top_label_brier(tmp_path: Path) -> None:
     """`harmful_shift.metric: brier`: the baseline's risk is its records' mean
     (confidence − correct)², computed here from the baseline files themselves."""
