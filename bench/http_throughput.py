@@ -13,6 +13,10 @@ with N connections each, round-robin). Reports calls/s, the share of the ideal
         # + whole `decflow test` and `decguard test` runs (DecGuard 0.1.1 in a throwaway venv)
     python bench/http_throughput.py --designs decflow --cli --repeat 5 --decguard … \
         --profile /tmp/run.prof     # medians of 5 interleaved runs, server CPU, a profile
+    python bench/http_throughput.py --designs decflow --cli --repeat 5 --decguard … \
+        --before-src /tmp/before/src --profile /tmp/run.prof
+        # + the same whole run from another source tree (A/B/DecGuard interleaved; profiles
+        #   of both: /tmp/run.prof and /tmp/run.prof.before)
 
 Not part of the test run.
 """
@@ -184,8 +188,13 @@ def _process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _cli_run(command: list[str], url: str, n: int, concurrency: int,
-             server: int) -> tuple[float, float, float]:
+def _with_source(source: str | None) -> dict[str, str] | None:
+    """The environment of a child that imports decflow from `source` (None: as this one)."""
+    return None if source is None else {**os.environ, "PYTHONPATH": source}
+
+
+def _cli_run(command: list[str], url: str, n: int, concurrency: int, server: int,
+             env: dict[str, str] | None) -> tuple[float, float, float]:
     """Wall, CPU and server CPU seconds of `<command> test` over n cases against the
     server (process `server`), in a fresh folder and store."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -196,7 +205,7 @@ def _cli_run(command: list[str], url: str, n: int, concurrency: int,
         start = time.perf_counter()
         done = subprocess.run(
             [*command, "test", str(contract), "--no-healthcheck"],
-            cwd=folder, capture_output=True, text=True, check=False,
+            cwd=folder, capture_output=True, text=True, check=False, env=env,
         )
         wall = time.perf_counter() - start
         served = _process_cpu_s(server) - served
@@ -212,11 +221,12 @@ def _cli_run(command: list[str], url: str, n: int, concurrency: int,
 PROFILED = """
 import cProfile, os, sys, time
 import decflow.cli as cli
+out = sys.argv.pop(1)  # the command reads the rest of the arguments
 profile = cProfile.Profile(time.process_time)
 finish = cli._exit
 def _exit(code):
     profile.disable()
-    profile.dump_stats(sys.argv.pop(1))
+    profile.dump_stats(out)
     finish(code)
 cli._exit = _exit
 profile.enable()
@@ -224,14 +234,15 @@ cli.main()
 """
 
 
-def _profiled_run(url: str, n: int, concurrency: int, out: str) -> None:
+def _profiled_run(url: str, n: int, concurrency: int, out: str,
+                  env: dict[str, str] | None) -> None:
     """One `decflow test` under cProfile (CPU time), stats written to `out`."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         contract = _write_suite(folder, url, n, concurrency)
         subprocess.run([sys.executable, "-c", PROFILED, os.path.abspath(out), "test",
                         str(contract), "--no-healthcheck"], cwd=folder, check=False,
-                       capture_output=True)
+                       capture_output=True, env=env)
 
 
 def _median(values: list[float]) -> float:
@@ -252,6 +263,9 @@ def main() -> None:
                         help="whole CLI runs per command (interleaved; medians reported)")
     parser.add_argument("--profile", metavar="FILE",
                         help="also profile one whole decflow test run (CPU time) into FILE")
+    parser.add_argument("--before-src", metavar="DIR",
+                        help="with --cli: also time decflow imported from DIR (another "
+                             "checkout's src/), interleaved with the others")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     delay = args.latency_ms / 1000
@@ -277,13 +291,20 @@ def main() -> None:
             rate = args.requests / wall
             print(f"{design:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
                   f"{cpu:7.2f} {errors}")
-        runs = [("decflow test", [sys.executable, "-m", "decflow"])] if args.cli else []
+        decflow = [sys.executable, "-m", "decflow"]
+        runs: list[tuple[str, list[str], dict[str, str] | None]] = []
+        if args.cli:
+            runs.append(("decflow test", decflow, None))
+            if args.before_src:
+                runs.append(("decflow before", decflow, _with_source(args.before_src)))
         if args.decguard and shutil.which(args.decguard):
-            runs.append(("decguard test", [args.decguard]))
-        measured: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in runs}
+            runs.append(("decguard test", [args.decguard], None))
+        measured: dict[str, list[tuple[float, float, float]]] = {
+            label: [] for label, _, _ in runs}
         for attempt in range(args.repeat):  # interleaved: A B A B …
-            for label, command in runs:
-                figures = _cli_run(command, url, args.requests, args.concurrency, server.pid)
+            for label, command, env in runs:
+                figures = _cli_run(command, url, args.requests, args.concurrency, server.pid,
+                                   env)
                 measured[label].append(figures)
                 wall, cpu, served = figures
                 rate = args.requests / wall
@@ -299,8 +320,13 @@ def main() -> None:
                       f"{_median([f[1] for f in figures]):.2f} s, server cpu "
                       f"{_median([f[2] for f in figures]):.2f} s")
         if args.profile:
-            _profiled_run(url, args.requests, args.concurrency, args.profile)
+            _profiled_run(url, args.requests, args.concurrency, args.profile, None)
             print(f"CPU profile of one decflow test run: {args.profile}")
+            if args.before_src:
+                before = f"{args.profile}.before"
+                _profiled_run(url, args.requests, args.concurrency, before,
+                              _with_source(args.before_src))
+                print(f"CPU profile of one run from {args.before_src}: {before}")
     finally:
         server.terminate()
         server.wait()
