@@ -9,10 +9,15 @@ and a local Dask cluster (2 worker processes, 1 thread each) on 127.0.0.1, and r
 2. the same check without Prefect (`--no-prefect`: units on all cores of this machine),
 
 each as a fresh process under `/usr/bin/time -v`. Prints wall, CPU and peak RSS of each,
-the peak RSS of each Dask worker (read from the workers after the run), and whether
-counts, sums and rates are equal and the percentiles within the stated bound.
+the peak RSS and CPU seconds of each Dask worker (read from the workers after the run),
+whether counts, sums and rates are equal and the percentiles within the stated bound, the
+fan-out's rows per second, and its cost per billion rows at `--price` dollars per
+vCPU-hour, extrapolated from the cost of one partition: the cluster's vCPUs held for the
+run's wall time (what renting them costs), and the workers' CPU seconds alone (what a
+pay-per-use pool would bill), each divided by the partitions and scaled to 1e9 rows.
 
 usage: python bench/check_cluster.py [--rows 100000000] [--partitions 20] [--keep]
+                                     [--price 0.05]
 """
 
 from __future__ import annotations
@@ -84,14 +89,16 @@ def start_prefect(home: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("the Prefect server did not start")
 
 
-def _worker_peak_kb() -> int:
-    """The worker's own peak resident set (VmHWM). Not `getrusage`: a spawned worker's
-    `ru_maxrss` starts from this process's size when it forked (2.9 GB after writing the
-    partitions), whatever the worker itself used."""
+def _worker_usage() -> tuple[int, float]:
+    """The worker's own peak resident set in kB (VmHWM) and its CPU seconds. Not
+    `ru_maxrss`: a spawned worker's starts from this process's size when it forked (2.9 GB
+    after writing the partitions), whatever the worker itself used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            return int(line.split()[1]), cpu
+    return usage.ru_maxrss, cpu
 
 
 def main() -> None:
@@ -100,6 +107,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=20)
     parser.add_argument("--work", type=Path, default=Path("/tmp/decflow-check-cluster"))
     parser.add_argument("--keep", action="store_true", help="keep the generated partitions")
+    parser.add_argument("--price", type=float, default=0.05,
+                        help="dollars per vCPU-hour for the cost per billion rows")
     args = parser.parse_args()
     import distributed
 
@@ -121,10 +130,11 @@ def main() -> None:
                                       host="127.0.0.1", dashboard_address=None,
                                       memory_limit=0) as cluster, \
                 distributed.Client(cluster) as client:
+            before = client.run(_worker_usage)
             dask = measure([*base, "--store", str(store), "-o", str(out / "dask.json"),
                             "--task-runner", "dask", "--dask-address",
                             cluster.scheduler_address], env=env)
-            workers = client.run(_worker_peak_kb)
+            workers = client.run(_worker_usage)
         direct_store = args.work / "store-direct"  # fresh: a default store could hit a cache
         shutil.rmtree(direct_store, ignore_errors=True)
         single = measure([*base, "--no-prefect", "--store", str(direct_store),
@@ -141,8 +151,12 @@ def main() -> None:
                     ("direct, no Prefect (largest process)", single)):
         print(f"| {name} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['rss_mb']:.0f} | "
               f"{m['exit']} |")
-    for address, kb in sorted(workers.items()):
-        print(f"| Dask worker {address} peak RSS | | | {kb / 1024:.0f} | |")
+    for address, (kb, cpu) in sorted(workers.items()):
+        print(f"| Dask worker {address} (peak RSS, CPU s of the check) | | "
+              f"{cpu - before[address][1]:.1f} | {kb / 1024:.0f} | |")
+    worker_cpu = sum(cpu - before[a][1] for a, (_, cpu) in workers.items())
+    cost(args.rows, args.partitions, float(dask["wall_s"]), len(workers), worker_cpu,
+         args.price)
     print(f"store: {sum(f.stat().st_size for f in store.rglob('*') if f.is_file()) / 1e6:.1f} "
           f"MB for {sum(f.stat().st_size for f in folder.glob('*.parquet')) / 1e6:.0f} MB "
           "of input")
@@ -150,6 +164,20 @@ def main() -> None:
     if not args.keep:
         shutil.rmtree(folder)
     shutil.rmtree(store, ignore_errors=True)
+
+
+def cost(rows: int, partitions: int, wall: float, vcpus: int, worker_cpu: float,
+         price: float) -> None:
+    """Rows per second and dollars per billion rows, from one partition's share."""
+    per_partition = rows / partitions
+    held = wall * vcpus / partitions / 3600 * price  # the cluster's vCPUs for the run
+    used = worker_cpu / partitions / 3600 * price  # the workers' CPU time alone
+    scale = 1e9 / per_partition
+    print(f"{rows / wall:,.0f} rows/s on {vcpus} workers; per partition of "
+          f"{per_partition:,.0f} rows: {wall * vcpus / partitions:.1f} vCPU-s held, "
+          f"{worker_cpu / partitions:.1f} worker CPU-s; cost per billion rows at "
+          f"${price}/vCPU-hour: ${held * scale:.3f} (vCPUs held), ${used * scale:.3f} "
+          "(worker CPU time)")
 
 
 def compare(fanned: dict, alone: dict) -> None:

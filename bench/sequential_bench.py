@@ -36,14 +36,14 @@ from decflow.contracts import load_contract
 from decflow.gates.checks import Check
 from decflow.pipeline.contract_run.golden_section import originals
 from decflow.pipeline.contract_run.runner import run_contract, stored_manifests
-from decflow.pipeline.contract_run.sequential_calls import (
+from decflow.pipeline.contract_run.sequential.calls import (
     Sent,
     batch_bounds,
     case_order,
     tracked_gates,
 )
-from decflow.pipeline.contract_run.sequential_gates import Design, GateState, advance, settled
-from decflow.pipeline.contract_run.sequential_summary import (
+from decflow.pipeline.contract_run.sequential.gates import Design, GateState, advance, settled
+from decflow.pipeline.contract_run.sequential.summary import (
     stored_diagnostics,
     stored_transformed,
 )

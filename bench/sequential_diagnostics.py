@@ -45,9 +45,9 @@ from tests.support.planted import planted_diagnostics_contract
 from tests.support.servers.planted import PlantedServer
 
 from decflow.pipeline.contract_run.runner import run_contract, stored_manifests
-from decflow.pipeline.contract_run.sequential_calls import case_order
-from decflow.pipeline.contract_run.sequential_diagnostics import repeated_inputs
-from decflow.pipeline.contract_run.sequential_gates import Design
+from decflow.pipeline.contract_run.sequential.calls import case_order
+from decflow.pipeline.contract_run.sequential.diagnostics import repeated_inputs
+from decflow.pipeline.contract_run.sequential.gates import Design
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Store
 

@@ -247,6 +247,7 @@ def generate(out: Path, start: date, days: int, baseline_days: int, settings: Se
             counts["records"] += _write(concat(own), folder / f"hour={hour:02d}" / "part-0",
                                         form)
     end = start + timedelta(days=days)
+    (out / "labels").mkdir(parents=True, exist_ok=True)  # labels may not have arrived yet
     for day, found in sorted(labels.items()):
         merged = concat(found)
         if day < end and merged is not None:  # later outcomes have not arrived yet

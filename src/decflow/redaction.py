@@ -96,6 +96,38 @@ def redact(value: Any) -> Any:
     return value
 
 
+class StreamRedactor:
+    """Redacts a text that arrives in pieces (a worker's output, cut every 2,000 bytes): a
+    credential split between two pieces is removed whole, never shown in halves. A piece
+    comes out once no credential can still be completed by what follows: an end of it
+    that begins a credential is held back until the next piece, or `end`."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        text = redact_text(self._held + piece)
+        keep = _begins_a_secret(text)
+        self._held = text[len(text) - keep:] if keep else ""
+        return text[: len(text) - keep]
+
+    def end(self) -> str:
+        held, self._held = self._held, ""
+        return held
+
+
+def _begins_a_secret(text: str) -> int:
+    """The length of the longest end of `text` that is the start (not the whole) of a
+    registered credential."""
+    longest = 0
+    for secret in tuple(_secrets):
+        for size in range(min(len(secret) - 1, len(text)), longest, -1):
+            if text.endswith(secret[:size]):
+                longest = size
+                break
+    return longest
+
+
 class RedactingStream:
     """A text stream that writes through `stream` with credentials redacted."""
 

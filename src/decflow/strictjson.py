@@ -64,6 +64,17 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook` for `json.loads` where a caller places errors itself (the record
+    readers): raises ValueError naming a repeated key."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key '{key}'")
+        out[key] = value
+    return out
+
+
 def _constant(name: str) -> Any:
     raise _Refused(name)
 

@@ -11,6 +11,7 @@ other file of the folder, and a neighbour folder, unchanged).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.console import install_plugin, with_path
 from tests.support.servers.counting import counting_service, write_contract
 from tests.support.servers.hostile import HostileServer, hostile_server
 
@@ -357,3 +359,110 @@ def test_a_closed_pipe_ends_the_command_quietly_with_its_exit_code(tmp_path: Pat
     assert (code, sent) == (0, 240)
     (record,) = store.glob("runs/*/run.json")
     assert json.loads(record.read_text())["status"] == "pass"
+
+
+WORKER_PLUGIN = """\
+    import os
+    import re
+    import sys
+
+    from decflow.backends.base import Backend, Prediction
+
+    class Worker(Backend):
+        provider = "worker"
+
+        @classmethod
+        def from_config(cls, config, *, name, decision):
+            backend = cls(name, "w-1")
+            backend.marker = config.get("marker")
+            return backend
+
+        async def predict(self, request):
+            if request.input == "leak":  # a full line whose 2,000-byte cut splits the token
+                token = os.environ["LEAK_TOKEN"]
+                print("x" * 1990 + token + "y" * 20, flush=True)
+            if request.input == "stuck":  # C code that never lets the GIL go
+                open(self.marker, "w").close()
+                re.match(r"(a+)+$", "a" * 64 + "b")
+            return Prediction({label: float(label == "refund")
+                               for label in request.decision.labels})
+    """
+TOKEN = "tok-0123456789abcdef-ZYXW"
+
+
+def worker_run(tmp_path: Path, text: str, **backend: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of `decflow test` on the worker plugin with one
+    case of `text`."""
+    site = install_plugin(tmp_path / "site", "worker_plugin", WORKER_PLUGIN,
+                          {"decflow.backends": {"worker": "worker_plugin:Worker"}})
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "cases.jsonl").write_text(json.dumps({"id": "c1", "input": text,
+                                                    "expected": "refund"}) + "\n")
+    contract(folder, backend={"provider": "worker", "token_env": "LEAK_TOKEN", **backend})
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "DECFLOW_STORE")}
+    env.update(with_path(site), LEAK_TOKEN=TOKEN)
+    command = [sys.executable, "-m", "decflow", "test", str(folder / "decflow.yaml"),
+               "--store", str(tmp_path / "store")]
+    return command, env
+
+
+def test_a_token_across_the_workers_line_cut_shows_neither_half(tmp_path: Path) -> None:
+    command, env = worker_run(tmp_path, "leak")
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, timeout=120)
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    shown = [line for line in err.splitlines() if line.startswith("backend plugin")]
+    assert len(shown) == 2 and "[REDACTED]" in shown[1], err[-3000:]
+    for half in (TOKEN[:12], TOKEN[12:]):
+        assert half not in err
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                          if ":\t" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == str(pid):
+            found.append(int(status.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_worker_holding_the_gil_dies_with_a_killed_decflow(tmp_path: Path) -> None:
+    """SIGKILL `decflow test` while its plugin worker is stuck in C code holding the GIL
+    (its reader thread cannot run to notice the closed pipe): the kernel ends the worker."""
+    marker = tmp_path / "stuck"
+    command, env = worker_run(tmp_path, "stuck", marker=str(marker))
+    parent = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert parent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        workers = _children(parent.pid)
+        assert workers
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in workers)
+    finally:
+        parent.kill()
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

@@ -164,7 +164,7 @@ def _as_parquet(records: list[dict], path: Path) -> None:
 
 def test_store_stages_give_the_same_report(contract, tmp_path: Path) -> None:
     from decflow.contracts import load_contract
-    from decflow.data.record_units import plan_source
+    from decflow.data.records.units import plan_source
     from decflow.pipeline.production.baseline import BASELINE
     from decflow.pipeline.production.run import run_check
     from decflow.pipeline.production.stages import AGGREGATES, CheckSpec

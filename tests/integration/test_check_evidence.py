@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from decflow.contracts import load_contract
-from decflow.data.records import RecordSpec, normalize_objects
+from decflow.data.records.reader import RecordSpec, normalize_objects
 from decflow.metrics.production import partition_stats
 from decflow.pipeline.production.statistics import Aggregates
 from decflow.pipeline.production.summary import summarize

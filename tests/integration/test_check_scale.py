@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-import decflow.data.record_units as record_units
+import decflow.data.records.units as record_units
 import decflow.metrics.quantiles as quantiles
 from decflow.contracts import load_contract
 from decflow.errors import DatasetError
@@ -130,7 +130,7 @@ def test_duplicate_ids_across_units_are_found(
 def test_a_large_jsonl_file_is_split_at_lines_and_errors_keep_their_line(
     contract, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from decflow.data.record_units import plan_source
+    from decflow.data.records.units import plan_source
 
     monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
     monkeypatch.setattr(record_units, "UNIT_BYTES", 30_000)
@@ -215,7 +215,7 @@ def test_a_stored_check_reads_blocks_side_by_side_with_the_single_pass_errors(
 ) -> None:
     """A stored check reads a JSONL unit's blocks as separate tasks: the same report, and
     the first problem in file order, as one pass."""
-    import decflow.data.records as records_module
+    import decflow.data.records.reader as records_module
     from decflow.pipeline.production.run import run_check
 
     monkeypatch.setattr(record_units, "_READ_BYTES", 10_000)
@@ -365,7 +365,7 @@ def test_worker_processes_give_the_threads_report(
     """Large Parquet inputs are read by spawned worker processes: the same report as
     threads. (JSONL units always use threads: Arrow's parser runs without the GIL.)"""
     import decflow.pipeline.production.workers as check_units
-    from decflow.data.record_units import plan_source
+    from decflow.data.records.units import plan_source
 
     folder = tmp_path / "parts"
     folder.mkdir()

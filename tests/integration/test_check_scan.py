@@ -14,11 +14,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import decflow.data.record_units as record_units
+import decflow.data.records.units as record_units
 import decflow.data.scan_process as scan_process
 import decflow.pipeline.production.run as production_run
 from decflow.commands.check import scan_ahead
-from decflow.data.record_units import scan_source
+from decflow.data.records.units import scan_source
 from decflow.errors import DatasetError
 from tests.support.paths import EXAMPLES
 

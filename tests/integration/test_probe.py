@@ -80,8 +80,9 @@ def test_quickstart_reads_as_agentverity_0_3_0() -> None:
     assert result.suite_is_meaningful
     # Two relations changed no input: not established, a WARN (exit 0), never a pass.
     assert result.exit_code == 0 and result.status == "warn"
-    assert result.headline.endswith("not established: normalization, tool_selection changed "
-                                    "no input")
+    # PRODUCT §4's grammar: 2 of the 5 gates (blindness + 4 relations) not established
+    assert result.headline == ("WARN 2/5: normalization.max_violation_rate not established; "
+                               "tool_selection.max_violation_rate not established")
     assert result.labels == ("allow", "block")
 
 
@@ -120,6 +121,29 @@ def test_summary_is_diagnostics_first_and_names_what_was_not_exercised() -> None
     assert "agent calls: 28 (40 without call reuse)" in text
 
 
+def test_the_text_view_leads_with_a_headline_in_the_one_grammar() -> None:
+    report = decflow.probe(my_gate, QUICKSTART).to_dict()
+    assert decflow.render_text(report).splitlines()[0] == report["headline"]
+    # a relation the agent violates: one violation of 4 fails it (a count, limit 0), with
+    # its exact bounds; a blind agent fails blindness.max_skew
+    flips = Relation("shout", "invariant", str.upper,
+                     lambda a, b: a.verdict == b.verdict or a.text.startswith("decision: b"))
+
+    def upper_blocks(text: str) -> dict[str, str]:
+        verdict = "block" if "secret" in text.lower() or text == "WORLD" else "allow"
+        return {"text": f"decision: {verdict}", "verdict": verdict}
+
+    violated = decflow.probe(upper_blocks, QUICKSTART, relations=[flips]).to_dict()
+    low = 1 - 0.95 ** (1 / 4)  # P(X >= 1) = 0.05 of 4; the upper one P(X <= 1) = 0.05
+    assert violated["headline"] == (f"FAIL 1/2: shout.max_violation_rate 0.25 [{low:.4g}, "
+                                    "0.7514] > 0")
+    assert decflow.render_text(violated).splitlines()[0] == violated["headline"]
+    blind = decflow.probe(lambda text: {"text": "allow", "verdict": "allow"}, QUICKSTART,
+                          relations=[]).to_dict()
+    assert blind["headline"] == "FAIL 1/1: blindness.max_skew 1 >= 0.9"
+    assert (blind["status"], blind["exit_code"]) == ("fail", 1)
+
+
 # -- the meter and blindness --------------------------------------------------------------
 
 
@@ -131,6 +155,10 @@ def test_seeded_random_agent_is_stochastic() -> None:
     assert result.meter.pairs == 60
     assert result.is_stochastic and result.meter.ci_low > 0.01
     assert "STOCHASTIC" in decflow.render_text(result.to_dict())
+    # the headline's qualifier says what the gates' verdict rests on
+    meter = result.meter
+    assert result.headline.startswith(f"PASS (stochastic: {meter.flips}/60 rerun pairs "
+                                      f"flipped [{meter.ci_low:.4g}, ")
 
 
 def test_constant_agent_is_blind_and_its_green_relations_are_vacuous() -> None:
@@ -230,8 +258,10 @@ def test_every_relation_vacuous_is_not_established_never_a_pass() -> None:
     assert not result.suite_is_meaningful
     report = result.to_dict()
     assert (report["status"], report["exit_code"]) == ("warn", 0)
-    assert report["headline"].startswith("WARN: ")
-    assert "not established: identity, echo changed no input" in report["headline"]
+    assert report["headline"] == ("WARN 2/3: identity.max_violation_rate not established; "
+                                  "echo.max_violation_rate not established")
+    assert [c["status"] for c in report["checks"]] == ["pass"] + ["not_established"] * 2
+    assert "the transform changed no input" in report["checks"][1]["message"]
     assert "status:      warn — not established" in decflow.render_text(report)
 
 

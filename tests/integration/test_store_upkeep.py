@@ -87,7 +87,7 @@ def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
     code, out, _ = run_cli("runs", "gc", "--keep", "2", "--dry-run", "--store", str(store))
     assert code == 0 and out.splitlines() == [
         f"would remove run {ids[2]}", *(f"would remove stage artifact {f}" for f in named),
-        f"would remove 1 runs and {len(only_2)} stage artifacts; kept 4 runs"]
+        f"would remove 1 run and {len(only_2)} stage artifacts; kept 4 runs"]
     assert (store / "runs" / ids[2]).exists()
     assert run_cli("runs", "gc", "--older-than", "30d", "--store", str(store))[1] == (
         "removed 0 runs and 0 stage artifacts; kept 5 runs\n")
@@ -95,7 +95,7 @@ def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
     held.release()
     assert code == 0 and out.splitlines() == [
         f"removed run {ids[2]}", *(f"removed stage artifact {f}" for f in named),
-        f"removed 1 runs and {len(only_2)} stage artifacts; kept 4 runs"]
+        f"removed 1 run and {len(only_2)} stage artifacts; kept 4 runs"]
     assert not (store / "runs" / ids[2]).exists()
     assert all(folder.exists() for folder in shared)
     assert not any(folder.exists() for folder in only_2)
@@ -106,6 +106,28 @@ def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
     assert code == 2 and f"'{ids[2]}' is neither a file or folder nor a run id" in err
     assert run_cli("runs", "gc", "--store", str(store))[2] == (
         "error: runs gc: say what to remove: --keep N and/or --older-than AGE\n")
+
+
+def test_gc_keeps_the_runs_a_kept_run_names(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    older, candidate = sorted(runs(store, 2))
+    out = tmp_path / "diff.json"
+    code, _, err = run_cli("diff", older, candidate, "--noise-reruns", "2", "--store",
+                           str(store), "-o", str(out))
+    assert code in (0, 1), err
+    (child,) = [p.name for p in (store / "runs").iterdir() if p.name not in (older, candidate)]
+    assert record(store, child)["noise_of"] == candidate
+    # --keep 1 keeps the newest run, the noise child; the run it measures stays with a note
+    code, text, err = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
+    assert code == 0, err
+    assert text.splitlines()[0] == f"removed run {older}"
+    assert text.splitlines()[-1].startswith("removed 1 run and ")
+    assert text.splitlines()[-1].endswith("; kept 2 runs")
+    assert err == f"note: kept run {candidate}: run {child} measures its noise\n"
+    # the child's contract copy lives in its parent's folder: still there, still shown
+    assert Path(record(store, child)["spec"]["contract_path"]).exists()
+    assert run_cli("report", child, "--store", str(store))[0] in (0, 1)
+    assert run_cli("runs", "verify", "--store", str(store))[0] == 0
 
 
 def test_gc_removes_the_calls_an_interrupted_run_left(tmp_path: Path) -> None:
@@ -182,7 +204,7 @@ def test_a_run_folder_without_its_record_is_named_and_collected(tmp_path: Path) 
     assert err.startswith("error: 1 of 2 runs are damaged")
     code, out, _ = run_cli("runs", "gc", "--keep", "5", "--store", str(store))
     assert code == 0 and out.splitlines() == [
-        f"removed run {left.name}", "removed 1 runs and 0 stage artifacts; kept 1 runs"]
+        f"removed run {left.name}", "removed 1 run and 0 stage artifacts; kept 1 run"]
     assert not left.exists()
     assert run_cli("runs", "verify", "--store", str(store))[0] == 0
 

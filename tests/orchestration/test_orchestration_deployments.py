@@ -34,8 +34,15 @@ def built() -> dict[str, object]:
         os.chdir(cwd)
 
 
-def test_nightly_regression_and_drift_check_are_declared(built: dict[str, object]) -> None:
-    assert set(built) == {"nightly-regression-refund", "drift-check-refund"}
+def test_nightly_regression_drift_check_and_monitor_are_declared(
+        built: dict[str, object]) -> None:
+    assert set(built) == {"nightly-regression-refund", "drift-check-refund", "monitor-refund"}
+    monitor = built["monitor-refund"]
+    assert monitor.flow_name == "production_monitor"  # type: ignore[attr-defined]
+    assert monitor.parameters == {  # type: ignore[attr-defined]
+        "contract": "contracts/refund-monitor/decflow.yaml",
+        "records": "examples/refund-stream/records", "labels": "examples/refund-stream/labels",
+        "baseline": "examples/refund-stream/baseline", "store": ".decflow"}
     nightly, drift = built["nightly-regression-refund"], built["drift-check-refund"]
     assert nightly.flow_name == "nightly_regression"  # type: ignore[attr-defined]
     assert drift.flow_name == "production_check"  # type: ignore[attr-defined]
@@ -64,6 +71,7 @@ def test_schedules_fire_nightly_and_every_six_hours(built: dict[str, object]) ->
     assert [t.hour for t in fires["nightly-regression-refund"]] == [2, 2, 2]
     assert [t.day for t in fires["nightly-regression-refund"]] == [1, 2, 3]
     assert [t.hour for t in fires["drift-check-refund"]] == [12, 18, 0]
+    assert [t.hour for t in fires["monitor-refund"]] == [11, 12, 13]  # hourly
 
 
 def test_entrypoints_resolve_to_the_flows(built: dict[str, object]) -> None:
@@ -95,7 +103,7 @@ def test_parameters_name_real_files_and_validate(tmp_path: Path) -> None:
         flow_of(entry).validate_parameters(params)
         assert load_contract(str(ROOT / params["contract"])).contract.decision.name == (
             "refund_request")
-        for name in ("records", "baseline"):
+        for name in ("records", "labels", "baseline"):
             if name in params:
                 generated = params[name].startswith("examples/")
                 assert (tmp_path if generated else ROOT).joinpath(params[name]).exists()

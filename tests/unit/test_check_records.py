@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from decflow.data import records as records_module
-from decflow.data.records import RecordReader, RecordSpec, list_partitions
+from decflow.data.records import reader as records_module
+from decflow.data.records.reader import RecordReader, RecordSpec, list_partitions
 from decflow.errors import DatasetError
 
 SPEC = RecordSpec("refund_request", ("refund", "reject", "review"), 0.001, ("locale",))
@@ -193,7 +193,7 @@ def test_duplicate_ids_within_and_across_partitions(tmp_path: Path) -> None:
 def test_ids_sharing_a_hash_are_not_duplicates(tmp_path: Path, monkeypatch) -> None:
     """Ids are compared exactly wherever their 64-bit hashes repeat: with a hash under
     which most ids collide, distinct ids pass and a repeated one is still found."""
-    import decflow.data.records as records
+    import decflow.data.records.reader as records
 
     monkeypatch.setattr(records, "_id_hashes",
                         lambda ids: ids.str.len_bytes().cast(pl.UInt64).to_numpy())
@@ -290,7 +290,7 @@ def test_sources(tmp_path: Path) -> None:
 
 
 def test_chunked_jsonl_keeps_line_numbers(tmp_path: Path, monkeypatch) -> None:
-    import decflow.data.records as records
+    import decflow.data.records.reader as records
 
     good = [_record(id=f"g{i}", metadata={"locale": "en"}) for i in range(40)]
     path = _write(tmp_path / "r.jsonl", good)
@@ -307,7 +307,7 @@ def test_chunked_jsonl_keeps_line_numbers(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_first_problem_in_file_order_wins_across_chunks(tmp_path: Path, monkeypatch) -> None:
-    import decflow.data.records as records
+    import decflow.data.records.reader as records
 
     monkeypatch.setattr(records, "JSONL_CHUNK_BYTES", 500)
     good = [_record(id=f"g{i}") for i in range(40)]
@@ -368,7 +368,7 @@ def test_timestamps_follow_python_fromisoformat(tmp_path: Path, text: str) -> No
 def test_duplicate_before_a_bad_line_in_the_same_chunk_wins(
     tmp_path: Path, monkeypatch, chunk_bytes: int
 ) -> None:
-    import decflow.data.records as records
+    import decflow.data.records.reader as records
 
     monkeypatch.setattr(records, "JSONL_CHUNK_BYTES", chunk_bytes)
     good = [_record(id=f"g{i}") for i in range(40)]
@@ -443,7 +443,7 @@ def test_a_chunk_opening_with_a_value_other_than_an_object_is_exit_2(
 ) -> None:
     """Arrow's reader crashed the process on a `null` first row: as the file's first line,
     and as the first line of a later chunk."""
-    import decflow.data.records as records
+    import decflow.data.records.reader as records
 
     path = tmp_path / "r.jsonl"
     path.write_bytes(first + b"\n" + _line() + b"\n")
@@ -463,7 +463,7 @@ def test_line_stats_across_slices(monkeypatch) -> None:
     """Lines, the longest line and the lines opening with `{`, whatever the slices."""
     import random
 
-    import decflow.data.record_blocks as record_blocks
+    import decflow.data.records.blocks as record_blocks
 
     monkeypatch.setattr(record_blocks, "_SLICE", 7)
     record_blocks._SCRATCH.__dict__.clear()  # a scratch array of the patched size
@@ -506,7 +506,7 @@ def test_blank_and_indented_lines_keep_their_line_numbers(tmp_path: Path, blank:
     _write(path, ["\n".join(lines) + "\n\n"])
     table = _read(path)
     assert table.height == 299 and table["id"][10] == "g11"
-    from decflow.data.record_units import plan_source
+    from decflow.data.records.units import plan_source
 
     assert sum(unit.n_records for unit in plan_source(str(path)).units) == 299
 

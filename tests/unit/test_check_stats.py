@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from decflow.contracts import load_contract
-from decflow.data.records import RecordReader, RecordSpec
+from decflow.data.records.reader import RecordReader, RecordSpec
 from decflow.metrics.partial_sums import group_sums, to_float
 from decflow.metrics.production import arrow_array, stats_frame
 from decflow.pipeline.production import statistics

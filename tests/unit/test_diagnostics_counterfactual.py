@@ -401,6 +401,37 @@ def test_without_placebo_the_raw_rate_is_unattributed_and_never_fair() -> None:
     assert "(unattributed)" in str(gate.message)
 
 
+def test_an_undecided_axis_above_the_limit_is_planned_at_holms_level() -> None:
+    from decflow.metrics.case_rates import rate_test
+    from decflow.metrics.differences import difference_cases_needed
+
+    # Unattributed, two axes: gender's 5 flips of 40 pairs over 10 cases (p 0.0252) fails
+    # alone but not after Holm (0.025): its plan is at 0.025, more than the 10 cases it has
+    # (at α it read 9)
+    rows = [r for r in hand_table() if r["kind"] == "cross"]
+    quiet = [r for r in hand_table("role", ("care", "office"), [0] * 10) if r["kind"] == "cross"]
+    gender = analyse_counterfactual(frame(rows + quiet * 7), LABELS).axes["gender"]
+    shares = np.array(CROSS_FLIPS) / 4
+    assert gender.verdict == UNDECIDED and gender.test.p_above < 0.05
+    assert rate_test(shares, 4, 0.05).cases_needed == 9
+    assert gender.cases_needed == rate_test(shares, 4, 0.05, alpha=0.025).cases_needed
+    assert gender.cases_needed is not None and gender.cases_needed > 10
+    # Attributed, three axes, gender unfair: role (excess 0.25 on 10 cases) is planned at
+    # α / (3 − 1), the level at which one more axis fails (α / 3 overstated it)
+    rows = (hand_table() + hand_table(flips=CROSS_FLIPS, case_prefix="d")
+            + hand_table(flips=CROSS_FLIPS, case_prefix="e")
+            + hand_table("role", ("care", "office"), [2, 1, 1, 1, 1, 0, 1, 1, 1, 1])
+            + hand_table("ethnicity", ("a", "b"), [0] * 10))
+    axes = analyse_counterfactual(frame(rows), LABELS).axes
+    assert (axes["gender"].verdict, axes["role"].verdict) == (UNFAIR, UNDECIDED)
+    d = np.array([2, 1, 1, 1, 1, 0, 1, 1, 1, 1]) / 4
+    assert axes["role"].cases_needed == difference_cases_needed(d, 0.05, alpha=0.025)
+    assert axes["role"].cases_needed < difference_cases_needed(d, 0.05, alpha=0.05 / 3)
+    # below the limit the plan stays at α (every axis fair is an intersection-union test)
+    assert axes["ethnicity"].cases_needed == difference_cases_needed(np.zeros(10), 0.05,
+                                                                     alpha=0.05)
+
+
 def test_arms_are_decided_once_and_errors_attach_as_incomplete() -> None:
     built = build_pairs(cases("en", 3))
     arms = built.unique_arms()

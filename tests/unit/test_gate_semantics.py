@@ -168,8 +168,9 @@ def test_junit_writes_not_established_as_skipped_with_the_headline() -> None:
                                               "max_ece"]  # report order, unchanged
     skipped = cases[1].find("skipped")
     assert skipped is not None and cases[1].find("failure") is None
-    assert skipped.get("message", "").startswith("stability.flip_rate 0.1 <= 0.05")
-    assert "not established" in skipped.get("message", "")
+    # PRODUCT §4: <skipped message="not established: …">, then the check's own message
+    assert skipped.get("message", "").startswith(
+        "not established: stability.flip_rate 0.1 <= 0.05")
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["message"] == ("FAIL 1/3 (1 WARN): max_ece 0.2 > 0.1; "
                                 "stability.verdict not established (about 30 cases needed)")

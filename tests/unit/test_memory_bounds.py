@@ -17,7 +17,7 @@ from decflow.data import parquet_bounds
 from decflow.data.bounds import MAX_FIELD_BYTES
 from decflow.data.golden_dataset import load_golden
 from decflow.data.parquet_bounds import check_group_footer, check_read
-from decflow.data.record_blocks import BlockReader, LongLine
+from decflow.data.records.blocks import BlockReader, LongLine
 from decflow.errors import DatasetError
 from decflow.strictjson import JsonProblem, loads, values_over
 
@@ -108,7 +108,7 @@ def test_a_golden_field_over_the_bound_names_the_line(tmp_path: Path) -> None:
 def test_a_record_line_over_the_bound_is_found_before_it_is_held(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from decflow.data import record_blocks
+    from decflow.data.records import blocks as record_blocks
 
     monkeypatch.setattr(record_blocks, "MAX_RECORD_LINE_BYTES", 100)
     data = b'{"a": 1}\n{"b": 2}\n' + b"x" * 150 + b"\n{}\n"

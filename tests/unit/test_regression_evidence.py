@@ -207,6 +207,47 @@ def test_segments_are_holm_adjusted_and_name_the_failing_one() -> None:
     assert quiet.verdict == ("holds" if verdicts == {"holds"} else "not_established")
 
 
+def test_an_undecided_segment_is_planned_at_holms_level() -> None:
+    from statistics import NormalDist
+
+    from decflow.metrics.regression_evidence import SegmentRows
+
+    # ten segments of 100 cases; "s0" loses 12 right answers against a limit of 0.05: alone
+    # it fails (p 0.013), under Holm across ten it needs p < 0.005 and is not established
+    before = [A] * 1000
+    after = [B] * 12 + [A] * 988
+    segments = [SegmentRows("seg", f"s{i}", np.arange(i * 100, (i + 1) * 100), True)
+                for i in range(10)]
+    found = dict((s.value, e) for s, e in
+                 _paired(before, after, [0] * 1000).segment_drops(segments, 0.05))
+    s0 = found["s0"]
+    assert paired_proportions(12, 0, 100, 0.05).p_above < 0.05
+    assert s0.verdict() == "not_established"
+    # planned at 0.005: more cases than it has (at 0.05 the plan said 41, then 67)
+    assert s0.cases_needed == paired_proportions(12, 0, 100, 0.05, alpha=0.005).cases_needed
+    assert s0.cases_needed is not None and s0.cases_needed > 100
+    assert "planned at Holm's level 0.005" in s0.evidence().notes
+    # seeded simulation: with the drop truly 0.12, Holm's step for s0 (p < 0.005) is reached
+    # in about half the diffs at the planned n (the figure's meaning), almost never at 41
+    rng = np.random.default_rng(20261206)
+    z = NormalDist().inv_cdf(1 - 0.005)
+
+    def decided(n: int) -> float:
+        return float(np.mean([tango_statistic(int(b), 0, n, 0.05) > z
+                              for b in rng.binomial(n, 0.12, size=2000)]))
+
+    assert 0.35 < decided(s0.cases_needed) < 0.65
+    assert decided(41) < 0.02
+
+
+def test_paired_proportions_plans_with_its_continuity_correction() -> None:
+    # n' = n at the observed rates reproduces the test's own statistic: the plan at the
+    # level of this check's own p-value is the n it has
+    test = paired_proportions(12, 0, 100, 0.05)
+    at_own_level = paired_proportions(12, 0, 100, 0.05, alpha=test.p_above)
+    assert at_own_level.cases_needed == 100
+
+
 def test_macro_f1_and_ece_changes_read_in_the_gates_direction() -> None:
     rng = np.random.default_rng(1)
     expected = rng.integers(0, 3, 400)

@@ -16,8 +16,8 @@ import numpy as np
 
 from decflow.gates.checks import Check
 from decflow.metrics.sequential import RatioGate
-from decflow.pipeline.contract_run.sequential_calls import batch_bounds
-from decflow.pipeline.contract_run.sequential_gates import (
+from decflow.pipeline.contract_run.sequential.calls import batch_bounds
+from decflow.pipeline.contract_run.sequential.gates import (
     Design,
     GateState,
     Tracked,
@@ -139,7 +139,7 @@ def test_a_property_that_transformed_nothing_waits_for_the_suite() -> None:
 
     import polars as pl
 
-    from decflow.pipeline.contract_run.sequential_gates import property_tracked
+    from decflow.pipeline.contract_run.sequential.gates import property_tracked
 
     check = Check("case_swap.max_error_rate", "requirement", "case_swap.error_rate", "<=",
                   0.0, None, "fail", "case_swap.error_rate could not be computed")

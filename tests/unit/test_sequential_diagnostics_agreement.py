@@ -24,9 +24,9 @@ from decflow.metrics.differences import difference_test
 from decflow.metrics.numeric import percentiles
 from decflow.metrics.sequential import RatioGate
 from decflow.metrics.sequential_composite import Exceedance, ModalShare
-from decflow.pipeline.contract_run.sequential_calls import batch_bounds
-from decflow.pipeline.contract_run.sequential_diagnostics import PersonaAxis, stability_gate
-from decflow.pipeline.contract_run.sequential_gates import (
+from decflow.pipeline.contract_run.sequential.calls import batch_bounds
+from decflow.pipeline.contract_run.sequential.diagnostics import PersonaAxis, stability_gate
+from decflow.pipeline.contract_run.sequential.gates import (
     Design,
     GateState,
     Tracked,

@@ -43,7 +43,7 @@ from decflow.metrics.sequential_composite import (
     ModalShare,
     percentile_counts,
 )
-from decflow.pipeline.contract_run.sequential_diagnostics import stability_gate
+from decflow.pipeline.contract_run.sequential.diagnostics import stability_gate
 from tests.unit.test_sequential_stats import hypergeometric_decider, wrong_verdicts
 
 ALPHA = 0.05

@@ -30,7 +30,7 @@ from decflow.metrics.case_rates import rate_test
 from decflow.metrics.differences import difference_test
 from decflow.metrics.sequential import RatioGate
 from decflow.metrics.sequential_composite import Composite, ModalShare
-from decflow.pipeline.contract_run.sequential_diagnostics import PersonaAxis, stability_gate
+from decflow.pipeline.contract_run.sequential.diagnostics import PersonaAxis, stability_gate
 
 ALPHA = 0.05
 EPSILON = LIMIT = 0.05

@@ -10,7 +10,7 @@ import numpy as np
 from decflow.gates.checks import make_check
 from decflow.gates.headline import headline
 from decflow.metrics.sequential import RatioGate, contradicted, evaluate, ratio_bounds
-from decflow.pipeline.contract_run.sequential_gates import (
+from decflow.pipeline.contract_run.sequential.gates import (
     Design,
     GateState,
     Tracked,

@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "replay",
     "diff",
     "check",
+    "monitor",
     "run",
     "orchestrate",
     "probe",

@@ -27,12 +27,19 @@ def register(app: typer.Typer) -> None:
     @runs.callback()
     def runs_list(ctx: typer.Context, store: str | None = common.STORE_OPTION) -> None:
         """List stored runs (id, accepted baseline, decision, mode, backend, true status,
-        time), then what to know about runs that did not finish; a run whose record is
-        damaged is listed as such, and the command exits 2 naming its file."""
+        time; a monitor run's window runs indented under it), then what to know about runs
+        that did not finish; a run whose record is damaged is listed as such, and the
+        command exits 2 naming its file."""
         if ctx.invoked_subcommand is not None:
             return
         from decflow.store.call_cache import cache_usage
-        from decflow.store.runs import damaged_files, is_accepted, list_runs, run_state
+        from decflow.store.runs import (
+            damaged_files,
+            is_accepted,
+            list_runs,
+            no_longer_match,
+            run_state,
+        )
         from decflow.store.store import open_store
 
         opened = open_store(store)
@@ -47,13 +54,17 @@ def register(app: typer.Typer) -> None:
             state = run_state(opened, record)
             # a report or view edited since the run is listed, never trusted
             damaged = damaged_files(opened, record)
-            rows.append((record["run_id"], "*" if is_accepted(opened, record) else "",
-                         record.get("decision"), record.get("mode"), record.get("backend"),
+            # a monitor's window runs follow their monitor run (their ids extend its id)
+            window = record.get("window") if record.get("kind") == "window" else None
+            shown_id = record["run_id"] if window is None else f"  {record['run_id']}"
+            mode = record.get("mode") if window is None else f"window {window}"
+            rows.append((shown_id, "*" if is_accepted(opened, record) else "",
+                         record.get("decision"), mode, record.get("backend"),
                          "damaged" if damaged else state.status, record.get("updated_at")))
             if damaged:
-                edited.append(f"run {record['run_id']}: {', '.join(damaged)} no longer "
-                              "match the sha256 in its run.json (edited since the run); "
-                              "they are not read")
+                edited.append(f"run {record['run_id']}: {no_longer_match(damaged)} the "
+                              "sha256 in its run.json (edited since the run); "
+                              f"{'it is' if len(damaged) == 1 else 'they are'} not read")
             elif state.detail:
                 notes.append(f"{record['run_id']} {state.status}: {state.detail}")
         rows += [(run_id, "", "", "", "", "damaged", "") for run_id in listing.damaged]
@@ -171,14 +182,16 @@ def register_upkeep(runs: typer.Typer) -> None:
         running one, or a stage another run uses. Every run and folder removed is named."""
         from decflow.store.removal import collect_garbage, parse_age
         from decflow.store.store import open_store
+        from decflow.views.text import counted
 
         result = collect_garbage(open_store(store), keep=keep,
                                  older_than=None if older_than is None else parse_age(
                                      older_than), dry_run=dry_run)
         say_removed(result, dry_run)
         verb = "would remove" if dry_run else "removed"
-        typer.echo(f"{verb} {len(result.runs)} runs and {len(result.stages)} stage "
-                   f"artifacts; kept {result.kept} runs")
+        typer.echo(f"{verb} {counted(len(result.runs), 'run')} and "
+                   f"{counted(len(result.stages), 'stage artifact')}; kept "
+                   f"{counted(result.kept, 'run')}")
 
     @runs.command("rm")
     def runs_rm(
@@ -192,11 +205,12 @@ def register_upkeep(runs: typer.Typer) -> None:
         accepted run, or one another run continues, needs --force."""
         from decflow.store.removal import remove_run
         from decflow.store.store import open_store
+        from decflow.views.text import counted
 
         result = remove_run(open_store(store), run_id, force=force, dry_run=dry_run)
         say_removed(result, dry_run)
         verb = "would remove" if dry_run else "removed"
-        typer.echo(f"{verb} 1 run and {len(result.stages)} stage artifacts")
+        typer.echo(f"{verb} 1 run and {counted(len(result.stages), 'stage artifact')}")
 
 
 def say_removed(result: Removal, dry_run: bool) -> None:

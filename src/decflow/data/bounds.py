@@ -25,6 +25,7 @@ MAX_DATASET_BYTES = 256 << 20  # a golden dataset: its file (read whole), and it
 MAX_JSON_VALUES = 1 << 20  # values of one JSON document (a line, a cell, an answer)
 MAX_JSON_FILE_VALUES = 1 << 23  # values of a .json file, read whole as one document
 MAX_RECORD_LINE_BYTES = 128 << 20  # one line of a JSONL record file
+MAX_LABELS_BYTES = 64 << 20  # a monitor's labels file: read whole, and once decompressed
 
 
 def mib(size: int) -> str:

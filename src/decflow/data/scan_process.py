@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from decflow import interrupts
-from decflow.data.record_units import (
+from decflow.data.records.units import (
     Scanned,
     ScannedFile,
     list_partitions,
@@ -34,6 +33,7 @@ from decflow.data.record_units import (
 from decflow.errors import DatasetError
 from decflow.store.remote import is_url
 from decflow.workers.command import python_module
+from decflow.workers.lifetime import child_environment, die_with_parent
 
 # Below this many bytes a thread scans faster than a child process starts (≈ 0.07 s with
 # numpy imported).
@@ -59,7 +59,8 @@ def scan_beside(source: str | Path) -> Callable[[], Scanned]:
         child = subprocess.Popen(
             python_module("decflow.data.scan_process", str(source)),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},  # no BLAS, no spinning pool
+            # no BLAS, no spinning pool; and it dies with this process (workers.lifetime)
+            env={**child_environment(), "OPENBLAS_NUM_THREADS": "1"},
         )
     except OSError:
         return scan_in_background(source)
@@ -96,6 +97,7 @@ def _scanned(data: dict[str, Any]) -> ScannedFile:
 
 def main(argv: list[str]) -> None:
     """The child: scan `argv[0]` and print the outcome as one JSON line."""
+    die_with_parent()
     try:
         files, scanned = scan_source(argv[0])
     except DatasetError as exc:

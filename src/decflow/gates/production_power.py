@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from decflow.contracts.gates import PRODUCTION_GATES
-from decflow.data.record_rules import shown_segment_value
+from decflow.data.records.rules import shown_segment_value
 from decflow.gates.checks import Check
 from decflow.gates.headline import MAX_ITEMS, Qualifier, number
 from decflow.gates.production_evidence import metric_test

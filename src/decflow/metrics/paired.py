@@ -123,7 +123,7 @@ def paired_proportions(
     z_alpha, z_power = _NORMAL.inv_cdf(1.0 - alpha), _NORMAL.inv_cdf(POWER)
     spread = math.sqrt(max(_variance_at(b, c, n, limit), 1.0 / n))
     gap = abs(estimate - limit)
-    needed = None if gap == 0.0 else max(math.ceil((z_alpha * spread / gap) ** 2), 1)
+    needed = None if gap == 0.0 else _cases_needed(gap, spread, z_alpha)
     return MeanTest(
         method=TANGO,
         n=n,
@@ -137,6 +137,15 @@ def paired_proportions(
         detectable=(z_alpha + z_power) * spread / math.sqrt(n),
         notes=mcnemar,
     )
+
+
+def _cases_needed(gap: float, spread: float, z: float) -> int:
+    """The n where the statistic at the observed rates reaches z: (gap·n − CONTINUITY) /
+    (spread·√n) = z, a quadratic in √n. With the continuity correction in it, n′ = n
+    reproduces this check's own statistic (without it the figure fell short: a drop of 12 of
+    100 against 0.05 read 'about 41 cases needed' while its p-value at 100 was 0.013)."""
+    root = (z * spread + math.sqrt((z * spread) ** 2 + 4.0 * gap * CONTINUITY)) / (2.0 * gap)
+    return max(math.ceil(root * root - 1e-9), 1)  # n exactly reached is n, not n + 1
 
 
 def _upper_tail(statistic: float) -> float:

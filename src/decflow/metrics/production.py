@@ -278,6 +278,33 @@ def grouped_stats(
     return out
 
 
+def correctness_stats(
+    confidence: np.ndarray, correct: np.ndarray, groups: np.ndarray, keys: list[str],
+    n_bins: int,
+) -> dict[str, GroupStats]:
+    """What learning the correctness of records already counted adds to their groups'
+    statistics (a monitor's labels arriving after the decisions): the correctness counts,
+    reliability bins and SmoothECE grid, nothing else (`total` and every other count 0), so
+    merging them into the records' own statistics gives what the records would have given
+    with `outcome_correct` set. One entry per key that has a record."""
+    n = len(keys)
+    bins = calibration_bin_index(confidence, n_bins)
+    right = correct.astype(bool)
+    counts = _counts_by(groups, bins, n, n_bins)
+    rights = _counts_by(groups[right], bins[right], n, n_bins)
+    sums = group_sums(confidence, groups * n_bins + bins, n * n_bins)
+    grids = grouped_grids(confidence, right.astype(np.float64), groups, n, PRODUCTION_NODES)
+    sizes = np.bincount(groups, minlength=n)
+    out: dict[str, GroupStats] = {}
+    for i in np.flatnonzero(sizes).tolist():
+        out[keys[i]] = GroupStats(
+            with_correctness=int(sizes[i]), n_correct=int(rights[i].sum()),
+            bin_count=counts[i].tolist(), bin_correct=rights[i].tolist(),
+            bin_confidence=sums[i * n_bins:(i + 1) * n_bins], histogram=[0] * n_bins,
+            smooth=grids[i])
+    return out
+
+
 def partition_stats(
     table: pl.DataFrame,
     labels: tuple[str, ...],

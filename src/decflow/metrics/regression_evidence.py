@@ -138,6 +138,19 @@ class ChangeEvidence:
         return self.test.evidence("<=", verdict=self.verdict(), notes=every)
 
 
+def _planned_at(found: ChangeEvidence, level: float) -> ChangeEvidence:
+    """A paired proportion's change with its cases needed and detectable effect at another
+    level (Holm's), noted."""
+    assert found.test is not None
+    details = found.details
+    planned = paired_proportions(details["newly_worse"], details["newly_better"], found.n,
+                                 found.test.limit, alpha=level)
+    test = replace(found.test, cases_needed=planned.cases_needed,
+                   detectable=planned.detectable)
+    return replace(found, test=test,
+                   notes=(*found.notes, f"planned at Holm's level {level:.3g}"))
+
+
 def _noise_floor(squared: np.ndarray, n: int) -> float | None:
     measured = squared[~np.isnan(squared)]
     if not measured.size or n == 0:
@@ -338,11 +351,24 @@ class PairedDiff:
     def segment_drops(self, segments: Sequence[SegmentRows], limit: float
                       ) -> list[tuple[SegmentRows, ChangeEvidence]]:
         """The accuracy drop of each gated segment with its decided cases, each verdict
-        Holm-adjusted on each side across them."""
+        Holm-adjusted on each side across them. An undecided segment is planned at the level
+        Holm asks of it on the side its drop lies: with r of the m segments decided on that
+        side, one more is once its own p-value is below α / (m − r) (at α its cases needed
+        could be fewer than it already has)."""
         gated = [s for s in segments if s.gated]
         found = [(s, self._proportion_drop(s.rows[self.labeled[s.rows]], limit))
                  for s in gated]
         found = [(s, e) for s, e in found if e.n > 0]
         verdicts = holm_verdicts([e.test for _, e in found], "<=")
-        return [(s, replace(e, verdict_override=v))
-                for (s, e), v in zip(found, verdicts, strict=True)]
+        levels = {side: ALPHA / max(1, len(found) - verdicts.count(side))
+                  for side in ("fails", "holds")}
+        out = []
+        for (segment, evidence), verdict in zip(found, verdicts, strict=True):
+            judged = replace(evidence, verdict_override=verdict)
+            test = evidence.test
+            if verdict == "not_established" and test is not None and test.estimate is not None:
+                level = levels["fails" if test.estimate > limit else "holds"]
+                if level < ALPHA:
+                    judged = _planned_at(judged, level)
+            out.append((segment, judged))
+        return out

@@ -161,8 +161,8 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     calls = cases.height + property_calls + diagnostic_calls
     sequential = None
     if spec.sequential:
-        from decflow.pipeline.contract_run.sequential_calls import planned_checks
-        from decflow.pipeline.contract_run.sequential_plan import sequential_plan
+        from decflow.pipeline.contract_run.sequential.calls import planned_checks
+        from decflow.pipeline.contract_run.sequential.plan import sequential_plan
 
         sequential = sequential_plan(planned_checks(contract, spec), cases.height, calls,
                                      spec.sequential, len(contract.decision.labels))

@@ -10,11 +10,14 @@ question measures rerun stability, which is the meter's job.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
+from decflow.diagnostics.blindness import BlindnessResult, blindness_check
+from decflow.gates.checks import Check as GateCheck
+from decflow.gates.checks import make_check
 from decflow.metrics.binomial import clopper_pearson_high, clopper_pearson_low
-from decflow.metrics.evidence import ALPHA
+from decflow.metrics.evidence import ALPHA, count_evidence
 from decflow.probe.observation import LAYERS, Observation
 from decflow.properties import case_swap
 from decflow.properties.normalization import collapse_whitespace, strip_accents
@@ -85,6 +88,31 @@ class RelationResult:
             "ci_high": high,
             "vacuous": self.is_vacuous,
         }
+
+
+def relation_check(result: RelationResult) -> GateCheck:
+    """A relation as a gate: `<name>.max_violation_rate` 0, a count (one violation fails,
+    "0 of n" holds with its exact upper bound); a relation that changed no input (or whose
+    every pair errored) is not established, never a pass."""
+    gate, metric = f"{result.name}.max_violation_rate", f"{result.name}.violation_rate"
+    if not result.exercised:
+        return GateCheck(gate, "requirement", metric, "<=", 0.0, None, "not_established",
+                         f"{metric} not established: the transform changed no input"
+                         if result.skipped else f"{metric} not established: every pair errored")
+    evidence = count_evidence(result.violated, result.exercised)
+    return replace(make_check(gate, "requirement", metric, "<=", 0.0, result.violation_rate),
+                   evidence=evidence)
+
+
+def probe_checks(blindness: BlindnessResult, relations: Sequence[RelationResult],
+                 ) -> list[GateCheck]:
+    """The probe's gates: `blindness.max_skew` (fails when the agent is blind; not
+    established when no first draw was decided), then each relation's."""
+    blind = blindness_check(blindness, "requirement")
+    if blindness.skew is None:
+        blind = replace(blind, status="not_established",
+                        message="blindness.skew not established: no first draw was decided")
+    return [blind, *(relation_check(r) for r in relations)]
 
 
 def same_on(layer: str) -> Check:

@@ -11,6 +11,8 @@ import polars as pl
 
 from decflow.diagnostics.blindness import BlindnessResult
 from decflow.diagnostics.stability import StabilityResult, oracle_guidance
+from decflow.gates.checks import Check, status_of
+from decflow.gates.headline import Qualifier, bounds, headline
 from decflow.probe.analyse import (
     ProbeSettings,
     blindness,
@@ -19,7 +21,7 @@ from decflow.probe.analyse import (
     measure,
     relation_results,
 )
-from decflow.probe.relations import RelationResult
+from decflow.probe.relations import RelationResult, probe_checks
 from decflow.report.versions import REPORT_VERSION
 
 
@@ -65,24 +67,37 @@ class ProbeResult:
         return not self.is_blind and not nothing_ran
 
     @property
+    def checks(self) -> list[Check]:
+        """The probe's gates (`probe_checks`): blindness, then one per relation."""
+        return probe_checks(self.blindness, self.relation_results)
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.is_blind or self.violated_relations else 0
+        return status_of(self.checks)[1]
 
     @property
     def status(self) -> str:
         """fail (exit 1) when blind or a relation was violated; warn (exit 0) when a relation
-        asked for changed no input — its verdict is not established, never a pass; else pass."""
-        if self.exit_code:
-            return "fail"
-        return "warn" if self.vacuous_relations else "pass"
+        asked for changed no input, or no first draw was decided — not established, never a
+        pass; else pass."""
+        return status_of(self.checks)[0]
 
     @property
     def headline(self) -> str:
-        line = f"{self.status.upper()}: {self.summary()}"
-        if self.status == "warn":
-            names = ", ".join(r.name for r in self.vacuous_relations)
-            line += f"; not established: {names} changed no input"
-        return line
+        """The report's first line in PRODUCT §4's grammar (`gates.headline`), with a
+        `stochastic` qualifier when the meter shows the agent flips on reruns (violation
+        rates then read against that, not against zero): `FAIL 1/3: whitespace.
+        max_violation_rate 0.25 [0.0127, 0.7514] > 0`."""
+        checks = self.checks
+        return headline(status_of(checks)[0], checks, qualifiers=self.qualifiers)
+
+    @property
+    def qualifiers(self) -> list[Qualifier]:
+        meter = self.meter
+        if not self.is_stochastic:
+            return []
+        return [Qualifier("stochastic", f"{meter.flips}/{meter.pairs} rerun pairs flipped "
+                                        f"{bounds(meter.ci_low, meter.ci_high)}")]
 
     @property
     def guidance(self) -> str:
@@ -110,6 +125,8 @@ class ProbeResult:
             "status": self.status,
             "exit_code": self.exit_code,
             "headline": self.headline,
+            "qualifiers": [q.to_dict() for q in self.qualifiers],
+            "checks": [c.to_dict() for c in self.checks],
             "settings": self.settings.to_dict(),
             "inputs": len(self.inputs),
             "labels": list(self.labels),

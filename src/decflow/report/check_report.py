@@ -64,13 +64,92 @@ class Records(DatasetRef):
     n_records: Count
 
 
+class RecordCounts(Open):
+    total: Count
+    with_outcome: Count
+    with_correctness: Count
+    with_action: Count
+    with_fallback: Count
+    with_latency: Count
+    with_cost: Count
+
+
+class Outcomes(Open):
+    n: Count
+    accuracy: Number | None
+    error_rate: Number | None
+
+
+class CheckCalibration(Open):
+    n: Count
+    ece: Number | None
+    n_label_outcomes: Count
+    brier: Number | None
+    nll: Number | None
+    bins: Bins
+    reliability: list[dict[str, Any]]
+
+
 class ConfidenceCounts(Open):
     n: Count
+    mean: Number | None = None
+    p50: Number | None = None
+    p95: Number | None = None
     histogram: list[Count]
 
 
+class Threshold(Open):
+    threshold: Number
+    n: Count
+    coverage: Number | None
+
+
+class Routing(Open):
+    n_actions: Count
+    abstention_rate: Number | None
+    human_review_rate: Number | None
+    n_fallback: Count
+    fallback_rate: Number | None
+
+
+class Spread(Open):
+    """Latency or cost over the records that report it."""
+
+    n: Count
+    mean: Number | None
+    p95: Number | None
+    total: Number | None = None
+
+
 class CheckMetrics(Open):
+    """A check's (or a segment's, or a baseline's) metrics, DecGuard 0.1's groups."""
+
+    counts: RecordCounts
+    outcomes: Outcomes
+    calibration: CheckCalibration
     confidence: ConfidenceCounts
+    threshold: Threshold | None = None
+    routing: Routing
+    latency_ms: Spread
+    cost: Spread
+
+
+class Drift(Open):
+    """The check's drift against its baseline (every value None without one)."""
+
+    confidence_tv_distance: Number | None = None
+    confidence_mean_delta: Number | None = None
+    accuracy_drop: Number | None = None
+    ece_increase: Number | None = None
+
+
+class Percentiles(Open):
+    """How the percentiles were computed: exactly up to `exact_up_to` values per group,
+    else from a sketch (`sketched` names them) within `relative_error`."""
+
+    sketched: list[str]
+    exact_up_to: Count
+    relative_error: Number
 
 
 class CheckBaseline(Open):
@@ -82,12 +161,26 @@ class CheckBaseline(Open):
 
 class Segment(Open):
     key: str
+    value: Any
     metrics: CheckMetrics
     checks: list[CheckRow]
     status: Verdict
 
 
-class CheckReport(Report):
+class CheckView(Report):
+    """What the views read of a check report: its metric groups, drift and segments (typed:
+    a misspelled key is a type error), and what a decflow check adds when it has it (the
+    baseline, calibration, percentile method); DecGuard's reports carry the groups only."""
+
+    metrics: CheckMetrics
+    drift: Drift
+    segments: list[Segment]
+    baseline: CheckBaseline | None = None
+    calibration: Calibration | None = None
+    percentiles: Percentiles | None = None
+
+
+class CheckReport(CheckView):
     """A production check's report (`decflow check`, a check run)."""
 
     kind: Literal["check"]
@@ -98,9 +191,6 @@ class CheckReport(Report):
     config: CheckConfig
     dataset: Records
     baseline: CheckBaseline | None
-    metrics: CheckMetrics
-    drift: dict[str, Number | None]
-    segments: list[Segment]
     checks: list[CheckRow]
     records: MaybePerCase = None  # inline when there are few (`INLINE_RECORDS`)
 

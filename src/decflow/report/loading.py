@@ -14,6 +14,7 @@ from typing import Any
 from decflow.errors import DecflowError, ReportError
 from decflow.report.check_report import verify_check_report
 from decflow.report.model import REJUDGE, REWRITE, Report
+from decflow.report.monitor_report import MonitorReport
 from decflow.report.verify import REPORT_MAX_DEPTH, load_report_file, verify_run_report
 from decflow.report.versions import REPORT_VERSIONS, RUN_REPORT_VERSIONS
 from decflow.store.runs import (
@@ -111,8 +112,11 @@ def load_verified(target: str, store: Store, *, judged_again: bool = False,
         report = verify_check_report(document, source, advice=advice, verdicts=verdicts)
     elif version in REPORT_VERSIONS and kind == "probe":
         report = Report.read(document, source, "probe report", advice=advice)
+    elif version in REPORT_VERSIONS and kind == "monitor":
+        report = MonitorReport.read(document, source, "monitor report", advice=advice)
     else:
-        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run or check report")
+        raise DecflowError(f"{source}: not a decflow or DecGuard 0.1 run, check or monitor "
+                           "report")
     if run_id is not None:
         verify_against_run(report, source, store, run_id)
     return report, source, run_id

@@ -200,7 +200,7 @@ def verify_run_report(report: dict[str, Any], source: str, *, advice: str = REWR
             expected: list[Any] = verdicts_of(golden)
             if report.get("sequential") is not None:
                 # A sequential run judges its gates from evidence at each batch boundary
-                # (see pipeline/contract_run/sequential_summary): the gates themselves must
+                # (see pipeline/contract_run/sequential/summary): the gates themselves must
                 # still be the configuration's.
                 stored, expected = [_gate_of(c) for c in stored], [_gate_of(c) for c in expected]
             if not close(stored, expected):

@@ -1,17 +1,22 @@
 """Removing runs from a store: `decflow runs gc` (old runs, by rule) and `decflow runs rm RUN`
 (one run), each with the stage folders only the removed runs used.
 
-`gc` never removes an accepted run, a run a process holds (`running`), or a stage folder a
-remaining run names; a run is removed only when every given rule allows it (beyond the
-`keep` newest of its decision, older than `older_than`), with the stage folders only it
-named (an interrupted run names the folder of the calls it was making). Call-cache packs
-(`store.call_cache`) belong to the run that wrote them and to every run whose results name
-them; `gc` removes a pack with the last of those runs, and any pack none of them is left
-for. Other stage folders no run names (the per-unit cache of check inputs) are left alone.
-Run folders without a record (a run stopped before its first record) name no stage and are
-always removed. A record that
-cannot be read, or names a place outside `stages/`, stops `gc` before it removes anything
-(its stages cannot be told apart from others'); `runs rm` removes such a run's folder alone.
+`gc` never removes an accepted run, a run a process holds (`running`), a run a remaining run
+names (its `parent` or `noise_of`: the remaining run's `--resume`, its contract copy and its
+stages need it; each such run is named in a note), or a stage folder a remaining run names;
+a run is removed only when every given rule allows it (beyond the `keep` newest of its
+decision, older than `older_than`), with the stage folders only it named (an interrupted
+run names the folder of the calls it was making). A monitor's window runs count as the
+monitor run that made them (kept or removed with it); the monitor's own state
+(`monitors/`) is never touched, so its history outlives them. Call-cache packs
+(`store.call_cache`)
+belong to the run that wrote them and to every run whose results name them; `gc` removes a
+pack with the last of those runs, and any pack none of them is left for. Other stage
+folders no run names (the per-unit cache of check inputs) are left alone. Run folders
+without a record (a run stopped before its first record) name no stage and are always
+removed. A record that cannot be read, or names a place outside `stages/`, stops `gc`
+before it removes anything (its stages cannot be told apart from others'); `runs rm`
+removes such a run's folder alone.
 
 `rm` removes a run nothing references: an accepted baseline, or a run another run continues
 (`parent`) or measures the noise of (`noise_of`), needs `force` (the accepted entry goes
@@ -74,18 +79,29 @@ def _age(record: dict[str, Any]) -> datetime | None:
         return None
 
 
+def _counted_as(record: dict[str, Any]) -> str:
+    """The run a record counts as for `--keep`: a monitor's window run goes with the
+    monitor run that made it (kept or removed together), any other run is itself."""
+    monitor_run = record.get("monitor_run")
+    if record.get("kind") == "window" and isinstance(monitor_run, str):
+        return monitor_run
+    return str(record["run_id"])
+
+
 def _removable(store: Store, records: list[dict[str, Any]], keep: int | None,
                older_than: timedelta | None) -> set[str]:
     now = datetime.now(UTC)
     newest: dict[str, list[str]] = {}
     for record in sorted(records, key=lambda r: r["run_id"], reverse=True):
-        newest.setdefault(str(record.get("decision")), []).append(record["run_id"])
+        if _counted_as(record) == record["run_id"]:
+            newest.setdefault(str(record.get("decision")), []).append(record["run_id"])
     removable = set()
     for record in records:
         run_id = record["run_id"]
         if is_accepted(store, record) or run_state(store, record).status == RUNNING:
             continue
-        if keep is not None and run_id in newest[str(record.get("decision"))][:keep]:
+        kept = newest.get(str(record.get("decision")), [])[:keep or 0]
+        if keep is not None and _counted_as(record) in kept:
             continue
         age = _age(record)
         if older_than is not None and (age is None or now - age < older_than):
@@ -141,13 +157,32 @@ def collect_garbage(store: Store, *, keep: int | None, older_than: timedelta | N
                            f"(first: {unreadable[0]}); nothing was removed, since their stages "
                            "cannot be told apart from others'")
     removed = _removable(store, listing.records, keep, older_than)
+    referenced = _still_referenced(listing, removed)
+    removed -= set(referenced)
     # folders of runs never recorded name no stage: they go whatever the rules say
     result = Removal(sorted(removed | listing.unrecorded),
                      sorted({*_only_theirs(folders, removed), *_orphan_packs(store, folders)}),
-                     kept=len(listing.records) - len(removed))
+                     kept=len(listing.records) - len(removed),
+                     notes=[f"kept run {run_id}: {why}" for run_id, why in referenced.items()])
     if not dry_run:
         _remove_all(store, [*(run_path(r) for r in result.runs), *result.stages], "runs gc")
     return result
+
+
+def _still_referenced(listing: Listing, removable: set[str]) -> dict[str, str]:
+    """The removable runs a run that stays names (its `parent`, or the run whose noise it
+    measures), and why, through chains: a run continuing a kept run keeps that run, whose own
+    parent then stays too (a kept run's `--resume` and contract copy live in its parent's
+    folder)."""
+    referenced: dict[str, str] = {}
+    staying = [r for r in listing.records if r["run_id"] not in removable]
+    while staying:
+        found = [(record[name], f"run {record['run_id']} {why}") for record in staying
+                 for name, why in REFERENCES.items()
+                 if record.get(name) in removable and record[name] not in referenced]
+        referenced.update(dict(reversed(found)))  # the first run that names it explains it
+        staying = [r for r in listing.records if r["run_id"] in {run for run, _ in found}]
+    return referenced
 
 
 def _referrers(listing: Listing, run_id: str) -> list[str]:

@@ -157,6 +157,11 @@ def read_run_json(store: Store, run_id: str, name: str) -> Any:
     return json.loads(read_run_file(store, run_id, name))
 
 
+def no_longer_match(files: list[str]) -> str:
+    """`report.html no longer matches`, `report.json, report.html no longer match`."""
+    return f"{', '.join(files)} no longer {'matches' if len(files) == 1 else 'match'}"
+
+
 def damaged_files(store: Store, record: dict[str, Any]) -> list[str]:
     """The files a run recorded (by name) that are missing or no longer match."""
     run_id, files = record.get("run_id"), recorded(record)
@@ -327,7 +332,7 @@ def accept_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, A
                            + "); finish it before accepting it")
     damaged = damaged_files(store, record)
     if damaged:  # as `decflow runs` lists it: its report or views cannot be trusted
-        raise DecflowError(f"run {run_id} is damaged: {', '.join(damaged)} no longer match "
+        raise DecflowError(f"run {run_id} is damaged: {no_longer_match(damaged)} "
                            "the sha256 in its run.json (edited since the run), so it cannot "
                            f"be a baseline ({fresh_report_advice(record)}), then accept the "
                            "new run")

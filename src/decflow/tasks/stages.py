@@ -24,10 +24,10 @@ from prefect.client.schemas.objects import State
 from prefect.runtime import task_run
 from prefect.states import Failed
 
-from decflow.data.record_units import plan_source
+from decflow.data.records.units import plan_source
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import results as results_stage
-from decflow.pipeline.contract_run.sequential_calls import sequential_group
+from decflow.pipeline.contract_run.sequential.calls import sequential_group
 from decflow.pipeline.pipeline import pipeline_at
 from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import Stage, StageContext, UnitOutcome, run_stage

@@ -13,7 +13,7 @@ from typing import Any
 from decflow.registry import Registry
 
 # The report kinds with gates to show (a probe report has relations instead).
-GATED_KINDS = frozenset({"run", "check", "diff", "replay"})
+GATED_KINDS = frozenset({"run", "check", "diff", "replay", "monitor"})
 
 
 @dataclass(frozen=True)

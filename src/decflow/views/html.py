@@ -18,7 +18,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import bounds, failing_first, number
-from decflow.report.model import Diagnostics, Report
+from decflow.report.check_report import CheckView, Segment
+from decflow.report.model import Diagnostics, Open, Report
+from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
     axis_base,
@@ -41,6 +43,8 @@ from decflow.views.diff_evidence import evidence_table, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
+from decflow.views.monitor_charts import gate_charts
+from decflow.views.monitor_text import WORDS, open_gates, read_line, shift_line
 from decflow.views.sequential_text import gate_interval, time_uniform
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import (
@@ -198,7 +202,9 @@ def plots(*svgs: str) -> str:
 # -- shared sections --------------------------------------------------------------------
 
 
-def banner(report: Report, title: str) -> str:
+def banner(report: Report, title: str, word: str | None = None) -> str:
+    """The verdict at the top of a page; `word` replaces the status shown (a monitor's
+    OK / WARN / ALARM)."""
     status = str(report.status)
     verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
     facts = [f"exit code {e('n/a' if report.exit_code is None else report.exit_code)}"]
@@ -207,7 +213,7 @@ def banner(report: Report, title: str) -> str:
             facts.append(f"{e(name)} {e(value)}")
     # Caveats of a blind or partly unexercised suite qualify the verdict itself.
     caveats = "".join(f"<p><b>{e(c)}</b></p>" for c in report.caveats())
-    return (f'<div class="banner {e(status)}"><div class="st">{e(status.upper())}</div>'
+    return (f'<div class="banner {e(status)}"><div class="st">{e(word or status.upper())}</div>'
             f'<div><p class="headline">{e(report.first_line())}</p>'
             f"<h1>{e(title)}</h1><p>{e(verdict)}</p>{caveats}"
             f'<p class="sub">{" · ".join(facts)}</p></div></div>')
@@ -659,53 +665,76 @@ def changed_cases(report: dict[str, Any]) -> str:
 
 def check_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     title = "decflow check"
-    metrics = report.get("metrics") or {}
-    groups = [(name, {k: v for k, v in (metrics.get(name) or {}).items()
-                      if v is not None and not isinstance(v, dict | list)})
-              for name in ("counts", "outcomes", "calibration", "confidence", "threshold",
-                           "routing", "latency_ms", "cost")]
-    tables = "".join(f"<div><h3>{e(words(n))}</h3>{kv_table(g)}</div>" for n, g in groups if g)
+    typed = CheckView.read(report, "the report", "check report")
+    metrics = typed.metrics
+    groups: list[tuple[str, Open | None]] = [
+        ("counts", metrics.counts), ("outcomes", metrics.outcomes),
+        ("calibration", metrics.calibration), ("confidence", metrics.confidence),
+        ("threshold", metrics.threshold), ("routing", metrics.routing),
+        ("latency_ms", metrics.latency_ms), ("cost", metrics.cost)]
+    shown = [(name, {k: v for k, v in group.to_dict().items()
+                     if v is not None and not isinstance(v, dict | list)})
+             for name, group in groups if group is not None]
+    tables = "".join(f"<div><h3>{e(words(n))}</h3>{kv_table(g)}</div>" for n, g in shown if g)
     parts = [banner(head, title), identity(report, head), gates(head),
              section("Metrics", plots(tables))]
-    if (metrics.get("calibration") or {}).get("reliability"):
-        threshold = (metrics.get("threshold") or {}).get("threshold")
+    if metrics.calibration.reliability:
+        threshold = None if metrics.threshold is None else metrics.threshold.threshold
         parts.append(section("Calibration", calibration_plots(report, threshold)))
-    drift = report.get("drift") or {}
+    drift = typed.drift.to_dict()
     if drift:
         measured = any(v is not None for v in drift.values())
         note = "" if measured else '<p class="muted">No baseline: drift was not measured.</p>'
         parts.append(section("Drift against the baseline", note, kv_table(drift)))
-    segments = report.get("segments") or []
-    if segments:
-        parts.append(check_segments(failing_segments_first(segments)))
+    if typed.segments:
+        parts.append(check_segments(failing_segments_first(typed.segments)))
     return title, parts
 
 
-def check_segments(segments: list[dict[str, Any]]) -> str:
-    def accuracy(segment: dict[str, Any]) -> float | None:
-        return (segment["metrics"].get("outcomes") or {}).get("accuracy")
-
-    def limit(segment: dict[str, Any]) -> float | None:
-        found = [c["threshold"] for c in segment.get("checks") or []
-                 if c["gate"].endswith(".min_accuracy")]
+def check_segments(segments: list[Segment]) -> str:
+    def limit(segment: Segment) -> float | None:
+        found = [c.threshold for c in segment.checks if c.gate.endswith(".min_accuracy")]
         return found[0] if found else None
 
     rows = []
     for s in segments:
-        m = s["metrics"]
-        failing = [c["message"] for c in s.get("checks") or [] if c["status"] != "pass"]
-        rows.append((e(f"{s['key']}={s['value']}"), pill(s.get("status", "pass")),
-                     val(m["counts"]["total"]), val(accuracy(s)),
-                     val((m.get("calibration") or {}).get("ece")),
-                     val((m.get("threshold") or {}).get("coverage")),
-                     val((m.get("routing") or {}).get("fallback_rate")),
-                     "<br>".join(e(f) for f in failing)))
+        m = s.metrics
+        failing = [c.message for c in s.checks if c.status != "pass"]
+        rows.append((e(f"{s.key}={s.value}"), pill(s.status), val(m.counts.total),
+                     val(m.outcomes.accuracy), val(m.calibration.ece),
+                     val(None if m.threshold is None else m.threshold.coverage),
+                     val(m.routing.fallback_rate), "<br>".join(e(f) for f in failing)))
     chart = hbar_chart(
-        [BarRow(f"{s['key']}={s['value']}", (Bar(accuracy(s)),), limit(s)) for s in segments],
+        [BarRow(f"{s.key}={s.value}", (Bar(s.metrics.outcomes.accuracy),), limit(s))
+         for s in segments],
         ("accuracy",), "Segment accuracy (red: segment min_accuracy)", kind="segments")
     return section("Segments", table(
         ("segment", "status", "records", "accuracy", "ECE", "coverage", "fallback rate",
-         "failing checks"), rows, (s.get("status", "") for s in segments)), plots(chart))
+         "failing checks"), rows, (s.status for s in segments)), plots(chart))
+
+
+def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+    """A monitor run: the monitor and what this run read, a chart per gated metric window
+    by window, and the windows newest first with their runs."""
+    typed = MonitorReport.read(report, "the monitor report")
+    monitor = typed.monitor
+    facts = {"monitor": monitor.id, "source": monitor.source, "labels": monitor.labels,
+             "window": monitor.window, "baseline": (monitor.baseline or {}).get("path"),
+             "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)}
+    parts = [banner(head, "decflow monitor", WORDS[typed.status]),
+             section("Monitor", kv_table(facts))]
+    if typed.windows:
+        checked = set(typed.checked)
+        newest = list(reversed(typed.windows))
+        rows = [(e(w.name) + (" *" if w.name in checked else ""), pill(w.status),
+                 e(w.n_records), e(w.n_labelled), e(w.reason),
+                 e(", ".join(w.superseded) or "–"), e(w.run_id), e(open_gates(w)))
+                for w in newest]
+        parts.append(section("Gated metrics, window by window", plots(*gate_charts(typed))))
+        parts.append(section("Windows (newest first; * checked by this run)", table(
+            ("window", "status", "records", "labelled", "last judged for", "superseded runs",
+             "run", "open gates"), rows, (w.status for w in newest))))
+    return "decflow monitor", parts
 
 
 def probe_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
@@ -717,9 +746,10 @@ def probe_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    """The whole self-contained HTML page of a run, diff, check or probe report."""
+    """The whole self-contained HTML page of a run, diff, check, probe or monitor report."""
     head = Report.view(report)
-    bodies = {"diff": diff_body, "check": check_body, "probe": probe_body}
+    bodies = {"diff": diff_body, "check": check_body, "probe": probe_body,
+              "monitor": monitor_body}
     title, parts = bodies.get(report_kind(report), run_body)(report, head)
     version = report.get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "

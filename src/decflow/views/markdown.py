@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from decflow.gates.headline import bounds, failing_first, number
+from decflow.report.check_report import CheckView
 from decflow.report.model import CheckRow, ContractRef, Diagnostics, Report
+from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties
 from decflow.report.sections import (
     axis_base,
@@ -33,6 +35,7 @@ from decflow.views.calibration_text import calibration_lines
 from decflow.views.diff_evidence import evidence_items, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
+from decflow.views.monitor_text import WORDS, open_gates, read_line, shift_line
 from decflow.views.sequential_text import from_cache
 from decflow.views.text import (
     FIRST_CASES,
@@ -409,26 +412,29 @@ def check_sections(report: dict[str, Any]) -> Sections:
     """Checks first (what an on-call reader acts on), then the metrics, drift and segments
     behind them."""
     head = Report.view(report)
+    typed = CheckView.read(report, "the report", "check report")
     sections: Sections = [("identity", identity(head)), ("checks", checks_block(head))]
-    metrics = report.get("metrics") or {}
-    rows = {"records": (metrics.get("counts") or {}).get("total"),
-            **{k: v for k, v in (metrics.get("outcomes") or {}).items() if k != "n"},
-            **{k: (metrics.get("calibration") or {}).get(k) for k in ("ece", "brier", "nll")},
-            "mean confidence": (metrics.get("confidence") or {}).get("mean"),
-            "threshold coverage": (metrics.get("threshold") or {}).get("coverage"),
-            **{k: v for k, v in (metrics.get("routing") or {}).items() if k.endswith("_rate")}}
+    metrics = typed.metrics
+    outcomes, calibration, routing = metrics.outcomes, metrics.calibration, metrics.routing
+    rows = {"records": metrics.counts.total, "accuracy": outcomes.accuracy,
+            "error_rate": outcomes.error_rate, "ece": calibration.ece,
+            "brier": calibration.brier, "nll": calibration.nll,
+            "mean confidence": metrics.confidence.mean,
+            "threshold coverage": None if metrics.threshold is None
+            else metrics.threshold.coverage,
+            "abstention_rate": routing.abstention_rate,
+            "human_review_rate": routing.human_review_rate,
+            "fallback_rate": routing.fallback_rate}
     sections.append(("metrics", ["## Metrics", "", *kv_table(rows, ("metric", "value"))]))
-    drift = report.get("drift") or {}
+    drift = typed.drift.to_dict()
     if any(v is not None for v in drift.values()):
         sections.append(("drift", ["## Drift against the baseline", "",
                                    *kv_table(drift, ("measure", "value"))]))
-    segments = report.get("segments") or []
-    if segments:
-        flat = [{"key": s["key"], "value": s["value"], "status": s.get("status"),
-                 "records": s["metrics"]["counts"]["total"],
-                 "accuracy": (s["metrics"].get("outcomes") or {}).get("accuracy"),
-                 "ece": (s["metrics"].get("calibration") or {}).get("ece")}
-                for s in failing_segments_first(segments)]
+    if typed.segments:
+        flat = [{"key": s.key, "value": s.value, "status": s.status,
+                 "records": s.metrics.counts.total, "accuracy": s.metrics.outcomes.accuracy,
+                 "ece": s.metrics.calibration.ece}
+                for s in failing_segments_first(typed.segments)]
         sections.append(("segments", ["## Segments", "", *segments_table(
             flat, (("status", "status"), ("records", "records"), ("accuracy", "accuracy"),
                    ("ece", "ECE")))]))
@@ -442,7 +448,37 @@ def titled_sections(report: dict[str, Any]) -> tuple[str, Sections]:
         return "decflow diff", diff_sections(report)
     if kind == "check":
         return "decflow check", check_sections(report)
+    if kind == "monitor":
+        name = (report.get("contract") or {}).get("name")
+        return f"decflow monitor: {md(name)}", monitor_sections(report)
     return run_title(Report.view(report)), run_sections(report)
+
+
+SHOWN_WINDOWS = 14  # a monitor's newest windows in its Markdown view
+
+
+def monitor_sections(report: dict[str, Any]) -> Sections:
+    """A monitor run (the Prefect artifact): what this run read, the newest windows with
+    their verdicts and open gates, then the checks its verdict follows from."""
+    typed = MonitorReport.read(report, "the monitor report")
+    monitor = typed.monitor
+    sections: Sections = [("identity", kv_table({
+        "monitor": monitor.id, "source": monitor.source, "labels": monitor.labels or "none",
+        "window": monitor.window, "baseline": (monitor.baseline or {}).get("path") or "none",
+        "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)},
+        ("", "")))]
+    shown = list(reversed(typed.windows))[:SHOWN_WINDOWS]
+    if shown:
+        checked = set(typed.checked)
+        rows = [(md(w.name) + (" (this run)" if w.name in checked else ""), WORDS[w.status],
+                 str(w.n_records), str(w.n_labelled), md(w.reason), md(open_gates(w)))
+                for w in shown]
+        sections.append(("windows", [
+            f"## Windows ({len(shown)} newest of {len(typed.windows)})", "",
+            *table(("window", "verdict", "records", "labelled", "last judged for",
+                    "open gates"), rows)]))
+    sections.append(("checks", checks_block(typed)))
+    return sections
 
 
 def render_markdown(report: dict[str, Any]) -> str:

@@ -27,6 +27,10 @@ def render_text(report: dict[str, Any]) -> str:
         from decflow.views.production_text import render_check
 
         return render_check(report)
+    if kind == "monitor":
+        from decflow.views.monitor_text import render_monitor
+
+        return render_monitor(report)
     from decflow.views.text import Section, render
 
     sections: list[Section] = []

@@ -141,7 +141,10 @@ def _result(report: dict[str, Any]) -> list[str]:
 
 
 def render_probe(report: dict[str, Any]) -> str:
-    head = [RULE, "decflow probe — suite-quality report", RULE,
+    # the headline leads (reports stored before it was written by `gates.headline` show
+    # the line they stored)
+    head = [report.get("headline") or report["status"].upper(), "",
+            RULE, "decflow probe — suite-quality report", RULE,
             f"agent: {report['settings']['agent']}", ""]
     sections = [_meter(report), _blindness(report),
                 ["3. ORACLE GUIDANCE", *_paragraph(report["guidance"])],

@@ -32,3 +32,10 @@ def write_stored_html(store: Store, relative: str, report: dict[str, Any] | None
 def write_run_html(store: Store, report: dict[str, Any]) -> str:
     """`write_stored_html` for a report just stored as run `report["run"]["id"]`."""
     return write_stored_html(store, report_path(report["run"]["id"]), report)
+
+
+def write_window_html(store: Store, report: dict[str, Any]) -> list[str]:
+    """The HTML view of each window run a monitor run checked (stored as runs of their
+    own); returns their store paths."""
+    by_name = {w["name"]: w["run_id"] for w in report["windows"]}
+    return [write_stored_html(store, report_path(by_name[name])) for name in report["checked"]]

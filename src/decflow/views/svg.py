@@ -295,3 +295,72 @@ def _legend(items: Sequence[tuple[str, str]], x: float, y: float, *,
         else:
             y += 14
     return "".join(parts)
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One window of a time-series chart: its value, band (`low`/`high`), status."""
+
+    window: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    status: str = "pass"
+
+
+SERIES_W, SERIES_H = 560, 220
+
+
+def window_series(points: Sequence[SeriesPoint], title: str, *, limit: float | None = None,
+                  alarm_from: str | None = None, alarm_label: str = "") -> str:
+    """A gated metric window by window: a dot per window (red where its gate did not
+    pass), its band as a whisker, the gate's limit as a dashed red line, and the windows
+    from `alarm_from` on shaded (the alarm)."""
+    plot_w, plot_h = SERIES_W - LEFT - RIGHT, SERIES_H - TOP - BOTTOM
+    found = [v for p in points for v in (p.value, p.high) if v is not None]
+    y_max = nice_max(max([*found, *([limit] if limit is not None else [])], default=0.0))
+    step = plot_w / max(len(points), 1)
+
+    def x_at(index: int) -> float:
+        return LEFT + step * (index + 0.5)
+
+    def y_at(value: float) -> float:
+        return TOP + plot_h * (1.0 - min(max(value / y_max, 0.0), 1.0))
+
+    parts = [_open(SERIES_W, SERIES_H, title, "window-series",
+                   f'data-plot-height="{plot_h}" data-y-max="{esc(repr(float(y_max)))}"')]
+    names = [p.window for p in points]
+    if alarm_from in names:
+        start = LEFT + step * names.index(alarm_from)
+        parts.append(f'<rect class="alarm" {data_attrs({"since": alarm_from})} '
+                     f'x="{_n(start)}" y="{TOP}" width="{_n(LEFT + plot_w - start)}" '
+                     f'height="{plot_h}" fill="{ALERT}" fill-opacity="0.08"/>')
+        parts.append(_text(start + 4, TOP + 12, alarm_label, fill=ALERT))
+    for i in range(5):
+        y = y_at(y_max * i / 4)
+        parts.append(f'<line x1="{LEFT}" y1="{_n(y)}" x2="{LEFT + plot_w}" y2="{_n(y)}" '
+                     f'stroke="{GRID}" stroke-width="1"/>')
+        parts.append(_text(LEFT - 6, y + 4, f"{y_max * i / 4:g}", anchor="end"))
+    if limit is not None:
+        y = y_at(limit)
+        parts.append(f'<line class="limit" {data_attrs({"value": float(limit)})} '
+                     f'x1="{LEFT}" y1="{_n(y)}" x2="{LEFT + plot_w}" y2="{_n(y)}" '
+                     f'stroke="{ALERT}" stroke-dasharray="4 3"/>')
+    every = max(1, math.ceil(len(points) / 8))  # at most 8 window names under the axis
+    for index, point in enumerate(points):
+        x = x_at(index)
+        if index % every == 0:
+            parts.append(_text(x, TOP + plot_h + 15, point.window, size=9, anchor="middle"))
+        if point.value is None:
+            continue
+        if point.low is not None and point.high is not None:
+            parts.append(f'<line class="band" x1="{_n(x)}" y1="{_n(y_at(point.low))}" '
+                         f'x2="{_n(x)}" y2="{_n(y_at(point.high))}" stroke="{MUTED}"/>')
+        color = COLORS[0] if point.status == "pass" else ALERT
+        attrs = data_attrs({"window": point.window, "value": point.value, "low": point.low,
+                            "high": point.high, "status": point.status})
+        parts.append(f'<circle class="point" {attrs} cx="{_n(x)}" cy="{_n(y_at(point.value))}" '
+                     f'r="3.5" fill="{color}"/>')
+    parts.append(f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" '
+                 f'y2="{TOP + plot_h}" stroke="{INK}"/></svg>')
+    return "".join(parts)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from decflow.gates.headline import ORDER, failing_first, number
+from decflow.report.check_report import Segment
 from decflow.report.model import BackendRef, ContractRef, DatasetRef, Report
 from decflow.report.modes import mode_named
 from decflow.report.run_report import GoldenMetrics
@@ -36,10 +37,9 @@ PREVIEW = 70
 Section = Callable[[dict[str, Any]], list[str]]
 
 
-def failing_segments_first(segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A check's segments as every view lists them: failing first, like the checks (a
-    segment without a status, as in DecGuard's reports, passed)."""
-    return sorted(segments, key=lambda s: ORDER.get(s.get("status") or "pass", len(ORDER)))
+def failing_segments_first(segments: list[Segment]) -> list[Segment]:
+    """A check's segments as every view lists them: failing first, like the checks."""
+    return sorted(segments, key=lambda s: ORDER.get(s.status, len(ORDER)))
 
 
 def percent(value: float | None) -> str:

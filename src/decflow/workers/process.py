@@ -11,13 +11,15 @@ a row ended that way without a single answer, calls fail at once instead.
 
 Three daemon threads serve each started worker: one writes calls (a stuck worker that
 stops reading never blocks the caller), one reads answers, one forwards what the worker
-prints to this process's stderr, a line at a time, escaped and cut.
+prints to this process's stderr, a line at a time, escaped and cut, its credentials
+redacted over the whole stream. A worker dies with this process (`lifetime`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import codecs
 import itertools
 import os
 import queue
@@ -30,9 +32,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from decflow import interrupts
+from decflow.redaction import StreamRedactor
 from decflow.untrusted import escape, shorten
 from decflow.workers.command import python_module, trusted_path
 from decflow.workers.frames import BrokenFrame, encode, read_frame, write_encoded
+from decflow.workers.lifetime import child_environment, start_lasting
 
 MAX_FAILURES = 3
 # Starting a worker and building what it hosts (importing a plugin or an agent, polars
@@ -97,9 +101,9 @@ class _Child:
         calls_read, calls_write = os.pipe()
         answers_read, answers_write = os.pipe()
         try:
-            self.process = subprocess.Popen(
+            self.process = start_lasting(  # and it dies with this process (lifetime)
                 python_module(module, str(calls_read), str(answers_write)),
-                pass_fds=(calls_read, answers_write),
+                pass_fds=(calls_read, answers_write), env=child_environment(),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C on the terminal is the parent's
             )
@@ -161,15 +165,26 @@ class _Child:
         self.end(reason)
 
     def _forward(self) -> None:
+        """The worker's output, `MAX_OUTPUT_LINE` bytes at most a line, with credentials
+        redacted over the whole stream (one cut across a token shows neither half)."""
         stream = self.process.stdout
         assert stream is not None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        redactor = StreamRedactor()
         while raw := stream.readline(MAX_OUTPUT_LINE):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self._show(redactor.feed(decoder.decode(raw)))
+        self._show(redactor.feed(decoder.decode(b"", final=True)) + redactor.end())
+        stream.close()
+
+    def _show(self, text: str) -> None:
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        for line in lines:
             try:
                 sys.stderr.write(f"{self.what}: {shorten(escape(line), MAX_OUTPUT_LINE)}\n")
             except (OSError, ValueError):  # stderr closed: the worker's output is dropped
-                continue
-        stream.close()
+                return
 
     def end(self, reason: str | None, *, failed_call: int | None = None,
             deliberate: bool = False) -> None:

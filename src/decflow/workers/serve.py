@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from decflow.workers.frames import BrokenFrame, encode, read_frame, write_encoded
+from decflow.workers.lifetime import die_with_parent
 
 
 class Handler(Protocol):
@@ -47,6 +48,7 @@ def _use_path(message: dict[str, Any] | None) -> None:
 
 def serve(handler: Handler, argv: Sequence[str]) -> None:
     """Answer calls read from fd `argv[0]` on fd `argv[1]` until the parent closes."""
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests_fd, answers_fd = int(argv[0]), int(argv[1])
     _use_path(read_frame(requests_fd))

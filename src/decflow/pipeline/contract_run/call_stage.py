@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from decflow import interrupts
 from decflow.pipeline.contract_run import results
-from decflow.pipeline.contract_run.sequential_calls import (
+from decflow.pipeline.contract_run.sequential.calls import (
     sent_inputs,
     sequential_call_stage,
     sequential_params,

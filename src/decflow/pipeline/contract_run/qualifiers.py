@@ -3,7 +3,7 @@ qualifiers (PRODUCT §4, "Headlines"). They never change the verdict; they say w
 on where that is less than it looks:
 
 - `zero_limit`: a sequential run passed a limit-0 gate as a share below
-  `sequential.zero_limit`, without seeing every case (`sequential_gates.zero_limit_unseen`);
+  `sequential.zero_limit`, without seeing every case (`sequential.gates.zero_limit_unseen`);
 - `underpowered`: a DecGuard-parity gate passes on its point estimate while its evidence
   (the exact binomial bound of a golden rate, the case-level bound of a property rate) does
   not show it on the right side of its limit: `min_accuracy lower bound 0.3684`.
@@ -19,7 +19,7 @@ from typing import Any
 from decflow.gates.checks import Check
 from decflow.gates.headline import Qualifier, number
 from decflow.metrics.evidence import UNDERPOWERED
-from decflow.pipeline.contract_run.sequential_gates import zero_limit_qualifier
+from decflow.pipeline.contract_run.sequential.gates import zero_limit_qualifier
 
 
 def run_qualifiers(status: str, checks: Sequence[Check],

@@ -113,7 +113,7 @@ def build_report(
     )
     sequential = results_manifest.extra.get("sequential")
     if sequential is not None:
-        from decflow.pipeline.contract_run.sequential_summary import sequential_report
+        from decflow.pipeline.contract_run.sequential.summary import sequential_report
 
         checks, sequential = sequential_report(contract, spec, store, manifests, table, checks,
                                                sequential)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from decflow.data.record_units import plan_source
-from decflow.data.records import RecordSpec, normalize_objects
+from decflow.data.records.reader import RecordSpec, normalize_objects
+from decflow.data.records.units import plan_source
 from decflow.errors import DatasetError, ReportError
 from decflow.metrics.production import Metrics, partition_stats, production_metrics
 from decflow.pipeline.driver import RunBook

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from decflow.data.record_units import Scanned, scan_in_background
+from decflow.data.records.units import Scanned, scan_in_background
 from decflow.data.scan_process import scan_beside, worth_a_process
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.data.record_units import SourcePlan
+    from decflow.data.records.units import SourcePlan
     from decflow.pipeline.production.stages import CheckSpec
     from decflow.pipeline.stage import Progress
     from decflow.store.store import Store
@@ -72,7 +72,7 @@ def run_check(
 
         raise DecflowError("a check needs its records (-d RECORDS) or a run to resume")
     scanned = (scanning or start_scan(records)) if records is not None else None
-    from decflow.data.record_units import plan_scanned
+    from decflow.data.records.units import plan_scanned
     from decflow.pipeline.driver import drive
     from decflow.pipeline.production.stages import CheckSpec
     from decflow.pipeline.production.summary import CHECK
@@ -142,7 +142,7 @@ def check_records(
 
     from decflow.contracts.canonical import contract_hash
     from decflow.contracts.loader import LoadedContract
-    from decflow.data.record_units import plan_source
+    from decflow.data.records.units import plan_source
     from decflow.pipeline.driver import drive
     from decflow.pipeline.production.stages import CheckSpec
     from decflow.pipeline.production.summary import CHECK

@@ -16,8 +16,8 @@ from typing import Any
 
 import polars
 
-from decflow.data.record_units import SourcePlan, Unit
-from decflow.data.records import RecordSpec
+from decflow.data.records.reader import RecordSpec
+from decflow.data.records.units import SourcePlan, Unit
 from decflow.metrics.production import GroupStats, stats_frame, stats_from_frame
 from decflow.metrics.quantiles import EXACT_LIMIT
 from decflow.pipeline.production.statistics import (
@@ -84,7 +84,7 @@ def _units(context: CheckContext) -> list[Unit]:
     return context.spec.plan.units
 
 
-def _unit_params(unit: Unit) -> dict[str, Any]:
+def unit_params(unit: Unit) -> dict[str, Any]:
     """What a unit's statistics depend on: the bytes it reads and the records before it
     (default ids count them), never its files' paths (a moved file is still a cache hit)."""
     return {"unit": unit.identity(), "offset": unit.offset, "polars": polars.__version__,
@@ -175,7 +175,7 @@ def _read_unit_title(unit: Unit) -> str:
 AGGREGATES: Stage[CheckSpec] = Stage(
     "aggregates", STAGE_VERSION, (), _merge, params=_source, inputs=_unit_hashes,
     reusable=_every_unit_read,
-    fan_out=FanOut("records", _units, _unit_params, read_unit, _read_unit_title),
+    fan_out=FanOut("records", _units, unit_params, read_unit, _read_unit_title),
     title="merge the units' statistics and ids",
 )
 

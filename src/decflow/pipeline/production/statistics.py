@@ -2,7 +2,7 @@
 (`metrics.production.GroupStats`) for the whole input and every segment value, a unit at a
 time, and merged.
 
-A unit (`data.record_units`) is read and validated batch by batch into its statistics per
+A unit (`data.records.units`) is read and validated batch by batch into its statistics per
 group and the 64-bit hashes of its ids; nothing else of the records is kept. In the store
 a unit is one small statistics part and its id hashes split by their top 4 bits into
 `ID_BUCKETS` parts (delta-encoded, ≈5 bytes a record), never a copy of the rows.
@@ -27,8 +27,8 @@ import numpy as np
 import polars as pl
 
 from decflow import interrupts
-from decflow.data.record_units import Unit
-from decflow.data.records import RecordReader, RecordSpec, segment_column
+from decflow.data.records.reader import RecordReader, RecordSpec, segment_column
+from decflow.data.records.units import Unit
 from decflow.errors import DatasetError
 from decflow.metrics.production import (
     GroupStats,
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from decflow.store.store import Manifest, Part, Store
 
 ID_BUCKETS = 16
+STATS_PART = "part-00000.parquet"  # a unit's statistics
+ROWS_PART = "rows.parquet"  # a unit's `BatchStats.rows`, when it keeps any
 _BUCKET_SHIFT = np.uint64(60)
 
 # A group's key: "" for every record, `<segment key>\x1f<value token>` for a segment value.
@@ -86,6 +88,11 @@ class BatchStats:
     @classmethod
     def of(cls, spec: RecordSpec, contract: Contract) -> BatchStats:
         return cls(spec, *binning(contract))
+
+    def rows(self, _table: pl.DataFrame) -> pl.DataFrame | None:
+        """Per-record rows a unit keeps beside its statistics (a monitor's predictions;
+        none for a check)."""
+        return None
 
     def prefixes(self, table: pl.DataFrame) -> tuple[list[str], np.ndarray] | None:
         """The key prefixes every group of this batch is split by — their names and each
@@ -173,6 +180,7 @@ class UnitAggregates:
     stats: dict[str, GroupStats] = field(default_factory=dict)
     # sorted; None once dropped (a unit whose hashes are read back from the store)
     id_hashes: np.ndarray | None = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    rows: pl.DataFrame | None = None  # `BatchStats.rows` of its records, in file order
 
 
 def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> UnitAggregates:
@@ -181,9 +189,13 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
     reader = RecordReader((), spec, parts=unit.parts, offset=unit.offset, texts=False,
                           beside=True)
     merged: dict[str, GroupStats] = {}
+    rows: list[pl.DataFrame] = []
     try:
         for batch in reader.unit_batches():
             merged = merge_groups(merged, batch_stats(batch.table))
+            kept = batch_stats.rows(batch.table)
+            if kept is not None:
+                rows.append(kept)
     except DatasetError as exc:
         return UnitAggregates(unit, reader.n_records - unit.offset, str(exc))
     n_records = reader.n_records - unit.offset
@@ -193,7 +205,7 @@ def aggregate_unit(unit: Unit, spec: RecordSpec, batch_stats: BatchStats) -> Uni
                               f"({unit.n_records} records planned, {n_records} read); run "
                               "it again")
     return UnitAggregates(unit, n_records, None, reader.segment_problems(), merged,
-                          reader.id_hashes())
+                          reader.id_hashes(), pl.concat(rows) if rows else None)
 
 
 def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggregates:
@@ -212,8 +224,10 @@ def combine_pieces(unit: Unit, results: Sequence[UnitAggregates]) -> UnitAggrega
             problems.setdefault(key, message)
         stats = merge_groups(stats, result.stats)
     hashes = [r.id_hashes for r in results if r.id_hashes is not None]
+    rows = [r.rows for r in results if r.rows is not None]
     return UnitAggregates(unit, n_records, None, problems, stats,
-                          np.sort(np.concatenate(hashes), kind="stable"))
+                          np.sort(np.concatenate(hashes), kind="stable"),
+                          pl.concat(rows) if rows else None)
 
 
 # -- merging units ------------------------------------------------------------------------
@@ -293,8 +307,10 @@ def write_unit(store: Store, prefix: str, result: UnitAggregates) -> list[Part]:
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         ids = pool.submit(id_parts)
-        stats = store.write_part(f"{prefix}/part-00000.parquet", stats_frame(result.stats))
-        return [stats, *interrupts.result(ids)]
+        stats = store.write_part(f"{prefix}/{STATS_PART}", stats_frame(result.stats))
+        rows = ([] if result.rows is None
+                else [store.write_part(f"{prefix}/{ROWS_PART}", result.rows)])
+        return [stats, *rows, *interrupts.result(ids)]
 
 
 def _hash_parquet(hashes: np.ndarray) -> bytes:
@@ -311,8 +327,14 @@ def _hash_parquet(hashes: np.ndarray) -> bytes:
 
 
 def unit_stats(store: Store, manifest: Manifest) -> dict[str, GroupStats]:
-    stats_part = next(p for p in manifest.parts if p.path.endswith("/part-00000.parquet"))
+    stats_part = next(p for p in manifest.parts if p.path.endswith(f"/{STATS_PART}"))
     return stats_from_frame(store.read_part(stats_part))
+
+
+def unit_rows(store: Store, manifest: Manifest) -> pl.DataFrame | None:
+    """A stored unit's kept rows (`BatchStats.rows`), if it kept any."""
+    part = next((p for p in manifest.parts if p.path.endswith(f"/{ROWS_PART}")), None)
+    return None if part is None else store.read_part(part)
 
 
 def stored_bucket(store: Store, manifest: Manifest, b: int) -> list[np.ndarray]:

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-import decflow
-from decflow.data.record_rules import inline_json
-from decflow.data.records import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.reader import RecordReader, RecordSpec, segment_display, segment_value
+from decflow.data.records.rules import inline_json
 from decflow.errors import DatasetError
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import Check, Level, status_of
@@ -49,6 +48,8 @@ from decflow.report.check_report import (
     CheckEvaluation,
     CheckMetrics,
     CheckReport,
+    Drift,
+    Percentiles,
     Records,
     Segment,
 )
@@ -56,6 +57,7 @@ from decflow.report.model import Calibration, CheckRow, QualifierRow, RunRef
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import write_report
 from decflow.store.store import Manifest
+from decflow.version import __version__
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
@@ -157,7 +159,7 @@ def summarize(
     evaluation = contract.evaluation
     report = CheckReport(
         report_version=REPORT_VERSION,
-        decflow_version=decflow.__version__,
+        decflow_version=__version__,
         kind="check",
         created_at=created_at,
         status=status,
@@ -183,10 +185,10 @@ def summarize(
         baseline=None if baseline is None else CheckBaseline.model_validate(baseline.block),
         metrics=CheckMetrics.model_validate(metrics),
         calibration=Calibration.model_validate(calibration),
-        drift=drift_values,
+        drift=Drift.model_validate(drift_values),
         segments=[Segment.model_validate(entry) for entry in segments],
         checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
-        percentiles=percentile_method(_sketched(aggregates)),
+        percentiles=Percentiles.model_validate(percentile_method(_sketched(aggregates))),
         records_inline=aggregates.records is not None,
     )
     if aggregates.records is not None:

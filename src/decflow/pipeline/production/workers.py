@@ -10,11 +10,11 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from decflow import interrupts
-from decflow.data.record_units import Unit, suffix
-from decflow.data.records import RecordSpec
-from decflow.pipeline.production.stages import CheckSpec, publish_unit
+from decflow.data.records.reader import RecordSpec
+from decflow.data.records.units import Unit, suffix
+from decflow.pipeline.production.stages import publish_unit
 from decflow.pipeline.production.statistics import BatchStats, aggregate_unit, combine_pieces
-from decflow.pipeline.stage import Missing, Stage, StageContext, UnitOutcome
+from decflow.pipeline.stage import Missing, Stage, StageContext, UnitOutcome, UnitRunner
 from decflow.workers.command import spawn_isolated
 
 # From this many records on, Parquet and JSON-list units are read in worker processes: their
@@ -97,26 +97,41 @@ def _abandon(pool: Executor) -> None:
 HELD_ID_RECORDS = 20_000_000
 
 
-def read_units(_stage: Stage[CheckSpec], context: StageContext[CheckSpec],
-               missing: list[Missing]) -> list[UnitOutcome]:
-    """The `UnitRunner` of a check in this process: the units not found in the store read
-    on all cores, JSONL units block by block (`Unit.pieces`), each published as soon as its
+def units_reader(batch_stats: Callable[[StageContext[Any]], BatchStats],
+                 unit_of: Callable[[Any], Unit] = lambda unit: unit) -> UnitRunner:
+    """A `UnitRunner` in this process that reduces records with `batch_stats(context)` (a
+    check's statistics, a monitor's per window); `unit_of` finds the `Unit` of a stage's
+    unit (a monitor's carry their window). The units not found in the store are read on
+    all cores, JSONL units block by block (`Unit.pieces`), each published as soon as its
     pieces are read; what was read is held for the merge (`UnitOutcome.held`)."""
+
+    def read(_stage: Stage[Any], context: StageContext[Any],
+             missing: list[Missing]) -> list[UnitOutcome]:
+        stats = batch_stats(context)
+        units: list[Unit] = [unit_of(unit) for _, unit, _ in missing]
+        keep_ids = sum(u.n_records for u in context.spec.plan.units) <= HELD_ID_RECORDS
+        pieces = [unit.pieces() for unit in units]
+        results = in_parallel(aggregate_unit, [p for own in pieces for p in own], stats.spec,
+                              stats, processes=in_processes(units))
+        progress = context.progress("records", None) if context.progress else None
+        outcomes: list[UnitOutcome] = []
+        done = 0
+        for (_, _, key), unit, own in zip(missing, units, pieces, strict=True):
+            result = combine_pieces(unit, [next(results) for _ in own])
+            outcomes.append(publish_unit(context.store, key, result, keep_ids=keep_ids))
+            done += result.n_records
+            if progress:
+                progress(done, None)
+        return outcomes
+
+    return read
+
+
+def check_stats(context: StageContext[Any]) -> BatchStats:
+    """A check's statistics of a batch of records."""
     contract = context.loaded.contract
-    spec = RecordSpec.from_contract(contract)
-    units: list[Unit] = [unit for _, unit, _ in missing]
-    keep_ids = sum(u.n_records for u in context.spec.plan.units) <= HELD_ID_RECORDS
-    pieces = [unit.pieces() for unit in units]
-    results = in_parallel(aggregate_unit, [p for own in pieces for p in own], spec,
-                          BatchStats.of(spec, contract), processes=in_processes(units))
-    progress = context.progress("records", None) if context.progress else None
-    outcomes: list[UnitOutcome] = []
-    done = 0
-    for (_, unit, key), own in zip(missing, pieces, strict=True):
-        interrupts.check()
-        result = combine_pieces(unit, [next(results) for _ in own])
-        outcomes.append(publish_unit(context.store, key, result, keep_ids=keep_ids))
-        done += result.n_records
-        if progress:
-            progress(done, None)
-    return outcomes
+    return BatchStats.of(RecordSpec.from_contract(contract), contract)
+
+
+# The `UnitRunner` of a production check in this process.
+read_units = units_reader(check_stats)

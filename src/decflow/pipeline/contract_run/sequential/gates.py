@@ -4,8 +4,8 @@ Every check the full run would make is tracked: golden gates and property rates 
 `RatioGate`s over the cases sent (in the order sent), limit-0 gates as the share of cases
 with an occurrence against `sequential.zero_limit`, macro-F1, ECE and the latency p95 as
 composites of such gates (`decflow.metrics.sequential_composite`), the diagnostics as built
-by `sequential_diagnostics`, and what no evidence can decide early (a property that
-transformed nothing) as gates only the whole suite decides. The driver (`sequential_calls`)
+by `sequential.diagnostics`, and what no evidence can decide early (a property that
+transformed nothing) as gates only the whole suite decides. The driver (`sequential.calls`)
 and the summary both call `advance` at every batch boundary, so a re-built report
 reproduces the run's verdicts; decisions are final once made.
 """

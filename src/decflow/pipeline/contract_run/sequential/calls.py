@@ -4,7 +4,7 @@ decided batch by batch, until the run's status can no longer change.
 The order (`sequential.seed`) and the batches (`sequential.batch`, default the concurrency
 window) are fixed before the first call and are part of the stage key, so `--resume`
 replays the same batches and sends only requests without a recorded result. After each
-batch the gates' evidence is updated (`sequential_gates.advance`); the run stops when
+batch the gates' evidence is updated (`sequential.gates.advance`); the run stops when
 `settled` says so or `max_cases` cases are sent. The stage publishes the results of the
 sent cases, and narrowed `cases` and `requests` tables holding only those cases, which the
 runner adopts for the later stages (`sent_inputs`); its manifest carries the record the
@@ -45,12 +45,12 @@ from decflow.pipeline.contract_run.diagnostics_section import (
     stored_pair_table,
 )
 from decflow.pipeline.contract_run.golden_section import originals
-from decflow.pipeline.contract_run.sequential_diagnostics import (
+from decflow.pipeline.contract_run.sequential.diagnostics import (
     DiagnosticInputs,
     diagnostic_tracked,
     repeated_inputs,
 )
-from decflow.pipeline.contract_run.sequential_gates import (
+from decflow.pipeline.contract_run.sequential.gates import (
     Design,
     GateState,
     Tracked,

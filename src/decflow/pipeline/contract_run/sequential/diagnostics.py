@@ -53,7 +53,7 @@ from decflow.metrics.sequential import Decision, GateEvidence, RatioGate, evalua
 from decflow.metrics.sequential_composite import MODEL_PROMISE, ModalShare, SuiteRate
 from decflow.pipeline.contract_run.derive import arm_fingerprint, counterfactual_config
 from decflow.pipeline.contract_run.diagnostics_section import DiagnosticRows, meter_input
-from decflow.pipeline.contract_run.sequential_gates import Design, Tracked, limit_zero, suite_only
+from decflow.pipeline.contract_run.sequential.gates import Design, Tracked, limit_zero, suite_only
 from decflow.pipeline.spec import RunSpec
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -27,7 +28,7 @@ from typing import Any, TypeVar
 
 from decflow import interrupts
 from decflow.data.bounds import MAX_JSON_FILE_VALUES, long_line
-from decflow.data.record_blocks import Block, BlockReader, LongLine, line_stats
+from decflow.data.records.blocks import Block, BlockReader, LongLine, line_stats
 from decflow.errors import DatasetError
 from decflow.store.remote import filesystem, is_url, open_input
 from decflow.strictjson import values_over
@@ -41,11 +42,32 @@ _BLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*$", re.MULTILINE)
 _READ_BYTES = 16 << 20
 
 
+@dataclass(frozen=True)
+class Partition:
+    """A file of a source as listed, never read: its path (a local path or an `s3://…`
+    URL), its name within the source (the path below the folder or glob root, for a
+    single file its own name), its size and `version` (the modification time in ns of a
+    local file, the ETag of an object, else its modification time): what a monitor
+    compares to tell a partition it checked from a new or rewritten one."""
+
+    path: str
+    name: str
+    size: int
+    version: str
+
+
 def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path | str]:
     """Files of a source: one file, a folder (recursively, sorted) or a glob pattern; local
     paths, or `s3://…` URLs (as strings) read through `store.remote`."""
     if not isinstance(source, str | Path):
         return [p for item in source for p in list_partitions(item)]
+    return [location(p.path) for p in partition_files(source)]
+
+
+def partition_files(source: str | Path, *, empty_folder: bool = False) -> list[Partition]:
+    """`list_partitions` with each file's name, size and version (one listing: no file is
+    opened). `empty_folder`: a local folder without record files lists none (a monitored
+    source before its first partition) instead of being an error."""
     if isinstance(source, str) and is_url(source):
         return _remote_partitions(source)
     path = Path(source)
@@ -54,40 +76,75 @@ def list_partitions(source: str | Path | Sequence[str | Path]) -> list[Path | st
             (p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES),
             key=lambda p: p.relative_to(path).as_posix(),
         )
-        if not files:
+        if not files and not empty_folder:
             raise DatasetError(f"{source}: no .jsonl, .json or .parquet files in this folder")
-        return list(files)
+        return [_local(p, p.relative_to(path).as_posix()) for p in files]
     if path.is_file():
         if path.suffix not in SUFFIXES:
             raise DatasetError(
                 f"{source}: unsupported record file type '{path.suffix}' "
                 "(use .jsonl, .json or .parquet)"
             )
-        return [path]
+        return [_local(path, path.name)]
     matches = sorted(Path(m) for m in glob.glob(str(source), recursive=True))
     files = [m for m in matches if m.is_file() and m.suffix in SUFFIXES]
     if not files:
         raise DatasetError(f"{source}: no such file, folder or matching record files")
-    return list(files)
+    root = _glob_root(str(source))
+    return [_local(p, _below(str(p), root)) for p in files]
 
 
-def _remote_partitions(url: str) -> list[Path | str]:
+def _local(path: Path, name: str) -> Partition:
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return Partition(str(path), name, stat.st_size, str(stat.st_mtime_ns))
+
+
+def _glob_root(pattern: str) -> str:
+    """The folder a glob pattern's matches are named below: its path up to the first part
+    with a wildcard."""
+    parts = PurePosixPath(pattern).parts
+    fixed = list(itertools.takewhile(lambda part: not glob.has_magic(part), parts))
+    return str(PurePosixPath(*fixed)) if fixed else ""
+
+
+def _below(path: str, root: str) -> str:
+    return path[len(root):].lstrip("/") if root and path.startswith(root) else path
+
+
+def _remote_partitions(url: str) -> list[Partition]:
     fs, inner = filesystem(url)
     try:
         if fs.isdir(inner):
-            found = sorted(p for p in fs.find(inner) if suffix(p) in SUFFIXES)
+            found = fs.find(inner, detail=True)
+            root = inner.rstrip("/")
         elif fs.isfile(inner):
             if suffix(inner) not in SUFFIXES:
                 raise DatasetError(f"{url}: unsupported record file type '{suffix(inner)}' "
                                    "(use .jsonl, .json or .parquet)")
-            found = [inner]
+            found = {inner: fs.info(inner)}
+            root = str(PurePosixPath(inner).parent)
         else:
-            found = sorted(p for p in fs.glob(inner) if suffix(p) in SUFFIXES)
+            found = fs.glob(inner, detail=True)
+            root = _glob_root(inner)
     except OSError as exc:
         raise DatasetError(f"{url}: cannot list ({exc})") from None
-    if not found:
+    files = sorted((p, info) for p, info in found.items() if suffix(p) in SUFFIXES
+                   and info.get("type", "file") == "file")
+    if not files:
         raise DatasetError(f"{url}: no such file, folder or matching record files")
-    return [fs.unstrip_protocol(p) for p in found]
+    return [Partition(fs.unstrip_protocol(p), _below(p, root), int(info.get("size") or 0),
+                      _object_version(info)) for p, info in files]
+
+
+def _object_version(info: dict[str, Any]) -> str:
+    """An object's ETag (S3 and most object stores), else its modification time."""
+    for key in ("ETag", "etag", "LastModified", "mtime", "last_modified"):
+        if info.get(key) is not None:
+            return str(info[key]).strip('"')
+    return ""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A source is one file, a folder (every `.jsonl`/`.json`/`.parquet` below it, sort
 relative path) or a glob. Each file is a partition; a Parquet file is read in row-group
 batches so memory stays bounded by the batch, not the file.
 
-Rules are DecGuard 0.1's record table (`record_rules.normalize_record`). JSONL is parsed by Arrow
+Rules are DecGuard 0.1's record table (`records.rules.normalize_record`). JSONL is parsed by Arrow
 with a typed schema and checked with polars expressions; whenever that fast path cannot be
 sure (a line Arrow cannot type, blank lines, metadata whose numbers could be int or float)
 the partition goes through the strict per-record parser instead, which is also what words
@@ -19,7 +19,7 @@ JSONL line error the lines above it in its chunk are checked too. (In Parquet, a
 row in the same 250k-row batch as a duplicate's second occurrence is reported first even
 when it comes after it.)
 
-Parquet lives in `record_parquet`, the vectorized checks in `record_checks`.
+Parquet lives in `records.parquet`, the vectorized checks in `records.checks`.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from decflow.data.bounds import MAX_JSON_FILE_VALUES, long_line
-from decflow.data.record_blocks import Block, BlockReader, LineStats, LongLine, line_stats
-from decflow.data.record_bytes import check_chunk, may_nest_deeper, opens_with_object
-from decflow.data.record_checks import NeedStrict, vectorized_table
-from decflow.data.record_parquet import parquet_batches
-from decflow.data.record_rules import (
+from decflow.data.records.blocks import Block, BlockReader, LineStats, LongLine, line_stats
+from decflow.data.records.bytes import check_chunk, may_nest_deeper, opens_with_object
+from decflow.data.records.checks import NeedStrict, vectorized_table
+from decflow.data.records.parquet import parquet_batches
+from decflow.data.records.rules import (
     BOOL_FIELDS,
     INVALID_SEGMENT,
     NUMBER_FIELDS,
@@ -57,7 +57,7 @@ from decflow.data.record_rules import (
     segment_display,
     segment_value,
 )
-from decflow.data.record_units import (
+from decflow.data.records.units import (
     WHITESPACE,
     FilePart,
     list_partitions,

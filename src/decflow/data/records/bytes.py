@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from decflow.data.record_blocks import Block
+from decflow.data.records.blocks import Block
 from decflow.errors import DatasetError
 
 BOM = b"\xef\xbb\xbf"

@@ -12,7 +12,7 @@ from decflow.contracts.gates import GOLDEN_GATES, golden_gate
 from decflow.gates.checks import Check
 from decflow.metrics.case_rates import rate_thresholds
 from decflow.metrics.sequential import RatioGate, cases_to_decide, split_alpha
-from decflow.pipeline.contract_run.sequential_calls import PROPERTY_GATES
+from decflow.pipeline.contract_run.sequential.calls import PROPERTY_GATES
 from decflow.properties.generate import transformed_properties
 
 

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from decflow.data.bounds import MAX_JSON_VALUES, MAX_RECORD_FIELD_BYTES
-from decflow.data.record_bytes import nesting_problem
-from decflow.data.strict_json import unique_keys
-from decflow.strictjson import values_over
+from decflow.data.records.bytes import nesting_problem
+from decflow.strictjson import unique_keys, values_over
 from decflow.textfile import TextProblem, utf8_size
 from decflow.untrusted import quote
 

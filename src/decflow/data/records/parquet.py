@@ -17,9 +17,9 @@ import pyarrow.json as pa_json
 
 from decflow.data.bounds import MAX_GROUP_BYTES, MAX_RECORD_FIELD_BYTES, mib
 from decflow.data.parquet_bounds import check_group_footer, check_read, large_columns
-from decflow.data.record_bytes import may_nest_deeper
-from decflow.data.record_checks import NeedStrict, vectorized_table
-from decflow.data.record_rules import (
+from decflow.data.records.bytes import may_nest_deeper
+from decflow.data.records.checks import NeedStrict, vectorized_table
+from decflow.data.records.rules import (
     BOOL_FIELDS,
     NO_TIMEZONE,
     NUMBER_FIELDS,
@@ -31,7 +31,7 @@ from decflow.data.record_rules import (
     loads_strict,
     normalize_record,
 )
-from decflow.data.record_units import parquet_footer
+from decflow.data.records.units import parquet_footer
 from decflow.errors import DatasetError
 from decflow.store.remote import polars_options
 

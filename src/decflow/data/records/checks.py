@@ -1,4 +1,4 @@
-"""Vectorized record checks: the same rules as `record_rules`, as polars expressions over a
+"""Vectorized record checks: the same rules as `records.rules`, as polars expressions over a
 whole batch (Arrow-typed JSONL or Parquet). They only find the first bad row; the strict
 parser then says what is wrong with it. `NeedStrict` means the batch cannot be decided
 here (for example metadata whose numbers could be ints or floats) and must go through the
@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 from polars.expr.whenthen import ChainedThen, Then
 
-from decflow.data.record_rules import (
+from decflow.data.records.rules import (
     ACTIONS,
     INVALID_SEGMENT,
     MISSING_TOKEN,

@@ -1,0 +1,173 @@
+"""The monitor's harmful-shift alarm (`monitor.harmful_shift`): the detector of
+`metrics.harmful_shift`, started against the baseline's risk and fed, run after run, each
+data window's newly labelled records (windows in data order within a run; labels in the
+order they arrived across runs). Its state is part of the monitor's; a different baseline
+or different settings start it again (the report says so).
+
+The baseline's risk: for `error_rate` its labelled records' errors (from its stored
+metrics); for `brier` (the top label's (confidence − correct)²) the records themselves,
+read once when the baseline is read (a check report or run that does not inline its
+records cannot give it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from decflow.contracts.sections import HarmfulShift
+from decflow.data.records.reader import RecordReader, RecordSpec
+from decflow.errors import DecflowError
+from decflow.gates.checks import Check
+from decflow.gates.headline import bounds, number
+from decflow.metrics.evidence import Evidence
+from decflow.metrics.harmful_shift import (
+    HarmfulShiftDetector,
+    RiskMetric,
+    record_losses,
+    risk_bounds,
+)
+from decflow.pipeline.monitor.baselines import MonitorBaseline
+from decflow.pipeline.monitor.stages import MonitorContext
+from decflow.pipeline.monitor.state import MonitorState
+from decflow.pipeline.production.baseline import names_records
+
+GATE = "harmful_shift"
+SHOWN_LEVEL = 0.05  # the one-sided level of the bounds shown beside the risk
+METRIC_WORDS = {"error_rate": "error rate", "brier": "Brier"}
+METHOD = "harmful-shift e-detector (Shiryaev-Roberts; metrics/harmful_shift.py)"
+
+
+def _settings(shift: HarmfulShift) -> dict[str, Any]:
+    return {"metric": shift.metric, "tolerance": shift.tolerance, "alpha": shift.alpha,
+            "horizon": shift.horizon}
+
+
+def baseline_risk(context: MonitorContext, baseline: MonitorBaseline,
+                  metric: RiskMetric) -> tuple[int, float]:
+    """(labelled records, loss sum) of the baseline for `metric`."""
+    if metric == "error_rate":
+        return baseline.n_labelled, float(baseline.errors)
+    source = str(baseline.baseline.block.get("path"))
+    if baseline.baseline.block.get("source") != "dataset" or not names_records(source):
+        raise DecflowError(
+            "monitor.harmful_shift.metric brier needs the baseline's records (each record's "
+            f"confidence and correctness), and the baseline {source} is a stored report; "
+            "give --baseline records, or use metric: error_rate")
+    spec = RecordSpec.from_contract(context.loaded.contract)
+    n, loss = 0, 0.0
+    for batch in RecordReader(source, spec, texts=False).batches():
+        known = batch.table.filter(pl.col("outcome_correct").is_not_null())
+        n += known.height
+        loss += float(record_losses("brier", known["confidence"].to_numpy(),
+                                    known["outcome_correct"].to_numpy()).sum())
+    return n, loss
+
+
+@dataclass(frozen=True)
+class Advanced:
+    """The detector after this run (None: the alarm is off), and why it started again."""
+
+    detector: HarmfulShiftDetector | None
+    restarted: str | None = None
+
+
+def advance(context: MonitorContext, state: MonitorState, baseline: MonitorBaseline | None,
+            newly: pl.DataFrame) -> Advanced:
+    """Feed the detector this run's newly labelled records, window by window in data order
+    (`newly`: predictions with their correctness)."""
+    monitor = context.loaded.contract.monitor
+    settings = None if monitor is None else monitor.harmful_shift
+    if settings is None or baseline is None:
+        state.detector = None
+        return Advanced(None)
+    stored, restarted = state.detector, None
+    wanted = {"baseline": baseline.identity, "settings": _settings(settings)}
+    if stored is not None and {k: stored[k] for k in wanted} == wanted:
+        detector = HarmfulShiftDetector.from_dict(stored["state"])
+    else:
+        if stored is not None:
+            restarted = ("the baseline changed" if stored["baseline"] != baseline.identity
+                         else "monitor.harmful_shift changed")
+        n, loss = _risk(context, state, baseline, settings.metric)
+        detector = HarmfulShiftDetector.start(settings.metric, settings.tolerance,
+                                              settings.alpha, settings.horizon, n, loss)
+    for window in sorted(newly["window"].unique().to_list()):
+        mine = newly.filter(pl.col("window") == window)
+        losses = record_losses(settings.metric, mine["confidence"].to_numpy(),
+                               mine["correct"].to_numpy() == 1)
+        detector = detector.update(window, mine.height, float(losses.sum()))
+    state.detector = {**wanted, "state": detector.to_dict()}
+    return Advanced(detector, restarted)
+
+
+def _risk(context: MonitorContext, state: MonitorState, baseline: MonitorBaseline,
+          metric: RiskMetric) -> tuple[int, float]:
+    """The baseline's risk, kept beside the baseline in the state once computed."""
+    assert state.baseline is not None
+    kept = state.baseline.setdefault("risk", {})
+    if metric not in kept:
+        n, loss = baseline_risk(context, baseline, metric)
+        kept[metric] = {"n": n, "loss": loss}
+    return int(kept[metric]["n"]), float(kept[metric]["loss"])
+
+
+def window_risk(metric: RiskMetric, labelled: pl.DataFrame) -> dict[str, Any]:
+    """A window's labelled risk with its one-sided bounds (the chart's band)."""
+    n = labelled.height
+    if n == 0:
+        return {"metric": metric, "n": 0, "loss": 0.0, "value": None, "low": None,
+                "high": None}
+    loss = float(record_losses(metric, labelled["confidence"].to_numpy(),
+                               labelled["correct"].to_numpy() == 1).sum())
+    low, high = risk_bounds(metric, n, loss, SHOWN_LEVEL)
+    return {"metric": metric, "n": n, "loss": loss, "value": loss / n if n else None,
+            "low": low, "high": high}
+
+
+def shift_check(detector: HarmfulShiftDetector) -> Check:
+    """The alarm as one check of the monitor: fail once raised (the risk since the window
+    it names), not established before any labelled record, else pass (no alarm)."""
+    words = METRIC_WORDS[detector.metric]
+    alarm = detector.alarm
+    if alarm is not None:
+        evidence = Evidence(METHOD, alarm.n, "fails", alarm.risk, alarm.low, alarm.high)
+        message = (f"{words} {number(alarm.risk)} {bounds(alarm.low, alarm.high)} > baseline "
+                   f"{number(alarm.baseline_risk)} + {number(alarm.tolerance)}")
+        return Check(GATE, "requirement", detector.metric, "<=", detector.theta, alarm.risk,
+                     "fail", message, evidence)
+    if detector.n == 0:
+        return Check(GATE, "requirement", detector.metric, "<=", detector.theta, None,
+                     "not_established", f"{words}: no labelled record yet")
+    risk = detector.loss / detector.n
+    low, high = risk_bounds(detector.metric, detector.n, detector.loss, SHOWN_LEVEL)
+    base = detector.baseline_loss / detector.baseline_n
+    return Check(GATE, "requirement", detector.metric, "<=", detector.theta, risk, "pass",
+                 f"{words} {number(risk)} {bounds(low, high)} over {detector.n} labelled "
+                 f"records; no alarm (baseline {number(base)} + {number(detector.tolerance)})",
+                 Evidence(METHOD, detector.n, "holds", risk, low, high))
+
+
+def summary(advanced: Advanced) -> dict[str, Any] | None:
+    """The report's `harmful_shift` block."""
+    detector = advanced.detector
+    if detector is None:
+        return None
+    alarm = detector.alarm
+    return {
+        "metric": detector.metric, "tolerance": detector.tolerance, "alpha": detector.alpha,
+        "horizon": detector.horizon,
+        "baseline": {"n": detector.baseline_n,
+                     "risk": detector.baseline_loss / detector.baseline_n,
+                     "upper": detector.baseline_upper},
+        "threshold": detector.theta, "labelled": detector.n,
+        # log R: -inf (written null) before any labelled record
+        "log_evidence": None if math.isinf(detector.log_evidence) else detector.log_evidence,
+        "log_threshold": detector.log_threshold,
+        "alarm": None if alarm is None else vars(alarm), "restarted": advanced.restarted,
+        "guarantee": f"P(any false alarm within {detector.horizon} windows) <= "
+                     f"{number(detector.alpha)}",
+    }

@@ -1,0 +1,278 @@
+"""`decflow monitor` end to end on generated refund partitions: what a run reads (nothing
+when nothing is new; only the new partition after the checked ones were deleted; a
+rewritten partition again), windows by timestamp with late records superseding a window's
+report, labels that arrive later (one window late: the same final window metrics),
+records without a timestamp, window runs listed under their monitor, and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+import yaml
+
+from decflow.data.records.windows import window_of
+from tests.integration.test_check_s3 import s3
+from tests.support.cli import run_cli
+from tests.support.refund_stream import CONTRACT, write_stream
+
+__all__ = ["s3"]  # the moto server fixture
+SMALL = ("--per-hour", "5", "--baseline-days", "1", "--partition", "day")
+DAY = Path("date=2026-11-02") / "part-0.parquet"
+
+
+def _monitor(folder: Path, *extra: str, store: Path | None = None,
+             labels: bool = True) -> tuple[int, dict[str, Any], str]:
+    out = folder / "monitor.json"
+    args = ["monitor", str(CONTRACT), "-d", str(folder / "records"), "--store",
+            str(store or folder / "store"), "-f", "json", "-o", str(out), *extra]
+    if labels and (folder / "labels").exists():
+        args += ["--labels", str(folder / "labels")]
+    code, _, err = run_cli(*args)
+    assert code in (0, 1), err
+    return code, json.loads(out.read_text()), err
+
+
+def _windows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {w["name"]: w for w in report["windows"]}
+
+
+def _zeroed(folder: Path) -> None:
+    """Every record file overwritten with zeros of its size, its mtime kept: a listing sees
+    it unchanged, a reader gets garbage."""
+    for path in folder.rglob("*.parquet"):
+        stat = path.stat()
+        path.write_bytes(bytes(stat.st_size))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_run_with_nothing_new_reads_no_record_byte(tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "2", *SMALL)
+    baseline = ("--baseline", str(tmp_path / "baseline"))
+    code, first, _ = _monitor(tmp_path, *baseline)
+    assert first["this_run"]["records_read"] == 240
+    assert first["this_run"]["bytes_read"] == sum(
+        p.stat().st_size for folder in ("records", "labels")
+        for p in (tmp_path / folder).rglob("*.parquet"))
+    # records, labels and baseline unreadable from here on: the run must not open them
+    for folder in ("records", "labels", "baseline"):
+        _zeroed(tmp_path / folder)
+    again_code, again, _ = _monitor(tmp_path, *baseline)
+    assert again["this_run"]["bytes_read"] == 0 and again["this_run"]["records_read"] == 0
+    assert again["checked"] == [] and again_code == code
+    assert again["headline"] == first["headline"]
+    assert again["windows"] == first["windows"]
+
+
+def test_deleted_partitions_and_one_new_one(tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "1", *SMALL)
+    _, first, _ = _monitor(tmp_path, labels=False)
+    day = _windows(first)["2026-11-01"]
+    shutil.rmtree(tmp_path / "records" / "date=2026-11-01")  # retention
+    write_stream(tmp_path / "more", "--days", "2", *SMALL)
+    new = tmp_path / "records" / DAY
+    new.parent.mkdir()
+    shutil.copy(tmp_path / "more" / "records" / DAY, new)
+    _, second, _ = _monitor(tmp_path, labels=False)
+    read = second["this_run"]
+    assert read["new"] == [DAY.as_posix()] and read["gone"] == ["date=2026-11-01/part-0.parquet"]
+    assert read["bytes_read"] == new.stat().st_size and read["records_read"] == 120
+    windows = _windows(second)
+    assert windows["2026-11-01"] == day  # the history is kept
+    assert windows["2026-11-02"]["n_records"] == 120 and second["checked"] == ["2026-11-02"]
+
+
+def test_late_records_supersede_their_window_and_a_rewrite_is_read_again(
+        tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "1", "--late-share", "0.2", *SMALL)
+    _, first, _ = _monitor(tmp_path, labels=False)
+    before = _windows(first)["2026-11-01"]
+    write_stream(tmp_path, "--days", "2", "--late-share", "0.2", *SMALL)
+    _, second, _ = _monitor(tmp_path, labels=False)
+    windows = _windows(second)
+    late = windows["2026-11-01"]
+    assert sorted(second["checked"]) == ["2026-11-01", "2026-11-02"]
+    assert late["reason"] == "late records" and late["superseded"] == [before["run_id"]]
+    assert late["n_records"] == 120 and before["n_records"] < 120
+    assert windows["2026-11-02"]["reason"] == "new records"
+    window_run = json.loads((tmp_path / "store" / "runs" / late["run_id"] / "report.json")
+                            .read_text())
+    assert window_run["window"]["supersedes"] == before["run_id"]
+    # a partition written again (other records under the same ids) is read again
+    write_stream(tmp_path / "other", "--days", "2", "--seed", "1", *SMALL)
+    shutil.copy(tmp_path / "other" / "records" / DAY, tmp_path / "records" / DAY)
+    _, third, _ = _monitor(tmp_path, labels=False)
+    assert third["this_run"]["rewritten"] == [DAY.as_posix()] and third["this_run"]["new"] == []
+    rewritten = _windows(third)["2026-11-02"]
+    assert rewritten["reason"] == "rewritten partition"
+    assert rewritten["superseded"] == [windows["2026-11-02"]["run_id"]]
+    # a new partition repeating ids already checked is refused, as a check refuses them
+    shutil.copy(tmp_path / "records" / DAY, tmp_path / "records" / "date=2026-11-02" /
+                "copy.parquet")
+    code, _, err = run_cli("monitor", str(CONTRACT), "-d", str(tmp_path / "records"),
+                           "--store", str(tmp_path / "store"))
+    assert code == 2 and "already checked" in err and "copy.parquet" in err
+
+
+def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: Path) -> None:
+    """A run a day over seven days, the error rate 0.10 → 0.20 from day 4 (2026-11-04),
+    outcomes arriving a day after their decisions, or two: the same final window metrics,
+    and the alarm names the same window, at most one run later."""
+    shift = ("--per-hour", "50", "--baseline-days", "3", "--partition", "day",
+             "--harmful-shift-from", "3", "--shifted-error-rate", "0.2")
+    outcomes = {}
+    for delay in ("1", "2"):
+        folder = tmp_path / f"delay{delay}"
+        alarms = []
+        for days in range(1, 8):  # a run a day, as the day's partition and labels arrive
+            write_stream(folder, "--days", str(days), "--label-delay", delay, *shift)
+            code, report, _ = _monitor(folder, "--baseline", str(folder / "baseline"))
+            alarms.append((report["harmful_shift"] or {}).get("alarm"))
+        windows = {}
+        for name in ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"):
+            stored = folder / "store" / "runs" / _windows(report)[name]["run_id"]
+            window = json.loads((stored / "report.json").read_text())
+            windows[name] = (window["metrics"], window["checks"])
+        first = next(i for i, alarm in enumerate(alarms) if alarm)
+        outcomes[delay] = (windows, first, alarms[first], code, report["headline"])
+    on_time, late = outcomes["1"], outcomes["2"]
+    assert late[0] == on_time[0]  # every window's metrics and checks, bit for bit
+    assert on_time[0]["2026-11-01"][0]["counts"]["with_correctness"] == 1200
+    assert on_time[1] <= late[1] <= on_time[1] + 1  # at most one run later
+    for key in ("window", "since"):
+        assert late[2][key] == on_time[2][key]
+    assert on_time[2]["since"] == "2026-11-04"
+    assert late[3] == on_time[3] == 1
+    assert re.match(r"ALARM since 2026-11-04 \d/\d( \(\d WARN\))?: error rate 0\.1\d* "
+                    r"\[0\.1\d*, 0\.\d+\] > baseline 0\.\d+ \+ 0\.02; ", on_time[4])
+
+
+def test_the_alarm_on_the_top_label_brier(tmp_path: Path) -> None:
+    """`harmful_shift.metric: brier`: the baseline's risk is its records' mean
+    (confidence − correct)², computed here from the baseline files themselves."""
+    write_stream(tmp_path, "--days", "1", *SMALL)
+    document = yaml.safe_load(CONTRACT.read_text())
+    document["monitor"]["harmful_shift"]["metric"] = "brier"
+    contract = tmp_path / "brier.yaml"
+    contract.write_text(yaml.safe_dump(document))
+    code, out, err = run_cli("monitor", str(contract), "-d", str(tmp_path / "records"),
+                             "--baseline", str(tmp_path / "baseline"), "--store",
+                             str(tmp_path / "store"), "-f", "json")
+    assert code in (0, 1), err
+    shift = json.loads(out)["harmful_shift"]
+    baseline = pl.read_parquet(tmp_path / "baseline" / "**" / "*.parquet")
+    right = (baseline["selected"] == baseline["outcome"]).cast(pl.Float64)
+    brier = ((baseline["confidence"] - right) ** 2).mean()
+    assert shift["metric"] == "brier" and shift["baseline"]["n"] == baseline.height
+    assert shift["baseline"]["risk"] == pytest.approx(brier, rel=1e-12)
+    # a stored check run as the baseline holds no record: brier cannot be computed from it
+    code, _, _ = run_cli("check", str(contract), "-d", str(tmp_path / "baseline"), "--store",
+                         str(tmp_path / "store"))
+    (check_run,) = [p.name for p in (tmp_path / "store" / "runs").iterdir()
+                    if json.loads((p / "run.json").read_text()).get("kind") == "check"]
+    code, _, err = run_cli("monitor", str(contract), "-d", str(tmp_path / "records"),
+                           "--baseline", check_run, "--store", str(tmp_path / "store"))
+    assert code == 2 and "needs the baseline's records" in err
+    # a baseline that names nothing is refused before a run is made
+    runs = sorted(p.name for p in (tmp_path / "store" / "runs").iterdir())
+    code, _, err = run_cli("monitor", str(contract), "-d", str(tmp_path / "records"),
+                           "--baseline", "no-such-run", "--store", str(tmp_path / "store"))
+    assert code == 2 and err.startswith("error: --baseline 'no-such-run' is neither records")
+    assert sorted(p.name for p in (tmp_path / "store" / "runs").iterdir()) == runs
+
+
+def test_partitions_on_s3_are_seen_by_etag(s3: Any, tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "2", *SMALL)
+    for day in ("2026-11-01", "2026-11-02"):
+        s3.put(str(tmp_path / "records" / f"date={day}" / "part-0.parquet"),
+               f"logs/records/date={day}/part-0.parquet")
+    args = ["monitor", str(CONTRACT), "-d", "s3://logs/records", "--store",
+            str(tmp_path / "store"), "-f", "json"]
+    code, out, err = run_cli(*args)
+    first = json.loads(out)
+    assert code in (0, 1), err
+    assert first["this_run"]["records_read"] == 240 and len(first["this_run"]["new"]) == 2
+    code, out, _ = run_cli(*args)
+    assert json.loads(out)["this_run"]["bytes_read"] == 0
+    # the same bytes put again keep their ETag (unchanged); other records under the same
+    # ids make another ETag: read again
+    s3.put(str(tmp_path / "records" / "date=2026-11-01" / "part-0.parquet"),
+           "logs/records/date=2026-11-01/part-0.parquet")
+    assert json.loads(run_cli(*args)[1])["this_run"]["bytes_read"] == 0
+    write_stream(tmp_path / "other", "--days", "1", "--seed", "1", *SMALL)
+    s3.put(str(tmp_path / "other" / "records" / "date=2026-11-01" / "part-0.parquet"),
+           "logs/records/date=2026-11-01/part-0.parquet")
+    code, out, _ = run_cli(*args)
+    third = json.loads(out)
+    assert third["this_run"]["rewritten"] == ["date=2026-11-01/part-0.parquet"]
+
+
+def test_records_without_a_timestamp(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    line = json.loads(json.dumps({
+        "id": "a1", "timestamp": "2026-11-02T10:00:00Z", "decision": "refund_request",
+        "probabilities": {"refund": 0.9, "reject": 0.05, "review": 0.05},
+        "selected": "refund", "metadata": {"locale": "en", "channel": "web"}}))
+    rows = [line, {**line, "id": "a2", "timestamp": None}]
+    (records / "part.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = run_cli("monitor", str(CONTRACT), "-d", str(records), "--store",
+                           str(tmp_path / "store"))
+    assert code == 2
+    assert f"{records / 'part.jsonl'}: record 2: timestamp: required" in err
+    assert "monitor.without_timestamp: arrival" in err
+    # windowed by the run that read it, when the contract says so
+    document = yaml.safe_load(CONTRACT.read_text())
+    document["monitor"]["without_timestamp"] = "arrival"
+    arrival = tmp_path / "arrival.yaml"
+    arrival.write_text(yaml.safe_dump(document))
+    before = window_of(datetime.now(UTC), "1d")
+    code, out, err = run_cli("monitor", str(arrival), "-d", str(records), "--store",
+                             str(tmp_path / "store"), "-f", "json")
+    after = window_of(datetime.now(UTC), "1d")
+    assert code in (0, 1), err
+    windows = _windows(json.loads(out))
+    assert windows["2026-11-02"]["n_records"] == 1
+    (today,) = set(windows) - {"2026-11-02"}
+    assert today in {before, after} and windows[today]["n_records"] == 1
+
+
+def test_gc_removes_window_runs_with_their_monitor_run(tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "1", *SMALL)
+    _, first, _ = _monitor(tmp_path)
+    write_stream(tmp_path, "--days", "2", *SMALL)
+    time.sleep(1.1)  # run ids order runs by their UTC second: the second run is the newer
+    _, second, _ = _monitor(tmp_path)
+    assert first["run"]["id"] < second["run"]["id"]
+    store = tmp_path / "store"
+    code, _, err = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
+    assert code == 0, err
+    left = sorted(p.name for p in (store / "runs").iterdir())
+    assert left == sorted([second["run"]["id"], *(w["run_id"] for w in second["windows"]
+                                                    if w["name"] in second["checked"])])
+    _, third, _ = _monitor(tmp_path)  # the monitor's state and history outlive the runs
+    assert third["windows"] == second["windows"] and third["this_run"]["bytes_read"] == 0
+
+
+def test_window_runs_are_listed_under_their_monitor(tmp_path: Path) -> None:
+    write_stream(tmp_path, "--days", "1", *SMALL)
+    _, report, _ = _monitor(tmp_path)
+    code, listed, _ = run_cli("runs", "--store", str(tmp_path / "store"))
+    assert code == 0
+    run_id = report["run"]["id"]
+    lines = [line for line in listed.splitlines() if run_id in line]
+    assert lines[0].startswith(run_id) and " monitor " in lines[0]
+    assert lines[1].startswith(f"  {run_id}-w20261101") and "window 2026-11-01" in lines[1]
+    # both are stored runs `decflow report` shows (a window run re-verified as a check)
+    for shown in (run_id, f"{run_id}-w20261101"):
+        code, text, err = run_cli("report", shown, "--store", str(tmp_path / "store"))
+        assert code in (0, 1), err
+    assert text.splitlines()[0] == _windows(report)["2026-11-01"]["headline"]
