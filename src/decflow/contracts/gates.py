@@ -28,6 +28,9 @@ Gating = Literal["evidence", "point"]
 # bandwidth the production check's merged grid resolves (decflow.metrics.smooth_ece).
 SmoothEceLimit = Annotated[float, Field(ge=0.01, lt=1.0)]
 Comparison = Literal[">=", "<="]
+# The stored cases behind a failing golden gate (`decflow.report.failing`): the errored
+# ones, the wrongly answered ones (`wrong_covered`: at or above the confidence threshold).
+FailingCases = Literal["errored", "wrong", "wrong_covered"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,15 @@ class GoldenGate:
       their ratio; a sequential run tracks it case by case (`binary`: numerators are 0/1,
       the exact bounds apply); an extension gate's metric is computed from it.
     - `composite`: `module:function(values, limit, population)` → the sequential
-      `Composite` of a gate no per-case ratio decides (ECE, macro-F1, latency p95).
+      `Composite` of a gate no per-case ratio decides (ECE, macro-F1, latency p95), and
+      `plan`: `module:function(limit, cases, labels)` → how `--plan` sizes it
+      (`decflow.metrics.sequential.Planned`; None: counted in the run's α, not sized).
     - `rate`: a count over cases: exact binomial evidence beside its verdict.
     - `core`: one of DecGuard's (hashed as null when unset); otherwise a decflow extension,
       left out of the hash when unset and listed by `decflow_extensions`.
     - `needs_threshold` (only with `evaluation.confidence_threshold`), `score_only` (score
       decisions), `checked` (False: judged by its own checks, as `max_smooth_ece`).
+    - `failing`: the stored cases that make it fail (None: no single case does).
     - `diff`: the diff gate on the same metric (`regression.<diff>`: its increase,
       candidate − baseline, at most the limit; its drop for a `>=` gate), for an extension
       gate (`change_gate`)."""
@@ -69,6 +75,7 @@ class GoldenGate:
     metric_path: tuple[str, str] | None = None
     per_case: str | None = None
     composite: str | None = None
+    plan: str | None = None
     binary: bool = False
     rate: RateOf | None = None
     core: bool = True
@@ -76,6 +83,7 @@ class GoldenGate:
     score_only: bool = False
     checked: bool = True
     diff: str | None = None
+    failing: FailingCases | None = None
 
     @property
     def path(self) -> tuple[str, str]:
@@ -94,9 +102,11 @@ _COMPOSITE = "decflow.metrics.sequential_composite"
 GOLDEN_GATES: Registry[GoldenGate] = Registry("golden gate", lambda entry: entry.name)
 for _gate in (
     GoldenGate("min_accuracy", Unit, "accuracy", ">=", ("classification", "accuracy"),
-               per_case=f"{_CASES}:accuracy", rate=RateOf("classification", "accuracy", "n")),
+               per_case=f"{_CASES}:accuracy", rate=RateOf("classification", "accuracy", "n"),
+               failing="wrong"),
     GoldenGate("min_macro_f1", Unit, "macro_f1", ">=", ("classification", "macro_f1"),
-               composite=f"{_COMPOSITE}:macro_f1_of"),
+               composite=f"{_COMPOSITE}:macro_f1_of", plan=f"{_COMPOSITE}:macro_f1_plan",
+               failing="wrong"),
     GoldenGate("max_nll", NonNegative, "nll", "<=", ("calibration", "nll"),
                per_case=f"{_CASES}:nll"),
     GoldenGate("max_brier", UpToTwo, "brier", "<=", ("calibration", "brier"),
@@ -112,12 +122,13 @@ for _gate in (
     GoldenGate("min_selective_accuracy", Unit, "selective_accuracy", ">=",
                ("selective", "selective_accuracy"), per_case=f"{_CASES}:selective_accuracy",
                rate=RateOf("selective", "selective_accuracy", "n_covered_labeled"),
-               needs_threshold=True),
+               needs_threshold=True, failing="wrong_covered"),
     GoldenGate("max_error_rate", Unit, "error_rate", "<=", ("counts", "error_rate"),
                per_case=f"{_CASES}:error_rate", binary=True,
-               rate=RateOf("counts", "error_rate", "total")),
+               rate=RateOf("counts", "error_rate", "total"), failing="errored"),
     GoldenGate("max_latency_p95_ms", NonNegative, "latency_p95_ms", "<=", ("latency", "p95_ms"),
-               composite=f"{_COMPOSITE}:latency_p95_of"),
+               composite=f"{_COMPOSITE}:latency_p95_of",
+               plan=f"{_COMPOSITE}:latency_p95_plan"),
     GoldenGate("max_ordinal_mae", NonNegative, "ordinal_mae", "<=",
                ("classification", "ordinal_mae"), per_case=f"{_CASES}:ordinal_error",
                score_only=True),
