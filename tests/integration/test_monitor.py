@@ -20,6 +20,8 @@ import pytest
 import yaml
 
 from decflow.data.records.windows import window_of
+from decflow.views.html import render_html
+from decflow.views.markdown import render_markdown
 from tests.integration.test_check_s3 import s3
 from tests.support.cli import run_cli
 from tests.support.refund_stream import CONTRACT, write_stream
@@ -143,6 +145,7 @@ def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: 
             windows[name] = (window["metrics"], window["checks"])
         first = next(i for i, alarm in enumerate(alarms) if alarm)
         outcomes[delay] = (windows, first, alarms[first], code, report["headline"])
+        alarmed = report
     on_time, late = outcomes["1"], outcomes["2"]
     assert late[0] == on_time[0]  # every window's metrics and checks, bit for bit
     assert on_time[0]["2026-11-01"][0]["counts"]["with_correctness"] == 1200
@@ -153,6 +156,43 @@ def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: 
     assert late[3] == on_time[3] == 1
     assert re.match(r"ALARM since 2026-11-04 \d/\d( \(\d WARN\))?: error rate 0\.1\d* "
                     r"\[0\.1\d*, 0\.\d+\] > baseline 0\.\d+ \+ 0\.02; ", on_time[4])
+    _alarm_views(alarmed)
+
+
+def _alarm_views(report: dict[str, Any]) -> None:
+    """What the on-call engineer opens: the HTML page and the Markdown artifact say ALARM
+    in the monitor's words; the page has the risk chart and one chart per gated metric,
+    window by window, each with the alarm shaded from the window it names."""
+    html = render_html(report)
+    assert '<div class="st">ALARM</div>' in html
+    assert "a harmful shift is shown, or a window&#x27;s requirement does not hold" in html
+    gated = {gate for window in report["windows"] for gate in window["gates"]}
+    assert html.count('data-plot="window-series"') == len(gated) + 1
+    assert html.count('<rect class="alarm" data-since="2026-11-04"') == len(gated) + 1
+    markdown = render_markdown(report)
+    assert "**ALARM**: a harmful shift is shown, or a window's requirement does not hold" \
+        in markdown and "**FAIL**" not in markdown
+
+
+def test_a_confidence_shift_fails_its_windows_but_is_no_harmful_shift(tmp_path: Path) -> None:
+    """Confidences moved toward 0.5 from the second day while the error rate stays 0.10:
+    the drift gate fails those windows (ALARM, exit 1), the labelled records of the shifted
+    days reach the harmful-shift detector, and it does not alarm: a shift of confidences
+    alone is not harmful."""
+    write_stream(tmp_path, "--days", "4", "--per-hour", "50", "--baseline-days", "3",
+                 "--partition", "day", "--confidence-shift-from", "1",
+                 "--confidence-shift", "0.3")
+    code, report, _ = _monitor(tmp_path, "--baseline", str(tmp_path / "baseline"))
+    windows = _windows(report)
+    tv = {name: w["gates"]["max_confidence_tv_distance"]["status"]
+          for name, w in windows.items()}
+    assert tv["2026-11-01"] != "fail"
+    assert tv["2026-11-02"] == tv["2026-11-03"] == "fail", tv
+    assert windows["2026-11-03"]["n_labelled"] > 0  # shifted days' labels were joined
+    shift = report["harmful_shift"]
+    assert shift["alarm"] is None and shift["labelled"] >= 2 * 1200, shift
+    assert code == 1 and report["headline"].startswith("ALARM")
+    assert "error rate" not in report["headline"].split(";")[0]
 
 
 def test_the_alarm_on_the_top_label_brier(tmp_path: Path) -> None:

@@ -206,7 +206,7 @@ def test_crash_automations_watch_tagged_runs_and_tasks_for_missing_heartbeats() 
     from prefect.events.schemas.automations import Posture
 
     from decflow.errors import DecflowError
-    from decflow.flows.crash_detection import HOOKS, crash_automations
+    from decflow.flows.crash_by_heartbeat import HOOKS, crash_automations
     from decflow.tasks.heartbeat import HEARTBEAT_S, MIN_WINDOW_S, TASK_HEARTBEAT, WATCHED_TAG
 
     hooks = {name: uuid4() for name in HOOKS}
@@ -251,7 +251,7 @@ def test_the_crash_webhooks_render_what_the_server_accepts() -> None:
     from prefect.server.services.task_run_recorder import task_run_from_event
     from prefect.server.utilities.user_templates import render_user_template_sync
 
-    from decflow.flows.crash_detection import HOOKS, crash_automations
+    from decflow.flows.crash_by_heartbeat import HOOKS, crash_automations
 
     flows, tasks = crash_automations(40, {name: uuid4() for name in HOOKS})
     resume = "decflow run r1: its process died …; resume it with `decflow test /c.yaml …`"

@@ -2,7 +2,7 @@
 
 Start (`decflow_run`): once a flow knows its decflow run id, the flow run's name ends with
 it and the run is tagged `decflow` and `run:<id>`, so it is found by its id in the UI; the
-body runs followed (`crashes.followed_run`), so a killed run ends Crashed saying how to
+body runs followed (`crash_by_follower.followed_run`), so a killed run ends Crashed saying how to
 resume it. A body that cannot run (`DecflowError`, exit 2) tags the run `verdict:error`.
 
 End (`finish`): the verdict of the run's report(s), the same everywhere. A FAIL ends the
@@ -33,7 +33,7 @@ from prefect.states import Completed, Failed
 from prefect.utilities.annotations import quote
 
 from decflow.errors import DecflowError
-from decflow.flows.crashes import followed_run
+from decflow.flows.crash_by_follower import followed_run
 from decflow.tasks.logs import ReportedFailure
 from decflow.tasks.report import RUN_LABEL
 

@@ -20,7 +20,7 @@ from prefect.runtime import flow_run
 
 from decflow.errors import DecflowError
 from decflow.flows.common import Verdict, decflow_run, finish, flow_result, task_value
-from decflow.flows.crash_detection import watched_run
+from decflow.flows.crash_by_heartbeat import watched_run
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.flows.stage_loop import run_pipeline, stopped_message
@@ -199,7 +199,7 @@ def run_contract_flow(
     the stored report (a FAIL is the report's exit code 1, not a failed call)."""
     runner = build_task_runner(task_runner, dask_address)
     configured = contract_run.with_options(task_runner=runner)
-    # heartbeats, so a killed run ends Crashed (see crash_detection for their cost)
+    # heartbeats, so a killed run ends Crashed (see crash_by_heartbeat for their cost)
     with prefect_server(), watched_run():
         state = configured(
             spec=spec, from_stage=from_stage, fail_on_warn=fail_on_warn,

@@ -22,7 +22,7 @@ from prefect.schedules import Cron, Schedule
 
 from decflow.errors import DecflowError
 from decflow.flows.contract_run import contract_run
-from decflow.flows.crash_detection import describe, ensure_crash_automation, watched_run
+from decflow.flows.crash_by_heartbeat import describe, ensure_crash_automation, watched_run
 from decflow.flows.nightly_regression import nightly_regression
 from decflow.flows.production_check import production_check
 from decflow.flows.production_monitor import production_monitor
@@ -152,7 +152,7 @@ def serve_deployments(path: str | Path) -> None:
     # runs resolve the parameters' relative paths (and the entrypoints) from here
     os.chdir(project_dir(path))
     deployments = build_deployments(path, SERVED_SUFFIX)  # never `decflow deploy`'s names
-    print(f"decflow: {describe(*ensure_crash_automation())}", file=sys.stderr)
+    print(f"decflow: {describe(ensure_crash_automation())}", file=sys.stderr)
     print("decflow: serving " + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments),
           file=sys.stderr)
     with watched_run():

@@ -1,5 +1,5 @@
 """The follower process of a flow run (`python -m decflow.flows.follower FLOW_RUN_ID
-MESSAGE`, started by `decflow.flows.crashes.followed_run`).
+MESSAGE`, started by `decflow.flows.crash_by_follower.followed_run`).
 
 It waits on its standard input, the read end of a pipe from the flow's process: `FINISHED`
 then end of file means the flow finished and reports its own state; end of file alone
@@ -26,7 +26,7 @@ def follow(flow_run_id: UUID, message: str) -> None:
         return
     from prefect import get_client
 
-    from decflow.flows.crashes import crash_flow_run
+    from decflow.flows.crash_by_follower import crash_flow_run
 
     started = time.monotonic()
     for after in PASSES_AFTER_S:

@@ -18,7 +18,7 @@ from decflow.data.records.units import SourcePlan
 from decflow.errors import DecflowError
 from decflow.flows.common import Verdict, decflow_run, finish, flow_result, retried_run_id
 from decflow.flows.contract_run import decision_name, published_outcome
-from decflow.flows.crash_detection import watched_run
+from decflow.flows.crash_by_heartbeat import watched_run
 from decflow.flows.runners import build_task_runner
 from decflow.flows.server import prefect_server
 from decflow.flows.stage_loop import run_pipeline, stopped_message

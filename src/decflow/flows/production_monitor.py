@@ -19,7 +19,7 @@ from prefect.runtime import flow_run
 
 from decflow.flows.common import Verdict, decflow_run, finish, flow_result, retried_run_id
 from decflow.flows.contract_run import decision_name, published_outcome
-from decflow.flows.crash_detection import watched_run
+from decflow.flows.crash_by_heartbeat import watched_run
 from decflow.flows.server import prefect_server
 from decflow.flows.stage_loop import run_pipeline, stopped_message
 from decflow.pipeline.monitor.run import MONITOR

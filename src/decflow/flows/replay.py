@@ -12,7 +12,7 @@ from prefect.runtime import flow_run
 
 from decflow.flows.common import Verdict, decflow_run, finish
 from decflow.flows.contract_run import decision_name
-from decflow.flows.crashes import crash_message
+from decflow.flows.crash_by_follower import crash_message
 from decflow.redaction import redact
 from decflow.tasks.replay import replay_task
 from decflow.tasks.report import artifact_key

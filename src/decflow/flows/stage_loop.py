@@ -23,7 +23,7 @@ from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 
 from decflow.flows.common import Verdict, decflow_run, finish, task_value, unwalked
-from decflow.flows.crashes import absolute, crash_message
+from decflow.flows.crash_by_follower import absolute, crash_message
 from decflow.pipeline.driver import RunBook
 from decflow.pipeline.pipeline import Pipeline, pipeline_at
 from decflow.pipeline.stage import (

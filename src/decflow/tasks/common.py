@@ -54,7 +54,7 @@ def transient(_task: Task[Any, Any], _run: TaskRun, state: State[Any]) -> bool:
 def beating() -> Iterator[None]:
     """Inside a task run: its heartbeat event (`TASK_HEARTBEAT`) every `HEARTBEAT_S`
     seconds from a thread, carrying the task run's fields (what the crash automation needs
-    to end it Crashed, `flows.crash_detection`). The thread is stopped and joined before
+    to end it Crashed, `flows.crash_by_heartbeat`). The thread is stopped and joined before
     the body's end is reported, so no heartbeat follows the task run's final state."""
     context = TaskRunContext.get()
     if context is None or not PREFECT_API_URL.value():

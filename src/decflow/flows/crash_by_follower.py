@@ -10,7 +10,7 @@ stay Running. Two things end them:
   follower sets the flow run Crashed with the run's crash message (the decflow run id and
   the command that resumes it) and every task run of it not in a final state Crashed too.
 - When the follower dies as well (a lost machine), the heartbeat automation
-  (`crash_detection`) marks the flow run Crashed; the next decflow flow run to start, on
+  (`crash_by_heartbeat`) marks the flow run Crashed; the next decflow flow run to start, on
   any machine, finishes the job (`follow_up_crashed_runs`): the leftover task runs Crashed
   and the crash message, kept as the flow run's label `decflow.crash`, added to the state.
 """
@@ -42,7 +42,7 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_API_URL
 from prefect.states import Crashed
 
-from decflow.flows.crash_detection import CRASH_LABEL
+from decflow.flows.crash_by_heartbeat import CRASH_LABEL
 from decflow.tasks.heartbeat import FINISHED, WATCHED_TAG
 
 TASK_MESSAGE = "The flow run's process died while this task ran (decflow crash handling)."
