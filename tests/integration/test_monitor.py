@@ -188,6 +188,11 @@ def _alarm_views(report: dict[str, Any]) -> None:
     gated = {gate for window in report["windows"] for gate in window["gates"]}
     assert html.count('data-plot="window-series"') == len(gated) + 1
     assert html.count('<rect class="alarm" data-since="2026-11-04"') == len(gated) + 1
+    # a window's dot is red only where its gate failed; undecided is amber, as its pill
+    colors = {"pass": "#3b6ea8", "not_established": "#b7791f", "fail": "#c23b3b"}
+    dots = re.findall(r'<circle class="point" [^>]*data-status="(\w+)"[^>]*fill="(#\w+)"', html)
+    assert {"pass", "fail"} <= {status for status, _ in dots}
+    assert all(color == colors[status] for status, color in dots), set(dots)
     markdown = render_markdown(report)
     assert "**ALARM**: a harmful shift is shown, or a window's requirement does not hold" \
         in markdown and "**FAIL**" not in markdown
