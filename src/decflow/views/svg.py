@@ -315,8 +315,8 @@ SERIES_W, SERIES_H = 560, 220
 def window_series(points: Sequence[SeriesPoint], title: str, *, limit: float | None = None,
                   alarm_from: str | None = None, alarm_label: str = "") -> str:
     """A gated metric window by window: a dot per window (amber where its gate was not
-    established, red where it failed), its band as a whisker, the gate's limit as a dashed red line, and the windows
-    from `alarm_from` on shaded (the alarm)."""
+    established, red where it failed), its band as a whisker, the gate's limit as a dashed
+    red line, and the windows from `alarm_from` on shaded (the alarm)."""
     plot_w, plot_h = SERIES_W - LEFT - RIGHT, SERIES_H - TOP - BOTTOM
     found = [v for p in points for v in (p.value, p.high) if v is not None]
     y_max = nice_max(max([*found, *([limit] if limit is not None else [])], default=0.0))
