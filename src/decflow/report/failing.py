@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from decflow.contracts.gates import GOLDEN_GATES, golden_gate, regression_gate
+from decflow.contracts.properties import PROPERTY_GATES
 from decflow.gates.headline import failing_first
 from decflow.report.model import CheckRow, Report
 from decflow.report.sections import property_failures, report_kind
 
 STORED_PROPERTY_FAILURES = 200  # pipeline.contract_run.properties_section keeps these
-PROPERTY_GATES = ("max_violation_rate", "max_flip_rate", "max_error_rate")
 # The per-property count a property gate is judged on (its summary's field).
 SUMMARY_COUNTS = {"max_violation_rate": "n_violations", "max_flip_rate": "n_flips",
                   "max_error_rate": "n_errors"}

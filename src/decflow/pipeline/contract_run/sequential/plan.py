@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.contracts.gates import GOLDEN_GATES, golden_gate
+from decflow.contracts.properties import PROPERTY_GATES
 from decflow.gates.checks import Check
 from decflow.metrics.case_rates import rate_thresholds
 from decflow.metrics.sequential import (
@@ -17,7 +18,6 @@ from decflow.metrics.sequential import (
     cases_to_decide,
     split_alpha,
 )
-from decflow.pipeline.contract_run.sequential.calls import PROPERTY_GATES
 from decflow.properties.generate import transformed_properties
 from decflow.registry import imported
 
