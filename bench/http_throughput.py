@@ -11,6 +11,8 @@ with N connections each, round-robin). Reports calls/s, the share of the ideal
     python bench/http_throughput.py --designs 1x64,decflow  # compare designs
     python bench/http_throughput.py --cli --decguard /tmp/dg/bin/decguard
         # + whole `decflow test` and `decguard test` runs (DecGuard 0.1.1 in a throwaway venv)
+    python bench/http_throughput.py --designs decflow --cli --repeat 5 --decguard … \
+        --profile /tmp/run.prof     # medians of 5 interleaved runs, server CPU, a profile
 
 Not part of the test run.
 """
@@ -159,34 +161,82 @@ async def _run_design(url: str, design: str, n: int, concurrency: int):
     return wall, cpu, errors
 
 
-def _cli_run(command: list[str], url: str, n: int, concurrency: int) -> tuple[float, float]:
-    """Wall and CPU seconds of `<command> test` over n cases against the same server; the
-    contract is a plain DecGuard 0.1 contract, which decflow loads unchanged."""
+def _write_suite(folder: Path, url: str, n: int, concurrency: int) -> Path:
+    """A plain DecGuard 0.1 contract (which decflow loads unchanged) over n cases."""
+    with open(folder / "golden.jsonl", "w") as handle:
+        for i in range(n):
+            handle.write(json.dumps({"id": f"c{i}", "input": "The blender arrived.",
+                                     "expected": "refund"}) + "\n")
+    path = folder / "decguard.yaml"
+    path.write_text(
+        'schema_version: "0.1"\n'
+        "decision: {name: refund_request, type: choice, options: [refund, reject, review]}\n"
+        f"backend: {{provider: http, url: '{url}', model: bench}}\n"
+        "dataset: golden.jsonl\n"
+        f"evaluation: {{max_concurrency: {concurrency}}}\n"
+    )
+    return path
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cli_run(command: list[str], url: str, n: int, concurrency: int,
+             server: int) -> tuple[float, float, float]:
+    """Wall, CPU and server CPU seconds of `<command> test` over n cases against the
+    server (process `server`), in a fresh folder and store."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        with open(folder / "golden.jsonl", "w") as handle:
-            for i in range(n):
-                handle.write(json.dumps({"id": f"c{i}", "input": "The blender arrived.",
-                                         "expected": "refund"}) + "\n")
-        (folder / "decguard.yaml").write_text(
-            'schema_version: "0.1"\n'
-            "decision: {name: refund_request, type: choice, options: [refund, reject, review]}\n"
-            f"backend: {{provider: http, url: '{url}', model: bench}}\n"
-            "dataset: golden.jsonl\n"
-            f"evaluation: {{max_concurrency: {concurrency}}}\n"
-        )
+        contract = _write_suite(folder, url, n, concurrency)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        served = _process_cpu_s(server)
         start = time.perf_counter()
         done = subprocess.run(
-            [*command, "test", str(folder / "decguard.yaml"), "--no-healthcheck"],
+            [*command, "test", str(contract), "--no-healthcheck"],
             cwd=folder, capture_output=True, text=True, check=False,
         )
         wall = time.perf_counter() - start
+        served = _process_cpu_s(server) - served
         if done.returncode not in (0, 1):
             raise RuntimeError(f"{command} failed: {done.stdout[-500:]}{done.stderr[-500:]}")
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        return wall, cpu
+        return wall, cpu, served
+
+
+# Runs `decflow test` as the `decflow` command does (its process settings included), with
+# the CPU profile of the whole run written where the command exits.
+PROFILED = """
+import cProfile, os, sys, time
+import decflow.cli as cli
+profile = cProfile.Profile(time.process_time)
+finish = cli._exit
+def _exit(code):
+    profile.disable()
+    profile.dump_stats(sys.argv.pop(1))
+    finish(code)
+cli._exit = _exit
+profile.enable()
+cli.main()
+"""
+
+
+def _profiled_run(url: str, n: int, concurrency: int, out: str) -> None:
+    """One `decflow test` under cProfile (CPU time), stats written to `out`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        contract = _write_suite(folder, url, n, concurrency)
+        subprocess.run([sys.executable, "-c", PROFILED, os.path.abspath(out), "test",
+                        str(contract), "--no-healthcheck"], cwd=folder, check=False,
+                       capture_output=True)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def main() -> None:
@@ -198,6 +248,10 @@ def main() -> None:
     parser.add_argument("--decguard", help="path of a decguard 0.1.1 executable (optional)")
     parser.add_argument("--cli", action="store_true",
                         help="also time a whole `decflow test` run (CLI, engine, store, report)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="whole CLI runs per command (interleaved; medians reported)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="also profile one whole decflow test run (CPU time) into FILE")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     delay = args.latency_ms / 1000
@@ -226,11 +280,27 @@ def main() -> None:
         runs = [("decflow test", [sys.executable, "-m", "decflow"])] if args.cli else []
         if args.decguard and shutil.which(args.decguard):
             runs.append(("decguard test", [args.decguard]))
-        for label, command in runs:
-            wall, cpu = _cli_run(command, url, args.requests, args.concurrency)
-            rate = args.requests / wall
-            print(f"{label:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
-                  f"{cpu:7.2f} (whole CLI run)")
+        measured: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in runs}
+        for attempt in range(args.repeat):  # interleaved: A B A B …
+            for label, command in runs:
+                figures = _cli_run(command, url, args.requests, args.concurrency, server.pid)
+                measured[label].append(figures)
+                wall, cpu, served = figures
+                rate = args.requests / wall
+                print(f"{label:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
+                      f"{cpu:7.2f} server cpu {served:5.2f} (whole CLI run {attempt + 1}, "
+                      f"load {os.getloadavg()[0]:.1f})", flush=True)
+        for label, figures in measured.items():
+            if len(figures) > 1:
+                wall = _median([f[0] for f in figures])
+                print(f"{label:>16} median of {len(figures)}: {wall:.2f} s, "
+                      f"{args.requests / wall:,.0f} calls/s, "
+                      f"{args.requests / wall / ideal:.0%} of ideal, client cpu "
+                      f"{_median([f[1] for f in figures]):.2f} s, server cpu "
+                      f"{_median([f[2] for f in figures]):.2f} s")
+        if args.profile:
+            _profiled_run(url, args.requests, args.concurrency, args.profile)
+            print(f"CPU profile of one decflow test run: {args.profile}")
     finally:
         server.terminate()
         server.wait()

@@ -278,7 +278,9 @@ def _segment(text: str) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    # --help explains every option: the module's text, less its own usage paragraph
+    described = [part for part in __doc__.split("\n\n") if not part.startswith("usage:")]
+    parser = argparse.ArgumentParser(description="\n\n".join(described),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
     parser.add_argument("--start", type=date.fromisoformat, default=date(2026, 11, 1))

@@ -151,10 +151,12 @@ def test_errors_are_never_stored(tmp_path: Path, service: CountingService) -> No
 def test_noise_reruns_are_sent_and_a_diff_counts_each_sides_cached_answers(
     tmp_path: Path, service: CountingService,
 ) -> None:
-    # no stability reruns: the diff measures the candidate's noise with a noise run
-    path, store = contract(tmp_path, service, repeats=None), tmp_path / "store"
-    baseline, _ = run(service, path, store, "--call-cache", "read-write")
-    candidate, sent = run(service, path, store, "--call-cache", "read-write")
+    # the baseline's stability reruns store answers under the keys a noise run's reruns
+    # have; the candidate has none, so the diff measures its noise with a noise run
+    store = tmp_path / "store"
+    baseline, _ = run(service, contract(tmp_path, service), store, "--call-cache", "read-write")
+    candidate, sent = run(service, contract(tmp_path, service, repeats=None), store,
+                          "--call-cache", "read-write")
     assert sum(sent.values()) == 0
     before, _ = service.snapshot()
     out = tmp_path / "diff.json"
@@ -163,7 +165,10 @@ def test_noise_reruns_are_sent_and_a_diff_counts_each_sides_cached_answers(
     assert code in (0, 1), err
     after, _ = service.snapshot()
     noise = after - before
-    assert sum(noise.values()) == 2 * CASES  # the cache is warm, yet every rerun is sent
+    # two draws per case (the original request again and its first rerun): the cache holds
+    # answers under both keys, yet every draw is sent
+    assert noise == Counter({name: 1 for i in range(CASES)
+                             for name in (f"c{i:04d}", f"stability/c{i:04d}/1")})
     diff = json.loads(out.read_text())
     assert diff["baseline"]["call_cache"]["served_from_cache"] == 0
     assert diff["candidate"]["call_cache"] == {

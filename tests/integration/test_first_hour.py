@@ -59,8 +59,12 @@ def test_a_broken_json_line_is_placed_in_the_file(tmp_path: Path) -> None:
     code, _, err = run_cli("check", str(REFUND / "decflow.yaml"), "-d", str(records),
                            "--store", str(tmp_path / "store"))
     assert code == 2
+    # the check stopped while reading its records: no run is left to resume
     assert err == (f"error: {records}: line 2, column {len(broken) - 1}: invalid JSON: "
-                   "Expecting ',' delimiter\n")
+                   "Expecting ',' delimiter; nothing of the run was kept: fix that, then run "
+                   "the command again\n")
+    assert not (tmp_path / "store" / "runs").exists() or \
+        not any((tmp_path / "store" / "runs").iterdir())
     listed = tmp_path / "records.json"
     text = json.dumps([json.loads(line) for line in lines], indent=1)
     listed.write_text(text.replace('"cost"', '"cost" 1', 1))

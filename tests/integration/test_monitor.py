@@ -20,6 +20,8 @@ import pytest
 import yaml
 
 from decflow.data.records.windows import window_of
+from decflow.views.html import render_html
+from decflow.views.markdown import render_markdown
 from tests.integration.test_check_s3 import s3
 from tests.support.cli import run_cli
 from tests.support.refund_stream import CONTRACT, write_stream
@@ -62,6 +64,8 @@ def test_a_run_with_nothing_new_reads_no_record_byte(tmp_path: Path) -> None:
     assert first["this_run"]["bytes_read"] == sum(
         p.stat().st_size for folder in ("records", "labels")
         for p in (tmp_path / folder).rglob("*.parquet"))
+    _holds_no_input_or_id(tmp_path / "store" / "monitors",
+                          pl.read_parquet(tmp_path / "records" / "**" / "*.parquet"))
     # records, labels and baseline unreadable from here on: the run must not open them
     for folder in ("records", "labels", "baseline"):
         _zeroed(tmp_path / folder)
@@ -70,6 +74,23 @@ def test_a_run_with_nothing_new_reads_no_record_byte(tmp_path: Path) -> None:
     assert again["checked"] == [] and again_code == code
     assert again["headline"] == first["headline"]
     assert again["windows"] == first["windows"]
+
+
+def _holds_no_input_or_id(state: Path, records: pl.DataFrame) -> None:
+    """The monitor's state keeps compact predictions (id hash, label, confidence), never a
+    record's input or id: no stored string equals one."""
+    secret = set(records["input"]) | set(records["id"])
+    files = [p for p in state.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in files)
+    for path in files:
+        if path.suffix == ".parquet":
+            table = pl.read_parquet(path)
+            texts = {str(v) for c in table.columns if table[c].dtype == pl.String
+                     for v in table[c].drop_nulls()}
+            assert not texts & secret, path
+        else:
+            text = path.read_text()
+            assert not any(value in text for value in secret), path
 
 
 def test_deleted_partitions_and_one_new_one(tmp_path: Path) -> None:
@@ -143,6 +164,7 @@ def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: 
             windows[name] = (window["metrics"], window["checks"])
         first = next(i for i, alarm in enumerate(alarms) if alarm)
         outcomes[delay] = (windows, first, alarms[first], code, report["headline"])
+        alarmed = report
     on_time, late = outcomes["1"], outcomes["2"]
     assert late[0] == on_time[0]  # every window's metrics and checks, bit for bit
     assert on_time[0]["2026-11-01"][0]["counts"]["with_correctness"] == 1200
@@ -153,6 +175,48 @@ def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: 
     assert late[3] == on_time[3] == 1
     assert re.match(r"ALARM since 2026-11-04 \d/\d( \(\d WARN\))?: error rate 0\.1\d* "
                     r"\[0\.1\d*, 0\.\d+\] > baseline 0\.\d+ \+ 0\.02; ", on_time[4])
+    _alarm_views(alarmed)
+
+
+def _alarm_views(report: dict[str, Any]) -> None:
+    """What the on-call engineer opens: the HTML page and the Markdown artifact say ALARM
+    in the monitor's words; the page has the risk chart and one chart per gated metric,
+    window by window, each with the alarm shaded from the window it names."""
+    html = render_html(report)
+    assert '<div class="st">ALARM</div>' in html
+    assert "a harmful shift is shown, or a window&#x27;s requirement does not hold" in html
+    gated = {gate for window in report["windows"] for gate in window["gates"]}
+    assert html.count('data-plot="window-series"') == len(gated) + 1
+    assert html.count('<rect class="alarm" data-since="2026-11-04"') == len(gated) + 1
+    # a window's dot is red only where its gate failed; undecided is amber, as its pill
+    colors = {"pass": "#3b6ea8", "not_established": "#b7791f", "fail": "#c23b3b"}
+    dots = re.findall(r'<circle class="point" [^>]*data-status="(\w+)"[^>]*fill="(#\w+)"', html)
+    assert {"pass", "fail"} <= {status for status, _ in dots}
+    assert all(color == colors[status] for status, color in dots), set(dots)
+    markdown = render_markdown(report)
+    assert "**ALARM**: a harmful shift is shown, or a window's requirement does not hold" \
+        in markdown and "**FAIL**" not in markdown
+
+
+def test_a_confidence_shift_fails_its_windows_but_is_no_harmful_shift(tmp_path: Path) -> None:
+    """Confidences moved toward 0.5 from the second day while the error rate stays 0.10:
+    the drift gate fails those windows (ALARM, exit 1), the labelled records of the shifted
+    days reach the harmful-shift detector, and it does not alarm: a shift of confidences
+    alone is not harmful."""
+    write_stream(tmp_path, "--days", "4", "--per-hour", "50", "--baseline-days", "3",
+                 "--partition", "day", "--confidence-shift-from", "1",
+                 "--confidence-shift", "0.3")
+    code, report, _ = _monitor(tmp_path, "--baseline", str(tmp_path / "baseline"))
+    windows = _windows(report)
+    tv = {name: w["gates"]["max_confidence_tv_distance"]["status"]
+          for name, w in windows.items()}
+    assert tv["2026-11-01"] != "fail"
+    assert tv["2026-11-02"] == tv["2026-11-03"] == "fail", tv
+    assert windows["2026-11-03"]["n_labelled"] > 0  # shifted days' labels were joined
+    shift = report["harmful_shift"]
+    assert shift["alarm"] is None and shift["labelled"] >= 2 * 1200, shift
+    assert code == 1 and report["headline"].startswith("ALARM")
+    assert "error rate" not in report["headline"].split(";")[0]
 
 
 def test_the_alarm_on_the_top_label_brier(tmp_path: Path) -> None:

@@ -1019,6 +1019,61 @@ def until(condition: Any, timeout_s: float) -> Any:
     return value
 
 
+def test_the_crash_webhooks_call_the_url_the_server_reaches(
+    prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The crash automations' webhooks are called by the server, so they keep the API URL
+    of the first setup (or `--api-url`): a client reaching the server by another URL (here
+    `localhost` for 127.0.0.1) leaves them as they are unless it passes `--api-url`."""
+    from decflow.flows.crash_by_heartbeat import HOOKS
+
+    home = tmp_path_factory.mktemp("prefect-client-home")
+    here, elsewhere = client_env(prefect_api, home), client_env(
+        prefect_api.replace("127.0.0.1", "localhost"), home)
+    other_url = elsewhere["PREFECT_API_URL"]
+
+    def called() -> set[str]:
+        async def read(client: Any) -> set[str]:
+            return {str((await client.read_block_document_by_name(
+                name, block_type_slug="webhook")).data["url"]).removesuffix(path)
+                for name, path in HOOKS.items()}
+        found: set[str] = api_call(prefect_api, read)
+        return found
+
+    def forget_webhooks() -> None:
+        async def delete(client: Any) -> None:
+            for name in HOOKS:
+                block = await client.read_block_document_by_name(name,
+                                                                 block_type_slug="webhook")
+                await client.delete_block_document(block.id)
+        api_call(prefect_api, delete)
+
+    try:
+        assert decflow(here, tmp_path, "prefect-setup").returncode == 0
+        forget_webhooks()
+        first = decflow(elsewhere, tmp_path, "prefect-setup")  # first setup: its own URL
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.startswith("crash detection updated")  # new webhook blocks
+        assert f"through its API at {other_url} " in first.stdout
+        assert called() == {f"{other_url}/"}
+        moved = decflow(elsewhere, tmp_path, "prefect-setup", "--api-url", f"{prefect_api}/")
+        assert moved.returncode == 0, moved.stderr
+        assert moved.stdout.startswith("crash detection updated")
+        assert called() == {f"{prefect_api}/"}
+        # a later setup or deploy from the other URL leaves the server's URL
+        again = decflow(elsewhere, tmp_path, "prefect-setup")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.startswith("crash detection unchanged")
+        assert f"through its API at {prefect_api} " in again.stdout
+        assert called() == {f"{prefect_api}/"}
+        wrong = decflow(here, tmp_path, "prefect-setup", "--api-url", "127.0.0.1:4200/api")
+        assert wrong.returncode == 2
+        assert wrong.stderr.startswith("error: --api-url: expected an http(s) URL")
+        assert called() == {f"{prefect_api}/"}
+    finally:
+        decflow(here, tmp_path, "prefect-setup", "--api-url", prefect_api)
+
+
 def test_a_killed_flow_run_ends_crashed_with_no_task_run_left_running(
     prefect_api: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from decflow.contracts import load_contract
+from decflow.contracts.gates import regression_model
 from decflow.errors import DecflowError
 from decflow.pipeline.regression import diff_reports
 from decflow.views.outputs import render_text
@@ -91,20 +92,10 @@ B = [0.0, 1.0, 0.0]
 HALF = [0.5, 0.5, 0.0]
 
 
-def _gates(**limits) -> SimpleNamespace:
-    keys = ("max_answer_flip_rate", "max_accuracy_drop", "max_macro_f1_drop", "max_ece_increase",
-            "max_brier_increase", "max_nll_increase", "max_mean_tv_distance",
-            "max_mean_confidence_shift", "max_error_rate_increase",
-            "max_latency_p95_increase_ms", "max_segment_accuracy_drop")
-    return SimpleNamespace(**{k: limits.get(k) for k in keys})
-
-
 def _contract(segment_by=(), min_segment_size=5, warnings=None, **limits) -> SimpleNamespace:
-    regression = _gates(**limits)
-    regression.warnings = warnings or _gates()
-    regression.segment_by = list(segment_by)
-    regression.min_segment_size = min_segment_size
-    regression.gating = "point"
+    regression = regression_model().model_validate({
+        **limits, "warnings": warnings or {}, "segment_by": list(segment_by),
+        "min_segment_size": min_segment_size, "gating": "point"})
     evaluation = SimpleNamespace(
         model_dump=lambda: {"confidence_threshold": None, "calibration_bins": 10,
                             "probability_tolerance": 0.001, "max_concurrency": 4})
@@ -170,7 +161,7 @@ def test_segments_missing_values_and_gating() -> None:
     candidate += [_case(f"g{i}", B if i < 2 else A, "refund", {"tier": "gold"})
                   for i in range(5)]
     contract = _contract(segment_by=["tier"], max_segment_accuracy_drop=0.3,
-                         warnings=_gates(max_answer_flip_rate=0.1))
+                         warnings={"max_answer_flip_rate": 0.1})
     report = _diff(baseline, candidate, contract=contract, contract_path="c.yaml")
     rows = [(s["value"], s["matched"], s["accuracy_drop"], s["gated"])
             for s in report["segments"]]

@@ -311,24 +311,17 @@ class RemoteCaller:
     ) -> None:
         """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`
         (and each one to `on_result` as soon as it is finished, before its concurrency slot
-        is released)."""
-        semaphore = asyncio.Semaphore(self.max_concurrency)
+        is released).
+
+        `max_concurrency` workers take the requests in turn from one iterator: a task per
+        worker, not per request (a shard holds thousands), and a worker takes its next
+        request only once its last result is recorded."""
         pending_rows: list[tuple[Any, ...]] = []
 
         def flush() -> None:
             if pending_rows:
                 on_chunk(_rows_from_tuples(pending_rows, labels))
                 pending_rows.clear()
-
-        async def guarded(row: tuple[Any, ...]) -> tuple[Any, ...]:
-            async with semaphore:
-                if stopping():  # a signal arrived: the cancellation is on its way
-                    raise asyncio.CancelledError()
-                result = await self._one(*row)
-                # recorded before the slot frees: at most max_concurrency are unrecorded
-                if on_result is not None:
-                    on_result(result)
-                return result
 
         rows = zip(
             requests["request_id"],
@@ -337,14 +330,26 @@ class RemoteCaller:
             requests["label_order"].to_list(),
             strict=True,
         )
-        tasks = [asyncio.ensure_future(guarded(row)) for row in rows]
-        try:
-            for finished in asyncio.as_completed(tasks):
-                pending_rows.append(await finished)
+
+        async def worker() -> None:
+            for row in rows:  # one shared iterator: each request goes to one worker
+                if stopping():  # a signal arrived: the cancellation is on its way
+                    raise asyncio.CancelledError()
+                result = await self._one(*row)
+                # recorded before the worker takes another: at most max_concurrency are
+                # unrecorded
+                if on_result is not None:
+                    on_result(result)
+                pending_rows.append(result)
                 if len(pending_rows) >= chunk_size:
                     flush()
+
+        workers = [asyncio.ensure_future(worker())
+                   for _ in range(min(self.max_concurrency, requests.height))]
+        try:
+            await asyncio.gather(*workers)
         finally:
-            for task in tasks:
+            for task in workers:
                 task.cancel()
             flush()
 

@@ -10,7 +10,9 @@ that calls for it. It holds:
 - for `logprobs`: the tokenizer endpoint that answered (or the endpoints tried and why they
   failed) and the `rule` that follows: `first_pieces` (a table per presentation, see
   `first_pieces`) or, with no tokenizer, the conservative `characters` rule;
-- for `sequence`: the echo alignment check (`echo_check`), see `OpenAIBackend`.
+- for `sequence`: the echo alignment check (`echo_check`), see `OpenAIBackend`, and how
+  labels are scored (`scoring`: `prefix` with the prompt evaluated once, or `echo`; its
+  exactness and, for `prefix`, the tolerance and the tokenizer; see `label_scoring`).
 
 Refusals are `ConfigurationError`s (exit 2) that name the labels, the shared first piece
 and the readouts that work.
@@ -52,6 +54,7 @@ class ReadoutPlan:
     tables: dict[tuple[str, ...], PieceTable] = field(default_factory=dict)
     echo_check: dict[str, Any] | None = None
     pieces: dict[str, str | None] = field(default_factory=dict)  # form → its first piece
+    scoring: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -65,6 +68,8 @@ class ReadoutPlan:
             data["forms"] = dict(sorted(self.pieces.items()))
         if self.echo_check is not None:
             data["echo_check"] = self.echo_check
+        if self.scoring is not None:
+            data["scoring"] = self.scoring
         return data
 
     @classmethod
@@ -73,7 +78,7 @@ class ReadoutPlan:
         return cls(
             data["readout"], data["api"], data["options_as"], data.get("rule"),
             data.get("tokenizer"), {table_key(t.labels): t for t in tables},
-            data.get("echo_check"), dict(data.get("forms", {})),
+            data.get("echo_check"), dict(data.get("forms", {})), data.get("scoring"),
         )
 
     def missing_forms(self, name_sets: Iterable[Sequence[str]], *, variants: bool) -> set[str]:

@@ -48,6 +48,7 @@ from decflow.backends.base import (
 )
 from decflow.backends.first_pieces import table_key
 from decflow.backends.httpclient import HttpCaller, json_object, origin_url, public_url
+from decflow.backends.label_scoring import PrefixScorer, choose_scoring
 from decflow.backends.llm_plan import ReadoutPlan, add_tables, check_characters
 from decflow.backends.llm_prompts import (
     SYSTEM_MESSAGES,
@@ -197,6 +198,15 @@ class OpenAIBackend(Backend):
                                  variants=self.options_as == "labels", backend_name=self.name)
         elif self.readout == "sequence":
             plan.echo_check = await self._check_echo()
+            candidates = tokenize_candidates(self.url, self.settings.tokenize_url)
+            try:
+                tokenizer, _tried = await find_tokenizer(self.caller, candidates, self.model)
+            except BackendError:
+                tokenizer = None
+            self._tokenizer = tokenizer
+            scorer = None if tokenizer is None else PrefixScorer(self._post, tokenizer)
+            probe = self.prompt_text(DecisionRequest("echo-check", self.decision, PROBE_INPUT))
+            plan.scoring = await choose_scoring(scorer, probe, plan.echo_check)
         return plan
 
     async def _plan_for(self, shown: Sequence[str]) -> ReadoutPlan:
@@ -225,9 +235,10 @@ class OpenAIBackend(Backend):
                 raise InvalidResponse(f"{exc} (a presentation the plan did not cover)") from None
         return plan
 
-    def _stored_tokenizer(self) -> Tokenizer:
+    def _stored_tokenizer(self, described: Mapping[str, Any] | None = None) -> Tokenizer:
+        """The tokenizer the plan names (`described`, else the plan's first-piece one)."""
         if self._tokenizer is None:
-            described = self.plan.tokenizer if self.plan else None
+            described = described or (self.plan.tokenizer if self.plan else None)
             assert described is not None and described["endpoint"]
             self._tokenizer = Tokenizer(self.caller, described["endpoint"], self.model,
                                         list(described["special_prefix"]))
@@ -284,7 +295,7 @@ class OpenAIBackend(Backend):
             return await self._sample(request)
         plan = await self._plan_for(request.decision.labels)
         if self.readout == "sequence":
-            return await self._sequence(request)
+            return await self._sequence(request, plan)
         return await self._logprobs(request, plan)
 
     def _shown(self, request: DecisionRequest, by_name: Mapping[str, float]) -> dict[str, float]:
@@ -324,19 +335,29 @@ class OpenAIBackend(Backend):
         return Prediction(self._shown(request, distribution), model=self.model,
                           model_version=_served(body), metadata={"label_mass": label_mass})
 
-    async def _sequence(self, request: DecisionRequest) -> Prediction:
+    async def _sequence(self, request: DecisionRequest, plan: ReadoutPlan) -> Prediction:
         prompt = self.prompt_text(request)
-        logprobs: dict[str, float] = {}
-        served = None
-        # One label at a time: the engine's concurrency bound counts decisions.
-        for name in self.names(request.decision.labels):
-            sent = prompt + continuation(prompt, name)
-            body = await self._post({"prompt": sent, **self.readout_options()})
-            served = _served(body) or served
-            logprobs[name] = answer_logprob(body, sent, sent[len(prompt):])
-        distribution, label_mass = normalised(logprobs)
+        answers = {name: continuation(prompt, name) for name in self.names(
+            request.decision.labels)}
+        served: list[str] = []
+
+        async def post(payload: dict[str, Any]) -> dict[str, Any]:
+            body = await self._post(payload)
+            served.extend(filter(None, [_served(body)]))
+            return body
+
+        scoring = plan.scoring or {"method": "echo"}
+        # One label (token) at a time: the engine's concurrency bound counts decisions.
+        logprobs = (await PrefixScorer(post, self._stored_tokenizer(scoring["tokenizer"]))
+                    .score(prompt, answers) if scoring["method"] == "prefix" else {})
+        for name, text in answers.items():
+            if name not in logprobs:  # echo: the label's tokens merge with the prompt's end
+                body = await post({"prompt": prompt + text, **self.readout_options()})
+                logprobs[name] = answer_logprob(body, prompt + text, text)
+        distribution, label_mass = normalised({name: logprobs[name] for name in answers})
         return Prediction(self._shown(request, distribution), model=self.model,
-                          model_version=served, metadata={"label_mass": label_mass})
+                          model_version=served[-1] if served else None,
+                          metadata={"label_mass": label_mass})
 
     async def _sample(self, request: DecisionRequest) -> Prediction:
         shown = request.decision.labels
@@ -395,6 +416,8 @@ class OpenAIBackend(Backend):
         sent.update(labels=list(shown), names=list(names), options=self.readout_options())
         if self.readout == "sample":
             sent["samples"] = self.settings.samples
+        if self.plan is not None and self.plan.scoring is not None:
+            sent["scoring"] = self.plan.scoring["method"]
         if self.plan is not None and self.plan.rule is not None:
             sent["rule"] = self.plan.rule
             table = self.plan.tables.get(table_key(names))

@@ -49,11 +49,11 @@ def prefect_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
     return code
 
 
-def crash_detection(window_s: float | None = None) -> str:
+def crash_detection(window_s: float | None = None, api_url: str | None = None) -> str:
     """Create or update the crash automation; returns a line saying what was done."""
     from decflow.flows.crash_by_heartbeat import describe, ensure_crash_automation
 
-    return describe(*ensure_crash_automation(window_s))
+    return describe(ensure_crash_automation(window_s, api_url))
 
 
 def deploy(file: Path, pool: str) -> None:
@@ -95,12 +95,20 @@ def register(app: typer.Typer) -> None:
             help=f"Seconds without a heartbeat before a run is marked Crashed, at least "
             f"{MIN_WINDOW_S} (runs heartbeat every {HEARTBEAT_S} s; default: keep the current "
             f"window, {DEFAULT_WINDOW_S} on creation)."),
+        api_url: str | None = typer.Option(
+            None, "--api-url",
+            help="The URL at which the Prefect server reaches its own API (it closes "
+            "crashed runs through it; default: keep the URL set before, PREFECT_API_URL on "
+            "creation)."),
     ) -> None:
         """Create (or update) the Prefect server's automation that marks a decflow flow run
         Crashed when its heartbeats stop (killed process, lost machine). Run it once per
         server; `decflow deploy` and `decflow serve` do it too."""
         require_api_url("prefect-setup")
-        typer.echo(crash_detection(crash_after))
+        if api_url is not None and not api_url.startswith(("http://", "https://")):
+            raise DecflowError(f"--api-url: expected an http(s) URL such as "
+                               f"http://127.0.0.1:4200/api, got {api_url!r}")
+        typer.echo(crash_detection(crash_after, api_url))
 
     @app.command("serve", short_help="Serve the scheduled Prefect deployments here.")
     def serve_command(file: str = FILE_OPTION) -> None:

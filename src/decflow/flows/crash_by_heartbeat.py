@@ -15,12 +15,15 @@ arrives within the window:
 - for a task run: send the server the task run's `Crashed` state event (task-run states are
   recorded from events).
 
-The automations' webhooks call the server's own API (`events`, `logs/`, `artifacts/` at
-the API URL decflow was set up with; saved as Webhook blocks `decflow-crash-…`), so a lost
-machine's runs are closed with nothing else running. Only runs with the tag are watched: a
-run that heartbeats at Prefect's default (every 180 s) would otherwise be crashed while
-alive. A killed run whose follower process survives is Crashed sooner, by the follower
-(`decflow.flows.crash_by_follower`).
+The automations' webhooks call the server's own API (`events`, `logs/`, `artifacts/`; saved
+as Webhook blocks `decflow-crash-…`), so a lost machine's runs are closed with nothing else
+running. The server makes those calls, so their URL must be one the *server* reaches: the
+blocks keep the URL they were created with (the first setup's PREFECT_API_URL, or
+`decflow prefect-setup --api-url URL`), and a later deploy or setup from a client that
+reaches the server another way (a tunnel, a proxy, a mapped port) leaves it as it is.
+Only runs with the tag are watched: a run that heartbeats at Prefect's default (every
+180 s) would otherwise be crashed while alive. A killed run whose follower process
+survives is Crashed sooner, by the follower (`decflow.flows.crash_by_follower`).
 
 `watched_run()` is what the CLI's flow runs and `decflow serve` run under; deployments
 served by a worker get the same from `deployments/prefect.yaml` (tag and heartbeat
@@ -34,6 +37,7 @@ import base64
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 from uuid import UUID
@@ -44,6 +48,7 @@ from prefect.client.schemas.objects import StateType
 from prefect.events.actions import CallWebhook, ChangeFlowRunState
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 from prefect.events.schemas.events import ResourceSpecification
+from prefect.exceptions import ObjectNotFound
 from prefect.settings import (
     PREFECT_API_AUTH_STRING,
     PREFECT_API_URL,
@@ -191,10 +196,32 @@ def _shape(automation: AutomationCore) -> Any:
     return _canonical(json.loads(json.dumps(data)))
 
 
-def _webhooks() -> dict[str, UUID]:
-    """The webhook blocks the automations call (created or brought to this API URL):
-    POSTs to the server's own API, with its credentials when it has some."""
-    api = str(PREFECT_API_URL.value()).rstrip("/")
+def _saved_api(client: Any) -> tuple[str | None, dict[str, UUID]]:
+    """The API URL the saved webhook blocks call (None unless all of them call the same
+    one) and their ids."""
+    bases, ids = set(), {}
+    for name, path in HOOKS.items():
+        try:
+            document = client.read_block_document_by_name(name, block_type_slug="webhook")
+        except ObjectNotFound:
+            return None, {}
+        url = str(document.data.get("url") or "")
+        bases.add(url[:-len(path)].rstrip("/") if url.endswith(f"/{path}") else None)
+        ids[name] = document.id
+    (base, *others) = bases
+    return (base, ids) if base and not others else (None, {})
+
+
+def _webhooks(client: Any, api_url: str | None) -> tuple[dict[str, UUID], str, bool]:
+    """The webhook blocks the automations call, POSTs to the server's own API at `api_url`
+    (with this client's credentials when it has some), that URL, and whether it moved.
+    Without `api_url`, saved blocks are kept as they are (this client may reach the server
+    by a URL the server cannot, see the module docstring); missing ones call
+    PREFECT_API_URL."""
+    saved, ids = _saved_api(client)
+    if api_url is None and saved is not None:
+        return ids, saved, False
+    api = (api_url or saved or str(PREFECT_API_URL.value())).rstrip("/")
     headers = {"Content-Type": "application/json"}
     auth = PREFECT_API_AUTH_STRING.value()
     if auth:
@@ -206,13 +233,24 @@ def _webhooks() -> dict[str, UUID]:
         block = Webhook(method="POST", url=f"{api}/{path}", headers=headers,
                         allow_private_urls=True)
         found[name] = cast(UUID, block.save(name, overwrite=True))
-    return found
+    return found, api, saved not in (None, api)
 
 
-def ensure_crash_automation(window_s: float | None = None) -> tuple[str, float]:
+@dataclass(frozen=True)
+class CrashDetection:
+    """What `ensure_crash_automation` did (`created`, `updated` or `unchanged`), the
+    window in seconds and the API URL the webhooks call."""
+
+    done: str
+    window_s: float
+    api_url: str
+
+
+def ensure_crash_automation(window_s: float | None = None,
+                            api_url: str | None = None) -> CrashDetection:
     """Create the automations and their webhooks, or bring them to this definition;
-    `window_s=None` keeps the window of an existing one (else `DEFAULT_WINDOW_S`). Returns
-    what was done (`created`, `updated` or `unchanged`) and the window in seconds."""
+    `window_s=None` keeps the window of an existing one (else `DEFAULT_WINDOW_S`),
+    `api_url=None` the URL saved webhooks call (see `_webhooks`)."""
     with get_client(sync_client=True) as client:
         existing = {name: client.read_automations_by_name(name)
                     for name in (AUTOMATION_NAME, TASK_AUTOMATION_NAME)}
@@ -221,8 +259,9 @@ def ensure_crash_automation(window_s: float | None = None) -> tuple[str, float]:
             window_s = (current[0].trigger.within.total_seconds()
                         if current and isinstance(current[0].trigger, EventTrigger)
                         else DEFAULT_WINDOW_S)
-        wanted = crash_automations(window_s, _webhooks())
-        done = set()
+        hooks, api, moved = _webhooks(client, api_url)
+        wanted = crash_automations(window_s, hooks)
+        done = {"updated"} if moved else set()
         for automation in wanted:
             found = existing[automation.name]
             if not found:
@@ -238,12 +277,14 @@ def ensure_crash_automation(window_s: float | None = None) -> tuple[str, float]:
             client.update_automation(first.id, automation)
             done.add("updated")
         summary = next(word for word in ("created", "updated", "unchanged") if word in done)
-        return summary, window_s
+        return CrashDetection(summary, window_s, api)
 
 
-def describe(done: str, window_s: float) -> str:
+def describe(found: CrashDetection) -> str:
     """One line on what `ensure_crash_automation` did."""
-    return (f"crash detection {done}: the Prefect automations '{AUTOMATION_NAME}' and "
+    return (f"crash detection {found.done}: the Prefect automations '{AUTOMATION_NAME}' and "
             f"'{TASK_AUTOMATION_NAME}' mark a flow run tagged {WATCHED_TAG}, and each of its "
-            f"task runs, Crashed after {window_s:g} s without a heartbeat (decflow's runs send "
-            f"one every {HEARTBEAT_S} s)")
+            f"task runs, Crashed after {found.window_s:g} s without a heartbeat (decflow's "
+            f"runs send one every {HEARTBEAT_S} s); the server closes them through its API at "
+            f"{found.api_url} (it must reach that URL itself; `decflow prefect-setup "
+            f"--api-url URL` changes it)")

@@ -152,7 +152,7 @@ def serve_deployments(path: str | Path) -> None:
     # runs resolve the parameters' relative paths (and the entrypoints) from here
     os.chdir(project_dir(path))
     deployments = build_deployments(path, SERVED_SUFFIX)  # never `decflow deploy`'s names
-    print(f"decflow: {describe(*ensure_crash_automation())}", file=sys.stderr)
+    print(f"decflow: {describe(ensure_crash_automation())}", file=sys.stderr)
     print("decflow: serving " + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments),
           file=sys.stderr)
     with watched_run():

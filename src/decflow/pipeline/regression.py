@@ -137,8 +137,7 @@ def diff_reports(
     )
     gating, why = gating_rule(contract, (baseline, candidate))
     paired, segments = paired_diff(
-        baseline["results"], candidate["results"], labels=after[2],
-        calibration_bins=int(evaluation.get("calibration_bins", 10)),
+        baseline["results"], candidate["results"], settings,
         reruns_before=reruns[0].by_case or None, reruns_after=reruns[1].by_case or None,
         segment_by=keys, min_segment_size=regression.min_segment_size if regression else 5,
     )
@@ -148,9 +147,8 @@ def diff_reports(
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
     ece = diff["metrics"].get("ece") or {}
     limits = {} if regression is None else {
-        level: gates.max_ece_increase for level, gates in
-        (("requirement", regression), ("warning", regression.warnings))
-        if gates.max_ece_increase is not None}
+        level: limit for level in ("requirement", "warning")
+        if (limit := regression.limit(level, "max_ece_increase")) is not None}
     calibration = diff_calibration(  # each run's own stored reliability bins
         ((baseline.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
         ((candidate.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],

@@ -45,16 +45,16 @@ from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
 from decflow.views.monitor_charts import gate_charts
-from decflow.views.monitor_text import WORDS, open_gates, read_line, shift_line
+from decflow.views.monitor_text import open_gates, read_line, shift_line
 from decflow.views.sequential_text import gate_interval, time_uniform
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import (
     FIRST_CASES,
-    VERDICTS,
     answer,
     counted,
     failing_segments_first,
     short_hash,
+    verdict_words,
 )
 from decflow.views.words import words
 
@@ -203,18 +203,17 @@ def plots(*svgs: str) -> str:
 # -- shared sections --------------------------------------------------------------------
 
 
-def banner(report: Report, title: str, word: str | None = None) -> str:
-    """The verdict at the top of a page; `word` replaces the status shown (a monitor's
-    OK / WARN / ALARM)."""
+def banner(report: Report, title: str) -> str:
+    """The verdict at the top of a page (a monitor's in its words: OK / WARN / ALARM)."""
     status = str(report.status)
-    verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
+    word, verdict = verdict_words(report)
     facts = [f"exit code {e('n/a' if report.exit_code is None else report.exit_code)}"]
     for name, value in (("mode", report.mode), ("created at", report.created_at)):
         if value:
             facts.append(f"{e(name)} {e(value)}")
     # Caveats of a blind or partly unexercised suite qualify the verdict itself.
     caveats = "".join(f"<p><b>{e(c)}</b></p>" for c in report.caveats())
-    return (f'<div class="banner {e(status)}"><div class="st">{e(word or status.upper())}</div>'
+    return (f'<div class="banner {e(status)}"><div class="st">{e(word)}</div>'
             f'<div><p class="headline">{e(report.first_line())}</p>'
             f"<h1>{e(title)}</h1><p>{e(verdict)}</p>{caveats}"
             f'<p class="sub">{" · ".join(facts)}</p></div></div>')
@@ -720,7 +719,7 @@ def monitor_body(typed: MonitorReport) -> tuple[str, list[str]]:
     facts = {"monitor": monitor.id, "source": monitor.source, "labels": monitor.labels,
              "window": monitor.window, "baseline": (monitor.baseline or {}).get("path"),
              "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)}
-    parts = [banner(typed, "decflow monitor", WORDS[typed.status]),
+    parts = [banner(typed, "decflow monitor"),
              section("Monitor", kv_table(facts))]
     if typed.windows:
         checked = set(typed.checked)

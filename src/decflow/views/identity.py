@@ -41,6 +41,15 @@ def dataset_text(dataset: DatasetRef) -> str:
     return _join(str(dataset.path or "n/a"), counted, _hash(dataset.hash))
 
 
+def baseline_text(baseline: dict[str, Any]) -> str:
+    """A check's or monitor's baseline: `dataset · PATH · N records · hash`; a stored run's
+    path already names it (`run ID · N records · hash`, not `run · run ID`)."""
+    dataset = DatasetRef.model_validate(baseline)
+    source = str(baseline.get("source") or "")
+    named = str(dataset.path or "").startswith(f"{source} ")
+    return _join("" if named else source, dataset_text(dataset))
+
+
 def backend_text(backend: BackendRef) -> str:
     """`name: provider · model M · version V`."""
     model, version = backend.model, backend.model_version
@@ -63,9 +72,7 @@ def identity_rows(report: Report) -> list[Row]:
                      dataset_text(report.dataset)))
     if isinstance(report, CheckView) and report.baseline is not None:
         # a check's baseline: its source and records
-        baseline = report.baseline
-        rows.append(("baseline", _join(baseline.source, dataset_text(
-            DatasetRef.model_validate(baseline.to_dict())))))
+        rows.append(("baseline", baseline_text(report.baseline.to_dict())))
     backend = report.backend
     if backend:
         rows.append(("backend", backend_text(backend)))

@@ -41,11 +41,11 @@ from decflow.views.sequential_text import from_cache
 from decflow.views.text import (
     FIRST_CASES,
     MAX_LISTED,
-    VERDICTS,
     answer,
     counted,
     failing_segments_first,
     preview,
+    verdict_words,
 )
 from decflow.views.words import words
 
@@ -101,11 +101,10 @@ def status_line(report: Report, title: str) -> list[str]:
 def verdict_lines(report: Report, title: str) -> list[str]:
     """The title, the verdict in words and the caveats (the Prefect artifact, whose
     description is the headline, starts here)."""
-    status = str(report.status)
-    verdict = VERDICTS.get(status, status.upper()).partition(": ")[2]
+    word, verdict = verdict_words(report)
     caveats = [f"**{md(c)}**" for c in report.caveats()]
     exit_code = "n/a" if report.exit_code is None else report.exit_code
-    return [f"# {title}", "", f"**{status.upper()}**: {verdict} · exit code {exit_code}", "",
+    return [f"# {title}", "", f"**{word}**: {verdict} · exit code {exit_code}", "",
             *(f"{c}  " for c in caveats), ""]
 
 

@@ -10,6 +10,7 @@ from decflow.gates.headline import bounds, number
 from decflow.report.monitor_report import MonitorReport, MonitorWindow
 from decflow.untrusted import escape
 from decflow.version import __version__
+from decflow.views.identity import baseline_text
 
 SHOWN_WINDOWS = 30  # the newest; the report holds them all
 WORDS = {"pass": "OK", "warn": "WARN", "fail": "ALARM"}
@@ -100,8 +101,7 @@ def render_monitor(head: MonitorReport) -> str:
         f"  monitor       {monitor.id} · windows of {monitor.window} · {monitor.source}",
         f"  labels        {monitor.labels or 'none given'}",
         "  baseline      " + ("none (drift is not judged)" if baseline is None else
-                              f"{baseline.get('source')} {baseline.get('path')} · "
-                              f"{baseline.get('n_records')} records"),
+                              baseline_text(baseline)),
         f"  this run      {read_line(head.this_run)}",
         "",
         *_window_lines(head),

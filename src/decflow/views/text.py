@@ -30,11 +30,27 @@ VERDICTS = {
     "warn": WARN_VERDICT,
     "fail": "FAIL: at least one requirement does not hold",
 }
+# A monitor's verdict in its own words: its ALARM may be the harmful-shift alarm while every
+# window's gates hold, so "a requirement does not hold" would send the reader astray.
+MONITOR_VERDICTS = {
+    "pass": "OK: every window's gates hold and no harmful shift is shown",
+    "warn": "WARN: no window fails and no alarm; some gates are not established",
+    "fail": "ALARM: a harmful shift is shown, or a window's requirement does not hold",
+}
 MAX_LISTED = 10
 FIRST_CASES = 3  # failing cases shown per property; the rest are in the report JSON
 PREVIEW = 70
 
 Section = Callable[[RunView], list[str]]
+
+
+def verdict_words(report: Report) -> tuple[str, str]:
+    """The verdict at the top of a page: its word (`FAIL`, a monitor's `ALARM`) and what it
+    means."""
+    status = str(report.status)
+    table = MONITOR_VERDICTS if report.kind == "monitor" else VERDICTS
+    word, _, meaning = table.get(status, status.upper()).partition(": ")
+    return word, meaning
 
 
 def failing_segments_first(segments: list[Segment]) -> list[Segment]:

@@ -15,6 +15,11 @@
   `/extras/tokenize` + `/extras/detokenize`; `"llama.cpp"`: `/tokenize` + `/detokenize`;
   None: none): a toy tokenizer that takes the longest `vocab` entry at each position
   (unknown characters become one-character tokens) and, with `bos`, prepends BOS id 2.
+- A completions request with `logit_bias` (no echo) generates the one biased token, with
+  the log probability an echo gives that token where the prompt ends (after the tokens of
+  an `answers` entry before it, or as a configured first token), plus `cached_shift`: how
+  far a server's cached-prefix evaluation moves it from the echoed (fresh) value; the
+  other tokens known there are named as candidates (`top_logprobs`).
 - `GET /v1/models` lists one model.
 """
 
@@ -69,6 +74,7 @@ class FakeOpenAI:
         bos: bool = False,
         misaligned_echo: bool = False,
         ends_at_once: bool = False,
+        cached_shift: float = 0.0,
     ) -> None:
         self.first_tokens = first_tokens or {}  # token -> probability
         self.completions = list(completions)
@@ -77,6 +83,7 @@ class FakeOpenAI:
         self.tokenizer = ToyTokenizer(vocab, bos)
         self.misaligned_echo = misaligned_echo
         self.ends_at_once = ends_at_once
+        self.cached_shift = cached_shift
         self._next = 0
 
     def _next_completion(self) -> str | None:
@@ -141,6 +148,8 @@ class FakeOpenAI:
         prompt = body["prompt"]
         if body.get("echo"):
             return self._echo(prompt)
+        if body.get("logit_bias"):
+            return self._forced(prompt, int(next(iter(body["logit_bias"]))))
         if body.get("logprobs") is not None and self.ends_at_once and not body.get("min_tokens"):
             return {"index": 0, "text": "", "finish_reason": "stop",
                     "logprobs": {"tokens": [], "token_logprobs": [], "top_logprobs": [],
@@ -172,6 +181,26 @@ class FakeOpenAI:
                 "logprobs": {"tokens": tokens, "token_logprobs": values,
                              "top_logprobs": [None] * len(tokens),
                              "text_offset": [0] * len(tokens)}}
+
+    def _candidates(self, prompt: str) -> dict[str, float]:
+        """The tokens the fake knows a log probability for where `prompt` ends: after an
+        answer's first tokens, else an answer's first token or a configured first token."""
+        inside = {piece: logprob for tokens in self.answers.values()
+                  for j, (piece, logprob) in enumerate(tokens)
+                  if j and prompt.endswith("".join(t for t, _ in tokens[:j]))}
+        if inside:
+            return inside
+        return {**{t: math.log(p) for t, p in self.first_tokens.items()},
+                **{tokens[0][0]: tokens[0][1] for tokens in self.answers.values() if tokens}}
+
+    def _forced(self, prompt: str, token: int) -> dict:
+        """The biased token, scored where the prompt ends, named with the candidates."""
+        text = self.tokenizer.detokenize([token])
+        named = {t: v + self.cached_shift for t, v in self._candidates(prompt).items()}
+        value = named.setdefault(text, PROMPT_LOGPROB + self.cached_shift)
+        return {"index": 0, "text": text, "finish_reason": "length",
+                "logprobs": {"tokens": [text], "token_logprobs": [value],
+                             "top_logprobs": [named], "text_offset": [len(prompt)]}}
 
     def serve(self) -> RecordingServer:
         return RecordingServer(self)

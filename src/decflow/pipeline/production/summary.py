@@ -56,7 +56,7 @@ from decflow.report.check_report import (
 from decflow.report.model import Calibration, CheckRow, QualifierRow, RunRef
 from decflow.report.versions import REPORT_VERSION
 from decflow.store.runs import write_report
-from decflow.store.store import Manifest
+from decflow.store.store import Manifest, Store
 from decflow.version import __version__
 
 if TYPE_CHECKING:
@@ -296,8 +296,17 @@ def describe_check(spec: CheckSpec, _manifests: Mapping[str, Manifest]) -> dict[
             "mode": "check"}
 
 
+def aggregated_check(_store: Store, manifests: Mapping[str, Manifest],
+                     _computing: Mapping[str, str] | None) -> bool:
+    """Whether a new check an error stopped is worth keeping: only once its records were
+    read and merged. Before that the error is in its input (a broken records file, a
+    missing baseline), which the user edits and checks again; the partitions read so far
+    are keyed by their bytes, so the new check reuses them without a run to resume."""
+    return AGGREGATES.name in manifests
+
+
 # A production check: its units read and merged, then judged (`pipeline/pipeline.py`).
 CHECK: Pipeline[CheckSpec] = Pipeline(
     "check", f"{__name__}:CHECK", CheckSpec.from_dict, (AGGREGATES, SUMMARY), CheckReport,
     describe_check, prepare=baseline_found, local_units=read_units,
-    aliases={"report": SUMMARY.name})
+    aliases={"report": SUMMARY.name}, kept=aggregated_check)
