@@ -64,6 +64,8 @@ class GoldenGate:
     - `needs_threshold` (only with `evaluation.confidence_threshold`), `score_only` (score
       decisions), `checked` (False: judged by its own checks, as `max_smooth_ece`).
     - `failing`: the stored cases that make it fail (None: no single case does).
+    - `implicit`: the requirement's limit when the contract sets none (`max_error_rate: 0`,
+      DecGuard's: a case the backend could not decide fails unless tolerated).
     - `diff`: the diff gate on the same metric (`regression.<diff>`: its increase,
       candidate − baseline, at most the limit; its drop for a `>=` gate), for an extension
       gate (`change_gate`)."""
@@ -84,6 +86,7 @@ class GoldenGate:
     checked: bool = True
     diff: str | None = None
     failing: FailingCases | None = None
+    implicit: float | None = None
 
     @property
     def path(self) -> tuple[str, str]:
@@ -125,7 +128,8 @@ for _gate in (
                needs_threshold=True, failing="wrong_covered"),
     GoldenGate("max_error_rate", Unit, "error_rate", "<=", ("counts", "error_rate"),
                per_case=f"{_CASES}:error_rate", binary=True,
-               rate=RateOf("counts", "error_rate", "total"), failing="errored"),
+               rate=RateOf("counts", "error_rate", "total"), failing="errored",
+               implicit=0.0),
     GoldenGate("max_latency_p95_ms", NonNegative, "latency_p95_ms", "<=", ("latency", "p95_ms"),
                composite=f"{_COMPOSITE}:latency_p95_of",
                plan=f"{_COMPOSITE}:latency_p95_plan"),
