@@ -12,7 +12,7 @@ from decflow.contracts import load_contract
 from decflow.contracts.gates import regression_model
 from decflow.errors import DecflowError
 from decflow.pipeline.regression import diff_reports
-from decflow.views.diff_text import render_diff
+from decflow.views.outputs import render_text
 from tests.support.paths import FIXTURES, REFERENCE
 
 EXAMPLE = REFERENCE / "decguard-examples" / "refund"
@@ -58,7 +58,7 @@ def test_refund_default_vs_order_sensitive_equals_decguard() -> None:
         if not name.startswith("latency"):
             assert report["metrics"][name] == entry, name
     assert report["changes"] == []
-    text = render_diff(report)
+    text = render_text(report)
     assert "    FAIL  max_mean_tv_distance           mean_tv_distance 0.05082 violates <= 0.03\n" \
         in text
     assert "    PASS  max_accuracy_drop              accuracy_drop -0 <= 0.02\n" in text
@@ -140,7 +140,7 @@ def test_counts_errors_and_changes_by_hand() -> None:
     # Without a contract only the implicit error-rate requirement is checked.
     assert [c["gate"] for c in report["checks"]] == ["max_error_rate_increase"]
     assert report["same_dataset"] is False
-    text = render_diff(report)
+    text = render_text(report)
     assert "note      the runs used different datasets; cases are matched by id" in text
     assert "    breaks       refund (1) -> error, expected refund (newly errored: timeout: " \
         "too slow)\n" in text
@@ -178,7 +178,7 @@ def test_segments_missing_values_and_gating() -> None:
     assert [c["level"] for c in report["checks"]] == ["requirement", "requirement", "warning"]
     assert checks["max_answer_flip_rate"]["status"] == "warn"
     assert report["status"] == "fail"
-    assert "(not gated: small)" in render_diff(report)
+    assert "(not gated: small)" in render_text(report)
 
 
 def test_nothing_compared_fails_with_reason() -> None:
@@ -224,6 +224,6 @@ def test_decguard_reports_with_flips_equal_decguards_diff() -> None:
     for key in ("status", "exit_code", "same_dataset", "evaluation", "counts", "shift",
                 "metrics", "segments", "checks", "changes", "baseline", "candidate"):
         assert report[key] == oracle[key], key
-    text = render_diff(report)
+    text = render_text(report)
     assert "    r3           reject (0.85) -> refund (0.98), expected reject\n" in text
     assert "  Answers      6 flipped (54.5%) · 5 newly wrong · 0 newly correct\n" in text

@@ -26,8 +26,9 @@ from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.check_runs import RECORDS_BACKEND, diff_checks, is_check_diff
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.pipeline.trend import decision_trend
+from decflow.report.diff_report import DiffCalibration, DiffEvidence, DiffReport, DiffSide
 from decflow.report.loading import load_verified
-from decflow.report.model import CheckRow, ContractRef, DiffReport, DiffSide, Evaluation
+from decflow.report.model import CheckRow, ContractRef, Evaluation
 from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
 from decflow.store.runs import accepted_run, now_iso
 from decflow.store.store import Store
@@ -173,16 +174,16 @@ def diff_reports(
         counts=diff["counts"],
         shift=diff["shift"],
         metrics=diff["metrics"],
-        calibration=calibration,
+        calibration=DiffCalibration.model_validate(calibration),
         segments=diff["segments"],
         checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
         changes=diff["changes"],
-        evidence={
+        evidence=DiffEvidence.model_validate({
             "gating": gating,
             "why": why,
             "noise": _noise(paired, reruns),
             "gates": [g.to_dict() for g in verdicts.gates],
-        },
+        }),
     ).to_dict()
 
 

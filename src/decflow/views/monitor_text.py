@@ -89,9 +89,8 @@ def _alarm_lines(report: MonitorReport) -> list[str]:
     return ["", f"  Harmful shift {shift_line(report)}"]
 
 
-def render_monitor(report: dict[str, Any]) -> str:
+def render_monitor(head: MonitorReport) -> str:
     """The whole text view, ending with a newline."""
-    head = MonitorReport.read(report, "the monitor report")
     monitor = head.monitor
     baseline = monitor.baseline
     lines = [
