@@ -210,7 +210,8 @@ def typed_report(report: dict[str, Any]) -> Report:
     `report.checks[0].gate`); `to_dict()` gives the same JSON back. A malformed report
     raises one `ReportError` naming each bad field."""
     from decflow.report.check_report import CheckReport
-    from decflow.report.model import DiffReport, Report
+    from decflow.report.diff_report import DiffReport
+    from decflow.report.model import Report
     from decflow.report.run_report import RunReport
     from decflow.report.sections import report_kind
 

@@ -17,7 +17,7 @@ from decflow.commands import check as check_command
 from decflow.contracts import load_contract
 from decflow.errors import DatasetError
 from decflow.pipeline.production.run import check_records
-from decflow.views.production_text import render_check
+from decflow.views.outputs import render_text
 from tests.support.cli import run_cli
 from tests.support.paths import FIXTURES, REFERENCE
 
@@ -90,7 +90,7 @@ def test_text_view_shape(contract) -> None:
         str(EXAMPLE / "production-drift.jsonl"),
         baseline=str(EXAMPLE / "production.jsonl"),
     )
-    text = render_check(report)
+    text = render_text(report)
     assert "  Calibration   ECE 0.975 · Brier 1.924 · NLL 4.432\n" in text
     assert "  Baseline      dataset · 4 records\n" in text
     assert (

@@ -89,9 +89,9 @@ def test_units_give_the_single_pass_report_bit_for_bit(
             assert other[key] == single[key], key
     sketched = single["percentiles"]["sketched"]
     assert ("confidence" in sketched) == (exact_limit < 600)
-    from decflow.views.production_text import render_check
+    from decflow.views.outputs import render_text
 
-    said = "within 0.1 % of the exact value" in render_check(single)
+    said = "within 0.1 % of the exact value" in render_text(single)
     assert said == (exact_limit < 600)
     if exact_limit < 600:
         exact = sorted(max(r["probabilities"].values()) for r in records)

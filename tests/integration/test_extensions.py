@@ -195,7 +195,8 @@ def test_a_registered_golden_gate_gates_a_run_and_a_sequential_run(tmp_path: Pat
 
 def test_a_registered_golden_gate_gates_a_diff(tmp_path: Path) -> None:
     store = str(tmp_path / "store")
-    contract = unsure_contract(tmp_path, regression={"max_unsure_rate_increase": 0.1})
+    contract = unsure_contract(tmp_path, regression={"max_unsure_rate_increase": 0.1,
+                                                     "gating": "point"})
     for backend, out in (("default", "before.json"), ("shaky", "after.json")):
         ran = extended_cli("test", str(contract), "-b", backend, "--store", store, "-o", out,
                            cwd=tmp_path)
@@ -214,12 +215,29 @@ def test_a_registered_golden_gate_gates_a_diff(tmp_path: Path) -> None:
     assert (check["metric"], check["value"], check["threshold"], check["status"]) == (
         "unsure_rate_increase", 5 / 11 - 3 / 11, 0.1, "fail")
     assert done.returncode == 1 and "max_unsure_rate_increase" in diff["headline"]
-    looser = unsure_contract(tmp_path, regression={"warnings": {"max_unsure_rate_increase": 0.2}})
+    # beside the point verdict, its evidence: the two newly unsure cases as paired shares
+    evidence = next(g for g in diff["evidence"]["gates"]
+                    if g["gate"] == "max_unsure_rate_increase")
+    assert (evidence["newly_worse"], evidence["newly_better"], evidence["n"]) == (2, 0, 11)
+    assert evidence["method"].startswith("paired difference of proportions")
+    assert evidence["phrase"].startswith("unsure rate +18.2 points")
+    looser = unsure_contract(tmp_path, regression={"warnings": {"max_unsure_rate_increase": 0.2},
+                                                   "gating": "point"})
     done = extended_cli("diff", *runs, "-c", str(looser), "--store", store, "-f", "json",
                         cwd=tmp_path)
     check = next(c for c in json.loads(done.stdout)["checks"]
                  if c["gate"] == "max_unsure_rate_increase")
     assert (check["level"], check["status"], done.returncode) == ("warning", "pass", 0)
+    # evidence gating judges it by that evidence: 2 of 11 cannot show more than 0.1 either
+    # way, so it is not established (WARN), with the cases that would decide it
+    judged = unsure_contract(tmp_path, regression={"max_unsure_rate_increase": 0.1,
+                                                   "gating": "evidence"})
+    done = extended_cli("diff", *runs, "-c", str(judged), "--store", store, "-f", "json",
+                        cwd=tmp_path)
+    check = next(c for c in json.loads(done.stdout)["checks"]
+                 if c["gate"] == "max_unsure_rate_increase")
+    assert (check["status"], done.returncode) == ("not_established", 0)
+    assert check["evidence"]["cases_needed"] > 11 and "[" in check["message"]
 
 
 def test_without_the_extension_the_golden_gate_is_an_unknown_field(tmp_path: Path) -> None:

@@ -64,6 +64,8 @@ def test_a_run_with_nothing_new_reads_no_record_byte(tmp_path: Path) -> None:
     assert first["this_run"]["bytes_read"] == sum(
         p.stat().st_size for folder in ("records", "labels")
         for p in (tmp_path / folder).rglob("*.parquet"))
+    _holds_no_input_or_id(tmp_path / "store" / "monitors",
+                          pl.read_parquet(tmp_path / "records" / "**" / "*.parquet"))
     # records, labels and baseline unreadable from here on: the run must not open them
     for folder in ("records", "labels", "baseline"):
         _zeroed(tmp_path / folder)
@@ -72,6 +74,23 @@ def test_a_run_with_nothing_new_reads_no_record_byte(tmp_path: Path) -> None:
     assert again["checked"] == [] and again_code == code
     assert again["headline"] == first["headline"]
     assert again["windows"] == first["windows"]
+
+
+def _holds_no_input_or_id(state: Path, records: pl.DataFrame) -> None:
+    """The monitor's state keeps compact predictions (id hash, label, confidence), never a
+    record's input or id: no stored string equals one."""
+    secret = set(records["input"]) | set(records["id"])
+    files = [p for p in state.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in files)
+    for path in files:
+        if path.suffix == ".parquet":
+            table = pl.read_parquet(path)
+            texts = {str(v) for c in table.columns if table[c].dtype == pl.String
+                     for v in table[c].drop_nulls()}
+            assert not texts & secret, path
+        else:
+            text = path.read_text()
+            assert not any(value in text for value in secret), path
 
 
 def test_deleted_partitions_and_one_new_one(tmp_path: Path) -> None:
@@ -169,6 +188,11 @@ def _alarm_views(report: dict[str, Any]) -> None:
     gated = {gate for window in report["windows"] for gate in window["gates"]}
     assert html.count('data-plot="window-series"') == len(gated) + 1
     assert html.count('<rect class="alarm" data-since="2026-11-04"') == len(gated) + 1
+    # a window's dot is red only where its gate failed; undecided is amber, as its pill
+    colors = {"pass": "#3b6ea8", "not_established": "#b7791f", "fail": "#c23b3b"}
+    dots = re.findall(r'<circle class="point" [^>]*data-status="(\w+)"[^>]*fill="(#\w+)"', html)
+    assert {"pass", "fail"} <= {status for status, _ in dots}
+    assert all(color == colors[status] for status, color in dots), set(dots)
     markdown = render_markdown(report)
     assert "**ALARM**: a harmful shift is shown, or a window's requirement does not hold" \
         in markdown and "**FAIL**" not in markdown

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 from decflow.gates.headline import number
-from decflow.views.diff_text import render_diff as diff_text
 from decflow.views.html import render_html
 from decflow.views.markdown import render_markdown
-from decflow.views.production_text import render_check
+from decflow.views.outputs import render_text
 from tests.support.cli import run_cli
 from tests.support.paths import ROOT
 
@@ -73,7 +72,7 @@ def test_a_diff_leads_with_its_checks_and_changed_cases(diff: dict[str, Any]) ->
     changed = markdown.split("## Changed cases", 1)[1].split("## Counts", 1)[0]
     assert f"({len(diff['changes'])} of {len(diff['changes'])})" in changed
     assert f"| {first['case_id']} |" in changed
-    text = diff_text(diff)
+    text = render_text(diff)
     order = positions(text, "  Checks", "  Changes (", "  Cases ", "  Metric ")
     assert order == sorted(order)
     html = render_html(diff)
@@ -116,7 +115,7 @@ def test_failing_segments_come_first_in_every_view(check: dict[str, Any]) -> Non
     first, second = report["segments"]
     assert (first["value"], second["value"]) == ("en", "it")
     second["status"] = "fail"
-    text = render_check(report)
+    text = render_text(report)
     assert text.index("FAIL locale=it") < text.index("PASS locale=en")
     markdown = render_markdown(report).split("## Segments", 1)[1]
     assert markdown.index("locale=it") < markdown.index("locale=en")

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from decflow.errors import ReportError
-from decflow.report.model import DiffReport, Report
+from decflow.report.diff_report import DiffReport
+from decflow.report.model import Report
 from decflow.report.run_report import RunReport
 from decflow.store.store import json_bytes
 from tests.support.paths import EXAMPLES, FIXTURES

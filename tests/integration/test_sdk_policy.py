@@ -91,7 +91,7 @@ def test_diff_against_accepted_baseline(tmp_path: Path):
 
 def test_typed_report_gives_each_kind_its_model(tmp_path: Path) -> None:
     from decflow.report.check_report import CheckReport
-    from decflow.report.model import DiffReport
+    from decflow.report.diff_report import DiffReport
     from decflow.report.run_report import RunReport
 
     store = str(tmp_path / "s")

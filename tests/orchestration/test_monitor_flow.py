@@ -2,8 +2,9 @@
 127.0.0.1: a run of the served `monitor-refund` deployment over generated partitions whose
 newest day carries a planted confidence shift ends Failed with the monitor's ALARM
 headline, stores its monitor and window runs, and its `decflow.monitor.alarm` event is in
-the server's event feed, naming the monitor; a second run with nothing new reads nothing
-and completes with the same verdict."""
+the server's event feed, naming the monitor; retried from the UI it is the same monitor
+run (re-published, no second alarm); a second run with nothing new reads nothing and
+completes with the same verdict."""
 
 from __future__ import annotations
 
@@ -65,6 +66,22 @@ def _run_deployment(api: str, env: dict[str, str], project: Path,
     assert started.returncode == 0, started.stderr
     flow_run_id = next(line.split()[-1] for line in started.stdout.splitlines()
                        if "UUID" in line)
+    return _final(api, flow_run_id, project, server)
+
+
+def _retried(api: str, flow_run: Any, project: Path, server: subprocess.Popen[bytes]) -> Any:
+    """Retry a finished flow run as the UI's Retry does (set to Scheduled through the API)
+    and wait for its final state."""
+    from prefect.states import AwaitingRetry
+
+    api_call(api, lambda c: c.set_flow_run_state(
+        flow_run.id, AwaitingRetry(message="Retry from the UI"), force=True))
+    return _final(api, flow_run.id, project, server)
+
+
+def _final(api: str, flow_run_id: Any, project: Path,
+           server: subprocess.Popen[bytes]) -> Any:
+    """The flow run once the served deployment ran it to a final state."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while True:
         run = api_call(api, lambda c: c.read_flow_run(flow_run_id))
@@ -105,6 +122,7 @@ def test_the_served_monitor_alarms_into_the_event_feed(
     server = _serve(project, env)
     try:
         first = _run_deployment(prefect_api, env, project, server)
+        retried = _retried(prefect_api, first, project, server)
         second = _run_deployment(prefect_api, env, project, server)
     finally:
         server.send_signal(signal.SIGTERM)
@@ -120,6 +138,12 @@ def test_the_served_monitor_alarms_into_the_event_feed(
     assert windows["2026-11-01"]["gates"]["max_confidence_tv_distance"]["status"] != "fail"
     assert first.state.is_failed() and first.state.message == report["headline"]
     assert f"run:{monitor_runs[0]}" in first.tags and "verdict:fail" in first.tags
+    # retried, the flow run is the same monitor run: re-published, nothing checked again
+    # (no other run, the cursor advanced once: the next run reads nothing), one verdict tag
+    assert retried.id == first.id and retried.run_count == 2
+    assert retried.state.is_failed() and retried.state.message == report["headline"]
+    assert sorted(t for t in retried.tags if t.startswith(("verdict:", "run:"))) == [
+        f"run:{monitor_runs[0]}", "verdict:fail"]
     assert {f"{monitor_runs[0]}-w20261101", f"{monitor_runs[0]}-w20261102"} <= set(runs)
     again = json.loads((project / "store" / "runs" / monitor_runs[1] / "report.json")
                        .read_text())
@@ -128,6 +152,7 @@ def test_the_served_monitor_alarms_into_the_event_feed(
     events = _alarm_events(prefect_api, report["monitor"]["id"])
     by_run = {e.payload["run_id"]: e for e in events}
     assert set(by_run) == set(monitor_runs)  # each alarming run emitted one event
+    assert len(events) == len(monitor_runs)  # the retry pages no one again
     event = by_run[monitor_runs[0]]
     assert event.payload["headline"] == report["headline"]
     assert "2026-11-02" in event.payload["failing_windows"]

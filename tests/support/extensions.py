@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -37,6 +36,7 @@ from decflow.properties.base import (
     drop_one_step,
     text_edit,
 )
+from decflow.report.model import Report
 from decflow.views.formats import VIEW_FORMATS, ViewFormat
 
 # -- a property: the words of the text in reverse order ---------------------------------------
@@ -110,11 +110,12 @@ class KeywordBackend(Backend):
 CSV_COLUMNS = ("gate", "level", "status", "value", "threshold")
 
 
-def render_checks_csv(report: dict[str, Any]) -> str:
+def render_checks_csv(report: Report) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    writer.writerows([check.get(column) for column in CSV_COLUMNS] for check in report["checks"])
+    writer.writerows([check.gate, check.level, check.status, check.value, check.threshold]
+                     for check in report.checks)
     return out.getvalue()
 
 

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from decflow.contracts import load_contract
+from decflow.contracts.gates import regression_model
 from decflow.errors import DecflowError
 from decflow.pipeline.regression import diff_reports
-from decflow.views.diff_text import render_diff
+from decflow.views.outputs import render_text
 from tests.support.paths import FIXTURES, REFERENCE
 
 EXAMPLE = REFERENCE / "decguard-examples" / "refund"
@@ -57,7 +58,7 @@ def test_refund_default_vs_order_sensitive_equals_decguard() -> None:
         if not name.startswith("latency"):
             assert report["metrics"][name] == entry, name
     assert report["changes"] == []
-    text = render_diff(report)
+    text = render_text(report)
     assert "    FAIL  max_mean_tv_distance           mean_tv_distance 0.05082 violates <= 0.03\n" \
         in text
     assert "    PASS  max_accuracy_drop              accuracy_drop -0 <= 0.02\n" in text
@@ -91,20 +92,10 @@ B = [0.0, 1.0, 0.0]
 HALF = [0.5, 0.5, 0.0]
 
 
-def _gates(**limits) -> SimpleNamespace:
-    keys = ("max_answer_flip_rate", "max_accuracy_drop", "max_macro_f1_drop", "max_ece_increase",
-            "max_brier_increase", "max_nll_increase", "max_mean_tv_distance",
-            "max_mean_confidence_shift", "max_error_rate_increase",
-            "max_latency_p95_increase_ms", "max_segment_accuracy_drop")
-    return SimpleNamespace(**{k: limits.get(k) for k in keys})
-
-
 def _contract(segment_by=(), min_segment_size=5, warnings=None, **limits) -> SimpleNamespace:
-    regression = _gates(**limits)
-    regression.warnings = warnings or _gates()
-    regression.segment_by = list(segment_by)
-    regression.min_segment_size = min_segment_size
-    regression.gating = "point"
+    regression = regression_model().model_validate({
+        **limits, "warnings": warnings or {}, "segment_by": list(segment_by),
+        "min_segment_size": min_segment_size, "gating": "point"})
     evaluation = SimpleNamespace(
         model_dump=lambda: {"confidence_threshold": None, "calibration_bins": 10,
                             "probability_tolerance": 0.001, "max_concurrency": 4})
@@ -149,7 +140,7 @@ def test_counts_errors_and_changes_by_hand() -> None:
     # Without a contract only the implicit error-rate requirement is checked.
     assert [c["gate"] for c in report["checks"]] == ["max_error_rate_increase"]
     assert report["same_dataset"] is False
-    text = render_diff(report)
+    text = render_text(report)
     assert "note      the runs used different datasets; cases are matched by id" in text
     assert "    breaks       refund (1) -> error, expected refund (newly errored: timeout: " \
         "too slow)\n" in text
@@ -170,7 +161,7 @@ def test_segments_missing_values_and_gating() -> None:
     candidate += [_case(f"g{i}", B if i < 2 else A, "refund", {"tier": "gold"})
                   for i in range(5)]
     contract = _contract(segment_by=["tier"], max_segment_accuracy_drop=0.3,
-                         warnings=_gates(max_answer_flip_rate=0.1))
+                         warnings={"max_answer_flip_rate": 0.1})
     report = _diff(baseline, candidate, contract=contract, contract_path="c.yaml")
     rows = [(s["value"], s["matched"], s["accuracy_drop"], s["gated"])
             for s in report["segments"]]
@@ -187,7 +178,7 @@ def test_segments_missing_values_and_gating() -> None:
     assert [c["level"] for c in report["checks"]] == ["requirement", "requirement", "warning"]
     assert checks["max_answer_flip_rate"]["status"] == "warn"
     assert report["status"] == "fail"
-    assert "(not gated: small)" in render_diff(report)
+    assert "(not gated: small)" in render_text(report)
 
 
 def test_nothing_compared_fails_with_reason() -> None:
@@ -233,6 +224,6 @@ def test_decguard_reports_with_flips_equal_decguards_diff() -> None:
     for key in ("status", "exit_code", "same_dataset", "evaluation", "counts", "shift",
                 "metrics", "segments", "checks", "changes", "baseline", "candidate"):
         assert report[key] == oracle[key], key
-    text = render_diff(report)
+    text = render_text(report)
     assert "    r3           reject (0.85) -> refund (0.98), expected reject\n" in text
     assert "  Answers      6 flipped (54.5%) · 5 newly wrong · 0 newly correct\n" in text

@@ -140,8 +140,8 @@ def register(app: typer.Typer) -> None:
                                    if factory else None, scanning=scanning, resume=resume,
                                    from_stage=from_stage)
             write_run_html(open_store(store), report)  # beside report.json, as the flow does
-        from decflow.views.production_text import render_check
+        from decflow.views.outputs import render_text
 
-        code = out.publish(report, render_check, what="production report")
+        code = out.publish(report, render_text, what="production report")
         say_report_stored(report)
         raise typer.Exit(code)

@@ -54,8 +54,8 @@ def register(app: typer.Typer) -> None:
             opened = open_store(store)  # the views beside the reports, as the flow writes them
             write_run_html(opened, report)
             write_window_html(opened, report)
-        from decflow.views.monitor_text import render_monitor
+        from decflow.views.outputs import render_text
 
-        code = out.publish(report, render_monitor, what="monitor report")
+        code = out.publish(report, render_text, what="monitor report")
         say_report_stored(report)
         raise typer.Exit(code)

@@ -5,10 +5,12 @@ from decflow.contracts.canonical import canonical_dict, canonical_json, contract
 from decflow.contracts.contract import DEFAULT_BACKEND, Contract
 from decflow.contracts.decision import ChoiceDecision, Decision, NoulDecision, ScoreDecision
 from decflow.contracts.gates import (
+    REGRESSION_GATES,
     GoldenGates,
     Production,
     ProductionGates,
     Regression,
+    RegressionGate,
     RegressionGates,
 )
 from decflow.contracts.loader import MAX_BYTES, LoadedContract, load_contract, read_document
@@ -43,6 +45,7 @@ __all__ = [
     "DEFAULT_BACKEND",
     "MAX_BYTES",
     "PROPERTIES",
+    "REGRESSION_GATES",
     "SCHEMA_VERSION",
     "BackendConfig",
     "CaseSwap",
@@ -73,6 +76,7 @@ __all__ = [
     "PropertyEntry",
     "PropertySet",
     "Regression",
+    "RegressionGate",
     "RegressionGates",
     "RepeatedContext",
     "Route",

@@ -17,9 +17,9 @@ from pydantic import BaseModel
 
 from decflow.contracts.contract import Contract
 from decflow.contracts.gates import (
-    diff_gates,
     extension_golden_gates,
     extension_production_gates,
+    extension_regression_gates,
 )
 from decflow.contracts.properties import extension_properties
 
@@ -41,9 +41,8 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
     regression = _dump(contract.regression)
     if regression["gating"] is None:
         del regression["gating"]
-    diff = tuple(gate.diff for gate in diff_gates() if gate.diff is not None)
-    regression = _gates(regression, diff)
-    regression["warnings"] = _gates(regression["warnings"], diff)
+    regression = _gates(regression, extension_regression_gates())
+    regression["warnings"] = _gates(regression["warnings"], extension_regression_gates())
     evaluation = _dump(contract.evaluation)
     if evaluation["call_cache"] is None:
         del evaluation["call_cache"]

@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from decflow.contracts.decision import Decision
-from decflow.contracts.gates import GOLDEN_GATES, GoldenGates, Production, Regression
+from decflow.contracts.gates import (
+    GOLDEN_GATES,
+    GoldenGates,
+    Production,
+    Regression,
+    regression_gates,
+)
 from decflow.contracts.properties import Counterfactual, LabelFormat, PropertySet
 from decflow.contracts.sections import Evaluation, Policy
 
@@ -50,12 +56,13 @@ def production_problems(production: Production, evaluation: Evaluation | None) -
 def regression_problems(regression: Regression) -> list[str]:
     if regression.segment_by:
         return []
-    message = "max_segment_accuracy_drop needs segment_by (case metadata keys)"
     problems = []
-    if regression.max_segment_accuracy_drop is not None:
-        problems.append(f"regression.{message}")
-    if regression.warnings.max_segment_accuracy_drop is not None:
-        problems.append(f"regression.warnings.{message}")
+    for gate in regression_gates():
+        message = f"{gate.name} needs segment_by (case metadata keys)"
+        if gate.needs_segment_by and regression.limit("requirement", gate.name) is not None:
+            problems.append(f"regression.{message}")
+        if gate.needs_segment_by and regression.limit("warning", gate.name) is not None:
+            problems.append(f"regression.warnings.{message}")
     return problems
 
 

@@ -15,9 +15,9 @@ from typing import Literal
 from decflow.contracts.contract import Contract
 from decflow.contracts.gates import (
     Gating,
-    diff_gates,
     extension_golden_gates,
     extension_production_gates,
+    extension_regression_gates,
 )
 from decflow.contracts.properties import extension_properties
 from decflow.contracts.providers import extension_providers
@@ -40,9 +40,9 @@ def decflow_extensions(contract: Contract) -> list[str]:
               extension_production_gates())]
     used += [f"{section}.{gate}" for section, found, names in gates for gate in names
              if getattr(found, gate, None) is not None]
-    used += [f"regression.{prefix}{gate.diff}" for gate in diff_gates()
+    used += [f"regression.{prefix}{gate}" for gate in extension_regression_gates()
              for level, prefix in (("requirement", ""), ("warning", "warnings."))
-             if gate.diff is not None and contract.regression.limit(level, gate.diff) is not None]
+             if contract.regression.limit(level, gate) is not None]
     used += [f"properties.{name}" for name in extension_properties()
              if getattr(contract.properties, name, None) is not None]
     if contract.regression.gating is not None:

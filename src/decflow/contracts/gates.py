@@ -28,6 +28,9 @@ Gating = Literal["evidence", "point"]
 # bandwidth the production check's merged grid resolves (decflow.metrics.smooth_ece).
 SmoothEceLimit = Annotated[float, Field(ge=0.01, lt=1.0)]
 Comparison = Literal[">=", "<="]
+# The stored cases behind a failing golden gate (`decflow.report.failing`): the errored
+# ones, the wrongly answered ones (`wrong_covered`: at or above the confidence threshold).
+FailingCases = Literal["errored", "wrong", "wrong_covered"]
 
 
 @dataclass(frozen=True)
@@ -52,14 +55,20 @@ class GoldenGate:
       their ratio; a sequential run tracks it case by case (`binary`: numerators are 0/1,
       the exact bounds apply); an extension gate's metric is computed from it.
     - `composite`: `module:function(values, limit, population)` → the sequential
-      `Composite` of a gate no per-case ratio decides (ECE, macro-F1, latency p95).
+      `Composite` of a gate no per-case ratio decides (ECE, macro-F1, latency p95), and
+      `plan`: `module:function(limit, cases, labels)` → how `--plan` sizes it
+      (`decflow.metrics.sequential.Planned`; None: counted in the run's α, not sized).
     - `rate`: a count over cases: exact binomial evidence beside its verdict.
     - `core`: one of DecGuard's (hashed as null when unset); otherwise a decflow extension,
       left out of the hash when unset and listed by `decflow_extensions`.
     - `needs_threshold` (only with `evaluation.confidence_threshold`), `score_only` (score
       decisions), `checked` (False: judged by its own checks, as `max_smooth_ece`).
-    - `diff`: the regression gate on the same metric (`regression.<diff>`: its increase,
-      candidate − baseline, at most the limit), for an extension gate."""
+    - `failing`: the stored cases that make it fail (None: no single case does).
+    - `implicit`: the requirement's limit when the contract sets none (`max_error_rate: 0`,
+      DecGuard's: a case the backend could not decide fails unless tolerated).
+    - `diff`: the diff gate on the same metric (`regression.<diff>`: its increase,
+      candidate − baseline, at most the limit; its drop for a `>=` gate), for an extension
+      gate (`change_gate`)."""
 
     name: str
     limit: Any
@@ -68,6 +77,7 @@ class GoldenGate:
     metric_path: tuple[str, str] | None = None
     per_case: str | None = None
     composite: str | None = None
+    plan: str | None = None
     binary: bool = False
     rate: RateOf | None = None
     core: bool = True
@@ -75,11 +85,18 @@ class GoldenGate:
     score_only: bool = False
     checked: bool = True
     diff: str | None = None
+    failing: FailingCases | None = None
+    implicit: float | None = None
 
     @property
     def path(self) -> tuple[str, str]:
         """Where the gate's metric sits in a run's metrics."""
         return self.metric_path or ("extensions", self.metric)
+
+    @property
+    def counts_cases(self) -> bool:
+        """Its metric is a share of cases (0/1 per case): exact bounds apply."""
+        return self.rate is not None or self.binary
 
 
 _CASES = "decflow.metrics.golden_cases"
@@ -88,9 +105,11 @@ _COMPOSITE = "decflow.metrics.sequential_composite"
 GOLDEN_GATES: Registry[GoldenGate] = Registry("golden gate", lambda entry: entry.name)
 for _gate in (
     GoldenGate("min_accuracy", Unit, "accuracy", ">=", ("classification", "accuracy"),
-               per_case=f"{_CASES}:accuracy", rate=RateOf("classification", "accuracy", "n")),
+               per_case=f"{_CASES}:accuracy", rate=RateOf("classification", "accuracy", "n"),
+               failing="wrong"),
     GoldenGate("min_macro_f1", Unit, "macro_f1", ">=", ("classification", "macro_f1"),
-               composite=f"{_COMPOSITE}:macro_f1_of"),
+               composite=f"{_COMPOSITE}:macro_f1_of", plan=f"{_COMPOSITE}:macro_f1_plan",
+               failing="wrong"),
     GoldenGate("max_nll", NonNegative, "nll", "<=", ("calibration", "nll"),
                per_case=f"{_CASES}:nll"),
     GoldenGate("max_brier", UpToTwo, "brier", "<=", ("calibration", "brier"),
@@ -106,12 +125,14 @@ for _gate in (
     GoldenGate("min_selective_accuracy", Unit, "selective_accuracy", ">=",
                ("selective", "selective_accuracy"), per_case=f"{_CASES}:selective_accuracy",
                rate=RateOf("selective", "selective_accuracy", "n_covered_labeled"),
-               needs_threshold=True),
+               needs_threshold=True, failing="wrong_covered"),
     GoldenGate("max_error_rate", Unit, "error_rate", "<=", ("counts", "error_rate"),
                per_case=f"{_CASES}:error_rate", binary=True,
-               rate=RateOf("counts", "error_rate", "total")),
+               rate=RateOf("counts", "error_rate", "total"), failing="errored",
+               implicit=0.0),
     GoldenGate("max_latency_p95_ms", NonNegative, "latency_p95_ms", "<=", ("latency", "p95_ms"),
-               composite=f"{_COMPOSITE}:latency_p95_of"),
+               composite=f"{_COMPOSITE}:latency_p95_of",
+               plan=f"{_COMPOSITE}:latency_p95_plan"),
     GoldenGate("max_ordinal_mae", NonNegative, "ordinal_mae", "<=",
                ("classification", "ordinal_mae"), per_case=f"{_CASES}:ordinal_error",
                score_only=True),
@@ -157,26 +178,117 @@ def extension_golden_gates() -> tuple[str, ...]:
 
 
 def diff_gates() -> tuple[GoldenGate, ...]:
-    """The golden gates that also gate a diff (`regression.<diff>`: the increase of their
-    metric, candidate − baseline), in gate order."""
+    """The golden gates that also gate a diff (`regression.<diff>`: the change of their
+    metric), in gate order."""
     return tuple(entry for entry in GOLDEN_GATES.entries() if entry.diff is not None)
 
 
+# The changed cases behind a failing diff gate (`decflow.report.failing`).
+FailingChanges = Literal["flip", "newly_errored", "newly_wrong"]
+
+
+@dataclass(frozen=True)
+class RegressionGate:
+    """A diff gate (`regression.<name>` a requirement, `regression.warnings.<name>` a
+    warning): its metric, measured on the two runs' matched cases, at most the limit.
+
+    - `change_of`: the golden metric whose change it gates, candidate − baseline (a drop,
+      baseline − candidate, for a metric a golden gate wants high: `accuracy_drop`); read
+      from the diff's metrics. Its paired evidence is decflow's own test for DecGuard's
+      gates (`decflow.gates.regression`), else the per-case change of the golden gate's
+      `per_case` ratio; a metric with neither (latency p95) keeps its point verdict.
+    - `shift`: the key of the diff's `shift` it reads instead (answer flips, mean TV, the
+      mean absolute confidence shift: judged against the rerun noise); neither: the worst
+      gated segment's accuracy drop (`needs_segment_by`).
+    - `words`: how a headline names it (`accuracy -4.1 points …: regressed`).
+    - `core`, `implicit` (the requirement's limit when the contract sets none:
+      `max_error_rate_increase: 0`, also without a contract) as for golden gates;
+      `failing`: the changed cases behind a failure (`changes` of that kind)."""
+
+    name: str
+    limit: Any
+    metric: str
+    words: str
+    change_of: str | None = None
+    shift: str | None = None
+    core: bool = True
+    implicit: float | None = None
+    needs_segment_by: bool = False
+    failing: FailingChanges | None = None
+
+    @property
+    def drop(self) -> bool:
+        """Its value is a drop, baseline − candidate: its metric is one a golden gate wants
+        high (`>=`)."""
+        return any(gate.metric == self.change_of and gate.comparison == ">="
+                   for gate in GOLDEN_GATES.entries())
+
+
+# Registration order is the order checks are listed in (DecGuard's table order); the diff
+# gates of registered golden gates follow (`regression_gates`).
+REGRESSION_GATES: Registry[RegressionGate] = Registry("regression gate",
+                                                      lambda entry: entry.name)
+for _regression in (
+    RegressionGate("max_answer_flip_rate", Unit, "answer_flip_rate", "answer flips",
+                   shift="answer_flip_rate", failing="flip"),
+    RegressionGate("max_accuracy_drop", Unit, "accuracy_drop", "accuracy",
+                   change_of="accuracy", failing="newly_wrong"),
+    RegressionGate("max_macro_f1_drop", Unit, "macro_f1_drop", "macro-F1",
+                   change_of="macro_f1", failing="newly_wrong"),
+    RegressionGate("max_ece_increase", Unit, "ece_increase", "ECE", change_of="ece"),
+    RegressionGate("max_brier_increase", UpToTwo, "brier_increase", "Brier",
+                   change_of="brier"),
+    RegressionGate("max_nll_increase", NonNegative, "nll_increase", "NLL", change_of="nll"),
+    RegressionGate("max_mean_tv_distance", Unit, "mean_tv_distance", "mean TV",
+                   shift="mean_tv_distance"),
+    RegressionGate("max_mean_confidence_shift", Unit, "mean_confidence_shift",
+                   "confidence shift", shift="mean_abs_confidence_delta"),
+    RegressionGate("max_error_rate_increase", Unit, "error_rate_increase", "error rate",
+                   change_of="error_rate", implicit=0.0, failing="newly_errored"),
+    RegressionGate("max_latency_p95_increase_ms", NonNegative, "latency_p95_increase_ms",
+                   "p95 latency", change_of="latency_p95_ms"),
+    RegressionGate("max_segment_accuracy_drop", Unit, "segment_accuracy_drop", "accuracy",
+                   needs_segment_by=True),
+):
+    REGRESSION_GATES.register(_regression)
+
+
+def change_gate(gate: GoldenGate) -> RegressionGate:
+    """The diff gate a golden gate declares (`GoldenGate.diff`): the increase of its metric,
+    or its drop when the golden gate wants it high (`>=`)."""
+    assert gate.diff is not None
+    change = "drop" if gate.comparison == ">=" else "increase"
+    return RegressionGate(gate.diff, gate.limit, f"{gate.metric}_{change}",
+                          gate.metric.replace("_", " "), change_of=gate.metric,
+                          core=gate.core)
+
+
+@lru_cache(maxsize=1)
+def regression_gates() -> tuple[RegressionGate, ...]:
+    """Every diff gate in check order: the registered ones, then those of the registered
+    golden gates (closes both registries)."""
+    return (*REGRESSION_GATES.entries(), *(change_gate(gate) for gate in diff_gates()))
+
+
+def regression_gate(name: str) -> RegressionGate | None:
+    """The diff gate called `name` (None: there is none)."""
+    return next((gate for gate in regression_gates() if gate.name == name), None)
+
+
+def extension_regression_gates() -> tuple[str, ...]:
+    """The diff gates that are decflow's own (left out of the hash when unset)."""
+    return tuple(gate.name for gate in regression_gates() if not gate.core)
+
+
 class RegressionGates(StrictModel):
-    max_answer_flip_rate: Unit | None = None
-    max_accuracy_drop: Unit | None = None
-    max_macro_f1_drop: Unit | None = None
-    max_ece_increase: Unit | None = None
-    max_brier_increase: UpToTwo | None = None
-    max_nll_increase: NonNegative | None = None
-    max_mean_tv_distance: Unit | None = None
-    max_mean_confidence_shift: Unit | None = None
-    max_error_rate_increase: Unit | None = None
-    max_latency_p95_increase_ms: NonNegative | None = None
-    max_segment_accuracy_drop: Unit | None = None
+    """The diff gates of one level (the model is built from the registry:
+    `regression_model()`)."""
 
 
 class Regression(RegressionGates):
+    """The `regression` section: its top-level gates are requirements, `warnings` the same
+    gates as warnings."""
+
     warnings: RegressionGates = Field(default_factory=RegressionGates)
     segment_by: UniqueTexts = Field(default_factory=list)
     min_segment_size: int = Field(default=5, ge=1)
@@ -191,16 +303,14 @@ class Regression(RegressionGates):
 
 @lru_cache(maxsize=1)
 def regression_model() -> type[Regression]:
-    """The `regression` section's model: DecGuard's gates, then the diff gates of the
-    registered golden gates (decflow extensions, at both levels)."""
-    extra: dict[str, Any] = {gate.diff: (gate.limit | None, None) for gate in diff_gates()
-                             if gate.diff is not None}
-    if not extra:
-        return Regression
+    """The `regression` section's model: one optional limit per diff gate at both levels
+    (closes the registries)."""
+    fields: dict[str, Any] = {gate.name: (gate.limit | None, None)
+                              for gate in regression_gates()}
     gates = create_model("RegressionGates", __base__=RegressionGates, __module__=__name__,
-                         **extra)
+                         **fields)
     return create_model("Regression", __base__=Regression, __module__=__name__,
-                        warnings=(gates, Field(default_factory=gates)), **extra)
+                        warnings=(gates, Field(default_factory=gates)), **fields)
 
 
 @dataclass(frozen=True)

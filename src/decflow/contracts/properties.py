@@ -70,6 +70,11 @@ class PropertyConfig(StrictModel):
     level: Level = "requirement"
 
 
+# The gates a property's checks carry (`<property>.<gate>`): the share of its transformed
+# cases that errored, violated its relation, or flipped the decision.
+PROPERTY_GATES = ("max_error_rate", "max_violation_rate", "max_flip_rate")
+
+
 class PropertyBase(PropertyConfig):
     """A metamorphic property judged by violation and flip rates."""
 

@@ -8,7 +8,7 @@ without a value.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 from decflow.gates.checks import Check, Level, evidence_check, make_check
 from decflow.metrics.smooth_ece import GridSource, smooth_ece_evidence
@@ -17,13 +17,19 @@ GATE = "max_smooth_ece"
 METRIC = "smooth_ece"
 
 
+class GateLimits(Protocol):
+    """A section of gate limits: golden `requirements`/`warnings` or a production level."""
+
+    def limit(self, name: str) -> float | None: ...
+
+
 def smooth_ece_checks(
-    source: GridSource, n: int, levels: list[tuple[Level, Any]], *, reason_if_empty: str,
+    source: GridSource, n: int, levels: list[tuple[Level, GateLimits]], *, reason_if_empty: str,
 ) -> list[Check]:
     """One check per level whose gates set ``max_smooth_ece``, in the order given."""
     checks = []
     for level, gates in levels:
-        limit = getattr(gates, GATE, None)
+        limit = gates.limit(GATE)
         if limit is None:
             continue
         if n == 0:

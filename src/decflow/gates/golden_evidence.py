@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.contracts.gates import GOLDEN_GATES
-from decflow.gates.golden_gates import IMPLICIT_GATE, IMPLICIT_MAX_ERROR_RATE, configured_gates
+from decflow.gates.golden_gates import configured_gates, required_gates
 from decflow.metrics.bounded_mean import binomial_test
 from decflow.metrics.evidence import UNDERPOWERED, Evidence, GateDirection, count_evidence
 
@@ -35,10 +35,9 @@ def golden_gate_evidence(
 ) -> list[dict[str, Any]]:
     """One entry per configured rate gate (requirements, the implicit `max_error_rate: 0`,
     then warnings): gate, level, limit, DecGuard's verdict and the evidence beside it."""
-    required = configured_gates(requirements)
-    required.setdefault(IMPLICIT_GATE, IMPLICIT_MAX_ERROR_RATE)
     out = []
-    for level, gates in (("requirement", required), ("warning", configured_gates(warnings))):
+    for level, gates in (("requirement", required_gates(requirements)),
+                         ("warning", configured_gates(warnings))):
         for gate, limit in gates.items():
             entry = GOLDEN_GATES.get(gate)
             if entry.rate is None:

@@ -18,10 +18,6 @@ if TYPE_CHECKING:
     # the gates, None when unset), or nothing.
     GateLimits: TypeAlias = GoldenGates | Mapping[str, float | None] | None
 
-IMPLICIT_MAX_ERROR_RATE = 0.0
-IMPLICIT_GATE = "max_error_rate"
-
-
 def checked_gates() -> tuple[GoldenGate, ...]:
     """The golden gates the golden checks judge, in the fixed order checks are listed."""
     return tuple(gate for gate in GOLDEN_GATES.entries() if gate.checked)
@@ -36,6 +32,16 @@ def configured_gates(gates: GateLimits) -> dict[str, float]:
     else:
         values = {gate.name: gates.limit(gate.name) for gate in checked_gates()}
     return {name: float(value) for name, value in values.items() if value is not None}
+
+
+def required_gates(requirements: GateLimits) -> dict[str, float]:
+    """The requirements a run is judged by: those the section sets, then each implicit one
+    it does not set (`GoldenGate.implicit`: `max_error_rate: 0`)."""
+    required = configured_gates(requirements)
+    for gate in checked_gates():
+        if gate.implicit is not None:
+            required.setdefault(gate.name, gate.implicit)
+    return required
 
 
 def reported_limits(gates: GoldenGates) -> dict[str, float | None]:
@@ -63,13 +69,11 @@ def _not_applicable(gate: GoldenGate, decision_type: str) -> str | None:
 def golden_checks(
     metrics: Metrics, requirements: GateLimits, warnings: GateLimits, decision_type: str
 ) -> list[Check]:
-    """Requirement checks in gate order, then ``max_error_rate: 0`` when the contract does
-    not set it (a case the backend could not decide fails unless tolerated), then warning
-    checks in gate order."""
-    required = configured_gates(requirements)
-    required.setdefault(IMPLICIT_GATE, IMPLICIT_MAX_ERROR_RATE)
+    """Requirement checks in gate order, then each implicit requirement the contract does
+    not set (``max_error_rate: 0``: a case the backend could not decide fails unless
+    tolerated), then warning checks in gate order."""
     levels: list[tuple[Level, dict[str, float]]] = [
-        ("requirement", required),
+        ("requirement", required_gates(requirements)),
         ("warning", configured_gates(warnings)),
     ]
     checks = []

@@ -27,60 +27,52 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from decflow.contracts.gates import Gating, diff_gates
+from decflow.contracts.gates import (
+    GOLDEN_GATES,
+    Gating,
+    GoldenGate,
+    RegressionGate,
+    regression_gate,
+    regression_gates,
+)
 from decflow.gates.checks import Check, Level, evidence_check, make_check
 from decflow.gates.headline import brief, headline, number
 from decflow.metrics.evidence import NOISE_DOMINATED, Evidence
 from decflow.metrics.regression_evidence import ChangeEvidence, PairedDiff, SegmentRows
+from decflow.registry import imported
 
 if TYPE_CHECKING:
     from decflow.contracts.gates import Regression
 
-# (gate, metric) in check order.
-REGRESSION_GATES: tuple[tuple[str, str], ...] = (
-    ("max_answer_flip_rate", "answer_flip_rate"),
-    ("max_accuracy_drop", "accuracy_drop"),
-    ("max_macro_f1_drop", "macro_f1_drop"),
-    ("max_ece_increase", "ece_increase"),
-    ("max_brier_increase", "brier_increase"),
-    ("max_nll_increase", "nll_increase"),
-    ("max_mean_tv_distance", "mean_tv_distance"),
-    ("max_mean_confidence_shift", "mean_confidence_shift"),
-    ("max_error_rate_increase", "error_rate_increase"),
-    ("max_latency_p95_increase_ms", "latency_p95_increase_ms"),
-    ("max_segment_accuracy_drop", "segment_accuracy_drop"),
-)
-IMPLICIT_GATE = "max_error_rate_increase"
 NO_COMPARABLE = "no comparable cases"
 # Judged against the rerun noise (evidence gating names them as attributed).
 ATTRIBUTED = {"answer_flip_rate": "attributed_flip_rate",
               "mean_tv_distance": "attributed_mean_tv_distance",
               "mean_confidence_shift": "attributed_confidence_shift"}
-# Shown as a change in points (a drop as a negative change).
-DROPS = ("accuracy_drop", "macro_f1_drop", "segment_accuracy_drop")
+SEGMENT_DROP = "segment_accuracy_drop"
 WORDS = {"fails": "regressed", "holds": "held", "not_established": "not established"}
-NAMES = {"answer_flip_rate": "answer flips", "accuracy_drop": "accuracy",
-         "macro_f1_drop": "macro-F1", "ece_increase": "ECE", "brier_increase": "Brier",
-         "nll_increase": "NLL", "mean_tv_distance": "mean TV",
-         "mean_confidence_shift": "confidence shift", "error_rate_increase": "error rate",
-         "latency_p95_increase_ms": "p95 latency", "segment_accuracy_drop": "accuracy"}
 NOISE_ADVICE = (
     "rerun noise not measured: run `decflow diff BASELINE CANDIDATE --noise-reruns 2` "
     "(re-sends the candidate's requests twice) or add a diagnostics.stability section"
 )
 
 
-def diff_gate_metrics() -> tuple[tuple[str, str], ...]:
-    """(gate, metric) of every diff gate in check order: DecGuard's, then those of the
-    registered golden gates (`GoldenGate.diff`: the increase of their metric)."""
-    return (*REGRESSION_GATES,
-            *((gate.diff, increase(gate.metric)) for gate in diff_gates()
-              if gate.diff is not None))
+def _by_metric(metric: str) -> RegressionGate:
+    return next(gate for gate in regression_gates() if gate.metric == metric)
 
 
-def increase(metric: str) -> str:
-    """The diff metric of a golden metric's increase, candidate − baseline."""
-    return f"{metric}_increase"
+def _in_points(gate: RegressionGate) -> bool:
+    """Shown as a change in percentage points: a drop, or the change of a share of cases
+    (a golden gate counting cases)."""
+    if gate.drop or gate.metric == SEGMENT_DROP:
+        return True
+    golden = _golden_of(gate)
+    return golden is not None and golden.counts_cases
+
+
+def _golden_of(gate: RegressionGate) -> GoldenGate | None:
+    """The golden gate on the metric whose change `gate` gates."""
+    return next((g for g in GOLDEN_GATES.entries() if g.metric == gate.change_of), None)
 
 
 def _negated(value: float | None) -> float | None:
@@ -89,27 +81,21 @@ def _negated(value: float | None) -> float | None:
 
 
 def regression_values(diff: Mapping[str, Any]) -> tuple[dict[str, float | None], str]:
-    """The value of every gate's metric, and the worst gated segment as `key=value`."""
+    """The value of every gate's metric (an extension's only when the diff measured it),
+    and the worst gated segment as `key=value`."""
     delta = {name: entry["delta"] for name, entry in diff["metrics"].items()}
     shift = diff["shift"]
     gated = [s for s in diff["segments"] if s["gated"] and s["accuracy_drop"] is not None]
     worst = max(gated, key=lambda s: s["accuracy_drop"], default=None)
-    values = {
-        "answer_flip_rate": shift["answer_flip_rate"],
-        "accuracy_drop": _negated(delta["accuracy"]),
-        "macro_f1_drop": _negated(delta["macro_f1"]),
-        "ece_increase": delta["ece"],
-        "brier_increase": delta["brier"],
-        "nll_increase": delta["nll"],
-        "mean_tv_distance": shift["mean_tv_distance"],
-        "mean_confidence_shift": shift["mean_abs_confidence_delta"],
-        "error_rate_increase": delta["error_rate"],
-        "latency_p95_increase_ms": delta["latency_p95_ms"],
-        "segment_accuracy_drop": None if worst is None else worst["accuracy_drop"],
-    }
-    for gate in diff_gates():  # an extension's metric, when the diff measured it
-        if gate.metric in delta:
-            values[increase(gate.metric)] = delta[gate.metric]
+    values: dict[str, float | None] = {}
+    for gate in regression_gates():
+        if gate.shift is not None:
+            values[gate.metric] = shift[gate.shift]
+        elif gate.change_of is not None and (gate.core or gate.change_of in delta):
+            change = delta[gate.change_of]
+            values[gate.metric] = _negated(change) if gate.drop else change
+        elif gate.needs_segment_by:
+            values[gate.metric] = None if worst is None else worst["accuracy_drop"]
     return values, "" if worst is None else f"{worst['key']}={worst['value']}"
 
 
@@ -168,13 +154,15 @@ def _interval(low: float | None, high: float | None, scale: float, as_points: bo
 def decision_phrase(metric: str, found: ChangeEvidence | None, verdict: str,
                     segment: str | None = None) -> str:
     """`accuracy -4.1 points [-6.0, -2.2], noise ±0.9: regressed` and its kin."""
-    name = NAMES.get(metric, metric) + (f" in {segment}" if segment else "")
+    gate = _by_metric(metric)
+    name = gate.words + (f" in {segment}" if segment else "")
     word = WORDS.get(verdict, verdict)
     if found is None:
         return f"{name}: {word}" if metric not in ATTRIBUTED else (
             f"{name} not established: rerun noise not measured")
     if found.is_count:
-        what = "newly errored" if metric == "error_rate_increase" else "flipped"
+        what = {"newly_errored": "newly errored", "flip": "flipped"}.get(gate.failing or "",
+                                                                          "newly worse")
         count = round((found.estimate or 0.0) * found.n)
         return f"{name}: {count} of {found.n} {what}: {word}"
     needed = "" if verdict != "not_established" or found.cases_needed is None else (
@@ -186,8 +174,8 @@ def decision_phrase(metric: str, found: ChangeEvidence | None, verdict: str,
             if found.noise is not None else "n/a"
         interval = _interval(found.low, found.high, 1.0, rate)
         return f"{name} {excess} over noise {noise}{interval}: {word}{needed}"
-    drop = metric in DROPS
-    as_points = drop or metric == "error_rate_increase"
+    drop = gate.drop or metric == SEGMENT_DROP
+    as_points = _in_points(gate)
     scale = -1.0 if drop else 1.0
     shown = (_points(None if found.estimate is None else scale * found.estimate) + " points"
              if as_points else _signed(found.estimate))
@@ -235,13 +223,9 @@ def _segment_evidence(
     return evidence, verdict, f"{segment.key}={segment.value}", rows
 
 
-def gate_evidence(
-    paired: PairedDiff, segments: Sequence[SegmentRows], gate: str, metric: str,
-    level: Level, limit: float,
-) -> GateEvidence:
-    """The evidence and verdict of one gate at one limit."""
-    limit = float(limit)
-    measure = {
+def _paired_test(paired: PairedDiff, metric: str) -> Any:
+    """decflow's own paired test of a DecGuard diff metric (None: none)."""
+    return {
         "answer_flip_rate": paired.attributed_flips,
         "accuracy_drop": paired.accuracy_drop,
         "macro_f1_drop": paired.macro_f1_drop,
@@ -251,17 +235,43 @@ def gate_evidence(
         "mean_tv_distance": paired.attributed_tv,
         "mean_confidence_shift": paired.attributed_confidence,
         "error_rate_increase": paired.error_rate_increase,
-    }
+    }.get(metric)
+
+
+def _change_test(paired: PairedDiff, gate: RegressionGate, limit: float
+                 ) -> ChangeEvidence | str | None:
+    """The evidence on a diff gate: decflow's own test, else the case-by-case change of
+    its golden gate's per-case ratio; "point" when there is neither (latency p95)."""
+    test = _paired_test(paired, gate.metric)
+    if test is not None:
+        found: ChangeEvidence | None = test(limit)
+        return found
+    golden = _golden_of(gate)
+    if golden is None or golden.per_case is None:
+        return "point"
+    return paired.ratio_change(imported(golden.per_case), limit, drop=gate.drop,
+                               counts=golden.counts_cases)
+
+
+def gate_evidence(
+    paired: PairedDiff, segments: Sequence[SegmentRows], gate: str, metric: str,
+    level: Level, limit: float,
+) -> GateEvidence:
+    """The evidence and verdict of one gate at one limit."""
+    limit = float(limit)
+    spec = regression_gate(gate) or _by_metric(metric)
     segment: str | None = None
     rows: tuple[dict[str, Any], ...] = ()
     found: ChangeEvidence | None
-    if metric == "segment_accuracy_drop":
+    if spec.needs_segment_by:
         found, verdict, segment, rows = _segment_evidence(paired, segments, limit)
-    elif metric in measure:
-        found = measure[metric](limit)
-        verdict = "not_established" if found is None else found.verdict()
-    else:  # latency and the diff gates of extension golden gates: a point estimate
-        found, verdict = None, "point"
+    else:
+        tested = _change_test(paired, spec, limit)
+        if isinstance(tested, str):  # a point estimate
+            found, verdict = None, tested
+        else:
+            found = tested
+            verdict = "not_established" if found is None else found.verdict()
     return GateEvidence(gate, level, metric, limit, found, verdict,
                         decision_phrase(metric, found, verdict, segment), segment, rows)
 
@@ -275,7 +285,7 @@ def _evidence_check(found: GateEvidence, point: Check) -> Check:
     evidence = found.evidence
     if evidence is None:
         reason = NOISE_ADVICE if found.metric in ATTRIBUTED else (
-            "no segment with enough cases" if found.metric == "segment_accuracy_drop"
+            "no segment with enough cases" if found.metric == SEGMENT_DROP
             else NO_COMPARABLE)
         record = Evidence(method="none", n=0, verdict="not_established",
                           notes=(reason,))
@@ -318,16 +328,20 @@ class RegressionVerdicts:
 
 
 def _configured(regression: Regression | None) -> list[tuple[str, str, Level, float]]:
+    """(gate, metric, level, limit) of every gate a diff judges: the requirements in check
+    order, each implicit requirement the contract does not set (`max_error_rate_increase:
+    0`, also without a contract), then the warnings in check order."""
     found: list[tuple[str, str, Level, float]] = []
-    for level, gates in (("requirement", regression),
-                         ("warning", None if regression is None else regression.warnings)):
-        for gate, metric in diff_gate_metrics():
-            limit = None if gates is None else getattr(gates, gate, None)
+    levels: tuple[Level, ...] = ("requirement", "warning")
+    for level in levels:
+        for gate in regression_gates():
+            limit = None if regression is None else regression.limit(level, gate.name)
             if limit is not None:
-                found.append((gate, metric, level, float(limit)))  # type: ignore[arg-type]
-        if level == "requirement" and (regression is None
-                                       or getattr(regression, IMPLICIT_GATE, None) is None):
-            found.append((IMPLICIT_GATE, "error_rate_increase", "requirement", 0.0))
+                found.append((gate.name, gate.metric, level, limit))
+        if level == "requirement":
+            found += [(gate.name, gate.metric, level, gate.implicit)
+                      for gate in regression_gates() if gate.implicit is not None and (
+                          regression is None or regression.limit(level, gate.name) is None)]
     return found
 
 
@@ -346,7 +360,7 @@ def regression_checks(
     values, worst = regression_values(diff)
     checks, gates = [], []
     for gate, metric, level, limit in _configured(regression):
-        suffix = f" (worst segment {worst})" if metric == "segment_accuracy_drop" and worst else ""
+        suffix = f" (worst segment {worst})" if metric == SEGMENT_DROP and worst else ""
         point = make_check(gate, level, metric, "<=", limit, values.get(metric),
                            reason_if_null=NO_COMPARABLE, suffix=suffix)
         if paired is None:

@@ -98,15 +98,19 @@ def _side_metrics(side: Side, settings: DiffSettings) -> dict[str, float | None]
     return values
 
 
-def _gate_metrics(side: Side, gates: Sequence[GoldenGate], settings: DiffSettings
-                  ) -> dict[str, float | None]:
-    """One side's metrics of extension golden gates (each its per-case ratio)."""
+def side_values(side: Side, threshold: float | None, calibration_bins: int) -> CaseValues:
+    """One side's matched cases as the golden gates read them."""
     latency = np.array([np.nan if v is None else v for v in side.latency_ms], dtype=float)
     arrays = {"probabilities": side.probabilities, "errored": side.errored,
               "expected_index": side.expected, "latency_ms": latency}
-    return gate_metrics(gates, CaseValues.of(arrays, len(settings.labels),
-                                             settings.confidence_threshold,
-                                             settings.calibration_bins))
+    return CaseValues.of(arrays, side.probabilities.shape[1], threshold, calibration_bins)
+
+
+def _gate_metrics(side: Side, gates: Sequence[GoldenGate], settings: DiffSettings
+                  ) -> dict[str, float | None]:
+    """One side's metrics of extension golden gates (each its per-case ratio)."""
+    return gate_metrics(gates, side_values(side, settings.confidence_threshold,
+                                           settings.calibration_bins))
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
@@ -158,26 +162,29 @@ def paired_sides(
     *,
     reruns: tuple[Mapping[str, np.ndarray] | None, Mapping[str, np.ndarray] | None],
     calibration_bins: int,
+    confidence_threshold: float | None = None,
 ) -> PairedDiff:
     """The paired evidence over the matched cases `case_ids` (the sides' rows) that both
-    sides decided, with each side's reruns by case id (None: not measured)."""
+    sides decided, with each side's reruns by case id (None: not measured); the golden
+    gates' per-case values of every matched case with `confidence_threshold`."""
     rows = np.flatnonzero(~old.errored & ~new.errored)
     ids = [case_ids[i] for i in rows.tolist()]
     expected = new.expected[rows]
     sides = [(side.probabilities[rows], found) for side, found in
              zip((old, new), reruns, strict=True) if found is not None]
     noise = placebo(ids, expected, sides) if sides else None
+    values = (side_values(old, confidence_threshold, calibration_bins),
+              side_values(new, confidence_threshold, calibration_bins))
     return PairedDiff(old.probabilities[rows], new.probabilities[rows], expected, noise,
                       errored_before=old.errored, errored_after=new.errored,
-                      calibration_bins=calibration_bins)
+                      calibration_bins=calibration_bins, values=values)
 
 
 def paired_diff(
     baseline: Sequence[dict[str, Any]],
     candidate: Sequence[dict[str, Any]],
+    settings: DiffSettings,
     *,
-    labels: Sequence[str],
-    calibration_bins: int,
     reruns_before: Mapping[str, np.ndarray] | None,
     reruns_after: Mapping[str, np.ndarray] | None,
     segment_by: Sequence[str] = (),
@@ -186,11 +193,11 @@ def paired_diff(
     """The paired evidence of a diff (`metrics.regression_evidence`) and its segments'
     rows among the compared cases. `reruns_*`: each run's reruns by case id (None: not
     measured)."""
-    labels = tuple(labels)
-    _, matched, old, new = matched_sides(baseline, candidate, labels)
+    _, matched, old, new = matched_sides(baseline, candidate, settings.labels)
     ids = [case["case_id"] for case in matched]
     paired = paired_sides(ids, old, new, reruns=(reruns_before, reruns_after),
-                          calibration_bins=calibration_bins)
+                          calibration_bins=settings.calibration_bins,
+                          confidence_threshold=settings.confidence_threshold)
     rows = np.flatnonzero(~old.errored & ~new.errored)
     segments = []
     for key in segment_by:

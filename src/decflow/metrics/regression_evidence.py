@@ -22,7 +22,10 @@ sampling unit; a case's reruns are correlated with it):
   the increase down);
 - macro-F1: a seeded paired bootstrap over cases (`metrics.paired_bootstrap`; not
   established below its minimum number of cases);
-- segments: the accuracy drop of each gated segment, Holm-adjusted on each side.
+- segments: the accuracy drop of each gated segment, Holm-adjusted on each side;
+- any other golden metric with a per-case ratio (an extension's diff gate): the change of
+  each case's value, over the matched cases both runs count: a share of cases by the paired
+  proportions above, any other value by the betting test over its range.
 
 Every result is a `ChangeEvidence`: the core's `MeanTest` (bounds, one-sided p-values, the
 cases that would decide it, the effect this n detects) or a limit-0 count, with the noise
@@ -34,7 +37,7 @@ mean.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
@@ -53,6 +56,7 @@ from decflow.metrics.evidence import (
     count_evidence,
     holm_verdicts,
 )
+from decflow.metrics.golden_cases import CaseValues, PerCase
 from decflow.metrics.golden_metrics import NLL_FLOOR
 from decflow.metrics.paired import paired_proportions
 from decflow.metrics.paired_bootstrap import MIN_CASES as BOOTSTRAP_MIN_CASES
@@ -178,14 +182,18 @@ class PairedDiff:
         errored_before: np.ndarray,
         errored_after: np.ndarray,
         calibration_bins: int,
+        values: tuple[CaseValues, CaseValues] | None = None,
     ) -> None:
         """`before`/`after`: compared × labels probabilities; `expected` label index (−1
         unlabeled); `errored_*`: every matched case's error flags (the error-rate change);
-        `placebo`: per compared case, from the runs' reruns (None: no noise measured)."""
+        `placebo`: per compared case, from the runs' reruns (None: no noise measured);
+        `values`: every matched case of each side as the golden gates read it (the change
+        of a per-case ratio)."""
         self.before, self.after, self.expected = before, after, expected
         self.placebo = placebo
         self.errored_before, self.errored_after = errored_before, errored_after
         self.bins = calibration_bins
+        self.values = values
         shift = compare(before, after, relation="invariant", decision_type="choice")
         self.flip = shift.flipped.astype(float)
         self.tv = shift.tv
@@ -313,6 +321,32 @@ class PairedDiff:
             np.argmax(self.after[rows], axis=1), self.before.shape[1],
         )
         return self._bootstrap(found, -1.0, limit)
+
+    def ratio_change(self, per_case: Callable[[CaseValues], PerCase], limit: float, *,
+                     drop: bool, counts: bool) -> ChangeEvidence | None:
+        """The change of a golden per-case ratio, case by case over the matched cases both
+        runs count (denominator above 0): candidate − baseline (baseline − candidate for a
+        `drop`). `counts`: a share of cases (0/1 values), judged as paired proportions
+        (a limit of 0 as the count of cases newly worse); otherwise the mean change by the
+        betting test over ±(largest value). None without the sides' values."""
+        if self.values is None:
+            return None
+        (num_b, den_b, top), (num_a, den_a, _) = (per_case(side) for side in self.values)
+        den_b, den_a = np.asarray(den_b, dtype=float), np.asarray(den_a, dtype=float)
+        rows = (den_b > 0) & (den_a > 0)
+        before = np.asarray(num_b, dtype=float)[rows] / den_b[rows]
+        after = np.asarray(num_a, dtype=float)[rows] / den_a[rows]
+        change = before - after if drop else after - before
+        n = int(rows.sum())
+        if counts:
+            worse, better = int((change > 0).sum()), int((change < 0).sum())
+            if limit == 0.0:
+                return ChangeEvidence(None, count_evidence(worse, n))
+            return ChangeEvidence(paired_proportions(worse, better, n, limit),
+                                  details={"newly_worse": worse, "newly_better": better})
+        span = float(top)
+        return ChangeEvidence(mean_test(np.clip(change, -span, span), limit,
+                                        support=(-span, span)))
 
     def segment_drops(self, segments: Sequence[SegmentRows], limit: float
                       ) -> list[tuple[SegmentRows, ChangeEvidence]]:

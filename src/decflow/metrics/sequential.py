@@ -264,6 +264,31 @@ class RatioGate:
         return int(np.flatnonzero(holding).max()) if holding.any() else -1
 
 
+def assumed_rates(limit: float, direction: str) -> tuple[float, float]:
+    """(clearly holds, clearly fails) for a rate gate, the rates a sequential plan assumes:
+    a `<=` gate at a fifth of its limit and at four times it, a `>=` gate a third of the way
+    from 1 and four times as far."""
+    if direction == ">=":
+        return 1 - (1 - limit) / 3, max(0.0, 1 - 4 * (1 - limit))
+    return limit / 5, min(1.0, 4 * limit)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """How a sequential plan sizes a check: the ratio gate standing for it, the rates at
+    which it clearly holds and clearly fails (None: at the first occurrence), the share of
+    the gate's α each side gets, and what the rates are of when that is not the gated
+    value."""
+
+    gate: RatioGate
+    holds_at: float
+    fails_at: float | None
+    pass_share: float = 1.0
+    fail_share: float = 1.0
+    of: str | None = None
+    fail_gate: RatioGate | None = None  # the failing side's gate, when it is another
+
+
 @dataclass(frozen=True)
 class GateEvidence:
     """Where a gate stands after `n` of its suite's cases."""

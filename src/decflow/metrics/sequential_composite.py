@@ -42,7 +42,9 @@ from decflow.metrics.sequential import (
     Decision,
     GateEvidence,
     Hypergeometric,
+    Planned,
     RatioGate,
+    assumed_rates,
     betting_log_capital,
     evaluate,
     ratio_bounds,
@@ -400,3 +402,16 @@ def macro_f1_of(values: CaseValues, limit: float, population: int) -> Composite:
 def latency_p95_of(values: CaseValues, limit: float, population: int) -> Composite:
     return Exceedance(limit, LATENCY_P95, population,
                       np.where(values.decided, values.latency_ms, np.nan))
+
+
+def macro_f1_plan(limit: float, cases: int, labels: int) -> Planned:
+    """Macro-F1 planned as one label's F1 at the assumed rates, at α/labels a side."""
+    good, bad = assumed_rates(limit, ">=")
+    return Planned(RatioGate(limit, ">=", cases), good, bad, 1 / labels, 1 / labels,
+                   "one label's F1")
+
+
+def latency_p95_plan(limit: float, cases: int, labels: int) -> Planned:
+    """The p95 latency planned as the share of cases slower than the limit against 5 %."""
+    return Planned(RatioGate(0.05, "<=", cases, binary=True), 0.01, 0.2,
+                   of="the share of cases slower than the limit")

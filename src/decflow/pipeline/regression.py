@@ -26,8 +26,9 @@ from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.check_runs import RECORDS_BACKEND, diff_checks, is_check_diff
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.pipeline.trend import decision_trend
+from decflow.report.diff_report import DiffCalibration, DiffEvidence, DiffReport, DiffSide
 from decflow.report.loading import load_verified
-from decflow.report.model import CheckRow, ContractRef, DiffReport, DiffSide, Evaluation
+from decflow.report.model import CheckRow, ContractRef, Evaluation
 from decflow.report.versions import DECGUARD_REPORT_VERSION, REPORT_VERSION
 from decflow.store.runs import accepted_run, now_iso
 from decflow.store.store import Store
@@ -136,8 +137,7 @@ def diff_reports(
     )
     gating, why = gating_rule(contract, (baseline, candidate))
     paired, segments = paired_diff(
-        baseline["results"], candidate["results"], labels=after[2],
-        calibration_bins=int(evaluation.get("calibration_bins", 10)),
+        baseline["results"], candidate["results"], settings,
         reruns_before=reruns[0].by_case or None, reruns_after=reruns[1].by_case or None,
         segment_by=keys, min_segment_size=regression.min_segment_size if regression else 5,
     )
@@ -147,9 +147,8 @@ def diff_reports(
     status, exit_code = status_of(checks, fail_on_warn=fail_on_warn)
     ece = diff["metrics"].get("ece") or {}
     limits = {} if regression is None else {
-        level: gates.max_ece_increase for level, gates in
-        (("requirement", regression), ("warning", regression.warnings))
-        if gates.max_ece_increase is not None}
+        level: limit for level in ("requirement", "warning")
+        if (limit := regression.limit(level, "max_ece_increase")) is not None}
     calibration = diff_calibration(  # each run's own stored reliability bins
         ((baseline.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
         ((candidate.get("metrics") or {}).get("calibration") or {}).get("reliability") or [],
@@ -175,16 +174,16 @@ def diff_reports(
         counts=diff["counts"],
         shift=diff["shift"],
         metrics=diff["metrics"],
-        calibration=calibration,
+        calibration=DiffCalibration.model_validate(calibration),
         segments=diff["segments"],
         checks=[CheckRow.model_validate(c.to_dict()) for c in checks],
         changes=diff["changes"],
-        evidence={
+        evidence=DiffEvidence.model_validate({
             "gating": gating,
             "why": why,
             "noise": _noise(paired, reruns),
             "gates": [g.to_dict() for g in verdicts.gates],
-        },
+        }),
     ).to_dict()
 
 

@@ -2,14 +2,16 @@
 
 `failing_gates` pairs every gate that does not pass with the stored cases behind it:
 
-- golden gates: `max_error_rate` with the errored cases, `min_accuracy`, `min_macro_f1`
-  and `min_selective_accuracy` with the wrongly answered ones (`failures`);
+- golden gates with the stored cases their registry entry names (`GoldenGate.failing`):
+  `max_error_rate` with the errored cases, `min_accuracy`, `min_macro_f1` and
+  `min_selective_accuracy` with the wrongly answered ones (`failures`);
 - property gates `<property>.max_violation_rate | max_flip_rate | max_error_rate` with that
   property's violating, flipped or errored transformed cases (`properties.failures`, which
   keeps the first `STORED_PROPERTY_FAILURES` of them; the count comes from the property's
   summary, every case is in the run's `comparisons` stage);
 - persona gates `counterfactual.<axis>.…` with the axis's cross-group flips kept as examples;
-- diff gates `max_answer_flip_rate`, `max_accuracy_drop`, `max_macro_f1_drop` and
+- diff gates with the changes their entry names (`RegressionGate.failing`):
+  `max_answer_flip_rate`, `max_accuracy_drop`, `max_macro_f1_drop` and
   `max_error_rate_increase` with the flipped, newly wrong or newly errored cases (`changes`);
 - check reports' `segment[<key>=<value>].…` gates with their segment.
 
@@ -23,15 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from decflow.contracts.gates import GOLDEN_GATES, golden_gate, regression_gate
+from decflow.contracts.properties import PROPERTY_GATES
 from decflow.gates.headline import failing_first
 from decflow.report.model import CheckRow, Report
 from decflow.report.sections import property_failures, report_kind
 
 STORED_PROPERTY_FAILURES = 200  # pipeline.contract_run.properties_section keeps these
-WRONG_GATES = ("min_accuracy", "min_macro_f1", "min_selective_accuracy")
-CHANGE_KINDS = {"max_answer_flip_rate": "flip", "max_error_rate_increase": "newly_errored"}
-DROP_GATES = ("max_accuracy_drop", "max_macro_f1_drop")
-PROPERTY_GATES = ("max_violation_rate", "max_flip_rate", "max_error_rate")
 # The per-property count a property gate is judged on (its summary's field).
 SUMMARY_COUNTS = {"max_violation_rate": "n_violations", "max_flip_rate": "n_flips",
                   "max_error_rate": "n_errors"}
@@ -62,12 +62,13 @@ def _complete(cases: list[dict[str, Any]], source: str) -> Found:
 
 
 def _golden(report: dict[str, Any], gate: str) -> Found | None:
+    failing = golden_gate(gate).failing if gate in GOLDEN_GATES else None
     items = report.get("failures") or []
-    if gate == "max_error_rate":
+    if failing == "errored":
         return _complete([i for i in items if i.get("kind") == "error"], "failures")
-    if gate in WRONG_GATES:
+    if failing in ("wrong", "wrong_covered"):
         wrong = [i for i in items if i.get("kind") != "error"]
-        if gate == "min_selective_accuracy":
+        if failing == "wrong_covered":
             threshold = (report.get("evaluation") or {}).get("confidence_threshold")
             if threshold is not None:
                 wrong = [i for i in wrong if (i.get("confidence") or 0.0) >= threshold]
@@ -107,10 +108,12 @@ def _persona(report: dict[str, Any], gate: str) -> Found | None:
 
 
 def _changes(report: dict[str, Any], gate: str) -> Found | None:
+    found = regression_gate(gate)
+    failing = None if found is None else found.failing
     changes = report.get("changes") or []
-    if gate in CHANGE_KINDS:
-        return _complete([c for c in changes if c.get("kind") == CHANGE_KINDS[gate]], "changes")
-    if gate in DROP_GATES:
+    if failing in ("flip", "newly_errored"):
+        return _complete([c for c in changes if c.get("kind") == failing], "changes")
+    if failing == "newly_wrong":
         return _complete([c for c in changes if c.get("kind") == "flip"
                           and c.get("expected") is not None
                           and c.get("candidate_selected") != c.get("expected")], "changes")

@@ -4,17 +4,17 @@ that reads one.
 Every report kind is a `Report`: what it is about (contract, dataset, backend, health,
 evaluation), its verdict (status, exit code, headline) and checks, the parts every view
 reads (`Report.view`). A kind's model narrows it: `RunReport` (`report/run_report.py`),
-`CheckReport` (`report/check_report.py`), `DiffReport` (here). The stage that writes a
-report builds its model and writes its `to_dict()`; loading validates a report file into
-one (`read`). The models live in `report/`, below `pipeline/` (the builders) and `views/`
-(the readers), so both import them and neither imports the other.
+`CheckReport` (`report/check_report.py`), `DiffReport` (`report/diff_report.py`). The
+stage that writes a report builds its model and writes its `to_dict()`; loading validates a
+report file into one (`read`). The models live in `report/`, below `pipeline/` (the
+builders) and `views/` (the readers), so both import them and neither imports the other.
 
 A report file is untrusted input: hand-edited, truncated, or written by another tool. The
 models are strict (a number is a finite JSON number, not the string "0.5" or a 400-digit
 integer), so a malformed file ends as one `ReportError` naming the field, never as a
 traceback from deep inside a view. Unknown fields are allowed and kept: DecGuard 0.1 and
-older decflow reports differ, newer decflow versions may add some, and sections not typed
-yet (sequential, a diff's calibration and metrics, most of a check's) stay plain JSON.
+older decflow reports differ, newer decflow versions may add some. Per-case lists (results,
+failures, changed cases) stay plain JSON (`PerCase`).
 
 A model writes back exactly the keys it was given, in the order given (built or read):
 the JSON a stage writes is the one its builder spelled, and a report read and written
@@ -105,6 +105,10 @@ class Open(Checked):
         if not name.startswith("_") and name not in self._given:
             self._given = (*self._given, name)
 
+    def given(self) -> bool:
+        """Whether it holds any key (a report's `{}` section shows nothing)."""
+        return bool(self._given)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, as written to a report file."""
         values = {**self.__dict__, **(self.__pydantic_extra__ or {})}
@@ -124,9 +128,10 @@ class Open(Checked):
 
     @classmethod
     def read(cls, document: dict[str, Any], source: str, what: str = "decflow report", *,
-             advice: str = REWRITE) -> Self:
-        """`document` validated, or one `ReportError` naming `source` and each bad field."""
-        problems = [problem for path, items in cls.per_case()
+             advice: str = REWRITE, per_case: bool = True) -> Self:
+        """`document` validated (its per-case lists too, unless `per_case` is False), or
+        one `ReportError` naming `source` and each bad field."""
+        problems = [problem for path, items in (cls.per_case() if per_case else ())
                     for problem in _item_problems(document, path, items)]
         try:
             model = cls.model_validate(document)
@@ -402,38 +407,3 @@ class Report(Open):
     def caveats(self) -> list[str]:
         """What qualifies the verdict itself (a blind suite, an axis that changed nothing)."""
         return [] if self.diagnostics is None else self.diagnostics.caveats
-
-
-# -- a diff of two contract runs -------------------------------------------------------
-
-
-class DiffSide(Open):
-    """One of the two runs a diff compares."""
-
-    path: str | None = None
-    created_at: str | None = None
-    mode: str | None = None
-    contract_hash: str | None = None
-    dataset: DatasetRef | None = None
-    backend: BackendRef | None = None
-    # decflow/4, when either run used the call cache: its mode and the answers it served
-    call_cache: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
-
-
-class DiffReport(Report):
-    """`decflow diff` of two contract runs (a diff of two check runs is a `CheckReport`)."""
-
-    kind: Literal["diff"]
-    status: Verdict
-    exit_code: ExitCode
-    contract: ContractRef
-    baseline: DiffSide
-    candidate: DiffSide
-    same_dataset: bool
-    counts: dict[str, Any]
-    shift: dict[str, Any]
-    metrics: dict[str, Any]
-    segments: list[dict[str, Any]]
-    changes: PerCase
-    evidence: dict[str, Any]
-    gates_from: str | None = None

@@ -227,7 +227,81 @@ class CallCacheUse(Open):
     model_identity: ModelIdentityRow
 
 
-class RunReport(Report):
+class SequentialGate(Open):
+    """One tracked gate of a sequential run (`pipeline/contract_run/sequential/gates.py`):
+    its decision, the cases it used, estimate, interval and e-values; decflow/3 rows carry
+    no interval label, promise or zero_limit note."""
+
+    gate: str
+    decision: str | None
+    stop_reason: str
+    cases_used: Count
+    estimate: Number | None
+    low: Number | None
+    high: Number | None
+    e_fail: Number
+    e_pass: Number
+    interval: str | None = None  # its label when it is not the run's time-uniform one
+    contradicted: bool = False
+    promise: str | None = None  # "model": a verdict about the model's rate, not the run
+    zero_limit: str | None = None  # a limit-0 gate passed at `sequential.zero_limit`
+
+
+class Sequential(Open):
+    """A sequential run's section: calls made against the full suite's, why it stopped,
+    what it saved, and each tracked gate (`sequential/summary.py`)."""
+
+    alpha: Number
+    alpha_per_gate: Number
+    seed: int | str
+    batch: Count
+    suite_cases: Count
+    cases_sent: Count
+    stop_reason: str
+    calls_made: Count
+    calls_full: Count
+    calls_from_cache: Count | None = None  # absent: the call cache served nothing
+    seconds_saved: Number | None
+    price_per_call: Number | None = None
+    money_saved: Number | None = None
+    gates: list[SequentialGate]
+
+
+class EvidenceFigures(Open):
+    """A rate gate's interval at this n (`metrics.evidence.Evidence.to_dict`)."""
+
+    n: Count
+    estimate: Number | None = None
+    low: Number | None = None
+    high: Number | None = None
+    cases_needed: Count | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class GoldenGateEvidence(Open):
+    """How far a golden rate gate's point verdict can be trusted (`gate_evidence`)."""
+
+    gate: str
+    limit: Number
+    evidence: EvidenceFigures
+
+
+class RunView(Report):
+    """What the views read of a contract run's report (typed: a misspelled key is a type
+    error); every section but the mode may be missing from a report file given to a view."""
+
+    mode: ModeName
+    metrics: GoldenMetrics | None = None
+    calibration: Calibration | None = None
+    gate_evidence: list[GoldenGateEvidence] | None = None
+    failures: PerCase = Field(default_factory=list)
+    results: PerCase = Field(default_factory=list)
+    properties: Properties | None = None
+    sequential: Sequential | None = Field(default=None, exclude_if=lambda v: v is None)
+    call_cache: CallCacheUse | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class RunReport(RunView):
     """A contract run's report (`test`, `fuzz`, `test --all`, `stability`): decflow/1-3 and
     DecGuard 0.1 alike."""
 
@@ -244,13 +318,13 @@ class RunReport(Report):
     warnings: dict[str, Any]
     metrics: GoldenMetrics
     calibration: Calibration | None = None
-    gate_evidence: list[dict[str, Any]] | None = None
+    gate_evidence: list[GoldenGateEvidence] | None = None
     checks: list[CheckRow]
     failures: PerCase
     results: PerCase
     properties: Properties | None = None
     # only a sequential run has the key
-    sequential: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    sequential: Sequential | None = Field(default=None, exclude_if=lambda v: v is None)
     # decflow/4, only a run with the call cache on: requests sent, answers served
     call_cache: CallCacheUse | None = Field(default=None, exclude_if=lambda v: v is None)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from decflow.report.model import Report
 from decflow.report.modes import mode_named
+from decflow.report.run_report import GoldenMetrics, Properties, RunView
 
 
 def report_headline(report: dict[str, Any]) -> str:
@@ -38,22 +39,28 @@ def report_kind(report: dict[str, Any]) -> str:
 def property_failures(properties: dict[str, Any]) -> list[dict[str, Any]]:
     """Failing transformed cases: the report's `failures`, or the failing stored `pairs`
     (DecGuard's shape: a violation, or an error other than the original's)."""
-    if properties.get("failures") is not None:
-        return list(properties["failures"])
+    return failing_cases(properties.get("failures"), properties.get("pairs"))
+
+
+def failing_cases(failures: list[dict[str, Any]] | None,
+                  pairs: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """`failures` when the report lists them, else the failing ones of `pairs`."""
+    if failures is not None:
+        return list(failures)
     failing = []
-    for pair in properties.get("pairs") or []:
+    for pair in pairs or []:
         error = pair.get("error") or {}
         if pair.get("violations") or (error and error.get("kind") != "original_error"):
             failing.append(pair)
     return failing
 
 
-def failures_by_property(properties: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+def failures_by_property(properties: Properties) -> list[tuple[str, list[dict[str, Any]]]]:
     """The failing transformed cases grouped by property, properties in first-seen order:
     views show one group per property (its count, the first few cases) instead of dozens of
     near-identical cases."""
     groups: dict[str, list[dict[str, Any]]] = {}
-    for item in property_failures(properties):
+    for item in failing_cases(properties.failures, properties.pairs):
         groups.setdefault(str(item.get("property")), []).append(item)
     return list(groups.items())
 
@@ -69,24 +76,22 @@ def shown_pairs(item: dict[str, Any], labels: Sequence[str]) -> list[tuple[str, 
     return [(label, label) for label in labels]
 
 
-def bin_edges(report: dict[str, Any]) -> list[tuple[float, float]]:
-    bins = ((report.get("metrics") or {}).get("calibration") or {}).get("reliability") or []
-    return [(b["lower"], b["upper"]) for b in bins]
+def bin_edges(reliability: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(lower, upper) of each reliability bin."""
+    return [(b["lower"], b["upper"]) for b in reliability]
 
 
-def confidence_histogram(report: dict[str, Any]) -> list[int] | None:
-    """Cases per calibration bin: the report's own histogram when it has one (check
-    reports), else counted from the decided per-case results with the bins' edges (a
-    confidence goes to the first bin whose upper edge is at or above it)."""
-    given = ((report.get("metrics") or {}).get("confidence") or {}).get("histogram")
-    if given is not None:
-        return [int(c) for c in given]
-    edges = bin_edges(report)
-    if not edges or not report.get("results"):
+def confidence_histogram(reliability: Sequence[dict[str, Any]], results: Sequence[dict[str, Any]],
+                         ) -> list[int] | None:
+    """Cases per calibration bin, counted from the decided per-case results with the
+    reliability bins' edges (a confidence goes to the first bin whose upper edge is at or
+    above it); a check report has its own histogram."""
+    edges = bin_edges(reliability)
+    if not edges or not results:
         return None
     uppers = [upper for _, upper in edges]
     counts = [0] * len(edges)
-    for item in report["results"]:
+    for item in results:
         if item.get("result"):
             index = bisect_left(uppers, item["result"]["confidence"])
             counts[min(index, len(counts) - 1)] += 1
@@ -111,11 +116,11 @@ def axis_base(axis: dict[str, Any]) -> int | None:
     return axis.get("exercised", axis.get("pairs"))
 
 
-def shows_golden(report: dict[str, Any]) -> bool:
-    """Golden metrics are shown when the run's mode fills them and the report carries some."""
-    metrics = report.get("metrics") or {}
-    return mode_named(report["mode"]).fills("golden") and bool(metrics.get("classification"))
+def shown_golden(report: RunView) -> GoldenMetrics | None:
+    """The golden metrics, when the run's mode fills them and the report carries them."""
+    return report.metrics if mode_named(report.mode).fills("golden") else None
 
 
-def labels_of(report: dict[str, Any]) -> list[str]:
-    return list((report.get("contract") or {}).get("labels") or [])
+def labels_of(report: Report) -> list[str]:
+    """The decision's labels (none without a contract section)."""
+    return list(report.contract.labels) if report.contract else []

@@ -26,8 +26,9 @@ from urllib.parse import urlsplit
 
 from decflow.gates.headline import brief, failing_first, number
 from decflow.report.failing import FailingGate, failing_gates
+from decflow.report.kinds import view_model
 from decflow.report.model import Report
-from decflow.report.sections import labels_of, status_label
+from decflow.report.sections import status_label
 from decflow.untrusted import escape
 from decflow.views.markdown import (
     CHECK_HEADERS,
@@ -146,17 +147,17 @@ CASE_LINES: dict[str, Callable[[dict[str, Any], list[str]], str]] = {
 }
 
 
-def _where_all(report: dict[str, Any], gate: FailingGate, json_location: str) -> str:
+def _where_all(report: Report, gate: FailingGate, json_location: str) -> str:
     """Where every case of the gate is stored."""
     stage = COMPLETE_IN.get(gate.source)
-    artifacts = (report.get("run") or {}).get("artifacts") or {}
-    if stage and stage in artifacts:
+    artifacts = report.run.artifacts if report.run else None
+    if stage and artifacts and stage in artifacts:
         found = artifacts[stage]
-        return f"the run's {stage} stage, {place(found.get('uri') or found.get('path'))}"
+        return f"the run's {stage} stage, {place(found.uri or found.path or '')}"
     return f"`{md(gate.source)}` of {place(json_location)}"
 
 
-def gate_block(report: dict[str, Any], gate: FailingGate, json_location: str) -> list[str]:
+def gate_block(report: Report, gate: FailingGate, json_location: str) -> list[str]:
     """One failing gate: its status and verdict, then every failing case (up to
     `MAX_CASES_PER_GATE`) and where they all are."""
     check = gate.check
@@ -170,7 +171,7 @@ def gate_block(report: dict[str, Any], gate: FailingGate, json_location: str) ->
     lines.append(f"{counted(gate.total, 'failing case')}, from `{md(gate.source)}` of "
                  f"{place(json_location)}:")
     lines.append("")
-    labels = labels_of(report)
+    labels = report.contract.labels if report.contract else []
     lines.extend(f"- {CASE_LINES[gate.kind](item, labels)}" for item in shown)
     if gate.total > len(shown):
         lines.append(f"- … and {gate.total - len(shown)} more: every one is in "
@@ -194,15 +195,15 @@ def gates_table(report: Report) -> list[str]:
 def report_artifact(report: dict[str, Any], locations: Mapping[str, str]) -> str:
     """The Markdown report artifact (see the module docstring); `locations` maps the
     stored files (`report.json`, `report.html`; the first is the JSON) to where they are."""
-    head = Report.view(report)
-    title, sections = titled_sections(report)
+    head = view_model(report)
+    title, sections = titled_sections(head)
     json_location = next(iter(locations.values()), "the report JSON")
     failing = failing_gates(report)
     lines = verdict_lines(head, title)
     if failing:
         lines.extend([f"## Failing gates: {len(failing)} of {len(head.checks)}", ""])
         for gate in failing:
-            lines.extend(gate_block(report, gate, json_location))
+            lines.extend(gate_block(head, gate, json_location))
     lines.extend(stored_block(locations, report_command(report, json_location)))
     lines.extend(gates_table(head))
     for name, section in sections:

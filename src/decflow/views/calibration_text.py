@@ -5,17 +5,15 @@ Reports without the key (older runs) show nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from decflow.gates.headline import number
+from decflow.report.diff_report import DiffCalibration
 from decflow.report.model import BinnedEce, Calibration
 
 
-def calibration_lines(report: dict[str, Any]) -> list[str]:
+def calibration_lines(section: Calibration | None) -> list[str]:
     """Plain sentences, one per part (views add their own markup)."""
-    if not report.get("calibration"):
+    if section is None:
         return []
-    section = Calibration.model_validate(report["calibration"])
     lines = []
     binned = section.binned_ece or BinnedEce()
     floor = binned.noise_floor
@@ -41,24 +39,20 @@ def calibration_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def diff_calibration_lines(report: dict[str, Any]) -> list[str]:
+def diff_calibration_lines(section: DiffCalibration | None) -> list[str]:
     """The diff's binned ECE noise floors: each run's, and the increase's."""
-    section = report.get("calibration")
-    if not section:
+    if section is None:
         return []
-    parts = []
-    for side in ("baseline", "candidate"):
-        floor = (section.get(side) or {}).get("noise_floor")
-        if floor:
-            parts.append(f"{side} {number(floor['p95'])}")
-    increase = section.get("increase_noise_floor")
-    if increase:
-        parts.append(f"increase {number(increase['p95'])}")
+    parts = [f"{name} {number(side.noise_floor.p95)}"
+             for name, side in (("baseline", section.baseline), ("candidate", section.candidate))
+             if side is not None and side.noise_floor is not None]
+    if section.increase_noise_floor is not None:
+        parts.append(f"increase {number(section.increase_noise_floor.p95)}")
     if not parts:
         return []
     line = "ECE noise floors (95%, a perfectly calibrated model): " + ", ".join(parts)
-    dominated = [g for g in section.get("gates", []) if g["noise_dominated"]]
+    dominated = [g for g in section.gates if g.noise_dominated]
     if dominated:
         line += "; noise-dominated: " + ", ".join(
-            f"max_ece_increase {g['limit']:g} ({g['level']})" for g in dominated)
+            f"max_ece_increase {g.limit:g} ({g.level})" for g in dominated)
     return [line]

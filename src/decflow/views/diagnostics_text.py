@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.gates.headline import bounds, number
-from decflow.report.model import Blindness, Diagnostics, Report, Stability
+from decflow.report.model import Blindness, Diagnostics, Stability
+from decflow.report.run_report import RunView
 from decflow.views.text import percent, short_hash
 
 LABEL_WIDTH = 16
@@ -190,8 +191,8 @@ def counterfactual_lines(section: dict[str, Any]) -> list[str]:
     return lines
 
 
-def diagnostics_block(report: dict[str, Any]) -> list[str]:
-    diagnostics = Report.view(report).diagnostics or Diagnostics()
+def diagnostics_block(report: RunView) -> list[str]:
+    diagnostics = report.diagnostics or Diagnostics()
     lines = ["", "  Diagnostics"]
     if diagnostics.stability:
         lines.extend(stability_lines(diagnostics.stability))

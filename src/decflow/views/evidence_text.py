@@ -4,20 +4,19 @@ nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from decflow.gates.headline import number
+from decflow.report.run_report import GoldenGateEvidence
 
 
-def gate_evidence_lines(report: dict[str, Any]) -> list[str]:
+def gate_evidence_lines(items: list[GoldenGateEvidence] | None) -> list[str]:
     lines = []
-    for item in report.get("gate_evidence") or []:
-        evidence = item["evidence"]
-        bounds = f"[{number(evidence.get('low'))}, {number(evidence.get('high'))}]"
-        text = (f"{item['gate']} {item['limit']:g}: {number(evidence.get('estimate'))} {bounds} "
-                f"over {evidence['n']} cases (95% per side)")
-        if "underpowered" in evidence.get("notes", []):
-            needed = evidence.get("cases_needed")
+    for item in items or []:
+        evidence = item.evidence
+        bounds = f"[{number(evidence.low)}, {number(evidence.high)}]"
+        text = (f"{item.gate} {item.limit:g}: {number(evidence.estimate)} {bounds} "
+                f"over {evidence.n} cases (95% per side)")
+        if "underpowered" in evidence.notes:
+            needed = evidence.cases_needed
             text += " — underpowered" + (f" (about {needed} cases would show it)"
                                          if needed else "")
         lines.append(text)

@@ -8,9 +8,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from decflow.registry import Registry
+
+if TYPE_CHECKING:  # the command line reads the registry for its options without pydantic
+    from decflow.report.model import Report
 
 # The report kinds with gates to show (a probe report has relations instead).
 GATED_KINDS = frozenset({"run", "check", "diff", "replay", "monitor"})
@@ -19,7 +22,8 @@ GATED_KINDS = frozenset({"run", "check", "diff", "replay", "monitor"})
 @dataclass(frozen=True)
 class ViewFormat:
     """`name` is the option's Python name (`--<name with dashes> FILE`); `renderer` is
-    `module:function`, a function of the report dict returning the file's text, imported
+    `module:function`, a function of the typed report (`report.kinds.view_model`: it
+    dispatches on the model's type) returning the file's text, imported
     when a file is written (the command line starts without it); `what` names the file in
     messages; `kinds` are the report kinds it describes."""
 
@@ -37,10 +41,9 @@ class ViewFormat:
     def option(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-    def render(self, report: dict[str, Any]) -> str:
+    def render(self, report: Report) -> str:
         module, _, function = self.renderer.partition(":")
-        render: Callable[[dict[str, Any]], str] = getattr(importlib.import_module(module),
-                                                          function)
+        render: Callable[[Report], str] = getattr(importlib.import_module(module), function)
         return render(report)
 
 

@@ -19,9 +19,11 @@ from typing import Any
 
 from decflow.gates.headline import bounds, failing_first, number
 from decflow.report.check_report import CheckView, Segment
+from decflow.report.diff_report import DiffEvidence, DiffView
+from decflow.report.kinds import view_model
 from decflow.report.model import Diagnostics, Open, Report
 from decflow.report.monitor_report import MonitorReport
-from decflow.report.run_report import GoldenMetrics, Properties
+from decflow.report.run_report import GoldenMetrics, Properties, RunView, Sequential
 from decflow.report.sections import (
     axis_base,
     axis_rate,
@@ -30,9 +32,8 @@ from decflow.report.sections import (
     confidence_histogram,
     failures_by_property,
     labels_of,
-    report_kind,
+    shown_golden,
     shown_pairs,
-    shows_golden,
     status_label,
 )
 from decflow.untrusted import escape
@@ -218,14 +219,14 @@ def banner(report: Report, title: str) -> str:
             f'<p class="sub">{" · ".join(facts)}</p></div></div>')
 
 
-def identity(report: dict[str, Any], head: Report) -> str:
+def identity(report: Report) -> str:
     """Run and check reports: one row per what the report is about; diffs: the two runs
     side by side and whose gates apply. Short text only (see `views.identity`)."""
-    if report_kind(report) == "diff":
+    if isinstance(report, DiffView):
         sides = table(("", "baseline", "candidate"),
                       ((e(name), e(base), e(cand)) for name, base, cand in side_rows(report)))
         return section("Identity", sides, f"<p>Gates: {e(gates_text(report))}</p>")
-    rows = identity_rows(head)
+    rows = identity_rows(report)
     if not rows:
         return ""
     return section("Identity", table(("", ""), ((e(k), e(v)) for k, v in rows)))
@@ -249,20 +250,18 @@ def gates(report: Report) -> str:
     )
 
 
-def calibration_plots(report: dict[str, Any], threshold: float | None, *beside: str) -> str:
-    """The reliability diagram and confidence histogram, `beside` them what fits in the
-    row (a table)."""
-    bins = report["metrics"]["calibration"]["reliability"]
-    counts = confidence_histogram(report)
-    hist = histogram(counts, bin_edges(report), threshold=threshold) if counts else ""
+def calibration_plots(bins: list[dict[str, Any]], counts: list[int] | None,
+                      threshold: float | None, *beside: str) -> str:
+    """The reliability diagram of `bins` and the confidence histogram of `counts` (cases
+    per bin), `beside` them what fits in the row (a table)."""
+    hist = histogram(counts, bin_edges(bins), threshold=threshold) if counts else ""
     return plots(reliability_diagram(bins), hist, *beside)
 
 
 # -- run reports ------------------------------------------------------------------------
 
 
-def golden_metrics(report: dict[str, Any]) -> str:
-    metrics = GoldenMetrics.model_validate(report["metrics"])
+def golden_metrics(report: RunView, metrics: GoldenMetrics) -> str:
     counts, classification = metrics.counts, metrics.classification
     calibration, latency, selective = metrics.calibration, metrics.latency, metrics.selective
     items = [
@@ -286,13 +285,15 @@ def golden_metrics(report: dict[str, Any]) -> str:
     listed = ", ".join(f"{k} {v}" for k, v in errors.items())
     error_line = f'<p class="muted">Errors by kind: {e(listed)}</p>' if errors else ""
     error_line += "".join(f'<p class="muted">{e(line)}</p>'
-                          for line in calibration_lines(report) + gate_evidence_lines(report))
+                          for line in calibration_lines(report.calibration)
+                          + gate_evidence_lines(report.gate_evidence))
+    bins = calibration.reliability
     return section("Metrics", cards(items), error_line, calibration_plots(
-        report, selective.threshold if selective else None, label_table))
+        bins, confidence_histogram(bins, report.results),
+        selective.threshold if selective else None, label_table))
 
 
-def properties_view(report: dict[str, Any]) -> str:
-    properties = Properties.model_validate(report["properties"])
+def properties_view(properties: Properties, labels: list[str]) -> str:
     summaries = properties.summaries
     rows = (
         (e(s.property) + (RERUN_NOTE if s.rerun_evidence else ""), e(s.level),
@@ -319,7 +320,7 @@ def properties_view(report: dict[str, Any]) -> str:
         table(("property", "level", "relation", "evaluated", "violations", "flips", "max TV",
                "errors", "skipped", "minimized"), rows),
         plots(chart, evidence_table),
-        failing_examples(report),
+        failing_examples(properties, labels),
     ]
     skipped = properties.skipped
     if skipped:
@@ -395,15 +396,14 @@ def more_cases(items: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
             f"{table(('case', 'problem', 'labels shown', 'input'), rows)}{rest}</details>")
 
 
-def failing_examples(report: dict[str, Any]) -> str:
+def failing_examples(properties: Properties, labels: list[str]) -> str:
     """One card per property: how many of its transformed cases fail, the first
     `FIRST_CASES` in full, the rest behind a disclosure (all of them are in the JSON)."""
-    groups = failures_by_property(report["properties"])
+    groups = failures_by_property(properties)
     if not groups:
         return ""
-    labels = labels_of(report)
     listed = sum(len(items) for _, items in groups)
-    total = report["properties"].get("n_failures", listed)
+    total = listed if properties.n_failures is None else properties.n_failures
     parts = [f"<h3>Failing transformed cases ({total})</h3>"]
     for name, items in groups:
         cards = "".join(example_card(item, labels) for item in items[:FIRST_CASES])
@@ -418,8 +418,7 @@ def interval_text(item: dict[str, Any]) -> str:
     return bounds(item.get("ci_low"), item.get("ci_high"))
 
 
-def diagnostics_view(report: dict[str, Any]) -> str:
-    diagnostics = Report.view(report).diagnostics or Diagnostics()
+def diagnostics_view(diagnostics: Diagnostics) -> str:
     parts = []
     stability = diagnostics.stability
     if stability:
@@ -503,8 +502,8 @@ def axes_view(counterfactual: dict[str, Any]) -> str:
          "p (Holm)", "score", "verdict", "evidence and tests"), rows) + plots(chart)
 
 
-def golden_failures(report: dict[str, Any]) -> str:
-    items = report.get("failures") or []
+def golden_failures(report: RunView) -> str:
+    items = report.failures
     if not items:
         return ""
     shown = items[:MAX_ROWS]
@@ -530,41 +529,41 @@ SEQUENTIAL_KEYS = ("calls_made", "calls_full", "calls_from_cache", "cases_sent",
                    "price_per_call", "alpha", "alpha_per_gate", "seed", "batch")
 
 
-def sequential_view(run: dict[str, Any]) -> str:
+def sequential_view(run: Sequential) -> str:
     """A sequential run: calls against the full suite's, why it stopped, and per gate the
     cases used, estimate, time-uniform interval and e-values. What the run did not record
     (no price per call: no money saved) is left out, not shown as n/a."""
-    summary = {key: run[key] for key in SEQUENTIAL_KEYS if run.get(key) is not None}
-    rows = ((e(g["gate"]), e(g["decision"] or "undecided"), val(g["cases_used"]),
-             val(g["estimate"]), e(gate_interval(g, run).strip()),
-             e(e_cell(g["e_fail"])), e(e_cell(g["e_pass"])),
-             e(g["stop_reason"] + (f"; zero_limit: {g['zero_limit']}" if g.get("zero_limit")
-                                   else "")))
-            for g in run["gates"])
+    given = run.to_dict()
+    summary = {key: given[key] for key in SEQUENTIAL_KEYS if given.get(key) is not None}
+    rows = ((e(g.gate), e(g.decision or "undecided"), val(g.cases_used),
+             val(g.estimate), e(gate_interval(g, run).strip()),
+             e(e_cell(g.e_fail)), e(e_cell(g.e_pass)),
+             e(g.stop_reason + (f"; zero_limit: {g.zero_limit}" if g.zero_limit else "")))
+            for g in run.gates)
     return section("Sequential run", kv_table(summary), table(
         ("gate", "decision", "cases used", "estimate", f"interval ({time_uniform(run)})",
          "e (fail)", "e (pass)", "stop"), rows))
 
 
-def run_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
-    name = head.contract.name if head.contract else "decflow"
-    title = f"{name} · decflow {head.mode or 'run'}"
-    parts = [banner(head, title), identity(report, head), gates(head)]
-    if report.get("sequential"):
-        parts.append(sequential_view(report["sequential"]))
-    if report.get("call_cache"):
+def run_body(report: RunView) -> tuple[str, list[str]]:
+    title = f"{report.contract.name if report.contract else 'decflow'} · decflow {report.mode}"
+    parts = [banner(report, title), identity(report), gates(report)]
+    if report.sequential is not None:
+        parts.append(sequential_view(report.sequential))
+    if report.call_cache is not None:
         parts.append(section("Call cache", "".join(
-            f"<p>{e(line)}</p>" for line in cache_lines(report["call_cache"]))))
-    if shows_golden(report):
-        parts.append(golden_metrics(report))
+            f"<p>{e(line)}</p>" for line in cache_lines(report.call_cache))))
+    golden = shown_golden(report)
+    if golden is not None:
+        parts.append(golden_metrics(report, golden))
     # Diagnostics first: they say how far the property results can be trusted.
-    if report.get("diagnostics"):
-        parts.append(diagnostics_view(report))
-    if report.get("properties"):
-        parts.append(properties_view(report))
-    if shows_golden(report):
+    if report.diagnostics is not None and report.diagnostics.given():
+        parts.append(diagnostics_view(report.diagnostics))
+    if report.properties is not None:
+        parts.append(properties_view(report.properties, labels_of(report)))
+    if golden is not None:
         parts.append(golden_failures(report))
-    parts.append(artifacts(head))
+    parts.append(artifacts(report))
     return title, parts
 
 
@@ -576,47 +575,48 @@ RATE_METRICS = ("accuracy", "macro_f1", "ece", "coverage", "abstention_rate",
                 "selective_accuracy", "error_rate")
 
 
-def diff_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+def diff_body(report: DiffView) -> tuple[str, list[str]]:
     title = "decflow diff"
-    metrics = report.get("metrics") or {}
+    metrics = report.metrics
     rates = [(n, metrics[n]) for n in RATE_METRICS if n in metrics]
     metric_chart = hbar_chart(
-        [BarRow(n, (Bar(m["baseline"]), Bar(m["candidate"]))) for n, m in rates],
+        [BarRow(n, (Bar(m.baseline), Bar(m.candidate))) for n, m in rates],
         ("baseline", "candidate"), "Metrics: baseline vs candidate", kind="diff-metrics",
     ) if rates else ""
-    shift = plots(kv_table(report.get("counts") or {}, ("count", "value")),
-                  kv_table(report.get("shift") or {}))
+    shift = plots(kv_table(report.counts.to_dict(), ("count", "value")),
+                  kv_table(report.shift.to_dict()))
     metric_table = table(("metric", "baseline", "candidate", "delta"), (
-        (e(words(n)), val(m["baseline"]), val(m["candidate"]), val(m["delta"]))
+        (e(words(n)), val(m.baseline), val(m.candidate), val(m.delta))
         for n, m in metrics.items()))
     # checks and changed cases first: what an on-call reader acts on
-    parts = [banner(head, title), identity(report, head), gates(head), changed_cases(report),
-             evidence_section(report), section("Shift", shift),
+    parts = [banner(report, title), identity(report), gates(report), changed_cases(report),
+             evidence_section(report.evidence), section("Shift", shift),
              section("Metrics", metric_table, plots(metric_chart))]
-    segments = report.get("segments") or []
+    segments = report.segments
     if segments:
-        columns = [k for k in segments[0] if k not in ("key", "value")]
+        rows = [s.to_dict() for s in segments]
+        columns = [k for k in rows[0] if k not in ("key", "value")]
         chart = hbar_chart(
-            [BarRow(f"{s['key']}={s['value']}", (Bar(s.get("baseline_accuracy")),
-                                                   Bar(s.get("candidate_accuracy"))))
+            [BarRow(f"{s.key}={s.value}", (Bar(s.baseline_accuracy), Bar(s.candidate_accuracy)))
              for s in segments],
             ("baseline accuracy", "candidate accuracy"), "Segment accuracy", kind="segments")
         parts.append(section("Segments", table(("segment", *map(words, columns)), (
-            (e(f"{s['key']}={s['value']}"), *(val(s.get(c)) for c in columns))
-            for s in segments)), plots(chart)))
-    if report.get("trend"):
-        parts.append(trend_section(report["trend"]))
+            (e(f"{row['key']}={row['value']}"), *(val(row[c]) for c in columns))
+            for row in rows)), plots(chart)))
+    trend = (report.model_extra or {}).get("trend")
+    if trend:
+        parts.append(trend_section(trend))
     return title, parts
 
 
-def evidence_section(report: dict[str, Any]) -> str:
+def evidence_section(evidence: DiffEvidence | None) -> str:
     """How the diff was gated, the rerun noise, each gate's decision with its interval."""
-    gating = gating_line(report)
+    gating = gating_line(evidence)
     if gating is None:
         return ""
-    headers, rows = evidence_table(report)
+    headers, rows = evidence_table(evidence)
     return section(
-        "Evidence", f"<p>{e(gating)}</p><p>Rerun noise: {e(noise_line(report))}</p>",
+        "Evidence", f"<p>{e(gating)}</p><p>Rerun noise: {e(noise_line(evidence))}</p>",
         table(headers, [tuple(e(c) for c in row) for row in rows]))
 
 
@@ -648,8 +648,8 @@ def trend_section(trend: dict[str, Any]) -> str:
                                   f"<tbody>{rows}</tbody></table>")
 
 
-def changed_cases(report: dict[str, Any]) -> str:
-    changes = report.get("changes") or []
+def changed_cases(report: DiffView) -> str:
+    changes = report.changes
     if not changes:
         return ""
     shown = changes[:MAX_ROWS]
@@ -662,9 +662,8 @@ def changed_cases(report: dict[str, Any]) -> str:
         ("case", "change", "baseline", "candidate", "expected", "error", "input"), rows))
 
 
-def check_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+def check_body(typed: CheckView) -> tuple[str, list[str]]:
     title = "decflow check"
-    typed = CheckView.read(report, "the report", "check report")
     metrics = typed.metrics
     groups: list[tuple[str, Open | None]] = [
         ("counts", metrics.counts), ("outcomes", metrics.outcomes),
@@ -675,11 +674,12 @@ def check_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
                      if v is not None and not isinstance(v, dict | list)})
              for name, group in groups if group is not None]
     tables = "".join(f"<div><h3>{e(words(n))}</h3>{kv_table(g)}</div>" for n, g in shown if g)
-    parts = [banner(head, title), identity(report, head), gates(head),
+    parts = [banner(typed, title), identity(typed), gates(typed),
              section("Metrics", plots(tables))]
     if metrics.calibration.reliability:
         threshold = None if metrics.threshold is None else metrics.threshold.threshold
-        parts.append(section("Calibration", calibration_plots(report, threshold)))
+        parts.append(section("Calibration", calibration_plots(
+            metrics.calibration.reliability, metrics.confidence.histogram, threshold)))
     drift = typed.drift.to_dict()
     if drift:
         measured = any(v is not None for v in drift.values())
@@ -712,15 +712,14 @@ def check_segments(segments: list[Segment]) -> str:
          "failing checks"), rows, (s.status for s in segments)), plots(chart))
 
 
-def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+def monitor_body(typed: MonitorReport) -> tuple[str, list[str]]:
     """A monitor run: the monitor and what this run read, a chart per gated metric window
     by window, and the windows newest first with their runs."""
-    typed = MonitorReport.read(report, "the monitor report")
     monitor = typed.monitor
     facts = {"monitor": monitor.id, "source": monitor.source, "labels": monitor.labels,
              "window": monitor.window, "baseline": (monitor.baseline or {}).get("path"),
              "this run": read_line(typed.this_run), "harmful shift": shift_line(typed)}
-    parts = [banner(head, "decflow monitor"),
+    parts = [banner(typed, "decflow monitor"),
              section("Monitor", kv_table(facts))]
     if typed.windows:
         checked = set(typed.checked)
@@ -736,27 +735,41 @@ def monitor_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
     return "decflow monitor", parts
 
 
-def probe_body(report: dict[str, Any], head: Report) -> tuple[str, list[str]]:
+def probe_body(report: Report) -> tuple[str, list[str]]:
     """A probe: its verdict, then the text view's sections as they print."""
     from decflow.views.probe_text import render_probe
 
-    title = f"decflow probe · {(report.get('settings') or {}).get('agent', 'agent')}"
-    return title, [banner(head, title), section("Probe", f"<pre>{e(render_probe(report))}</pre>")]
+    document = report.to_dict()
+    title = f"decflow probe · {(document.get('settings') or {}).get('agent', 'agent')}"
+    return title, [banner(report, title),
+                   section("Probe", f"<pre>{e(render_probe(document))}</pre>")]
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The whole self-contained HTML page of a run, diff, check, probe or monitor report."""
-    head = Report.view(report)
-    bodies = {"diff": diff_body, "check": check_body, "probe": probe_body,
-              "monitor": monitor_body}
-    title, parts = bodies.get(report_kind(report), run_body)(report, head)
-    version = report.get("decflow_version") or __version__
+def body(report: Report) -> tuple[str, list[str]]:
+    """The page's title and sections, by the report's model."""
+    if isinstance(report, DiffView):
+        return diff_body(report)
+    if isinstance(report, CheckView):
+        return check_body(report)
+    if isinstance(report, MonitorReport):
+        return monitor_body(report)
+    if isinstance(report, RunView):
+        return run_body(report)
+    return probe_body(report)
+
+
+def render_html(shown: Report | dict[str, Any]) -> str:
+    """The whole self-contained HTML page of a run, diff, check, probe or monitor report (a
+    report dict is read as its kind's model first)."""
+    report = view_model(shown)
+    title, parts = body(report)
+    version = (report.model_extra or {}).get("decflow_version") or __version__
     footer = (f"<footer>decflow {e(version)} · report "
-              f"{e(head.report_version or 'decguard 0.1')}</footer>")
+              f"{e(report.report_version or 'decguard 0.1')}</footer>")
     page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{e(head.first_line())} · {e(title)}</title>"
+        f"<title>{e(report.first_line())} · {e(title)}</title>"
         f"<style>{CSS}</style></head><body><main>{''.join(parts)}{footer}</main></body>"
         "</html>\n"
     )

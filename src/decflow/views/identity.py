@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from decflow.report.model import BackendRef, DatasetRef, DiffSide, Report
+from decflow.report.check_report import CheckView
+from decflow.report.diff_report import DiffSide, DiffView, SideCache
+from decflow.report.model import BackendRef, DatasetRef, Report
 from decflow.views.text import preview, short_hash
 
 Row = tuple[str, str]
@@ -39,6 +41,15 @@ def dataset_text(dataset: DatasetRef) -> str:
     return _join(str(dataset.path or "n/a"), counted, _hash(dataset.hash))
 
 
+def baseline_text(baseline: dict[str, Any]) -> str:
+    """A check's or monitor's baseline: `dataset · PATH · N records · hash`; a stored run's
+    path already names it (`run ID · N records · hash`, not `run · run ID`)."""
+    dataset = DatasetRef.model_validate(baseline)
+    source = str(baseline.get("source") or "")
+    named = str(dataset.path or "").startswith(f"{source} ")
+    return _join("" if named else source, dataset_text(dataset))
+
+
 def backend_text(backend: BackendRef) -> str:
     """`name: provider · model M · version V`."""
     model, version = backend.model, backend.model_version
@@ -59,10 +70,9 @@ def identity_rows(report: Report) -> list[Row]:
     if report.dataset:
         rows.append(("records" if report.kind == "check" else "dataset",
                      dataset_text(report.dataset)))
-    baseline = (report.model_extra or {}).get("baseline")
-    if isinstance(baseline, dict):  # a check's baseline: its source and records
-        rows.append(("baseline", _join(str(baseline.get("source") or ""),
-                                       dataset_text(DatasetRef.model_validate(baseline)))))
+    if isinstance(report, CheckView) and report.baseline is not None:
+        # a check's baseline: its source and records
+        rows.append(("baseline", baseline_text(report.baseline.to_dict())))
     backend = report.backend
     if backend:
         rows.append(("backend", backend_text(backend)))
@@ -94,24 +104,24 @@ def _side(side: DiffSide) -> dict[str, str]:
     return shown
 
 
-def cache_side(used: dict[str, Any]) -> str:
+def cache_side(used: SideCache) -> str:
     """`30 answers from the call cache, 0 sent (read-write)` for one side of a diff."""
-    sent = used.get("requests_sent")
-    return (f"{used.get('served_from_cache', 0)} answers from the call cache"
-            f"{'' if sent is None else f', {sent} sent'} ({used.get('mode', 'off')})")
+    sent = used.requests_sent
+    return (f"{used.served_from_cache} answers from the call cache"
+            f"{'' if sent is None else f', {sent} sent'} ({used.mode})")
 
 
-def side_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+def side_rows(report: DiffView) -> list[tuple[str, str, str]]:
     """A diff's two runs side by side: (what, baseline, candidate)."""
-    baseline, candidate = (_side(DiffSide.model_validate(report.get(side) or {}))
-                           for side in ("baseline", "candidate"))
+    baseline, candidate = (_side(side or DiffSide()) for side in (report.baseline,
+                                                                  report.candidate))
     return [(name, baseline[name], candidate[name]) for name in baseline]
 
 
-def gates_text(report: dict[str, Any]) -> str:
+def gates_text(report: DiffView) -> str:
     """Whose gates a diff applies."""
-    if report.get("gates_from"):
-        return str(report["gates_from"])
-    path = (report.get("contract") or {}).get("path")
+    if report.gates_from:
+        return report.gates_from
+    path = report.contract.path if report.contract else None
     return (f"the contract {path}" if path
             else "no contract given: the implicit error-rate requirement only")

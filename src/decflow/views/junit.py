@@ -25,8 +25,8 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from decflow.metrics.evidence import ZERO_LIMIT
+from decflow.report.kinds import kind_of, view_model
 from decflow.report.model import CheckRow, Report
-from decflow.report.sections import report_kind
 from decflow.untrusted import escape
 from decflow.views.markdown import level_tag
 
@@ -100,9 +100,11 @@ def testcase(check: CheckRow, prefix: str) -> ET.Element:
     return case
 
 
-def render_junit(report: dict[str, Any]) -> str:
-    """The JUnit XML document (UTF-8, with declaration) of a run, diff or check report."""
-    head, kind = Report.view(report), report_kind(report)
+def render_junit(shown: Report | dict[str, Any]) -> str:
+    """The JUnit XML document (UTF-8, with declaration) of a run, diff or check report (a
+    report dict is read as its kind's model first)."""
+    head = view_model(shown)
+    kind = kind_of(head)
     checks = head.checks
     skipped = sum(1 for c in checks if c.status == "not_established")
     failures = sum(1 for c in checks if c.status not in ("pass", "not_established"))

@@ -15,18 +15,19 @@ from typing import Any
 
 from decflow.gates.headline import bounds, failing_first, number
 from decflow.report.check_report import CheckView
+from decflow.report.diff_report import DiffEvidence, DiffView
+from decflow.report.kinds import view_model
 from decflow.report.model import CheckRow, ContractRef, Diagnostics, Report
 from decflow.report.monitor_report import MonitorReport
-from decflow.report.run_report import GoldenMetrics, Properties
+from decflow.report.run_report import GoldenMetrics, Properties, RunView, Sequential
 from decflow.report.sections import (
     axis_base,
     axis_rate,
     axis_verdict,
     failures_by_property,
     labels_of,
-    report_kind,
+    shown_golden,
     shown_pairs,
-    shows_golden,
     status_label,
 )
 from decflow.untrusted import escape
@@ -148,8 +149,7 @@ def checks_block(report: Report) -> list[str]:
     return lines
 
 
-def golden_block(report: dict[str, Any], head: Report) -> list[str]:
-    metrics = GoldenMetrics.model_validate(report["metrics"])
+def golden_block(report: RunView, metrics: GoldenMetrics) -> list[str]:
     counts, classification = metrics.counts, metrics.classification
     calibration, latency, selective = metrics.calibration, metrics.latency, metrics.selective
     rows = [
@@ -164,18 +164,16 @@ def golden_block(report: dict[str, Any], head: Report) -> list[str]:
          f"{cell(selective and selective.selective_accuracy)}"),
         ("latency p50 / p95 ms", f"{cell(latency.p50_ms)} / {cell(latency.p95_ms)}"),
     ]
-    if head.contract and head.contract.type == "score":
+    if report.contract and report.contract.type == "score":
         rows.insert(3, ("ordinal MAE", cell(classification.ordinal_mae)))
     # sentences as list items: they wrap, where a table row runs off a narrow page
-    notes = [*(f"- calibration: {md(line)}" for line in calibration_lines(report)),
-             *(f"- evidence: {md(line)}" for line in gate_evidence_lines(report))]
+    notes = [*(f"- calibration: {md(line)}" for line in calibration_lines(report.calibration)),
+             *(f"- evidence: {md(line)}" for line in gate_evidence_lines(report.gate_evidence))]
     return ["## Metrics", "", *table(("metric", "value"), rows),
             *([*notes, ""] if notes else [])]
 
 
-def properties_block(report: dict[str, Any]) -> list[str]:
-    properties = report["properties"]
-    typed = Properties.model_validate(properties)
+def properties_block(typed: Properties) -> list[str]:
     lines = ["## Properties", ""]
     lines.extend(table(
         ("property", "level", "evaluated", "violations", "flips", "max TV", "errors", "skipped"),
@@ -190,7 +188,7 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append(f"- {md(evidence.gate)}: {md(evidence.statement)}")
     if typed.rate_evidence:
         lines.append("")
-    skipped = properties.get("skipped") or []
+    skipped = typed.skipped
     if skipped:
         names = ", ".join(f"{s['property']}/{s['case_id']}" for s in skipped[:MAX_LISTED])
         more = ", …" if len(skipped) > MAX_LISTED else ""
@@ -199,15 +197,13 @@ def properties_block(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def property_failures_block(report: dict[str, Any]) -> list[str]:
+def property_failures_block(properties: Properties, labels: Sequence[str]) -> list[str]:
     """The failing transformed cases, the first few of each property."""
-    properties = report.get("properties") or {}
     lines: list[str] = []
     groups = failures_by_property(properties)
-    labels = labels_of(report)
     if groups:
         listed = sum(len(items) for _, items in groups)
-        total = properties.get("n_failures", listed)
+        total = listed if properties.n_failures is None else properties.n_failures
         lines.extend([f"Failing transformed cases ({total}), by property:", ""])
     for name, items in groups:
         shown = items[:FIRST_CASES]
@@ -246,8 +242,7 @@ def interval(item: dict[str, Any]) -> str:
     return bounds(item.get("ci_low"), item.get("ci_high"))
 
 
-def diagnostics_block(report: dict[str, Any]) -> list[str]:
-    diagnostics = Report.view(report).diagnostics or Diagnostics()
+def diagnostics_block(diagnostics: Diagnostics) -> list[str]:
     lines = ["## Diagnostics", ""]
     stability = diagnostics.stability
     if stability:
@@ -283,8 +278,8 @@ def diagnostics_block(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def failures_block(report: dict[str, Any]) -> list[str]:
-    items = report.get("failures") or []
+def failures_block(report: RunView) -> list[str]:
+    items = report.failures
     if not items:
         return []
     lines = [f"## Golden failures ({min(len(items), MAX_LISTED)} of {len(items)})", ""]
@@ -298,18 +293,18 @@ def failures_block(report: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def sequential_block(section: dict[str, Any]) -> list[str]:
+def sequential_block(section: Sequential) -> list[str]:
     """A sequential run: the calls it made against the full suite's, and why it stopped."""
-    made, full = section["calls_made"], section["calls_full"]
-    saved = [f"{cell(section['seconds_saved'])} s"] if section.get("seconds_saved") else []
-    if section.get("money_saved") is not None:
-        saved.append(f"{cell(section['money_saved'])} at {cell(section['price_per_call'])} "
+    made, full = section.calls_made, section.calls_full
+    saved = [f"{cell(section.seconds_saved)} s"] if section.seconds_saved else []
+    if section.money_saved is not None:
+        saved.append(f"{cell(section.money_saved)} at {cell(section.price_per_call)} "
                      "per call")
     ratio = f" ({cell(full / made)}× fewer)" if 0 < made < full else ""
     return ["", f"**Sequential:** {made} of {full} backend calls{ratio}"
                 f"{from_cache(section)}, "
-                f"{section['cases_sent']} of "
-                f"{section['suite_cases']} cases; stopped: {md(section['stop_reason'])}"
+                f"{section.cases_sent} of "
+                f"{section.suite_cases} cases; stopped: {md(section.stop_reason)}"
                 + (f"; saved about {' and '.join(saved)}" if saved else "")]
 
 
@@ -322,39 +317,39 @@ def run_title(head: Report) -> str:
     return f"decflow {head.mode or 'run'}: {md(contract.name or 'n/a')}{kind}"
 
 
-def run_sections(report: dict[str, Any]) -> Sections:
+def run_sections(report: RunView) -> Sections:
     """A run report's sections after its status lines, named (see `render_markdown`)."""
-    head = Report.view(report)
-    sections: Sections = [("identity", identity(head))]
-    if report.get("sequential"):
-        sections.append(("sequential", sequential_block(report["sequential"])))
-    if report.get("call_cache"):
-        first, *rest = cache_lines(report["call_cache"])
+    sections: Sections = [("identity", identity(report))]
+    if report.sequential is not None:
+        sections.append(("sequential", sequential_block(report.sequential)))
+    if report.call_cache is not None:
+        first, *rest = cache_lines(report.call_cache)
         sections.append(("call cache", ["", f"**{md(first[0].upper() + first[1:])}**",
                                         *(f"- {md(line)}" for line in rest), ""]))
-    if shows_golden(report):
-        sections.append(("metrics", golden_block(report, head)))
-    sections.append(("checks", checks_block(head)))
+    golden = shown_golden(report)
+    if golden is not None:
+        sections.append(("metrics", golden_block(report, golden)))
+    sections.append(("checks", checks_block(report)))
     # Diagnostics first: they say how far the property results can be trusted.
-    if report.get("diagnostics"):
-        sections.append(("diagnostics", diagnostics_block(report)))
-    if report.get("properties"):
-        sections.append(("properties", properties_block(report)))
-        sections.append(("failing cases", property_failures_block(report)))
-    if shows_golden(report):
+    if report.diagnostics is not None and report.diagnostics.given():
+        sections.append(("diagnostics", diagnostics_block(report.diagnostics)))
+    if report.properties is not None:
+        sections.append(("properties", properties_block(report.properties)))
+        sections.append(("failing cases", property_failures_block(report.properties,
+                                                                  labels_of(report))))
+    if golden is not None:
         sections.append(("failing cases", failures_block(report)))
     return sections
 
 
-def segments_table(segments: list[dict[str, Any]],
-                   columns: Sequence[tuple[str, str]]) -> list[str]:
-    """One row per segment; `columns` are (key, header in words)."""
-    return table(("segment", *(header for _, header in columns)), (
-        (md(f"{s['key']}={s['value']}"), *(cell(s.get(key)) for key, _ in columns))
-        for s in segments))
+def segments_table(segments: Iterable[tuple[str, Sequence[Any]]],
+                   headers: Sequence[str]) -> list[str]:
+    """One row per segment: `key=value`, then its values under `headers`."""
+    return table(("segment", *headers), (
+        (md(name), *(cell(value) for value in values)) for name, values in segments))
 
 
-def diff_identity(report: dict[str, Any]) -> list[str]:
+def diff_identity(report: DiffView) -> list[str]:
     """The two runs compared (run, contract hash, dataset, backend; once when both sides
     agree) and whose gates apply."""
     lines = [f"- **{name}**: both {md(base)}" if base == cand else
@@ -363,9 +358,9 @@ def diff_identity(report: dict[str, Any]) -> list[str]:
     return ["## Identity", "", *lines, "", f"Gates: {md(gates_text(report))}", ""]
 
 
-def changes_block(report: dict[str, Any]) -> list[str]:
+def changes_block(report: DiffView) -> list[str]:
     """The diff's changed cases, the first `MAX_LISTED` (all of them are in the JSON)."""
-    changes = report.get("changes") or []
+    changes = report.changes
     if not changes:
         return []
     shown = changes[:MAX_LISTED]
@@ -377,42 +372,40 @@ def changes_block(report: dict[str, Any]) -> list[str]:
           cell(c.get("expected")), md(preview(c.get("input")))) for c in shown))]
 
 
-def diff_sections(report: dict[str, Any]) -> Sections:
+def diff_sections(report: DiffView) -> Sections:
     """Checks and changed cases first (what an on-call reader acts on), then the counts,
     shift, metrics and segments behind them."""
-    head = Report.view(report)
     sections: Sections = [
-        ("identity", diff_identity(report)), ("checks", checks_block(head)),
-        ("failing cases", changes_block(report)), ("evidence", evidence_block(report)),
-        ("counts", ["## Counts", "", *kv_table(report.get("counts") or {}, ("count", "value"))]),
-        ("shift", ["## Shift", "", *kv_table(report.get("shift") or {}, ("measure", "value"))]),
+        ("identity", diff_identity(report)), ("checks", checks_block(report)),
+        ("failing cases", changes_block(report)), ("evidence", evidence_block(report.evidence)),
+        ("counts", ["## Counts", "", *kv_table(report.counts.to_dict(), ("count", "value"))]),
+        ("shift", ["## Shift", "", *kv_table(report.shift.to_dict(), ("measure", "value"))]),
         ("metrics", ["## Metrics", "", *table(("metric", "baseline", "candidate", "delta"), (
-            (md(words(name)), cell(m["baseline"]), cell(m["candidate"]), cell(m["delta"]))
-            for name, m in (report.get("metrics") or {}).items()))])]
-    segments = report.get("segments") or []
+            (md(words(name)), cell(m.baseline), cell(m.candidate), cell(m.delta))
+            for name, m in report.metrics.items()))])]
+    segments = report.segments
     if segments:
-        sections.append(("segments", ["## Segments", "", *segments_table(segments, (
-            ("matched", "cases"), ("baseline_accuracy", "accuracy before"),
-            ("candidate_accuracy", "after"), ("accuracy_drop", "drop"),
-            ("answer_flip_rate", "flips")))]))
+        sections.append(("segments", ["## Segments", "", *segments_table(
+            ((f"{s.key}={s.value}", (s.matched, s.baseline_accuracy, s.candidate_accuracy,
+                                     s.accuracy_drop, s.answer_flip_rate)) for s in segments),
+            ("cases", "accuracy before", "after", "drop", "flips"))]))
     return sections
 
 
-def evidence_block(report: dict[str, Any]) -> list[str]:
+def evidence_block(evidence: DiffEvidence | None) -> list[str]:
     """The diff's gating, rerun noise and per-gate decisions (interval, noise floor)."""
-    gating = gating_line(report)
+    gating = gating_line(evidence)
     if gating is None:
         return []
-    return ["## Evidence", "", md(gating), "", f"Rerun noise: {md(noise_line(report) or '')}",
-            "", *(f"- {md(item)}" for item in evidence_items(report)), ""]
+    return ["## Evidence", "", md(gating), "",
+            f"Rerun noise: {md(noise_line(evidence) or '')}", "",
+            *(f"- {md(item)}" for item in evidence_items(evidence)), ""]
 
 
-def check_sections(report: dict[str, Any]) -> Sections:
+def check_sections(typed: CheckView) -> Sections:
     """Checks first (what an on-call reader acts on), then the metrics, drift and segments
     behind them."""
-    head = Report.view(report)
-    typed = CheckView.read(report, "the report", "check report")
-    sections: Sections = [("identity", identity(head)), ("checks", checks_block(head))]
+    sections: Sections = [("identity", identity(typed)), ("checks", checks_block(typed))]
     metrics = typed.metrics
     outcomes, calibration, routing = metrics.outcomes, metrics.calibration, metrics.routing
     rows = {"records": metrics.counts.total, "accuracy": outcomes.accuracy,
@@ -430,36 +423,33 @@ def check_sections(report: dict[str, Any]) -> Sections:
         sections.append(("drift", ["## Drift against the baseline", "",
                                    *kv_table(drift, ("measure", "value"))]))
     if typed.segments:
-        flat = [{"key": s.key, "value": s.value, "status": s.status,
-                 "records": s.metrics.counts.total, "accuracy": s.metrics.outcomes.accuracy,
-                 "ece": s.metrics.calibration.ece}
-                for s in failing_segments_first(typed.segments)]
         sections.append(("segments", ["## Segments", "", *segments_table(
-            flat, (("status", "status"), ("records", "records"), ("accuracy", "accuracy"),
-                   ("ece", "ECE")))]))
+            ((f"{s.key}={s.value}", (s.status, s.metrics.counts.total,
+                                     s.metrics.outcomes.accuracy, s.metrics.calibration.ece))
+             for s in failing_segments_first(typed.segments)),
+            ("status", "records", "accuracy", "ECE"))]))
     return sections
 
 
-def titled_sections(report: dict[str, Any]) -> tuple[str, Sections]:
+def titled_sections(report: Report) -> tuple[str, Sections]:
     """The report's title and its sections after the status lines, by report kind."""
-    kind = report_kind(report)
-    if kind == "diff":
+    if isinstance(report, DiffView):
         return "decflow diff", diff_sections(report)
-    if kind == "check":
+    if isinstance(report, CheckView):
         return "decflow check", check_sections(report)
-    if kind == "monitor":
-        name = (report.get("contract") or {}).get("name")
-        return f"decflow monitor: {md(name)}", monitor_sections(report)
-    return run_title(Report.view(report)), run_sections(report)
+    if isinstance(report, MonitorReport):
+        return f"decflow monitor: {md(report.contract.name)}", monitor_sections(report)
+    if isinstance(report, RunView):
+        return run_title(report), run_sections(report)
+    return run_title(report), [("identity", identity(report)), ("checks", checks_block(report))]
 
 
 SHOWN_WINDOWS = 14  # a monitor's newest windows in its Markdown view
 
 
-def monitor_sections(report: dict[str, Any]) -> Sections:
+def monitor_sections(typed: MonitorReport) -> Sections:
     """A monitor run (the Prefect artifact): what this run read, the newest windows with
     their verdicts and open gates, then the checks its verdict follows from."""
-    typed = MonitorReport.read(report, "the monitor report")
     monitor = typed.monitor
     sections: Sections = [("identity", kv_table({
         "monitor": monitor.id, "source": monitor.source, "labels": monitor.labels or "none",
@@ -480,11 +470,13 @@ def monitor_sections(report: dict[str, Any]) -> Sections:
     return sections
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(shown: Report | dict[str, Any]) -> str:
     """The Markdown summary of a run, diff or check report: the headline, title, verdict
-    and caveats, then the sections of its kind."""
+    and caveats, then the sections of its kind (a report dict is read as its kind's model
+    first)."""
+    report = view_model(shown)
     title, sections = titled_sections(report)
-    lines = status_line(Report.view(report), title)
+    lines = status_line(report, title)
     for _, section in sections:
         lines.extend(section)
     # One pass over the page, as the text view does per line (code blocks quote inputs raw).

@@ -10,6 +10,7 @@ from decflow.gates.headline import bounds, number
 from decflow.report.monitor_report import MonitorReport, MonitorWindow
 from decflow.untrusted import escape
 from decflow.version import __version__
+from decflow.views.identity import baseline_text
 
 SHOWN_WINDOWS = 30  # the newest; the report holds them all
 WORDS = {"pass": "OK", "warn": "WARN", "fail": "ALARM"}
@@ -88,9 +89,8 @@ def _alarm_lines(report: MonitorReport) -> list[str]:
     return ["", f"  Harmful shift {shift_line(report)}"]
 
 
-def render_monitor(report: dict[str, Any]) -> str:
+def render_monitor(head: MonitorReport) -> str:
     """The whole text view, ending with a newline."""
-    head = MonitorReport.read(report, "the monitor report")
     monitor = head.monitor
     baseline = monitor.baseline
     lines = [
@@ -101,8 +101,7 @@ def render_monitor(report: dict[str, Any]) -> str:
         f"  monitor       {monitor.id} · windows of {monitor.window} · {monitor.source}",
         f"  labels        {monitor.labels or 'none given'}",
         "  baseline      " + ("none (drift is not judged)" if baseline is None else
-                              f"{baseline.get('source')} {baseline.get('path')} · "
-                              f"{baseline.get('n_records')} records"),
+                              baseline_text(baseline)),
         f"  this run      {read_line(head.this_run)}",
         "",
         *_window_lines(head),

@@ -8,49 +8,58 @@ from typing import Any
 
 from decflow.errors import DecflowError
 from decflow.redaction import redact_text
+from decflow.report.check_report import CheckView
+from decflow.report.diff_report import DiffView
+from decflow.report.kinds import view_model
+from decflow.report.model import Report
+from decflow.report.monitor_report import MonitorReport
+from decflow.report.run_report import RunView
 from decflow.report.sections import report_kind
 from decflow.views.formats import VIEW_FORMATS
 
 
-def render_text(report: dict[str, Any]) -> str:
-    """The terminal view of any stored report kind (run, diff, check)."""
-    kind = report.get("kind", "run")
-    if kind == "diff":
-        from decflow.views.diff_text import render_diff
-
-        return render_diff(report)
-    if kind == "probe":
+def render_text(report: dict[str, Any] | Report) -> str:
+    """The terminal view of any stored report kind (run, diff, check, monitor, probe),
+    dispatched on its typed model (`report.kinds.view_model`)."""
+    if not isinstance(report, Report) and report_kind(report) == "probe":
         from decflow.views.probe_text import render_probe
 
         return render_probe(report)
-    if kind == "check":
+    typed = view_model(report)
+    if isinstance(typed, DiffView):
+        from decflow.views.diff_text import render_diff
+
+        return render_diff(typed)
+    if isinstance(typed, CheckView):
         from decflow.views.production_text import render_check
 
-        return render_check(report)
-    if kind == "monitor":
+        return render_check(typed)
+    if isinstance(typed, MonitorReport):
         from decflow.views.monitor_text import render_monitor
 
-        return render_monitor(report)
+        return render_monitor(typed)
+    if not isinstance(typed, RunView):
+        raise DecflowError(f"no text view of {typed.kind} reports")
     from decflow.views.text import Section, render
 
     sections: list[Section] = []
-    if report.get("diagnostics"):
+    if typed.diagnostics is not None and typed.diagnostics.given():
         from decflow.views.diagnostics_text import diagnostics_block
 
         sections.append(diagnostics_block)
-    if report.get("properties"):
+    if typed.properties is not None:
         from decflow.views.properties_text import properties_block
 
         sections.append(properties_block)
-    if report.get("sequential"):
+    if typed.sequential is not None:
         from decflow.views.sequential_text import sequential_block
 
         sections.append(sequential_block)
-    if report.get("call_cache"):
+    if typed.call_cache is not None:
         from decflow.views.cache_text import cache_block
 
         sections.append(cache_block)
-    return render(report, sections)
+    return render(typed, sections)
 
 
 def _write(path: str, text: str, what: str) -> None:
@@ -65,6 +74,8 @@ def _write(path: str, text: str, what: str) -> None:
 def write_views(report: dict[str, Any], **files: str | None) -> None:
     """Write `report` in each registered format given a file (`html="r.html"`, ...)."""
     asked = [(VIEW_FORMATS.get(name), path) for name, path in files.items() if path]
+    if not asked:
+        return
     kind = report_kind(report)
     refused = [found for found, _ in asked if kind not in found.kinds]
     if refused:
@@ -73,5 +84,6 @@ def write_views(report: dict[str, Any], **files: str | None) -> None:
             f"{options}: not available for {kind} reports (they show gates of contract runs, "
             "checks and diffs); use the text view or -f json"
         )
+    typed = view_model(report)
     for found, path in asked:
-        _write(str(path), found.render(report), found.what)
+        _write(str(path), found.render(typed), found.what)

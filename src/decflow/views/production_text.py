@@ -6,8 +6,6 @@ has them in the JSON), and warning-level checks are tagged `(warning)`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from decflow.gates.headline import number
 from decflow.report.check_report import CheckMetrics, CheckView, Percentiles
 from decflow.report.model import ContractRef, DatasetRef
@@ -100,9 +98,8 @@ def _percentile_lines(method: Percentiles | None) -> list[str]:
     ]
 
 
-def render_check(report: dict[str, Any]) -> str:
+def render_check(typed: CheckView) -> str:
     """The whole text view, ending with the verdict line and a newline."""
-    typed = CheckView.read(report, "the report", "check report")
     contract, dataset = typed.contract or ContractRef(), typed.dataset or DatasetRef()
     lines = [
         typed.first_line(),
@@ -112,7 +109,7 @@ def render_check(report: dict[str, Any]) -> str:
         f"  dataset   {dataset.path}  {short_hash(dataset.hash)}",
         "",
         *_metric_lines(typed.metrics),
-        *(f"                {line}" for line in calibration_lines(report)),
+        *(f"                {line}" for line in calibration_lines(typed.calibration)),
         *_percentile_lines(typed.percentiles),
         *_baseline_lines(typed),
         *_segment_lines(typed),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.gates.headline import number
-from decflow.report.run_report import Properties
-from decflow.report.sections import failures_by_property
+from decflow.report.run_report import RunView
+from decflow.report.sections import failures_by_property, labels_of
 from decflow.views.text import FIRST_CASES, MAX_LISTED, counted, percent, preview
 
 
@@ -17,10 +17,11 @@ def _shown(item: dict[str, Any], labels: list[str]) -> str:
 
 
 
-def properties_block(report: dict[str, Any]) -> list[str]:
-    section = report["properties"]
-    properties = Properties.model_validate(section)
-    labels = report["contract"]["labels"]
+def properties_block(report: RunView) -> list[str]:
+    properties = report.properties
+    if properties is None:
+        return []
+    labels = labels_of(report)
     lines = ["", f"  Properties   seed {properties.seed}"]
     for s in properties.summaries:
         note = ""
@@ -43,10 +44,10 @@ def properties_block(report: dict[str, Any]) -> list[str]:
         lines.append(f"  Skipped ({min(len(skipped), MAX_LISTED)} of {len(skipped)})")
         for item in skipped[:MAX_LISTED]:
             lines.append(f"    {item['property']}/{item['case_id']}: {item['reason']}")
-    groups = failures_by_property(section)
+    groups = failures_by_property(properties)
     if groups:
         listed = sum(len(items) for _, items in groups)
-        total = section.get("n_failures", listed)
+        total = listed if properties.n_failures is None else properties.n_failures
         lines.append(f"  Property failures ({total}; the first {FIRST_CASES} of each property)")
     for name, items in groups:
         lines.append(f"    {name}: {counted(len(items), 'failing case')}")

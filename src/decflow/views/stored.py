@@ -21,12 +21,13 @@ def html_path(relative: str) -> str:
 def write_stored_html(store: Store, relative: str, report: dict[str, Any] | None = None) -> str:
     """Write the HTML view of the report stored at `relative` beside it (`report`, when
     given, is that stored report, not read again); returns the HTML's store path."""
+    from decflow.report.kinds import view_model
     from decflow.views.html import render_html
 
     target = PurePosixPath(html_path(relative))
     run_id = target.parent.name
     shown = read_run_json(store, run_id, PurePosixPath(relative).name) if report is None else report
-    return write_run_file(store, run_id, target.name, render_html(shown).encode())
+    return write_run_file(store, run_id, target.name, render_html(view_model(shown)).encode())
 
 
 def write_run_html(store: Store, report: dict[str, Any]) -> str:

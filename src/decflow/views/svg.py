@@ -18,6 +18,7 @@ from decflow.gates.headline import number
 
 COLORS = ("#3b6ea8", "#d9822b", "#5a9e5f", "#8e6bb3")
 INK, GRID, MUTED, ALERT = "#222", "#d8d8d8", "#666", "#c23b3b"
+CAUTION = "#b7791f"  # a gate not established (WARN), as the HTML pills show it
 FONT = 'font-family="system-ui, sans-serif"'
 
 # Vertical charts (reliability diagram, histogram).
@@ -313,9 +314,9 @@ SERIES_W, SERIES_H = 560, 220
 
 def window_series(points: Sequence[SeriesPoint], title: str, *, limit: float | None = None,
                   alarm_from: str | None = None, alarm_label: str = "") -> str:
-    """A gated metric window by window: a dot per window (red where its gate did not
-    pass), its band as a whisker, the gate's limit as a dashed red line, and the windows
-    from `alarm_from` on shaded (the alarm)."""
+    """A gated metric window by window: a dot per window (amber where its gate was not
+    established, red where it failed), its band as a whisker, the gate's limit as a dashed
+    red line, and the windows from `alarm_from` on shaded (the alarm)."""
     plot_w, plot_h = SERIES_W - LEFT - RIGHT, SERIES_H - TOP - BOTTOM
     found = [v for p in points for v in (p.value, p.high) if v is not None]
     y_max = nice_max(max([*found, *([limit] if limit is not None else [])], default=0.0))
@@ -356,7 +357,9 @@ def window_series(points: Sequence[SeriesPoint], title: str, *, limit: float | N
         if point.low is not None and point.high is not None:
             parts.append(f'<line class="band" x1="{_n(x)}" y1="{_n(y_at(point.low))}" '
                          f'x2="{_n(x)}" y2="{_n(y_at(point.high))}" stroke="{MUTED}"/>')
-        color = COLORS[0] if point.status == "pass" else ALERT
+        # red only where the gate failed: an undecided window is not a failing one
+        color = {"pass": COLORS[0], "warn": CAUTION, "not_established": CAUTION}.get(
+            point.status, ALERT)
         attrs = data_attrs({"window": point.window, "value": point.value, "low": point.low,
                             "high": point.high, "status": point.status})
         parts.append(f'<circle class="point" {attrs} cx="{_n(x)}" cy="{_n(y_at(point.value))}" '

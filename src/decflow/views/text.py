@@ -15,7 +15,7 @@ from decflow.gates.headline import ORDER, failing_first, number
 from decflow.report.check_report import Segment
 from decflow.report.model import BackendRef, ContractRef, DatasetRef, Report
 from decflow.report.modes import mode_named
-from decflow.report.run_report import GoldenMetrics
+from decflow.report.run_report import RunView
 from decflow.report.sections import status_label
 from decflow.untrusted import escape
 from decflow.version import __version__
@@ -41,7 +41,7 @@ MAX_LISTED = 10
 FIRST_CASES = 3  # failing cases shown per property; the rest are in the report JSON
 PREVIEW = 70
 
-Section = Callable[[dict[str, Any]], list[str]]
+Section = Callable[[RunView], list[str]]
 
 
 def verdict_words(report: Report) -> tuple[str, str]:
@@ -108,8 +108,10 @@ def header(report: Report) -> list[str]:
     return lines
 
 
-def golden_metrics(report: dict[str, Any]) -> list[str]:
-    metrics = GoldenMetrics.model_validate(report["metrics"])
+def golden_metrics(report: RunView) -> list[str]:
+    metrics = report.metrics
+    if metrics is None:
+        return []
     counts = metrics.counts
     errored = f"{counts.errored} errored"
     if counts.errors_by_kind:
@@ -120,7 +122,7 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         f"  Accuracy     {number(classification.accuracy)}   "
         f"macro-F1 {number(classification.macro_f1)}"
     )
-    if report["contract"]["type"] == "score":
+    if report.contract and report.contract.type == "score":
         accuracy += f"   ordinal MAE {number(classification.ordinal_mae)}"
     lines = [
         "",
@@ -129,7 +131,7 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         accuracy,
         f"  Calibration  ECE {number(calibration.ece)}   Brier {number(calibration.brier)}   "
         f"NLL {number(calibration.nll)}   ({calibration.bins} bins)",
-        *(f"               {line}" for line in calibration_lines(report)),
+        *(f"               {line}" for line in calibration_lines(report.calibration)),
     ]
     selective = metrics.selective
     if selective:
@@ -144,7 +146,7 @@ def golden_metrics(report: dict[str, Any]) -> list[str]:
         f"  Latency ms   mean {number(latency.mean_ms)}   p50 {number(latency.p50_ms)}   "
         f"p95 {number(latency.p95_ms)}   max {number(latency.max_ms)}"
     )
-    evidence = gate_evidence_lines(report)
+    evidence = gate_evidence_lines(report.gate_evidence)
     lines.extend(f"  {'Evidence' if i == 0 else '':<13}{line}" for i, line in enumerate(evidence))
     return lines
 
@@ -162,8 +164,8 @@ def checks(report: Report, gate_width: int = 38) -> list[str]:
     return lines
 
 
-def failures(report: dict[str, Any]) -> list[str]:
-    items = report.get("failures") or []
+def failures(report: RunView) -> list[str]:
+    items = report.failures
     if not items:
         return []
     lines = ["", f"  Failures ({min(len(items), MAX_LISTED)} of {len(items)})"]
@@ -181,20 +183,19 @@ def failures(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render(report: dict[str, Any], extra_sections: list[Section] | None = None) -> str:
+def render(report: RunView, extra_sections: list[Section] | None = None) -> str:
     """The whole text view; `extra_sections` render between the checks and the verdict."""
-    head = Report.view(report)
-    golden = mode_named(report["mode"]).fills("golden")
+    golden = mode_named(report.mode).fills("golden")
     sections: list[Section] = [golden_metrics] if golden else []
     sections.extend(extra_sections or [])
-    lines = header(head)
+    lines = header(report)
     for section in sections:
         lines.extend(section(report))
-    lines.extend(checks(head))
+    lines.extend(checks(report))
     if golden:
         lines.extend(failures(report))
-    lines.extend(["", VERDICTS[report["status"]]])
+    lines.extend(["", VERDICTS[str(report.status)]])
     # A blind suite or an axis that changed nothing qualifies the verdict itself.
-    lines.extend(f"  {caveat}" for caveat in head.caveats())
+    lines.extend(f"  {caveat}" for caveat in report.caveats())
     # Lines quote case inputs, answers and labels: shown escaped, one line each.
     return "\n".join(escape(line) for line in lines) + "\n"

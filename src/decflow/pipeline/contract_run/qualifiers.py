@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from decflow.contracts.gates import golden_gate
 from decflow.gates.checks import Check
 from decflow.gates.headline import Qualifier, number
 from decflow.metrics.evidence import UNDERPOWERED
@@ -44,7 +45,7 @@ def underpowered(checks: Sequence[Check], gate_evidence: Sequence[Mapping[str, A
     for entry in gate_evidence:
         evidence = entry["evidence"]
         if entry["gate"] in point_passes and UNDERPOWERED in evidence.get("notes", []):
-            bound = "lower" if entry["gate"].startswith("min_") else "upper"
+            bound = "lower" if golden_gate(entry["gate"]).comparison == ">=" else "upper"
             items.append(f"{entry['gate']} {bound} bound "
                          f"{number(evidence.get('low' if bound == 'lower' else 'high'))}")
     for entry in (properties or {}).get("rate_evidence") or []:

@@ -38,6 +38,7 @@ from decflow.report.model import (
 )
 from decflow.report.run_report import (
     CallCacheUse,
+    GoldenGateEvidence,
     GoldenMetrics,
     Properties,
     RunBackend,
@@ -45,6 +46,7 @@ from decflow.report.run_report import (
     RunDataset,
     RunEvaluation,
     RunReport,
+    Sequential,
 )
 from decflow.report.versions import RUN_REPORT_VERSION
 from decflow.store.runs import report_path, write_report
@@ -168,13 +170,13 @@ def build_report(
         warnings=reported_limits(contract.warnings),
         metrics=GoldenMetrics.model_validate(metrics),
         calibration=Calibration.model_validate(calibration),
-        gate_evidence=gate_evidence,
+        gate_evidence=[GoldenGateEvidence.model_validate(g) for g in gate_evidence],
         checks=[CheckRow.model_validate(c) for c in checks],
         failures=failures if mode.fills("golden") else [],
         results=case_results,
         properties=None if properties is None else Properties.model_validate(properties),
         diagnostics=None if diagnostics is None else Diagnostics.model_validate(diagnostics),
-        sequential=sequential,
+        sequential=None if sequential is None else Sequential.model_validate(sequential),
         call_cache=None if cache_use is None else CallCacheUse.model_validate(cache_use),
         run=RunRef(
             id=spec.run_id,

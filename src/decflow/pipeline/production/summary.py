@@ -12,7 +12,7 @@ import polars as pl
 from decflow.data.records.reader import RecordReader, RecordSpec, segment_display, segment_value
 from decflow.data.records.rules import inline_json
 from decflow.errors import DatasetError
-from decflow.gates.calibration import smooth_ece_checks
+from decflow.gates.calibration import GateLimits, smooth_ece_checks
 from decflow.gates.checks import Check, Level, status_of
 from decflow.gates.headline import headline
 from decflow.gates.production import NO_RECORDS, config_settings
@@ -91,8 +91,8 @@ def production_calibration(
     grid = overall.smooth or CalibrationGrid.of([], [], PRODUCTION_NODES)
     source = stored_grid(grid)
     calibration = metrics["calibration"]
-    levels: list[tuple[Level, Any]] = [("requirement", production.requirements),
-                                       ("warning", production.warnings)]
+    levels: list[tuple[Level, GateLimits]] = [("requirement", production.requirements),
+                                              ("warning", production.warnings)]
     limits: dict[str, float] = {level: limit for level, gates in levels
                                 if (limit := gates.limit("max_ece")) is not None}
     section = calibration_section(calibration["reliability"], calibration["ece"], source,

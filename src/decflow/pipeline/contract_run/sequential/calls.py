@@ -25,6 +25,7 @@ import polars as pl
 
 from decflow.backends.engine import RESULTS_SCHEMA
 from decflow.contracts.gates import GOLDEN_GATES
+from decflow.contracts.properties import PROPERTY_GATES
 from decflow.errors import DecflowError
 from decflow.gates import golden_checks
 from decflow.gates.checks import Check
@@ -175,7 +176,6 @@ def tracked_gates(contract: Contract, spec: RunSpec, checks: list[Check], sent: 
     return [tracked[id(c)] for c in checks]
 
 
-PROPERTY_GATES = ("max_error_rate", "max_violation_rate", "max_flip_rate")
 DIAGNOSTIC_GATES = ("stability.", "blindness.", "counterfactual.")
 
 

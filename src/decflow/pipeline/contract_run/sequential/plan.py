@@ -5,15 +5,21 @@ spread sequence of cases at the assumed rate, without any backend call."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from decflow.contracts.gates import GOLDEN_GATES, golden_gate
+from decflow.contracts.properties import PROPERTY_GATES
 from decflow.gates.checks import Check
 from decflow.metrics.case_rates import rate_thresholds
-from decflow.metrics.sequential import RatioGate, cases_to_decide, split_alpha
-from decflow.pipeline.contract_run.sequential.calls import PROPERTY_GATES
+from decflow.metrics.sequential import (
+    Planned,
+    RatioGate,
+    assumed_rates,
+    cases_to_decide,
+    split_alpha,
+)
 from decflow.properties.generate import transformed_properties
+from decflow.registry import imported
 
 
 def rate_gate(name: str) -> bool:
@@ -25,30 +31,6 @@ def rate_gate(name: str) -> bool:
     return prop in transformed_properties() and gate in PROPERTY_GATES
 
 
-def assumed_rates(check: Check) -> tuple[float, float]:
-    """(clearly holds, clearly fails) for a rate gate: a `max` gate at a fifth of its limit
-    and at four times it, a `min` gate a third of the way from 1 and four times as far."""
-    limit = check.threshold
-    if check.comparison == ">=":
-        return 1 - (1 - limit) / 3, max(0.0, 1 - 4 * (1 - limit))
-    return limit / 5, min(1.0, 4 * limit)
-
-
-@dataclass(frozen=True)
-class Planned:
-    """How a check is planned: the ratio gate standing for it, the rates at which it
-    clearly holds and clearly fails (None: at the first occurrence), the share of the
-    gate's α each side gets, and what the rates are of when that is not the gated value."""
-
-    gate: RatioGate
-    holds_at: float
-    fails_at: float | None
-    pass_share: float = 1.0
-    fail_share: float = 1.0
-    of: str | None = None
-    fail_gate: RatioGate | None = None  # the failing side's gate, when it is another
-
-
 def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> Planned | None:
     """The planning figure's gate for `check` (None: not planned)."""
     name, limit = check.gate, check.threshold
@@ -56,21 +38,18 @@ def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> 
         return Planned(RatioGate(settings["zero_limit"], "<", cases, binary=True), 0.0, None)
     prop, _, gate = name.partition(".")
     if rate_gate(name):
-        good, bad = assumed_rates(check)
+        good, bad = assumed_rates(limit, check.comparison)
         binary = name in GOLDEN_GATES and golden_gate(name).binary
         return Planned(RatioGate(limit, check.comparison, cases, binary=binary), good, bad)
-    if name == "min_macro_f1":
-        good, bad = assumed_rates(check)
-        return Planned(RatioGate(limit, ">=", cases), good, bad, 1 / labels, 1 / labels,
-                       "one label's F1")
-    if name == "max_latency_p95_ms":
-        return Planned(RatioGate(0.05, "<=", cases, binary=True), 0.01, 0.2,
-                       of="the share of cases slower than the limit")
+    plan = golden_gate(name).plan if name in GOLDEN_GATES else None
+    if plan is not None:  # a composite, as its gate plans it
+        planned_by: Planned = imported(plan)(limit, cases, labels)
+        return planned_by
     if name == "stability.verdict":
         # The full run's verdict settled (`SuiteRate`): the suite's flips shown below the
         # full test's holding sum or above its failing one at the suite's size, at α/4 each
         # (planned with several pairs a case: Bentkus's critical sums).
-        good, bad = assumed_rates(check)
+        good, bad = assumed_rates(limit, check.comparison)
         sums = rate_thresholds(cases, 2, limit)
         return Planned(RatioGate(sums.pass_below / cases, "<=", cases), good, bad, 0.25, 0.25,
                        fail_gate=RatioGate(sums.fail_above / cases, "<=", cases))
@@ -85,6 +64,15 @@ def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> 
     return None
 
 
+def _tracked_unplanned(name: str) -> bool:
+    """A golden gate a sequential run tracks as a composite (its α counted) that the plan
+    does not size (the binned ECE, bounded through its bins)."""
+    if name not in GOLDEN_GATES:
+        return False
+    gate = golden_gate(name)
+    return gate.composite is not None and gate.plan is None
+
+
 def sequential_plan(checks: list[Check], cases: int, calls: int,
                     settings: dict[str, Any], labels: int) -> dict[str, Any]:
     """Per gate the cases needed at the assumed rates; the run's expected cases when every
@@ -92,7 +80,7 @@ def sequential_plan(checks: list[Check], cases: int, calls: int,
     fastest; a limit-0 gate fails at its first occurrence, whenever that comes), and the
     calls they make at the suite's `calls` per case."""
     rated = [(c, p) for c in checks if (p := planned(c, cases, settings, labels)) is not None]
-    bounded = [c for c in checks if c.gate == "max_ece"]  # by its bins: not planned here
+    bounded = [c for c in checks if _tracked_unplanned(c.gate)]
     alpha = split_alpha(settings["alpha"], len(rated) + len(bounded))
     gates, passing, failing = [], [], []
     planned_gates = {c.gate for c, _ in rated}
