@@ -14,8 +14,6 @@ from pydantic import Field
 
 from decflow.errors import ReportError
 from decflow.gates.checks import Check, Verdict, status_of
-from decflow.gates.production import stored_gates
-from decflow.gates.production_evidence import check_report_checks, stored_gating
 from decflow.report.model import (
     REWRITE,
     Bins,
@@ -32,7 +30,6 @@ from decflow.report.model import (
     Open,
     Report,
 )
-from decflow.report.verify import close, verdicts_of
 from decflow.report.versions import REPORT_VERSIONS
 
 Limits = dict[str, Number | None]
@@ -208,6 +205,11 @@ def verify_check_report(report: dict[str, Any], source: str, *, advice: str = RE
     typed = CheckReport.read(report, source, "check report", advice=advice)
     if not verdicts:
         return typed
+    # imported here, not at the top: every view imports this module for its models, and a
+    # contract run would otherwise load the production gates, their metrics and pyarrow
+    from decflow.gates.production import stored_gates
+    from decflow.gates.production_evidence import check_report_checks, stored_gating
+    from decflow.report.verify import close, verdicts_of
 
     def _fail(where: str, message: str) -> ReportError:
         return ReportError(f"{source}: not a valid check report: {where}: {message} ({advice})")
