@@ -75,7 +75,7 @@ Presentation = list[Annotated[list[str], Field(min_length=2, max_length=2)]]  # 
 class Checked(BaseModel):
     """Strictly typed fields, unknown fields kept."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, defer_build=True)
 
 
 # A list with an entry per case (results, failures, transformed cases) is plain JSON in the
