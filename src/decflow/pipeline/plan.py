@@ -56,7 +56,7 @@ def _stability(config: Stability, n_cases: int) -> dict[str, Any]:
         "pairs": pairs,
         "cases_needed": needed,
         "can_decide": needed is not None and n_cases >= needed,
-        "power": power_curve("binomial" if config.repeats // 2 <= 1 else "bentkus",
+        "power": power_curve("binomial" if config.repeats // 2 <= 1 else "rounded",
                              config.epsilon),
         "advice": f"{pairs} rerun pairs over {n_cases} cases; a deterministic verdict at ε "
         f"{config.epsilon:g} needs {needed} quiet cases"
@@ -90,7 +90,7 @@ def _counterfactual(
         })
     attributed = config.placebo and config.persona_pairs is None
     test: Test = ("difference" if attributed else
-                  "binomial" if config.num_pairs_per_dimension <= 1 else "bentkus")
+                  "binomial" if config.num_pairs_per_dimension <= 1 else "rounded")
     return {
         "name": "counterfactual",
         "calls": len(pairs.unique_arms()),

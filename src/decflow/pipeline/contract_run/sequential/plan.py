@@ -48,9 +48,9 @@ def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> 
     if name == "stability.verdict":
         # The full run's verdict settled (`SuiteRate`): the suite's flips shown below the
         # full test's holding sum or above its failing one at the suite's size, at α/4 each
-        # (planned with several pairs a case: Bentkus's critical sums).
+        # (planned with several pairs a case: the rounded shares' critical counts).
         good, bad = assumed_rates(limit, check.comparison)
-        sums = rate_thresholds(cases, 2, limit)
+        sums = rate_thresholds(cases, 2, limit, rounded=True)
         return Planned(RatioGate(sums.pass_below / cases, "<=", cases), good, bad, 0.25, 0.25,
                        fail_gate=RatioGate(sums.fail_above / cases, "<=", cases))
     if name == "blindness.max_skew":
