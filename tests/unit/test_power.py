@@ -45,7 +45,7 @@ def test_the_p_values_are_the_full_runs() -> None:
 
 
 @pytest.mark.parametrize(("test", "limit", "effect", "alpha"), [
-    ("binomial", 0.05, 2, 0.05), ("rounded", 0.1, 1, 0.05), ("difference", 0.05, 4, 0.0125)])
+    ("binomial", 0.05, 2, 0.05), ("rounded", 0.05, 1, 0.05), ("difference", 0.05, 4, 0.0125)])
 def test_the_named_cases_have_about_eighty_percent_power(test: str, limit: float, effect: int,
                                                          alpha: float) -> None:
     n = cases_for_power(test, limit, effect, alpha=alpha)  # type: ignore[arg-type]
