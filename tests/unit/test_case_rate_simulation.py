@@ -4,11 +4,12 @@ one case are correlated: exact error rates under all-or-nothing clustering at th
 All-or-nothing is the worst clustering: every rerun pair (or option_order variant) of a case
 flips together, with probability equal to the limit, so a case's share is 0 or 1 and the
 number of flipping cases is Binomial(n, limit). The verdicts are order-free functions of the
-per-case shares, so the probability of each wrong statement is an exact binomial sum over the
-count — computed here through the same functions the pipeline calls (``measure_stability``,
-``rate_evidence``), with a rounding seed (new runs: the exact binomial test on the rounded
-shares) and without (runs recorded before it: Bentkus's bound). The issue's bound (α + the binomial 99 % tolerance for 400 simulated
-runs, 0.0753) is met with room: the exact rates are at most α itself.
+per-case shares, so the probability of each wrong statement is an exact binomial sum over
+the count — computed here through the same functions the pipeline calls
+(``measure_stability``, ``rate_evidence``), with a rounding seed (new runs: the exact
+binomial test on the rounded shares) and without (runs recorded before it: Bentkus's bound).
+The issue's bound (α + the binomial 99 % tolerance for 400 simulated runs, 0.0753) is met
+with room: the exact rates are at most α itself.
 
 Pooling pairs as independent (the meter before issue 23) gave, at 25 cases × 6 repeats,
 27.7 % wrong *deterministic*; run as a script to print the figures for docs/statistics.md.

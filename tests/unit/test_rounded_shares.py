@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import cache
 
 import numpy as np
 import pytest
@@ -84,21 +85,19 @@ def first_holding(rate: float, holds: Callable[[int, int], bool]) -> int:
     return n
 
 
+@cache
+def exact_cut(n: int) -> int:
+    """The largest count of n that the exact test (summed here) shows below the limit."""
+    tails = np.cumsum(np.exp(log_pmf(n, LIMIT)))
+    return int(np.flatnonzero(tails < ALPHA)[-1]) if tails[0] < ALPHA else -1
+
+
 def test_the_cases_needed_on_all_or_nothing_shares_are_the_exact_tests() -> None:
-    exact, rounded, worst_case = [], [], []
-    for rate in (0.01, 0.02, 0.03, 0.04):
-        cut: dict[int, int] = {}  # per n, the largest count the exact test shows below
-
-        def exact_holds(k: int, n: int) -> bool:
-            if n not in cut:
-                tails = np.cumsum(np.exp(log_pmf(n, LIMIT)))
-                cut[n] = int(np.flatnonzero(tails < ALPHA)[-1]) if tails[0] < ALPHA else -1
-            return k <= cut[n]
-
-        exact.append(first_holding(rate, exact_holds))
-        rounded.append(first_holding(rate, lambda k, n: p_below(k, n, LIMIT) < ALPHA))
-        worst_case.append(first_holding(
-            rate, lambda k, n: bentkus.p_below(k, n, LIMIT) < ALPHA))
+    rates = (0.01, 0.02, 0.03, 0.04)
+    exact = [first_holding(r, lambda k, n: k <= exact_cut(n)) for r in rates]
+    rounded = [first_holding(r, lambda k, n: p_below(k, n, LIMIT) < ALPHA) for r in rates]
+    worst_case = [first_holding(r, lambda k, n: bentkus.p_below(k, n, LIMIT) < ALPHA)
+                  for r in rates]
     assert exact == [93, 181, 361, 1348]  # summed here (docs/statistics.md quotes them)
     assert rounded == exact  # 1.0× at every rate
     assert [round(b / a, 2) for a, b in zip(exact, worst_case, strict=True)] == [

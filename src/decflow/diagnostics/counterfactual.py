@@ -50,10 +50,10 @@ import polars as pl
 from decflow.diagnostics.arrays import probability_matrix
 from decflow.gates.checks import Check, Level, evidence_check, make_check
 from decflow.metrics.case_rates import case_shares, rate_test
-from decflow.metrics.rounded_shares import uniforms
 from decflow.metrics.compare import compare
 from decflow.metrics.differences import difference_cases_needed, difference_test
 from decflow.metrics.evidence import ALPHA, Evidence, MeanTest
+from decflow.metrics.rounded_shares import ROUNDED, ROUNDED_NOTE, uniforms
 from decflow.metrics.stats import holm, sign_test
 
 FAIR = "fair-qualified"
@@ -183,7 +183,7 @@ def axis_evidence(axis: Mapping[str, Any]) -> str:
         return "no evidence: " + (axis.get("note") or "no case was counted")
     if axis.get("attribution") == UNATTRIBUTED:
         what = "cross flip share (unattributed: no placebo)"
-        placebo = "no placebo"
+        placebo = "no placebo" + (f"; {ROUNDED_NOTE}" if axis.get("method") == ROUNDED else "")
     else:
         what = "excess over placebo"
         placebo = f"placebo {axis.get('placebo_flips')}/{axis.get('placebo_pairs')} flipped"

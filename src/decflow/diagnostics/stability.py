@@ -13,9 +13,10 @@ independent overstates the evidence. Each complete case contributes its share of
 pairs; the flip rate is their mean, and its one-sided 95 % bounds come from
 ``decflow.metrics.case_rates`` (exact binomial with one pair per case; otherwise exact
 binomial on the shares randomly rounded with the run's `rounding_seed`, or Bentkus's bound
-for a run recorded without one), valid at every number of cases however the flips cluster. ``stochastic`` when
-the lower bound is above ε, ``deterministic`` when the upper bound is below, otherwise
-``undecided`` (the gate is then *not established*, with the cases that would decide it).
+for a run recorded without one), valid at every number of cases however the flips cluster.
+``stochastic`` when the lower bound is above ε, ``deterministic`` when the upper bound is
+below, otherwise ``undecided`` (the gate is then *not established*, with the cases that
+would decide it).
 
 Input table (one row per rerun; the pipeline's results joined to their rerun index):
 
@@ -41,7 +42,7 @@ from decflow.gates.checks import Check, Level, evidence_check, make_check
 from decflow.metrics.case_rates import rate_test, shares_by_case
 from decflow.metrics.compare import compare
 from decflow.metrics.evidence import Evidence
-from decflow.metrics.rounded_shares import uniforms
+from decflow.metrics.rounded_shares import ROUNDED, ROUNDED_NOTE, uniforms
 
 ROUNDED_AS = "stability"
 """The gate name keying the meter's rounding uniforms (`rounded_shares.uniforms`)."""
@@ -300,6 +301,8 @@ def stability_check(result: StabilityResult, level: Level) -> Check:
     ]
     if result.n_incomplete:
         notes.append(f"{result.n_incomplete} case(s) left out because a rerun errored")
+    if result.method == ROUNDED:
+        notes.append(ROUNDED_NOTE)
     return evidence_check(
         "stability.verdict",
         level,

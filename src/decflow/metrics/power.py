@@ -11,9 +11,9 @@ figure is the first n found by doubling and bisection at which it reaches 80 % �
 planning figure, like every *cases needed*.
 
 Tests: the exact binomial (one observation per case), the exact binomial on randomly
-rounded shares (`metrics.rounded_shares`: on all-or-nothing shares the exact test but for its
-Markov step beside the mean), and the persona excess (differences in [−1, 1], no placebo flip: betting above the limit, at the
-level Holm's first step asks of it).
+rounded shares (`metrics.rounded_shares`: on all-or-nothing shares the exact test but for
+its Markov step beside the mean), and the persona excess (differences in [−1, 1], no
+placebo flip: betting above the limit, at the level Holm's first step asks of it).
 """
 
 from __future__ import annotations

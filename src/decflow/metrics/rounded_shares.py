@@ -16,12 +16,12 @@ of the answers. Given the shares, the Xᵢ are independent Bernoulli(sᵢ), so:
   single rounded case would fail a limit m with n·m below 0.0513 (docs/statistics.md).
 
 With all-or-nothing shares Xᵢ = sᵢ: the test is the exact binomial test on cases (1.0× its
-cases needed). The price is a randomized verdict: the same answers can land either side of
-a decision boundary under two seeds. The seed is drawn per run (`secrets`, `RunSpec.rounding_seed`), never by
-whoever writes the dataset, and recorded with the run, so re-gating and `--resume` replay
-the verdict. Uᵢ is keyed BLAKE2b of (gate, case id) under the seed (a pseudo-random
-function: distinct case ids give independent uniforms whatever ids the dataset chose), on
-a 2⁻⁵³ grid (P(Xᵢ = 1) is sᵢ to within 2⁻⁵³).
+cases needed). The price is a randomized verdict: the same answers can land either side of a
+decision boundary under two seeds. The seed is drawn per run (`secrets`,
+`RunSpec.rounding_seed`), never by whoever writes the dataset, and recorded with the run, so
+re-gating and `--resume` replay the verdict. Uᵢ is keyed BLAKE2b of (gate, case id) under
+the seed (a pseudo-random function: distinct case ids give independent uniforms whatever ids
+the dataset chose), on a 2⁻⁵³ grid (P(Xᵢ = 1) is sᵢ to within 2⁻⁵³).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ from decflow.metrics.search import edge, first_true
 Floats = npt.NDArray[np.float64]
 
 ROUNDED = "exact binomial on randomly rounded shares (Clopper-Pearson), case as unit"
+ROUNDED_NOTE = "shares randomly rounded to 0/1 with the run's rounding_seed"
+"""What a verdict's text adds when its bounds are the rounded count's."""
 _TOLERANCE = 1e-10
 
 

@@ -17,9 +17,9 @@ import numpy as np
 from decflow.contracts.properties import PropertyConfig
 from decflow.gates.checks import Check, make_check
 from decflow.metrics.case_rates import rate_test, shares_by_case
-from decflow.metrics.rounded_shares import uniforms
 from decflow.metrics.compare import Comparison, Judgement, Limits, level_decrease
 from decflow.metrics.evidence import UNDERPOWERED, Evidence, count_evidence
+from decflow.metrics.rounded_shares import ROUNDED, ROUNDED_NOTE, uniforms
 
 NOT_TRANSFORMED = "no case could be transformed"
 NOT_RUN = "the property was not run"
@@ -201,7 +201,8 @@ def _rate_statement(
     evidence: Evidence, count: int, variants: int, limit: float, underpowered: bool
 ) -> str:
     counts = f"{count} of {variants} variants over {evidence.n} cases"
-    interval = f"[{evidence.low:.3f}, {evidence.high:.3f}] (95% per side, case as unit)"
+    rounded = f", {ROUNDED_NOTE}" if evidence.method == ROUNDED else ""
+    interval = f"[{evidence.low:.3f}, {evidence.high:.3f}] (95% per side, case as unit{rounded})"
     if not underpowered:
         return f"{counts}, {interval}"
     more = (

@@ -1,12 +1,14 @@
 """The diagnostics of a sequential run as gates decided batch by batch.
 
 - `stability.verdict`: each complete case's share of flipped rerun pairs (the meter's own
-  pairing, `rerun_pairs`), rounded to 0/1 with the run's uniforms as the full run rounds
-  it. The full run's verdict is `rate_test` on those shares, a function of their sum, so the sequential run settles it (`SuiteRate`): stochastic (FAIL
-  at its level) once the suite's sum is shown above the full test's failing sum at the
-  suite's size, deterministic (PASS) once shown below its holding sum, not established
-  once shown between them — the full run's status with probability ≥ 1 − α_g, also where
-  the rate sits between ε and where the full test decides.
+  pairing, `rerun_pairs`), rounded to 0/1 with the run's uniforms as the full run rounds it.
+  The full run's verdict is `rate_test` on those shares, a function of their sum, so the
+  sequential run settles it (`SuiteRate`): stochastic (FAIL at its level) once the suite's
+  sum is shown above the full test's failing sum at the suite's size, deterministic (PASS)
+  once shown below its holding sum, not established once shown between them — the full run's
+  status with probability ≥ 1 − α_g, also where the rate sits between ε and where the full
+  test decides (under the run's rounding seed: a full run with another seed may round
+  fractional shares otherwise).
 - `blindness.max_skew`: the originals' labels as a `ModalShare` of the suite, each input
   counted once (its first case in suite order, as the full run counts it).
 - `counterfactual.<axis>.max_flip_rate`: each case's excess (cross minus placebo flip share,
