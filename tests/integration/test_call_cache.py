@@ -61,7 +61,6 @@ def masked(report: dict[str, Any]) -> dict[str, Any]:
     """What two runs of the same answers share: no ids, times, latencies or cache marks."""
     shown = normalized(report, [])
     shown.pop("call_cache", None)
-    shown.pop("rounding_seed", None)  # drawn per run (this suite's shares are 0 or 1)
     # stages keyed by the run or fed by its results (whose rows name the entries served)
     artifacts = shown["run"]["artifacts"]
     shown["run"]["artifacts"] = {name: artifacts[name]["rows"] for name in artifacts}

@@ -12,7 +12,8 @@
 - Markov's step beside the mean: one rounded case never fails a limit m with n·m in
   (α, −log(1 − α)), where the binomial tail would and a single case of share n·m makes
   that happen with probability n·m > α.
-- The uniforms are keyed by (seed, gate, case id), reproducible, and uniform.
+- The uniforms are keyed by (seed, gate, case id), reproducible, and uniform; a run draws
+  its seed, keeps it on --resume and re-gating, and has none with the call cache on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 from decflow.metrics import bentkus
 from decflow.metrics.case_rates import rate_test, rate_thresholds
 from decflow.metrics.rounded_shares import p_above, p_below, uniforms
+from decflow.pipeline.spec import RunSpec
 
 ALPHA = 0.05
 LIMIT = 0.05
@@ -162,3 +164,18 @@ def test_the_uniforms_are_keyed_reproducible_and_uniform() -> None:
     ordered = np.sort(first)
     grid = np.arange(1, ordered.size + 1) / ordered.size
     assert float(np.max(np.abs(grid - ordered))) < 1.95 / math.sqrt(ordered.size)
+
+
+def test_a_run_draws_its_seed_unless_the_call_cache_serves_its_answers() -> None:
+    made = [RunSpec(contract_path="c.yaml", store_url="s", run_id=f"r{i}") for i in range(2)]
+    seeds = [spec.rounding_seed for spec in made]
+    assert all(isinstance(seed, int) for seed in seeds) and seeds[0] != seeds[1]
+    # An identical cached run is served the same answers: it must report the same, so
+    # no randomized verdict (Bentkus's bound, like a run recorded before rounding).
+    for mode in ("read-write", "read-only", "refresh"):
+        assert RunSpec(contract_path="c.yaml", store_url="s", run_id="r",
+                       call_cache=mode).rounding_seed is None
+    recorded = made[0].to_dict()
+    assert RunSpec.from_dict(recorded).rounding_seed == seeds[0]  # --resume, re-gating
+    del recorded["rounding_seed"]
+    assert RunSpec.from_dict(recorded).rounding_seed is None  # a run stored before

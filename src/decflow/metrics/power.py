@@ -12,7 +12,8 @@ planning figure, like every *cases needed*.
 
 Tests: the exact binomial (one observation per case), the exact binomial on randomly
 rounded shares (`metrics.rounded_shares`: on all-or-nothing shares the exact test but for
-its Markov step beside the mean), and the persona excess (differences in [−1, 1], no
+its Markov step beside the mean), Bentkus's bound (shares of a run without a rounding
+seed: the call cache on), and the persona excess (differences in [−1, 1], no
 placebo flip: betting above the limit, at the level Holm's first step asks of it).
 """
 
@@ -23,14 +24,14 @@ from typing import Literal
 
 import numpy as np
 
-from decflow.metrics import rounded_shares
+from decflow.metrics import bentkus, rounded_shares
 from decflow.metrics.binomial import upper_tail
 from decflow.metrics.bounded_mean import log_capital
 from decflow.metrics.differences import DIFFERENCE_RANGE
 from decflow.metrics.evidence import ALPHA, POWER
 from decflow.metrics.search import first_true
 
-Test = Literal["binomial", "rounded", "difference"]
+Test = Literal["binomial", "rounded", "bentkus", "difference"]
 EFFECTS = (1, 2, 4)
 """The effects a plan shows, in units of the limit."""
 _MOST = 1_000_000
@@ -44,6 +45,8 @@ def failing_count(test: Test, n: int, limit: float, alpha: float) -> int | None:
             return upper_tail(count, n, limit) < alpha
         if test == "rounded":
             return rounded_shares.p_above(count, n, limit) < alpha
+        if test == "bentkus":
+            return bentkus.p_above(count, n, limit) < alpha
         values = np.r_[np.ones(count), np.zeros(n - count)]
         return log_capital(values, limit, support=DIFFERENCE_RANGE) > math.log(1.0 / alpha)
 
