@@ -171,7 +171,7 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
 
         sequential = sequential_plan(planned_checks(contract, spec), cases.height, calls,
                                      spec.sequential, len(contract.decision.labels),
-                                     rounded=spec.rounding_seed is not None)
+                                     rounds_shares=spec.rounding_seed is not None)
     return {
         **({"sequential": sequential} if sequential is not None else {}),
         "mode": spec.mode,
