@@ -24,6 +24,7 @@ killed (`kill -9`, a lost machine) is `interrupted`, like one stopped by SIGINT/
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -98,14 +99,54 @@ def read_run_record(store: Store, run_id: str) -> dict[str, Any]:
     return record
 
 
+# The record this process last wrote for each local run, beside the file's identity (inode,
+# mtime, size) just after the write: the next update of the record starts from it instead
+# of parsing run.json again (a contract run rewrites its record ~10 times, ~0.4 MB each
+# with per-case paraphrase provenance). Another writer changes the identity, and then the
+# file is read as before.
+_written: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+
+
+def _file_identity(path: str) -> tuple[int, int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns, found.st_size
+
+
+def _stored_record(store: Store, relative: str) -> Any:
+    """The run record as stored at `relative` (None when there is none)."""
+    if store.is_local:
+        path = store.path(relative)
+        identity = _file_identity(path)
+        if identity is None:
+            return None
+        last = _written.get(path)
+        if last is not None and last[0] == identity:
+            return last[1]
+    elif not store.exists(relative):
+        return None
+    return store.read_json(relative)
+
+
+def _store_record(store: Store, relative: str, record: dict[str, Any]) -> None:
+    store.write_json(relative, record)
+    if store.is_local:
+        path = store.path(relative)
+        identity = _file_identity(path)
+        if identity is not None:
+            _written[path] = (identity, record)
+
+
 def write_run_record(store: Store, record: dict[str, Any]) -> None:
     """Write a run's record; the sha256 of its report and view files recorded so far
     (`store.run_files`) are kept."""
     relative = run_path(record["run_id"], RECORD)
-    files = recorded(store.read_json(relative)) if store.exists(relative) else {}
+    files = recorded(_stored_record(store, relative))
     # a backend's model name or details may echo a credential (decflow.redaction)
-    store.write_json(relative, redact({**record, **({FILES: files} if files else {}),
-                                       "updated_at": now_iso()}))
+    _store_record(store, relative, redact({**record, **({FILES: files} if files else {}),
+                                           "updated_at": now_iso()}))
 
 
 def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT) -> str:
@@ -120,10 +161,10 @@ def write_run_file(store: Store, run_id: str, name: str, data: bytes) -> str:
     between leaves a file that no longer matches its record, which readers refuse."""
     relative = run_path(run_id, name)
     store.write_bytes(relative, data)
-    if has_run(store, run_id):
-        record = store.read_json(run_path(run_id, RECORD))
+    if is_one_name(run_id):
+        record = _stored_record(store, run_path(run_id, RECORD))
         if isinstance(record, dict):
-            store.write_json(run_path(run_id, RECORD), with_file(record, name, data))
+            _store_record(store, run_path(run_id, RECORD), with_file(record, name, data))
     return relative
 
 
