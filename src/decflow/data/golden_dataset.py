@@ -54,6 +54,10 @@ ROW_FIELDS = ("id", "input", "expected", "metadata")
 # characters of a column name an error shows: enough to recognise a typo, too few to
 # carry a secret out of a file that was never a dataset
 COLUMN_EXCERPT = 10
+# built once: `json.dumps` with options builds an encoder per call (one per dataset row)
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_COMPACT_FINITE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                   allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,7 @@ class GoldenDataset:
 def compact_json(value: Any, *, allow_nan: bool = True) -> str:
     """The canonical compact form of an object input (keys sorted, non-ASCII kept);
     `allow_nan=False` raises ValueError on NaN/Infinity (and TypeError on non-JSON types)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan
-    )
+    return (_COMPACT if allow_nan else _COMPACT_FINITE).encode(value)
 
 
 class _RowChecker:

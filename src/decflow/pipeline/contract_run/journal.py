@@ -18,6 +18,8 @@ from typing import IO, Any
 from decflow.store.store import Store, store_os_error
 
 SUFFIX = ".journal"
+# built once: `json.dumps` with options builds an encoder per call (a line per result)
+_LINE = json.JSONEncoder(separators=(",", ":"))
 
 
 class Journal:
@@ -32,7 +34,7 @@ class Journal:
             if self.handle is None:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 self.handle = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-            self.handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self.handle.write(_LINE.encode(row) + "\n")
         except OSError as exc:  # a full disk, a file-size limit: exit 2 naming the journal
             if self.handle is not None:
                 with contextlib.suppress(OSError):  # its buffer cannot be written either
