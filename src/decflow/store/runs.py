@@ -35,7 +35,7 @@ from decflow.errors import DecflowError, ReportError
 from decflow.redaction import redact
 from decflow.store.locks import LEASE, LOCK, Lock, describe, holder_of
 from decflow.store.run_files import FILES, mismatch, recorded, with_file
-from decflow.store.store import DamagedArtifact, Store, json_bytes
+from decflow.store.store import DamagedArtifact, Store, json_bytes, json_text
 
 RUNS = "runs"
 RECORD = "run.json"
@@ -130,8 +130,36 @@ def _stored_record(store: Store, relative: str) -> Any:
     return store.read_json(relative)
 
 
+# The JSON of the stage manifests a record embeds, by the id of their dict (kept alive
+# beside it): the driver hands the same dict for a manifest on every update
+# (`RunBook.record`), a manifest never changes once published, and encoding them again on
+# each of a run's ~10 updates was most of the cost of a write (one holds a value per case).
+_stage_json: dict[int, tuple[Any, str]] = {}
+_STAGES_CACHED = 64
+# Stands for the record's stages while the rest is encoded (a process-unique string).
+_STAGES_HOLE = f"\x00stages {secrets.token_hex(8)}"
+
+
+def _record_bytes(record: dict[str, Any]) -> bytes:
+    """`json_bytes(record)`, with each stage manifest's JSON taken from `_stage_json`."""
+    stages = record.get("stages")
+    if not isinstance(stages, dict) or not stages:
+        return json_bytes(record)
+    encoded = []
+    for name, stage in stages.items():
+        found = _stage_json.get(id(stage))
+        if found is None or found[0] is not stage:
+            if len(_stage_json) >= _STAGES_CACHED:
+                del _stage_json[next(iter(_stage_json))]
+            found = _stage_json[id(stage)] = (stage, json_text(stage))
+        encoded.append(f"{json_text(name)}:{found[1]}")
+    rest = json_bytes({**record, "stages": _STAGES_HOLE})
+    return rest.replace(json_text(_STAGES_HOLE).encode(),
+                        ("{" + ",".join(encoded) + "}").encode(), 1)
+
+
 def _store_record(store: Store, relative: str, record: dict[str, Any]) -> None:
-    store.write_json(relative, record)
+    store.write_bytes(relative, _record_bytes(record))
     if store.is_local:
         path = store.path(relative)
         identity = _file_identity(path)
