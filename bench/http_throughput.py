@@ -7,8 +7,9 @@ client design (`decflow`: the shipped asyncio HTTP/1.1 pool; `CxN`: C httpx Asyn
 with N connections each, round-robin; `floor`: a minimal client that sends the next request
 the moment an answer is in, no decflow: what the server and loopback allow). Reports
 calls/s, the share of the ideal `concurrency / latency`, client CPU seconds and the load
-average. A whole run's wall time is split where the server saw its first request and sent its last answer: start-up (process
-start, imports, dataset, requests), calls, and after the calls (summary, report, exit).
+average. A whole run's wall time is split where the server saw its first request and sent
+its last answer: start-up (process start, imports, dataset, requests), calls, and after the
+calls (summary, report, exit).
 
     python bench/http_throughput.py                       # 20,000 requests, 64 in flight, 20 ms
     python bench/http_throughput.py --designs 1x64,decflow  # compare designs
