@@ -51,6 +51,13 @@ RESULTS_SCHEMA = pl.Schema({
 })
 
 MAX_ERROR_MESSAGE = 1000
+# Result rows per chunk file: what a process killed between two chunks loses where no
+# journal keeps each result (object stores); with a journal, chunks only bound the
+# rows held in memory, and fewer, larger files cost less to write and to read back.
+CHUNK_ROWS = 256
+JOURNALLED_CHUNK_ROWS = 2048
+# Where a result row (`RemoteCaller._one`'s tuple, a journal line) holds its error kind.
+RESULT_ERROR_KIND = 3
 MAX_ANSWER_FIELD_BYTES = 64 << 10  # the model, its version, the metadata's JSON text
 MAX_LISTED_LABELS = 10
 
@@ -318,7 +325,7 @@ class RemoteCaller:
         requests: pl.DataFrame,
         labels: Sequence[str],
         on_chunk: Callable[[pl.DataFrame], None],
-        chunk_size: int = 256,
+        chunk_size: int = CHUNK_ROWS,
         on_result: Callable[[tuple[Any, ...]], None] | None = None,
     ) -> None:
         """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`

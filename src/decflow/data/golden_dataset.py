@@ -51,6 +51,7 @@ CASES_SCHEMA = pl.Schema({
     "position": pl.Int64,
 })
 ROW_FIELDS = ("id", "input", "expected", "metadata")
+_ROW_FIELD_SET = frozenset(ROW_FIELDS)
 # characters of a column name an error shows: enough to recognise a typo, too few to
 # carry a secret out of a file that was never a dataset
 COLUMN_EXCERPT = 10
@@ -106,7 +107,7 @@ class _RowChecker:
     def add(self, row: Any, where: int) -> None:
         if not isinstance(row, dict):
             raise self.fail(where, "each case must be a JSON object")
-        unknown = sorted(set(row) - set(ROW_FIELDS))
+        unknown = sorted(row.keys() - _ROW_FIELD_SET)
         if unknown:
             raise self.fail(
                 where,
@@ -126,7 +127,9 @@ class _RowChecker:
         self.columns["input_json"].append(self._text(where, "input", obj))
         self.columns["expected"].append(self._text(where, "expected", expected))
         self.columns["metadata_json"].append(
-            self._text(where, "metadata", self._json(metadata, where, "metadata")))
+            # most cases carry none: "{}" is its compact JSON, no encoding needed
+            self._text(where, "metadata", self._json(metadata, where, "metadata"))
+            if metadata else "{}")
         self.columns["position"].append(position)
 
     def _text(self, where: int, field: str, value: str | None) -> str | None:

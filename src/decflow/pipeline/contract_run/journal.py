@@ -27,6 +27,11 @@ class Journal:
         self.path = store.path(relative) if store.is_local else None
         self.handle: IO[str] | None = None
 
+    @property
+    def kept(self) -> bool:
+        """Whether results are journalled here (a local store)."""
+        return self.path is not None
+
     def record(self, row: tuple[Any, ...]) -> None:
         if self.path is None:
             return

@@ -354,7 +354,7 @@ def call_rows(
                 tolerance=contract.evaluation.probability_tolerance,
                 max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
                 shard_size=spec.shard_size, sink=record, progress=progress,
-                journal=sink.journal.record,
+                journal=sink.journal.record if sink.journal.kept else None,
             )
         finally:
             await backend.aclose()
