@@ -5,7 +5,9 @@ Starts a stdlib asyncio HTTP/1.1 keep-alive server in a child process that answe
 `decflow.backends.http.HttpBackend.predict` with at most `--concurrency` in flight, once per
 client design (`decflow`: the shipped asyncio HTTP/1.1 pool; `CxN`: C httpx AsyncClients
 with N connections each, round-robin). Reports calls/s, the share of the ideal
-`concurrency / latency`, client CPU seconds and the load average.
+`concurrency / latency`, client CPU seconds and the load average. A whole run's wall time is
+split where the server saw its first request and sent its last answer: start-up (process
+start, imports, dataset, requests), calls, and after the calls (summary, report, exit).
 
     python bench/http_throughput.py                       # 20,000 requests, 64 in flight, 20 ms
     python bench/http_throughput.py --designs 1x64,decflow  # compare designs
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -45,16 +48,28 @@ ANSWER = json.dumps(
 # -- server (child process) -------------------------------------------------------------
 
 
+def _response(body: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+# When the first request of a run arrived and its last answer left (time.time(), shared
+# with the client process), read and reset by `GET /stamps`: a whole run's wall time
+# split into start-up, calls and the rest.
+STAMPS: dict[str, float | None] = {"first": None, "last": None}
+
+
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float):
-    response = (
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-        + str(len(ANSWER)).encode()
-        + b"\r\n\r\n"
-        + ANSWER
-    )
+    response = _response(ANSWER)
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
+            if head.startswith(b"GET /stamps "):
+                writer.write(_response(json.dumps(STAMPS).encode()))
+                STAMPS.update(first=None, last=None)
+                continue
+            if STAMPS["first"] is None:
+                STAMPS["first"] = time.time()
             length = 0
             for line in head.split(b"\r\n"):
                 name, _, value = line.partition(b":")
@@ -64,6 +79,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, de
                 await reader.readexactly(length)
             await asyncio.sleep(delay)
             writer.write(response)
+            STAMPS["last"] = time.time()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
@@ -193,27 +209,42 @@ def _with_source(source: str | None) -> dict[str, str] | None:
     return None if source is None else {**os.environ, "PYTHONPATH": source}
 
 
+def _stamps(url: str) -> dict[str, float]:
+    """The server's first-request and last-answer times since the last asking."""
+    with urllib.request.urlopen(url.replace("/decide", "/stamps"), timeout=10) as answer:
+        stamps: dict[str, float] = json.loads(answer.read())
+        return stamps
+
+
+# What one whole run measured: wall, client CPU and server CPU seconds, and the wall
+# split into start-up (to the first request), calls (to the last answer) and the rest.
+Figures = tuple[float, float, float, float, float, float]
+
+
 def _cli_run(command: list[str], url: str, n: int, concurrency: int, server: int,
-             env: dict[str, str] | None) -> tuple[float, float, float]:
-    """Wall, CPU and server CPU seconds of `<command> test` over n cases against the
-    server (process `server`), in a fresh folder and store."""
+             env: dict[str, str] | None) -> Figures:
+    """The `Figures` of `<command> test` over n cases against the server (process
+    `server`), in a fresh folder and store."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         contract = _write_suite(folder, url, n, concurrency)
+        _stamps(url)  # reset
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         served = _process_cpu_s(server)
-        start = time.perf_counter()
+        start, started = time.perf_counter(), time.time()
         done = subprocess.run(
             [*command, "test", str(contract), "--no-healthcheck"],
             cwd=folder, capture_output=True, text=True, check=False, env=env,
         )
-        wall = time.perf_counter() - start
+        wall, ended = time.perf_counter() - start, time.time()
         served = _process_cpu_s(server) - served
         if done.returncode not in (0, 1):
             raise RuntimeError(f"{command} failed: {done.stdout[-500:]}{done.stderr[-500:]}")
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        return wall, cpu, served
+        stamps = _stamps(url)
+        first, last = stamps["first"], stamps["last"]
+        return wall, cpu, served, first - started, last - first, ended - last
 
 
 # Runs `decflow test` as the `decflow` command does (its process settings included), with
@@ -299,18 +330,18 @@ def main() -> None:
                 runs.append(("decflow before", decflow, _with_source(args.before_src)))
         if args.decguard and shutil.which(args.decguard):
             runs.append(("decguard test", [args.decguard], None))
-        measured: dict[str, list[tuple[float, float, float]]] = {
-            label: [] for label, _, _ in runs}
+        measured: dict[str, list[Figures]] = {label: [] for label, _, _ in runs}
         for attempt in range(args.repeat):  # interleaved: A B A B …
             for label, command, env in runs:
                 figures = _cli_run(command, url, args.requests, args.concurrency, server.pid,
                                    env)
                 measured[label].append(figures)
-                wall, cpu, served = figures
+                wall, cpu, served, start_up, calls, rest = figures
                 rate = args.requests / wall
                 print(f"{label:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
                       f"{cpu:7.2f} server cpu {served:5.2f} (whole CLI run {attempt + 1}, "
-                      f"load {os.getloadavg()[0]:.1f})", flush=True)
+                      f"load {os.getloadavg()[0]:.1f}; start-up {start_up:.2f} s, calls "
+                      f"{calls:.2f} s, after the calls {rest:.2f} s)", flush=True)
         for label, figures in measured.items():
             if len(figures) > 1:
                 wall = _median([f[0] for f in figures])
@@ -318,7 +349,15 @@ def main() -> None:
                       f"{args.requests / wall:,.0f} calls/s, "
                       f"{args.requests / wall / ideal:.0%} of ideal, client cpu "
                       f"{_median([f[1] for f in figures]):.2f} s, server cpu "
-                      f"{_median([f[2] for f in figures]):.2f} s")
+                      f"{_median([f[2] for f in figures]):.2f} s; start-up "
+                      f"{_median([f[3] for f in figures]):.2f} s, calls "
+                      f"{_median([f[4] for f in figures]):.2f} s, after the calls "
+                      f"{_median([f[5] for f in figures]):.2f} s")
+        if len(measured.get("decflow before", [])) > 0:
+            pairs = list(zip(measured["decflow test"], measured["decflow before"], strict=True))
+            print("decflow test / before, pair by pair: wall "
+                  + ", ".join(f"{a[0] / b[0]:.3f}" for a, b in pairs)
+                  + "; client cpu " + ", ".join(f"{a[1] / b[1]:.3f}" for a, b in pairs))
         if args.profile:
             _profiled_run(url, args.requests, args.concurrency, args.profile, None)
             print(f"CPU profile of one decflow test run: {args.profile}")

@@ -86,6 +86,12 @@ def _finite(text: str) -> float:
     return value
 
 
+# One decoder for every text: `json.loads` with hooks builds a new decoder and scanner per
+# call, which cost more than parsing a short text (a backend answer, a dataset line).
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant,
+                            parse_float=_finite)
+
+
 def values_over(text: str | bytes | bytearray, limit: int) -> int:
     """How many values a JSON text may hold when that can pass `limit`, else 0. Counted
     without parsing (commas, brackets and braces, those inside strings too, bound the
@@ -106,9 +112,9 @@ def loads(text: str, *, max_depth: int = MAX_DEPTH, max_values: int | None = Non
     if max_values is not None and (found := values_over(text, max_values)):
         raise JsonProblem(f"up to {found:,} values; at most {max_values:,} are read", 1, 1)
     try:
-        value = json.loads(
-            text, object_pairs_hook=_unique, parse_constant=_constant, parse_float=_finite
-        )
+        if text.startswith("\ufeff"):  # as `json.loads` refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         path = _Walk(text, max_depth).path_at(exc.pos)
         raise JsonProblem(exc.msg, exc.lineno, exc.colno, path) from None

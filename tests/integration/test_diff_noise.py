@@ -60,9 +60,16 @@ def diff(*args: str) -> dict[str, Any]:
 
 
 def interrupt_after(calls: int) -> Callable[[str, int | None], Callable[[int, int | None], None]]:
+    """One Ctrl-C, as a person presses it, once `calls` results are in. Raising on every
+    later result would be a second and third Ctrl-C during the cleanup, which stops the
+    cleanup itself and leaves the loop's calls unfinished."""
+    pressed = False
+
     def factory(_name: str, _total: int | None) -> Callable[[int, int | None], None]:
         def update(done: int, _total: int | None) -> None:
-            if done >= calls:
+            nonlocal pressed
+            if done >= calls and not pressed:
+                pressed = True
                 raise KeyboardInterrupt
         return update
     return factory

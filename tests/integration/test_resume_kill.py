@@ -25,7 +25,9 @@ from tests.support.servers.counting import CountingService, counting_service, wr
 
 pytestmark = pytest.mark.slow
 
-CASES = 600  # more than one 256-row result chunk
+# killed before its first result chunk (2,048 rows where a journal keeps each result):
+# the journal alone holds the answers the resumed run must not send again
+CASES = 600
 MAX_CONCURRENCY = 4
 KILL_AFTER = 420  # requests received by the service
 

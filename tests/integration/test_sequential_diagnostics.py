@@ -36,10 +36,16 @@ def url() -> Iterator[str]:
         yield server.url("/decide")
 
 
+ROUNDING_SEED = 32
+
+
 def run(contract: Path, store: Path, run_id: str, sequential: dict[str, Any] | None = None,
         mode: str = "all") -> dict[str, Any]:
+    # One rounding seed for every run, as one order seed: the full run's status a
+    # sequential run promises is the one under its own seed.
     spec = RunSpec(contract_path=str(contract), store_url=str(store), run_id=run_id,
-                   mode=mode, sequential=sequential, healthcheck=False)  # type: ignore[arg-type]
+                   mode=mode, sequential=sequential, healthcheck=False,  # type: ignore[arg-type]
+                   rounding_seed=ROUNDING_SEED)
     return run_contract(spec, Store(str(store)))
 
 

@@ -5,8 +5,10 @@ the limit, bound α + the one-sided binomial 99 % tolerance:
 
 - stability (the strong promise, `SuiteRate`): a fixed suite in random orders; the
   sequential status differs from the full run's (`rate_test` over the whole suite) in at most
-  α. A 70-of-2,000 all-or-nothing suite (full run: deterministic, Bentkus [0.0272, 0.0442])
-  gets the full run's status in ≥ 95 % of 200 orders.
+  α — with the shares randomly rounded (new runs: the rounded count's critical counts) and
+  with Bentkus's critical sums (runs recorded without a rounding seed). A 70-of-2,000
+  all-or-nothing suite (full run: deterministic, Clopper–Pearson [0.0285, 0.0425]) gets the
+  full run's status in ≥ 95 % of 200 orders.
 - persona axes (the weaker promise, `PersonaAxis` about the model): cases drawn from the
   model; the verdict is wrong about the model's excess (FAIL with the excess at or below the
   limit, PASS at or above it) in at most α — while it differs from the full run's status far
@@ -23,8 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import cache
 
 import numpy as np
+import pytest
 
 from decflow.metrics.case_rates import rate_test
 from decflow.metrics.differences import difference_test
@@ -75,9 +79,10 @@ def stability_suite(ones: int, spread: bool, rng: np.random.Generator) -> np.nda
     return shares[rng.permutation(N)]
 
 
-def grey_counts(side: str) -> list[int]:
+def grey_counts(side: str, rounded: bool) -> list[int]:
     """Five flip counts between ε·N and where the full test decides (exclusive)."""
-    thresholds = stability_gate(EPSILON, N, np.zeros(N), np.ones(N), PAIRS).thresholds
+    thresholds = stability_gate(EPSILON, N, np.zeros(N), np.ones(N), PAIRS,
+                                rounded=rounded).thresholds
     edge = thresholds.fail_above if side == "above" else thresholds.pass_below
     start = EPSILON * N
     counts = [round(start + (edge - start) * k / 6) for k in range(1, 6)]
@@ -85,28 +90,52 @@ def grey_counts(side: str) -> list[int]:
     return counts
 
 
-def stability_disagreement(side: str, spread: bool, seed: int) -> dict[int, float]:
+@cache
+def _rounded_verdict(count: int) -> str:
+    ones = np.zeros(N)
+    ones[:count] = 1.0
+    return VERDICT[rate_test(ones, PAIRS, EPSILON, uniforms=np.full(N, 0.5)).verdict()]
+
+
+def full_of(rounded: np.ndarray) -> str:
+    """The full run's status on rounded shares: `rate_test`'s, a function of their count
+    (checked in tests/unit/test_rounded_shares.py)."""
+    return _rounded_verdict(int(rounded.sum()))
+
+
+def stability_disagreement(side: str, spread: bool, seed: int,
+                           rounded: bool) -> dict[int, float]:
+    """How often the sequential status differs from the full run's; `rounded`: the shares
+    rounded with uniforms drawn per suite (the full run's status then depends on them, and
+    the sequential run sees the rounded values, as both do with one run's seed)."""
     rng = np.random.default_rng(seed)
     wrong = {batch: 0 for batch in BATCHES}
     runs = 0
-    for ones in grey_counts(side):
+    for ones in grey_counts(side, rounded):
         # Every order of one suite has the same full-run verdict: the grey zone's.
-        full = VERDICT[rate_test(stability_suite(ones, spread, rng), PAIRS, EPSILON).verdict()]
-        assert full == "not_established"
+        full = VERDICT[rate_test(stability_suite(ones, spread, rng), PAIRS, EPSILON,
+                                 uniforms=np.full(N, 0.5) if rounded else None).verdict()]
+        assert full == "not_established" or (rounded and spread)
         for _ in range(RUNS):
             shares = stability_suite(ones, spread, rng)
-            gate = stability_gate(EPSILON, N, shares, np.ones(N), PAIRS)
+            values = shares
+            if rounded:
+                draws = rng.random(N)
+                values = (draws < shares).astype(float)
+                full = full_of(values)
+            gate = stability_gate(EPSILON, N, values, np.ones(N), PAIRS, rounded=rounded)
             for batch, decision in decisions(gate, N).items():
                 wrong[batch] += decision not in (full, "None")
             runs += 1
     return {batch: count / runs for batch, count in wrong.items()}
 
 
-def test_stability_keeps_the_full_runs_status_in_the_grey_zone() -> None:
+@pytest.mark.parametrize("rounded", [True, False])
+def test_stability_keeps_the_full_runs_status_in_the_grey_zone(rounded: bool) -> None:
     bound = tolerance(5 * RUNS)
     for side, seed in (("above", 1), ("below", 2)):
         for spread in (False, True):
-            rates = stability_disagreement(side, spread, seed + 10 * spread)
+            rates = stability_disagreement(side, spread, seed + 10 * spread, rounded)
             assert max(rates.values()) <= bound, (side, spread, rates)
 
 
@@ -114,13 +143,14 @@ def test_seventy_of_two_thousand_all_or_nothing_gets_the_full_runs_status() -> N
     n, orders = 2000, 200
     shares = np.zeros(n)
     shares[:70] = 1.0
-    full = rate_test(shares, PAIRS, EPSILON)
+    full = rate_test(shares, PAIRS, EPSILON, uniforms=np.full(n, 0.5))
     assert VERDICT[full.verdict()] == "pass"
-    assert full.high is not None and round(full.high, 4) == 0.0442
+    assert full.high is not None and round(full.high, 4) == 0.0425
     rng = np.random.default_rng(70)
     same = {batch: 0 for batch in BATCHES}
     for _ in range(orders):
-        gate = stability_gate(EPSILON, n, shares[rng.permutation(n)], np.ones(n), PAIRS)
+        gate = stability_gate(EPSILON, n, shares[rng.permutation(n)], np.ones(n), PAIRS,
+                              rounded=True)
         for batch, decision in decisions(gate, n).items():
             same[batch] += decision in ("pass", "None")
     assert min(same.values()) >= 0.95 * orders, same
@@ -177,10 +207,13 @@ def test_the_persona_grey_zone_is_where_the_full_test_does_not_decide() -> None:
 
 def measure() -> dict[str, object]:
     out: dict[str, object] = {}
-    for side, seed in (("above", 1), ("below", 2)):
-        for spread in (False, True):
-            out[f"stability {side}, {'spread' if spread else 'all or nothing'}: differs"] = (
-                stability_disagreement(side, spread, seed + 10 * spread))
+    for rounded in (True, False):
+        for side, seed in (("above", 1), ("below", 2)):
+            for spread in (False, True):
+                shape = "spread" if spread else "all or nothing"
+                test = "rounded" if rounded else "Bentkus"
+                out[f"stability ({test}) {side}, {shape}: differs"] = (
+                    stability_disagreement(side, spread, seed + 10 * spread, rounded))
     for side, seed in (("above", 3), ("below", 4)):
         wrong, differs = persona_rates(side, seed)
         out[f"persona {side}: wrong about the model"] = wrong
@@ -189,7 +222,9 @@ def measure() -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    counts: Callable[[str], list[int]] = grey_counts
-    print("stability grey counts (of 600):", counts("below"), counts("above"))
+    counts: Callable[[str, bool], list[int]] = grey_counts
+    for rounded in (True, False):
+        print(f"stability grey counts (of 600, rounded {rounded}):", counts("below", rounded),
+              counts("above", rounded))
     for name, got in measure().items():
         print(f"{name}: {got}")

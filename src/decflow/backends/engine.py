@@ -51,6 +51,13 @@ RESULTS_SCHEMA = pl.Schema({
 })
 
 MAX_ERROR_MESSAGE = 1000
+# Result rows per chunk file: what a process killed between two chunks loses where no
+# journal keeps each result (object stores); with a journal, chunks only bound the
+# rows held in memory, and fewer, larger files cost less to write and to read back.
+CHUNK_ROWS = 256
+JOURNALLED_CHUNK_ROWS = 2048
+# Where a result row (`RemoteCaller._one`'s tuple, a journal line) holds its error kind.
+RESULT_ERROR_KIND = 3
 MAX_ANSWER_FIELD_BYTES = 64 << 10  # the model, its version, the metadata's JSON text
 MAX_LISTED_LABELS = 10
 
@@ -108,9 +115,9 @@ def check_probabilities(
     """Validate an answer keyed by shown labels; return values in shown order."""
     if not isinstance(answer, Mapping):
         raise InvalidResponse("probabilities must be an object keyed by label")
-    missing = [label for label in shown if label not in answer]
-    unknown = sorted(str(key) for key in answer if key not in shown)
-    if missing or unknown:
+    if answer.keys() != set(shown):  # (one set comparison for the common answer)
+        missing = [label for label in shown if label not in answer]
+        unknown = sorted(str(key) for key in answer if key not in shown)
         parts = []
         if missing:
             parts.append(f"missing labels {_labels(missing)}")
@@ -120,6 +127,9 @@ def check_probabilities(
     values = []
     for label in shown:
         value = answer[label]
+        if type(value) is float and 0 <= value < math.inf:  # the common answer, checked fast
+            values.append(value)
+            continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InvalidResponse(f"probability of {quote(label)} is not a number")
         try:
@@ -162,7 +172,8 @@ def _rows_from_matrix(
 
     def column(values: Any, dtype: Any) -> pl.Series:
         if values is None or isinstance(values, str | float | int):
-            return pl.repeat(values, n, dtype=dtype, eager=True)
+            # a list, not `pl.repeat`: a query per column costs more than a chunk's rows
+            return pl.Series([values] * n, dtype=dtype)
         return pl.Series(values, dtype=dtype)
 
     frame = pl.DataFrame(
@@ -182,7 +193,7 @@ def _rows_from_matrix(
     )
     typed = [pl.col(name).cast(dtype) for name, dtype in RESULTS_SCHEMA.items()]
     if not errored.any():
-        return frame.select(typed)
+        return frame if frame.schema == RESULTS_SCHEMA else frame.select(typed)
     nulled = ["probabilities", "selected", "confidence", "latency_ms", "model", "model_version",
               "metadata_json"]
     ok = pl.Series("ok", errored).not_()
@@ -261,13 +272,21 @@ class RemoteCaller:
         self.decision = decision
         self.tolerance = tolerance
         self.max_concurrency = max_concurrency
+        self._specs: dict[tuple[str, ...], DecisionSpec] = {}  # one per label presentation
+
+    def _spec(self, shown: list[str]) -> DecisionSpec:
+        key = tuple(shown)
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = DecisionSpec(
+                self.decision.name, self.decision.type, key, self.decision.description
+            )
+        return spec
 
     async def _one(
         self, request_id: str, value: str | dict[str, Any], shown: list[str], order: list[int]
     ) -> tuple[Any, ...]:
-        spec = DecisionSpec(
-            self.decision.name, self.decision.type, tuple(shown), self.decision.description
-        )
+        spec = self._spec(shown)
         started = time.perf_counter()
         try:
             prediction: Prediction = await self.backend.predict(
@@ -306,7 +325,7 @@ class RemoteCaller:
         requests: pl.DataFrame,
         labels: Sequence[str],
         on_chunk: Callable[[pl.DataFrame], None],
-        chunk_size: int = 256,
+        chunk_size: int = CHUNK_ROWS,
         on_result: Callable[[tuple[Any, ...]], None] | None = None,
     ) -> None:
         """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`

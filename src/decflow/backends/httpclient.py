@@ -62,6 +62,8 @@ from decflow.version import __version__
 
 USER_AGENT = f"decflow/{__version__}"
 UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+# request bodies; built once (`json.dumps` with options builds an encoder per call)
+_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 
@@ -176,7 +178,7 @@ class HttpCaller:
 
     async def post_json(self, url: str, payload: Any) -> HttpResponse:
         self._check_origin(url)
-        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        body = _BODY.encode(payload).encode()
         headers = {**self.headers(), "Content-Type": "application/json"}
         return await self._send("POST", url, headers, body)
 

@@ -22,12 +22,12 @@ def _plain(name: str, total: int | None) -> Progress:
     state = {"last": started, "started": started}
 
     def update(done: int, total_now: int | None) -> None:
-        from decflow.views.progress_text import progress_line
-
         now = time.monotonic()
         finished = total_now is not None and done >= total_now
         if not finished and now - state["last"] < LOG_EVERY_S:
-            return
+            return  # called per result: nothing else before this
+        from decflow.views.progress_text import progress_line
+
         state["last"] = now
         print(progress_line(done, total_now, now - state["started"], name), file=sys.stderr,
               flush=True)

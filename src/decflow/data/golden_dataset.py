@@ -51,9 +51,14 @@ CASES_SCHEMA = pl.Schema({
     "position": pl.Int64,
 })
 ROW_FIELDS = ("id", "input", "expected", "metadata")
+_ROW_FIELD_SET = frozenset(ROW_FIELDS)
 # characters of a column name an error shows: enough to recognise a typo, too few to
 # carry a secret out of a file that was never a dataset
 COLUMN_EXCERPT = 10
+# built once: `json.dumps` with options builds an encoder per call (one per dataset row)
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_COMPACT_FINITE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                   allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -74,9 +79,7 @@ class GoldenDataset:
 def compact_json(value: Any, *, allow_nan: bool = True) -> str:
     """The canonical compact form of an object input (keys sorted, non-ASCII kept);
     `allow_nan=False` raises ValueError on NaN/Infinity (and TypeError on non-JSON types)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan
-    )
+    return (_COMPACT if allow_nan else _COMPACT_FINITE).encode(value)
 
 
 class _RowChecker:
@@ -104,7 +107,7 @@ class _RowChecker:
     def add(self, row: Any, where: int) -> None:
         if not isinstance(row, dict):
             raise self.fail(where, "each case must be a JSON object")
-        unknown = sorted(set(row) - set(ROW_FIELDS))
+        unknown = sorted(row.keys() - _ROW_FIELD_SET)
         if unknown:
             raise self.fail(
                 where,
@@ -124,7 +127,9 @@ class _RowChecker:
         self.columns["input_json"].append(self._text(where, "input", obj))
         self.columns["expected"].append(self._text(where, "expected", expected))
         self.columns["metadata_json"].append(
-            self._text(where, "metadata", self._json(metadata, where, "metadata")))
+            # most cases carry none: "{}" is its compact JSON, no encoding needed
+            self._text(where, "metadata", self._json(metadata, where, "metadata"))
+            if metadata else "{}")
         self.columns["position"].append(position)
 
     def _text(self, where: int, field: str, value: str | None) -> str | None:

@@ -24,8 +24,9 @@ clustered, skewed, or with a placebo that is not exchangeable with the cross swa
   excess this run detects with 80 % power.
 
 Without a placebo (``placebo: false`` or explicit ``persona_pairs``) the raw cross flip
-share is tested instead (exact binomial with one pair per case, Bentkus's bound on the
-shares otherwise: ``decflow.metrics.case_rates``); it is *unattributed*: it
+share is tested instead (exact binomial with one pair per case, the exact binomial test
+on the randomly rounded shares otherwise: ``decflow.metrics.case_rates``); it is
+*unattributed*: it
 can fail, never be fair. Shown beside the verdict: the direction of decisive flips (one arm
 favourable, the other not) by an exact sign test over cases, Holm-adjusted across axes; a
 direction is only stated when its adjusted p is below α. (The McNemar test of matched pairs
@@ -52,6 +53,7 @@ from decflow.metrics.case_rates import case_shares, rate_test
 from decflow.metrics.compare import compare
 from decflow.metrics.differences import difference_cases_needed, difference_test
 from decflow.metrics.evidence import ALPHA, Evidence, MeanTest
+from decflow.metrics.rounded_shares import ROUNDED, ROUNDED_NOTE, uniforms
 from decflow.metrics.stats import holm, sign_test
 
 FAIR = "fair-qualified"
@@ -181,7 +183,7 @@ def axis_evidence(axis: Mapping[str, Any]) -> str:
         return "no evidence: " + (axis.get("note") or "no case was counted")
     if axis.get("attribution") == UNATTRIBUTED:
         what = "cross flip share (unattributed: no placebo)"
-        placebo = "no placebo"
+        placebo = "no placebo" + (f"; {ROUNDED_NOTE}" if axis.get("method") == ROUNDED else "")
     else:
         what = "excess over placebo"
         placebo = f"placebo {axis.get('placebo_flips')}/{axis.get('placebo_pairs')} flipped"
@@ -387,13 +389,15 @@ def _direction(cross: pl.DataFrame, favourable: set[str]) -> Direction | None:
 
 
 def _axis_test(rows: pl.DataFrame, d: np.ndarray, limit: float, attributed: bool, *,
-               alpha: float = ALPHA) -> MeanTest:
-    """The mean case excess ``d`` (or, unattributed, the raw cross share) against the limit."""
+               alpha: float = ALPHA, draws: np.ndarray | None = None) -> MeanTest:
+    """The mean case excess ``d`` (or, unattributed, the raw cross share, rounded with
+    ``draws`` when the run has a rounding seed) against the limit."""
     if attributed:
         return difference_test(d, limit, alpha=alpha)
     counted = rows.filter((pl.col("kind") == "cross") & pl.col("class").is_in(COUNTED))
     per_case = np.unique(counted["case_id"].to_numpy(), return_counts=True)[1]
-    return rate_test(d, int(per_case.max()) if per_case.size else 0, limit, alpha=alpha)
+    return rate_test(d, int(per_case.max()) if per_case.size else 0, limit, alpha=alpha,
+                     uniforms=draws)
 
 
 def _axis_result(
@@ -406,6 +410,7 @@ def _axis_result(
     blind: bool,
     attributed: bool,
     reason: str | None,
+    draws: np.ndarray | None,
 ) -> AxisResult:
     cross = rows.filter(pl.col("kind") == "cross")
     placebo = rows.filter(pl.col("kind") == "placebo")
@@ -416,7 +421,7 @@ def _axis_result(
     placebo_counted = placebo.filter(pl.col("class").is_in(COUNTED))
     flips = count["flip"]
     placebo_flips = int(placebo_counted["flipped"].sum())
-    test = _axis_test(rows, d, max_flip_rate, attributed)
+    test = _axis_test(rows, d, max_flip_rate, attributed, draws=draws)
     sent = rows.filter(pl.col("class") != "skipped").height
     errored = rows.filter(pl.col("class") == "incomplete").height
     if exercised == 0:
@@ -521,13 +526,16 @@ def analyse_counterfactual(
     max_tv_distance: float | None = None,
     blind: bool = False,
     attributed: bool | None = None,
+    rounding_seed: int | None = None,
 ) -> CounterfactualResult:
     """Per-axis results for ``axes`` (default: the axes in the table, first-seen order).
 
     ``not_exercised`` carries the pair builder's reasons for axes that got no pairs;
     ``tau_rerun`` is the rerun TV noise floor (the meter's ``tv_p95``; None when unmeasured);
     ``blind`` is the blindness detector's verdict on the base-persona decisions;
-    ``attributed`` says whether placebo partners were built (default: the table has some).
+    ``attributed`` says whether placebo partners were built (default: the table has some);
+    ``rounding_seed`` rounds an unattributed axis's shares (`metrics.rounded_shares`; None:
+    Bentkus's bound, as runs recorded without one were judged).
     """
     flip_floor = max(tau_rerun or 0.0, max_tv_distance or 0.0)
     table = classify_pairs(pairs, labels, flip_floor=flip_floor)
@@ -539,6 +547,9 @@ def analyse_counterfactual(
     cases_of = {axis: case_differences(rows, attributed=attributed)
                 for axis, rows in rows_of.items()}
     d_of = {axis: cases["d"].to_numpy() for axis, cases in cases_of.items()}
+    draws_of = {axis: None if attributed or rounding_seed is None else uniforms(
+        rounding_seed, f"counterfactual.{axis}", cases["case_id"].cast(pl.String).to_list())
+        for axis, cases in cases_of.items()}
     results = {
         axis: _axis_result(
             axis,
@@ -549,13 +560,14 @@ def analyse_counterfactual(
             blind=blind,
             attributed=attributed,
             reason=(not_exercised or {}).get(axis),
+            draws=draws_of[axis],
         )
         for axis in names
     }
     results = _decide(
         _with_direction_holm(results), d_of, max_flip_rate,
         lambda axis, alpha: _axis_test(rows_of[axis], d_of[axis], max_flip_rate, attributed,
-                                       alpha=alpha))
+                                       alpha=alpha, draws=draws_of[axis]))
     return CounterfactualResult(
         axes=results,
         pairs=table,

@@ -11,10 +11,12 @@ The case is the sampling unit: the reruns of one case share its text and flip to
 case near the decision boundary flips often, a clear one never), so pooling pairs as if
 independent overstates the evidence. Each complete case contributes its share of flipped
 pairs; the flip rate is their mean, and its one-sided 95 % bounds come from
-``decflow.metrics.case_rates`` (exact binomial with one pair per case, Bentkus's bound on
-the shares otherwise), valid at every number of cases however the flips cluster. ``stochastic`` when
-the lower bound is above ε, ``deterministic`` when the upper bound is below, otherwise
-``undecided`` (the gate is then *not established*, with the cases that would decide it).
+``decflow.metrics.case_rates`` (exact binomial with one pair per case; otherwise exact
+binomial on the shares randomly rounded with the run's `rounding_seed`, or Bentkus's bound
+for a run recorded without one), valid at every number of cases however the flips cluster.
+``stochastic`` when the lower bound is above ε, ``deterministic`` when the upper bound is
+below, otherwise ``undecided`` (the gate is then *not established*, with the cases that
+would decide it).
 
 Input table (one row per rerun; the pipeline's results joined to their rerun index):
 
@@ -40,6 +42,10 @@ from decflow.gates.checks import Check, Level, evidence_check, make_check
 from decflow.metrics.case_rates import rate_test, shares_by_case
 from decflow.metrics.compare import compare
 from decflow.metrics.evidence import Evidence
+from decflow.metrics.rounded_shares import ROUNDED, ROUNDED_NOTE, uniforms
+
+ROUNDED_AS = "stability"
+"""The gate name keying the meter's rounding uniforms (`rounded_shares.uniforms`)."""
 
 Verdict = Literal["stochastic", "deterministic", "undecided"]
 
@@ -170,9 +176,11 @@ def rerun_pairs(reruns: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(pl.col("tv").fill_nan(None))
 
 
-def measure_stability(reruns: pl.DataFrame, *, epsilon: float = 0.05) -> StabilityResult:
+def measure_stability(reruns: pl.DataFrame, *, epsilon: float = 0.05,
+                      rounding_seed: int | None = None) -> StabilityResult:
     """Per complete case, the share of its disjoint rerun pairs that flipped; the verdict
-    from the case-level bounds on their mean against ε."""
+    from the case-level bounds on their mean against ε (shares rounded with the uniforms
+    of `rounding_seed`; None: Bentkus's bound, as runs recorded without one were judged)."""
     if not 0.0 < epsilon < 1.0:
         raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
     paired = _paired(reruns)
@@ -200,7 +208,10 @@ def measure_stability(reruns: pl.DataFrame, *, epsilon: float = 0.05) -> Stabili
         cases_with_flip = 0
 
     shares, most_pairs = shares_by_case(codes[left], flipped)
-    test = rate_test(shares, most_pairs, epsilon)
+    # The case id of each share (shares_by_case keeps code order) keys its uniform.
+    draws = None if rounding_seed is None else uniforms(
+        rounding_seed, ROUNDED_AS, paired.case_ids[positions == 0][np.unique(codes[left])])
+    test = rate_test(shares, most_pairs, epsilon, uniforms=draws)
     repeats = int(counts.max()) if counts.size else 0
     partial = StabilityResult(
         repeats=repeats,
@@ -290,6 +301,8 @@ def stability_check(result: StabilityResult, level: Level) -> Check:
     ]
     if result.n_incomplete:
         notes.append(f"{result.n_incomplete} case(s) left out because a rerun errored")
+    if result.method == ROUNDED:
+        notes.append(ROUNDED_NOTE)
     return evidence_check(
         "stability.verdict",
         level,

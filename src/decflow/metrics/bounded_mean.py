@@ -90,12 +90,13 @@ def binomial_test(count: int, n: int, limit: float, *, alpha: float = ALPHA) -> 
         high=clopper_pearson_high(count, n, alpha),
         p_above=upper_tail(count, n, limit),
         p_below=lower_tail(count, n, limit),
-        cases_needed=_binomial_cases_needed(rate, limit, alpha),
+        cases_needed=binomial_cases_needed(rate, limit, alpha),
         detectable=_binomial_detectable(n, limit, above=rate >= limit, alpha=alpha),
     )
 
 
-def _binomial_cases_needed(rate: float, limit: float, alpha: float) -> int | None:
+def binomial_cases_needed(rate: float, limit: float, alpha: float) -> int | None:
+    """Cases at which a 0/1 count at ``rate`` would decide the exact test on its side."""
     if rate == limit:
         return None
     if rate > limit:
@@ -129,16 +130,23 @@ def power_distance(n: int, limit: float, critical: int, *, above: bool) -> float
 # --- Bentkus: shares in [0, 1] that may cluster all or nothing ------------------------------
 
 
-def bentkus_test(shares: Sequence[float] | npt.NDArray[np.float64], limit: float, *,
-                 alpha: float = ALPHA) -> MeanTest:
-    """Tests of the mean of per-case shares in [0, 1] against ``limit`` in (0, 1) by
-    Bentkus's bound (``decflow.metrics.bentkus``): the exact binomial test's worst case,
-    valid for any values in [0, 1]; the bounds are where its p-values cross α."""
+def check_shares(shares: Sequence[float] | npt.NDArray[np.float64],
+                 limit: float) -> npt.NDArray[np.float64]:
+    """The shares as an array, refused unless each lies in [0, 1] and the limit in (0, 1)."""
     if not 0.0 < limit < 1.0:
         raise ValueError(f"the limit must be in (0, 1), got {limit} (a limit of 0 is a count)")
     x = np.asarray(shares, dtype=np.float64)
     if x.size and (not np.isfinite(x).all() or x.min() < 0.0 or x.max() > 1.0):
         raise ValueError("per-case shares must lie in [0, 1]")
+    return x
+
+
+def bentkus_test(shares: Sequence[float] | npt.NDArray[np.float64], limit: float, *,
+                 alpha: float = ALPHA) -> MeanTest:
+    """Tests of the mean of per-case shares in [0, 1] against ``limit`` in (0, 1) by
+    Bentkus's bound (``decflow.metrics.bentkus``): the exact binomial test's worst case,
+    valid for any values in [0, 1]; the bounds are where its p-values cross α."""
+    x = check_shares(shares, limit)
     n = int(x.size)
     if n == 0:
         return MeanTest(BENTKUS, 0, limit, None, 0.0, 1.0, 1.0, 1.0, None, None)

@@ -10,9 +10,11 @@ critical count. The power of a discrete test is not monotone in n (it saw-tooths
 figure is the first n found by doubling and bisection at which it reaches 80 % — a
 planning figure, like every *cases needed*.
 
-Tests: the exact binomial (one observation per case), Bentkus's bound (shares), and the
-persona excess (differences in [−1, 1], no placebo flip: betting above the limit, at the
-level Holm's first step asks of it).
+Tests: the exact binomial (one observation per case), the exact binomial on randomly
+rounded shares (`metrics.rounded_shares`: on all-or-nothing shares the exact test but for
+its Markov step beside the mean), Bentkus's bound (shares of a run without a rounding
+seed: the call cache on), and the persona excess (differences in [−1, 1], no
+placebo flip: betting above the limit, at the level Holm's first step asks of it).
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ from typing import Literal
 
 import numpy as np
 
-from decflow.metrics import bentkus
+from decflow.metrics import bentkus, rounded_shares
 from decflow.metrics.binomial import upper_tail
 from decflow.metrics.bounded_mean import log_capital
 from decflow.metrics.differences import DIFFERENCE_RANGE
 from decflow.metrics.evidence import ALPHA, POWER
 from decflow.metrics.search import first_true
 
-Test = Literal["binomial", "bentkus", "difference"]
+Test = Literal["binomial", "rounded", "bentkus", "difference"]
 EFFECTS = (1, 2, 4)
 """The effects a plan shows, in units of the limit."""
 _MOST = 1_000_000
@@ -41,6 +43,8 @@ def failing_count(test: Test, n: int, limit: float, alpha: float) -> int | None:
     def shown(count: int) -> bool:
         if test == "binomial":
             return upper_tail(count, n, limit) < alpha
+        if test == "rounded":
+            return rounded_shares.p_above(count, n, limit) < alpha
         if test == "bentkus":
             return bentkus.p_above(count, n, limit) < alpha
         values = np.r_[np.ones(count), np.zeros(n - count)]

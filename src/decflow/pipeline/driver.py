@@ -127,6 +127,8 @@ class RunBook(Generic[S]):
                                                              source, start))
             self.identity = dict(identity or {})
             self.timings: dict[str, float] = {}
+            # one dict per manifest for every record (the record writer reuses its JSON)
+            self.stage_dicts: dict[str, tuple[Manifest, dict[str, Any]]] = {}
             self.computing: dict[str, str] | None = None  # the run-keyed stage under way
             # the verdict stage's manifest extra: status, exit code, headline, report path
             self.verdict: dict[str, Any] = {}
@@ -219,11 +221,17 @@ class RunBook(Generic[S]):
             "resume": self.resume,  # what `decflow runs` says of it once it stopped
             "parent": spec.parent,
             "computing": self.computing,
-            "stages": {name: m.to_dict() for name, m in self.manifests.items()},
+            "stages": {name: self._stage_dict(name, m) for name, m in self.manifests.items()},
             "timings_s": self.timings,
             **self.identity,
             **extra,
         })
+
+    def _stage_dict(self, name: str, manifest: Manifest) -> dict[str, Any]:
+        found = self.stage_dicts.get(name)
+        if found is None or found[0] is not manifest:
+            found = self.stage_dicts[name] = (manifest, manifest.to_dict())
+        return found[1]
 
     def run(self, stage: Stage[S], compute: Callable[[], Manifest] | None = None) -> Manifest:
         """Compute `stage` here (or with `compute`, e.g. as a Prefect task) unless the run

@@ -45,7 +45,12 @@ if TYPE_CHECKING:
     from decflow.contracts.properties import Counterfactual
     from decflow.contracts.sections import Stability
 
-def _stability(config: Stability, n_cases: int) -> dict[str, Any]:
+def _share_test(spec: RunSpec) -> Test:
+    """The test of shares the run will apply: rounded with its seed, else Bentkus's."""
+    return "rounded" if spec.rounding_seed is not None else "bentkus"
+
+
+def _stability(config: Stability, n_cases: int, shares: Test) -> dict[str, Any]:
     pairs = n_cases * (config.repeats // 2)
     needed = cases_for_deterministic(config.epsilon, config.repeats)
     return {
@@ -56,7 +61,7 @@ def _stability(config: Stability, n_cases: int) -> dict[str, Any]:
         "pairs": pairs,
         "cases_needed": needed,
         "can_decide": needed is not None and n_cases >= needed,
-        "power": power_curve("binomial" if config.repeats // 2 <= 1 else "bentkus",
+        "power": power_curve("binomial" if config.repeats // 2 <= 1 else shares,
                              config.epsilon),
         "advice": f"{pairs} rerun pairs over {n_cases} cases; a deterministic verdict at ε "
         f"{config.epsilon:g} needs {needed} quiet cases"
@@ -66,7 +71,7 @@ def _stability(config: Stability, n_cases: int) -> dict[str, Any]:
 
 
 def _counterfactual(
-    contract: Contract, config: Counterfactual, cases: pl.DataFrame
+    contract: Contract, config: Counterfactual, cases: pl.DataFrame, shares: Test
 ) -> dict[str, Any]:
     pairs = persona_pair_set(contract, config, cases)
     frame = pairs.frame()
@@ -90,7 +95,7 @@ def _counterfactual(
         })
     attributed = config.placebo and config.persona_pairs is None
     test: Test = ("difference" if attributed else
-                  "binomial" if config.num_pairs_per_dimension <= 1 else "bentkus")
+                  "binomial" if config.num_pairs_per_dimension <= 1 else shares)
     return {
         "name": "counterfactual",
         "calls": len(pairs.unique_arms()),
@@ -146,7 +151,7 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
     diagnostics: list[dict[str, Any]] = []
     stability = stability_config(spec, contract)
     if stability is not None:
-        diagnostics.append(_stability(stability, cases.height))
+        diagnostics.append(_stability(stability, cases.height, _share_test(spec)))
     if spec.run_mode.fills("diagnostics"):
         diagnostics.append({
             "name": "blindness",
@@ -155,7 +160,7 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
         })
     counterfactual = counterfactual_config(spec, contract)
     if counterfactual is not None:
-        diagnostics.append(_counterfactual(contract, counterfactual, cases))
+        diagnostics.append(_counterfactual(contract, counterfactual, cases, _share_test(spec)))
     property_calls = sum(p["calls"] for p in properties)
     diagnostic_calls = sum(d["calls"] for d in diagnostics)
     calls = cases.height + property_calls + diagnostic_calls
@@ -165,7 +170,8 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
         from decflow.pipeline.contract_run.sequential.plan import sequential_plan
 
         sequential = sequential_plan(planned_checks(contract, spec), cases.height, calls,
-                                     spec.sequential, len(contract.decision.labels))
+                                     spec.sequential, len(contract.decision.labels),
+                                     rounds_shares=spec.rounding_seed is not None)
     return {
         **({"sequential": sequential} if sequential is not None else {}),
         "mode": spec.mode,

@@ -6,6 +6,7 @@ tasks that wrap them) receive it plus upstream manifests, never DataFrames or cl
 
 from __future__ import annotations
 
+import secrets
 import shlex
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -48,6 +49,18 @@ class RunSpec:
     parent: str | None = None
     # the call cache's mode, fixed when the run starts (`contract_run.call_cache`)
     call_cache: str = "off"
+    # the uniforms that round per-case shares to 0/1 (`metrics.rounded_shares`): drawn per
+    # run (never by whoever writes the dataset) and recorded, so re-gating and --resume
+    # replay the verdicts; None (shares keep Bentkus's bound) for a run recorded before it
+    # and for a run with the call cache on (see __post_init__)
+    rounding_seed: int | None = field(default_factory=lambda: secrets.randbelow(2**63))
+
+    def __post_init__(self) -> None:
+        # An identical run with the call cache on is served the same answers: it must write
+        # the same report, and a fresh seed would re-draw a randomized verdict for free. Such
+        # runs keep Bentkus's deterministic bound (docs/statistics.md, "The cost").
+        if self.call_cache != "off" and self.rounding_seed is not None:
+            object.__setattr__(self, "rounding_seed", None)
 
     @property
     def run_mode(self) -> Mode:
@@ -73,6 +86,7 @@ class RunSpec:
         if values.get("properties") is not None:
             values["properties"] = tuple(values["properties"])
         values["allow_paths"] = tuple(values.get("allow_paths") or ())
+        values.setdefault("rounding_seed", None)
         return cls(**values)
 
 

@@ -27,6 +27,9 @@ class ProbeSettings:
     layer: str
     reuse_calls: bool
     relations: tuple[tuple[str, str], ...]  # (name, type), in the order they ran
+    # the meter's share rounding (`metrics.rounded_shares`), drawn per probe; None for a
+    # probe stored before it (Bentkus's bound)
+    rounding_seed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -37,6 +40,7 @@ class ProbeSettings:
     def from_dict(cls, data: dict[str, Any]) -> ProbeSettings:
         values = dict(data)
         values["relations"] = tuple((r["name"], r["type"]) for r in data["relations"])
+        values.setdefault("rounding_seed", None)
         return cls(**values)
 
 
@@ -82,7 +86,8 @@ def measure(frame: pl.DataFrame, settings: ProbeSettings, labels: list[str]) -> 
     probabilities = _probability_column(meter, labels) if settings.layer == "verdict" else None
     if probabilities is not None:
         reruns = reruns.with_columns(probabilities)
-    return measure_stability(reruns, epsilon=settings.epsilon)
+    return measure_stability(reruns, epsilon=settings.epsilon,
+                             rounding_seed=settings.rounding_seed)
 
 
 def blindness(frame: pl.DataFrame, settings: ProbeSettings) -> BlindnessResult:

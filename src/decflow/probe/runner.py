@@ -8,6 +8,7 @@ reads the same here; the interval then states how many pairs a certification wou
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -112,6 +113,7 @@ def probe(
         layer=layer,
         reuse_calls=reuse_calls,
         relations=tuple((r.name, r.type) for r in chosen),
+        rounding_seed=secrets.randbelow(2**63),
     )
     frame = collect(agent, values, chosen, repeats=repeats, reuse_calls=reuse_calls)
     failed = frame["text"].null_count()

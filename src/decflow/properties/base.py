@@ -128,7 +128,9 @@ def finish(
     return Generated(kept)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: built once per (property, case), hundreds of thousands of times a run, and a
+# frozen dataclass sets each field through object.__setattr__ (treat both as read-only).
+@dataclass(slots=True)
 class TextCase:
     """A case for a text property: its input and the text to edit (the input or its field)."""
 
@@ -161,7 +163,7 @@ class ParaphraseProvider(Protocol):
     def provenance(self) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Original:
     """One original case as a transformation sees it, with what it may draw on: the run's
     seed (through `stream`), the decision's labels, the text field of object inputs and

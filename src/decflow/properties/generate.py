@@ -8,7 +8,7 @@ transformed case from stored steps (pure; used by minimisation and replay).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
@@ -52,6 +52,34 @@ def relation_of(property_name: str) -> Relation:
     return transformation(property_name).relation
 
 
+def generator(
+    property_name: str,
+    config: PropertyConfig,
+    *,
+    seed: int,
+    labels: Sequence[str],
+    decision_type: str,
+    text_field: str | None,
+    paraphraser: ParaphraseProvider | None = None,
+) -> Callable[[str, Input], Generated]:
+    """`generate` of one property for many cases: `(case_id, input) -> Generated`, with
+    what every case shares (the transformation, its checks, the labels) resolved once."""
+    found = transformation(property_name).generate
+    if decision_type not in applies_to(property_name):
+        raise ValueError(f"{property_name} does not apply to {decision_type} decisions")
+    label_tuple = tuple(labels)
+
+    def generate_case(case_id: str, input: Input) -> Generated:
+        original = Original(property_name, case_id, input, label_tuple, text_field, seed,
+                            paraphraser)
+        try:
+            return found(config, original)
+        except TextNotAvailable as skip:
+            return Generated(skip_reason=str(skip))
+
+    return generate_case
+
+
 def generate(
     property_name: str,
     config: PropertyConfig,
@@ -65,15 +93,10 @@ def generate(
     paraphraser: ParaphraseProvider | None = None,
 ) -> Generated:
     """Transformed cases of one case for one property (or why the case is skipped)."""
-    found = transformation(property_name)
-    if decision_type not in applies_to(property_name):
-        raise ValueError(f"{property_name} does not apply to {decision_type} decisions")
-    original = Original(property_name, case_id, input, tuple(labels), text_field, seed,
-                        paraphraser)
-    try:
-        return found.generate(config, original)
-    except TextNotAvailable as skip:
-        return Generated(skip_reason=str(skip))
+    return generator(
+        property_name, config, seed=seed, labels=labels, decision_type=decision_type,
+        text_field=text_field, paraphraser=paraphraser,
+    )(case_id, input)
 
 
 def apply_steps(

@@ -75,13 +75,17 @@ def generate(
     starts = sentence_starts(text)
     boundaries = len(starts) + 1
     candidates = []
-    draw = stream.draw
+    draw_each = stream.draw_each
+    picks = [len(fragments)] * (1 if repeats is not None else insertions)
+    placed = [boundaries] * (repeats if repeats is not None else insertions)
     for _ in range(samples):
+        chosen = [fragments[i] for i in draw_each(picks)]
         if repeats is not None:
-            chosen = [fragments[draw(len(fragments))]] * repeats
-        else:
-            chosen = [fragments[draw(len(fragments))] for _ in range(insertions)]
-        steps = [{"at": draw(boundaries), "text": fragment} for fragment in chosen]
+            chosen *= repeats
+        steps = [
+            {"at": at, "text": fragment}
+            for at, fragment in zip(draw_each(placed), chosen, strict=True)
+        ]
         steps.sort(key=_at)
         candidates.append((steps, insert(text, steps, starts)))
     return case.finish(candidates)

@@ -22,28 +22,46 @@ _from_bytes = int.from_bytes
 class Stream:
     """Draw k = int(sha256(key ‖ k as 8-byte big-endian)[:16], big-endian) mod n."""
 
-    __slots__ = ("_base", "_counter")
+    __slots__ = ("_copy", "_counter")
 
     def __init__(self, seed: int, property_name: str, case_id: str) -> None:
         key = hashlib.sha256(f"{seed}\x1f{property_name}\x1f{case_id}".encode()).digest()
         # Hashing the 32-byte key once and copying the state saves a block per draw.
-        self._base = hashlib.sha256(key)
+        self._copy = hashlib.sha256(key).copy
         self._counter = 0
 
     def draw(self, n: int) -> int:
         """The next draw, an integer in [0, n)."""
         k = self._counter
         self._counter = k + 1
-        h = self._base.copy()
+        h = self._copy()
         h.update(_COUNTERS[k] if k < 256 else k.to_bytes(8, "big"))
         return _from_bytes(h.digest()[:16], "big") % n
+
+    def draw_each(self, sizes: Sequence[int]) -> list[int]:
+        """The next draws, one in [0, n) for each n of `sizes`: `[draw(n) for n in sizes]`
+        with less work per draw (a run makes ~3·10⁵ of them)."""
+        counter = self._counter
+        self._counter = counter + len(sizes)
+        copy = self._copy
+        found = []
+        for k, n in enumerate(sizes, counter):
+            h = copy()
+            h.update(_COUNTERS[k] if k < 256 else k.to_bytes(8, "big"))
+            found.append(_from_bytes(h.digest()[:16], "big") % n)
+        return found
 
     def sample(self, items: Sequence[T], k: int) -> list[T]:
         """k items without replacement: a partial Fisher–Yates shuffle of a copy."""
         pool = list(items)
         size = len(pool)
-        draw = self.draw
+        counter = self._counter
+        self._counter = counter + k
+        copy = self._copy
         for i in range(k):
-            j = i + draw(size - i)
+            c = counter + i
+            h = copy()
+            h.update(_COUNTERS[c] if c < 256 else c.to_bytes(8, "big"))
+            j = i + _from_bytes(h.digest()[:16], "big") % (size - i)
             pool[i], pool[j] = pool[j], pool[i]
         return pool[:k]

@@ -19,6 +19,7 @@ from decflow.gates.checks import Check, make_check
 from decflow.metrics.case_rates import rate_test, shares_by_case
 from decflow.metrics.compare import Comparison, Judgement, Limits, level_decrease
 from decflow.metrics.evidence import UNDERPOWERED, Evidence, count_evidence
+from decflow.metrics.rounded_shares import ROUNDED, ROUNDED_NOTE, uniforms
 
 NOT_TRANSFORMED = "no case could be transformed"
 NOT_RUN = "the property was not run"
@@ -136,6 +137,8 @@ def rate_evidence(
     case_ids: Sequence[str] | np.ndarray,
     violated: np.ndarray,
     flipped: np.ndarray,
+    *,
+    rounding_seed: int | None = None,
 ) -> list[dict[str, Any]]:
     """What each gated rate of one property rests on, beside DecGuard's unchanged checks.
 
@@ -143,8 +146,9 @@ def rate_evidence(
     case is the sampling unit: option_order, label_format and monotonic give several
     variants of one case, and the variants of a case fail together, so each case contributes
     its share of violating variants and the bounds are on the mean of those shares
-    (``decflow.metrics.case_rates``: exact binomial with one variant per case, Bentkus's
-    bound otherwise). The verdict itself stays DecGuard's (rate against limit); the
+    (``decflow.metrics.case_rates``: exact binomial with one variant per case, otherwise on
+    the shares randomly rounded with the uniforms of ``rounding_seed``, or Bentkus's bound
+    for a run recorded without one). The verdict itself stays DecGuard's (rate against limit); the
     evidence says how far it can be trusted: with a limit above 0, a pass the evidence does
     not establish is *underpowered*, with the cases that would establish it at the observed
     rate; with limit 0 the gate is a count, and "0 of n cases" shows its exact upper bound.
@@ -157,7 +161,7 @@ def rate_evidence(
         gated.append(("max_violation_rate", violated, getattr(config, "max_violation_rate", 0.0)))
     if limits.max_flip_rate is not None:
         gated.append(("max_flip_rate", flipped, limits.max_flip_rate))
-    _, codes = np.unique(np.asarray(case_ids, dtype=object).astype(str), return_inverse=True)
+    ids, codes = np.unique(np.asarray(case_ids, dtype=object).astype(str), return_inverse=True)
     out = []
     for gate, hits, limit in gated:
         hits = np.asarray(hits, dtype=bool)
@@ -170,7 +174,9 @@ def rate_evidence(
             statement = f"{count} of {variants} variants over {cases} cases" + (
                 f", upper bound {evidence.high:.3f}" if not count else "")
         else:
-            test = rate_test(shares, most, limit)
+            draws = None if rounding_seed is None else uniforms(
+                rounding_seed, f"{property_name}.{gate}", ids.tolist())
+            test = rate_test(shares, most, limit, uniforms=draws)
             underpowered = passed and test.verdict() != "holds"
             evidence = test.evidence(notes=(UNDERPOWERED,) if underpowered else ())
             statement = _rate_statement(evidence, count, variants, limit, underpowered)
@@ -195,7 +201,8 @@ def _rate_statement(
     evidence: Evidence, count: int, variants: int, limit: float, underpowered: bool
 ) -> str:
     counts = f"{count} of {variants} variants over {evidence.n} cases"
-    interval = f"[{evidence.low:.3f}, {evidence.high:.3f}] (95% per side, case as unit)"
+    rounded = f", {ROUNDED_NOTE}" if evidence.method == ROUNDED else ""
+    interval = f"[{evidence.low:.3f}, {evidence.high:.3f}] (95% per side, case as unit{rounded})"
     if not underpowered:
         return f"{counts}, {interval}"
     more = (

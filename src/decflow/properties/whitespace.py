@@ -75,28 +75,26 @@ def _choices(run: str) -> tuple[str, ...]:
 
 def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
     text = case.text
-    matches = list(_RUN.finditer(text))
-    spans = [m.span() for m in matches]
-    runs = [m.group() for m in matches]
+    spans = []
+    runs = []
+    for match in _RUN.finditer(text):
+        spans.append(match.span())
+        runs.append(match.group())
     # Target t: 0 = start, 1..len(runs) = run t-1, last = end; so t orders the steps.
     last = len(runs) + 1
     targets = range(last + 1)
     edits = min(config.edits, last + 1)
-    draw = stream.draw
+    # The replacements of each target (its current whitespace excluded for a run).
+    options = [START_CHOICES, *map(_choices, runs), END_CHOICES]
+    at_of: list[int | str] = ["start", *range(len(runs)), "end"]
     candidates = []
     for _ in range(config.samples):
-        picked: list[tuple[int, Step]] = []
-        for t in stream.sample(targets, edits):
-            if t == 0:
-                at: int | str = "start"
-                choices: Sequence[str] = START_CHOICES
-            elif t == last:
-                at, choices = "end", END_CHOICES
-            else:
-                at, choices = t - 1, _choices(runs[t - 1])
-            picked.append((t, {"at": at, "ws": choices[draw(len(choices))]}))
-        picked.sort(key=_first)
-        steps = [step for _t, step in picked]
+        picked = stream.sample(targets, edits)
+        drawn = stream.draw_each([len(options[t]) for t in picked])
+        steps = [
+            {"at": at_of[t], "ws": options[t][d]}
+            for t, d in sorted(zip(picked, drawn, strict=True), key=_first)
+        ]
         candidates.append((steps, _render(text, spans, steps)))
     return case.finish(candidates)
 

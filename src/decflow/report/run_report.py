@@ -327,6 +327,9 @@ class RunReport(RunView):
     sequential: Sequential | None = Field(default=None, exclude_if=lambda v: v is None)
     # decflow/4, only a run with the call cache on: requests sent, answers served
     call_cache: CallCacheUse | None = Field(default=None, exclude_if=lambda v: v is None)
+    # decflow/4, a run with properties or diagnostics: the seed of the uniforms that round
+    # per-case shares to 0/1 (`metrics.rounded_shares`); absent: Bentkus's bound judged them
+    rounding_seed: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @classmethod
     def per_case(cls) -> tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...]:

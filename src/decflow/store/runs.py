@@ -24,6 +24,7 @@ killed (`kill -9`, a lost machine) is `interrupted`, like one stopped by SIGINT/
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from decflow.errors import DecflowError, ReportError
 from decflow.redaction import redact
 from decflow.store.locks import LEASE, LOCK, Lock, describe, holder_of
 from decflow.store.run_files import FILES, mismatch, recorded, with_file
-from decflow.store.store import DamagedArtifact, Store, json_bytes
+from decflow.store.store import DamagedArtifact, Store, json_bytes, json_text
 
 RUNS = "runs"
 RECORD = "run.json"
@@ -98,14 +99,82 @@ def read_run_record(store: Store, run_id: str) -> dict[str, Any]:
     return record
 
 
+# The record this process last wrote for each local run, beside the file's identity (inode,
+# mtime, size) just after the write: the next update of the record starts from it instead
+# of parsing run.json again (a contract run rewrites its record ~10 times, ~0.4 MB each
+# with per-case paraphrase provenance). Another writer changes the identity, and then the
+# file is read as before.
+_written: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+
+
+def _file_identity(path: str) -> tuple[int, int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns, found.st_size
+
+
+def _stored_record(store: Store, relative: str) -> Any:
+    """The run record as stored at `relative` (None when there is none)."""
+    if store.is_local:
+        path = store.path(relative)
+        identity = _file_identity(path)
+        if identity is None:
+            return None
+        last = _written.get(path)
+        if last is not None and last[0] == identity:
+            return last[1]
+    elif not store.exists(relative):
+        return None
+    return store.read_json(relative)
+
+
+# The JSON of the stage manifests a record embeds, by the id of their dict (kept alive
+# beside it): the driver hands the same dict for a manifest on every update
+# (`RunBook.record`), a manifest never changes once published, and encoding them again on
+# each of a run's ~10 updates was most of the cost of a write (one holds a value per case).
+_stage_json: dict[int, tuple[Any, str]] = {}
+_STAGES_CACHED = 64
+# Stands for the record's stages while the rest is encoded (a process-unique string).
+_STAGES_HOLE = f"\x00stages {secrets.token_hex(8)}"
+
+
+def _record_bytes(record: dict[str, Any]) -> bytes:
+    """`json_bytes(record)`, with each stage manifest's JSON taken from `_stage_json`."""
+    stages = record.get("stages")
+    if not isinstance(stages, dict) or not stages:
+        return json_bytes(record)
+    encoded = []
+    for name, stage in stages.items():
+        found = _stage_json.get(id(stage))
+        if found is None or found[0] is not stage:
+            if len(_stage_json) >= _STAGES_CACHED:
+                del _stage_json[next(iter(_stage_json))]
+            found = _stage_json[id(stage)] = (stage, json_text(stage))
+        encoded.append(f"{json_text(name)}:{found[1]}")
+    rest = json_bytes({**record, "stages": _STAGES_HOLE})
+    return rest.replace(json_text(_STAGES_HOLE).encode(),
+                        ("{" + ",".join(encoded) + "}").encode(), 1)
+
+
+def _store_record(store: Store, relative: str, record: dict[str, Any]) -> None:
+    store.write_bytes(relative, _record_bytes(record))
+    if store.is_local:
+        path = store.path(relative)
+        identity = _file_identity(path)
+        if identity is not None:
+            _written[path] = (identity, record)
+
+
 def write_run_record(store: Store, record: dict[str, Any]) -> None:
     """Write a run's record; the sha256 of its report and view files recorded so far
     (`store.run_files`) are kept."""
     relative = run_path(record["run_id"], RECORD)
-    files = recorded(store.read_json(relative)) if store.exists(relative) else {}
+    files = recorded(_stored_record(store, relative))
     # a backend's model name or details may echo a credential (decflow.redaction)
-    store.write_json(relative, redact({**record, **({FILES: files} if files else {}),
-                                       "updated_at": now_iso()}))
+    _store_record(store, relative, redact({**record, **({FILES: files} if files else {}),
+                                           "updated_at": now_iso()}))
 
 
 def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT) -> str:
@@ -120,10 +189,10 @@ def write_run_file(store: Store, run_id: str, name: str, data: bytes) -> str:
     between leaves a file that no longer matches its record, which readers refuse."""
     relative = run_path(run_id, name)
     store.write_bytes(relative, data)
-    if has_run(store, run_id):
-        record = store.read_json(run_path(run_id, RECORD))
+    if is_one_name(run_id):
+        record = _stored_record(store, run_path(run_id, RECORD))
         if isinstance(record, dict):
-            store.write_json(run_path(run_id, RECORD), with_file(record, name, data))
+            _store_record(store, run_path(run_id, RECORD), with_file(record, name, data))
     return relative
 
 

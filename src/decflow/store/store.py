@@ -440,12 +440,16 @@ class Store:
         return found
 
 
+def json_text(data: Any) -> str:
+    """The JSON text of `data` as the store writes it (`json_bytes` without the newline)."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def json_bytes(data: Any) -> bytes:
     """How the store writes JSON. Compact: only the C encoder is fast, and it cannot indent
     (an indented report of 100k cases costs seconds in the pure-Python encoder). `-o`
     output stays indented."""
-    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return (text + "\n").encode()
+    return (json_text(data) + "\n").encode()
 
 
 def _check_local_root(root: str) -> None:

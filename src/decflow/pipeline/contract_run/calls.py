@@ -16,7 +16,13 @@ from typing import Any
 import polars as pl
 
 from decflow.backends.base import Backend, DecisionSpec
-from decflow.backends.engine import RESULTS_SCHEMA, RemoteCaller, decide_in_process
+from decflow.backends.engine import (
+    CHUNK_ROWS,
+    JOURNALLED_CHUNK_ROWS,
+    RESULTS_SCHEMA,
+    RemoteCaller,
+    decide_in_process,
+)
 from decflow.pipeline.stage import Progress
 
 log = logging.getLogger(__name__)
@@ -69,7 +75,8 @@ async def decide_requests(
 ) -> None:
     """Decide `requests` (already filtered to what still needs a result) shard by shard.
 
-    Runs inside the caller's event loop so remote clients live for the whole stage.
+    Runs inside the caller's event loop so remote clients live for the whole stage. With a
+    `journal`, remote results reach `sink` in chunks of `JOURNALLED_CHUNK_ROWS`.
     """
     total = requests.height
     done = 0
@@ -82,7 +89,8 @@ async def decide_requests(
             await asyncio.sleep(0)  # where a signal's cancellation reaches this loop
         else:
             counter.done = done
-            await caller.run(shard, decision.labels, sink, on_result=counter)
+            await caller.run(shard, decision.labels, sink, on_result=counter,
+                             chunk_size=CHUNK_ROWS if journal is None else JOURNALLED_CHUNK_ROWS)
         done += shard.height
         if progress:
             progress(done, total)

@@ -164,7 +164,8 @@ def _stability(
         )
         return None, None, [check]
     epsilon = config.epsilon if config is not None else Stability().epsilon
-    result = measure_stability(_meter_input(rows, reasks), epsilon=epsilon)
+    result = measure_stability(_meter_input(rows, reasks), epsilon=epsilon,
+                               rounding_seed=spec.rounding_seed)
     section = result.to_dict() | {
         "configured": config is not None,
         "sources": {"reruns": rows.reruns.height, "identity_paraphrase": reasks.height},
@@ -257,6 +258,7 @@ def _counterfactual(
         max_tv_distance=config.max_tv_distance,
         blind=blind if base_blindness is None else base_blindness.blind,
         attributed=config.placebo and config.persona_pairs is None,
+        rounding_seed=spec.rounding_seed,
     )
     checks = counterfactual_checks(result, config.level)
     needed = pairs.pair_arms()

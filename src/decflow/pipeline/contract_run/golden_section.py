@@ -7,6 +7,7 @@ re-gated with an edited contract without calling the backend.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,26 +54,44 @@ def golden_arrays(table: pl.DataFrame, labels: tuple[str, ...]) -> dict[str, Any
 def decision_result(
     row: dict[str, Any], contract: Contract, backend: dict[str, Any]
 ) -> dict[str, Any]:
-    labels = list(contract.decision.labels)
-    served = row.get("cache_entry")  # decflow: served from the call cache (absent: asked)
-    return {
-        "case_id": row["case_id"],
-        "decision": contract.decision.name,
-        "decision_type": contract.decision.type,
-        "labels": labels,
-        "probabilities": dict(zip(labels, row["probabilities"], strict=True)),
-        "selected": row["selected"],
-        "confidence": row["confidence"],
-        "backend": backend["name"],
-        "provider": backend["provider"],
-        "model": row["model"],
-        "model_version": row["model_version"],
-        "latency_ms": row["latency_ms"],
-        "metadata": json.loads(row["result_metadata_json"])
-        if row["result_metadata_json"]
-        else {},
-        **({"cache_entry": served} if served else {}),
-    }
+    return decision_results(contract, backend)(row)
+
+
+def decision_results(
+    contract: Contract, backend: dict[str, Any]
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """`decision_result` with what every row shares worked out once (a run has thousands)."""
+    decision = contract.decision
+    shared = {"decision": decision.name, "decision_type": decision.type}
+    labels = decision.labels
+    source = {"backend": backend["name"], "provider": backend["provider"]}
+
+    def result(row: dict[str, Any]) -> dict[str, Any]:
+        served = row.get("cache_entry")  # decflow: served from the call cache (absent: asked)
+        return {
+            "case_id": row["case_id"],
+            **shared,
+            "labels": list(labels),
+            "probabilities": dict(zip(labels, row["probabilities"], strict=True)),
+            "selected": row["selected"],
+            "confidence": row["confidence"],
+            **source,
+            "model": row["model"],
+            "model_version": row["model_version"],
+            "latency_ms": row["latency_ms"],
+            "metadata": _json_object(row["result_metadata_json"]),
+            **({"cache_entry": served} if served else {}),
+        }
+
+    return result
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    """A stored object's JSON text read back (`{}` for none: most cases have no metadata)."""
+    if not text or text == "{}":
+        return {}
+    decoded: dict[str, Any] = json.loads(text)
+    return decoded
 
 
 def golden_summary(
@@ -146,6 +165,7 @@ def golden_cases(
     """
     results: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
+    decision_result_of = decision_results(contract, backend)
     # runs stored before the call cache have no `cache_entry` column
     names = [*CASE_COLUMNS, *(["cache_entry"] if "cache_entry" in table.columns else [])]
     columns = [table[name].to_list() for name in names]
@@ -158,8 +178,8 @@ def golden_cases(
                 "case_id": row["case_id"],
                 "input": value,
                 "expected": row["expected"],
-                "metadata": json.loads(row["metadata_json"]),
-                "result": None if errored else decision_result(row, contract, backend),
+                "metadata": _json_object(row["metadata_json"]),
+                "result": None if errored else decision_result_of(row),
                 "error": {"kind": row["error_kind"], "message": row["error_message"]}
                 if errored
                 else None,

@@ -18,12 +18,19 @@ from typing import IO, Any
 from decflow.store.store import Store, store_os_error
 
 SUFFIX = ".journal"
+# built once: `json.dumps` with options builds an encoder per call (a line per result)
+_LINE = json.JSONEncoder(separators=(",", ":"))
 
 
 class Journal:
     def __init__(self, store: Store, relative: str) -> None:
         self.path = store.path(relative) if store.is_local else None
         self.handle: IO[str] | None = None
+
+    @property
+    def kept(self) -> bool:
+        """Whether results are journalled here (a local store)."""
+        return self.path is not None
 
     def record(self, row: tuple[Any, ...]) -> None:
         if self.path is None:
@@ -32,7 +39,7 @@ class Journal:
             if self.handle is None:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 self.handle = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-            self.handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self.handle.write(_LINE.encode(row) + "\n")
         except OSError as exc:  # a full disk, a file-size limit: exit 2 naming the journal
             if self.handle is not None:
                 with contextlib.suppress(OSError):  # its buffer cannot be written either

@@ -110,7 +110,7 @@ def properties_section(
         checks.extend(c.to_dict() for c in property_checks(summary, prop, config, relation))
         evidence.extend(rate_evidence(
             prop, config, relation, evaluated["case_id"].to_numpy(), verdict.limit_violated,
-            found.flipped,
+            found.flipped, rounding_seed=spec.rounding_seed,
         ))
         listed = pl.concat([
             pl.Series("request_id", rids, dtype=pl.String),

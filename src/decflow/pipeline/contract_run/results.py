@@ -194,6 +194,11 @@ class CallSession:
         self.new_errors.append(errored.select("request_id", "error_kind", "error_message"))
         self._failed = None
 
+    def any_errors(self) -> bool:
+        """Whether any result recorded so far (before or in this session) is an error."""
+        return bool(self.new_errors) or self.recorded["error_kind"].null_count() < (
+            self.recorded.height)
+
     def errors(self) -> pl.DataFrame:
         """Every recorded result that is an error."""
         recorded = self.recorded.filter(pl.col("error_kind").is_not_null())
@@ -349,7 +354,7 @@ def call_rows(
                 tolerance=contract.evaluation.probability_tolerance,
                 max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
                 shard_size=spec.shard_size, sink=record, progress=progress,
-                journal=sink.journal.record,
+                journal=sink.journal.record if sink.journal.kept else None,
             )
         finally:
             await backend.aclose()

@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from decflow.backends.engine import RESULT_ERROR_KIND
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run.call_stage import RESULTS
 from decflow.pipeline.contract_run.journal import SUFFIX as JOURNAL
@@ -38,9 +39,6 @@ from decflow.store.runs import (
     run_state,
 )
 from decflow.store.store import Store
-
-# Where `error_kind` sits in a journal line (the results schema's order).
-_JOURNAL_ERROR_KIND = 5
 
 
 def calls_key(record: dict[str, Any]) -> str | None:
@@ -74,7 +72,7 @@ def answered(store: Store, key: str | None) -> bool:
                 return True
         elif name.endswith(JOURNAL) and store.is_local:
             rows = journal_rows(store.path(f"{folder}/{name}"))
-            if any(len(row) > _JOURNAL_ERROR_KIND and row[_JOURNAL_ERROR_KIND] is None
+            if any(len(row) > RESULT_ERROR_KIND and row[RESULT_ERROR_KIND] is None
                    for row in rows):
                 return True
     return False

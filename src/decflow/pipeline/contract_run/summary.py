@@ -178,6 +178,8 @@ def build_report(
         diagnostics=None if diagnostics is None else Diagnostics.model_validate(diagnostics),
         sequential=None if sequential is None else Sequential.model_validate(sequential),
         call_cache=None if cache_use is None else CallCacheUse.model_validate(cache_use),
+        rounding_seed=spec.rounding_seed if mode.fills("properties")
+        or mode.fills("diagnostics") else None,
         run=RunRef(
             id=spec.run_id,
             store=store.location,

@@ -85,6 +85,7 @@ def regate_inline(
         seed=properties.seed if properties is not None and isinstance(properties.seed, int)
         else None,
         created_at=report.created_at or now_iso(),
+        rounding_seed=report.rounding_seed,
     )
     regated = build_report(loaded, spec, memory, manifests, fail_on_warn=fail_on_warn)
     regated.run = RunRef(id=spec.run_id, store=None, regated_at=now_iso(), artifacts={})

@@ -1,12 +1,14 @@
 """The diagnostics of a sequential run as gates decided batch by batch.
 
 - `stability.verdict`: each complete case's share of flipped rerun pairs (the meter's own
-  pairing, `rerun_pairs`). The full run's verdict is `rate_test` on those shares, a
-  function of their sum, so the sequential run settles it (`SuiteRate`): stochastic (FAIL
-  at its level) once the suite's sum is shown above the full test's failing sum at the
-  suite's size, deterministic (PASS) once shown below its holding sum, not established
-  once shown between them — the full run's status with probability ≥ 1 − α_g, also where
-  the rate sits between ε and where the full test decides.
+  pairing, `rerun_pairs`), rounded to 0/1 with the run's uniforms as the full run rounds it.
+  The full run's verdict is `rate_test` on those shares, a function of their sum, so the
+  sequential run settles it (`SuiteRate`): stochastic (FAIL at its level) once the suite's
+  sum is shown above the full test's failing sum at the suite's size, deterministic (PASS)
+  once shown below its holding sum, not established once shown between them — the full run's
+  status with probability ≥ 1 − α_g, also where the rate sits between ε and where the full
+  test decides (under the run's rounding seed: a full run with another seed may round
+  fractional shares otherwise).
 - `blindness.max_skew`: the originals' labels as a `ModalShare` of the suite, each input
   counted once (its first case in suite order, as the full run counts it).
 - `counterfactual.<axis>.max_flip_rate`: each case's excess (cross minus placebo flip share,
@@ -46,9 +48,10 @@ from decflow.diagnostics.counterfactual import (
     classify_pairs,
 )
 from decflow.diagnostics.pair_storage import BASE, SKIPPED
-from decflow.diagnostics.stability import rerun_pairs
+from decflow.diagnostics.stability import ROUNDED_AS, rerun_pairs
 from decflow.gates.checks import Check
 from decflow.metrics.case_rates import rate_thresholds
+from decflow.metrics.rounded_shares import uniforms
 from decflow.metrics.sequential import Decision, GateEvidence, RatioGate, evaluate
 from decflow.metrics.sequential_composite import MODEL_PROMISE, ModalShare, SuiteRate
 from decflow.pipeline.contract_run.derive import arm_fingerprint, counterfactual_config
@@ -126,29 +129,35 @@ def _label_index(labels: Sequence[str], selected: Sequence[str | None]) -> np.nd
 
 
 def stability_gate(epsilon: float, population: int, values: Floats, counted: Floats,
-                   most_pairs: int) -> SuiteRate:
+                   most_pairs: int, *, rounded: bool = False) -> SuiteRate:
     """`stability.verdict` as the full run's verdict settled from the cases sent: each
-    complete case's share of flipped rerun pairs, against `rate_test`'s critical sums at the
-    suite's size (`most_pairs`: the most pairs a case has, which picks the full test)."""
-    return SuiteRate(rate_thresholds(population, most_pairs, epsilon), population, values,
-                     counted, binary=most_pairs <= 1)
+    complete case's share of flipped rerun pairs (`rounded` to 0/1 with the run's uniforms,
+    as the full run rounds them), against `rate_test`'s critical sums at the suite's size
+    (`most_pairs`: the most pairs a case has, which picks the full test)."""
+    return SuiteRate(rate_thresholds(population, most_pairs, epsilon, rounded=rounded),
+                     population, values, counted, binary=most_pairs <= 1 or rounded)
 
 
 def _stability(check: Check, rows: DiagnosticRows, order: Sequence[str],
-               design: Design) -> Tracked:
+               design: Design, rounding_seed: int | None) -> Tracked:
     series = meter_input(rows)
     num, den = np.zeros(len(order)), np.zeros(len(order))
     most = 0
     if series is not None:
         pairs = rerun_pairs(series).group_by("case_id").agg(
             pl.col("flipped").mean().alias("share"), pl.len().alias("pairs"))
+        if rounding_seed is not None:  # each share as the full run rounds it
+            draws = uniforms(rounding_seed, ROUNDED_AS, pairs["case_id"].to_list())
+            pairs = pairs.with_columns((pl.Series(draws) < pl.col("share"))
+                                       .cast(pl.Float64).alias("share"))
         where = _positions(order)
         for case, share, count in pairs.iter_rows():
             num[where[case]], den[where[case]] = share, 1.0
             most = max(most, int(count))
     ones = np.ones(len(order))
     return Tracked(check, ones, ones, None, composite=stability_gate(
-        check.threshold, design.population, num, den, most))
+        check.threshold, design.population, num, den, most,
+        rounded=rounding_seed is not None))
 
 
 def _blindness(check: Check, labels: Sequence[str], rows: DiagnosticRows,
@@ -283,7 +292,7 @@ def diagnostic_tracked(contract: Contract, spec: RunSpec, checks: Sequence[Check
     out = []
     for check in checks:
         if check.gate == "stability.verdict":
-            out.append(_stability(check, inputs.rows, order, design))
+            out.append(_stability(check, inputs.rows, order, design, spec.rounding_seed))
         elif check.gate == "blindness.max_skew":
             out.append(_blindness(check, labels, inputs.rows, order, design))
         elif id(check) in tracked:

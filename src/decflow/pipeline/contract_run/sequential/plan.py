@@ -31,8 +31,10 @@ def rate_gate(name: str) -> bool:
     return prop in transformed_properties() and gate in PROPERTY_GATES
 
 
-def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> Planned | None:
-    """The planning figure's gate for `check` (None: not planned)."""
+def planned(check: Check, cases: int, settings: dict[str, Any], labels: int, *,
+            rounds_shares: bool = True) -> Planned | None:
+    """The planning figure's gate for `check` (None: not planned; `rounds_shares`: the run
+    rounds shares, else Bentkus's critical sums)."""
     name, limit = check.gate, check.threshold
     if check.comparison == "<=" and limit == 0:
         return Planned(RatioGate(settings["zero_limit"], "<", cases, binary=True), 0.0, None)
@@ -48,9 +50,10 @@ def planned(check: Check, cases: int, settings: dict[str, Any], labels: int) -> 
     if name == "stability.verdict":
         # The full run's verdict settled (`SuiteRate`): the suite's flips shown below the
         # full test's holding sum or above its failing one at the suite's size, at α/4 each
-        # (planned with several pairs a case: Bentkus's critical sums).
+        # (planned with several pairs a case: the rounded shares' critical counts, or
+        # Bentkus's critical sums for a run without a rounding seed).
         good, bad = assumed_rates(limit, check.comparison)
-        sums = rate_thresholds(cases, 2, limit)
+        sums = rate_thresholds(cases, 2, limit, rounded=rounds_shares)
         return Planned(RatioGate(sums.pass_below / cases, "<=", cases), good, bad, 0.25, 0.25,
                        fail_gate=RatioGate(sums.fail_above / cases, "<=", cases))
     if name == "blindness.max_skew":
@@ -74,12 +77,15 @@ def _tracked_unplanned(name: str) -> bool:
 
 
 def sequential_plan(checks: list[Check], cases: int, calls: int,
-                    settings: dict[str, Any], labels: int) -> dict[str, Any]:
+                    settings: dict[str, Any], labels: int, *,
+                    rounds_shares: bool = True) -> dict[str, Any]:
     """Per gate the cases needed at the assumed rates; the run's expected cases when every
     gate clearly holds (the slowest gate) and when one requirement clearly fails (the
     fastest; a limit-0 gate fails at its first occurrence, whenever that comes), and the
     calls they make at the suite's `calls` per case."""
-    rated = [(c, p) for c in checks if (p := planned(c, cases, settings, labels)) is not None]
+    rated = [(c, p) for c in checks
+             if (p := planned(c, cases, settings, labels, rounds_shares=rounds_shares))
+             is not None]
     bounded = [c for c in checks if _tracked_unplanned(c.gate)]
     alpha = split_alpha(settings["alpha"], len(rated) + len(bounded))
     gates, passing, failing = [], [], []
