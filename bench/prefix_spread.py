@@ -21,9 +21,12 @@ For each of N decisions (the review-sentiment decisions of `openai_readouts.py`,
 
     python bench/prefix_spread.py --model gemma --decisions 20
     python bench/prefix_spread.py --model gemma --decisions 5 --every-cut
+    python bench/prefix_spread.py --model gemma --splits 7,8     # where the values move
 
 Prints, per comparison, the largest and the median |Δ| over decisions (each decision's
 largest over its labels) of log P(label | prompt) and of its normalised probability.
+`--splits` shows the cause: decision i's prompt evaluated from an empty cache in two
+batches split after k tokens against one batch, the labels' first tokens at its end.
 """
 
 from __future__ import annotations
@@ -115,6 +118,25 @@ class Server:
         return found
 
 
+def splits(server: Server, prompt: str, labels: dict[str, str]) -> list[float]:
+    """For each k, the largest |Δ log P| of a label's first token after `prompt` evaluated
+    in two batches (k tokens, then the rest) against one batch."""
+    start, labelled = server.split(prompt, labels)
+    tokens = labelled[next(iter(labelled))][:start]
+    llm = server.llm
+
+    def evaluated(*batches: list[int]) -> dict[str, float]:
+        llm.reset()
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        for batch in batches:
+            llm.eval(batch)
+        return {name: server.value(ids, start) for name, ids in labelled.items()}
+
+    whole = evaluated(tokens)
+    return [max(abs(v - whole[name]) for name, v in evaluated(tokens[:k], tokens[k:]).items())
+            for k in range(1, start)]
+
+
 def cuts(prompt: str) -> list[int]:
     return [j for j, c in enumerate(prompt) if c in " \n"]
 
@@ -124,12 +146,22 @@ def main() -> None:
     parser.add_argument("--model", choices=("smollm2", "gemma"), default="smollm2")
     parser.add_argument("--decisions", type=int, default=20)
     parser.add_argument("--every-cut", action="store_true")
+    parser.add_argument("--splits", default="", metavar="I,J",
+                        help="only the batch-split table of these decisions")
     args = parser.parse_args()
     server = Server(load(smollm2_gguf() if args.model == "smollm2" else gemma_gguf()))
     settings = readouts(args.model, 1)["sequence, completions (prefix)"]
     validated = OpenAISettings.model_validate({"url": "http://127.0.0.1:9/v1", **settings})
     backend = OpenAIBackend("bench", "bench", validated, SENTIMENT)
     differences: dict[str, dict[str, list[float]]] = {}
+    for i in map(int, filter(None, args.splits.split(","))):
+        text = REVIEWS[i % len(REVIEWS)] + ("" if i < len(REVIEWS) else f" ({i})")
+        prompt = backend.prompt_text(DecisionRequest(f"r{i}", SENTIMENT, text))
+        moved = splits(server, prompt, {n: continuation(prompt, n) for n in SENTIMENT.labels})
+        print(f"decision {i}, {len(moved) + 1} prompt tokens; split after k: "
+              + " ".join(f"{k}:{v:.2g}" for k, v in enumerate(moved, 1)), flush=True)
+    if args.splits:
+        return
 
     def note(name: str, found: dict[str, float], reference: dict[str, float]) -> float:
         rows = differences.setdefault(name, {"nats": [], "probability": []})
