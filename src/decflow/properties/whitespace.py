@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from decflow.properties.base import (
@@ -33,35 +32,42 @@ END_CHOICES = (" ", "\n", "  \n")
 _OTHER_CHOICES: dict[str, tuple[str, ...]] = {}
 
 
-_first = itemgetter(0)
-
-
-def _render(text: str, spans: Sequence[tuple[int, int]], steps: Sequence[Step]) -> str:
-    """The text with the runs (given as spans) and ends that `steps` name replaced."""
-    start = end = ""
-    replaced: list[tuple[int, str]] = []
-    for step in steps:
-        at = step["at"]
-        if at == "start":
-            start = step["ws"]
-        elif at == "end":
-            end = step["ws"]
-        else:
-            replaced.append((int(at), step["ws"]))
-    pieces = [start]
+def _render(text: str, spans: Sequence[tuple[int, int]], edits: Sequence[tuple[int, str]]) -> str:
+    """The text with `edits` made: (target, whitespace) in target order, target 0 the
+    start, t the run at `spans[t - 1]`, len(spans) + 1 the end."""
+    last = len(spans) + 1
+    pieces = []
     previous = 0
-    for index, ws in sorted(replaced) if len(replaced) > 1 else replaced:
-        run_start, run_end = spans[index]
-        pieces.append(text[previous:run_start])
-        pieces.append(ws)
-        previous = run_end
+    end = ""
+    for target, ws in edits:
+        if target == 0:
+            pieces.append(ws)
+        elif target == last:
+            end = ws
+        else:
+            run_start, run_end = spans[target - 1]
+            pieces.append(text[previous:run_start])
+            pieces.append(ws)
+            previous = run_end
     pieces.append(text[previous:])
     pieces.append(end)
     return "".join(pieces)
 
 
 def apply(text: str, steps: Sequence[Step]) -> str:
-    return _render(text, [m.span() for m in _RUN.finditer(text)], steps)
+    spans = [m.span() for m in _RUN.finditer(text)]
+    start: list[tuple[int, str]] = []
+    end: list[tuple[int, str]] = []
+    replaced: list[tuple[int, str]] = []
+    for step in steps:
+        at = step["at"]
+        if at == "start":
+            start = [(0, step["ws"])]  # the last one named wins
+        elif at == "end":
+            end = [(len(spans) + 1, step["ws"])]
+        else:
+            replaced.append((int(at) + 1, step["ws"]))
+    return _render(text, spans, [*start, *sorted(replaced), *end])
 
 
 def _choices(run: str) -> tuple[str, ...]:
@@ -76,26 +82,31 @@ def _choices(run: str) -> tuple[str, ...]:
 def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
     text = case.text
     spans = []
-    runs = []
+    # The replacements of each target: 0 = start, t = run t-1 (its current whitespace
+    # excluded), last = end; so t orders the steps.
+    options: list[tuple[str, ...]] = [START_CHOICES]
     for match in _RUN.finditer(text):
         spans.append(match.span())
-        runs.append(match.group())
-    # Target t: 0 = start, 1..len(runs) = run t-1, last = end; so t orders the steps.
-    last = len(runs) + 1
+        options.append(_choices(match.group()))
+    options.append(END_CHOICES)
+    last = len(spans) + 1
     targets = range(last + 1)
     edits = min(config.edits, last + 1)
-    # The replacements of each target (its current whitespace excluded for a run).
-    options = [START_CHOICES, *map(_choices, runs), END_CHOICES]
-    at_of: list[int | str] = ["start", *range(len(runs)), "end"]
+    sizes = [len(choices) for choices in options]
+    sample, draw_each = stream.sample, stream.draw_each
     candidates = []
     for _ in range(config.samples):
-        picked = stream.sample(targets, edits)
-        drawn = stream.draw_each([len(options[t]) for t in picked])
-        steps = [
-            {"at": at_of[t], "ws": options[t][d]}
-            for t, d in sorted(zip(picked, drawn, strict=True), key=_first)
+        picked = sample(targets, edits)
+        # targets are distinct: the pairs sort by target
+        made = [
+            (t, options[t][d])
+            for t, d in sorted(zip(picked, draw_each([sizes[t] for t in picked]), strict=True))
         ]
-        candidates.append((steps, _render(text, spans, steps)))
+        steps: list[Step] = [
+            {"at": "start" if t == 0 else "end" if t == last else t - 1, "ws": ws}
+            for t, ws in made
+        ]
+        candidates.append((steps, _render(text, spans, made)))
     return case.finish(candidates)
 
 
