@@ -22,7 +22,8 @@ server split the prompt into evaluation batches. llama.cpp's CPU kernels round d
 with the number of tokens evaluated together, so a value depends on how much of the prompt
 the server's cache held: the `echo` readout itself moves as much with its cache warm as
 this one does (llama-cpp-python 0.3.36; Gemma 3 270M Q4_K_M up to 0.28 nats a token, SmolLM2
-Q4_1 none). That measured spread is the readout's stated tolerance (`PREFIX_TOLERANCE`,
+Q4_1 none, but 0.033 for a token evaluated on its own, as a multi-token label's later tokens
+are here). That measured spread is the readout's stated tolerance (`PREFIX_TOLERANCE`,
 bench/README.md). A candidate is matched by its text, as servers name them: a vocabulary
 holding two tokens of that text could lend a label the other's value. With several
 decisions in flight the server's one slot may evaluate a prompt again (slower, not less
