@@ -21,7 +21,9 @@ def close(a: object, b: object) -> bool:
 
 def normalized(report: dict[str, Any], run_keyed_stages: Iterable[str]) -> dict[str, Any]:
     """A report without what differs between two runs of the same inputs: run id, time,
-    the artifacts of `run_keyed_stages` (their keys include the run), measured latency."""
+    rounding seed, the artifacts of `run_keyed_stages` (their keys include the run),
+    measured latency. (Shares that are neither 0 nor 1 round differently under two seeds:
+    give both runs the same `RunSpec.rounding_seed` to compare their evidence.)"""
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
             if str(value.get("metric", "")).startswith("latency"):
@@ -33,6 +35,7 @@ def normalized(report: dict[str, Any], run_keyed_stages: Iterable[str]) -> dict[
 
     copy = json.loads(json.dumps(report))
     copy.pop("created_at", None)
+    copy.pop("rounding_seed", None)  # drawn per run, like its id
     run = copy.get("run") or {}
     run.pop("id", None)
     for stage in run_keyed_stages:

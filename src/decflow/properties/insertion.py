@@ -36,23 +36,27 @@ def sentence_starts(text: str) -> list[int]:
     return [0] + [m.end() for m in _SENTENCE_GAP.finditer(text)]
 
 
-_at = itemgetter("at")
+_first = itemgetter(0)
 
 
-def insert(text: str, steps: Sequence[Step], starts: Sequence[int] | None = None) -> str:
-    """Insert the steps' fragments; `starts` = the text's sentence starts, when known."""
-    if starts is None:
-        starts = sentence_starts(text)
+def insert(text: str, steps: Sequence[Step]) -> str:
+    """Insert the steps' fragments."""
+    placed = sorted(((int(step["at"]), step["text"]) for step in steps), key=_first)
+    return _inserted(text, placed, sentence_starts(text))
+
+
+def _inserted(text: str, placed: Sequence[tuple[int, str]], starts: Sequence[int]) -> str:
+    """`text` with each (boundary, fragment) of `placed` (sorted by boundary) inserted;
+    `starts` = the text's sentence starts."""
     pieces: list[str] = []
     previous = 0
     tail: list[str] = []
-    for step in sorted(steps, key=_at):
-        at = int(step["at"])
+    for at, fragment in placed:
         if at >= len(starts):
-            tail.append(" " + step["text"])
+            tail.append(" " + fragment)
             continue
         pieces.append(text[previous : starts[at]])
-        pieces.append(step["text"] + " ")
+        pieces.append(fragment + " ")
         previous = starts[at]
     pieces.append(text[previous:])
     return "".join(pieces + tail)
@@ -77,17 +81,15 @@ def generate(
     candidates = []
     draw_each = stream.draw_each
     picks = [len(fragments)] * (1 if repeats is not None else insertions)
-    placed = [boundaries] * (repeats if repeats is not None else insertions)
+    boundary_sizes = [boundaries] * (repeats if repeats is not None else insertions)
     for _ in range(samples):
         chosen = [fragments[i] for i in draw_each(picks)]
         if repeats is not None:
             chosen *= repeats
-        steps = [
-            {"at": at, "text": fragment}
-            for at, fragment in zip(draw_each(placed), chosen, strict=True)
-        ]
-        steps.sort(key=_at)
-        candidates.append((steps, insert(text, steps, starts)))
+        # by boundary, fragments at the same one in drawn order (a stable sort)
+        placed = sorted(zip(draw_each(boundary_sizes), chosen, strict=True), key=_first)
+        steps: list[Step] = [{"at": at, "text": fragment} for at, fragment in placed]
+        candidates.append((steps, _inserted(text, placed, starts)))
     return case.finish(candidates)
 
 
@@ -101,9 +103,5 @@ def _repeated(config: RepeatedContext, original: Original) -> Generated:
                     repeats=config.repeats)
 
 
-def _insert(text: str, steps: Sequence[Step]) -> str:
-    return insert(text, steps)
-
-
-IRRELEVANT_CONTEXT = Transformation(_irrelevant, text_edit(_insert), shrink=drop_one_step)
-REPEATED_CONTEXT = Transformation(_repeated, text_edit(_insert), shrink=drop_one_step)
+IRRELEVANT_CONTEXT = Transformation(_irrelevant, text_edit(insert), shrink=drop_one_step)
+REPEATED_CONTEXT = Transformation(_repeated, text_edit(insert), shrink=drop_one_step)

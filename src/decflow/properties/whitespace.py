@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from decflow.properties.base import (
@@ -25,7 +24,8 @@ from decflow.properties.stream import Stream
 if TYPE_CHECKING:
     from decflow.contracts.properties import Whitespace
 
-_RUN = re.compile(r"\s+")
+# The text split around its whitespace runs: text pieces at even indexes, runs at odd ones.
+_RUN_SPLIT = re.compile(r"(\s+)")
 RUN_CHOICES = ("  ", "\n", "\t", " \n")
 START_CHOICES = (" ", "\n")
 END_CHOICES = (" ", "\n", "  \n")
@@ -33,35 +33,41 @@ END_CHOICES = (" ", "\n", "  \n")
 _OTHER_CHOICES: dict[str, tuple[str, ...]] = {}
 
 
-_first = itemgetter(0)
-
-
-def _render(text: str, spans: Sequence[tuple[int, int]], steps: Sequence[Step]) -> str:
-    """The text with the runs (given as spans) and ends that `steps` name replaced."""
+def _render(parts: Sequence[str], edits: Sequence[tuple[int, str]]) -> str:
+    """The text split around its runs (`_RUN_SPLIT`: run t-1 at parts[2t - 1]) with `edits`
+    made: (target, whitespace), target 0 the start, t a run, the last target the end. Two
+    edits of one run both go in, in the order given (the last edit of start or end wins)."""
+    last = len(parts) // 2 + 1
+    pieces = list(parts)
+    edited: set[int] = set()
     start = end = ""
-    replaced: list[tuple[int, str]] = []
-    for step in steps:
-        at = step["at"]
-        if at == "start":
-            start = step["ws"]
-        elif at == "end":
-            end = step["ws"]
+    for target, ws in edits:
+        if target == 0:
+            start = ws
+        elif target == last:
+            end = ws
         else:
-            replaced.append((int(at), step["ws"]))
-    pieces = [start]
-    previous = 0
-    for index, ws in sorted(replaced) if len(replaced) > 1 else replaced:
-        run_start, run_end = spans[index]
-        pieces.append(text[previous:run_start])
-        pieces.append(ws)
-        previous = run_end
-    pieces.append(text[previous:])
-    pieces.append(end)
-    return "".join(pieces)
+            at = 2 * target - 1
+            pieces[at] = pieces[at] + ws if at in edited else ws
+            edited.add(at)
+    return start + "".join(pieces) + end
+
+
+def _run_target(at: int | str, last: int) -> int:
+    index = int(at)
+    if not 0 <= index < last - 1:
+        raise IndexError(f"whitespace step names run {at}; the text has {last - 1}")
+    return index + 1
 
 
 def apply(text: str, steps: Sequence[Step]) -> str:
-    return _render(text, [m.span() for m in _RUN.finditer(text)], steps)
+    parts = _RUN_SPLIT.split(text)
+    last = len(parts) // 2 + 1
+    edits = [(0 if step["at"] == "start" else last if step["at"] == "end"
+              else _run_target(step["at"], last), step["ws"]) for step in steps]
+    # runs in (index, whitespace) order; start and end where they are (the last one wins)
+    runs = sorted(edit for edit in edits if 0 < edit[0] < last)
+    return _render(parts, [*(e for e in edits if e[0] in (0, last)), *runs])
 
 
 def _choices(run: str) -> tuple[str, ...]:
@@ -74,28 +80,29 @@ def _choices(run: str) -> tuple[str, ...]:
 
 
 def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
-    text = case.text
-    spans = []
-    runs = []
-    for match in _RUN.finditer(text):
-        spans.append(match.span())
-        runs.append(match.group())
-    # Target t: 0 = start, 1..len(runs) = run t-1, last = end; so t orders the steps.
-    last = len(runs) + 1
+    parts = _RUN_SPLIT.split(case.text)
+    # Target t: 0 = start, 1..runs = run t-1 (at parts[2t - 1]), last = end; t orders steps.
+    last = len(parts) // 2 + 1
     targets = range(last + 1)
     edits = min(config.edits, last + 1)
-    # The replacements of each target (its current whitespace excluded for a run).
-    options = [START_CHOICES, *map(_choices, runs), END_CHOICES]
-    at_of: list[int | str] = ["start", *range(len(runs)), "end"]
+    sample, draw_each = stream.sample, stream.draw_each
     candidates = []
     for _ in range(config.samples):
-        picked = stream.sample(targets, edits)
-        drawn = stream.draw_each([len(options[t]) for t in picked])
-        steps = [
-            {"at": at_of[t], "ws": options[t][d]}
-            for t, d in sorted(zip(picked, drawn, strict=True), key=_first)
+        picked = sample(targets, edits)
+        options = [
+            START_CHOICES if t == 0 else END_CHOICES if t == last else _choices(parts[2 * t - 1])
+            for t in picked
         ]
-        candidates.append((steps, _render(text, spans, steps)))
+        drawn = draw_each([len(choices) for choices in options])
+        # targets are distinct: the pairs sort by target
+        made = sorted(
+            (t, choices[d]) for t, choices, d in zip(picked, options, drawn, strict=True)
+        )
+        steps: list[Step] = [
+            {"at": "start" if t == 0 else "end" if t == last else t - 1, "ws": ws}
+            for t, ws in made
+        ]
+        candidates.append((steps, _render(parts, made)))
     return case.finish(candidates)
 
 
