@@ -24,7 +24,8 @@ from decflow.properties.stream import Stream
 if TYPE_CHECKING:
     from decflow.contracts.properties import Whitespace
 
-_RUN = re.compile(r"\s+")
+# The text split around its whitespace runs: text pieces at even indexes, runs at odd ones.
+_RUN_SPLIT = re.compile(r"(\s+)")
 RUN_CHOICES = ("  ", "\n", "\t", " \n")
 START_CHOICES = (" ", "\n")
 END_CHOICES = (" ", "\n", "  \n")
@@ -32,42 +33,41 @@ END_CHOICES = (" ", "\n", "  \n")
 _OTHER_CHOICES: dict[str, tuple[str, ...]] = {}
 
 
-def _render(text: str, spans: Sequence[tuple[int, int]], edits: Sequence[tuple[int, str]]) -> str:
-    """The text with `edits` made: (target, whitespace) in target order, target 0 the
-    start, t the run at `spans[t - 1]`, len(spans) + 1 the end."""
-    last = len(spans) + 1
-    pieces = []
-    previous = 0
-    end = ""
+def _render(parts: Sequence[str], edits: Sequence[tuple[int, str]]) -> str:
+    """The text split around its runs (`_RUN_SPLIT`: run t-1 at parts[2t - 1]) with `edits`
+    made: (target, whitespace), target 0 the start, t a run, the last target the end. Two
+    edits of one run both go in, in the order given (the last edit of start or end wins)."""
+    last = len(parts) // 2 + 1
+    pieces = list(parts)
+    edited: set[int] = set()
+    start = end = ""
     for target, ws in edits:
         if target == 0:
-            pieces.append(ws)
+            start = ws
         elif target == last:
             end = ws
         else:
-            run_start, run_end = spans[target - 1]
-            pieces.append(text[previous:run_start])
-            pieces.append(ws)
-            previous = run_end
-    pieces.append(text[previous:])
-    pieces.append(end)
-    return "".join(pieces)
+            at = 2 * target - 1
+            pieces[at] = pieces[at] + ws if at in edited else ws
+            edited.add(at)
+    return start + "".join(pieces) + end
+
+
+def _run_target(at: int | str, last: int) -> int:
+    index = int(at)
+    if not 0 <= index < last - 1:
+        raise IndexError(f"whitespace step names run {at}; the text has {last - 1}")
+    return index + 1
 
 
 def apply(text: str, steps: Sequence[Step]) -> str:
-    spans = [m.span() for m in _RUN.finditer(text)]
-    start: list[tuple[int, str]] = []
-    end: list[tuple[int, str]] = []
-    replaced: list[tuple[int, str]] = []
-    for step in steps:
-        at = step["at"]
-        if at == "start":
-            start = [(0, step["ws"])]  # the last one named wins
-        elif at == "end":
-            end = [(len(spans) + 1, step["ws"])]
-        else:
-            replaced.append((int(at) + 1, step["ws"]))
-    return _render(text, spans, [*start, *sorted(replaced), *end])
+    parts = _RUN_SPLIT.split(text)
+    last = len(parts) // 2 + 1
+    edits = [(0 if step["at"] == "start" else last if step["at"] == "end"
+              else _run_target(step["at"], last), step["ws"]) for step in steps]
+    # runs in (index, whitespace) order; start and end where they are (the last one wins)
+    runs = sorted(edit for edit in edits if 0 < edit[0] < last)
+    return _render(parts, [*(e for e in edits if e[0] in (0, last)), *runs])
 
 
 def _choices(run: str) -> tuple[str, ...]:
@@ -80,33 +80,29 @@ def _choices(run: str) -> tuple[str, ...]:
 
 
 def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
-    text = case.text
-    spans = []
-    # The replacements of each target: 0 = start, t = run t-1 (its current whitespace
-    # excluded), last = end; so t orders the steps.
-    options: list[tuple[str, ...]] = [START_CHOICES]
-    for match in _RUN.finditer(text):
-        spans.append(match.span())
-        options.append(_choices(match.group()))
-    options.append(END_CHOICES)
-    last = len(spans) + 1
+    parts = _RUN_SPLIT.split(case.text)
+    # Target t: 0 = start, 1..runs = run t-1 (at parts[2t - 1]), last = end; t orders steps.
+    last = len(parts) // 2 + 1
     targets = range(last + 1)
     edits = min(config.edits, last + 1)
-    sizes = [len(choices) for choices in options]
     sample, draw_each = stream.sample, stream.draw_each
     candidates = []
     for _ in range(config.samples):
         picked = sample(targets, edits)
-        # targets are distinct: the pairs sort by target
-        made = [
-            (t, options[t][d])
-            for t, d in sorted(zip(picked, draw_each([sizes[t] for t in picked]), strict=True))
+        options = [
+            START_CHOICES if t == 0 else END_CHOICES if t == last else _choices(parts[2 * t - 1])
+            for t in picked
         ]
+        drawn = draw_each([len(choices) for choices in options])
+        # targets are distinct: the pairs sort by target
+        made = sorted(
+            (t, choices[d]) for t, choices, d in zip(picked, options, drawn, strict=True)
+        )
         steps: list[Step] = [
             {"at": "start" if t == 0 else "end" if t == last else t - 1, "ws": ws}
             for t, ws in made
         ]
-        candidates.append((steps, _render(text, spans, made)))
+        candidates.append((steps, _render(parts, made)))
     return case.finish(candidates)
 
 
