@@ -4,10 +4,12 @@ Starts a stdlib asyncio HTTP/1.1 keep-alive server in a child process that answe
 `decguard.http/0.1` request after a fixed delay, then sends `--requests` decisions through
 `decflow.backends.http.HttpBackend.predict` with at most `--concurrency` in flight, once per
 client design (`decflow`: the shipped asyncio HTTP/1.1 pool; `CxN`: C httpx AsyncClients
-with N connections each, round-robin). Reports calls/s, the share of the ideal
-`concurrency / latency`, client CPU seconds and the load average. A whole run's wall time is
-split where the server saw its first request and sent its last answer: start-up (process
-start, imports, dataset, requests), calls, and after the calls (summary, report, exit).
+with N connections each, round-robin; `floor`: a minimal client that sends the next request
+the moment an answer is in, no decflow: what the server and loopback allow). Reports
+calls/s, the share of the ideal `concurrency / latency`, client CPU seconds and the load
+average. A whole run's wall time is split where the server saw its first request and sent
+its last answer: start-up (process start, imports, dataset, requests), calls, and after the
+calls (summary, report, exit).
 
     python bench/http_throughput.py                       # 20,000 requests, 64 in flight, 20 ms
     python bench/http_throughput.py --designs 1x64,decflow  # compare designs
@@ -150,7 +152,59 @@ def _pool(design: str):
     return _AsyncClientPool(clients, connections)
 
 
+class _FloorClient(asyncio.Protocol):
+    """One connection of the `floor` design: a fixed request sent again as soon as an
+    answer (a head and `ANSWER`'s length of body) is in; no parsing, no decflow."""
+
+    request = (b"POST /decide HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+               b"Content-Length: 2\r\n\r\n{}")
+
+    def __init__(self, state: dict) -> None:
+        self.state = state
+        self.buffer = b""
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        head = self.buffer.find(b"\r\n\r\n")
+        if head < 0 or len(self.buffer) < head + 4 + len(ANSWER):
+            return
+        self.buffer = b""
+        state = self.state
+        state["done"] += 1
+        if state["sent"] < state["n"]:
+            self.send()
+        elif state["done"] == state["n"]:
+            state["finished"].set_result(None)
+
+    def send(self) -> None:
+        self.state["sent"] += 1
+        self.transport.write(self.request)
+
+
+async def _floor(url: str, n: int, concurrency: int):
+    """What the server and loopback allow: `concurrency` connections each sending the next
+    request the moment an answer is in, with next to no client work."""
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    loop = asyncio.get_running_loop()
+    state = {"sent": 0, "done": 0, "n": n, "finished": loop.create_future()}
+    clients = [(await loop.create_connection(lambda: _FloorClient(state), "127.0.0.1",
+                                             port))[1] for _ in range(concurrency)]
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for client in clients:
+        client.send()
+    await state["finished"]
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    for client in clients:
+        client.transport.close()
+    return wall, cpu, 0
+
+
 async def _run_design(url: str, design: str, n: int, concurrency: int):
+    if design == "floor":
+        return await _floor(url, n, concurrency)
     from decflow.backends.base import DecisionRequest, DecisionSpec
     from decflow.backends.http import HttpBackend
 

@@ -62,20 +62,21 @@ def decision_results(
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """`decision_result` with what every row shares worked out once (a run has thousands)."""
     decision = contract.decision
-    shared = {"decision": decision.name, "decision_type": decision.type}
-    labels = decision.labels
-    source = {"backend": backend["name"], "provider": backend["provider"]}
+    name, kind, labels = decision.name, decision.type, decision.labels
+    backend_name, provider = backend["name"], backend["provider"]
 
     def result(row: dict[str, Any]) -> dict[str, Any]:
         served = row.get("cache_entry")  # decflow: served from the call cache (absent: asked)
         return {
             "case_id": row["case_id"],
-            **shared,
+            "decision": name,
+            "decision_type": kind,
             "labels": list(labels),
             "probabilities": dict(zip(labels, row["probabilities"], strict=True)),
             "selected": row["selected"],
             "confidence": row["confidence"],
-            **source,
+            "backend": backend_name,
+            "provider": provider,
             "model": row["model"],
             "model_version": row["model_version"],
             "latency_ms": row["latency_ms"],
@@ -172,20 +173,17 @@ def golden_cases(
     for values in zip(*columns, strict=True):
         row = dict(zip(names, values, strict=True))
         value = case_input(row["input_text"], row["input_json"])
-        errored = row["error_kind"] is not None
-        results.append(
-            {
-                "case_id": row["case_id"],
-                "input": value,
-                "expected": row["expected"],
-                "metadata": _json_object(row["metadata_json"]),
-                "result": None if errored else decision_result_of(row),
-                "error": {"kind": row["error_kind"], "message": row["error_message"]}
-                if errored
-                else None,
-            }
-        )
-        if errored or (row["expected"] is not None and row["selected"] != row["expected"]):
+        expected, kind = row["expected"], row["error_kind"]
+        errored = kind is not None
+        results.append({
+            "case_id": row["case_id"],
+            "input": value,
+            "expected": expected,
+            "metadata": _json_object(row["metadata_json"]),
+            "result": None if errored else decision_result_of(row),
+            "error": {"kind": kind, "message": row["error_message"]} if errored else None,
+        })
+        if errored or (expected is not None and row["selected"] != expected):
             failures.append(
                 {
                     "case_id": row["case_id"],
