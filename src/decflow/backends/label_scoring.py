@@ -42,11 +42,11 @@ from decflow.backends.tokenizer import Tokenizer
 # How far a label token's log probability may lie from a fresh evaluation (nats): the
 # largest cached-vs-fresh difference measured of the `echo` readout itself (the prompt
 # cache warm from a prompt sharing the decision's first words vs emptied, 20 decisions × 3
-# labels, plus every cut of 3 decisions: Gemma 3 270M Q4_K_M 0.281, SmolLM2-135M Q4_1 0;
+# labels, plus every cut of 2 decisions: Gemma 3 270M Q4_K_M 0.281, SmolLM2-135M Q4_1 0;
 # llama-cpp-python 0.3.36, bench/prefix_spread.py, bench/README.md). Scored by prefix the
-# same decisions moved up to 0.253. The plan's check (one token, prefix vs echo) refuses a
-# server beyond it: it catches a server whose forced completion reports another quantity,
-# not the rounding of every prompt.
+# same decisions moved up to 0.253 (0.281 over every cut). The plan's check (one token,
+# prefix vs echo) refuses a server beyond it: it catches a server whose forced completion
+# reports another quantity, not the rounding of every prompt.
 PREFIX_TOLERANCE = 0.29
 FORCE = 100.0  # the OpenAI maximum logit bias
 CANDIDATES = 20  # candidates named with each scored token (the OpenAI chat maximum)
