@@ -152,11 +152,13 @@ def mask(text: str, work: Path) -> str:
 
 
 def mask_json(value: Any) -> Any:
-    """A report without what a rerun changes: seconds measured, a baseline run's hash."""
+    """A report without what a rerun changes: seconds measured, a baseline run's hash, the
+    seed its shares were rounded with (drawn per run)."""
     if isinstance(value, dict):
         run = value.get("source") == "run"
         return {k: "<seconds>" if "seconds" in k else "<report>" if run and k == "hash"
-                else mask_json(v) for k, v in value.items()}
+                else "<seed>" if k == "rounding_seed" else mask_json(v)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [mask_json(v) for v in value]
     return value
