@@ -30,7 +30,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from decflow.metrics.search import edge, first_true
+from decflow.metrics.search import first_true, lower_edge, upper_edge
 
 Floats = npt.NDArray[np.float64]
 
@@ -102,16 +102,12 @@ def p_below(total: float, n: int, m: float) -> float:
 
 def lower_bound(total: float, n: int, alpha: float) -> float:
     """The one-sided (1 − α) lower bound on the mean: the m where p_above crosses α."""
-    if n == 0 or total <= 0.0:
-        return 0.0
-    return edge(lambda m: p_above(total, n, m) < alpha, total / n, 0.0, tolerance=_TOLERANCE)
+    return lower_edge(lambda m: p_above(total, n, m), total, n, alpha, _TOLERANCE)
 
 
 def upper_bound(total: float, n: int, alpha: float) -> float:
     """The one-sided (1 − α) upper bound on the mean: the m where p_below crosses α."""
-    if n == 0 or total >= n:
-        return 1.0
-    return edge(lambda m: p_below(total, n, m) < alpha, total / n, 1.0, tolerance=_TOLERANCE)
+    return upper_edge(lambda m: p_below(total, n, m), total, n, alpha, _TOLERANCE)
 
 
 def critical_counts(n: int, m: float, alpha: float) -> tuple[int, int]:

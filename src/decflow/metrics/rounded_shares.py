@@ -41,7 +41,7 @@ from decflow.metrics.bounded_mean import (
     power_distance,
 )
 from decflow.metrics.evidence import ALPHA, MeanTest
-from decflow.metrics.search import edge, first_true
+from decflow.metrics.search import first_true, lower_edge, upper_edge
 
 Floats = npt.NDArray[np.float64]
 
@@ -85,16 +85,12 @@ def p_below(count: int, n: int, m: float) -> float:
 
 def lower_bound(count: int, n: int, alpha: float) -> float:
     """The one-sided (1 − α) lower bound: where p_above (increasing in m) crosses α."""
-    if n == 0 or count <= 0:
-        return 0.0
-    return edge(lambda m: p_above(count, n, m) < alpha, count / n, 0.0, tolerance=_TOLERANCE)
+    return lower_edge(lambda m: p_above(count, n, m), count, n, alpha, _TOLERANCE)
 
 
 def upper_bound(count: int, n: int, alpha: float) -> float:
     """The one-sided (1 − α) upper bound: where p_below (decreasing in m) crosses α."""
-    if n == 0 or count >= n:
-        return 1.0
-    return edge(lambda m: p_below(count, n, m) < alpha, count / n, 1.0, tolerance=_TOLERANCE)
+    return upper_edge(lambda m: p_below(count, n, m), count, n, alpha, _TOLERANCE)
 
 
 class CriticalCounts(NamedTuple):

@@ -1,5 +1,6 @@
 """Monotone searches shared by the tests of the inference core: the first n at which a
-predicate that stays true once true holds, and the edge of a rejected set."""
+predicate that stays true once true holds, the edge of a rejected set, and the one-sided
+bounds on a mean in [0, 1] where a test's p-value crosses α."""
 
 from __future__ import annotations
 
@@ -41,3 +42,21 @@ def edge(rejects: Callable[[float], bool], inside: float, outside: float,
         else:
             inside = mid
     return inside
+
+
+def lower_edge(p_above: Callable[[float], float], total: float, n: int, alpha: float,
+               tolerance: float) -> float:
+    """The one-sided (1 − α) lower bound on a mean in [0, 1] from `total` over n values:
+    the candidate mean m where `p_above(m)` (increasing in m) crosses α."""
+    if n == 0 or total <= 0:
+        return 0.0
+    return edge(lambda m: p_above(m) < alpha, total / n, 0.0, tolerance=tolerance)
+
+
+def upper_edge(p_below: Callable[[float], float], total: float, n: int, alpha: float,
+               tolerance: float) -> float:
+    """The one-sided (1 − α) upper bound on a mean in [0, 1] from `total` over n values:
+    the candidate mean m where `p_below(m)` (decreasing in m) crosses α."""
+    if n == 0 or total >= n:
+        return 1.0
+    return edge(lambda m: p_below(m) < alpha, total / n, 1.0, tolerance=tolerance)
