@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from decflow import interrupts
+
+if TYPE_CHECKING:
+    from decflow.pipeline.stage import Progress, ProgressFactory
+
+SWITCH_INTERVAL_S = 0.001
 
 
 def run_views() -> None:
@@ -33,18 +40,29 @@ def run_views() -> None:
 
 
 class Ahead:
-    """Runs `work` in a daemon thread from `start()` until `join()`."""
+    """Runs `work` in a daemon thread once a run's backend has answered its first call (so
+    every request of the first wave is out before the thread takes the interpreter) until
+    `join()`, which the driver's `on_stage` hook calls at the end of the call stage. What
+    never started is left to whoever needs it (a run without calls, a stored one)."""
 
-    def __init__(self, work: Callable[[], None]) -> None:
-        self.work = work
+    def __init__(self, work: Callable[[], None], calls: str = "calls",
+                 stage: str = "results") -> None:
+        self.work, self.calls, self.stage = work, calls, stage
         self.thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        # what fails here fails again, with its error, where it is needed
-        with contextlib.suppress(Exception):
-            self.work()
+        # A thread waiting for the interpreter asks for it after the switch interval
+        # (5 ms): shortened while this runs, so an answer waits less for the event loop.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        try:
+            # what fails here fails again, with its error, where it is needed
+            with contextlib.suppress(Exception):
+                self.work()
+        finally:
+            sys.setswitchinterval(interval)
 
-    def start(self) -> None:
+    def _start(self) -> None:
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="decflow-ahead", daemon=True)
             self.thread.start()
@@ -53,15 +71,25 @@ class Ahead:
         if self.thread is not None:
             interrupts.join(self.thread)
 
-    def during(self, stage: str, upstream: str) -> Callable[[str, object], None]:
-        """A driver's `on_stage` hook that works while `stage` computes: from the end of
-        its `upstream` stage (so the work never delays what comes before it) to its own
-        end."""
+    def progress(self, factory: ProgressFactory) -> ProgressFactory:
+        """`factory`, whose progress of the calls starts the work at the first answer."""
 
-        def on_stage(name: str, _manifest: object) -> None:
-            if name == upstream:
-                self.start()
-            elif name == stage:
-                self.join()
+        def make(name: str, total: int | None) -> Progress:
+            inner = factory(name, total)
+            if name != self.calls:
+                return inner
 
-        return on_stage
+            def update(done: int, total_now: int | None) -> None:
+                if self.thread is None and done:
+                    self._start()
+                inner(done, total_now)
+
+            return update
+
+        return make
+
+    def on_stage(self, name: str, _manifest: object) -> None:
+        """The driver's hook: the call stage's end joins the work (no stage runs beside
+        it)."""
+        if name == self.stage:
+            self.join()

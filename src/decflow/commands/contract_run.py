@@ -223,13 +223,15 @@ def execute(options: RunOptions) -> dict[str, Any]:
         )
     from decflow.views.stored import write_run_html
 
-    # the views the report is shown with are imported while the backend is called
+    # the views the report is shown with are prepared while the backend is called
     views = Ahead(run_views)
     try:
         with progress_factory() as progress:
-            report = run_contract(spec, store, progress=progress, from_stage=options.from_stage,
-                                  fail_on_warn=options.fail_on_warn,
-                                  on_stage=views.during("results", "requests"))
+            report = run_contract(
+                spec, store, progress=progress and views.progress(progress),
+                from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
+                on_stage=views.on_stage,
+            )
     finally:
         views.join()
     write_run_html(store, report)  # as the flow's report task does
