@@ -6,14 +6,14 @@ thresholds the collector walks them ~185 times on the way (young generations, th
 whole heap), and finds next to no garbage: 60-80 ms of CPU of a command's start. A single
 pass costs as much (one young-generation collection of 100,000 objects measured the
 same), so the command line raises the first threshold out of reach while it starts
-(`begin`); the first stage ends the start-up (`end`): what was imported is moved out of
-the collector's sight (`gc.freeze`: never walked again, still freed by reference
-counting) and the thresholds go back to what they were.
+(`begin`); the first stage ends the start-up (`end`): the thresholds go back to what they
+were, and each stage keeps what was there before it out of the collector's sight
+(`pipeline/stage.py`, `gc.freeze`).
 
 Only the command line calls `begin`: importing decflow as a library leaves the collector
 alone. A command that runs no stage keeps the raised threshold (a collection every
 million allocations) unless it ends the start-up itself before long work (`decflow
-orchestrate serve`, `decflow probe`).
+serve`, `decflow probe`).
 """
 
 from __future__ import annotations
@@ -43,5 +43,4 @@ def end() -> None:
         defaults = _restore.pop()
     except IndexError:
         return
-    gc.freeze()
     gc.set_threshold(*defaults)

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from decflow.commands import common
+from decflow.commands.ahead import Ahead, run_views
 from decflow.commands.common import (
     OutputOptions,
     Param,
@@ -222,9 +223,17 @@ def execute(options: RunOptions) -> dict[str, Any]:
         )
     from decflow.views.stored import write_run_html
 
-    with progress_factory() as progress:
-        report = run_contract(spec, store, progress=progress, from_stage=options.from_stage,
-                              fail_on_warn=options.fail_on_warn)
+    # the views the report is shown with are prepared while the backend is called
+    views = Ahead(run_views)
+    try:
+        with progress_factory() as progress:
+            report = run_contract(
+                spec, store, progress=progress and views.progress(progress),
+                from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
+                on_stage=views.on_stage,
+            )
+    finally:
+        views.join()
     write_run_html(store, report)  # as the flow's report task does
     return report
 
@@ -267,7 +276,6 @@ def validate_options(options: RunOptions) -> None:
 def run_and_print(options: RunOptions) -> None:
     """`--plan`: print the plan and exit 0 without calling anything; otherwise run."""
     from decflow.store.store import open_store
-    from decflow.views.outputs import render_text
 
     validate_options(options)
     if options.plan:
@@ -275,6 +283,8 @@ def run_and_print(options: RunOptions) -> None:
                    to_stderr=False)
         raise typer.Exit(0)
     report = execute(options)
+    from decflow.views.outputs import render_text  # imported during the run's calls
+
     code = options.out.publish(report, render_text)
     say_report_stored(report)
     raise typer.Exit(code)

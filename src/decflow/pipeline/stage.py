@@ -18,8 +18,10 @@ of what runs them (`RunSpec` for a contract run, `CheckSpec` for a production ch
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -241,11 +243,33 @@ def units_here(stage: Stage[Any], context: StageContext[Any],
     return [stage.fan_out.compute(context, unit, key) for _, unit, key in missing]
 
 
+@contextlib.contextmanager
+def _collecting_only_new() -> Iterator[None]:
+    """Cyclic garbage collection that walks only what was allocated inside the block.
+
+    A stage allocates hundreds of thousands of containers (per-case rows, report dicts),
+    and every full collection they trigger would walk the whole heap left by imports and
+    earlier stages too (about a tenth of a 10k run's CPU). Frozen objects are still freed
+    by reference counting; unfreezing at the end hands them back to the collector, so a
+    long-lived worker running many stages keeps nothing it would otherwise free.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def run_stage(stage: Stage[S], context: StageContext[S]) -> Manifest:
     """The stage's manifest: a published one with the same key, else computed now. A
     fanned-out stage first has its units (unless a runner already handed them over in
     `context.unit_outcomes`), which its key and its merge read."""
     startup.end()
+    with _collecting_only_new():
+        return _run_stage(stage, context)
+
+
+def _run_stage(stage: Stage[S], context: StageContext[S]) -> Manifest:
     if stage.fan_out is not None and not context.unit_outcomes:
         context.unit_outcomes[:] = run_units(stage, context)
     key = stage.key(context)

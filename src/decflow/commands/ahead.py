@@ -1,0 +1,95 @@
+"""Work a command needs only once its run is done (the report's text and HTML views, the
+report model's validators), done while the run waits on its backend.
+
+A remote run spends most of its calls waiting on sockets, so a thread that imports in the
+meantime gets the interpreter then; done before the first request, the same work would
+delay every call, and after the last answer it adds to the run's wall time. The thread is
+joined before the run's verdict stage, so no stage runs while another thread imports (two
+threads importing modules that import each other could each see the other's half-imported
+module) or builds a model the stage validates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from decflow import interrupts
+
+if TYPE_CHECKING:
+    from decflow.pipeline.stage import Progress, ProgressFactory
+
+SWITCH_INTERVAL_S = 0.001
+
+
+def run_views() -> None:
+    """What showing a contract run's report needs first: the text and HTML views, numpy's
+    lazily loaded modules the summary's calibration figures use, and the run report
+    models' validators (built on first use: `report.model` defers them)."""
+    for name in ("decflow.views.outputs", "decflow.views.text", "decflow.views.html",
+                 "numpy.random", "numpy.fft"):
+        importlib.import_module(name)
+    from decflow.report.run_report import RunReport, RunView
+
+    RunReport.model_rebuild()
+    RunView.model_rebuild()
+
+
+class Ahead:
+    """Runs `work` in a daemon thread once a run's backend has answered its first call (so
+    every request of the first wave is out before the thread takes the interpreter) until
+    `join()`, which the driver's `on_stage` hook calls at the end of the call stage. What
+    never started is left to whoever needs it (a run without calls, a stored one)."""
+
+    def __init__(self, work: Callable[[], None], calls: str = "calls",
+                 stage: str = "results") -> None:
+        self.work, self.calls, self.stage = work, calls, stage
+        self.thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        # A thread waiting for the interpreter asks for it after the switch interval
+        # (5 ms): shortened while this runs, so an answer waits less for the event loop.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        try:
+            # what fails here fails again, with its error, where it is needed
+            with contextlib.suppress(Exception):
+                self.work()
+        finally:
+            sys.setswitchinterval(interval)
+
+    def _start(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="decflow-ahead", daemon=True)
+            self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            interrupts.join(self.thread)
+
+    def progress(self, factory: ProgressFactory) -> ProgressFactory:
+        """`factory`, whose progress of the calls starts the work at the first answer."""
+
+        def make(name: str, total: int | None) -> Progress:
+            inner = factory(name, total)
+            if name != self.calls:
+                return inner
+
+            def update(done: int, total_now: int | None) -> None:
+                if self.thread is None and done:
+                    self._start()
+                inner(done, total_now)
+
+            return update
+
+        return make
+
+    def on_stage(self, name: str, _manifest: object) -> None:
+        """The driver's hook: the call stage's end joins the work (no stage runs beside
+        it)."""
+        if name == self.stage:
+            self.join()

@@ -1,0 +1,68 @@
+"""The work a contract-run command prepares while its backend is called (`commands.ahead`):
+started at the calls' first answer, never before; joined when the call stage ends, so no
+later stage runs beside it; left undone when no call was answered."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from decflow.commands.ahead import SWITCH_INTERVAL_S, Ahead
+from decflow.pipeline.stage import Progress, ProgressFactory
+
+
+def _factory(seen: list[tuple[str, int]]) -> ProgressFactory:
+    def make(name: str, _total: int | None) -> Progress:
+        return lambda done, _total_now: seen.append((name, done))
+
+    return make
+
+
+def test_the_work_starts_at_the_first_answer_and_ends_with_the_call_stage() -> None:
+    started = threading.Event()
+    release = threading.Event()
+    intervals: list[float] = []
+
+    def work() -> None:
+        intervals.append(sys.getswitchinterval())
+        started.set()
+        release.wait(10)
+
+    before = sys.getswitchinterval()
+    ahead = Ahead(work)
+    seen: list[tuple[str, int]] = []
+    progress = ahead.progress(_factory(seen))
+    progress("records", 5)(3, 5)  # another stage's progress starts nothing
+    calls = progress("calls", 4)
+    calls(0, 4)  # nothing answered yet
+    assert ahead.thread is None
+    calls(1, 4)
+    assert started.wait(10)
+    calls(2, 4)  # one thread, however many answers
+    thread = ahead.thread
+    assert thread is not None and thread.is_alive()
+    ahead.on_stage("requests", None)  # another stage's end does not wait
+    assert thread.is_alive()
+    release.set()
+    ahead.on_stage("results", None)
+    assert not thread.is_alive()
+    assert seen == [("records", 3), ("calls", 0), ("calls", 1), ("calls", 2)]
+    assert intervals == [SWITCH_INTERVAL_S]
+    assert sys.getswitchinterval() == before
+
+
+def test_without_an_answer_nothing_runs_and_a_failure_is_left_to_the_user() -> None:
+    ran: list[str] = []
+    idle = Ahead(lambda: ran.append("work"))
+    idle.on_stage("results", None)
+    idle.join()
+    assert ran == [] and idle.thread is None
+
+    def fails() -> None:
+        ran.append("failed")
+        raise ImportError("no such view")
+
+    failing = Ahead(fails)
+    failing.progress(_factory([]))("calls", 1)(1, 1)
+    failing.join()  # the error is not raised here: the import fails again where it is used
+    assert ran == ["failed"]
