@@ -110,15 +110,16 @@ def finish(
 ) -> Generated:
     """Drop no-ops and duplicates, number the rest; nothing left is a skip."""
     kept: list[Transformed] = []
-    seen: set[tuple[str, tuple[tuple[str, str], ...] | None]] = set()
+    # A candidate's key: its input (JSON for an object), paired with its presentation when
+    # it has one (a string and a tuple never compare equal, so the two kinds stay apart).
+    seen: set[str | tuple[str, tuple[tuple[str, str], ...]]] = set()
     for steps, new_input, presentation in candidates:
         unchanged = presentation is None and new_input == original
         if unchanged and not keep_noop:
             continue
-        key = (
-            new_input if isinstance(new_input, str) else json.dumps(new_input, sort_keys=True),
-            tuple(presentation) if presentation is not None else None,
-        )
+        shown = new_input if isinstance(new_input, str) else json.dumps(new_input,
+                                                                        sort_keys=True)
+        key = shown if presentation is None else (shown, tuple(presentation))
         if key in seen:
             continue
         seen.add(key)
@@ -148,6 +149,9 @@ class TextCase:
     ) -> Generated:
         """`finish` over (steps, edited text), each text put back into the input."""
         original, text_field = self.original, self.text_field
+        if isinstance(original, str):  # the text is the input: no input to rebuild
+            return finish(original, [(steps, text, None) for steps, text in edits],
+                          keep_noop=keep_noop)
         candidates = [(steps, with_text(original, text_field, text), None) for steps, text in edits]
         return finish(original, candidates, keep_noop=keep_noop)
 

@@ -37,6 +37,18 @@ def sentence_starts(text: str) -> list[int]:
 
 
 _first = itemgetter(0)
+# Sentence starts of recent texts: datasets repeat texts, and two properties scan each.
+_STARTS: dict[str, list[int]] = {}
+_STARTS_KEPT = 4096
+
+
+def _starts_of(text: str) -> list[int]:
+    found = _STARTS.get(text)
+    if found is None:
+        if len(_STARTS) >= _STARTS_KEPT:
+            _STARTS.clear()
+        found = _STARTS[text] = sentence_starts(text)
+    return found
 
 
 def insert(text: str, steps: Sequence[Step]) -> str:
@@ -76,18 +88,21 @@ def generate(
     if not text:
         return Generated(skip_reason=SKIP_EMPTY_TEXT)
     fragments = fragments or DEFAULT_FRAGMENTS
-    starts = sentence_starts(text)
-    boundaries = len(starts) + 1
+    starts = _starts_of(text)
+    picks = 1 if repeats is not None else insertions
+    places = repeats if repeats is not None else insertions
+    # Each sample draws `picks` fragments, then `places` boundaries: every size is known
+    # before the first draw, so a case's draws are made in one call.
+    sizes = ([len(fragments)] * picks + [len(starts) + 1] * places) * samples
+    drawn = stream.draw_each(sizes)
     candidates = []
-    draw_each = stream.draw_each
-    picks = [len(fragments)] * (1 if repeats is not None else insertions)
-    boundary_sizes = [boundaries] * (repeats if repeats is not None else insertions)
-    for _ in range(samples):
-        chosen = [fragments[i] for i in draw_each(picks)]
+    for first in range(0, len(sizes), picks + places):
+        chosen = [fragments[i] for i in drawn[first : first + picks]]
         if repeats is not None:
             chosen *= repeats
         # by boundary, fragments at the same one in drawn order (a stable sort)
-        placed = sorted(zip(draw_each(boundary_sizes), chosen, strict=True), key=_first)
+        placed = sorted(zip(drawn[first + picks : first + picks + places], chosen, strict=True),
+                        key=_first)
         steps: list[Step] = [{"at": at, "text": fragment} for at, fragment in placed]
         candidates.append((steps, _inserted(text, placed, starts)))
     return case.finish(candidates)

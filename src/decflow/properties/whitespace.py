@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import getitem
 from typing import TYPE_CHECKING
 
 from decflow.properties.base import (
@@ -79,29 +81,52 @@ def _choices(run: str) -> tuple[str, ...]:
     return found
 
 
+@dataclass(slots=True)
+class _Layout:
+    """What generation needs of a text, by target: its pieces (`_RUN_SPLIT`), the
+    replacements each target may draw and the target's name in a step."""
+
+    parts: list[str]
+    choices: list[tuple[str, ...]]
+    names: list[int | str]
+
+
+# Layouts of recent texts: datasets repeat texts (cleared when full; a layout is read-only).
+_LAYOUTS: dict[str, _Layout] = {}
+_LAYOUTS_KEPT = 4096
+
+
+def _layout(text: str) -> _Layout:
+    found = _LAYOUTS.get(text)
+    if found is None:
+        parts = _RUN_SPLIT.split(text)
+        runs = len(parts) // 2
+        found = _Layout(
+            parts,
+            [START_CHOICES, *(_choices(parts[2 * t + 1]) for t in range(runs)), END_CHOICES],
+            ["start", *range(runs), "end"],
+        )
+        if len(_LAYOUTS) >= _LAYOUTS_KEPT:
+            _LAYOUTS.clear()
+        _LAYOUTS[text] = found
+    return found
+
+
 def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
-    parts = _RUN_SPLIT.split(case.text)
-    # Target t: 0 = start, 1..runs = run t-1 (at parts[2t - 1]), last = end; t orders steps.
-    last = len(parts) // 2 + 1
-    targets = range(last + 1)
-    edits = min(config.edits, last + 1)
+    layout = _layout(case.text)
+    parts, choices, names = layout.parts, layout.choices, layout.names
+    # Target t: 0 = start, 1..runs = run t-1 (at parts[2t - 1]), the last = end; t orders steps.
+    targets = range(len(choices))
+    edits = min(config.edits, len(choices))
     sample, draw_each = stream.sample, stream.draw_each
     candidates = []
     for _ in range(config.samples):
         picked = sample(targets, edits)
-        options = [
-            START_CHOICES if t == 0 else END_CHOICES if t == last else _choices(parts[2 * t - 1])
-            for t in picked
-        ]
-        drawn = draw_each([len(choices) for choices in options])
+        options = [choices[t] for t in picked]
+        drawn = draw_each([len(c) for c in options])
         # targets are distinct: the pairs sort by target
-        made = sorted(
-            (t, choices[d]) for t, choices, d in zip(picked, options, drawn, strict=True)
-        )
-        steps: list[Step] = [
-            {"at": "start" if t == 0 else "end" if t == last else t - 1, "ws": ws}
-            for t, ws in made
-        ]
+        made = sorted(zip(picked, map(getitem, options, drawn), strict=True))
+        steps: list[Step] = [{"at": names[t], "ws": ws} for t, ws in made]
         candidates.append((steps, _render(parts, made)))
     return case.finish(candidates)
 
