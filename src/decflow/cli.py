@@ -20,6 +20,7 @@ import traceback
 import typer
 from typer.exceptions import TyperException
 
+from decflow import startup
 from decflow.errors import DecflowError, Interrupted
 from decflow.interrupts import exiting, install, stopping
 from decflow.redaction import redacted_output
@@ -195,6 +196,7 @@ def _keep_freed_heap() -> None:
 
 def main() -> None:
     """The `decflow` command (`decflow.__main__` installs the signal handlers first)."""
+    startup.begin()
     install()
     try:
         os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC_CONF)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import typer
 
+from decflow import startup
 from decflow.errors import DecflowError
 from decflow.tasks.heartbeat import DEFAULT_WINDOW_S, HEARTBEAT_S, MIN_WINDOW_S
 from decflow.workers.command import python_module
@@ -117,4 +118,5 @@ def register(app: typer.Typer) -> None:
         path = deployments_file(file)
         from decflow.flows.deployments import serve_deployments
 
+        startup.end()  # serves until stopped: the collector back to its defaults
         serve_deployments(path)

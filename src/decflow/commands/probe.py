@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typer
 
+from decflow import startup
 from decflow.commands import common
 from decflow.commands.common import OutputOptions, emit, say_stored, with_output, write_json
 
@@ -44,6 +45,7 @@ def register(app: typer.Typer) -> None:
         from decflow.views.stored import write_run_html
 
         inputs_list = read_inputs(inputs)
+        startup.end()  # an agent may take long: the collector back to its defaults
         result = probe(
             AgentProcess(agent, call_timeout), inputs_list, repeats=repeats, epsilon=epsilon,
             blindness_threshold=threshold, layer=layer, reuse_calls=not no_reuse,

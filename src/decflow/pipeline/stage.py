@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from decflow import startup
 from decflow.pipeline.spec import RunSpec
 from decflow.store.store import Manifest, Store, stage_key
 
@@ -263,6 +264,7 @@ def run_stage(stage: Stage[S], context: StageContext[S]) -> Manifest:
     """The stage's manifest: a published one with the same key, else computed now. A
     fanned-out stage first has its units (unless a runner already handed them over in
     `context.unit_outcomes`), which its key and its merge read."""
+    startup.end()
     with _collecting_only_new():
         return _run_stage(stage, context)
 

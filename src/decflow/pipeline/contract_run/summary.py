@@ -189,6 +189,11 @@ def build_report(
     )
 
 
+# The report's per-case lists: every number in them was checked finite when its result was
+# stored (probabilities, confidence, latency) or is decoded without NaN (`golden_cases`).
+PER_CASE = ("results", "failures")
+
+
 def _mode(context: RunContext) -> dict[str, Any]:
     return {"mode": context.spec.mode}
 
@@ -207,7 +212,7 @@ def _compute_summary(context: RunContext, key: str) -> Manifest:
     assert built.run is not None and built.run.artifacts is not None  # built above
     built.run.artifacts["summary"] = artifact_ref(store, manifest)
     report = redact(built.to_dict())
-    write_report(store, spec.run_id, report)
+    write_report(store, spec.run_id, report, per_case=PER_CASE)
     context.outputs["report"] = report
     return manifest
 
