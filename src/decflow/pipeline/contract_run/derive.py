@@ -314,6 +314,7 @@ class _RequestRows:
         # id → (the object, its number or JSON): the reference keeps the id from being reused.
         self.presentation_memo: dict[int, tuple[Any, int]] = {}
         self.steps_memo: dict[int, tuple[list[dict[str, Any]], str]] = {}
+        self.step_memo: dict[int, tuple[dict[str, Any], str]] = {}
         self.shared_steps = transformation(prop).shared_steps
         # The rows as generated; `frame` turns them into columns (one pass per column).
         self.case_id: list[str] = []
@@ -348,7 +349,15 @@ class _RequestRows:
             return _dump_steps(steps)
         found = self.steps_memo.get(id(steps))
         if found is None:
-            found = self.steps_memo[id(steps)] = (steps, _dump_steps(steps))
+            # `_dump_steps` of the list, from its step dicts' JSON (each encoded once)
+            encoded = "[" + ", ".join([self._step_json(step) for step in steps]) + "]"
+            found = self.steps_memo[id(steps)] = (steps, encoded)
+        return found[1]
+
+    def _step_json(self, step: dict[str, Any]) -> str:
+        found = self.step_memo.get(id(step))
+        if found is None:
+            found = self.step_memo[id(step)] = (step, _dump_steps(step))
         return found[1]
 
     def frame(self) -> pl.DataFrame:
