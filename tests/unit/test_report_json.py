@@ -55,3 +55,13 @@ def test_stored_metadata_is_decoded_per_case_and_nan_refused() -> None:
     assert _json_objects(pl.Series([None] * 3, dtype=pl.String).to_list()) == [{}, {}, {}]
     with pytest.raises(ValueError, match="not JSON compliant: NaN"):
         _json_objects(['{"score":NaN}'])
+
+
+def test_larger_numbers_with_zeros_after_the_point_keep_the_fast_writer() -> None:
+    from decflow.store.store import _small_float_spelled
+
+    assert not _small_float_spelled(b'[{"latency_ms":20.000031,"n":100.00001}]')
+    assert _small_float_spelled(b'[{"p":0.00001}]')
+    assert _small_float_spelled(b'[-0.000012]')
+    assert _small_float_spelled(b'[1e-7]')
+    assert not _small_float_spelled(b'["one-sided","e-mail"]')

@@ -484,15 +484,20 @@ def _per_case_json(items: list[Any]) -> bytes:
 
 
 def _small_float_spelled(text: bytes) -> bool:
-    """Whether orjson may have spelled a float below 1e-4 (inside a string too: then the
-    json module just writes the list again)."""
-    if b"0.0000" in text:
-        return True
-    at = text.find(b"e-")
-    while at > 0:
-        if text[at - 1] in b"0123456789":
+    """Whether orjson may have spelled a float below 1e-4: a number that starts `0.0000`
+    or a digit before `e-` (inside a string too: then the json module writes the list)."""
+    return _after_a_digit(text, b"0.0000", expected=False) or _after_a_digit(
+        text, b"e-", expected=True)
+
+
+def _after_a_digit(text: bytes, piece: bytes, *, expected: bool) -> bool:
+    """Whether `piece` occurs in `text` with a digit before it (`expected` True) or with
+    no digit before it (False)."""
+    at = text.find(piece)
+    while at >= 0:
+        if (at > 0 and text[at - 1] in b"0123456789") == expected:
             return True
-        at = text.find(b"e-", at + 2)
+        at = text.find(piece, at + 1)
     return False
 
 

@@ -13,11 +13,7 @@ from typing import Any, Protocol
 
 from decflow import interrupts
 from decflow.pipeline.contract_run import results
-from decflow.pipeline.contract_run.sequential.calls import (
-    sent_inputs,
-    sequential_call_stage,
-    sequential_params,
-)
+from decflow.pipeline.contract_run.sequential.record import sent_inputs, sequential_params
 from decflow.pipeline.stage import RunContext, Stage
 from decflow.store.store import Manifest
 
@@ -77,6 +73,9 @@ class InProcessShards:
 
 def call_stage(context: RunContext, key: str) -> Manifest:
     if context.spec.sequential:
+        # (imported here: a run of the whole suite never needs the sequential driver)
+        from decflow.pipeline.contract_run.sequential.calls import sequential_call_stage
+
         return sequential_call_stage(context, key)
     parts = results.RequestParts(context.store, context.manifests["requests"])
     factory = context.shards or InProcessShards

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import io
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +60,7 @@ from decflow.pipeline.contract_run.sequential.gates import (
     settled,
     suite_only,
 )
+from decflow.pipeline.contract_run.sequential.record import RECORD
 from decflow.pipeline.contract_run.transformed import COMPARISON_COLUMNS, relation_direction
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import ProgressFactory, RunContext
@@ -71,7 +71,6 @@ from decflow.store.store import Manifest, Store
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
 
-RECORD = "sequential"
 SETTINGS = ("alpha", "max_cases", "batch", "seed", "zero_limit")
 
 
@@ -433,17 +432,3 @@ def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: 
     return {"sent": calls.sent, "requests_sent": calls.requests_sent,
             "batches": calls.batches, "calls": made - before, "calls_made": made,
             "stop_reason": calls.stop_reason, "stopped": calls.stop_reason is not None}
-
-
-def sent_inputs(found: Manifest) -> dict[str, Manifest]:
-    """After a sequential results stage, the later stages read only the cases it sent: the
-    `cases` and `requests` manifests it narrowed (none for a run of the whole suite)."""
-    record = found.extra.get(RECORD)
-    if record is None:
-        return {}
-    return {name: Manifest.from_dict(record[name]) for name in ("cases", "requests")}
-
-
-def sequential_params(spec: RunSpec) -> Mapping[str, Any]:
-    """What the stage key of a sequential run includes: its order and batches."""
-    return {RECORD: spec.sequential} if spec.sequential else {}
