@@ -1,5 +1,6 @@
-"""Work a command needs only once its run is done (the report's text and HTML views, the
-report model's validators), done while the run waits on its backend.
+"""Work a command needs only once its run's calls are done (the later stages' code, the
+report's text and HTML views, the report model's validators), done while the run waits on
+its backend.
 
 A remote run spends most of its calls waiting on sockets, so a thread that imports in the
 meantime gets the interpreter then; done before the first request, the same work would
@@ -21,22 +22,31 @@ from typing import TYPE_CHECKING
 from decflow import interrupts
 
 if TYPE_CHECKING:
+    from decflow.pipeline.spec import RunSpec
     from decflow.pipeline.stage import Progress, ProgressFactory
 
 SWITCH_INTERVAL_S = 0.001
 
 
-def run_views() -> None:
-    """What showing a contract run's report needs first: the text and HTML views, numpy's
-    lazily loaded modules the summary's calibration figures use, and the run report
-    models' validators (built on first use: `report.model` defers them)."""
-    for name in ("decflow.views.outputs", "decflow.views.text", "decflow.views.html",
-                 "numpy.random", "numpy.fft"):
-        importlib.import_module(name)
-    from decflow.report.run_report import RunReport, RunView
+def after_calls(spec: RunSpec) -> Callable[[], None]:
+    """What a contract run of `spec` needs first once its calls are done: the code of its
+    later stages, numpy's lazily loaded modules the summary's calibration figures use, the
+    run report models' validators (built on first use: `report.model` defers them), and
+    the text and HTML views the command shows the report with."""
 
-    RunReport.model_rebuild()
-    RunView.model_rebuild()
+    def work() -> None:
+        from decflow.pipeline.contract_run.later_stages import load_later_stages
+
+        load_later_stages(spec)
+        for name in ("numpy.random", "numpy.fft", "decflow.views.outputs",
+                     "decflow.views.text", "decflow.views.html"):
+            importlib.import_module(name)
+        from decflow.report.run_report import RunReport, RunView
+
+        RunReport.model_rebuild()
+        RunView.model_rebuild()
+
+    return work
 
 
 class Ahead:

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from decflow.commands import common
-from decflow.commands.ahead import Ahead, run_views
+from decflow.commands.ahead import Ahead, after_calls
 from decflow.commands.common import (
     OutputOptions,
     Param,
@@ -226,17 +226,17 @@ def execute(options: RunOptions) -> dict[str, Any]:
         )
     from decflow.views.stored import write_run_html
 
-    # the views the report is shown with are prepared while the backend is called
-    views = Ahead(run_views)
+    # what the run needs after its calls is prepared while the backend is called
+    later = Ahead(after_calls(spec))
     try:
         with progress_factory() as progress:
             report = run_contract(
-                spec, store, progress=progress and views.progress(progress),
+                spec, store, progress=progress and later.progress(progress),
                 from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
-                on_stage=views.on_stage,
+                on_stage=later.on_stage,
             )
     finally:
-        views.join()
+        later.join()
     write_run_html(store, report)  # as the flow's report task does
     return report
 

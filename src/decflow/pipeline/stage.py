@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -285,3 +286,23 @@ def _run_stage(stage: Stage[S], context: StageContext[S]) -> Manifest:
 # The stages and contexts of a contract run.
 RunStage = Stage[RunSpec]
 RunContext = StageContext[RunSpec]
+
+
+class Deferred(Generic[S]):
+    """A stage's `compute` named by reference (`package.module:function`) and imported on
+    first use: a pipeline lists its later stages without importing their code, so a run
+    starts calling its backend before the code of the stages after the calls is loaded
+    (`load` imports it meanwhile, see `decflow.commands.ahead`)."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        self._compute: Callable[[StageContext[S], str], Manifest] | None = None
+
+    def load(self) -> Callable[[StageContext[S], str], Manifest]:
+        if self._compute is None:
+            module, _, name = self.ref.partition(":")
+            self._compute = getattr(importlib.import_module(module), name)
+        return self._compute
+
+    def __call__(self, context: StageContext[S], key: str) -> Manifest:
+        return self.load()(context, key)

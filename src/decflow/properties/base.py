@@ -196,6 +196,22 @@ class Original:
 
 
 Shrink = Callable[[list[Step], Sequence[str]], Iterator[list[Step]]]
+# Step dicts by their content, for `shared_step` (cleared when full).
+_SHARED_STEPS: dict[tuple[str, Any, str, Any], Step] = {}
+_SHARED_STEPS_KEPT = 8192
+
+
+def shared_step(name: str, value: Any, other: str, other_value: Any) -> Step:
+    """The step `{name: value, other: other_value}` as one dict shared by every case that
+    makes it (read-only; its transformation sets `shared_steps`). Values are strings and
+    ints: the key tells `1` from `"1"`."""
+    key = (name, value, other, other_value)
+    found = _SHARED_STEPS.get(key)
+    if found is None:
+        if len(_SHARED_STEPS) >= _SHARED_STEPS_KEPT:
+            _SHARED_STEPS.clear()
+        found = _SHARED_STEPS[key] = {name: value, other: other_value}
+    return found
 
 
 def drop_one_step(steps: list[Step], _labels: Sequence[str]) -> Iterator[list[Step]]:
@@ -215,8 +231,9 @@ class Transformation(Generic[Settings]):
     - `relation`: how the transformed decision must relate to the original's;
     - `shrink`: the candidates one step smaller when minimising a failing case (None: its
       failing cases are not minimised);
-    - `shared_steps`: `generate` hands out the same step lists to many cases (read-only),
-      so the requests stage serialises each once;
+    - `shared_steps`: `generate` hands out the same step lists, or lists of the same step
+      dicts, to many cases (read-only: `shared_step`), so the requests stage serialises
+      each once;
     - `regenerates`: replay can generate a stored case again from the seed (not when a
       provider wrote it: a paraphrase is re-sent as stored)."""
 

@@ -21,6 +21,7 @@ from decflow.properties.base import (
     TextCase,
     Transformation,
     drop_one_step,
+    shared_step,
     text_edit,
 )
 from decflow.properties.stream import Stream
@@ -103,7 +104,7 @@ def generate(
         # by boundary, fragments at the same one in drawn order (a stable sort)
         placed = sorted(zip(drawn[first + picks : first + picks + places], chosen, strict=True),
                         key=_first)
-        steps: list[Step] = [{"at": at, "text": fragment} for at, fragment in placed]
+        steps: list[Step] = [shared_step("at", at, "text", fragment) for at, fragment in placed]
         candidates.append((steps, _inserted(text, placed, starts)))
     return case.finish(candidates)
 
@@ -118,5 +119,7 @@ def _repeated(config: RepeatedContext, original: Original) -> Generated:
                     repeats=config.repeats)
 
 
-IRRELEVANT_CONTEXT = Transformation(_irrelevant, text_edit(insert), shrink=drop_one_step)
-REPEATED_CONTEXT = Transformation(_repeated, text_edit(insert), shrink=drop_one_step)
+IRRELEVANT_CONTEXT = Transformation(_irrelevant, text_edit(insert), shrink=drop_one_step,
+                                    shared_steps=True)
+REPEATED_CONTEXT = Transformation(_repeated, text_edit(insert), shrink=drop_one_step,
+                                  shared_steps=True)

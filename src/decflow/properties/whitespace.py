@@ -19,6 +19,7 @@ from decflow.properties.base import (
     TextCase,
     Transformation,
     drop_one_step,
+    shared_step,
     text_edit,
 )
 from decflow.properties.stream import Stream
@@ -126,7 +127,7 @@ def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
         drawn = draw_each([len(c) for c in options])
         # targets are distinct: the pairs sort by target
         made = sorted(zip(picked, map(getitem, options, drawn), strict=True))
-        steps: list[Step] = [{"at": names[t], "ws": ws} for t, ws in made]
+        steps: list[Step] = [shared_step("at", names[t], "ws", ws) for t, ws in made]
         candidates.append((steps, _render(parts, made)))
     return case.finish(candidates)
 
@@ -135,4 +136,5 @@ def _generate(config: Whitespace, original: Original) -> Generated:
     return generate(config, original.stream(), original.text_case())
 
 
-WHITESPACE = Transformation(_generate, text_edit(apply), shrink=drop_one_step)
+WHITESPACE = Transformation(_generate, text_edit(apply), shrink=drop_one_step,
+                            shared_steps=True)

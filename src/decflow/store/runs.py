@@ -27,6 +27,7 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -177,10 +178,11 @@ def write_run_record(store: Store, record: dict[str, Any]) -> None:
                                            "updated_at": now_iso()}))
 
 
-def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT) -> str:
+def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT, *,
+                 per_case: Sequence[str] = ()) -> str:
     """Store a report of the run (`report.json`, `diff.json`, …) and its sha256 in the
-    run's record; returns its store path."""
-    return write_run_file(store, run_id, name, json_bytes(report))
+    run's record; returns its store path. `per_case`: see `json_bytes`."""
+    return write_run_file(store, run_id, name, json_bytes(report, per_case=per_case))
 
 
 def write_run_file(store: Store, run_id: str, name: str, data: bytes) -> str:

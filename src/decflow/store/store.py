@@ -445,11 +445,60 @@ def json_text(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def json_bytes(data: Any) -> bytes:
+def json_bytes(data: Any, *, per_case: Sequence[str] = ()) -> bytes:
     """How the store writes JSON. Compact: only the C encoder is fast, and it cannot indent
     (an indented report of 100k cases costs seconds in the pure-Python encoder). `-o`
-    output stays indented."""
-    return (json_text(data) + "\n").encode()
+    output stays indented.
+
+    `per_case` names top-level lists of a mapping (a report's per-case results) whose
+    values were checked when they were stored (finite numbers): those are written by
+    orjson, about six times faster, to the same bytes (`_per_case_json`).
+    """
+    if not per_case or not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        return (json_text(data) + "\n").encode()
+    members = [
+        json_text(key).encode() + b":" + (
+            _per_case_json(value) if key in per_case and isinstance(value, list)
+            else json_text(value).encode())
+        for key, value in data.items()
+    ]
+    return b"{" + b",".join(members) + b"}\n"
+
+
+def _per_case_json(items: list[Any]) -> bytes:
+    """`json_text(items)` as UTF-8, written by orjson where it writes the same bytes.
+
+    orjson spells floats below 1e-4 differently (`0.00001`, `1e-7` for `1e-05`, `1e-07`)
+    and refuses what only the json module writes (numpy scalars, keys that are not
+    strings, integers beyond 64 bits, lone surrogates): either way the json module writes
+    them. Unlike it, orjson writes NaN as null: only lists whose numbers were checked
+    finite when stored come here.
+    """
+    import orjson
+
+    try:
+        fast = orjson.dumps(items)
+    except TypeError:  # orjson.JSONEncodeError
+        return json_text(items).encode()
+    return json_text(items).encode() if _small_float_spelled(fast) else fast
+
+
+def _small_float_spelled(text: bytes) -> bool:
+    """Whether orjson may have spelled a float below 1e-4: a number that starts `0.0000`
+    or a digit before `e-` (inside a string too: then the json module writes the list)."""
+    return _after_a_digit(text, b"0.0000", expected=False) or _after_a_digit(
+        text, b"e-", expected=True)
+
+
+def _after_a_digit(text: bytes, piece: bytes, *, expected: bool) -> bool:
+    """Whether `piece` occurs in `text` with a digit before it (`expected` True) or with
+    no digit before it (False)."""
+    at = text.find(piece)
+    while at >= 0:
+        if (at > 0 and text[at - 1] in b"0123456789") == expected:
+            return True
+        at = text.find(piece, at + 1)
+    return False
 
 
 def _check_local_root(root: str) -> None:

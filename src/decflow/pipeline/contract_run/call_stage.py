@@ -73,7 +73,7 @@ class InProcessShards:
 
 def call_stage(context: RunContext, key: str) -> Manifest:
     if context.spec.sequential:
-        # the sequential driver (its statistics, the diagnostics it tracks) loads only here
+        # (imported here: a run of the whole suite never needs the sequential driver)
         from decflow.pipeline.contract_run.sequential.calls import sequential_call_stage
 
         return sequential_call_stage(context, key)

@@ -18,6 +18,7 @@ from decflow.data.golden_dataset import case_input
 from decflow.metrics.columns import probability_matrix
 from decflow.metrics.compare import compare
 from decflow.pipeline.contract_run.backend_plan import run_backend
+from decflow.pipeline.contract_run.later_stages import minimize_enabled
 from decflow.pipeline.contract_run.transformed import (
     COMPARISON_COLUMNS,
     joined_transformed,
@@ -25,8 +26,7 @@ from decflow.pipeline.contract_run.transformed import (
     relation_direction,
 )
 from decflow.pipeline.direct_calls import CandidateDecider
-from decflow.pipeline.spec import RunSpec
-from decflow.pipeline.stage import RunContext, Stage
+from decflow.pipeline.stage import RunContext
 from decflow.properties.generate import relation_of
 from decflow.properties.minimize import ShrinkJob, make_judge, minimize_many
 from decflow.store.store import Manifest, Store
@@ -34,7 +34,7 @@ from decflow.store.store import Manifest, Store
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
 
-def _compute_comparisons(context: RunContext, key: str) -> Manifest:
+def compute_comparisons(context: RunContext, key: str) -> Manifest:
     return compare_transformed(context.store, context.manifests, context.loaded.contract, key)
 
 
@@ -74,20 +74,12 @@ def compare_transformed(
     return store.publish("comparisons", key, frames())
 
 
-def minimize_enabled(spec: RunSpec, contract: Contract) -> bool:
-    return spec.minimize if spec.minimize is not None else contract.fuzz.minimize
-
-
 MINIMIZED_SCHEMA = pl.Schema(
     {"request_id": pl.String, "reduced_json": pl.String, "backend_calls": pl.Int64}
 )
 
 
-def _minimize_param(context: RunContext) -> dict[str, Any]:
-    return {"minimize": minimize_enabled(context.spec, context.loaded.contract)}
-
-
-def _compute_minimized(context: RunContext, key: str) -> Manifest:
+def compute_minimized(context: RunContext, key: str) -> Manifest:
     """Shrink failing transformed cases (keyed by run id: it calls the backend)."""
     spec, store, manifests = context.spec, context.store, context.manifests
     contract = context.loaded.contract
@@ -153,16 +145,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     return value
-
-
-def judges_properties(spec: RunSpec) -> bool:
-    """Whether a run compares transformed cases at all (its mode judges properties)."""
-    return spec.run_mode.fills("properties")
-
-
-COMPARISONS = Stage("comparisons", "1", ("requests", "results"), _compute_comparisons,
-                    applies=judges_properties,
-                    title="compare transformed answers with the originals")
-MINIMIZED = Stage("minimized", "1", ("comparisons",), _compute_minimized, params=_minimize_param,
-                  keyed_by_run=True, applies=judges_properties,
-                  title="shrink failing transformed cases")

@@ -14,7 +14,6 @@ import numpy as np
 import polars as pl
 
 from decflow.contracts.gates import GOLDEN_GATES
-from decflow.data.golden_dataset import case_input
 from decflow.gates import golden_checks
 from decflow.gates.calibration import smooth_ece_checks
 from decflow.gates.checks import NO_ELIGIBLE_CASES
@@ -54,33 +53,44 @@ def golden_arrays(table: pl.DataFrame, labels: tuple[str, ...]) -> dict[str, Any
 def decision_result(
     row: dict[str, Any], contract: Contract, backend: dict[str, Any]
 ) -> dict[str, Any]:
-    return decision_results(contract, backend)(row)
+    return decision_results(contract, backend)(
+        tuple(row[column] for column in ANSWER_COLUMNS),
+        _json_object(row["result_metadata_json"]),
+        row.get("cache_entry"),  # decflow: served from the call cache (absent: asked)
+    )
+
+
+# A case's answer as `decision_results` takes it, in this order.
+ANSWER_COLUMNS = ("case_id", "probabilities", "selected", "confidence", "model", "model_version",
+                  "latency_ms")
+Answer = tuple[str, list[float], str, float, str | None, str | None, float | None]
 
 
 def decision_results(
     contract: Contract, backend: dict[str, Any]
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """`decision_result` with what every row shares worked out once (a run has thousands)."""
+) -> Callable[[Answer, dict[str, Any], str | None], dict[str, Any]]:
+    """`decision_result` of (a row's `ANSWER_COLUMNS`, its decoded metadata, its cache
+    entry) with what every row shares worked out once (a run has thousands)."""
     decision = contract.decision
-    name, kind, labels = decision.name, decision.type, decision.labels
+    name, kind, labels = decision.name, decision.type, tuple(decision.labels)
     backend_name, provider = backend["name"], backend["provider"]
 
-    def result(row: dict[str, Any]) -> dict[str, Any]:
-        served = row.get("cache_entry")  # decflow: served from the call cache (absent: asked)
+    def result(answer: Answer, metadata: dict[str, Any], served: str | None) -> dict[str, Any]:
+        case_id, probabilities, selected, confidence, model, version, latency = answer
         return {
-            "case_id": row["case_id"],
+            "case_id": case_id,
             "decision": name,
             "decision_type": kind,
             "labels": list(labels),
-            "probabilities": dict(zip(labels, row["probabilities"], strict=True)),
-            "selected": row["selected"],
-            "confidence": row["confidence"],
+            "probabilities": dict(zip(labels, probabilities, strict=True)),
+            "selected": selected,
+            "confidence": confidence,
             "backend": backend_name,
             "provider": provider,
-            "model": row["model"],
-            "model_version": row["model_version"],
-            "latency_ms": row["latency_ms"],
-            "metadata": _json_object(row["result_metadata_json"]),
+            "model": model,
+            "model_version": version,
+            "latency_ms": latency,
+            "metadata": metadata,
             **({"cache_entry": served} if served else {}),
         }
 
@@ -151,9 +161,8 @@ def calibration_summary(
     return section, [c.to_dict() for c in checks]
 
 
-CASE_COLUMNS = ("case_id", "input_text", "input_json", "expected", "metadata_json",
-                "probabilities", "selected", "confidence", "model", "model_version",
-                "latency_ms", "result_metadata_json", "error_kind", "error_message")
+# The columns `golden_cases` reads of a case besides its answer and the metadata JSON texts.
+CASE_COLUMNS = ("case_id", "input_text", "input_json", "expected", "error_kind", "error_message")
 
 
 def golden_cases(
@@ -162,38 +171,69 @@ def golden_cases(
     """(per-case results, failures) of the original cases, in dataset order.
 
     The report's largest part: `build_report` makes it last, after the sections that read
-    the transformed requests, so the two are never in memory together.
+    the transformed requests, so the two are never in memory together. One pass over the
+    columns (a run has tens of thousands of cases).
     """
     results: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     decision_result_of = decision_results(contract, backend)
     # runs stored before the call cache have no `cache_entry` column
-    names = [*CASE_COLUMNS, *(["cache_entry"] if "cache_entry" in table.columns else [])]
-    columns = [table[name].to_list() for name in names]
-    for values in zip(*columns, strict=True):
-        row = dict(zip(names, values, strict=True))
-        value = case_input(row["input_text"], row["input_json"])
-        expected, kind = row["expected"], row["error_kind"]
-        errored = kind is not None
+    served_of = (table["cache_entry"].to_list() if "cache_entry" in table.columns
+                 else [None] * table.height)
+    metadata = _json_objects(table["metadata_json"].to_list())
+    result_metadata = _json_objects(table["result_metadata_json"].to_list())
+    cases = zip(*(table[column].to_list() for column in CASE_COLUMNS), strict=True)
+    answers = zip(*(table[column].to_list() for column in ANSWER_COLUMNS), strict=True)
+    for (case_id, text, obj, expected, error_kind, error_message), answer, case_metadata, \
+            answer_metadata, served in zip(cases, answers, metadata, result_metadata, served_of,
+                                           strict=True):
+        value = (json.loads(obj) if obj is not None  # as `case_input`, inlined
+                 else text if text is not None else "")
+        errored = error_kind is not None
+        selected, confidence = answer[2], answer[3]
         results.append({
-            "case_id": row["case_id"],
+            "case_id": case_id,
             "input": value,
             "expected": expected,
-            "metadata": _json_object(row["metadata_json"]),
-            "result": None if errored else decision_result_of(row),
-            "error": {"kind": kind, "message": row["error_message"]} if errored else None,
+            "metadata": case_metadata,
+            "result": None if errored else decision_result_of(answer, answer_metadata, served),
+            "error": {"kind": error_kind, "message": error_message} if errored else None,
         })
-        if errored or (expected is not None and row["selected"] != expected):
+        if errored or (expected is not None and selected != expected):
             failures.append(
                 {
-                    "case_id": row["case_id"],
+                    "case_id": case_id,
                     "kind": "error" if errored else "mismatch",
                     "input": value,
-                    "expected": row["expected"],
-                    "selected": None if errored else row["selected"],
-                    "confidence": None if errored else row["confidence"],
-                    "error": f"{row['error_kind']}: {row['error_message']}" if errored else None,
-                    **({"cache_entry": row["cache_entry"]} if row.get("cache_entry") else {}),
+                    "expected": expected,
+                    "selected": None if errored else selected,
+                    "confidence": None if errored else confidence,
+                    "error": f"{error_kind}: {error_message}" if errored else None,
+                    **({"cache_entry": served} if served else {}),
                 }
             )
     return results, failures
+
+
+def _not_finite(constant: str) -> float:
+    # a Python backend's metadata is stored as `json.dumps` spells it, NaN included; the
+    # report has no such number (it was refused when the report was written)
+    raise ValueError(f"Out of range float values are not JSON compliant: {constant}")
+
+
+_FINITE = json.JSONDecoder(parse_constant=_not_finite)
+
+
+def _json_objects(texts: list[str | None]) -> list[dict[str, Any]]:
+    """`_json_object` of each stored text, the non-empty ones decoded in one pass (a call
+    per case costs more than the decoding)."""
+    objects: list[dict[str, Any]] = [{} for _ in texts]
+    given = {i: text for i, text in enumerate(texts) if text and text != "{}"}
+    if not given:
+        return objects
+    decoded = _FINITE.decode("[" + ",".join(given.values()) + "]")
+    if len(decoded) != len(given):  # not one object per text: decode each, as stored
+        decoded = [_FINITE.decode(text) for text in given.values()]
+    for i, value in zip(given, decoded, strict=True):
+        objects[i] = value
+    return objects

@@ -13,10 +13,9 @@ from typing import Any
 
 from decflow.pipeline.contract_run.backend_plan import plan_path, stored_plan
 from decflow.pipeline.contract_run.call_stage import RESULTS
-from decflow.pipeline.contract_run.comparisons import COMPARISONS, MINIMIZED
 from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
+from decflow.pipeline.contract_run.later_stages import COMPARISONS, MINIMIZED, SUMMARY
 from decflow.pipeline.contract_run.resume import answered, forget_calls
-from decflow.pipeline.contract_run.summary import SUMMARY
 from decflow.pipeline.driver import drive
 from decflow.pipeline.pipeline import Pipeline
 from decflow.pipeline.spec import RunSpec

@@ -8,7 +8,7 @@ produces the report of a fresh run and re-gates a stored run with an edited cont
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -22,10 +22,11 @@ from decflow.pipeline.contract_run.golden_section import (
     golden_summary,
     originals,
 )
+from decflow.pipeline.contract_run.later_stages import SUMMARY_UPSTREAM
 from decflow.pipeline.contract_run.qualifiers import run_qualifiers
 from decflow.pipeline.contract_run.results import phase_result_parts
 from decflow.pipeline.spec import RunSpec
-from decflow.pipeline.stage import RunContext, Stage
+from decflow.pipeline.stage import RunContext
 from decflow.redaction import redact
 from decflow.report.model import (
     ArtifactRef,
@@ -189,11 +190,12 @@ def build_report(
     )
 
 
-def _mode(context: RunContext) -> dict[str, Any]:
-    return {"mode": context.spec.mode}
+# The report's per-case lists: every number in them was checked finite when its result was
+# stored (probabilities, confidence, latency) or is decoded without NaN (`golden_cases`).
+PER_CASE = ("results", "failures")
 
 
-def _compute_summary(context: RunContext, key: str) -> Manifest:
+def compute_summary(context: RunContext, key: str) -> Manifest:
     """Build the report from the stored stages, publish its checks, store the report."""
     spec, store = context.spec, context.store
     upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM
@@ -207,13 +209,6 @@ def _compute_summary(context: RunContext, key: str) -> Manifest:
     assert built.run is not None and built.run.artifacts is not None  # built above
     built.run.artifacts["summary"] = artifact_ref(store, manifest)
     report = redact(built.to_dict())
-    write_report(store, spec.run_id, report)
+    write_report(store, spec.run_id, report, per_case=PER_CASE)
     context.outputs["report"] = report
     return manifest
-
-
-SUMMARY_UPSTREAM = ("cases", "requests", "results", "comparisons", "minimized")
-# Recomputed on every run and re-gate: its verdict depends on --fail-on-warn. Keyed by the
-# run: a run continuing a finished one (same upstream) publishes its own, never its parent's.
-SUMMARY = Stage("summary", "1", SUMMARY_UPSTREAM, _compute_summary, params=_mode, cached=False,
-                keyed_by_run=True, verdict=True, title="judge the gates, write the report")

@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from decflow.errors import DecflowError
-from decflow.pipeline.contract_run.summary import SUMMARY_UPSTREAM, build_report
+from decflow.pipeline.contract_run.later_stages import SUMMARY_UPSTREAM
+from decflow.pipeline.contract_run.summary import build_report
 from decflow.pipeline.driver import stored_manifests
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stored.check_runs import regate_check

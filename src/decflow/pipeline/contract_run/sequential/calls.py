@@ -432,4 +432,3 @@ def sequential_group(spec: RunSpec, store: Store, cases_key: str, requests_key: 
     return {"sent": calls.sent, "requests_sent": calls.requests_sent,
             "batches": calls.batches, "calls": made - before, "calls_made": made,
             "stop_reason": calls.stop_reason, "stopped": calls.stop_reason is not None}
-

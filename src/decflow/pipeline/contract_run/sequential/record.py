@@ -1,7 +1,6 @@
-"""What a sequential results stage adds to the run for the stages around it: its order and
-batches in the stage key, and the narrowed `cases` and `requests` it hands on (the record
-under `RECORD` in its manifest). Kept apart from `calls` so that a run of the whole suite
-never imports the sequential driver and its statistics."""
+"""What the call stage's definition needs of a sequential run without importing its driver
+(`sequential.calls`, which a run of the whole suite never loads): the manifest field that
+records what it sent, the stage key's settings, and the narrowed inputs it hands on."""
 
 from __future__ import annotations
 
