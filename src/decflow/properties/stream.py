@@ -9,7 +9,7 @@ The construction is DecGuard's, so the same seed yields the same transformed cas
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -17,6 +17,10 @@ T = TypeVar("T")
 # Counter encodings for the first draws of a stream (a case rarely needs more than a few dozen).
 _COUNTERS = tuple(k.to_bytes(8, "big") for k in range(256))
 _from_bytes = int.from_bytes
+_sha256 = hashlib.sha256
+# The hash state after "seed ‖ property ‖", per (seed, property): a run makes ~5·10⁴ streams
+# from a handful of them, and each then hashes only its case id.
+_PREFIXES: dict[tuple[int, str], Callable[[], hashlib._Hash]] = {}
 
 
 class Stream:
@@ -25,9 +29,17 @@ class Stream:
     __slots__ = ("_copy", "_counter")
 
     def __init__(self, seed: int, property_name: str, case_id: str) -> None:
-        key = hashlib.sha256(f"{seed}\x1f{property_name}\x1f{case_id}".encode()).digest()
+        prefix = _PREFIXES.get((seed, property_name))
+        if prefix is None:
+            if len(_PREFIXES) >= 256:
+                _PREFIXES.clear()
+            prefix = _PREFIXES[seed, property_name] = _sha256(
+                f"{seed}\x1f{property_name}\x1f".encode()
+            ).copy
+        key = prefix()
+        key.update(case_id.encode())
         # Hashing the 32-byte key once and copying the state saves a block per draw.
-        self._copy = hashlib.sha256(key).copy
+        self._copy = _sha256(key.digest()).copy
         self._counter = 0
 
     def draw(self, n: int) -> int:

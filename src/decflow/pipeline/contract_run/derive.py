@@ -296,6 +296,12 @@ def _property_requests(
             yield rows.frame()
 
 
+# The columns `_RequestRows` builds from Python lists (the labels are joined in by number).
+_ROW_SCHEMA = {"case_id": pl.String, "sample": pl.Int64, "input_text": pl.String,
+               "input_json": pl.String, "presentation_id": pl.Int64, "steps_json": pl.String,
+               "pre_error_kind": pl.String, "pre_error_message": pl.String}
+
+
 class _RequestRows:
     """Accumulates the transformed requests of one property column by column.
 
@@ -363,11 +369,23 @@ class _RequestRows:
     def frame(self) -> pl.DataFrame:
         items = self.items
         n = len(items)
-        kinds: list[str | None] = [None] * n
-        messages: list[str | None] = [None] * n
-        for index, kind, message in self.errors:
-            kinds[index], messages[index] = kind, message
         inputs = [item.input for item in items]
+        # Columns with no value at all (no errors; no object inputs) are made by polars, not
+        # from lists of None it would scan and convert.
+        columns: dict[str, list[Any]] = {}
+        if self.errors:
+            kinds: list[str | None] = [None] * n
+            messages: list[str | None] = [None] * n
+            for index, kind, message in self.errors:
+                kinds[index], messages[index] = kind, message
+            columns.update(pre_error_kind=kinds, pre_error_message=messages)
+        if any(not isinstance(v, str) for v in inputs):
+            columns.update(
+                input_text=[v if isinstance(v, str) else None for v in inputs],
+                input_json=[None if isinstance(v, str) else compact_json(v) for v in inputs],
+            )
+        else:
+            columns["input_text"] = inputs
         number_of = self._presentation_number
         # numbered first: the presentation table below lists every number handed out
         presentation_id = [
@@ -388,24 +406,18 @@ class _RequestRows:
             schema={"presentation_id": pl.Int64, "shown_labels": pl.List(pl.String),
                     "label_order": pl.List(pl.Int64)},
         )
-        rows = pl.DataFrame(
-            {
-                "case_id": self.case_id,
-                "sample": [item.sample for item in items],
-                "input_text": [v if isinstance(v, str) else None for v in inputs],
-                "input_json": [None if isinstance(v, str) else compact_json(v) for v in inputs],
-                "presentation_id": presentation_id,
-                "steps_json": [steps_of(item.steps) for item in items],
-                "pre_error_kind": kinds,
-                "pre_error_message": messages,
-            },
-            schema={"case_id": pl.String, "sample": pl.Int64, "input_text": pl.String,
-                    "input_json": pl.String, "presentation_id": pl.Int64,
-                    "steps_json": pl.String, "pre_error_kind": pl.String,
-                    "pre_error_message": pl.String},
+        columns.update(
+            case_id=self.case_id,
+            sample=[item.sample for item in items],
+            presentation_id=presentation_id,
+            steps_json=[steps_of(item.steps) for item in items],
         )
+        rows = pl.DataFrame(columns, schema={name: _ROW_SCHEMA[name] for name in columns})
         joined = rows.join(table, on="presentation_id", how="left", maintain_order="left")
+        missing = [pl.lit(None, dtype=pl.String).alias(name)
+                   for name in _ROW_SCHEMA if name not in columns]
         return joined.with_columns(
+            *missing,
             request_id=pl.format("{}/{}/{}", pl.lit(self.prop), "case_id", "sample"),
             property=pl.lit(self.prop, dtype=pl.String),
         ).select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)
