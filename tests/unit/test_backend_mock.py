@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from decflow.backends.base import DecisionRequest, DecisionSpec, RequestBatch
-from decflow.backends.mock import MockBackend, label_meaning
+from decflow.backends.mock import MockBackend, _one_space, label_meaning
 
 LABELS = ("refund", "reject", "review")
 RULES = [
@@ -89,3 +90,12 @@ def test_predict_answers_keyed_by_shown_labels():
     assert answer.probabilities == {"REVIEW": 0.03, "REFUND": 0.96, "REJECT": 0.01}
     assert asyncio.run(backend.healthcheck()).status == "ok"
     assert backend.details() == {"rules": 2, "seed": 0}
+
+
+@pytest.mark.parametrize("text", [
+    "", " ", "\t\n", "plain", "  two  spaces ", "tab\tand\nnewline",
+    "\x1c\x1dfile separators\x1e\x1f",
+    "no-break\u00a0space", "ideographic\u3000space\u2028line\u2029para\x85next", "\u200bzero width",
+])
+def test_rule_text_collapses_whitespace_as_the_regular_expression_does(text: str) -> None:
+    assert _one_space(text) == re.sub(r"\s+", " ", text)

@@ -164,7 +164,7 @@ def _rows_from_matrix(
     """Build a results table column-wise (no Python object per row for the numbers)."""
     n = len(request_ids)
     width = len(labels)
-    errored = pl.Series("errored", [kind is not None for kind in error_kinds], dtype=pl.Boolean)
+    errored = pl.Series("errored", error_kinds, dtype=pl.String).is_not_null()
     matrix = np.ascontiguousarray(probabilities, dtype=np.float64).reshape(n, width)
     safe = np.where(errored.to_numpy()[:, None], 0.0, matrix) if n else matrix
     selected_index = np.argmax(safe, axis=1) if n else np.zeros(0, dtype=np.int64)
@@ -227,14 +227,18 @@ def decide_in_process(
     per_request_ms = (time.perf_counter() - started) * 1000.0 / max(n, 1)
     probabilities = np.asarray(answer.probabilities, dtype=np.float64)
     kinds = list(answer.error_kinds)
-    messages = [None if m is None else shorten(escape(m), MAX_ERROR_MESSAGE)
-                for m in answer.error_messages]
+    messages = list(answer.error_messages)
+    # a shard of answers without errors (the common case) has no message to shorten
+    if messages.count(None) < n:
+        messages = [None if m is None else shorten(escape(m), MAX_ERROR_MESSAGE)
+                    for m in messages]
     try:
         model = _kept("model", answer.model)
         model_version = _kept("model_version", answer.model_version)
     except InvalidResponse as exc:  # what the backend named itself cannot be stored
         kinds, messages, model, model_version = [exc.kind] * n, [str(exc)] * n, None, None
-    ok = np.array([kind is None for kind in kinds], dtype=bool)
+    ok = (np.ones(n, dtype=bool) if kinds.count(None) == n
+          else np.array([kind is None for kind in kinds], dtype=bool))
     sums = probabilities.sum(axis=1)
     bad = ok & ~(np.isfinite(probabilities).all(axis=1) & (probabilities >= 0).all(axis=1))
     bad |= ok & (np.abs(sums - 1.0) > tolerance)
@@ -251,7 +255,7 @@ def decide_in_process(
         labels,
         per_request_ms,
         kinds,
-        [_redacted(message) for message in messages],
+        messages if messages.count(None) == n else [_redacted(m) for m in messages],
         _redacted(model),
         _redacted(model_version),
         None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
@@ -59,6 +59,26 @@ def generation_error_rows(transformed: pl.DataFrame) -> pl.DataFrame:
         failed["pre_error_kind"].to_list(),
         failed["pre_error_message"].to_list(),
     )
+
+
+def decide_batches(
+    backend: Backend,
+    requests: pl.DataFrame,
+    *,
+    labels: Sequence[str],
+    tolerance: float,
+    shard_size: int,
+    sink: Callable[[pl.DataFrame], None],
+    progress: Progress | None = None,
+) -> None:
+    """`decide_requests` for an in-process batch backend, in this thread: no event loop
+    (about 3 ms of CPU to set up each) for work that never waits."""
+    total = requests.height
+    for offset in range(0, total, shard_size):
+        shard = requests.slice(offset, shard_size)
+        sink(decide_in_process(backend, shard, labels, tolerance))
+        if progress:
+            progress(offset + shard.height, total)
 
 
 async def decide_requests(

@@ -106,11 +106,10 @@ def _json_object(text: str | None) -> dict[str, Any]:
 
 
 def golden_summary(
-    contract: Contract, table: pl.DataFrame, *, with_gates: bool
+    contract: Contract, arrays: dict[str, Any], *, with_gates: bool
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, checks when gated) of the original cases."""
+    """(metrics, checks when gated) of the original cases (their `golden_arrays`)."""
     labels = tuple(contract.decision.labels)
-    arrays = golden_arrays(table, labels)
     evaluation = contract.evaluation
     metrics = golden_metrics(
         labels=labels,
@@ -138,11 +137,11 @@ def golden_summary(
 
 
 def calibration_summary(
-    contract: Contract, table: pl.DataFrame, metrics: dict[str, Any], *, with_gates: bool
+    contract: Contract, arrays: dict[str, Any], metrics: dict[str, Any], *, with_gates: bool
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the report's `calibration` section, `max_smooth_ece` checks when gated) over the
-    labeled decided cases: top-label confidence against correctness."""
-    arrays = golden_arrays(table, tuple(contract.decision.labels))
+    labeled decided cases (their `golden_arrays`): top-label confidence against
+    correctness."""
     labeled = ~arrays["errored"] & (arrays["expected_index"] >= 0)
     selected, confidence = selected_and_confidence(arrays["probabilities"][labeled])
     correct = (selected == arrays["expected_index"][labeled]).astype(np.float64)

@@ -17,12 +17,14 @@ from typing import Any
 import polars as pl
 
 from decflow import interrupts
+from decflow.backends.base import Backend
 from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
 from decflow.backends.registry import build_backend, decision_spec
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import call_cache
 from decflow.pipeline.contract_run.backend_plan import run_backend
 from decflow.pipeline.contract_run.calls import (
+    decide_batches,
     decide_requests,
     generation_error_rows,
     original_error_rows,
@@ -359,7 +361,13 @@ def call_rows(
         finally:
             await backend.aclose()
 
-    interrupts.run(run())
+    if backend.supports_batch and type(backend).aclose is Backend.aclose:
+        # answered in this process by a backend that holds nothing to close
+        decide_batches(backend, pending, labels=decision.labels,
+                       tolerance=contract.evaluation.probability_tolerance,
+                       shard_size=spec.shard_size, sink=record, progress=progress)
+    else:
+        interrupts.run(run())
     sink.journal.close()
     if cache is not None:
         cache.store_answers(asked, keys, answered, decision.labels)

@@ -18,6 +18,7 @@ from decflow.pipeline.contract_run.call_cache import cache_section
 from decflow.pipeline.contract_run.diagnostics_section import diagnostics_section
 from decflow.pipeline.contract_run.golden_section import (
     calibration_summary,
+    golden_arrays,
     golden_cases,
     golden_summary,
     originals,
@@ -79,9 +80,13 @@ def model_version(results: pl.DataFrame) -> str | None:
     return versions[0] if len(versions) == 1 else None
 
 
-def _model_versions(store: Store, manifest: Manifest) -> pl.DataFrame:
-    """The distinct model versions of every result, read part by part."""
-    frames = [store.read_part(p, ["model_version"]).unique() for p in manifest.parts]
+def _model_versions(store: Store, manifest: Manifest, originals: pl.DataFrame) -> pl.DataFrame:
+    """The distinct model versions of every result: those of the originals' results (read
+    already), the transformed results' read part by part."""
+    frames = [store.read_part(p, ["model_version"]).unique()
+              for p in phase_result_parts(manifest, "transformed").parts]
+    if "model_version" in originals.columns:
+        frames.append(originals.select("model_version").unique())
     return pl.concat(frames).unique() if frames else pl.DataFrame({"model_version": []})
 
 
@@ -102,8 +107,9 @@ def build_report(
     table = originals(cases, results)
     mode = spec.run_mode
     gated = mode.fills("golden_gates")
-    metrics, checks = golden_summary(contract, table, with_gates=gated)
-    calibration, smooth_checks = calibration_summary(contract, table, metrics, with_gates=gated)
+    arrays = golden_arrays(table, tuple(contract.decision.labels))
+    metrics, checks = golden_summary(contract, arrays, with_gates=gated)
+    calibration, smooth_checks = calibration_summary(contract, arrays, metrics, with_gates=gated)
     checks.extend(smooth_checks)
     properties = None
     if mode.fills("properties"):
@@ -157,7 +163,7 @@ def build_report(
             name=backend_info["name"],
             provider=backend_info["provider"],
             model=backend_info["model"],
-            model_version=model_version(_model_versions(store, results_manifest)),
+            model_version=model_version(_model_versions(store, results_manifest, results)),
             details=backend_info["details"],
         ),
         health=None if health is None else Health.model_validate(health),
