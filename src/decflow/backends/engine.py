@@ -5,6 +5,10 @@ reorders to canonical order, picks the argmax (ties to the first label) and turn
 into typed per-request error rows. In-process backends decide a shard in one vectorized
 call; remote backends run under a semaphore of `max_concurrency`, and finished results are
 handed out in chunks so an interrupted run loses at most the requests in flight.
+
+numpy is imported where results are built, not with this module: a remote run's first
+request does not wait for it (its command imports it in a thread during the calls,
+`commands/ahead.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +18,8 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import polars as pl
 
 from decflow.backends.base import (
@@ -33,6 +36,9 @@ from decflow.interrupts import stopping
 from decflow.redaction import redact_text
 from decflow.textfile import TextProblem, utf8_size
 from decflow.untrusted import escape, quote, shorten
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RESULTS_SCHEMA = pl.Schema({
     "request_id": pl.String(),
@@ -162,6 +168,7 @@ def _rows_from_matrix(
     cache_entries: Sequence[str | None] | None = None,
 ) -> pl.DataFrame:
     """Build a results table column-wise (no Python object per row for the numbers)."""
+    import numpy as np  # see the module's docstring
     n = len(request_ids)
     width = len(labels)
     errored = pl.Series("errored", error_kinds, dtype=pl.String).is_not_null()
@@ -213,6 +220,7 @@ def decide_in_process(
     backend: Backend, requests: pl.DataFrame, labels: Sequence[str], tolerance: float
 ) -> pl.DataFrame:
     """Decide a whole shard with one `decide_batch` call."""
+    import numpy as np  # see the module's docstring
     n = requests.height
     orders = requests["label_order"].list.to_array(len(labels)).to_numpy().astype(np.int64)
     batch = RequestBatch(
@@ -396,6 +404,8 @@ def _redacted(value: Any) -> Any:
 
 
 def _rows_from_tuples(rows: list[tuple[Any, ...]], labels: Sequence[str]) -> pl.DataFrame:
+    import numpy as np  # see the module's docstring
+
     width = len(labels)
     matrix = np.array(
         [r[1] if r[1] is not None else [np.nan] * width for r in rows], dtype=np.float64

@@ -39,7 +39,6 @@ from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import ProgressFactory
 from decflow.pipeline.stored.contracts import stored_contract
 from decflow.report.modes import ModeName
-from decflow.report.run_report import RunReport
 from decflow.store.runs import (
     FINISHED,
     NOISE_KIND,
@@ -70,7 +69,8 @@ def noise_resume(spec: RunSpec) -> str:
 # A noise run: the contract run's stages in `stability` mode over the parent's stored cases
 # (handed in as `inherited`), with the parent's contract, backend and backend plan.
 NOISE: Pipeline[RunSpec] = Pipeline(
-    "noise", f"{__name__}:NOISE", RunSpec.from_dict, CONTRACT_RUN.stages, RunReport,
+    "noise", f"{__name__}:NOISE", RunSpec.from_dict, CONTRACT_RUN.stages,
+    "decflow.report.run_report:RunReport",
     describe_noise, resume=noise_resume)
 
 

@@ -19,14 +19,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 from decflow.errors import DecflowError
 from decflow.pipeline.stage import S, Stage, StageContext, UnitRunner, units_here
 from decflow.store.store import Manifest, Store
-
-if TYPE_CHECKING:
-    from decflow.report.model import Report
 
 
 def _nothing_to_prepare(_store: Store, _spec: Any) -> None:
@@ -66,8 +63,9 @@ class Pipeline(Generic[S]):
     """One kind of run. `name` says what it is (`contract_run`, `check`); `ref` is where it
     is defined (`module:NAME`, so a task in another process finds it); `spec_from`
     rebuilds its spec from its JSON (`spec.to_dict()`); `stages` are ordered from
-    `upstream` when it is built; `report` is the typed report its verdict stage yields
-    (None: it yields none, e.g. a baseline's statistics); `describe(spec, manifests)` the
+    `upstream` when it is built; `report` is where the typed report its verdict stage yields
+    is defined (`module:Model`, imported by whoever reads one, not to define the pipeline;
+    None: it yields none, e.g. a baseline's statistics); `describe(spec, manifests)` the
     fields its run record carries besides the driver's (kind, dataset hash, backend, mode:
     what `decflow runs` lists); `prepare(store, spec)` what a run does before its first
     stage (a contract run continuing another keeps its backend plan); `local_units` how a
@@ -82,7 +80,7 @@ class Pipeline(Generic[S]):
     ref: str
     spec_from: Callable[[dict[str, Any]], S]
     stages: tuple[Stage[S], ...]
-    report: type[Report] | None
+    report: str | None
     describe: Callable[[S, Mapping[str, Manifest]], dict[str, Any]]
     prepare: Callable[[Store, S], None] = _nothing_to_prepare
     local_units: UnitRunner = units_here

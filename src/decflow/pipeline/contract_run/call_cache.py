@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import polars as pl
 
 from decflow import interrupts
@@ -36,7 +35,6 @@ from decflow.backends.call_keys import call_key, identity_digest
 from decflow.backends.engine import _rows_from_matrix
 from decflow.data.golden_dataset import case_input
 from decflow.errors import DecflowError
-from decflow.metrics.columns import probability_matrix
 from decflow.pipeline.contract_run.calls import ORIGINAL_ERROR
 from decflow.store.call_cache import CALLS, pack_manifests
 from decflow.store.runs import run_path
@@ -191,6 +189,10 @@ class CallCache:
         hits = asked.join(self._entries(), on="entry_key", how="inner", maintain_order="left")
         if not hits.height:
             return pl.DataFrame()
+        import numpy as np  # only once the cache holds answers (`backends/engine.py`)
+
+        from decflow.metrics.columns import probability_matrix
+
         width = len(labels)
         shown = probability_matrix(hits["probabilities"], width)
         order = np.asarray(hits["label_order"].list.to_array(width).to_numpy(), dtype=np.int64)
@@ -218,6 +220,10 @@ class CallCache:
         rows = got.join(asked, on="request_id", how="inner")
         if not rows.height:
             return
+        import numpy as np  # only once answers are stored (`backends/engine.py`)
+
+        from decflow.metrics.columns import probability_matrix
+
         width = len(labels)
         canonical = probability_matrix(rows["probabilities"], width)
         order = np.asarray(rows["label_order"].list.to_array(width).to_numpy(), dtype=np.int64)

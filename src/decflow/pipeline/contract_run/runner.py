@@ -20,7 +20,6 @@ from decflow.pipeline.driver import drive
 from decflow.pipeline.pipeline import Pipeline
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import ProgressFactory
-from decflow.report.run_report import RunReport
 from decflow.store.store import Manifest, Store
 
 
@@ -50,7 +49,8 @@ def answered_run(store: Store, manifests: Mapping[str, Manifest],
 
 CONTRACT_RUN: Pipeline[RunSpec] = Pipeline(
     "contract_run", f"{__name__}:CONTRACT_RUN", RunSpec.from_dict,
-    (CASES, REQUESTS, RESULTS, COMPARISONS, MINIMIZED, SUMMARY), RunReport, describe_run,
+    (CASES, REQUESTS, RESULTS, COMPARISONS, MINIMIZED, SUMMARY),
+    "decflow.report.run_report:RunReport", describe_run,
     prepare=continue_plan, kept=answered_run,
     aliases={"report": SUMMARY.name},  # `--from-stage report` recomputes the summary
 )

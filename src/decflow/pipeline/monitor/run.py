@@ -17,7 +17,7 @@ from decflow.pipeline.pipeline import Pipeline
 from decflow.pipeline.production.workers import units_reader
 from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stage import Progress
-from decflow.report.monitor_report import MONITOR_KIND, MonitorReport
+from decflow.report.monitor_report import MONITOR_KIND
 from decflow.store.monitors import monitor_lock
 from decflow.store.runs import new_run_id
 from decflow.store.store import Manifest, Store, open_store
@@ -31,7 +31,8 @@ def describe_monitor(spec: MonitorSpec, _manifests: Mapping[str, Manifest]) -> d
 
 MONITOR: Pipeline[MonitorSpec] = Pipeline(
     MONITOR_KIND, f"{__name__}:MONITOR", MonitorSpec.from_dict, (PARTITIONS, LABELS, JUDGE),
-    MonitorReport, describe_monitor, local_units=units_reader(windowed_stats, unit_of))
+    "decflow.report.monitor_report:MonitorReport", describe_monitor,
+    local_units=units_reader(windowed_stats, unit_of))
 
 
 def run_monitor(contract_path: str, source: str, *, labels: str | None = None,

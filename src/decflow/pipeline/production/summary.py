@@ -307,6 +307,7 @@ def aggregated_check(_store: Store, manifests: Mapping[str, Manifest],
 
 # A production check: its units read and merged, then judged (`pipeline/pipeline.py`).
 CHECK: Pipeline[CheckSpec] = Pipeline(
-    "check", f"{__name__}:CHECK", CheckSpec.from_dict, (AGGREGATES, SUMMARY), CheckReport,
+    "check", f"{__name__}:CHECK", CheckSpec.from_dict, (AGGREGATES, SUMMARY),
+    "decflow.report.check_report:CheckReport",
     describe_check, prepare=baseline_found, local_units=read_units,
     aliases={"report": SUMMARY.name}, kept=aggregated_check)
