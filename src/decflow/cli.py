@@ -54,16 +54,17 @@ def main_options(
     """Test, fuzz, compare, monitor and gate probabilistic AI decisions."""
 
 
-def _register() -> None:
-    from decflow.commands import register_all
+def _register(args: list[str] | None = None) -> None:
+    """The commands `args` call (all of them without `args`: `decflow.commands.register`)."""
+    from decflow.commands import register
 
-    if not app.registered_commands:
-        register_all(app)
+    register(app, args or ())
 
 
 def invoke(args: list[str] | None = None) -> int:
-    """Run the CLI on `args` and return the exit code (errors printed, never raised)."""
-    _register()
+    """Run the CLI on `args` (default: the process's) and return the exit code (errors
+    printed, never raised)."""
+    _register(sys.argv[1:] if args is None else args)
     from decflow.commands.streams import guarded_output
 
     # a credential a backend echoed is never printed; a closed pipe fails nothing

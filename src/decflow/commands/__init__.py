@@ -1,27 +1,45 @@
-"""CLI commands, one module each; `register_all` adds them to the typer app."""
+"""CLI commands, one module each; `register` adds to the typer app the ones a command line
+calls."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 
 import typer
 
-COMMAND_MODULES = (
-    "validate",
-    "contract_run",
-    "report",
-    "runs",
-    "replay",
-    "diff",
-    "check",
-    "monitor",
-    "run",
-    "orchestrate",
-    "probe",
-)
+# Each module, in the order `decflow -h` lists them, with the commands it adds.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "validate": ("validate",),
+    "contract_run": ("test", "fuzz", "stability"),
+    "report": ("report",),
+    "runs": ("runs",),
+    "replay": ("replay",),
+    "diff": ("diff",),
+    "check": ("check",),
+    "monitor": ("monitor",),
+    "run": ("run",),
+    "orchestrate": ("deploy", "prefect-setup", "serve"),
+    "probe": ("probe",),
+}
 
 
-def register_all(app: typer.Typer) -> None:
-    for name in COMMAND_MODULES:
-        module = importlib.import_module(f"decflow.commands.{name}")
-        module.register(app)
+def register(app: typer.Typer, args: Sequence[str]) -> None:
+    """Add the module of the command `args` start with (`decflow test …`: its own
+    options, not the other ten modules' imports and typer parameters, ≈ 25 ms), or every
+    module when they start with none (`-h`, `--version`, a mistyped command: the listing
+    and the closest name need them all). Already-added commands stay."""
+    added = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    first = args[0] if args else None
+    wanted = [m for m, names in COMMAND_MODULES.items() if first in names]
+    if wanted and set(COMMAND_MODULES[wanted[0]]) <= added:
+        return
+    if not wanted:
+        if added >= {name for names in COMMAND_MODULES.values() for name in names}:
+            return
+        # all of them, in their listed order
+        app.registered_commands.clear()
+        app.registered_groups.clear()
+        wanted = list(COMMAND_MODULES)
+    for name in wanted:
+        importlib.import_module(f"decflow.commands.{name}").register(app)
