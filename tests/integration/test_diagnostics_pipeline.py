@@ -379,12 +379,12 @@ def test_the_summary_reads_the_stored_pairs_instead_of_drawing_them(
 ) -> None:
     contract = write_contract(tmp_path, loan(tmp_path))
     _, report, _ = run(tmp_path, "test", "--all", str(contract))
-    from decflow.pipeline.contract_run import diagnostics_section
+    from decflow.pipeline.contract_run import counterfactual_section
 
     def drawn_again(*_args: Any) -> None:
         raise AssertionError("the summary drew the persona pairs again")
 
-    monkeypatch.setattr(diagnostics_section, "persona_pair_set", drawn_again)
+    monkeypatch.setattr(counterfactual_section, "persona_pair_set", drawn_again)
     _, regated, _ = run(tmp_path, "report", report["run"]["id"], "-c", str(contract))
     assert axes_of(regated) == axes_of(report)
     assert axes_of(regated)["religion"]["verdict"] == "unfair"

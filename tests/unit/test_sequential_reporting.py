@@ -10,13 +10,13 @@ import numpy as np
 from decflow.gates.checks import make_check
 from decflow.gates.headline import headline
 from decflow.metrics.sequential import RatioGate, contradicted, evaluate, ratio_bounds
+from decflow.pipeline.contract_run.qualifiers import zero_limit_qualifier
 from decflow.pipeline.contract_run.sequential.gates import (
     Design,
     GateState,
     Tracked,
     limit_zero,
     sequential_checks,
-    zero_limit_qualifier,
     zero_limit_unseen,
 )
 

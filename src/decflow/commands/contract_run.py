@@ -191,12 +191,15 @@ def print_plan(spec: Any, fmt: str, *, to_stderr: bool) -> None:
     """The diagnostics plan: on stdout for --plan (text or JSON), on stderr before a run."""
     import json
 
-    from decflow.pipeline.plan import diagnostics_plan, makes_diagnostic_calls
+    from decflow.pipeline.contract_run.derive import makes_diagnostic_calls
+
+    if to_stderr and not makes_diagnostic_calls(spec):
+        return  # nothing to plan: the planner (power curves, persona plans) is not loaded
+    from decflow.pipeline.plan import diagnostics_plan
     from decflow.views.plan_text import plan_lines
 
     if to_stderr:
-        if makes_diagnostic_calls(spec):
-            typer.echo("\n".join(plan_lines(diagnostics_plan(spec))), err=True)
+        typer.echo("\n".join(plan_lines(diagnostics_plan(spec))), err=True)
         return
     plan = diagnostics_plan(spec)
     typer.echo(json.dumps(plan, indent=2) if fmt == "json" else "\n".join(plan_lines(plan)))

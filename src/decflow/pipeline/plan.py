@@ -185,13 +185,3 @@ def diagnostics_plan(spec: RunSpec) -> dict[str, Any]:
         "note": "counted from the contract and dataset alone: nothing is called; a paraphrase "
         "provider other than identity is counted at most (cases × samples)",
     }
-
-
-def makes_diagnostic_calls(spec: RunSpec) -> bool:
-    """Whether the run sends reruns or persona arms (decided from the contract alone, so a
-    run without them does not read its dataset twice)."""
-    contract = load_contract_cached(spec.contract_path).contract
-    return (
-        stability_config(spec, contract) is not None
-        or counterfactual_config(spec, contract) is not None
-    )

@@ -5,9 +5,13 @@ Reports without the key (older runs) show nothing."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from decflow.gates.headline import number
-from decflow.report.diff_report import DiffCalibration
 from decflow.report.model import BinnedEce, Calibration
+
+if TYPE_CHECKING:
+    from decflow.report.diff_report import DiffCalibration
 
 
 def calibration_lines(section: Calibration | None) -> list[str]:

@@ -15,14 +15,11 @@ import html
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.gates.headline import bounds, failing_first, number
-from decflow.report.check_report import CheckView, Segment
-from decflow.report.diff_report import DiffEvidence, DiffView
-from decflow.report.kinds import view_model
+from decflow.report.kinds import is_check, is_diff, is_monitor, is_run, view_model
 from decflow.report.model import Diagnostics, Open, Report
-from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties, RunView, Sequential
 from decflow.report.sections import (
     axis_base,
@@ -40,12 +37,9 @@ from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.cache_text import cache_lines
 from decflow.views.calibration_text import calibration_lines
-from decflow.views.diff_evidence import evidence_table, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import flat_text, gates_text, identity_rows, side_rows
 from decflow.views.markdown import cell, level_tag, problems
-from decflow.views.monitor_charts import gate_charts
-from decflow.views.monitor_text import open_gates, read_line, shift_line
 from decflow.views.sequential_text import gate_interval, time_uniform
 from decflow.views.svg import Bar, BarRow, hbar_chart, histogram, nice_max, reliability_diagram
 from decflow.views.text import (
@@ -57,6 +51,11 @@ from decflow.views.text import (
     verdict_words,
 )
 from decflow.views.words import words
+
+if TYPE_CHECKING:
+    from decflow.report.check_report import CheckView, Segment
+    from decflow.report.diff_report import DiffEvidence, DiffView
+    from decflow.report.monitor_report import MonitorReport
 
 # Cells right-aligned as numbers: "0.818", "-0.039", "27 (0.818)".
 NUMERIC = re.compile(r"-?\d[\d.]*(?: \(-?[\d.]+\))?\Z")
@@ -222,7 +221,7 @@ def banner(report: Report, title: str) -> str:
 def identity(report: Report) -> str:
     """Run and check reports: one row per what the report is about; diffs: the two runs
     side by side and whose gates apply. Short text only (see `views.identity`)."""
-    if isinstance(report, DiffView):
+    if is_diff(report):
         sides = table(("", "baseline", "candidate"),
                       ((e(name), e(base), e(cand)) for name, base, cand in side_rows(report)))
         return section("Identity", sides, f"<p>Gates: {e(gates_text(report))}</p>")
@@ -611,6 +610,8 @@ def diff_body(report: DiffView) -> tuple[str, list[str]]:
 
 def evidence_section(evidence: DiffEvidence | None) -> str:
     """How the diff was gated, the rerun noise, each gate's decision with its interval."""
+    from decflow.views.diff_evidence import evidence_table, gating_line, noise_line
+
     gating = gating_line(evidence)
     if gating is None:
         return ""
@@ -715,6 +716,9 @@ def check_segments(segments: list[Segment]) -> str:
 def monitor_body(typed: MonitorReport) -> tuple[str, list[str]]:
     """A monitor run: the monitor and what this run read, a chart per gated metric window
     by window, and the windows newest first with their runs."""
+    from decflow.views.monitor_charts import gate_charts
+    from decflow.views.monitor_text import open_gates, read_line, shift_line
+
     monitor = typed.monitor
     facts = {"monitor": monitor.id, "source": monitor.source, "labels": monitor.labels,
              "window": monitor.window, "baseline": (monitor.baseline or {}).get("path"),
@@ -747,13 +751,13 @@ def probe_body(report: Report) -> tuple[str, list[str]]:
 
 def body(report: Report) -> tuple[str, list[str]]:
     """The page's title and sections, by the report's model."""
-    if isinstance(report, DiffView):
+    if is_diff(report):
         return diff_body(report)
-    if isinstance(report, CheckView):
+    if is_check(report):
         return check_body(report)
-    if isinstance(report, MonitorReport):
+    if is_monitor(report):
         return monitor_body(report)
-    if isinstance(report, RunView):
+    if is_run(report):
         return run_body(report)
     return probe_body(report)
 

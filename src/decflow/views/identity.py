@@ -4,12 +4,14 @@ raw structure or `None`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from decflow.report.check_report import CheckView
-from decflow.report.diff_report import DiffSide, DiffView, SideCache
+from decflow.report.kinds import is_check
 from decflow.report.model import BackendRef, DatasetRef, Report
 from decflow.views.text import preview, short_hash
+
+if TYPE_CHECKING:
+    from decflow.report.diff_report import DiffSide, DiffView, SideCache
 
 Row = tuple[str, str]
 
@@ -70,7 +72,7 @@ def identity_rows(report: Report) -> list[Row]:
     if report.dataset:
         rows.append(("records" if report.kind == "check" else "dataset",
                      dataset_text(report.dataset)))
-    if isinstance(report, CheckView) and report.baseline is not None:
+    if is_check(report) and report.baseline is not None:
         # a check's baseline: its source and records
         rows.append(("baseline", baseline_text(report.baseline.to_dict())))
     backend = report.backend
@@ -113,6 +115,8 @@ def cache_side(used: SideCache) -> str:
 
 def side_rows(report: DiffView) -> list[tuple[str, str, str]]:
     """A diff's two runs side by side: (what, baseline, candidate)."""
+    from decflow.report.diff_report import DiffSide
+
     baseline, candidate = (_side(side or DiffSide()) for side in (report.baseline,
                                                                   report.candidate))
     return [(name, baseline[name], candidate[name]) for name in baseline]

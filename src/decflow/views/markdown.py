@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.gates.headline import bounds, failing_first, number
-from decflow.report.check_report import CheckView
-from decflow.report.diff_report import DiffEvidence, DiffView
-from decflow.report.kinds import view_model
+from decflow.report.kinds import is_check, is_diff, is_monitor, is_run, view_model
 from decflow.report.model import CheckRow, ContractRef, Diagnostics, Report
-from decflow.report.monitor_report import MonitorReport
 from decflow.report.run_report import GoldenMetrics, Properties, RunView, Sequential
 from decflow.report.sections import (
     axis_base,
@@ -33,10 +30,8 @@ from decflow.report.sections import (
 from decflow.untrusted import escape
 from decflow.views.cache_text import cache_lines
 from decflow.views.calibration_text import calibration_lines
-from decflow.views.diff_evidence import evidence_items, gating_line, noise_line
 from decflow.views.evidence_text import gate_evidence_lines
 from decflow.views.identity import gates_text, identity_rows, side_rows
-from decflow.views.monitor_text import WORDS, open_gates, read_line, shift_line
 from decflow.views.sequential_text import from_cache
 from decflow.views.text import (
     FIRST_CASES,
@@ -48,6 +43,11 @@ from decflow.views.text import (
     verdict_words,
 )
 from decflow.views.words import words
+
+if TYPE_CHECKING:
+    from decflow.report.check_report import CheckView
+    from decflow.report.diff_report import DiffEvidence, DiffView
+    from decflow.report.monitor_report import MonitorReport
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 
@@ -394,6 +394,8 @@ def diff_sections(report: DiffView) -> Sections:
 
 def evidence_block(evidence: DiffEvidence | None) -> list[str]:
     """The diff's gating, rerun noise and per-gate decisions (interval, noise floor)."""
+    from decflow.views.diff_evidence import evidence_items, gating_line, noise_line
+
     gating = gating_line(evidence)
     if gating is None:
         return []
@@ -433,13 +435,13 @@ def check_sections(typed: CheckView) -> Sections:
 
 def titled_sections(report: Report) -> tuple[str, Sections]:
     """The report's title and its sections after the status lines, by report kind."""
-    if isinstance(report, DiffView):
+    if is_diff(report):
         return "decflow diff", diff_sections(report)
-    if isinstance(report, CheckView):
+    if is_check(report):
         return "decflow check", check_sections(report)
-    if isinstance(report, MonitorReport):
+    if is_monitor(report):
         return f"decflow monitor: {md(report.contract.name)}", monitor_sections(report)
-    if isinstance(report, RunView):
+    if is_run(report):
         return run_title(report), run_sections(report)
     return run_title(report), [("identity", identity(report)), ("checks", checks_block(report))]
 
@@ -450,6 +452,8 @@ SHOWN_WINDOWS = 14  # a monitor's newest windows in its Markdown view
 def monitor_sections(typed: MonitorReport) -> Sections:
     """A monitor run (the Prefect artifact): what this run read, the newest windows with
     their verdicts and open gates, then the checks its verdict follows from."""
+    from decflow.views.monitor_text import WORDS, open_gates, read_line, shift_line
+
     monitor = typed.monitor
     sections: Sections = [("identity", kv_table({
         "monitor": monitor.id, "source": monitor.source, "labels": monitor.labels or "none",

@@ -8,12 +8,8 @@ from typing import Any
 
 from decflow.errors import DecflowError
 from decflow.redaction import redact_text
-from decflow.report.check_report import CheckView
-from decflow.report.diff_report import DiffView
-from decflow.report.kinds import view_model
+from decflow.report.kinds import is_check, is_diff, is_monitor, is_run, view_model
 from decflow.report.model import Report
-from decflow.report.monitor_report import MonitorReport
-from decflow.report.run_report import RunView
 from decflow.report.sections import report_kind
 from decflow.views.formats import VIEW_FORMATS
 
@@ -26,19 +22,19 @@ def render_text(report: dict[str, Any] | Report) -> str:
 
         return render_probe(report)
     typed = view_model(report)
-    if isinstance(typed, DiffView):
+    if is_diff(typed):
         from decflow.views.diff_text import render_diff
 
         return render_diff(typed)
-    if isinstance(typed, CheckView):
+    if is_check(typed):
         from decflow.views.production_text import render_check
 
         return render_check(typed)
-    if isinstance(typed, MonitorReport):
+    if is_monitor(typed):
         from decflow.views.monitor_text import render_monitor
 
         return render_monitor(typed)
-    if not isinstance(typed, RunView):
+    if not is_run(typed):
         raise DecflowError(f"no text view of {typed.kind} reports")
     from decflow.views.text import Section, render
 

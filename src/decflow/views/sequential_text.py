@@ -5,7 +5,6 @@ e-values."""
 from __future__ import annotations
 
 from decflow.gates.headline import e_value, number
-from decflow.metrics.sequential import interval_label
 from decflow.report.run_report import RunView, Sequential, SequentialGate
 
 
@@ -53,6 +52,9 @@ def from_cache(section: Sequential) -> str:
 
 def time_uniform(section: Sequential) -> str:
     """What a sequential run's intervals are: ``time-uniform, 98.75% per side``."""
+    # the sequential statistics load only for a sequential run's report
+    from decflow.metrics.sequential import interval_label
+
     return interval_label(float(section.alpha_per_gate))
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decflow.gates.headline import ORDER, failing_first, number
-from decflow.report.check_report import Segment
 from decflow.report.model import BackendRef, ContractRef, DatasetRef, Report
 from decflow.report.modes import mode_named
 from decflow.report.run_report import RunView
@@ -21,6 +20,9 @@ from decflow.untrusted import escape
 from decflow.version import __version__
 from decflow.views.calibration_text import calibration_lines
 from decflow.views.evidence_text import gate_evidence_lines
+
+if TYPE_CHECKING:
+    from decflow.report.check_report import Segment
 
 # A WARN may rest on a requirement that is not established (evidence gating): no
 # requirement fails, which is not to say they all hold.

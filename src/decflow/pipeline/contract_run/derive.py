@@ -27,7 +27,7 @@ from decflow.contracts.sections import Stability
 from decflow.data.golden_dataset import case_input, compact_json
 from decflow.errors import DecflowError
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
-from decflow.pipeline.spec import RunSpec
+from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.properties.base import Transformed
 
 if TYPE_CHECKING:
@@ -422,3 +422,12 @@ class _RequestRows:
             property=pl.lit(self.prop, dtype=pl.String),
         ).select(list(REQUESTS_SCHEMA)).cast(REQUESTS_SCHEMA)
 
+
+def makes_diagnostic_calls(spec: RunSpec) -> bool:
+    """Whether the run sends reruns or persona arms (decided from the contract alone, so a
+    run without them does not read its dataset twice)."""
+    contract = load_contract_cached(spec.contract_path).contract
+    return (
+        stability_config(spec, contract) is not None
+        or counterfactual_config(spec, contract) is not None
+    )

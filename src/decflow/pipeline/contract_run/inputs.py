@@ -19,7 +19,6 @@ import polars as pl
 from decflow.backends.registry import build_backend
 from decflow.contracts.paths import contract_file
 from decflow.data.golden_dataset import dataset_hash, load_golden
-from decflow.diagnostics.pair_storage import pair_meta, pair_table
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import backend_plan
 from decflow.pipeline.contract_run.derive import (
@@ -130,7 +129,10 @@ def _compute_requests(context: RunContext, key: str) -> Manifest:
     pairs = None if config is None else persona_pair_set(contract, config, case_table)
     derived, extra = derived_requests(context.spec, loaded, case_table, pairs)
     if config is not None and pairs is not None:
-        # The summary reads the pairs back from here instead of drawing them again.
+        # The summary reads the pairs back from here instead of drawing them again (their
+        # storage loads only for a contract that declares persona pairs).
+        from decflow.diagnostics.pair_storage import pair_meta, pair_table
+
         stored = store.publish(PERSONA_PAIRS, key, pair_table(pairs))
         extra[PERSONA_PAIRS] = {"manifest": stored.to_dict(), "meta": pair_meta(pairs),
                                 "settings": persona_settings(contract, config)}

@@ -19,8 +19,7 @@ from typing import Any
 from decflow.contracts.gates import golden_gate
 from decflow.gates.checks import Check
 from decflow.gates.headline import Qualifier, number
-from decflow.metrics.evidence import UNDERPOWERED
-from decflow.pipeline.contract_run.sequential.gates import zero_limit_qualifier
+from decflow.metrics.evidence import UNDERPOWERED, ZERO_LIMIT
 
 
 def run_qualifiers(status: str, checks: Sequence[Check],
@@ -52,3 +51,15 @@ def underpowered(checks: Sequence[Check], gate_evidence: Sequence[Mapping[str, A
         if entry["gate"] in point_passes and entry.get("underpowered"):
             items.append(f"{entry['gate']} upper bound {number(entry['ci_high'])}")
     return Qualifier(UNDERPOWERED, ", ".join(items)) if items else None
+
+
+def zero_limit_qualifier(rows: Sequence[Mapping[str, Any]]) -> Qualifier | None:
+    """The headline's ``(zero_limit: …)`` from the sequential section's gate rows: the
+    limit-0 gates passed at zero_limit (one text for gates that share it)."""
+    judged = [(row["gate"], row[ZERO_LIMIT]) for row in rows if row.get(ZERO_LIMIT)]
+    if not judged:
+        return None
+    texts = {text for _, text in judged}
+    if len(texts) == 1:
+        return Qualifier(ZERO_LIMIT, f"{', '.join(g for g, _ in judged)} {texts.pop()}")
+    return Qualifier(ZERO_LIMIT, "; ".join(f"{gate} {text}" for gate, text in judged))

@@ -29,7 +29,6 @@ from decflow.pipeline.contract_run.journal import journal_rows
 from decflow.pipeline.contract_run.results import CHUNK
 from decflow.pipeline.driver import resumable
 from decflow.pipeline.spec import RunSpec
-from decflow.store.removal import remove_folder
 from decflow.store.runs import (
     FINISHED,
     RUNNING,
@@ -81,6 +80,8 @@ def answered(store: Store, key: str | None) -> bool:
 def forget_calls(store: Store, key: str | None) -> None:
     """Remove a calls folder that holds no answer (its errors are sent again)."""
     if key is not None:
+        from decflow.store.removal import remove_folder  # only a run that failed early
+
         remove_folder(store, store.stage_prefix(RESULTS.name, key), "--resume")
 
 

@@ -38,7 +38,7 @@ from decflow.pipeline.contract_run.derive import (
     selected_properties,
     stability_config,
 )
-from decflow.pipeline.contract_run.diagnostics_section import (
+from decflow.pipeline.contract_run.diagnostic_rows import (
     REQUEST_COLUMNS,
     WANTED,
     diagnostic_rows,

@@ -55,7 +55,8 @@ from decflow.metrics.rounded_shares import uniforms
 from decflow.metrics.sequential import Decision, GateEvidence, RatioGate, evaluate
 from decflow.metrics.sequential_composite import MODEL_PROMISE, ModalShare, SuiteRate
 from decflow.pipeline.contract_run.derive import arm_fingerprint, counterfactual_config
-from decflow.pipeline.contract_run.diagnostics_section import DiagnosticRows, meter_input
+from decflow.pipeline.contract_run.diagnostic_rows import DiagnosticRows
+from decflow.pipeline.contract_run.diagnostics_section import meter_input
 from decflow.pipeline.contract_run.sequential.gates import Design, Tracked, limit_zero, suite_only
 from decflow.pipeline.spec import RunSpec
 

@@ -22,7 +22,7 @@ import polars as pl
 
 from decflow.contracts.gates import golden_gate
 from decflow.gates.checks import PER_SIDE, Check, evidence_check
-from decflow.gates.headline import Qualifier, number
+from decflow.gates.headline import number
 from decflow.metrics.evidence import CONTRADICTED, ZERO_LIMIT, Evidence
 from decflow.metrics.golden_cases import CaseValues
 from decflow.metrics.sequential import (
@@ -398,15 +398,3 @@ E_SHOWN_MAX = 1e15  # e-values beyond this (or infinite: a certain verdict) are 
 
 def _e_value(log_e: float) -> float:
     return E_SHOWN_MAX if log_e >= math.log(E_SHOWN_MAX) else float(math.exp(log_e))
-
-
-def zero_limit_qualifier(rows: Sequence[Mapping[str, Any]]) -> Qualifier | None:
-    """The headline's ``(zero_limit: …)`` from the sequential section's gate rows: the
-    limit-0 gates passed at zero_limit (one text for gates that share it)."""
-    judged = [(row["gate"], row[ZERO_LIMIT]) for row in rows if row.get(ZERO_LIMIT)]
-    if not judged:
-        return None
-    texts = {text for _, text in judged}
-    if len(texts) == 1:
-        return Qualifier(ZERO_LIMIT, f"{', '.join(g for g, _ in judged)} {texts.pop()}")
-    return Qualifier(ZERO_LIMIT, "; ".join(f"{gate} {text}" for gate, text in judged))

@@ -13,7 +13,7 @@ import polars as pl
 
 from decflow.gates.checks import Check
 from decflow.pipeline.contract_run.derive import DIAGNOSTIC_PROPERTIES
-from decflow.pipeline.contract_run.diagnostics_section import stored_pair_table, stored_rows
+from decflow.pipeline.contract_run.diagnostic_rows import stored_pair_table, stored_rows
 from decflow.pipeline.contract_run.sequential.calls import Sent, tracked_gates
 from decflow.pipeline.contract_run.sequential.diagnostics import DiagnosticInputs
 from decflow.pipeline.contract_run.sequential.gates import (
