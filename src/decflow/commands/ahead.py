@@ -41,10 +41,9 @@ def after_calls(spec: RunSpec) -> Callable[[], None]:
         for name in ("numpy.random", "numpy.fft", "decflow.views.outputs",
                      "decflow.views.text", "decflow.views.html"):
             importlib.import_module(name)
-        from decflow.report.run_report import RunReport, RunView
+        from decflow.report.run_report import build_validators
 
-        RunReport.model_rebuild()
-        RunView.model_rebuild()
+        build_validators()
 
     return work
 

@@ -193,7 +193,10 @@ def judge(
 ) -> Judgement:
     """Per-case violations (strict `>`), with DecGuard's message formats."""
     n = len(comparison)
-    messages: list[list[str]] = [[] for _ in range(n)]
+    # one shared empty list for the cases that break nothing (most): a case that breaks a
+    # limit gets a list of its own as its first message is added, the shared one is never
+    # changed
+    messages: list[list[str]] = [[]] * n
     limit_violated = np.zeros(n, dtype=bool)
     values = {
         "max_tv_distance": comparison.tv,
@@ -208,7 +211,7 @@ def judge(
         broken = values[key] > limit
         limit_violated |= broken
         for i in np.flatnonzero(broken).tolist():
-            messages[i].append(f"{name} {values[key][i]:.4g} > {limit:g}")
+            messages[i] = [*messages[i], f"{name} {values[key][i]:.4g} > {limit:g}"]
     if relation == "monotonic" and limits.max_level_decrease is not None:
         if comparison.level_delta is None:
             raise ValueError("monotonic comparisons need score decisions (level_delta)")
@@ -218,14 +221,16 @@ def judge(
         limit_violated |= broken
         for i in np.flatnonzero(broken).tolist():
             moved = comparison.level_delta[i]
-            messages[i].append(
-                f"expected level moved {moved:.4g} against '{direction}' (allowed {allowed:g})"
-            )
+            messages[i] = [
+                *messages[i],
+                f"expected level moved {moved:.4g} against '{direction}' (allowed {allowed:g})",
+            ]
     flip_violated = np.zeros(n, dtype=bool)
     if limits.max_flip_rate is not None:
         flip_violated = comparison.flipped.copy()
         for i in np.flatnonzero(flip_violated).tolist():
-            messages[i].append(_flip_message(comparison, i, relation, labels, direction))
+            messages[i] = [*messages[i],
+                           _flip_message(comparison, i, relation, labels, direction)]
     return Judgement(limit_violated, flip_violated, messages)
 
 

@@ -214,6 +214,23 @@ def shared_step(name: str, value: Any, other: str, other_value: Any) -> Step:
     return found
 
 
+# Step lists by their (name, value) pairs, for `shared_step_list` (cleared when full).
+_SHARED_LISTS: dict[tuple[str, str, tuple[tuple[Any, Any], ...]], list[Step]] = {}
+
+
+def shared_step_list(name: str, other: str, pairs: tuple[tuple[Any, Any], ...]) -> list[Step]:
+    """`[shared_step(name, value, other, other_value) for value, other_value in pairs]` as
+    one list shared by every case that makes it (read-only, like its dicts): the steps of
+    many cases repeat (a few targets and choices), and a shared list is encoded once."""
+    key = (name, other, pairs)
+    found = _SHARED_LISTS.get(key)
+    if found is None:
+        if len(_SHARED_LISTS) >= _SHARED_STEPS_KEPT:
+            _SHARED_LISTS.clear()
+        found = _SHARED_LISTS[key] = [shared_step(name, a, other, b) for a, b in pairs]
+    return found
+
+
 def drop_one_step(steps: list[Step], _labels: Sequence[str]) -> Iterator[list[Step]]:
     """Candidates one step smaller: each step left out in turn (none from a single step)."""
     if len(steps) > 1:

@@ -21,7 +21,7 @@ from decflow.properties.base import (
     TextCase,
     Transformation,
     drop_one_step,
-    shared_step,
+    shared_step_list,
     text_edit,
 )
 from decflow.properties.stream import Stream
@@ -104,7 +104,7 @@ def generate(
         # by boundary, fragments at the same one in drawn order (a stable sort)
         placed = sorted(zip(drawn[first + picks : first + picks + places], chosen, strict=True),
                         key=_first)
-        steps: list[Step] = [shared_step("at", at, "text", fragment) for at, fragment in placed]
+        steps = shared_step_list("at", "text", tuple(placed))
         candidates.append((steps, _inserted(text, placed, starts)))
     return case.finish(candidates)
 

@@ -19,7 +19,7 @@ from decflow.properties.base import (
     TextCase,
     Transformation,
     drop_one_step,
-    shared_step,
+    shared_step_list,
     text_edit,
 )
 from decflow.properties.stream import Stream
@@ -127,7 +127,7 @@ def generate(config: Whitespace, stream: Stream, case: TextCase) -> Generated:
         drawn = draw_each([len(c) for c in options])
         # targets are distinct: the pairs sort by target
         made = sorted(zip(picked, map(getitem, options, drawn), strict=True))
-        steps: list[Step] = [shared_step("at", names[t], "ws", ws) for t, ws in made]
+        steps = shared_step_list("at", "ws", tuple([(names[t], ws) for t, ws in made]))
         candidates.append((steps, _render(parts, made)))
     return case.finish(candidates)
 

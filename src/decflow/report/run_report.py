@@ -12,6 +12,7 @@ from pydantic import Field, TypeAdapter
 
 from decflow.gates.checks import Verdict
 from decflow.report.model import (
+    ArtifactRef,
     BackendRef,
     Bins,
     Calibration,
@@ -21,15 +22,19 @@ from decflow.report.model import (
     Count,
     DatasetRef,
     DecisionType,
+    Diagnostics,
     Evaluation,
     ExitCode,
+    Health,
     Input,
     MaybePerCase,
     Number,
     Open,
     PerCase,
     Presentation,
+    QualifierRow,
     Report,
+    RunRef,
 )
 from decflow.report.modes import ModeName
 
@@ -343,3 +348,15 @@ RUN_PER_CASE: tuple[tuple[tuple[str, ...], TypeAdapter[Any]], ...] = (
     (("properties", "failures"), TypeAdapter(list[PropertyCase] | None)),
     (("properties", "pairs"), TypeAdapter(list[PropertyCase] | None)),
 )
+
+
+def build_validators() -> None:
+    """Build the validators of a run report and of each section its builder (the contract
+    run's summary) validates on its own: pydantic builds each on first use (`report.model`
+    defers them), ≈0.03 CPU s for these, which a remote run can spend while it waits on its
+    calls."""
+    for model in (RunReport, RunView, QualifierRow, RunContract, RunDataset, RunBackend, Health,
+                  RunEvaluation, GoldenMetrics, Calibration, GoldenGateEvidence, CheckRow,
+                  Properties, Diagnostics, Sequential, CallCacheUse, RunRef, ArtifactRef):
+        model.model_rebuild()
+
