@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from functools import cache
@@ -179,3 +180,12 @@ def test_a_run_draws_its_seed_unless_the_call_cache_serves_its_answers() -> None
     assert RunSpec.from_dict(recorded).rounding_seed == seeds[0]  # --resume, re-gating
     del recorded["rounding_seed"]
     assert RunSpec.from_dict(recorded).rounding_seed is None  # a run stored before
+
+
+def test_uniforms_are_the_keyed_blake2b_of_gate_and_case() -> None:
+    ids = ["c1", "case-0042", "é-ünïcode", "lone \ud800 surrogate", ""]
+    expected = [int.from_bytes(hashlib.blake2b(
+        f"g.max_violation_rate\x1f{case}".encode("utf-8", "surrogatepass"),
+        key=(12345).to_bytes(8, "big"), digest_size=8).digest(), "big") >> 11 for case in ids]
+    assert uniforms(12345, "g.max_violation_rate", ids).tolist() == [
+        word * 2.0**-53 for word in expected]
