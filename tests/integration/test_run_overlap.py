@@ -12,8 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
+import yaml
+from polars.testing import assert_frame_equal
 
+from decflow.store.store import Store
 from tests.support.cli import run_cli
 from tests.support.compare import normalized
 from tests.support.servers.counting import counting_service, write_contract
@@ -85,3 +89,46 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
     assert 1 <= first < CASES  # from the first answer, while the calls are in flight
     assert ended <= judged  # joined before the summary stage
     assert _report(tmp_path / "a") == _report(tmp_path / "b")
+
+
+def _results(store: Store, report: dict[str, Any]) -> pl.DataFrame:
+    from decflow.store.runs import read_run_record
+    from decflow.store.store import Manifest
+
+    manifest = read_run_record(store, report["run"]["id"])["stages"]["results"]
+    return store.read(Manifest.from_dict(manifest)).drop("latency_ms").sort("request_id")
+
+
+def test_shards_called_side_by_side_record_what_shards_called_in_turn_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of small shards (`--all`: originals, then transformed requests, some blocked
+    by an original that errored) records the same results and report whether its shards
+    are called side by side in one loop (`results.call_phase`) or one after the other."""
+    from decflow.pipeline.contract_run import results
+    from decflow.pipeline.contract_run.runner import run_contract
+    from decflow.pipeline.spec import RunSpec
+    from decflow.store.runs import new_run_id
+
+    with counting_service(delay_s=0.005) as service:
+        service.failing_ids = {"c0003", "c0010"}
+        contract = write_contract(tmp_path, service.url, 40, max_concurrency=6)
+        document = yaml.safe_load(contract.read_text())
+        document["properties"] = {"option_order": {"samples": 2, "max_tv_distance": 0.9}}
+        contract.write_text(yaml.safe_dump(document, sort_keys=False))
+        store = Store(str(tmp_path / "store"))
+        reports = []
+        for overlapping in (True, False):
+            monkeypatch.setattr(results, "overlaps_shards",
+                                lambda *_, side_by_side=overlapping: side_by_side)
+            spec = RunSpec(contract_path=str(contract), store_url=store.url,
+                           run_id=new_run_id(), mode="all", shard_size=7, rounding_seed=7)
+            reports.append(run_contract(spec, store))
+        sent = service.snapshot()[0]
+    side_by_side, in_turn = reports
+    # (the stages keyed by the run, and the comparisons keyed by its results' manifest)
+    keyed = ("results", "comparisons", "minimized", "summary")
+    assert normalized(side_by_side, keyed) == normalized(in_turn, keyed)
+    assert_frame_equal(_results(store, side_by_side), _results(store, in_turn))
+    assert side_by_side["metrics"]["counts"]["errored"] == 2
+    # every request sent once per run (the errored originals' variants never)
+    assert set(sent.values()) == {2}

@@ -339,6 +339,8 @@ class RemoteCaller:
         on_chunk: Callable[[pl.DataFrame], None],
         chunk_size: int = CHUNK_ROWS,
         on_result: Callable[[tuple[Any, ...]], None] | None = None,
+        slots: asyncio.Semaphore | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> None:
         """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`
         (and each one to `on_result` as soon as it is finished, before its concurrency slot
@@ -346,7 +348,10 @@ class RemoteCaller:
 
         `max_concurrency` workers take the requests in turn from one iterator: a task per
         worker, not per request (a shard holds thousands), and a worker takes its next
-        request only once its last result is recorded."""
+        request only once its last result is recorded. With `slots`, shared by callers
+        running side by side, each worker holds one from its start to its end, so a
+        caller's workers start as another's finish; `on_sent` is called once every
+        request has been taken (only the last ones are still in flight)."""
         pending_rows: list[tuple[Any, ...]] = []
 
         def flush() -> None:
@@ -362,7 +367,7 @@ class RemoteCaller:
             strict=True,
         )
 
-        async def worker() -> None:
+        async def work() -> None:
             for row in rows:  # one shared iterator: each request goes to one worker
                 if stopping():  # a signal arrived: the cancellation is on its way
                     raise asyncio.CancelledError()
@@ -374,7 +379,17 @@ class RemoteCaller:
                 pending_rows.append(result)
                 if len(pending_rows) >= chunk_size:
                     flush()
+            if on_sent is not None and not sent:
+                sent.append(True)
+                on_sent()
 
+        async def worker() -> None:
+            if slots is None:
+                return await work()
+            async with slots:
+                return await work()
+
+        sent: list[bool] = []
         workers = [asyncio.ensure_future(worker())
                    for _ in range(min(self.max_concurrency, requests.height))]
         try:

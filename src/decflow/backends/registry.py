@@ -29,13 +29,24 @@ def decision_spec(contract: Contract) -> DecisionSpec:
     )
 
 
+def backend_class(contract: Contract, name: str) -> type[Backend] | None:
+    """The class of backend `name` of a validated contract; None for a plugin's (known
+    only once its worker has loaded it)."""
+    config = contract.backend_config(name)
+    if config.provider not in BACKEND_PROVIDERS:
+        return None
+    module, _, attribute = BACKEND_PROVIDERS.get(config.provider).backend.partition(":")
+    found: type[Backend] = getattr(importlib.import_module(module), attribute)
+    return found
+
+
 def build_backend(contract: Contract, name: str) -> Backend:
     """Instantiate backend `name` (`default` or a `backends` key) of a validated contract."""
     config = contract.backend_config(name)
     spec = decision_spec(contract)
-    if config.provider in BACKEND_PROVIDERS:
-        module, _, attribute = BACKEND_PROVIDERS.get(config.provider).backend.partition(":")
-        make: BackendClass = getattr(importlib.import_module(module), attribute)
+    found = backend_class(contract, name)
+    if found is not None:
+        make: BackendClass = found  # every provider's class takes these four
         return make(name, config.model, config.settings, spec)
     from decflow.backends.plugins import load_plugin_backend
 

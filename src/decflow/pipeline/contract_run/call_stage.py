@@ -9,12 +9,13 @@ Prefect flow submits each shard as a task (`decflow.flows.contract_run`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from decflow import interrupts
 from decflow.pipeline.contract_run import results
 from decflow.pipeline.contract_run.sequential.record import sent_inputs, sequential_params
-from decflow.pipeline.stage import RunContext, Stage
+from decflow.pipeline.stage import Progress, RunContext, Stage
 from decflow.store.store import Manifest
 
 
@@ -41,12 +42,17 @@ class InProcessShards:
         self.left = results.left_to_send(self.requests.rows, self.session.recorded.height)
         self.update = context.progress("calls", self.left) if context.progress else None
         self.done = 0
+        self.counted = 0  # results of the phase's shards side by side (`_progress`)
 
     def health(self) -> dict[str, str] | None:
         return results.prepare_calls(self.context.spec)
 
     def run(self, phase: str, shards: int) -> None:
         context = self.context
+        if results.overlaps_shards(context.spec):
+            self.done += results.call_phase(context.spec, context.store, self.key, phase,
+                                            shards, self.session, self._progress(shards))
+            return
         for index in range(shards):
             interrupts.check()
             base = self.done
@@ -59,6 +65,27 @@ class InProcessShards:
                 context.spec, context.store, self.requests, self.key, phase, index, progress,
                 session=self.session,
             )
+
+    def _progress(self, shards: int) -> Callable[[int], Progress | None]:
+        """Each shard's progress for `call_phase`: the shards' results so far added up
+        (shards run side by side)."""
+        counts = [0] * shards
+        base = self.done
+
+        def of(index: int) -> Progress | None:
+            update = self.update
+            if update is None:
+                return None
+
+            def progress(shard_done: int, _total: int | None) -> None:
+                self.counted += shard_done - counts[index]
+                counts[index] = shard_done
+                update(base + self.counted, self.left)
+
+            return progress
+
+        self.counted = 0
+        return of
 
     def check_originals(self) -> None:
         if not self.session.any_errors():

@@ -92,11 +92,15 @@ async def decide_requests(
     sink: Callable[[pl.DataFrame], None],
     progress: Progress | None = None,
     journal: Callable[[tuple[Any, ...]], None] | None = None,
+    slots: asyncio.Semaphore | None = None,
+    on_sent: Callable[[], None] | None = None,
 ) -> None:
     """Decide `requests` (already filtered to what still needs a result) shard by shard.
 
     Runs inside the caller's event loop so remote clients live for the whole stage. With a
-    `journal`, remote results reach `sink` in chunks of `JOURNALLED_CHUNK_ROWS`.
+    `journal`, remote results reach `sink` in chunks of `JOURNALLED_CHUNK_ROWS`. `slots`
+    and `on_sent` as `RemoteCaller.run` (remote backends); `on_sent` is called once every
+    request is sent or decided.
     """
     total = requests.height
     done = 0
@@ -109,11 +113,15 @@ async def decide_requests(
             await asyncio.sleep(0)  # where a signal's cancellation reaches this loop
         else:
             counter.done = done
+            last = offset + shard_size >= total
             await caller.run(shard, decision.labels, sink, on_result=counter,
-                             chunk_size=CHUNK_ROWS if journal is None else JOURNALLED_CHUNK_ROWS)
+                             chunk_size=CHUNK_ROWS if journal is None else JOURNALLED_CHUNK_ROWS,
+                             slots=slots, on_sent=on_sent if last else None)
         done += shard.height
         if progress:
             progress(done, total)
+    if on_sent is not None and (backend.supports_batch or not total):
+        on_sent()
 
 
 class _CallCounter:

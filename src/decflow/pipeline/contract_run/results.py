@@ -7,19 +7,20 @@ its results as chunk files named after the shard.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from decflow import interrupts
-from decflow.backends.base import Backend
+from decflow.backends.base import Backend, DecisionSpec
 from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
-from decflow.backends.registry import build_backend, decision_spec
+from decflow.backends.registry import backend_class, build_backend, decision_spec
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import call_cache
 from decflow.pipeline.contract_run.backend_plan import run_backend
@@ -35,6 +36,9 @@ from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 from decflow.pipeline.stage import Progress
 from decflow.store.store import Manifest, Part, Store, open_store
+
+if TYPE_CHECKING:
+    from decflow.contracts.contract import Contract
 
 PHASES = ("originals", "transformed")
 CHUNK = "chunk-"  # results are written as chunk-<phase initial><shard>-… files
@@ -305,8 +309,106 @@ def call_rows(
     """Decide the requests `shard` (rows of the requests table, all of one `phase`) as
     shard `index`; returns how many results it recorded now (see `call_shard`)."""
     contract = load_contract_cached(spec.contract_path).contract
-    sink = ShardSink(store, key, phase, index, session)
     decision = decision_spec(contract)
+    sink, pending = _unrecorded(store, key, shard, phase, index, session, decision)
+    if pending is None:
+        return sink.rows
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
+    calls = _ShardCalls.make(spec, store, backend, sink, pending, decision, progress)
+
+    async def run() -> None:
+        try:
+            await calls.send(spec, contract, backend)
+        finally:
+            await backend.aclose()
+
+    if backend.supports_batch and type(backend).aclose is Backend.aclose:
+        # answered in this process by a backend that holds nothing to close
+        decide_batches(backend, calls.pending, labels=decision.labels,
+                       tolerance=contract.evaluation.probability_tolerance,
+                       shard_size=spec.shard_size, sink=calls.record, progress=calls.progress)
+    else:
+        interrupts.run(run())
+    return calls.finish()
+
+
+def overlaps_shards(spec: RunSpec) -> bool:
+    """Whether this process calls the shards of a phase side by side (`call_phase`): for
+    a backend of decflow's own answering request by request (one deciding a whole shard at
+    once has no calls in flight to overlap; a plugin's shards are called one by one, as
+    its worker sets up a backend per shard)."""
+    make = backend_class(load_contract_cached(spec.contract_path).contract, spec.backend)
+    return make is not None and not make.supports_batch
+
+
+def call_phase(
+    spec: RunSpec,
+    store: Store,
+    key: str,
+    phase: str,
+    shards: int,
+    session: CallSession,
+    progress: Callable[[int], Progress | None],
+) -> int:
+    """Decide every shard of `phase` in this process, one event loop and one backend for
+    them all; returns how many results they recorded now. A shard's requests start as the
+    one before it has sent its last ones, taking the concurrency slots its workers leave,
+    so the calls never drain to nothing between two shards; each shard still records and
+    journals its own results (`ShardSink`). `progress(index)`: shard `index`'s progress."""
+    contract = load_contract_cached(spec.contract_path).contract
+    decision = decision_spec(contract)
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
+    recorded = 0
+
+    async def run() -> None:
+        nonlocal recorded
+        slots = asyncio.Semaphore(spec.max_concurrency or contract.evaluation.max_concurrency)
+        running: list[tuple[_ShardCalls, asyncio.Future[None]]] = []
+        try:
+            for index in range(shards):
+                interrupts.check()
+                start = index * spec.shard_size
+                rows = session.parts.rows(phase, start, start + spec.shard_size)
+                sink, pending = _unrecorded(store, key, rows, phase, index, session, decision)
+                if pending is None:
+                    recorded += sink.rows
+                    continue
+                calls = _ShardCalls.make(spec, store, backend, sink, pending, decision,
+                                         progress(index))
+                sent = asyncio.Event()
+                task = asyncio.ensure_future(calls.send(spec, contract, backend, slots=slots,
+                                                        on_sent=sent.set))
+                running.append((calls, task))
+                waiting = asyncio.ensure_future(sent.wait())
+                await asyncio.wait((task, waiting), return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                while running and running[0][1].done():  # all answered: finished now
+                    shard_calls, sending = running.pop(0)
+                    sending.result()  # its error, before another shard starts
+                    recorded += shard_calls.finish()
+            while running:
+                await running[0][1]
+                shard_calls, _sending = running.pop(0)
+                recorded += shard_calls.finish()
+        finally:
+            for _calls, sending in running:
+                sending.cancel()
+            await asyncio.gather(*(sending for _calls, sending in running),
+                                 return_exceptions=True)
+            await backend.aclose()
+
+    interrupts.run(run())
+    return recorded
+
+
+def _unrecorded(
+    store: Store, key: str, shard: pl.DataFrame, phase: str, index: int,
+    session: CallSession, decision: DecisionSpec,
+) -> tuple[ShardSink, pl.DataFrame | None]:
+    """Shard `index`'s sink (its earlier attempts' journals recovered) and its requests
+    still to send (None: every one has a result); the transformed requests that cannot be
+    sent are recorded as errors here."""
+    sink = ShardSink(store, key, phase, index, session)
     sink.recover(decision.labels)
     # The guards below skip polars work that has nothing to do (a fresh shard without
     # errors): per-shard overhead adds up over hundreds of shards.
@@ -316,7 +418,7 @@ def call_rows(
         if done.height else shard
     )
     if not pending.height:
-        return sink.rows
+        return sink, None
     if phase == "transformed":
         if pending["pre_error_kind"].null_count() < pending.height:
             sink(generation_error_rows(pending))
@@ -328,50 +430,63 @@ def call_rows(
             pending = pending.join(
                 blocked.select("request_id"), on="request_id", how="anti", maintain_order="left"
             )
-    backend = run_backend(contract, spec.backend, store, spec.run_id)
-    cache = call_cache.CallCache.for_run(spec, store)
-    keys: list[str] = []
-    answered: list[pl.DataFrame] = []
-    record: Callable[[pl.DataFrame], None] = sink
-    asked = pending
-    if cache is not None:
-        keys = cache.keys(backend, asked, decision)
-        served = cache.served(asked, keys, decision.labels)
-        if served.height:
-            sink(served)
-            pending = pending.join(served.select("request_id"), on="request_id", how="anti",
-                                   maintain_order="left")
-            progress = _after(progress, served.height)
+    return sink, pending
 
-        def keep(frame: pl.DataFrame) -> None:
-            sink(frame)
-            answered.append(frame)
 
-        record = keep
+@dataclasses.dataclass
+class _ShardCalls:
+    """One shard's requests to send, where their results go, and what the call cache
+    served of them and keeps of the answers."""
 
-    async def run() -> None:
-        try:
-            await decide_requests(
-                backend, pending, decision=decision,
-                tolerance=contract.evaluation.probability_tolerance,
-                max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
-                shard_size=spec.shard_size, sink=record, progress=progress,
-                journal=sink.journal.record if sink.journal.kept else None,
-            )
-        finally:
-            await backend.aclose()
+    sink: ShardSink
+    pending: pl.DataFrame
+    record: Callable[[pl.DataFrame], None]
+    progress: Progress | None
+    cache: call_cache.CallCache | None
+    asked: pl.DataFrame
+    keys: list[str]
+    answered: list[pl.DataFrame]
+    labels: tuple[str, ...]
 
-    if backend.supports_batch and type(backend).aclose is Backend.aclose:
-        # answered in this process by a backend that holds nothing to close
-        decide_batches(backend, pending, labels=decision.labels,
-                       tolerance=contract.evaluation.probability_tolerance,
-                       shard_size=spec.shard_size, sink=record, progress=progress)
-    else:
-        interrupts.run(run())
-    sink.journal.close()
-    if cache is not None:
-        cache.store_answers(asked, keys, answered, decision.labels)
-    return sink.rows
+    @classmethod
+    def make(cls, spec: RunSpec, store: Store, backend: Backend, sink: ShardSink,
+             pending: pl.DataFrame, decision: DecisionSpec,
+             progress: Progress | None) -> _ShardCalls:
+        cache = call_cache.CallCache.for_run(spec, store)
+        calls = cls(sink, pending, sink, progress, cache, pending, [], [], decision.labels)
+        if cache is not None:
+            calls.keys = cache.keys(backend, pending, decision)
+            served = cache.served(pending, calls.keys, decision.labels)
+            if served.height:
+                sink(served)
+                calls.pending = pending.join(served.select("request_id"), on="request_id",
+                                             how="anti", maintain_order="left")
+                calls.progress = _after(progress, served.height)
+            calls.record = calls.keep
+        return calls
+
+    def keep(self, frame: pl.DataFrame) -> None:
+        self.sink(frame)
+        self.answered.append(frame)
+
+    async def send(self, spec: RunSpec, contract: Contract, backend: Backend,
+                   slots: asyncio.Semaphore | None = None,
+                   on_sent: Callable[[], None] | None = None) -> None:
+        journal = self.sink.journal
+        await decide_requests(
+            backend, self.pending, decision=decision_spec(contract),
+            tolerance=contract.evaluation.probability_tolerance,
+            max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
+            shard_size=spec.shard_size, sink=self.record, progress=self.progress,
+            journal=journal.record if journal.kept else None, slots=slots, on_sent=on_sent,
+        )
+
+    def finish(self) -> int:
+        """Close the journal, keep the answers in the cache; how many results were recorded."""
+        self.sink.journal.close()
+        if self.cache is not None:
+            self.cache.store_answers(self.asked, self.keys, self.answered, self.labels)
+        return self.sink.rows
 
 
 def _after(progress: Progress | None, served: int) -> Progress | None:
