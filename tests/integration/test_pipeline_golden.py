@@ -104,11 +104,11 @@ def test_regate_uses_no_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     def no_backend(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("re-gating must not build or call a backend")
 
-    # import first: a module imported while the registry is patched would keep the fake
-
-    monkeypatch.setattr("decflow.backends.registry.build_backend", no_backend)
+    # the modules first (each imported here if the run has not, with the real registry): a
+    # module imported while the registry is patched would keep the fake after the test
     monkeypatch.setattr("decflow.pipeline.contract_run.results.build_backend", no_backend)
     monkeypatch.setattr("decflow.pipeline.direct_calls.build_backend", no_backend)
+    monkeypatch.setattr("decflow.backends.registry.build_backend", no_backend)
     out = tmp_path / "regated.json"
     code, text, _ = run_cli("report", run_id, "-c", str(edited), "--store", store, "-o", str(out))
     regated = json.loads(out.read_text())
