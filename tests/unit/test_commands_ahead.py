@@ -4,10 +4,11 @@ later stage runs beside it; left undone when no call was answered."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
-from decflow.commands.ahead import SWITCH_INTERVAL_S, Ahead
+from decflow.commands.ahead import LOWEST_PRIORITY, SWITCH_INTERVAL_S, Ahead
 from decflow.pipeline.stage import Progress, ProgressFactory
 
 
@@ -22,13 +23,18 @@ def test_the_work_starts_at_the_first_answer_and_ends_with_the_call_stage() -> N
     started = threading.Event()
     release = threading.Event()
     intervals: list[float] = []
+    priorities: list[int] = []
 
     def work() -> None:
         intervals.append(sys.getswitchinterval())
+        if sys.platform.startswith("linux"):  # the thread's own priority, not the process's
+            priorities.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
         started.set()
         release.wait(10)
 
     before = sys.getswitchinterval()
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if sys.platform.startswith(
+        "linux") else 0
     ahead = Ahead(work)
     seen: list[tuple[str, int]] = []
     progress = ahead.progress(_factory(seen))
@@ -48,6 +54,9 @@ def test_the_work_starts_at_the_first_answer_and_ends_with_the_call_stage() -> N
     assert not thread.is_alive()
     assert seen == [("records", 3), ("calls", 0), ("calls", 1), ("calls", 2)]
     assert intervals == [SWITCH_INTERVAL_S]
+    if sys.platform.startswith("linux"):
+        assert priorities == [LOWEST_PRIORITY]
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
     assert sys.getswitchinterval() == before
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from decflow.pipeline.stage import Progress, ProgressFactory
 
 SWITCH_INTERVAL_S = 0.001
+LOWEST_PRIORITY = 19  # nice
 
 
 def after_calls(spec: RunSpec) -> Callable[[], None]:
@@ -60,8 +62,14 @@ class Ahead:
         self.thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        # A thread waiting for the interpreter asks for it after the switch interval
-        # (5 ms): shortened while this runs, so an answer waits less for the event loop.
+        # The event loop lets go of the interpreter at every socket call, and this thread
+        # would take it each time: at the lowest scheduling priority (Linux: per thread)
+        # it runs when a core is idle rather than beside the loop and the server, and a
+        # thread waiting for the interpreter asks for it after the switch interval (5 ms),
+        # shortened while this runs, so an answer waits less for the loop.
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
         interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
