@@ -35,6 +35,10 @@ from decflow.data.bounds import (
     MAX_JSON_VALUES,
     mib,
 )
+from decflow.data.case_table import CASES_SCHEMA as CASES_SCHEMA
+from decflow.data.case_table import ROW_FIELD_SET
+from decflow.data.case_table import compact_json as compact_json
+from decflow.data.jsonl_cases import jsonl_cases
 from decflow.data.parquet_bounds import check_group_footer, check_read
 from decflow.errors import DatasetError
 from decflow.strictjson import JsonProblem, dotted, key_lines
@@ -42,23 +46,9 @@ from decflow.strictjson import loads as strict_json_loads
 from decflow.textfile import TextProblem, decode_utf8, utf8_size
 from decflow.untrusted import quote
 
-CASES_SCHEMA = pl.Schema({
-    "case_id": pl.String,
-    "input_text": pl.String,
-    "input_json": pl.String,
-    "expected": pl.String,
-    "metadata_json": pl.String,
-    "position": pl.Int64,
-})
-ROW_FIELDS = ("id", "input", "expected", "metadata")
-_ROW_FIELD_SET = frozenset(ROW_FIELDS)
 # characters of a column name an error shows: enough to recognise a typo, too few to
 # carry a secret out of a file that was never a dataset
 COLUMN_EXCERPT = 10
-# built once: `json.dumps` with options builds an encoder per call (one per dataset row)
-_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-_COMPACT_FINITE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                                   allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -74,12 +64,6 @@ class GoldenDataset:
     @property
     def n_labeled(self) -> int:
         return int(self.cases["expected"].is_not_null().sum())
-
-
-def compact_json(value: Any, *, allow_nan: bool = True) -> str:
-    """The canonical compact form of an object input (keys sorted, non-ASCII kept);
-    `allow_nan=False` raises ValueError on NaN/Infinity (and TypeError on non-JSON types)."""
-    return (_COMPACT if allow_nan else _COMPACT_FINITE).encode(value)
 
 
 class _RowChecker:
@@ -107,7 +91,7 @@ class _RowChecker:
     def add(self, row: Any, where: int) -> None:
         if not isinstance(row, dict):
             raise self.fail(where, "each case must be a JSON object")
-        unknown = sorted(row.keys() - _ROW_FIELD_SET)
+        unknown = sorted(row.keys() - ROW_FIELD_SET)
         if unknown:
             raise self.fail(
                 where,
@@ -417,6 +401,9 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
     if suffix in (".jsonl", ".json"):
         unit = "line" if suffix == ".jsonl" else "case"
         if suffix == ".jsonl":
+            cases = jsonl_cases(text, labels)
+            if cases is not None:
+                return GoldenDataset(path=name, hash=digest, cases=cases)
             rows = _jsonl_rows(name, text)
         else:
             rows, line_of = _json_rows(name, text), _json_case_lines(text)
