@@ -18,7 +18,7 @@ import logging
 import os
 import stat
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -419,13 +419,19 @@ class Store:
         """Completed chunk files of an unfinished stage, oldest first (for --resume)."""
         return [part for part, _ids in self.chunk_ids(stage, key)]
 
-    def chunk_ids(self, stage: str, key: str) -> list[tuple[Part, pl.Series]]:
-        """`chunk_parts` with each chunk's request ids (read once for both)."""
+    def chunk_ids(self, stage: str, key: str,
+                  written: Mapping[str, tuple[Part, pl.Series]] | None = None,
+                  ) -> list[tuple[Part, pl.Series]]:
+        """`chunk_parts` with each chunk's request ids (read once for both); a chunk this
+        process wrote (`written`: by store path) is not read back."""
         prefix = self.stage_prefix(stage, key)
         found = []
         for name in self.list_dir(prefix):
             if name.startswith("chunk-") and name.endswith(".parquet"):
                 relative = f"{prefix}/{name}"
+                if written and relative in written:
+                    found.append(written[relative])
+                    continue
                 data = self.read_bytes(relative)
                 import polars as pl
 

@@ -102,10 +102,10 @@ def build_report(
     *,
     fail_on_warn: bool = False,
 ) -> RunReport:
-    return _build(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)[0]
+    return build_report_to_write(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)[0]
 
 
-def _build(
+def build_report_to_write(
     loaded: LoadedContract,
     spec: RunSpec,
     store: Store,
@@ -113,7 +113,8 @@ def _build(
     *,
     fail_on_warn: bool,
 ) -> tuple[RunReport, bool]:
-    """(`build_report`, whether its per-case lists' numbers are `plain_numbers`)."""
+    """(`build_report`, whether its per-case lists' numbers are `plain_numbers`: the
+    hint `write_report` takes)."""
     contract = loaded.contract
     cases_manifest, results_manifest = manifests["cases"], manifests["results"]
     cases = store.read(cases_manifest)
@@ -244,7 +245,7 @@ def _summary(context: RunContext, key: str) -> Manifest:
     upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM
                 if name in context.manifests}
     # whatever a backend echoed of a credential leaves no trace in any view of it
-    built, plain = _build(context.loaded, spec, store, upstream,
+    built, plain = build_report_to_write(context.loaded, spec, store, upstream,
                           fail_on_warn=context.fail_on_warn)
     checks = pl.DataFrame(redact([c.to_dict() for c in built.checks]), schema=CHECKS_SCHEMA)
     verdict = redact({"status": built.status, "exit_code": built.exit_code,
