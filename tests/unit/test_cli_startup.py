@@ -1,9 +1,11 @@
 """What the command line sets up before it runs a command: glibc's malloc keeps freed heap
-(fewer page faults per batch) and other C libraries are left alone."""
+(fewer page faults per batch) and other C libraries are left alone; pydantic loads no
+plugins unless the user says otherwise."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
 import pytest
@@ -49,3 +51,24 @@ def test_the_real_mallopt_accepts_the_thresholds() -> None:
         pytest.skip("not glibc")
     assert libc.mallopt(-3, cli.GLIBC_MMAP_THRESHOLD) == 1  # 1: accepted
     assert libc.mallopt(-1, cli.GLIBC_TRIM_THRESHOLD) == 1
+
+
+def test_pydantic_loads_no_plugins_unless_the_user_set_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli, "_keep_freed_heap", lambda: None)
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    monkeypatch.delenv("_RJEM_MALLOC_CONF", raising=False)
+    cli._process_settings()
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+    assert os.environ["_RJEM_MALLOC_CONF"] == cli.JEMALLOC_CONF
+
+    from pydantic.plugin._loader import get_plugins
+
+    assert list(get_plugins()) == []  # pydantic reads the variable at each model it builds
+
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")  # the user's: load them all
+    monkeypatch.setenv("_RJEM_MALLOC_CONF", "narenas:4")
+    cli._process_settings()
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == ""
+    assert os.environ["_RJEM_MALLOC_CONF"] == "narenas:4"

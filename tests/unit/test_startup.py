@@ -76,3 +76,40 @@ def test_a_command_restores_the_collector_at_its_first_stage(tmp_path: Path) -> 
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("thresholds")]
     # the start-up's threshold up to the first stage, the default from it on
     assert line == f"thresholds [{startup.STARTING_THRESHOLD}, {gc.get_threshold()[0]}]"
+
+
+def test_the_first_stage_freezes_the_start_up_heap_before_any_collection(
+    tmp_path: Path,
+) -> None:
+    # young-generation collections at the first stage's entry and when its work begins: the
+    # start-up's objects, all young, are frozen before the thresholds come back, so none
+    # walks them (it took 25 ms)
+    script = ("import gc, sys\n"
+              "import decflow.pipeline.stage as stage\n"
+              "seen = []\n"
+              "run, inner = stage.run_stage, stage._run_stage\n"
+              "def watched(s, c):\n"
+              "    if not seen:\n"
+              "        seen.append(gc.get_stats()[0]['collections'])\n"
+              "    return run(s, c)\n"
+              "def working(s, c):\n"
+              "    if len(seen) == 1:\n"
+              "        seen.append(gc.get_stats()[0]['collections'])\n"
+              "        seen.append(gc.get_freeze_count() > 0)\n"
+              "    return inner(s, c)\n"
+              "stage.run_stage, stage._run_stage = watched, working\n"
+              "import decflow.pipeline.driver as driver\n"
+              "driver.run_stage = watched\n"
+              "import atexit\n"
+              "atexit.register(lambda: print('collections', *seen))\n"
+              "from decflow.__main__ import main\n"
+              "sys.argv = ['decflow', *sys.argv[1:]]\n"
+              "main()\n")
+    done = subprocess.run(
+        [sys.executable, "-c", script, "test", str(REFUND / "decflow.yaml"), "--no-prefect",
+         "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("collections")]
+    _, entered, working, frozen = line.split()
+    assert (entered, frozen) == (working, "True")

@@ -265,8 +265,10 @@ def run_stage(stage: Stage[S], context: StageContext[S]) -> Manifest:
     """The stage's manifest: a published one with the same key, else computed now. A
     fanned-out stage first has its units (unless a runner already handed them over in
     `context.unit_outcomes`), which its key and its merge read."""
-    startup.end()
     with _collecting_only_new():
+        # frozen first: the start-up's objects are all young (`decflow.startup`), and
+        # with the thresholds back the next allocation would walk them all (25 ms)
+        startup.end()
         return _run_stage(stage, context)
 
 

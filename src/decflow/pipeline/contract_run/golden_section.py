@@ -7,7 +7,7 @@ re-gated with an edited contract without calling the backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,48 +53,43 @@ def golden_arrays(table: pl.DataFrame, labels: tuple[str, ...]) -> dict[str, Any
 def decision_result(
     row: dict[str, Any], contract: Contract, backend: dict[str, Any]
 ) -> dict[str, Any]:
-    return decision_results(contract, backend)(
-        tuple(row[column] for column in ANSWER_COLUMNS),
-        _json_object(row["result_metadata_json"]),
-        row.get("cache_entry"),  # decflow: served from the call cache (absent: asked)
+    """The report's `result` of one answered case (`row` holds its `ANSWER_COLUMNS`, its
+    `result_metadata_json` and, when served from the call cache, its `cache_entry`)."""
+    [result] = decision_results(
+        contract, backend, [[row[column]] for column in ANSWER_COLUMNS],
+        [_json_object(row["result_metadata_json"])], [row.get("cache_entry")],
     )
+    return result
 
 
 # A case's answer as `decision_results` takes it, in this order.
 ANSWER_COLUMNS = ("case_id", "probabilities", "selected", "confidence", "model", "model_version",
                   "latency_ms")
-Answer = tuple[str, list[float], str, float, str | None, str | None, float | None]
-
-
 def decision_results(
-    contract: Contract, backend: dict[str, Any]
-) -> Callable[[Answer, dict[str, Any], str | None], dict[str, Any]]:
-    """`decision_result` of (a row's `ANSWER_COLUMNS`, its decoded metadata, its cache
-    entry) with what every row shares worked out once (a run has thousands)."""
+    contract: Contract, backend: dict[str, Any], answers: Sequence[Sequence[Any]],
+    metadata: Sequence[dict[str, Any]], served: Sequence[str | None],
+) -> list[dict[str, Any]]:
+    """The report's `result` of each answered case, from its columns: `answers` (one
+    sequence per `ANSWER_COLUMNS`), the decoded metadata, the cache entry it was served
+    from (None: asked). One comprehension over the columns, not a call per case: a run
+    has tens of thousands."""
     decision = contract.decision
     name, kind, labels = decision.name, decision.type, tuple(decision.labels)
     backend_name, provider = backend["name"], backend["provider"]
-
-    def result(answer: Answer, metadata: dict[str, Any], served: str | None) -> dict[str, Any]:
-        case_id, probabilities, selected, confidence, model, version, latency = answer
-        return {
-            "case_id": case_id,
-            "decision": name,
-            "decision_type": kind,
-            "labels": list(labels),
-            "probabilities": dict(zip(labels, probabilities, strict=True)),
-            "selected": selected,
-            "confidence": confidence,
-            "backend": backend_name,
-            "provider": provider,
-            "model": model,
-            "model_version": version,
-            "latency_ms": latency,
-            "metadata": metadata,
-            **({"cache_entry": served} if served else {}),
-        }
-
-    return result
+    case_ids, probabilities, selected, confidence, model, version, latency = answers
+    results = [
+        {"case_id": case_id, "decision": name, "decision_type": kind, "labels": list(labels),
+         "probabilities": dict(zip(labels, p, strict=True)), "selected": chosen,
+         "confidence": c, "backend": backend_name, "provider": provider, "model": m,
+         "model_version": v, "latency_ms": ms, "metadata": meta}
+        for case_id, p, chosen, c, m, v, ms, meta in zip(
+            case_ids, probabilities, selected, confidence, model, version, latency, metadata,
+            strict=True)
+    ]
+    for result, entry in zip(results, served, strict=True):
+        if entry:  # decflow: served from the call cache (absent: asked)
+            result["cache_entry"] = entry
+    return results
 
 
 def _json_object(text: str | None) -> dict[str, Any]:
@@ -160,8 +155,8 @@ def calibration_summary(
     return section, [c.to_dict() for c in checks]
 
 
-# The columns `golden_cases` reads of a case besides its answer and the metadata JSON texts.
-CASE_COLUMNS = ("case_id", "input_text", "input_json", "expected", "error_kind", "error_message")
+# The keys of a failure, in the report's order (`cache_entry` follows when served).
+FAILURE_KEYS = ("case_id", "kind", "input", "expected", "selected", "confidence", "error")
 
 
 def golden_cases(
@@ -170,48 +165,76 @@ def golden_cases(
     """(per-case results, failures) of the original cases, in dataset order.
 
     The report's largest part: `build_report` makes it last, after the sections that read
-    the transformed requests, so the two are never in memory together. One pass over the
-    columns (a run has tens of thousands of cases).
+    the transformed requests, so the two are never in memory together. Built by columns
+    (a run has tens of thousands of cases; a Python loop per case cost more than the rest
+    of the summary): only the failing cases are visited one by one.
     """
-    results: list[dict[str, Any]] = []
-    failures: list[dict[str, Any]] = []
-    decision_result_of = decision_results(contract, backend)
+    n = table.height
+    errored = table["error_kind"].is_not_null()
     # runs stored before the call cache have no `cache_entry` column
-    served_of = (table["cache_entry"].to_list() if "cache_entry" in table.columns
-                 else [None] * table.height)
-    metadata = _json_objects(table["metadata_json"].to_list())
+    served = (table["cache_entry"].to_list() if "cache_entry" in table.columns
+              else [None] * n)
     result_metadata = _json_objects(table["result_metadata_json"].to_list())
-    cases = zip(*(table[column].to_list() for column in CASE_COLUMNS), strict=True)
-    answers = zip(*(table[column].to_list() for column in ANSWER_COLUMNS), strict=True)
-    for (case_id, text, obj, expected, error_kind, error_message), answer, case_metadata, \
-            answer_metadata, served in zip(cases, answers, metadata, result_metadata, served_of,
-                                           strict=True):
-        value = (json.loads(obj) if obj is not None  # as `case_input`, inlined
-                 else text if text is not None else "")
-        errored = error_kind is not None
-        selected, confidence = answer[2], answer[3]
-        results.append({
-            "case_id": case_id,
-            "input": value,
-            "expected": expected,
-            "metadata": case_metadata,
-            "result": None if errored else decision_result_of(answer, answer_metadata, served),
-            "error": {"kind": error_kind, "message": error_message} if errored else None,
-        })
-        if errored or (expected is not None and selected != expected):
-            failures.append(
-                {
-                    "case_id": case_id,
-                    "kind": "error" if errored else "mismatch",
-                    "input": value,
-                    "expected": expected,
-                    "selected": None if errored else selected,
-                    "confidence": None if errored else confidence,
-                    "error": f"{error_kind}: {error_message}" if errored else None,
-                    **({"cache_entry": served} if served else {}),
-                }
-            )
+    answered = ~errored
+    answered_at = answered.arg_true().to_list() if errored.any() else None
+    answers = table.filter(answered) if answered_at is not None else table
+    decided: list[dict[str, Any] | None] = list(decision_results(
+        contract, backend, [answers[column].to_list() for column in ANSWER_COLUMNS],
+        _pick(result_metadata, answered_at), _pick(served, answered_at)))
+    results_of = decided
+    errors: list[dict[str, Any] | None] = [None] * n
+    if answered_at is not None:
+        results_of = [None] * n
+        for at, result in zip(answered_at, decided, strict=True):
+            results_of[at] = result
+        failed = table.filter(errored)
+        for at, kind, message in zip(errored.arg_true().to_list(),
+                                     failed["error_kind"].to_list(),
+                                     failed["error_message"].to_list(), strict=True):
+            errors[at] = {"kind": kind, "message": message}
+    results = [
+        {"case_id": case_id, "input": value, "expected": expected, "metadata": metadata,
+         "result": result, "error": error}
+        for case_id, value, expected, metadata, result, error in zip(
+            table["case_id"].to_list(), _case_inputs(table), table["expected"].to_list(),
+            _json_objects(table["metadata_json"].to_list()), results_of, errors, strict=True)
+    ]
+    failing = errored | (table["expected"].is_not_null()
+                         & table["selected"].ne_missing(table["expected"]))
+    failures = [_failure(results[at], served[at]) for at in failing.arg_true().to_list()]
     return results, failures
+
+
+def _failure(case: dict[str, Any], served: str | None) -> dict[str, Any]:
+    """A failing case's entry in `failures`, from its per-case result."""
+    result, error = case["result"], case["error"]
+    errored = error is not None
+    return {
+        **dict(zip(FAILURE_KEYS, (
+            case["case_id"], "error" if errored else "mismatch", case["input"],
+            case["expected"], None if errored else result["selected"],
+            None if errored else result["confidence"],
+            f"{error['kind']}: {error['message']}" if errored else None), strict=True)),
+        **({"cache_entry": served} if served else {}),
+    }
+
+
+def _pick(values: list[Any], at: list[int] | None) -> list[Any]:
+    """`values` at positions `at` (None: all of them)."""
+    return values if at is None else [values[i] for i in at]
+
+
+def _case_inputs(table: pl.DataFrame) -> list[Any]:
+    """Each case's input: its stored JSON value decoded, else its text (`case_input`)."""
+    texts = table["input_text"].fill_null("").to_list()
+    objects = table["input_json"]
+    if objects.null_count() == table.height:
+        return texts
+    given = {i: text for i, text in enumerate(objects.to_list()) if text is not None}
+    for i, value in zip(given, _decode_each(list(given.values()), json.JSONDecoder()),
+                        strict=True):
+        texts[i] = value
+    return texts
 
 
 def _not_finite(constant: str) -> float:
@@ -228,11 +251,17 @@ def _json_objects(texts: list[str | None]) -> list[dict[str, Any]]:
     per case costs more than the decoding)."""
     objects: list[dict[str, Any]] = [{} for _ in texts]
     given = {i: text for i, text in enumerate(texts) if text and text != "{}"}
-    if not given:
-        return objects
-    decoded = _FINITE.decode("[" + ",".join(given.values()) + "]")
-    if len(decoded) != len(given):  # not one object per text: decode each, as stored
-        decoded = [_FINITE.decode(text) for text in given.values()]
-    for i, value in zip(given, decoded, strict=True):
+    for i, value in zip(given, _decode_each(list(given.values()), _FINITE), strict=True):
         objects[i] = value
     return objects
+
+
+def _decode_each(texts: list[str], decoder: json.JSONDecoder) -> list[Any]:
+    """Each JSON text decoded, in one pass when they make one array (they do when each is
+    one JSON value, as stored), else one by one (so a bad text fails as on its own)."""
+    if not texts:
+        return []
+    decoded: list[Any] = decoder.decode("[" + ",".join(texts) + "]")
+    if len(decoded) != len(texts):
+        decoded = [decoder.decode(text) for text in texts]
+    return decoded

@@ -1,0 +1,152 @@
+"""The report's per-case results and failures, built by columns, are what each case's
+stored rows say: answered and errored cases, missing expected labels, cache hits, JSON
+inputs and metadata, ties, tiny and huge probabilities, unicode ids; and the confidence
+histogram counts the decided cases per bin."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+import pytest
+
+from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.contracts import parse_contract
+from decflow.pipeline.contract_run.golden_section import golden_cases, originals
+from decflow.report.sections import confidence_histogram
+from decflow.store.store import json_bytes
+from tests.support.contracts import example
+
+LABELS = ["refund", "reject", "review"]
+BACKEND = {"name": "default", "provider": "http"}
+
+# (case_id, input_text, input_json, expected, metadata_json)
+CASES = [
+    ("c-é“1”", "Broken on arrival.", None, "refund", None),
+    ("c2", None, '{"text":"Où est ma commande ?","order":[1,2.5]}', "reject", '{"tier":"gold"}'),
+    ("c3", "tie", None, None, "{}"),
+    ("c4", "timed out", None, "review", None),
+    ("c5", "tiny", None, "review", None),
+    ("c6", None, None, "refund", None),
+]
+# (request_id, probabilities, selected, confidence, latency_ms, error_kind, error_message,
+#  model, model_version, metadata_json, cache_entry), in another order than the cases
+RESULTS = [
+    ("c5", [1e-300, 2.5e-07, 1.0], "review", 1.0, 1e16, None, None, "m", None, None, None),
+    ("c4", None, None, None, None, "timeout", "no answer in 30 s", None, None, None, None),
+    ("c3", [0.5, 0.5, 0.0], "refund", 0.5, 3.25, None, None, "m", "v1", "{}", "pack-7"),
+    ("c-é“1”", [0.7, 0.2, 0.1], "refund", 0.7, 12.5, None, None, "m", None,
+     '{"tokens": 3}', None),
+    ("c2", [0.1, 0.3, 0.6], "review", 0.6, 20.0, None, None, None, None, None, None),
+    ("c6", [0.2, 0.5, 0.3], "reject", 0.5, 1.0, None, None, "m", None, None, "pack-8"),
+]
+
+
+def _result(case_id: str, probabilities: list[float], selected: str, confidence: float,
+            latency: float, model: str | None, version: str | None,
+            metadata: dict[str, Any]) -> dict[str, Any]:
+    return {"case_id": case_id, "decision": "refund_request", "decision_type": "choice",
+            "labels": LABELS, "probabilities": dict(zip(LABELS, probabilities, strict=True)),
+            "selected": selected, "confidence": confidence, "backend": "default",
+            "provider": "http", "model": model, "model_version": version,
+            "latency_ms": latency, "metadata": metadata}
+
+
+EXPECTED_RESULTS = [
+    {"case_id": "c-é“1”", "input": "Broken on arrival.", "expected": "refund", "metadata": {},
+     "result": _result("c-é“1”", [0.7, 0.2, 0.1], "refund", 0.7, 12.5, "m", None,
+                       {"tokens": 3}), "error": None},
+    {"case_id": "c2", "input": {"text": "Où est ma commande ?", "order": [1, 2.5]},
+     "expected": "reject", "metadata": {"tier": "gold"},
+     "result": _result("c2", [0.1, 0.3, 0.6], "review", 0.6, 20.0, None, None, {}),
+     "error": None},
+    {"case_id": "c3", "input": "tie", "expected": None, "metadata": {},
+     "result": {**_result("c3", [0.5, 0.5, 0.0], "refund", 0.5, 3.25, "m", "v1", {}),
+                "cache_entry": "pack-7"}, "error": None},
+    {"case_id": "c4", "input": "timed out", "expected": "review", "metadata": {},
+     "result": None, "error": {"kind": "timeout", "message": "no answer in 30 s"}},
+    {"case_id": "c5", "input": "tiny", "expected": "review", "metadata": {},
+     "result": _result("c5", [1e-300, 2.5e-07, 1.0], "review", 1.0, 1e16, "m", None, {}),
+     "error": None},
+    {"case_id": "c6", "input": "", "expected": "refund", "metadata": {},
+     "result": {**_result("c6", [0.2, 0.5, 0.3], "reject", 0.5, 1.0, "m", None, {}),
+                "cache_entry": "pack-8"}, "error": None},
+]
+EXPECTED_FAILURES = [
+    {"case_id": "c2", "kind": "mismatch", "input": {"text": "Où est ma commande ?",
+                                                     "order": [1, 2.5]},
+     "expected": "reject", "selected": "review", "confidence": 0.6, "error": None},
+    {"case_id": "c4", "kind": "error", "input": "timed out", "expected": "review",
+     "selected": None, "confidence": None, "error": "timeout: no answer in 30 s"},
+    {"case_id": "c6", "kind": "mismatch", "input": "", "expected": "refund",
+     "selected": "reject", "confidence": 0.5, "error": None, "cache_entry": "pack-8"},
+]
+
+
+def _table(cases: list[tuple[Any, ...]], results: list[tuple[Any, ...]]) -> pl.DataFrame:
+    case_frame = pl.DataFrame(
+        [(*case, position) for position, case in enumerate(cases)], orient="row",
+        schema={"case_id": pl.String, "input_text": pl.String, "input_json": pl.String,
+                "expected": pl.String, "metadata_json": pl.String, "position": pl.Int64})
+    result_frame = pl.DataFrame(results, orient="row", schema={
+        name: RESULTS_SCHEMA[name] for name in (
+            "request_id", "probabilities", "selected", "confidence", "latency_ms",
+            "error_kind", "error_message", "model", "model_version", "metadata_json",
+            "cache_entry")})
+    return originals(case_frame, result_frame)
+
+
+def _contract() -> Any:
+    return parse_contract(example("refund"), "refund.yaml")
+
+
+def test_per_case_results_and_failures_are_what_the_stored_rows_say() -> None:
+    results, failures = golden_cases(_contract(), _table(CASES, RESULTS), BACKEND)
+    assert results == EXPECTED_RESULTS
+    assert [list(r) for r in results] == [list(r) for r in EXPECTED_RESULTS]  # key order
+    assert [list(r["result"]) for r in results if r["result"]] == [
+        list(r["result"]) for r in EXPECTED_RESULTS if r["result"]]
+    assert failures == EXPECTED_FAILURES
+    assert [list(f) for f in failures] == [list(f) for f in EXPECTED_FAILURES]
+    written = json_bytes({"results": results, "failures": failures},
+                         per_case=("results", "failures"))
+    assert written == (json.dumps({"results": EXPECTED_RESULTS, "failures": EXPECTED_FAILURES},
+                                  ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def test_cases_without_errors_or_cache_column_are_all_results() -> None:
+    answered = [row for row in RESULTS if row[5] is None]
+    table = _table([c for c in CASES if c[0] != "c4"], answered).drop("cache_entry")
+    results, failures = golden_cases(_contract(), table, BACKEND)
+    assert [r["result"]["selected"] for r in results] == ["refund", "review", "refund",
+                                                            "review", "reject"]
+    assert all("cache_entry" not in r["result"] for r in results)
+    assert [f["case_id"] for f in failures] == ["c2", "c6"]
+
+
+def test_an_answer_with_the_wrong_number_of_probabilities_is_refused() -> None:
+    rows = [(CASES[0][0], [0.5, 0.5], "refund", 0.5, 1.0, None, None, None, None, None, None)]
+    with pytest.raises(ValueError):
+        golden_cases(_contract(), _table(CASES[:1], rows), BACKEND)
+
+
+def test_nan_in_stored_metadata_still_stops_the_report() -> None:
+    rows = [(CASES[0][0], [0.5, 0.25, 0.25], "refund", 0.5, 1.0, None, None, None, None,
+             '{"score": NaN}', None)]
+    with pytest.raises(ValueError, match="not JSON compliant: NaN"):
+        golden_cases(_contract(), _table(CASES[:1], rows), BACKEND)
+
+
+@pytest.mark.parametrize(("confidences", "expected"), [
+    ([0.0, 0.1, 0.25, 0.26, 0.5, 0.51, 1.0], [3, 2, 2]),  # an edge goes to its own bin
+    ([1.5, -0.2, float("nan")], [2, 0, 1]),  # beyond the edges: the last bin; NaN: the first
+    ([], [0, 0, 0]),
+])
+def test_confidence_histogram_counts_decided_cases_per_bin(
+        confidences: list[float], expected: list[int]) -> None:
+    bins = [{"lower": 0.0, "upper": 0.25}, {"lower": 0.25, "upper": 0.5},
+            {"lower": 0.5, "upper": 1.0}]
+    results = [{"result": {"confidence": c}} for c in confidences]
+    results.append({"result": None, "error": {"kind": "timeout"}})
+    assert confidence_histogram(bins, results) == expected
