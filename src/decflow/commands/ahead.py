@@ -40,7 +40,7 @@ def after_calls(spec: RunSpec) -> Callable[[], None]:
         from decflow.pipeline.contract_run.later_stages import load_later_stages
 
         load_later_stages(spec)
-        for name in ("numpy.random", "numpy.fft", "decflow.views.outputs",
+        for name in ("numpy.random", "numpy.fft", "numpy.ma", "decflow.views.outputs",
                      "decflow.views.text", "decflow.views.html"):
             importlib.import_module(name)
         from decflow.report.run_report import build_validators
