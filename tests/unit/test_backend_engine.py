@@ -1,14 +1,21 @@
 """The call engine's results table: one row per request, errors nulled, decided rows kept
-exactly (a polars release that blanked them would turn a verdict into NaN metrics)."""
+exactly (a polars release that blanked them would turn a verdict into NaN metrics); its
+workers start one per turn of the loop, so the first request goes out before the last
+worker has started, and every request is taken once, in order."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 
 import numpy as np
+import polars as pl
 import pytest
 
-from decflow.backends.engine import _rows_from_matrix
+from decflow.backends import engine
+from decflow.backends.base import Backend, DecisionRequest, DecisionSpec, Prediction
+from decflow.backends.engine import RemoteCaller, _rows_from_matrix
 
 OK = [0.1, 0.2, 0.7]
 
@@ -28,3 +35,61 @@ def test_decided_rows_keep_their_probabilities_among_errors(order: tuple[int, ..
     assert by_id["c3"]["latency_ms"] == 6.0 and by_id["c3"]["error_kind"] is None
     for errored in ("c1", "c2"):
         assert by_id[errored]["probabilities"] is None and by_id[errored]["selected"] is None
+
+
+class _Recording(Backend):
+    """Answers every request after a turn of the loop (as a request written to a socket
+    waits for its answer), recording when each call began and when it was sent."""
+
+    provider = "recording"
+
+    def __init__(self) -> None:
+        super().__init__("default", "m")
+        self.events: list[tuple[str, str, object]] = []
+
+    async def predict(self, request: DecisionRequest) -> Prediction:
+        self.events.append(("call", request.case_id, request.input))
+        await asyncio.sleep(0)  # connecting
+        self.events.append(("sent", request.case_id, request.input))
+        await asyncio.sleep(0.001)
+        return Prediction({label: 1 / 3 for label in request.decision.labels})
+
+
+def _requests(n: int) -> pl.DataFrame:
+    labels = ["refund", "reject", "review"]
+    return pl.DataFrame({
+        "request_id": [f"r{i:04d}" for i in range(n)],
+        "input_text": [None if i % 3 == 0 else f"text {i}" for i in range(n)],
+        "input_json": [json.dumps({"n": i}) if i % 3 == 0 else None for i in range(n)],
+        "shown_labels": [labels] * n,
+        "label_order": [[0, 1, 2]] * n,
+    })
+
+
+def _call(backend: Backend, requests: pl.DataFrame, concurrency: int) -> pl.DataFrame:
+    caller = RemoteCaller(backend, DecisionSpec("d", "choice", ("refund", "reject", "review")),
+                          1e-6, concurrency)
+    chunks: list[pl.DataFrame] = []
+    asyncio.run(caller.run(requests, ["refund", "reject", "review"], chunks.append))
+    return pl.concat(chunks)
+
+
+def test_the_first_request_goes_out_before_the_last_worker_starts() -> None:
+    backend = _Recording()
+    _call(backend, _requests(16), concurrency=8)
+    kinds = [kind for kind, _, _ in backend.events]
+    calls = [index for index, kind in enumerate(kinds) if kind == "call"]
+    # all eight started at once: eight calls, then their sends
+    assert kinds.index("sent") < calls[7]
+
+
+def test_every_request_is_taken_once_in_order_across_slices(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "ROWS_PER_SLICE", 7)
+    backend = _Recording()
+    requests = _requests(50)
+    results = _call(backend, requests, concurrency=4)
+    taken = [(case_id, value) for kind, case_id, value in backend.events if kind == "call"]
+    assert taken == [(f"r{i:04d}", {"n": i} if i % 3 == 0 else f"text {i}") for i in range(50)]
+    assert sorted(results["request_id"].to_list()) == requests["request_id"].to_list()
+    assert results["error_kind"].null_count() == 50

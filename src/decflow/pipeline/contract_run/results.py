@@ -141,6 +141,8 @@ def backend_info(spec: RunSpec, store: Store) -> dict[str, Any]:
 def prepare_calls(spec: RunSpec) -> dict[str, str] | None:
     """Build the backend and run its health check (unhealthy → exit 2); with the call
     cache on, ask it which model answers and store that with the run."""
+    if not spec.healthcheck and spec.call_cache == "off":
+        return None  # nothing to ask: no backend built, no event loop
     contract = load_contract_cached(spec.contract_path).contract
     backend = build_backend(contract, spec.backend)
 
