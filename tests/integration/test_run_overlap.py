@@ -109,14 +109,14 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
 
             return run
 
-        build = summary.build_report
+        build = summary.build_report_to_write
 
         def building(*args: Any, **kwargs: Any) -> Any:
             events.append(("summary", time.monotonic(), answered()))
             return build(*args, **kwargs)
 
         monkeypatch.setattr(contract_run, "after_calls", traced)
-        monkeypatch.setattr(summary, "build_report", building)
+        monkeypatch.setattr(summary, "build_report_to_write", building)
         contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
         code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "a"))
         assert code == 0, err

@@ -46,7 +46,7 @@ def same_as_strict(tmp_path: Path, text: str | bytes, name: str = "d.jsonl") -> 
 
 
 def declined(line: str) -> bool:
-    return jsonl_cases(line + "\n", LABELS) is None
+    return jsonl_cases((line + "\n").encode("utf-8", "surrogatepass"), LABELS) is None
 
 
 GOOD = '{"id": "c1", "input": "The blender arrived.", "expected": "refund"}'
@@ -123,6 +123,7 @@ def test_the_fast_path_declines_what_orjson_reads_otherwise(line: str) -> None:
     [
         GOOD + "\r\n" + GOOD.replace("c1", "c2") + "\r\n",
         "\n  \n" + GOOD + "\n\t\n\x0c\n",
+        "\x1c\n\xa0\n\u2028\n" + GOOD + "\n",
         '{"input": "a"}\n{"input": "b", "id": "x"}\n{"input": "c"}\n',
         '{"input": "a", "id": "case-2"}\n{"input": "b"}\n',
         '{"input": "a", "id": "  "}\n',
@@ -152,6 +153,9 @@ def test_the_fast_path_declines_what_orjson_reads_otherwise(line: str) -> None:
         '{"input": "\\"quoted\\": \\\\", "id": "\\u00e9\\n"}\n',
         '{"input": "\\\\u003a"}\n',
         '{"input": "a" , "id" : "b"}\n',
+        GOOD + "\n{bad\n",
+        GOOD + "\n]\n",
+        GOOD + '\n"no colon"\n',
     ],
 )
 def test_rows_and_row_errors_as_the_strict_path(tmp_path: Path, text: str) -> None:
@@ -162,6 +166,14 @@ def test_bytes_that_are_not_utf8_and_a_leading_bom(tmp_path: Path) -> None:
     same_as_strict(tmp_path, b'{"input": "caf\xe9"}\n')
     same_as_strict(tmp_path, b'\xef\xbb\xbf{"input": "a"}\n')
     same_as_strict(tmp_path, b'{"input": "a\x00"}\n')
+    same_as_strict(tmp_path, b'{"input": "a"}\x00\n')
+    same_as_strict(tmp_path, b'\xef\xbb\xbf\xef\xbb\xbf{"input": "a"}\n')
+    same_as_strict(tmp_path, b'{"input": "a"}\n\xef\xbb\xbf{"input": "b"}\n')
+    same_as_strict(tmp_path, b'\xff\xfe{\x00"\x00')
+    same_as_strict(tmp_path, b'{"input": "\xed\xa0\x80"}\n')  # a surrogate as UTF-8
+    same_as_strict(tmp_path, b'{"input": "\xc0\xba"}\n')  # an overlong ':'
+    same_as_strict(tmp_path, b'{"input": "\xf4\x90\x80\x80"}\n')  # past U+10FFFF
+    same_as_strict(tmp_path, b'{"input": "a"}\r\n\r\n \t\x0b\x0c\r\n{"input": "b"}')
 
 
 def test_texts_at_the_size_bounds(tmp_path: Path) -> None:
@@ -198,7 +210,7 @@ def test_random_datasets_read_as_the_strict_path(tmp_path: Path) -> None:
     kinds = set()
     for _ in range(300):
         lines = [random_line(rng) for _ in range(rng.randint(1, 4))]
-        kinds.add(same_as_strict(tmp_path, "\n".join(lines) + "\n")[0])
+        kinds.add(same_as_strict(tmp_path, rng.choice(["\n", "\r\n", "\n \n"]).join(lines))[0])
     assert kinds == {"table", "error"}
 
 
@@ -206,4 +218,5 @@ def test_a_plain_dataset_takes_the_fast_path() -> None:
     text = "".join(json.dumps({"id": f"c{n}", "input": "t", "expected": "refund",
                                "metadata": {"n": n, "tags": ["a:b"]}}) + "\n"
                    for n in range(50))
-    assert jsonl_cases(text, LABELS) is not None
+    assert jsonl_cases(text.encode(), LABELS) is not None
+    assert jsonl_cases(b"\xef\xbb\xbf" + text.encode(), LABELS) is not None

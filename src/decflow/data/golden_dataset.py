@@ -391,6 +391,8 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
     suffix = file.suffix.lower()
     raw = _read_dataset(file, name)
     digest = _digest(raw)
+    if suffix == ".jsonl" and (cases := jsonl_cases(raw, labels)) is not None:
+        return GoldenDataset(path=name, hash=digest, cases=cases)
     rows: Iterator[tuple[int, Any]]
     line_of = None
     if suffix in (".jsonl", ".json", ".csv"):
@@ -401,9 +403,6 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
     if suffix in (".jsonl", ".json"):
         unit = "line" if suffix == ".jsonl" else "case"
         if suffix == ".jsonl":
-            cases = jsonl_cases(text, labels)
-            if cases is not None:
-                return GoldenDataset(path=name, hash=digest, cases=cases)
             rows = _jsonl_rows(name, text)
         else:
             rows, line_of = _json_rows(name, text), _json_case_lines(text)

@@ -13,14 +13,15 @@ out before a table is returned:
 - integers past 64 bits (orjson reads them as floats): no float may appear at all, which
   also keeps a float's text out of the question;
 - nesting (orjson allows 1,024 levels, the strict parser 100): a row nested 100 levels
-  deep goes strict; so do lines long enough for the strict value count to matter and
-  texts longer than a quarter of `MAX_FIELD_BYTES` in characters (the size the strict
-  path measures in UTF-8 bytes). orjson refuses lone surrogate escapes by itself.
+  deep goes strict; so do lines longer than the strict bounds on a line's values and a
+  text's bytes. orjson refuses lone surrogate escapes and bytes that are not UTF-8.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import codecs
+import io
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import orjson
@@ -30,27 +31,25 @@ from decflow.data.bounds import MAX_FIELD_BYTES, MAX_JSON_VALUES
 from decflow.data.case_table import CASES_SCHEMA, ROW_FIELD_SET, compact_json
 from decflow.strictjson import MAX_DEPTH
 
-# a character takes at most 4 bytes of UTF-8: texts this long need no encoding to be sized
-_SHORT_TEXT = MAX_FIELD_BYTES // 4
+# No text of the table is longer in UTF-8 than the line it comes from (an escape is never
+# shorter than what it decodes to, and `compact_json` writes an object without floats in no
+# more bytes than its source), so lines within this bound need neither the strict path's
+# count of a line's values nor its size check of each text.
+_LONGEST_LINE = min(MAX_JSON_VALUES, MAX_FIELD_BYTES)
 _NO_ID = object()
 
 
-def jsonl_cases(text: str, labels: Collection[str]) -> pl.DataFrame | None:
-    """The cases of a JSONL dataset's text (its BOM removed), or None: read it strictly."""
-    lines = [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
-    if not lines or "\\u003" in text:
+def jsonl_cases(raw: bytes, labels: Collection[str]) -> pl.DataFrame | None:
+    """The cases of a JSONL dataset's bytes, or None: read it strictly. Bytes orjson
+    refuses (not UTF-8, a NUL, a UTF-16 mark) are left to the strict path to name."""
+    raw = raw.removeprefix(codecs.BOM_UTF8)
+    if len(raw) > _LONGEST_LINE and max(map(len, raw.split(b"\n"))) > _LONGEST_LINE:
         return None
-    if len(text) > MAX_JSON_VALUES and max(map(len, lines)) > MAX_JSON_VALUES:
-        return None
-    try:
-        rows = [orjson.loads(line) for line in lines]
-    except orjson.JSONDecodeError:
-        return None
-    if not all(type(row) is dict for row in rows):
+    rows = _rows(raw)
+    if not rows or set(map(type, rows)) != {dict}:
         return None
     if not ROW_FIELD_SET.issuperset(set().union(*rows)):
         return None
-    keys = sum(map(len, rows))
     ids = _ids(rows)
     inputs = _inputs([row.get("input") for row in rows])
     expected = _expected([row.get("expected") for row in rows], labels)
@@ -59,23 +58,43 @@ def jsonl_cases(text: str, labels: Collection[str]) -> pl.DataFrame | None:
         return None
     input_text, input_json, input_keys, input_colons = inputs
     metadata_json, metadata_keys, metadata_colons = metadata
-    texts = (ids, input_text, input_json, expected, metadata_json)
-    if not all(_storable(column) for column in texts):
+    # The text's colons are at least its keys, which are at least the keys parsed: equal
+    # counts leave no room for a dropped duplicate. Otherwise the colons of the strings
+    # must make up the difference exactly.
+    parsed_keys = sum(map(len, rows)) + input_keys + metadata_keys
+    colons = raw.count(b":")
+    if colons != parsed_keys and (b"\\u003" in raw or colons != parsed_keys + _colons(ids)
+                                  + _colons(input_text) + _colons(expected) + input_colons
+                                  + metadata_colons):
         return None
-    colons = (_colons(ids) + _colons(input_text) + _colons(expected) + input_colons
-              + metadata_colons)
-    if keys + input_keys + metadata_keys + colons != text.count(":"):
-        return None  # a duplicate key (or a text only the strict path can place)
-    return pl.DataFrame(
+    cases = pl.DataFrame(
         {"case_id": ids, "input_text": input_text, "input_json": input_json,
          "expected": expected, "metadata_json": metadata_json,
          "position": range(1, len(rows) + 1)},
         schema=CASES_SCHEMA,
     )
+    # counted by polars: a Python set of the ids costs four times as much
+    return cases if cases.get_column("case_id").n_unique() == cases.height else None
+
+
+def _rows(raw: bytes) -> list[Any] | None:
+    """Every non-blank line parsed, or None at the first line orjson refuses. Lines are
+    read one at a time (each freed once parsed: a whole-file split costs a fifth more)."""
+    rows: list[Any] = []
+    append = rows.append
+    for line in io.BytesIO(raw):
+        try:
+            append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            # ASCII whitespace only: a line the strict path also skips as blank
+            if line.strip():
+                return None
+    return rows
 
 
 def _ids(rows: list[dict[str, Any]]) -> list[str] | None:
-    """Each row's id (`case-<n>` where it has none), unique and non-blank."""
+    """Each row's id (`case-<n>` where it has none), non-blank (unique: checked on the
+    table)."""
     ids = [row.get("id", _NO_ID) for row in rows]
     if _NO_ID in ids:
         ids = [f"case-{n}" if case_id is _NO_ID else case_id
@@ -85,7 +104,7 @@ def _ids(rows: list[dict[str, Any]]) -> list[str] | None:
             return None
     except TypeError:  # an id that is no string
         return None
-    return ids if len(set(ids)) == len(ids) else None
+    return ids
 
 
 def _inputs(values: list[Any]) -> (
@@ -121,6 +140,8 @@ def _expected(values: list[Any], labels: Collection[str]) -> list[str | None] | 
 
 def _metadata(values: list[Any]) -> tuple[list[str | None], int, int] | None:
     """(metadata_json, keys and colons of the objects): absent or null is `{}`."""
+    if not any(values):
+        return ["{}"] * len(values), 0, 0
     if not set(map(type, values)) <= {dict, type(None)}:
         return None
     objects = [value for value in values if value]
@@ -157,11 +178,5 @@ def _nested(objects: list[dict[str, Any]]) -> tuple[int, int] | None:
     return keys, colons
 
 
-def _colons(texts: Sequence[str | None]) -> int:
+def _colons(texts: list[str] | list[str | None]) -> int:
     return "".join(text for text in texts if text is not None).count(":")
-
-
-def _storable(texts: Sequence[str | None]) -> bool:
-    """Every text short enough to store without measuring its UTF-8 (longer ones are left
-    to the strict path). orjson refuses lone surrogates, the strict check's other concern."""
-    return max((len(text) for text in texts if text is not None), default=0) <= _SHORT_TEXT
