@@ -40,6 +40,47 @@ def test_the_pipeline_is_defined_without_the_code_after_the_calls() -> None:
         assert later not in found
 
 
+# What a run of the golden suite needs only once its calls are done, or never: loaded by
+# the ahead thread during the calls, by the stage that uses it, or not at all.
+NOT_BEFORE_THE_FIRST_REQUEST = (
+    "numpy", "decflow.gates", "decflow.metrics", "decflow.diagnostics",
+    "decflow.pipeline.contract_run.summary", "decflow.pipeline.contract_run.golden_section",
+    "decflow.report.run_report", "decflow.views.outputs", "decflow.views.html",
+    "decflow.properties.base", "decflow.pipeline.contract_run.sequential.calls", "prefect",
+)
+
+FIRST_REQUEST_MODULES = """
+import asyncio.selector_events as events, os, sys
+write = events._SelectorSocketTransport.write
+def first(self, data):
+    print(" ".join(sorted(sys.modules)), flush=True)
+    os._exit(0)
+events._SelectorSocketTransport.write = first
+sys.argv = ["decflow", *sys.argv[1:]]
+from decflow.__main__ import main
+main()
+"""
+
+
+def test_nothing_needed_only_after_the_calls_is_loaded_before_the_first_request(
+        tmp_path: Path) -> None:
+    """A golden run's first request goes out before the code of its verdicts, numpy and
+    its views are loaded (the modules each process had when it wrote its first request)."""
+    with counting_service(delay_s=0.01) as service:
+        contract = write_contract(tmp_path, service.url, 20, max_concurrency=4)
+        done = subprocess.run(
+            [sys.executable, "-c", FIRST_REQUEST_MODULES, "test", str(contract),
+             "--no-healthcheck", "--store", str(tmp_path / "store")],
+            capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert "decflow.pipeline.contract_run.results" in loaded  # (it is the calls' code)
+    early = [name for name in loaded
+             if any(name == later or name.startswith(f"{later}.")
+                    for later in NOT_BEFORE_THE_FIRST_REQUEST)]
+    assert early == []
+
+
 def _report(store: Path) -> dict[str, Any]:
     (run,) = (store / "runs").iterdir()
     # each run in a store of its own: its paths named alike
@@ -68,14 +109,14 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
 
             return run
 
-        build = summary.build_report
+        build = summary.build_report_to_write
 
         def building(*args: Any, **kwargs: Any) -> Any:
             events.append(("summary", time.monotonic(), answered()))
             return build(*args, **kwargs)
 
         monkeypatch.setattr(contract_run, "after_calls", traced)
-        monkeypatch.setattr(summary, "build_report", building)
+        monkeypatch.setattr(summary, "build_report_to_write", building)
         contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
         code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "a"))
         assert code == 0, err

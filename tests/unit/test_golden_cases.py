@@ -13,7 +13,11 @@ import pytest
 
 from decflow.backends.engine import RESULTS_SCHEMA
 from decflow.contracts import parse_contract
-from decflow.pipeline.contract_run.golden_section import golden_cases, originals
+from decflow.pipeline.contract_run.golden_section import (
+    golden_cases,
+    originals,
+    plain_numbers,
+)
 from decflow.report.sections import confidence_histogram
 from decflow.store.store import json_bytes
 from tests.support.contracts import example
@@ -136,6 +140,33 @@ def test_nan_in_stored_metadata_still_stops_the_report() -> None:
              '{"score": NaN}', None)]
     with pytest.raises(ValueError, match="not JSON compliant: NaN"):
         golden_cases(_contract(), _table(CASES[:1], rows), BACKEND)
+
+
+TEXT_CASES = [(case_id, text or "x", None, expected, None)
+              for case_id, text, _json, expected, _metadata in CASES]
+
+
+def _answers(probabilities: list[float], latency: float) -> list[tuple[Any, ...]]:
+    return [(case_id, probabilities, "review", max(probabilities), latency, None, None, "m",
+             None, None, None) for case_id, *_rest in CASES]
+
+
+@pytest.mark.parametrize(("cases", "answers", "plain"), [
+    (TEXT_CASES, _answers([0.25, 0.25, 0.5], 1e16), True),
+    (TEXT_CASES, _answers([0.0, -0.0, 1.0], 0.0001), True),
+    (TEXT_CASES, _answers([0.00005, 0.49995, 0.5], 3.0), False),  # spelled 5e-05
+    (TEXT_CASES, _answers([0.25, 0.25, 0.5], 2.5e-07), False),
+    (CASES, _answers([0.25, 0.25, 0.5], 3.0), False),  # JSON inputs, metadata: any number
+    (TEXT_CASES, RESULTS, False),  # answers' metadata
+])
+def test_plain_numbers_are_written_without_a_scan_to_the_same_bytes(
+        cases: list[tuple[Any, ...]], answers: list[tuple[Any, ...]], plain: bool) -> None:
+    table = _table(cases, answers)
+    assert plain_numbers(table) is plain
+    results, failures = golden_cases(_contract(), table, BACKEND)
+    report = {"results": results, "failures": failures}
+    expected = (json.dumps(report, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    assert json_bytes(report, per_case=("results", "failures"), plain=plain) == expected
 
 
 @pytest.mark.parametrize(("confidences", "expected"), [

@@ -179,10 +179,11 @@ def write_run_record(store: Store, record: dict[str, Any]) -> None:
 
 
 def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT, *,
-                 per_case: Sequence[str] = ()) -> str:
+                 per_case: Sequence[str] = (), plain: bool = False) -> str:
     """Store a report of the run (`report.json`, `diff.json`, …) and its sha256 in the
-    run's record; returns its store path. `per_case`: see `json_bytes`."""
-    return write_run_file(store, run_id, name, json_bytes(report, per_case=per_case))
+    run's record; returns its store path. `per_case`, `plain`: see `json_bytes`."""
+    return write_run_file(store, run_id, name,
+                          json_bytes(report, per_case=per_case, plain=plain))
 
 
 def write_run_file(store: Store, run_id: str, name: str, data: bytes) -> str:

@@ -18,7 +18,7 @@ import logging
 import os
 import stat
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -419,13 +419,19 @@ class Store:
         """Completed chunk files of an unfinished stage, oldest first (for --resume)."""
         return [part for part, _ids in self.chunk_ids(stage, key)]
 
-    def chunk_ids(self, stage: str, key: str) -> list[tuple[Part, pl.Series]]:
-        """`chunk_parts` with each chunk's request ids (read once for both)."""
+    def chunk_ids(self, stage: str, key: str,
+                  written: Mapping[str, tuple[Part, pl.Series]] | None = None,
+                  ) -> list[tuple[Part, pl.Series]]:
+        """`chunk_parts` with each chunk's request ids (read once for both); a chunk this
+        process wrote (`written`: by store path) is not read back."""
         prefix = self.stage_prefix(stage, key)
         found = []
         for name in self.list_dir(prefix):
             if name.startswith("chunk-") and name.endswith(".parquet"):
                 relative = f"{prefix}/{name}"
+                if written and relative in written:
+                    found.append(written[relative])
+                    continue
                 data = self.read_bytes(relative)
                 import polars as pl
 
@@ -445,27 +451,30 @@ def json_text(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def json_bytes(data: Any, *, per_case: Sequence[str] = ()) -> bytes:
+def json_bytes(data: Any, *, per_case: Sequence[str] = (), plain: bool = False) -> bytes:
     """How the store writes JSON. Compact: only the C encoder is fast, and it cannot indent
     (an indented report of 100k cases costs seconds in the pure-Python encoder). `-o`
     output stays indented.
 
     `per_case` names top-level lists of a mapping (a report's per-case results) whose
     values were checked when they were stored (finite numbers): those are written by
-    orjson, about six times faster, to the same bytes (`_per_case_json`).
+    orjson, about six times faster, to the same bytes (`_per_case_json`). `plain`: their
+    writer knows they hold no float below 1e-4 (the only ones orjson spells otherwise), so
+    orjson's text is not scanned for one.
     """
     if not per_case or not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         return (json_text(data) + "\n").encode()
-    members = [
-        json_text(key).encode() + b":" + (
-            _per_case_json(value) if key in per_case and isinstance(value, list)
-            else json_text(value).encode())
-        for key, value in data.items()
-    ]
-    return b"{" + b",".join(members) + b"}\n"
+    # one join of every piece: a per-case list is megabytes, each concatenation a copy
+    pieces = [b"{"]
+    for key, value in data.items():
+        pieces += (json_text(key).encode(), b":", _per_case_json(value, plain=plain)
+                   if key in per_case and isinstance(value, list)
+                   else json_text(value).encode(), b",")
+    pieces[-1] = b"}\n" if len(pieces) > 1 else b"{}\n"
+    return b"".join(pieces)
 
 
-def _per_case_json(items: list[Any]) -> bytes:
+def _per_case_json(items: list[Any], *, plain: bool = False) -> bytes:
     """`json_text(items)` as UTF-8, written by orjson where it writes the same bytes.
 
     orjson spells floats below 1e-4 differently (`0.00001`, `1e-7` for `1e-05`, `1e-07`)
@@ -480,7 +489,7 @@ def _per_case_json(items: list[Any]) -> bytes:
         fast = orjson.dumps(items)
     except TypeError:  # orjson.JSONEncodeError
         return json_text(items).encode()
-    return json_text(items).encode() if _small_float_spelled(fast) else fast
+    return json_text(items).encode() if not plain and _small_float_spelled(fast) else fast
 
 
 def _small_float_spelled(text: bytes) -> bool:

@@ -95,7 +95,7 @@ class InProcessShards:
 
     def finish(self, health: dict[str, str] | None) -> Manifest:
         return results.finish_results(self.context.spec, self.context.store, self.requests,
-                                      self.key, health)
+                                      self.key, health, session=self.session)
 
 
 def call_stage(context: RunContext, key: str) -> Manifest:

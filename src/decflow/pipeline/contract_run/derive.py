@@ -28,13 +28,13 @@ from decflow.data.golden_dataset import case_input, compact_json
 from decflow.errors import DecflowError
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.spec import RunSpec, load_contract_cached
-from decflow.properties.base import Transformed
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
     from decflow.contracts.loader import LoadedContract
     from decflow.contracts.properties import PropertyConfig
     from decflow.diagnostics.personas import PairSet
+    from decflow.properties.base import Transformed
 
 RERUN = "stability"
 COUNTERFACTUAL = "counterfactual"
@@ -336,6 +336,9 @@ class _RequestRows:
 
     def add_failure(self, case_id: str, value: Any, failure: Any) -> None:
         """A case whose generation failed: one request carrying the error, never sent."""
+        # (imported here: a run without properties never loads the transformations' code)
+        from decflow.properties.base import Transformed
+
         self.errors.append((len(self), failure.kind, failure.message))
         self.add(case_id, [Transformed(0, [], value, None)])
 

@@ -205,6 +205,21 @@ def golden_cases(
     return results, failures
 
 
+def plain_numbers(table: pl.DataFrame) -> bool:
+    """Whether every number `golden_cases` writes of `table` is a probability, confidence
+    or latency and none is below 1e-4 in magnitude (but 0): no input is a JSON value and no
+    case or answer has metadata, so the report's writer need not look for the small floats
+    orjson spells otherwise (`store.json_bytes`)."""
+    if table["input_json"].null_count() < table.height:
+        return False
+    for column in ("metadata_json", "result_metadata_json"):
+        texts = table[column]
+        if not (texts.is_null() | texts.is_in(["", "{}"])).all():
+            return False
+    numbers = (table["probabilities"].explode(), table["confidence"], table["latency_ms"])
+    return not any(((values.abs() < 1e-4) & (values != 0)).any() for values in numbers)
+
+
 def _failure(case: dict[str, Any], served: str | None) -> dict[str, Any]:
     """A failing case's entry in `failures`, from its per-case result."""
     result, error = case["result"], case["error"]

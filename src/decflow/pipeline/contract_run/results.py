@@ -184,6 +184,9 @@ class CallSession:
         self.parts = parts
         self.recorded = recorded  # request_id, error_kind, error_message
         self.new_errors: list[pl.DataFrame] = []
+        # the chunks written in this session, by store path: `finish_results` does not
+        # read them back
+        self.chunks: dict[str, tuple[Part, pl.Series]] = {}
         self._originals: pl.DataFrame | None = None
         self._failed: pl.DataFrame | None = None
 
@@ -259,7 +262,9 @@ class ShardSink:
 
     def __call__(self, frame: pl.DataFrame) -> None:
         if frame.height:
-            self.store.write_part(f"{self.prefix}-{self.attempt}-{self.count:05d}.parquet", frame)
+            part = self.store.write_part(
+                f"{self.prefix}-{self.attempt}-{self.count:05d}.parquet", frame)
+            self.session.chunks[part.path] = (part, frame["request_id"])
             self.session.add(frame)
             self.written.append(frame.select("request_id"))
             self.count += 1
@@ -516,11 +521,12 @@ def check_originals(spec: RunSpec, store: Store, requests: Manifest, key: str) -
 
 def finish_results(
     spec: RunSpec, store: Store, requests: Manifest, key: str, health: dict[str, str] | None,
-    *, extra: dict[str, Any] | None = None,
+    *, extra: dict[str, Any] | None = None, session: CallSession | None = None,
 ) -> Manifest:
     """Publish the chunks as the results artifact once every request has exactly one row
-    (`extra` joins the manifest's own: a sequential run's record)."""
-    chunks = store.chunk_ids("results", key)
+    (`extra` joins the manifest's own: a sequential run's record; `session`: the one that
+    wrote chunks in this process, which are not read back)."""
+    chunks = store.chunk_ids("results", key, session.chunks if session else None)
     parts = [part for part, _ids in chunks]
     part_ids = [ids for _part, ids in chunks]
     kept = parts

@@ -25,6 +25,7 @@ from decflow.pipeline.contract_run.golden_section import (
     golden_cases,
     golden_summary,
     originals,
+    plain_numbers,
 )
 from decflow.pipeline.contract_run.later_stages import SUMMARY_UPSTREAM
 from decflow.pipeline.contract_run.qualifiers import run_qualifiers
@@ -101,6 +102,19 @@ def build_report(
     *,
     fail_on_warn: bool = False,
 ) -> RunReport:
+    return build_report_to_write(loaded, spec, store, manifests, fail_on_warn=fail_on_warn)[0]
+
+
+def build_report_to_write(
+    loaded: LoadedContract,
+    spec: RunSpec,
+    store: Store,
+    manifests: dict[str, Manifest],
+    *,
+    fail_on_warn: bool,
+) -> tuple[RunReport, bool]:
+    """(`build_report`, whether its per-case lists' numbers are `plain_numbers`: the
+    hint `write_report` takes)."""
     contract = loaded.contract
     cases_manifest, results_manifest = manifests["cases"], manifests["results"]
     cases = store.read(cases_manifest)
@@ -139,7 +153,7 @@ def build_report(
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
     health = results_manifest.extra.get("health")
-    return RunReport(
+    report = RunReport(
         report_version=RUN_REPORT_VERSION,
         decflow_version=__version__,
         created_at=spec.created_at,
@@ -197,6 +211,7 @@ def build_report(
             artifacts={name: artifact_ref(store, m) for name, m in manifests.items()},
         ),
     )
+    return report, plain_numbers(table)
 
 
 # The report's per-case lists: every number in them was checked finite when its result was
@@ -230,7 +245,8 @@ def _summary(context: RunContext, key: str) -> Manifest:
     upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM
                 if name in context.manifests}
     # whatever a backend echoed of a credential leaves no trace in any view of it
-    built = build_report(context.loaded, spec, store, upstream, fail_on_warn=context.fail_on_warn)
+    built, plain = build_report_to_write(context.loaded, spec, store, upstream,
+                          fail_on_warn=context.fail_on_warn)
     checks = pl.DataFrame(redact([c.to_dict() for c in built.checks]), schema=CHECKS_SCHEMA)
     verdict = redact({"status": built.status, "exit_code": built.exit_code,
                       "headline": built.headline, "report": report_path(spec.run_id)})
@@ -238,6 +254,6 @@ def _summary(context: RunContext, key: str) -> Manifest:
     assert built.run is not None and built.run.artifacts is not None  # built above
     built.run.artifacts["summary"] = artifact_ref(store, manifest)
     report = redact(built.to_dict())
-    write_report(store, spec.run_id, report, per_case=PER_CASE)
+    write_report(store, spec.run_id, report, per_case=PER_CASE, plain=plain)
     context.outputs["report"] = report
     return manifest
