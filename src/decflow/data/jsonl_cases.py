@@ -140,7 +140,7 @@ def _expected(values: list[Any], labels: Collection[str]) -> list[str | None] | 
 
 def _metadata(values: list[Any]) -> tuple[list[str | None], int, int] | None:
     """(metadata_json, keys and colons of the objects): absent or null is `{}`."""
-    if not any(values):
+    if values.count(None) == len(values):
         return ["{}"] * len(values), 0, 0
     if not set(map(type, values)) <= {dict, type(None)}:
         return None
