@@ -20,6 +20,7 @@ from polars.testing import assert_frame_equal
 from decflow.store.store import Store
 from tests.support.cli import run_cli
 from tests.support.compare import normalized
+from tests.support.paths import ROOT
 from tests.support.servers.counting import counting_service, write_contract
 
 CASES = 150
@@ -173,3 +174,19 @@ def test_shards_called_side_by_side_record_what_shards_called_in_turn_do(
     assert side_by_side["metrics"]["counts"]["errored"] == 2
     # every request sent once per run (the errored originals' variants never)
     assert set(sent.values()) == {2}
+
+
+def test_the_report_shown_last_is_kept_until_the_process_ends(tmp_path: Path) -> None:
+    """The command leaves its report referenced as it exits (`decflow.cli._exit` ends the
+    process without freeing it object by object); only the last one is kept."""
+    from decflow.commands import contract_run
+
+    for store in ("a", "b"):
+        code, _, err = run_cli("test", str(ROOT / "contracts" / "refund" / "decflow.yaml"),
+                               "--store", str(tmp_path / store))
+        assert code == 0, err
+    (kept,) = contract_run._LAST_REPORT
+    (run,) = (tmp_path / "b" / "runs").iterdir()
+    assert kept["run"]["id"] == run.name
+    assert len(kept["results"]) == json.loads((run / "report.json").read_text())[
+        "dataset"]["n_cases"]

@@ -51,10 +51,12 @@ def test_a_lone_surrogate_in_a_per_case_list_fails_as_before() -> None:
 
 def test_stored_metadata_is_decoded_per_case_and_nan_refused() -> None:
     texts = [None, "{}", '{"locale":"de"}', '{"n":[1,2.5e-05]}', "{}"]
-    assert _json_objects(texts) == [{}, {}, {"locale": "de"}, {"n": [1, 2.5e-05]}, {}]
-    assert _json_objects(pl.Series([None] * 3, dtype=pl.String).to_list()) == [{}, {}, {}]
+    assert _json_objects(pl.Series(texts, dtype=pl.String)) == [
+        {}, {}, {"locale": "de"}, {"n": [1, 2.5e-05]}, {}]
+    assert _json_objects(pl.Series([None] * 3, dtype=pl.String)) == [{}, {}, {}]
+    assert _json_objects(pl.Series(["", '{"a":1}'], dtype=pl.String)) == [{}, {"a": 1}]
     with pytest.raises(ValueError, match="not JSON compliant: NaN"):
-        _json_objects(['{"score":NaN}'])
+        _json_objects(pl.Series(['{"score":NaN}']))
 
 
 def test_larger_numbers_with_zeros_after_the_point_keep_the_fast_writer() -> None:

@@ -86,9 +86,12 @@ def decision_results(
             case_ids, probabilities, selected, confidence, model, version, latency, metadata,
             strict=True)
     ]
-    for result, entry in zip(results, served, strict=True):
-        if entry:  # decflow: served from the call cache (absent: asked)
-            result["cache_entry"] = entry
+    if len(served) != len(results):
+        raise ValueError(f"{len(served)} cache entries for {len(results)} answers")
+    if any(served):  # decflow: served from the call cache (absent: asked)
+        for result, entry in zip(results, served, strict=True):
+            if entry:
+                result["cache_entry"] = entry
     return results
 
 
@@ -174,7 +177,7 @@ def golden_cases(
     # runs stored before the call cache have no `cache_entry` column
     served = (table["cache_entry"].to_list() if "cache_entry" in table.columns
               else [None] * n)
-    result_metadata = _json_objects(table["result_metadata_json"].to_list())
+    result_metadata = _json_objects(table["result_metadata_json"])
     answered = ~errored
     answered_at = answered.arg_true().to_list() if errored.any() else None
     answers = table.filter(answered) if answered_at is not None else table
@@ -197,7 +200,7 @@ def golden_cases(
          "result": result, "error": error}
         for case_id, value, expected, metadata, result, error in zip(
             table["case_id"].to_list(), _case_inputs(table), table["expected"].to_list(),
-            _json_objects(table["metadata_json"].to_list()), results_of, errors, strict=True)
+            _json_objects(table["metadata_json"]), results_of, errors, strict=True)
     ]
     failing = errored | (table["expected"].is_not_null()
                          & table["selected"].ne_missing(table["expected"]))
@@ -261,13 +264,15 @@ def _not_finite(constant: str) -> float:
 _FINITE = json.JSONDecoder(parse_constant=_not_finite)
 
 
-def _json_objects(texts: list[str | None]) -> list[dict[str, Any]]:
-    """`_json_object` of each stored text, the non-empty ones decoded in one pass (a call
-    per case costs more than the decoding)."""
-    objects: list[dict[str, Any]] = [{} for _ in texts]
-    given = {i: text for i, text in enumerate(texts) if text and text != "{}"}
-    for i, value in zip(given, _decode_each(list(given.values()), _FINITE), strict=True):
-        objects[i] = value
+def _json_objects(texts: pl.Series) -> list[dict[str, Any]]:
+    """`_json_object` of each stored text, the non-empty ones found by polars and decoded
+    in one pass (a call per case costs more than the decoding)."""
+    objects: list[dict[str, Any]] = [{} for _ in range(texts.len())]
+    given = ~(texts.is_null() | texts.is_in(["", "{}"]))
+    if given.any():
+        for i, value in zip(given.arg_true().to_list(),
+                            _decode_each(texts.filter(given).to_list(), _FINITE), strict=True):
+            objects[i] = value
     return objects
 
 
