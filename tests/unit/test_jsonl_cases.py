@@ -225,3 +225,43 @@ def test_a_plain_dataset_takes_the_fast_path() -> None:
                    for n in range(50))
     assert jsonl_cases(text.encode(), LABELS) is not None
     assert jsonl_cases(b"\xef\xbb\xbf" + text.encode(), LABELS) is not None
+
+
+def random_value(rng: random.Random, depth: int = 0) -> Any:
+    """A JSON value without floats: what an object input or metadata may hold."""
+    texts = ["", "a", "B", "é", "\uffff", "\U00010000", "\x7f", "\u2028", '"', "\\", "\x1f",
+             "\n", "\x08", "a:b", "\ufeff", "ä\u0308"]
+    kind = rng.randrange(7 if depth < 4 else 5)
+    if kind == 0:
+        return "".join(rng.choice(texts) for _ in range(rng.randint(0, 4)))
+    if kind == 1:
+        return rng.choice([0, -1, 7, 2**63 - 1, -(2**63), 2**64 - 1])
+    if kind == 2:
+        return rng.choice([True, False])
+    if kind in (3, 4):
+        return None
+    if kind == 5:
+        return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(texts) + rng.choice(texts): random_value(rng, depth + 1)
+            for _ in range(rng.randint(0, 4))}
+
+
+def test_object_texts_as_compact_json_writes_them(tmp_path: Path) -> None:
+    rng = random.Random(3337)
+    objects = [{"k": random_value(rng), "v": random_value(rng)} for _ in range(400)]
+    lines = [json.dumps({"id": f"c{n}", "input": value, "metadata": value}, ensure_ascii=False)
+             for n, value in enumerate(objects)]
+    text = "\n".join(lines) + "\n"
+    assert same_as_strict(tmp_path, text)[0] == "table"
+    assert jsonl_cases(text.encode(), LABELS) is not None
+
+
+def test_every_character_and_key_order_as_compact_json_writes_them(tmp_path: Path) -> None:
+    characters = [chr(code) for code in range(0x110000) if not 0xD800 <= code <= 0xDFFF]
+    keys = {c: n for n, c in enumerate([*characters[::97], "\uffff"])}
+    lines = [json.dumps({"id": f"c{n}", "input": {"t": "".join(characters[n:n + 40_000])}},
+                        ensure_ascii=False) for n in range(0, len(characters), 40_000)]
+    lines.append(json.dumps({"input": "a", "metadata": keys}, ensure_ascii=False))
+    text = "\n".join(lines)
+    assert jsonl_cases(text.encode(), LABELS) is not None
+    assert same_as_strict(tmp_path, text)[0] == "table"

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import codecs
 import io
-from collections.abc import Collection, Iterable
+import itertools
+from collections.abc import Collection
 from typing import Any
 
 import orjson
 import polars as pl
 
 from decflow.data.bounds import MAX_FIELD_BYTES, MAX_JSON_VALUES
-from decflow.data.case_table import CASES_SCHEMA, ROW_FIELD_SET, compact_json
+from decflow.data.case_table import CASES_SCHEMA, ROW_FIELD_SET
 from decflow.strictjson import MAX_DEPTH
 
 # No text of the table is longer in UTF-8 than the line it comes from (an escape is never
@@ -56,16 +57,16 @@ def jsonl_cases(raw: bytes, labels: Collection[str]) -> pl.DataFrame | None:
     metadata = _metadata([row.get("metadata") for row in rows])
     if ids is None or inputs is None or expected is None or metadata is None:
         return None
-    input_text, input_json, input_keys, input_colons = inputs
-    metadata_json, metadata_keys, metadata_colons = metadata
-    # The text's colons are at least its keys, which are at least the keys parsed: equal
-    # counts leave no room for a dropped duplicate. Otherwise the colons of the strings
-    # must make up the difference exactly.
-    parsed_keys = sum(map(len, rows)) + input_keys + metadata_keys
+    input_text, input_json, input_colons = inputs
+    metadata_json, metadata_colons = metadata
+    # The text's colons are at least its keys, which are at least the keys parsed: as many
+    # colons as parsed top-level keys leaves no room for a dropped duplicate. Otherwise the
+    # colons of the strings and objects must make up the difference exactly.
+    keys = sum(map(len, rows))
     colons = raw.count(b":")
-    if colons != parsed_keys and (b"\\u003" in raw or colons != parsed_keys + _colons(ids)
-                                  + _colons(input_text) + _colons(expected) + input_colons
-                                  + metadata_colons):
+    if colons != keys and (b"\\u003" in raw or colons != keys + _colons(ids)
+                           + _colons(input_text) + _colons(expected) + input_colons
+                           + metadata_colons):
         return None
     cases = pl.DataFrame(
         {"case_id": ids, "input_text": input_text, "input_json": input_json,
@@ -107,23 +108,19 @@ def _ids(rows: list[dict[str, Any]]) -> list[str] | None:
     return ids
 
 
-def _inputs(values: list[Any]) -> (
-    tuple[list[str | None], list[str | None], int, int] | None
-):
-    """(input_text, input_json, keys and colons of the objects) of string or object inputs."""
+def _inputs(values: list[Any]) -> tuple[list[str | None], list[str | None], int] | None:
+    """(input_text, input_json, colons of the objects' texts) of string or object inputs."""
     kinds = set(map(type, values))
     if kinds == {str}:
-        return values, [None] * len(values), 0, 0
+        return values, [None] * len(values), 0
     if not kinds <= {str, dict}:
         return None
-    objects = [value for value in values if type(value) is dict]
-    counts = _nested(objects)
-    if counts is None:
+    objects = _objects([value for value in values if type(value) is dict])
+    if objects is None:
         return None
-    texts = [value if type(value) is str else None for value in values]
-    encoded = iter([compact_json(value, allow_nan=False) for value in objects])
-    return (texts, [None if type(value) is str else next(encoded) for value in values],
-            *counts)
+    encoded, colons = iter(objects[0]), objects[1]
+    return ([value if type(value) is str else None for value in values],
+            [None if type(value) is str else next(encoded) for value in values], colons)
 
 
 def _expected(values: list[Any], labels: Collection[str]) -> list[str | None] | None:
@@ -138,44 +135,42 @@ def _expected(values: list[Any], labels: Collection[str]) -> list[str | None] | 
     return levels if set(levels) <= allowed else None
 
 
-def _metadata(values: list[Any]) -> tuple[list[str | None], int, int] | None:
-    """(metadata_json, keys and colons of the objects): absent or null is `{}`."""
+def _metadata(values: list[Any]) -> tuple[list[str | None], int] | None:
+    """(metadata_json, colons of the objects' texts): absent or null is `{}`."""
     if values.count(None) == len(values):
-        return ["{}"] * len(values), 0, 0
+        return ["{}"] * len(values), 0
     if not set(map(type, values)) <= {dict, type(None)}:
         return None
-    objects = [value for value in values if value]
-    counts = _nested(objects)
-    if counts is None:
+    objects = _objects([value for value in values if value])
+    if objects is None:
         return None
-    return ([compact_json(value, allow_nan=False) if value else "{}" for value in values],
-            *counts)
+    encoded, colons = iter(objects[0]), objects[1]
+    return [next(encoded) if value else "{}" for value in values], colons
 
 
-def _nested(objects: list[dict[str, Any]]) -> tuple[int, int] | None:
-    """(keys, colons of keys and strings) inside the objects of rows, or None for a float or
-    a nesting the strict parser may refuse."""
-    keys = colons = 0
-    pending: list[tuple[dict[str, Any] | list[Any], int]] = [(item, 2) for item in objects]
-    while pending:
-        item, depth = pending.pop()
+def _objects(objects: list[dict[str, Any]]) -> tuple[list[str], int] | None:
+    """The objects as `compact_json` writes them, and the colons of those texts (one per
+    key, and those of keys and strings: orjson writes a colon as itself), or None for a
+    float or a nesting the strict parser may refuse.
+
+    orjson writes them (a tenth of the time): like `compact_json` it sorts keys by code
+    point, writes no spaces, integers as digits, and each character the same way
+    (tests/unit/test_jsonl_cases.py compares them all)."""
+    level: list[Any] = objects
+    depth = 2  # the row is level 1
+    while level:
         if depth >= MAX_DEPTH:
             return None
-        if type(item) is dict:
-            keys += len(item)
-            colons += "".join(item).count(":")
-            children: Iterable[Any] = item.values()
-        else:
-            children = item
-        for child in children:
-            kind = type(child)
-            if kind is str:
-                colons += child.count(":")
-            elif kind is dict or kind is list:
-                pending.append((child, depth + 1))
-            elif kind is float:
-                return None
-    return keys, colons
+        children = list(itertools.chain.from_iterable(
+            item.values() if type(item) is dict else item for item in level))
+        kinds = set(map(type, children))
+        if float in kinds:
+            return None
+        level = ([child for child in children if type(child) is dict or type(child) is list]
+                 if dict in kinds or list in kinds else [])
+        depth += 1
+    texts = [orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode() for value in objects]
+    return texts, "".join(texts).count(":")
 
 
 def _colons(texts: list[str] | list[str | None]) -> int:
