@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from decflow.data import golden_dataset
+from decflow.data import jsonl_cases as jsonl_cases_module
 from decflow.data.bounds import MAX_FIELD_BYTES, MAX_JSON_VALUES
 from decflow.data.golden_dataset import load_golden
 from decflow.data.jsonl_cases import jsonl_cases
@@ -217,6 +218,17 @@ def test_random_datasets_read_as_the_strict_path(tmp_path: Path) -> None:
         lines = [random_line(rng) for _ in range(rng.randint(1, 4))]
         kinds.add(same_as_strict(tmp_path, rng.choice(["\n", "\r\n", "\n \n"]).join(lines))[0])
     assert kinds == {"table", "error"}
+
+
+def test_a_dataset_that_may_hold_more_values_than_a_json_file_is_read_strictly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "".join(json.dumps({"id": f"c{n}", "input": "t", "metadata": {"v": [[], []]}}) + "\n"
+                   for n in range(50))
+    raw = text.encode()
+    assert jsonl_cases(raw, LABELS) is not None
+    monkeypatch.setattr(jsonl_cases_module, "MAX_JSON_FILE_VALUES", len(raw) // 20)
+    assert jsonl_cases(raw, LABELS) is None
 
 
 def test_a_plain_dataset_takes_the_fast_path() -> None:

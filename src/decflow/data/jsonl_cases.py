@@ -28,9 +28,9 @@ from typing import Any
 import orjson
 import polars as pl
 
-from decflow.data.bounds import MAX_FIELD_BYTES, MAX_JSON_VALUES
+from decflow.data.bounds import MAX_FIELD_BYTES, MAX_JSON_FILE_VALUES, MAX_JSON_VALUES
 from decflow.data.case_table import CASES_SCHEMA, ROW_FIELD_SET
-from decflow.strictjson import MAX_DEPTH
+from decflow.strictjson import MAX_DEPTH, values_over
 
 # No text of the table is longer in UTF-8 than the line it comes from (an escape is never
 # shorter than what it decodes to, and `compact_json` writes an object without floats in no
@@ -45,6 +45,10 @@ def jsonl_cases(raw: bytes, labels: Collection[str]) -> pl.DataFrame | None:
     refuses (not UTF-8, a NUL, a UTF-16 mark) are left to the strict path to name."""
     raw = raw.removeprefix(codecs.BOM_UTF8)
     if len(raw) > _LONGEST_LINE and max(map(len, raw.split(b"\n"))) > _LONGEST_LINE:
+        return None
+    # All lines are parsed before any is checked: at most the values a .json dataset may
+    # hold at once (the strict path holds one line's values at a time).
+    if values_over(raw, MAX_JSON_FILE_VALUES):
         return None
     rows = _rows(raw)
     if not rows or set(map(type, rows)) != {dict}:
