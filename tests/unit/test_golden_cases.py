@@ -181,3 +181,16 @@ def test_confidence_histogram_counts_decided_cases_per_bin(
     results = [{"result": {"confidence": c}} for c in confidences]
     results.append({"result": None, "error": {"kind": "timeout"}})
     assert confidence_histogram(bins, results) == expected
+
+
+def test_expected_labels_are_indexed_with_unlabeled_and_unknown_ones_minus_one() -> None:
+    from decflow.pipeline.contract_run.golden_section import golden_arrays
+
+    cases = [(f"c{i}", "x", None, expected, None)
+             for i, expected in enumerate(["review", None, "refund", "Refund", "reject"])]
+    answers = [(case[0], [0.2, 0.3, 0.5], "review", 0.5, 1.0, None, None, None, None, None,
+                None) for case in cases]
+    arrays = golden_arrays(_table(cases, answers), tuple(LABELS))
+    assert arrays["expected_index"].tolist() == [2, -1, 0, -1, 1]
+    no_labels = _table(cases, answers).with_columns(expected=pl.lit(None))
+    assert golden_arrays(no_labels, tuple(LABELS))["expected_index"].tolist() == [-1] * 5

@@ -37,14 +37,13 @@ def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
 
 
 def golden_arrays(table: pl.DataFrame, labels: tuple[str, ...]) -> dict[str, Any]:
-    index = {label: i for i, label in enumerate(labels)}
     return {
         "probabilities": probability_matrix(table["probabilities"], len(labels)),
         "errored": table["error_kind"].is_not_null().to_numpy(),
-        "expected_index": np.array(
-            [index.get(e, -1) if e is not None else -1 for e in table["expected"]],
-            dtype=np.int64,
-        ),
+        # each case's expected label's index; -1: none, or not one of the labels
+        "expected_index": table["expected"].cast(pl.String).replace_strict(
+            list(labels), list(range(len(labels))), default=-1, return_dtype=pl.Int64,
+        ).to_numpy(),
         "latency_ms": table["latency_ms"].fill_null(float("nan")).to_numpy(),
         "error_kinds": table["error_kind"].to_list(),
     }
