@@ -37,6 +37,11 @@ from decflow.store.store import Manifest
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
 
+# The table the cases stage wrote, left for the requests stage (no read back, no hash
+# check of bytes this process just wrote); a stage run elsewhere reads the store.
+_CASE_TABLE = "cases table"
+
+
 def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
     """(path to read, path as shown in reports) for the golden dataset."""
     if spec.dataset is not None:
@@ -73,7 +78,20 @@ def _compute_cases(context: RunContext, key: str) -> Manifest:
         "n_cases": dataset.n_cases,
         "n_labeled": dataset.n_labeled,
     }
-    return context.store.publish("cases", key, dataset.cases, extra=extra)
+    manifest = context.store.publish("cases", key, dataset.cases, extra=extra)
+    context.outputs[_CASE_TABLE] = (manifest.sha256, dataset.cases)
+    return manifest
+
+
+def _case_table(context: RunContext) -> pl.DataFrame:
+    """The cases stage's table: the one it just wrote when it ran in this process and
+    context, else read from the store."""
+    manifest = context.manifests["cases"]
+    handed = context.outputs.pop(_CASE_TABLE, None)
+    if handed is not None and handed[0] == manifest.sha256:
+        table: pl.DataFrame = handed[1]
+        return table
+    return context.store.read(manifest)
 
 
 CASES = Stage("cases", "1", (), _compute_cases, inputs=_dataset_hash, reusable=_same_path,
@@ -101,6 +119,7 @@ def check_presentations(context: RunContext, requests: Manifest) -> None:
     """Let the backend refuse label presentations it cannot answer, before any call, and
     store the plan it makes from them with the run (`backend_plan`)."""
     spec, store = context.spec, context.store
+    context.outputs.pop(_CASE_TABLE, None)  # left unread when this stage was stored already
     backend = build_backend(context.loaded.contract, spec.backend)
     if not backend.makes_plans():
         return  # the default hooks accept every presentation: no need to read them
@@ -124,7 +143,7 @@ def _compute_requests(context: RunContext, key: str) -> Manifest:
     store, loaded = context.store, context.loaded
     contract = loaded.contract
     labels = tuple(contract.decision.labels)
-    case_table = store.read(context.manifests["cases"])
+    case_table = _case_table(context)
     config = counterfactual_config(context.spec, contract)
     pairs = None if config is None else persona_pair_set(contract, config, case_table)
     derived, extra = derived_requests(context.spec, loaded, case_table, pairs)
