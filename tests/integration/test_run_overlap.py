@@ -100,8 +100,8 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
         def answered() -> int:
             return sum(service.snapshot()[1].values())
 
-        def traced(spec: Any) -> Any:
-            work = ahead.after_calls(spec)
+        def traced(spec: Any, store: Any) -> Any:
+            work = ahead.after_calls(spec, store)
 
             def run() -> None:
                 events.append(("work", time.monotonic(), answered()))

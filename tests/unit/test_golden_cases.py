@@ -194,3 +194,28 @@ def test_expected_labels_are_indexed_with_unlabeled_and_unknown_ones_minus_one()
     assert arrays["expected_index"].tolist() == [2, -1, 0, -1, 1]
     no_labels = _table(cases, answers).with_columns(expected=pl.lit(None))
     assert golden_arrays(no_labels, tuple(LABELS))["expected_index"].tolist() == [-1] * 5
+
+
+def test_case_results_made_ahead_are_filled_in_to_the_same_report(tmp_path: Any) -> None:
+    from decflow.pipeline.contract_run.golden_section import (
+        case_results,
+        prepare_case_results,
+        prepared_case_results,
+    )
+    from decflow.store.store import open_store
+
+    store = open_store(str(tmp_path / "store"))
+    table = _table(CASES, RESULTS)
+    cases = store.publish("cases", "k", table.select(
+        "case_id", "input_text", "input_json", "expected", "metadata_json", "position"))
+    prepare_case_results(store, cases)
+    made = prepared_case_results(cases)
+    assert made is not None and prepared_case_results(cases) is None  # taken once
+    assert [c["result"] for c in made] == [None] * len(CASES)
+    results, failures = golden_cases(_contract(), table, BACKEND, made)
+    assert all(r is m for r, m in zip(results, made, strict=True))  # filled in, not copied
+    assert results == EXPECTED_RESULTS and failures == EXPECTED_FAILURES
+    assert [list(r) for r in results] == [list(r) for r in EXPECTED_RESULTS]
+    # made for other cases (another number of them): the table's own are made instead
+    other = case_results(table.head(2))
+    assert golden_cases(_contract(), table, BACKEND, other)[0] == EXPECTED_RESULTS

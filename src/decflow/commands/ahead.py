@@ -25,16 +25,18 @@ from decflow import interrupts
 if TYPE_CHECKING:
     from decflow.pipeline.spec import RunSpec
     from decflow.pipeline.stage import Progress, ProgressFactory
+    from decflow.store.store import Store
 
 SWITCH_INTERVAL_S = 0.001
 LOWEST_PRIORITY = 19  # nice
 
 
-def after_calls(spec: RunSpec) -> Callable[[], None]:
-    """What a contract run of `spec` needs first once its calls are done: the code of its
-    later stages, numpy's lazily loaded modules the summary's calibration figures use, the
-    run report models' validators (built on first use: `report.model` defers them), and
-    the text and HTML views the command shows the report with."""
+def after_calls(spec: RunSpec, store: Store) -> Callable[[], None]:
+    """What a contract run of `spec` (in `store`) needs first once its calls are done: the
+    code of its later stages, numpy's lazily loaded modules the summary's calibration
+    figures use, the run report models' validators (built on first use: `report.model`
+    defers them), the text and HTML views the command shows the report with, and the
+    per-case results' part its cases decide."""
 
     def work() -> None:
         from decflow.pipeline.contract_run.later_stages import load_later_stages
@@ -46,8 +48,21 @@ def after_calls(spec: RunSpec) -> Callable[[], None]:
         from decflow.report.run_report import build_validators
 
         build_validators()
+        _prepare_case_results(spec, store)
 
     return work
+
+
+def _prepare_case_results(spec: RunSpec, store: Store) -> None:
+    """The per-case part of the report that the cases alone decide (stored before the
+    calls; the run record names them), made for the summary to take."""
+    from decflow.pipeline.contract_run.golden_section import prepare_case_results
+    from decflow.store.runs import read_run_record
+    from decflow.store.store import Manifest
+
+    cases = (read_run_record(store, spec.run_id).get("stages") or {}).get("cases")
+    if isinstance(cases, dict):
+        prepare_case_results(store, Manifest.from_dict(cases))
 
 
 class Ahead:

@@ -227,7 +227,7 @@ def execute(options: RunOptions) -> dict[str, Any]:
     from decflow.views.stored import write_run_html
 
     # what the run needs after its calls is prepared while the backend is called
-    later = Ahead(after_calls(spec))
+    later = Ahead(after_calls(spec, store))
     try:
         with progress_factory() as progress:
             report = run_contract(

@@ -25,6 +25,7 @@ from decflow.metrics.smooth_ece import grids_of
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
+    from decflow.store.store import Manifest, Store
 
 def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
     """Cases in dataset order joined with their original (unchanged) request's result.
@@ -162,14 +163,16 @@ FAILURE_KEYS = ("case_id", "kind", "input", "expected", "selected", "confidence"
 
 
 def golden_cases(
-    contract: Contract, table: pl.DataFrame, backend: dict[str, Any]
+    contract: Contract, table: pl.DataFrame, backend: dict[str, Any],
+    cases: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(per-case results, failures) of the original cases, in dataset order.
 
     The report's largest part: `build_report` makes it last, after the sections that read
     the transformed requests, so the two are never in memory together. Built by columns
     (a run has tens of thousands of cases; a Python loop per case cost more than the rest
-    of the summary): only the failing cases are visited one by one.
+    of the summary): only the failing cases are visited one by one. `cases`: the
+    `case_results` of the table's cases (`prepared_case_results`), filled in here.
     """
     n = table.height
     errored = table["error_kind"].is_not_null()
@@ -194,17 +197,45 @@ def golden_cases(
                                      failed["error_kind"].to_list(),
                                      failed["error_message"].to_list(), strict=True):
             errors[at] = {"kind": kind, "message": message}
-    results = [
-        {"case_id": case_id, "input": value, "expected": expected, "metadata": metadata,
-         "result": result, "error": error}
-        for case_id, value, expected, metadata, result, error in zip(
-            table["case_id"].to_list(), _case_inputs(table), table["expected"].to_list(),
-            _json_objects(table["metadata_json"]), results_of, errors, strict=True)
-    ]
+    results = case_results(table) if cases is None or len(cases) != n else cases
+    for case, result, error in zip(results, results_of, errors, strict=True):
+        case["result"], case["error"] = result, error
     failing = errored | (table["expected"].is_not_null()
                          & table["selected"].ne_missing(table["expected"]))
     failures = [_failure(results[at], served[at]) for at in failing.arg_true().to_list()]
     return results, failures
+
+
+def case_results(cases: pl.DataFrame) -> list[dict[str, Any]]:
+    """Each case's per-case result with what its case row says (`result` and `error` are
+    None until `golden_cases` fills them in), in the rows' order."""
+    return [
+        {"case_id": case_id, "input": value, "expected": expected, "metadata": metadata,
+         "result": None, "error": None}
+        for case_id, value, expected, metadata in zip(
+            cases["case_id"].to_list(), _case_inputs(cases), cases["expected"].to_list(),
+            _json_objects(cases["metadata_json"]), strict=True)
+    ]
+
+
+# `case_results` of a cases artifact made ahead of its summary, by the artifact's sha256
+# (one at a time; taken once: its dicts become the report's)
+_prepared: dict[str, list[dict[str, Any]]] = {}
+
+
+def prepare_case_results(store: Store, cases: Manifest) -> None:
+    """Make the `case_results` of the `cases` artifact now, for its summary to take
+    (`prepared_case_results`): a run does this while its backend is called
+    (`decflow.commands.ahead`), as the cases are all known before the calls."""
+    made = case_results(store.read(cases))
+    _prepared.clear()
+    _prepared[cases.sha256] = made
+
+
+def prepared_case_results(cases: Manifest) -> list[dict[str, Any]] | None:
+    """The `case_results` made ahead for the `cases` artifact, if any (taken: a second
+    summary of it makes its own)."""
+    return _prepared.pop(cases.sha256, None)
 
 
 def plain_numbers(table: pl.DataFrame) -> bool:
