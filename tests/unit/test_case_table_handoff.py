@@ -1,14 +1,17 @@
-"""The requests stage takes the case table the cases stage left in the run's context, and
-reads the store when the table is not the published one (or was never left)."""
+"""What the first stages hand each other in the run's context: the cases stage loads the
+bytes its key was made of; the requests stage takes the case table the cases stage left,
+and reads the store when the table is not the published one (or was never left)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from decflow.data.case_table import CASES_SCHEMA
+from decflow.data.golden_dataset import load_golden, read_dataset
 from decflow.pipeline.contract_run import inputs
 from decflow.pipeline.stage import StageContext
 from decflow.store.store import Store
@@ -43,3 +46,14 @@ def test_a_table_left_for_another_artifact_is_not_used(tmp_path: Path) -> None:
     run = context(store, {"cases": stored})
     run.outputs[inputs._CASE_TABLE] = (store.publish("cases", "k2", other).sha256, other)
     assert inputs._case_table(run)["case_id"].to_list() == ["a"]
+
+
+def test_the_cases_stage_loads_the_bytes_its_key_was_made_of(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"id": "first", "input": "a"}\n')
+    read = read_dataset(path)
+    path.write_text('{"id": "changed", "input": "b"}\n')  # after the key was made
+    loaded = load_golden(path, ("x",), read=read)
+    assert loaded.cases["case_id"].to_list() == ["first"]
+    assert loaded.hash == read[1] == "sha256:" + hashlib.sha256(read[0]).hexdigest()
+    assert load_golden(path, ("x",)).cases["case_id"].to_list() == ["changed"]

@@ -277,3 +277,37 @@ def test_every_character_and_key_order_as_compact_json_writes_them(tmp_path: Pat
     text = "\n".join(lines)
     assert jsonl_cases(text.encode(), LABELS) is not None
     assert same_as_strict(tmp_path, text)[0] == "table"
+
+
+def random_row_line(rng: random.Random, n: int) -> str:
+    """A mostly valid row, as various writers spell it, now and then made hostile."""
+    row: dict[str, Any] = {}
+    if rng.random() < 0.9:
+        row["id"] = rng.choice([f"c{n}", f"c{n}", f"case-{n + 1}", " ", "x:y", f"é{n}", "c0"])
+    row["input"] = rng.choice(["t", "a:b", "\u2028", '"q"', {"text": "x"},
+                               {"k": random_value(rng)}, random_value(rng)])
+    if rng.random() < 0.6:
+        row["expected"] = rng.choice(["refund", "review", 4, "4", None, "a:b", 1])
+    if rng.random() < 0.5:
+        row["metadata"] = rng.choice([None, {}, {"locale": "en"}, {"k": random_value(rng)},
+                                      {"n": rng.choice([1, 2**64, 0.5, -(2**63) - 1])}])
+    line = json.dumps(row, ensure_ascii=rng.random() < 0.5,
+                      separators=rng.choice([(",", ":"), (", ", ": "), (" ,", " : ")]))
+    return rng.choice([
+        line, line, line, line[:-1] + ', "input": "dup"}',
+        line.replace('"input"', '"\\u0069nput"', 1), line.replace(":", "\\u003a", 1),
+        line[:-1] + ', "id": "a\\u003a"}', "\ufeff" + line,
+    ])
+
+
+def test_random_rows_read_as_the_strict_path(tmp_path: Path) -> None:
+    rng = random.Random(3737)
+    kinds = set()
+    taken = 0
+    for _ in range(300):
+        lines = [random_row_line(rng, n) for n in range(rng.randint(1, 5))]
+        text = rng.choice(["\n", "\r\n", "\n \n"]).join(lines)
+        kinds.add(same_as_strict(tmp_path, text)[0])
+        taken += jsonl_cases(text.encode("utf-8", "surrogatepass"), LABELS) is not None
+    assert kinds == {"table", "error"}
+    assert taken > 20  # the fast path itself is exercised

@@ -376,21 +376,21 @@ def _digest(raw: bytes) -> str:
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
-def dataset_hash(path: str | Path, *, shown_path: str | None = None) -> str:
-    """The dataset's hash (sha256 of its bytes) without parsing it: what the `cases`
-    stage is keyed by."""
-    return _digest(_read_dataset(Path(path), shown_path or str(path)))
+def read_dataset(path: str | Path, *, shown_path: str | None = None) -> tuple[bytes, str]:
+    """The dataset's bytes and hash (sha256) without parsing them: what the `cases` stage
+    is keyed by, and what it then loads (`load_golden(read=...)`)."""
+    raw = _read_dataset(Path(path), shown_path or str(path))
+    return raw, _digest(raw)
 
 
-def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | None = None) -> (
-    GoldenDataset
-):
-    """Load and validate a golden dataset; `shown_path` is the path as the user typed it."""
+def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | None = None,
+                read: tuple[bytes, str] | None = None) -> GoldenDataset:
+    """Load and validate a golden dataset; `shown_path` is the path as the user typed it,
+    `read` what `read_dataset` returned for it (the file is then not read again)."""
     file = Path(path)
     name = shown_path or str(path)
     suffix = file.suffix.lower()
-    raw = _read_dataset(file, name)
-    digest = _digest(raw)
+    raw, digest = read or read_dataset(file, shown_path=name)
     if suffix == ".jsonl" and (cases := jsonl_cases(raw, labels)) is not None:
         return GoldenDataset(path=name, hash=digest, cases=cases)
     rows: Iterator[tuple[int, Any]]

@@ -18,7 +18,7 @@ import polars as pl
 
 from decflow.backends.registry import build_backend
 from decflow.contracts.paths import contract_file
-from decflow.data.golden_dataset import dataset_hash, load_golden
+from decflow.data.golden_dataset import load_golden, read_dataset
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import backend_plan
 from decflow.pipeline.contract_run.derive import (
@@ -37,8 +37,10 @@ from decflow.store.store import Manifest
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
 
-# The table the cases stage wrote, left for the requests stage (no read back, no hash
-# check of bytes this process just wrote); a stage run elsewhere reads the store.
+# Left in the run's context for the next step in this process (a step run elsewhere reads
+# again): the dataset's bytes and hash, from the cases stage's key to its computation; the
+# table it wrote, for the requests stage (no read back, no hash check of bytes just written).
+_DATASET_READ = "dataset read"
 _CASE_TABLE = "cases table"
 
 
@@ -59,11 +61,15 @@ def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
 
 def _dataset_hash(context: RunContext) -> list[str]:
     read_path, shown = dataset_location(context.spec, context.loaded.contract)
-    return [dataset_hash(read_path, shown_path=shown)]
+    raw, digest = read_dataset(read_path, shown_path=shown)
+    # the bytes the key is made of, for `_compute_cases` to load (no second read)
+    context.outputs[_DATASET_READ] = (read_path, raw, digest)
+    return [digest]
 
 
 def _same_path(context: RunContext, cached: Manifest) -> bool:
     """A cached `cases` stage names the dataset by the path it was first read from."""
+    context.outputs.pop(_DATASET_READ, None)
     return bool(cached.extra.get("path") == dataset_location(context.spec,
                                                               context.loaded.contract)[1])
 
@@ -71,7 +77,9 @@ def _same_path(context: RunContext, cached: Manifest) -> bool:
 def _compute_cases(context: RunContext, key: str) -> Manifest:
     contract = context.loaded.contract
     read_path, shown = dataset_location(context.spec, contract)
-    dataset = load_golden(read_path, contract.decision.labels, shown_path=shown)
+    handed = context.outputs.pop(_DATASET_READ, None)
+    read = (handed[1], handed[2]) if handed is not None and handed[0] == read_path else None
+    dataset = load_golden(read_path, contract.decision.labels, shown_path=shown, read=read)
     extra = {
         "path": shown,
         "hash": dataset.hash,
