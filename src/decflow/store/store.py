@@ -386,13 +386,22 @@ class Store:
         manifest: Manifest,
         columns: Sequence[str] | None = None,
         where: pl.Expr | None = None,
+        held: Mapping[str, tuple[str, pl.DataFrame]] | None = None,
     ) -> pl.DataFrame:
         """The artifact's rows (only `columns`; only rows matching `where`, filtered part by
-        part so the unfiltered table is never in memory at once)."""
+        part so the unfiltered table is never in memory at once). `held`: frames this
+        process wrote, by part path, with their sha256: a part that is one of them is not
+        read back."""
         import polars as pl
 
-        frames = [self.read_part(p, columns) for p in manifest.parts] if where is None else [
-            self.read_part(p, columns).filter(where) for p in manifest.parts
+        def part(p: Part) -> pl.DataFrame:
+            found = held.get(p.path) if held else None
+            if found is None or found[0] != p.sha256:
+                return self.read_part(p, columns)
+            return found[1].select(columns) if columns else found[1]
+
+        frames = [part(p) for p in manifest.parts] if where is None else [
+            part(p).filter(where) for p in manifest.parts
         ]
         if not frames:
             return pl.DataFrame()
