@@ -3,7 +3,9 @@ writes, whatever they hold; and a NaN in stored metadata still stops the report.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -67,3 +69,19 @@ def test_larger_numbers_with_zeros_after_the_point_keep_the_fast_writer() -> Non
     assert _small_float_spelled(b'[-0.000012]')
     assert _small_float_spelled(b'[1e-7]')
     assert not _small_float_spelled(b'["one-sided","e-mail"]')
+
+
+def test_a_report_written_in_pieces_is_the_json_module_s_bytes_and_hash(
+        tmp_path: Path) -> None:
+    from decflow.store.run_files import digest
+    from decflow.store.runs import write_report
+    from decflow.store.store import open_store
+
+    store = open_store(str(tmp_path / "store"))
+    report = {"report_version": "decflow/4", "results": [_case(metadata={"v": 0.5})] * 3,
+              "failures": [], "checks": [{"value": 1e-05}]}
+    path = write_report(store, "run-1", report, per_case=PER_CASE, plain=True)
+    written = (tmp_path / "store" / path).read_bytes()
+    assert written == (json.dumps(report, ensure_ascii=False, allow_nan=False,
+                                  separators=(",", ":")) + "\n").encode()
+    assert digest([written[:10], written[10:]]) == "sha256:" + hashlib.sha256(written).hexdigest()

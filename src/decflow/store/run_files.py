@@ -13,13 +13,18 @@ rules; `store.runs` the layout.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 FILES = "files"  # in run.json: file name -> "sha256:…" of the bytes written
 
 
-def digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+def digest(data: bytes | Sequence[bytes]) -> str:
+    """The sha256 of `data` (or of its pieces one after the other)."""
+    hashed = hashlib.sha256()
+    for piece in (data,) if isinstance(data, bytes) else data:
+        hashed.update(piece)
+    return "sha256:" + hashed.hexdigest()
 
 
 def recorded(record: Any) -> dict[str, Any]:
@@ -28,7 +33,8 @@ def recorded(record: Any) -> dict[str, Any]:
     return files if isinstance(files, dict) else {}
 
 
-def with_file(record: dict[str, Any], name: str, data: bytes) -> dict[str, Any]:
+def with_file(record: dict[str, Any], name: str, data: bytes | Sequence[bytes],
+              ) -> dict[str, Any]:
     """The record with the sha256 of file `name` (its bytes `data`) recorded."""
     return {**record, FILES: {**recorded(record), name: digest(data)}}
 

@@ -36,7 +36,7 @@ from decflow.errors import DecflowError, ReportError
 from decflow.redaction import redact
 from decflow.store.locks import LEASE, LOCK, Lock, describe, holder_of
 from decflow.store.run_files import FILES, mismatch, recorded, with_file
-from decflow.store.store import DamagedArtifact, Store, json_bytes, json_text
+from decflow.store.store import DamagedArtifact, Store, json_bytes, json_pieces, json_text
 
 RUNS = "runs"
 RECORD = "run.json"
@@ -181,15 +181,16 @@ def write_run_record(store: Store, record: dict[str, Any]) -> None:
 def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT, *,
                  per_case: Sequence[str] = (), plain: bool = False) -> str:
     """Store a report of the run (`report.json`, `diff.json`, …) and its sha256 in the
-    run's record; returns its store path. `per_case`, `plain`: see `json_bytes`."""
+    run's record; returns its store path. `per_case`, `plain`: see `json_pieces`."""
     return write_run_file(store, run_id, name,
-                          json_bytes(report, per_case=per_case, plain=plain))
+                          json_pieces(report, per_case=per_case, plain=plain))
 
 
-def write_run_file(store: Store, run_id: str, name: str, data: bytes) -> str:
-    """Write `runs/<run_id>/<name>`, then record its sha256 in the run's record (when the
-    run has one); returns the store path. The file goes first: a process killed in
-    between leaves a file that no longer matches its record, which readers refuse."""
+def write_run_file(store: Store, run_id: str, name: str, data: bytes | Sequence[bytes]) -> str:
+    """Write `runs/<run_id>/<name>` (`data`: its bytes, or their pieces in order), then
+    record its sha256 in the run's record (when the run has one); returns the store path.
+    The file goes first: a process killed in between leaves a file that no longer matches
+    its record, which readers refuse."""
     relative = run_path(run_id, name)
     store.write_bytes(relative, data)
     if is_one_name(run_id):

@@ -216,17 +216,19 @@ class Store:
         return f"stages/{stage}/{key}"
 
     # -- raw files -----------------------------------------------------------------------
-    def write_bytes(self, relative: str, data: bytes) -> None:
-        """Write atomically: a temporary name in the same folder, then a rename. A failed
-        write (full disk, file-size limit, permissions) removes its temporary file and is
-        exit 2 naming the file and what to do; the final name is never half written."""
+    def write_bytes(self, relative: str, data: bytes | Sequence[bytes]) -> None:
+        """Write atomically (`data`: the bytes, or pieces of them written one after the
+        other): a temporary name in the same folder, then a rename. A failed write (full
+        disk, file-size limit, permissions) removes its temporary file and is exit 2 naming
+        the file and what to do; the final name is never half written."""
         target = self.path(relative)
         folder = target.rsplit("/", 1)[0]
         temporary = f"{folder}/{TEMPORARY}{uuid.uuid4().hex}"
         try:
             self.fs.makedirs(folder, exist_ok=True)
             with self.fs.open(temporary, "wb") as handle:
-                handle.write(data)
+                for piece in (data,) if isinstance(data, bytes) else data:
+                    handle.write(piece)
             if self.is_local:
                 os.replace(temporary, target)
             else:
@@ -384,13 +386,22 @@ class Store:
         manifest: Manifest,
         columns: Sequence[str] | None = None,
         where: pl.Expr | None = None,
+        held: Mapping[str, tuple[str, pl.DataFrame]] | None = None,
     ) -> pl.DataFrame:
         """The artifact's rows (only `columns`; only rows matching `where`, filtered part by
-        part so the unfiltered table is never in memory at once)."""
+        part so the unfiltered table is never in memory at once). `held`: frames this
+        process wrote, by part path, with their sha256: a part that is one of them is not
+        read back."""
         import polars as pl
 
-        frames = [self.read_part(p, columns) for p in manifest.parts] if where is None else [
-            self.read_part(p, columns).filter(where) for p in manifest.parts
+        def part(p: Part) -> pl.DataFrame:
+            found = held.get(p.path) if held else None
+            if found is None or found[0] != p.sha256:
+                return self.read_part(p, columns)
+            return found[1].select(columns) if columns else found[1]
+
+        frames = [part(p) for p in manifest.parts] if where is None else [
+            part(p).filter(where) for p in manifest.parts
         ]
         if not frames:
             return pl.DataFrame()
@@ -454,7 +465,14 @@ def json_text(data: Any) -> str:
 def json_bytes(data: Any, *, per_case: Sequence[str] = (), plain: bool = False) -> bytes:
     """How the store writes JSON. Compact: only the C encoder is fast, and it cannot indent
     (an indented report of 100k cases costs seconds in the pure-Python encoder). `-o`
-    output stays indented.
+    output stays indented. `per_case`, `plain`: see `json_pieces`."""
+    return b"".join(json_pieces(data, per_case=per_case, plain=plain))
+
+
+def json_pieces(data: Any, *, per_case: Sequence[str] = (), plain: bool = False,
+                ) -> list[bytes]:
+    """`json_bytes` in pieces, to be written one after the other (a per-case list is
+    megabytes: joining the pieces would copy them once more).
 
     `per_case` names top-level lists of a mapping (a report's per-case results) whose
     values were checked when they were stored (finite numbers): those are written by
@@ -463,15 +481,14 @@ def json_bytes(data: Any, *, per_case: Sequence[str] = (), plain: bool = False) 
     orjson's text is not scanned for one.
     """
     if not per_case or not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
-        return (json_text(data) + "\n").encode()
-    # one join of every piece: a per-case list is megabytes, each concatenation a copy
+        return [(json_text(data) + "\n").encode()]
     pieces = [b"{"]
     for key, value in data.items():
         pieces += (json_text(key).encode(), b":", _per_case_json(value, plain=plain)
                    if key in per_case and isinstance(value, list)
                    else json_text(value).encode(), b",")
     pieces[-1] = b"}\n" if len(pieces) > 1 else b"{}\n"
-    return b"".join(pieces)
+    return pieces
 
 
 def _per_case_json(items: list[Any], *, plain: bool = False) -> bytes:

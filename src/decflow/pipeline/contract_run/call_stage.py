@@ -94,8 +94,12 @@ class InProcessShards:
                                 self.key)
 
     def finish(self, health: dict[str, str] | None) -> Manifest:
-        return results.finish_results(self.context.spec, self.context.store, self.requests,
-                                      self.key, health, session=self.session)
+        manifest = results.finish_results(self.context.spec, self.context.store,
+                                          self.requests, self.key, health,
+                                          session=self.session)
+        if self.session.held is not None:
+            self.context.outputs[results.WRITTEN_RESULTS] = self.session.held
+        return manifest
 
 
 def call_stage(context: RunContext, key: str) -> Manifest:

@@ -174,6 +174,14 @@ def recorded_count(store: Store, key: str) -> int:
     return sum(part.rows for part in store.chunk_parts("results", key))
 
 
+# Result rows a session keeps as it writes them, for the summary in the same process
+# (`WRITTEN_RESULTS`); a run with more keeps none: its chunks bound the rows in memory.
+HELD_ROWS = 100_000
+# In the run's context, from the results stage to the summary in the same process: the
+# result chunks written, by path (`Store.read`'s `held`).
+WRITTEN_RESULTS = "written results"
+
+
 class CallSession:
     """What one process keeps across the shards of a run: the requests' shard index and the
     results recorded before the session began (a resumed run's chunks), plus the errors
@@ -185,8 +193,10 @@ class CallSession:
         self.recorded = recorded  # request_id, error_kind, error_message
         self.new_errors: list[pl.DataFrame] = []
         # the chunks written in this session, by store path: `finish_results` does not
-        # read them back
+        # read them back; nor does the summary their rows (`held`, None: too many to keep)
         self.chunks: dict[str, tuple[Part, pl.Series]] = {}
+        self.held: dict[str, tuple[str, pl.DataFrame]] | None = {}
+        self.held_rows = 0
         self._originals: pl.DataFrame | None = None
         self._failed: pl.DataFrame | None = None
 
@@ -197,6 +207,15 @@ class CallSession:
     @classmethod
     def load_with(cls, store: Store, parts: RequestParts, key: str) -> CallSession:
         return cls(parts, _original_errors(store, key))
+
+    def wrote(self, part: Part, frame: pl.DataFrame) -> None:
+        """Keep what a chunk just written holds (its rows only up to `HELD_ROWS`)."""
+        self.chunks[part.path] = (part, frame["request_id"])
+        self.held_rows += frame.height
+        if self.held is not None:
+            self.held[part.path] = (part.sha256, frame)
+            if self.held_rows > HELD_ROWS:
+                self.held = None
 
     def add(self, frame: pl.DataFrame) -> None:
         if frame["error_kind"].null_count() == frame.height:
@@ -264,7 +283,7 @@ class ShardSink:
         if frame.height:
             part = self.store.write_part(
                 f"{self.prefix}-{self.attempt}-{self.count:05d}.parquet", frame)
-            self.session.chunks[part.path] = (part, frame["request_id"])
+            self.session.wrote(part, frame)
             self.session.add(frame)
             self.written.append(frame.select("request_id"))
             self.count += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -30,7 +30,7 @@ from decflow.pipeline.contract_run.golden_section import (
 )
 from decflow.pipeline.contract_run.later_stages import SUMMARY_UPSTREAM
 from decflow.pipeline.contract_run.qualifiers import run_qualifiers
-from decflow.pipeline.contract_run.results import phase_result_parts
+from decflow.pipeline.contract_run.results import WRITTEN_RESULTS, phase_result_parts
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext
 from decflow.redaction import redact
@@ -113,14 +113,15 @@ def build_report_to_write(
     manifests: dict[str, Manifest],
     *,
     fail_on_warn: bool,
+    held: Mapping[str, tuple[str, pl.DataFrame]] | None = None,
 ) -> tuple[RunReport, bool]:
     """(`build_report`, whether its per-case lists' numbers are `plain_numbers`: the
-    hint `write_report` takes)."""
+    hint `write_report` takes). `held`: result chunks this process wrote (`Store.read`)."""
     contract = loaded.contract
     cases_manifest, results_manifest = manifests["cases"], manifests["results"]
     cases = store.read(cases_manifest)
     # The transformed results are read by the sections that use them.
-    results = store.read(phase_result_parts(results_manifest, "originals"))
+    results = store.read(phase_result_parts(results_manifest, "originals"), held=held)
     backend_info = dict(results_manifest.extra["backend"])
     table = originals(cases, results)
     mode = spec.run_mode
@@ -247,8 +248,9 @@ def _summary(context: RunContext, key: str) -> Manifest:
     upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM
                 if name in context.manifests}
     # whatever a backend echoed of a credential leaves no trace in any view of it
-    built, plain = build_report_to_write(context.loaded, spec, store, upstream,
-                          fail_on_warn=context.fail_on_warn)
+    built, plain = build_report_to_write(
+        context.loaded, spec, store, upstream, fail_on_warn=context.fail_on_warn,
+        held=context.outputs.pop(WRITTEN_RESULTS, None))
     checks = pl.DataFrame(redact([c.to_dict() for c in built.checks]), schema=CHECKS_SCHEMA)
     verdict = redact({"status": built.status, "exit_code": built.exit_code,
                       "headline": built.headline, "report": report_path(spec.run_id)})
