@@ -8,6 +8,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from typing import Any, cast
 
 import polars as pl
@@ -104,6 +105,10 @@ def test_the_originals_chunks_stored_reach_the_work_until_the_calls_end(tmp_path
         session.wrote(store.write_part("r/chunk-t000000-a-00000.parquet", frame), frame)
         session.wrote(store.write_part("r/chunk-o000001-a-00000.parquet", frame.head(1)),
                       frame.head(1))
+        for _ in range(1000):  # till the thread took both
+            if len(read) == 2:
+                break
+            time.sleep(0.01)
         ahead.on_stage("results", None)
     assert ahead.thread is not None and not ahead.thread.is_alive()
     assert read == [("chunk-o000000-a-00000.parquet", ["c1", "c2"]),
@@ -111,3 +116,9 @@ def test_the_originals_chunks_stored_reach_the_work_until_the_calls_end(tmp_path
     assert chunk_readers == []  # none left once the run is over
     session.wrote(store.write_part("r/chunk-o000002-a-00000.parquet", frame), frame)
     assert chunks.empty()
+    # what the thread has not taken when the calls end is left (to the summary)
+    idle = Ahead(work, chunks)
+    with written_chunks(chunks):
+        session.wrote(store.write_part("r/chunk-o000003-a-00000.parquet", frame), frame)
+        idle.join()
+    assert chunks.get_nowait() is None and chunks.empty()

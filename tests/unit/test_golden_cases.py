@@ -240,10 +240,10 @@ def test_answers_made_ahead_chunk_by_chunk_give_the_same_report(tmp_path: Any) -
     def made_ahead(backend: dict[str, Any]) -> dict[str, Any] | None:
         for part, frame in zip(parts, frames, strict=True):
             prepare_answers(contract, backend, part, frame)
-        return prepared_answers(contract, BACKEND, results)
+        return prepared_answers(contract, BACKEND, results, None)
 
     answers = made_ahead(BACKEND)
-    assert answers is not None and prepared_answers(contract, BACKEND, results) is None
+    assert answers is not None and prepared_answers(contract, BACKEND, results, None) is None
     assert answers["c4"] is None  # the error's result
     assert answers["c3"] == {**_result("c3", [0.5, 0.5, 0.0], "refund", 0.5, 3.25, "m", "v1",
                                         {}), "cache_entry": "pack-7"}
@@ -255,7 +255,15 @@ def test_answers_made_ahead_chunk_by_chunk_give_the_same_report(tmp_path: Any) -
         list(r["result"]) for r in EXPECTED_RESULTS if r["result"]]
     assert json_bytes({"results": made}, per_case=("results",)) == json_bytes(
         {"results": EXPECTED_RESULTS}, per_case=("results",))
-    # made for another backend, or not for every part: none are taken
+    # made for another backend: none are taken
     assert made_ahead({"name": "default", "provider": "openai"}) is None
+    # not for every part: the others' are made of their rows held, if they are
     prepare_answers(contract, BACKEND, parts[0], frames[0])
-    assert prepared_answers(contract, BACKEND, results) is None
+    assert prepared_answers(contract, BACKEND, results, None) is None
+    held = {parts[1].path: (parts[1].sha256, frames[1])}
+    prepare_answers(contract, BACKEND, parts[0], frames[0])
+    first = prepared_answers(contract, BACKEND, results, held)
+    assert first == answers and first is not None and first["c5"] is not answers["c5"]
+    prepare_answers(contract, BACKEND, parts[0], frames[0])
+    assert prepared_answers(contract, BACKEND, results, {
+        parts[1].path: ("another sha256", frames[1])}) is None

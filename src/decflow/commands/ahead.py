@@ -140,7 +140,12 @@ class Ahead:
 
     def join(self) -> None:
         if self.chunks is not None:
-            self.chunks.put(None)  # the calls are over
+            # the calls are over: the chunks not taken yet are left to the summary (this
+            # thread runs at the lowest priority; the summary, not at all beside it)
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    self.chunks.get_nowait()
+            self.chunks.put(None)
         if self.thread is not None:
             interrupts.join(self.thread)
 

@@ -7,7 +7,7 @@ re-gated with an edited contract without calling the backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -243,27 +243,38 @@ def prepare_answers(
     """Make the `answer_results` of a result chunk of the originals just stored (its
     `frame`), for its summary to take (`prepared_answers`): a run does this while its
     backend is called (`decflow.commands.ahead`)."""
+    _answers[(chunk.path, chunk.sha256)] = (_answers_of(contract, backend),
+                                            _by_request(contract, backend, frame))
+
+
+def _by_request(contract: Contract, backend: dict[str, Any],
+                frame: pl.DataFrame) -> dict[str, dict[str, Any] | None]:
     made = answer_results(contract, backend, frame, "request_id", "metadata_json")
-    _answers[(chunk.path, chunk.sha256)] = (
-        _answers_of(contract, backend), dict(zip(frame["request_id"].to_list(), made,
-                                                 strict=True)))
+    return dict(zip(frame["request_id"].to_list(), made, strict=True))
 
 
 def prepared_answers(
-    contract: Contract, backend: dict[str, Any], results: Manifest
+    contract: Contract, backend: dict[str, Any], results: Manifest,
+    held: Mapping[str, tuple[str, pl.DataFrame]] | None,
 ) -> dict[str, dict[str, Any] | None] | None:
-    """The `answer_results` made ahead of every part of `results` (the originals'), by
-    request id; None unless each part's were made for this decision and backend (all
-    are taken: a second summary makes its own)."""
+    """The `answer_results` of every part of `results` (the originals'), by request id:
+    those made ahead for this decision and backend (all are taken: a second summary makes
+    its own), the others' made now of their `held` rows (`Store.read`'s); None when none
+    was made ahead or a part's rows are not held."""
     found = [_answers.pop((part.path, part.sha256), None) for part in results.parts]
     _answers.clear()
     wanted = _answers_of(contract, backend)
-    if not found or any(made is None or made[0] != wanted for made in found):
+    if not any(made is not None and made[0] == wanted for made in found):
         return None
     merged: dict[str, dict[str, Any] | None] = {}
-    for made in found:
-        assert made is not None  # checked above
-        merged.update(made[1])
+    for part, made in zip(results.parts, found, strict=True):
+        if made is not None and made[0] == wanted:
+            merged.update(made[1])
+            continue
+        rows = (held or {}).get(part.path)
+        if rows is None or rows[0] != part.sha256:
+            return None
+        merged.update(_by_request(contract, backend, rows[1]))
     return merged
 
 

@@ -154,7 +154,7 @@ def build_report_to_write(
     case_results, failures = golden_cases(
         contract, table, backend_info, prepared_case_results(cases_manifest),
         prepared_answers(contract, backend_info,
-                         phase_result_parts(results_manifest, "originals")))
+                         phase_result_parts(results_manifest, "originals"), held))
     cache_use = cache_section(contract, spec, store, manifests)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
