@@ -104,6 +104,8 @@ ALL_PARAM: Param = ("all_", bool, typer.Option(
 
 @dataclass
 class RunOptions:
+    """The options of a contract run command (`test`, `fuzz`, `stability`) as parsed."""
+
     contract: str
     mode: ModeName
     dataset: str | None

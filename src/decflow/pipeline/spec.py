@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunSpec:
+    """What a contract run is asked to do: its contract, store, mode and settings."""
+
     contract_path: str
     store_url: str
     run_id: str
