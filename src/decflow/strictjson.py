@@ -176,6 +176,8 @@ def _atom_problem(token: str) -> str | None:
 
 @dataclass
 class _Frame:
+    """An object or array being read, and where in it the reader is."""
+
     path: Path
     is_object: bool
     key: str = ""

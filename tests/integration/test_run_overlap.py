@@ -100,8 +100,8 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
         def answered() -> int:
             return sum(service.snapshot()[1].values())
 
-        def traced(spec: Any, store: Any) -> Any:
-            work = ahead.after_calls(spec, store)
+        def traced(spec: Any, store: Any, chunks: Any) -> Any:
+            work = ahead.after_calls(spec, store, chunks)
 
             def run() -> None:
                 events.append(("work", time.monotonic(), answered()))
@@ -116,8 +116,17 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
             events.append(("summary", time.monotonic(), answered()))
             return build(*args, **kwargs)
 
+        taken: list[bool] = []
+        prepared = summary.prepared_answers
+
+        def taking(*args: Any) -> Any:
+            answers = prepared(*args)
+            taken.append(answers is not None)
+            return answers
+
         monkeypatch.setattr(contract_run, "after_calls", traced)
         monkeypatch.setattr(summary, "build_report_to_write", building)
+        monkeypatch.setattr(summary, "prepared_answers", taking)
         contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
         code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "a"))
         assert code == 0, err
@@ -130,6 +139,7 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
     (_, _, first), (_, ended, _), (_, judged, _), _ = events
     assert 1 <= first < CASES  # from the first answer, while the calls are in flight
     assert ended <= judged  # joined before the summary stage
+    assert taken == [True, False]  # each answer's result made during the calls, then not
     assert _report(tmp_path / "a") == _report(tmp_path / "b")
 
 

@@ -5,8 +5,13 @@ later stage runs beside it; left undone when no call was answered."""
 from __future__ import annotations
 
 import os
+import queue
 import sys
 import threading
+import time
+from typing import Any, cast
+
+import polars as pl
 
 from decflow.commands.ahead import LOWEST_PRIORITY, SWITCH_INTERVAL_S, Ahead
 from decflow.pipeline.stage import Progress, ProgressFactory
@@ -75,3 +80,45 @@ def test_without_an_answer_nothing_runs_and_a_failure_is_left_to_the_user() -> N
     failing.progress(_factory([]))("calls", 1)(1, 1)
     failing.join()  # the error is not raised here: the import fails again where it is used
     assert ran == ["failed"]
+
+
+def test_the_originals_chunks_stored_reach_the_work_until_the_calls_end(tmp_path: Any) -> None:
+    from decflow.commands.ahead import Chunks, written_chunks
+    from decflow.pipeline.contract_run.results import CallSession, chunk_readers
+    from decflow.store.store import open_store
+
+    store = open_store(str(tmp_path / "store"))
+    frame = pl.DataFrame({"request_id": ["c1", "c2"]})
+    session = CallSession(cast(Any, None), frame)
+    chunks: Chunks = queue.SimpleQueue()
+    read: list[tuple[str, list[str]]] = []
+
+    def work() -> None:
+        for part, chunk in iter(chunks.get, None):
+            read.append((part.path.rsplit("/", 1)[-1], chunk["request_id"].to_list()))
+
+    ahead = Ahead(work, chunks)
+    with written_chunks(chunks):
+        session.wrote(store.write_part("r/chunk-o000000-a-00000.parquet", frame), frame)
+        ahead.progress(_factory([]))("calls", 2)(1, 2)
+        # a transformed request's chunk is not the originals'
+        session.wrote(store.write_part("r/chunk-t000000-a-00000.parquet", frame), frame)
+        session.wrote(store.write_part("r/chunk-o000001-a-00000.parquet", frame.head(1)),
+                      frame.head(1))
+        for _ in range(1000):  # till the thread took both
+            if len(read) == 2:
+                break
+            time.sleep(0.01)
+        ahead.on_stage("results", None)
+    assert ahead.thread is not None and not ahead.thread.is_alive()
+    assert read == [("chunk-o000000-a-00000.parquet", ["c1", "c2"]),
+                    ("chunk-o000001-a-00000.parquet", ["c1"])]
+    assert chunk_readers == []  # none left once the run is over
+    session.wrote(store.write_part("r/chunk-o000002-a-00000.parquet", frame), frame)
+    assert chunks.empty()
+    # what the thread has not taken when the calls end is left (to the summary)
+    idle = Ahead(work, chunks)
+    with written_chunks(chunks):
+        session.wrote(store.write_part("r/chunk-o000003-a-00000.parquet", frame), frame)
+        idle.join()
+    assert chunks.get_nowait() is None and chunks.empty()

@@ -219,3 +219,51 @@ def test_case_results_made_ahead_are_filled_in_to_the_same_report(tmp_path: Any)
     # made for other cases (another number of them): the table's own are made instead
     other = case_results(table.head(2))
     assert golden_cases(_contract(), table, BACKEND, other)[0] == EXPECTED_RESULTS
+
+
+def test_answers_made_ahead_chunk_by_chunk_give_the_same_report(tmp_path: Any) -> None:
+    from decflow.pipeline.contract_run.golden_section import prepare_answers, prepared_answers
+    from decflow.store.store import open_store
+
+    store = open_store(str(tmp_path / "store"))
+    contract = _contract()
+    columns = ("request_id", "probabilities", "selected", "confidence", "latency_ms",
+               "error_kind", "error_message", "model", "model_version", "metadata_json",
+               "cache_entry")
+    # two chunks as the results stage stores them (RESULTS' rows in the stored columns)
+    frames = [pl.DataFrame(rows, orient="row", schema={c: RESULTS_SCHEMA[c] for c in columns})
+              .select(RESULTS_SCHEMA.names()) for rows in (RESULTS[:2], RESULTS[2:])]
+    parts = [store.write_part(f"stages/results/k/chunk-o000000-a-{i:05d}.parquet", frame)
+             for i, frame in enumerate(frames)]
+    results = store.publish("results", "k", [], parts=parts)
+
+    def made_ahead(backend: dict[str, Any]) -> dict[str, Any] | None:
+        for part, frame in zip(parts, frames, strict=True):
+            prepare_answers(contract, backend, part, frame)
+        return prepared_answers(contract, BACKEND, results, None)
+
+    answers = made_ahead(BACKEND)
+    assert answers is not None and prepared_answers(contract, BACKEND, results, None) is None
+    assert answers["c4"] is None  # the error's result
+    assert answers["c3"] == {**_result("c3", [0.5, 0.5, 0.0], "refund", 0.5, 3.25, "m", "v1",
+                                        {}), "cache_entry": "pack-7"}
+    table = _table(CASES, RESULTS)
+    made, failures = golden_cases(contract, table, BACKEND, answers=answers)
+    assert made == EXPECTED_RESULTS and failures == EXPECTED_FAILURES
+    assert all(r["result"] is answers[r["case_id"]] for r in made)  # taken, not made again
+    assert [list(r["result"]) for r in made if r["result"]] == [
+        list(r["result"]) for r in EXPECTED_RESULTS if r["result"]]
+    assert json_bytes({"results": made}, per_case=("results",)) == json_bytes(
+        {"results": EXPECTED_RESULTS}, per_case=("results",))
+    # made for another backend: none are taken
+    assert made_ahead({"name": "default", "provider": "openai"}) is None
+    # not for every part: the others' are made of their rows held, if they are
+    prepare_answers(contract, BACKEND, parts[0], frames[0])
+    assert prepared_answers(contract, BACKEND, results, None) is None
+    held = {parts[1].path: (parts[1].sha256, frames[1])}
+    prepare_answers(contract, BACKEND, parts[0], frames[0])
+    first = prepared_answers(contract, BACKEND, results, held)
+    assert first == answers and first is not None and first["c5"] is not answers["c5"]
+    prepare_answers(contract, BACKEND, parts[0], frames[0])
+    assert prepared_answers(contract, BACKEND, results, {
+        parts[1].path: ("another sha256", frames[1])}) is None

@@ -48,6 +48,8 @@ class DecisionSpec:
 
 @dataclass(frozen=True, slots=True)
 class DecisionRequest:
+    """One case as a backend is asked it: its id, the decision and the case's input."""
+
     case_id: str
     decision: DecisionSpec
     input: str | dict[str, Any]
@@ -65,6 +67,8 @@ class Prediction:
 
 @dataclass(frozen=True, slots=True)
 class Health:
+    """A backend's health check: its status and what it said."""
+
     status: HealthStatus
     detail: str
 

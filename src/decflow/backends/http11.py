@@ -86,6 +86,8 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class HttpResponse:
+    """An HTTP answer: status, headers and the whole body."""
+
     status: int
     headers: Mapping[str, str]  # names lower-cased
     content: bytes

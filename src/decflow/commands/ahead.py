@@ -15,28 +15,35 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import queue
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from decflow import interrupts
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from decflow.pipeline.spec import RunSpec
     from decflow.pipeline.stage import Progress, ProgressFactory
-    from decflow.store.store import Store
+    from decflow.store.store import Part, Store
+
+# the result chunks of a run's originals as they are stored; None: the calls are over
+Chunks = queue.SimpleQueue["tuple[Part, pl.DataFrame] | None"]
 
 SWITCH_INTERVAL_S = 0.001
 LOWEST_PRIORITY = 19  # nice
 
 
-def after_calls(spec: RunSpec, store: Store) -> Callable[[], None]:
+def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], None]:
     """What a contract run of `spec` (in `store`) needs first once its calls are done: the
     code of its later stages, numpy's lazily loaded modules the summary's calibration
     figures use, the run report models' validators (built on first use: `report.model`
-    defers them), the text and HTML views the command shows the report with, and the
-    per-case results' part its cases decide."""
+    defers them), the text and HTML views the command shows the report with, the
+    per-case results' part its cases decide, and then their `result`s, each result chunk
+    of `chunks` as it is stored (`written_chunks`), until the calls are over."""
 
     def work() -> None:
         from decflow.pipeline.contract_run.later_stages import load_later_stages
@@ -49,6 +56,7 @@ def after_calls(spec: RunSpec, store: Store) -> Callable[[], None]:
 
         build_validators()
         _prepare_case_results(spec, store)
+        _prepare_answers(spec, chunks)
 
     return work
 
@@ -65,15 +73,46 @@ def _prepare_case_results(spec: RunSpec, store: Store) -> None:
         prepare_case_results(store, Manifest.from_dict(cases))
 
 
+def _prepare_answers(spec: RunSpec, chunks: Chunks) -> None:
+    """Each stored chunk's per-case `result`s (`golden_section.prepare_answers`) until the
+    calls are over (None)."""
+    from decflow.pipeline.contract_run.golden_section import prepare_answers
+    from decflow.pipeline.spec import load_contract_cached
+
+    contract = load_contract_cached(spec.contract_path).contract
+    # what the results stage records of the backend (`results.backend_info`); the
+    # summary takes these results only if it names the same
+    backend = {"name": spec.backend, "provider": contract.backend_config(spec.backend).provider}
+    for part, frame in iter(chunks.get, None):
+        prepare_answers(contract, backend, part, frame)
+
+
+@contextlib.contextmanager
+def written_chunks(chunks: Chunks) -> Iterator[None]:
+    """In the block, the result chunks of the originals this process stores are also put
+    in `chunks` (`results.chunk_readers`)."""
+    from decflow.pipeline.contract_run.results import chunk_readers
+
+    def read(part: Part, frame: pl.DataFrame) -> None:
+        chunks.put((part, frame))
+
+    chunk_readers.append(read)
+    try:
+        yield
+    finally:
+        chunk_readers.remove(read)
+
+
 class Ahead:
     """Runs `work` in a daemon thread once a run's backend has answered its first call (so
     every request of the first wave is out before the thread takes the interpreter) until
     `join()`, which the driver's `on_stage` hook calls at the end of the call stage. What
     never started is left to whoever needs it (a run without calls, a stored one)."""
 
-    def __init__(self, work: Callable[[], None], calls: str = "calls",
-                 stage: str = "results") -> None:
-        self.work, self.calls, self.stage = work, calls, stage
+    def __init__(self, work: Callable[[], None], chunks: Chunks | None = None,
+                 calls: str = "calls", stage: str = "results") -> None:
+        """`chunks`: the queue `work` reads till a None, which `join()` puts."""
+        self.work, self.chunks, self.calls, self.stage = work, chunks, calls, stage
         self.thread: threading.Thread | None = None
 
     def _run(self) -> None:
@@ -100,6 +139,13 @@ class Ahead:
             self.thread.start()
 
     def join(self) -> None:
+        if self.chunks is not None:
+            # the calls are over: the chunks not taken yet are left to the summary (this
+            # thread runs at the lowest priority; the summary, not at all beside it)
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    self.chunks.get_nowait()
+            self.chunks.put(None)
         if self.thread is not None:
             interrupts.join(self.thread)
 

@@ -7,13 +7,14 @@ is given (`--no-prefect` forces the direct runner).
 from __future__ import annotations
 
 import os
+import queue
 from dataclasses import dataclass
 from typing import Any
 
 import typer
 
 from decflow.commands import common
-from decflow.commands.ahead import Ahead, after_calls
+from decflow.commands.ahead import Ahead, Chunks, after_calls, written_chunks
 from decflow.commands.common import (
     OutputOptions,
     Param,
@@ -103,6 +104,8 @@ ALL_PARAM: Param = ("all_", bool, typer.Option(
 
 @dataclass
 class RunOptions:
+    """The options of a contract run command (`test`, `fuzz`, `stability`) as parsed."""
+
     contract: str
     mode: ModeName
     dataset: str | None
@@ -227,9 +230,10 @@ def execute(options: RunOptions) -> dict[str, Any]:
     from decflow.views.stored import write_run_html
 
     # what the run needs after its calls is prepared while the backend is called
-    later = Ahead(after_calls(spec, store))
+    chunks: Chunks = queue.SimpleQueue()
+    later = Ahead(after_calls(spec, store, chunks), chunks)
     try:
-        with progress_factory() as progress:
+        with progress_factory() as progress, written_chunks(chunks):
             report = run_contract(
                 spec, store, progress=progress and later.progress(progress),
                 from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,

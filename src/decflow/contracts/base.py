@@ -11,7 +11,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Sequence
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -27,6 +27,13 @@ _Strings = TypeVar("_Strings", bound=Sequence[str])
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+def empty_list() -> list[Any]:
+    """A new empty list: the `default_factory` of the models' list fields. pydantic reads a
+    factory's signature when it builds a model; `list`'s is a builtin's text signature,
+    tokenized (~0.15 ms a field, ~2.5 ms the first time: the tokenizer's patterns)."""
+    return []
 
 
 def check_name(value: str) -> str:

@@ -23,6 +23,8 @@ DEFAULT_BACKEND = "default"
 
 @dataclass(frozen=True, slots=True)
 class Contract:
+    """A contract's sections, validated."""
+
     schema_version: str
     decision: Decision
     backend: BackendConfig

@@ -27,6 +27,8 @@ PLUGIN_ORIGINS = "(the plugin's own)"
 
 @dataclass(frozen=True, slots=True)
 class CredentialUse:
+    """An environment variable a contract sends as a credential, and where to."""
+
     field: str  # where the contract names it, e.g. backends.staging.bearer_token_env
     variable: str
     origins: tuple[str, ...]  # scheme://host[:port]; empty for a plugin's own

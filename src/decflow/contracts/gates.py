@@ -16,7 +16,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model
 
-from decflow.contracts.base import NonNegative, StrictModel, UniqueTexts, Unit, UpToTwo
+from decflow.contracts.base import (
+    NonNegative,
+    StrictModel,
+    UniqueTexts,
+    Unit,
+    UpToTwo,
+    empty_list,
+)
 from decflow.registry import Registry
 
 # `regression.gating`: how a diff judges its gates. `evidence` (decflow): tri-state verdicts
@@ -290,7 +297,7 @@ class Regression(RegressionGates):
     gates as warnings."""
 
     warnings: RegressionGates = Field(default_factory=RegressionGates)
-    segment_by: UniqueTexts = Field(default_factory=list)
+    segment_by: UniqueTexts = Field(default_factory=empty_list)
     min_segment_size: int = Field(default=5, ge=1)
     # decflow extension; left out of the canonical JSON when unset (DecGuard's hash).
     gating: Gating | None = None
@@ -387,7 +394,7 @@ def extension_production_gates() -> tuple[str, ...]:
 
 
 class Production(StrictModel):
-    segments: UniqueTexts = Field(default_factory=list)
+    segments: UniqueTexts = Field(default_factory=empty_list)
     requirements: ProductionGates = Field(default_factory=ProductionGates)
     warnings: ProductionGates = Field(default_factory=ProductionGates)
     segment_requirements: ProductionGates = Field(default_factory=ProductionGates)

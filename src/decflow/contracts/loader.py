@@ -43,6 +43,8 @@ _INT_TAG = "tag:yaml.org,2002:int"
 
 @dataclass(frozen=True, slots=True)
 class LoadedContract:
+    """A contract as loaded from its file: the contract, its hash, and where it is."""
+
     contract: Contract
     hash: str
     path: Path

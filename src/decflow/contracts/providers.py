@@ -30,6 +30,7 @@ from decflow.contracts.base import (
     Text,
     Unit,
     check_name,
+    empty_list,
     placeholders,
 )
 from decflow.contracts.credentials import (
@@ -126,7 +127,7 @@ class MockRule(StrictModel):
 
 
 class MockSettings(ProviderSettings):
-    rules: list[MockRule] = Field(default_factory=list)
+    rules: list[MockRule] = Field(default_factory=empty_list)
     default: Distribution | None = None
     seed: int = 0
     model_version: NonEmptyStr | None = None

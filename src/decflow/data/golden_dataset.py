@@ -53,6 +53,8 @@ COLUMN_EXCERPT = 10
 
 @dataclass(frozen=True)
 class GoldenDataset:
+    """A golden dataset: its path, its hash and its cases table."""
+
     path: str
     hash: str
     cases: pl.DataFrame

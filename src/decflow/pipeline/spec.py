@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import shlex
+import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunSpec:
+    """What a contract run is asked to do: its contract, store, mode and settings."""
+
     contract_path: str
     store_url: str
     run_id: str
@@ -42,6 +45,10 @@ class RunSpec:
     # command line); None for a run of the whole suite.
     sequential: dict[str, Any] | None = None
     created_at: str = field(default_factory=lambda: now_iso())
+    # The creation instant in ns since the epoch: `created_at` is to the second, and runs
+    # made within one second are ordered by it (the trend), not by their ids' random suffix.
+    # None for a run recorded before it.
+    created_ns: int | None = field(default_factory=time.time_ns)
     # folders outside the contract's own that its paths may name (--allow-path)
     allow_paths: tuple[str, ...] = ()
     # `--resume` of a finished run writes a new run that reuses its stages: the run it
@@ -87,6 +94,7 @@ class RunSpec:
             values["properties"] = tuple(values["properties"])
         values["allow_paths"] = tuple(values.get("allow_paths") or ())
         values.setdefault("rounding_seed", None)
+        values.setdefault("created_ns", None)
         return cls(**values)
 
 

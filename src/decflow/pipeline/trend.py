@@ -53,6 +53,13 @@ def _cells(checks: list[dict[str, Any]], metrics: dict[str, Any], prefix: str
     return cells
 
 
+def _creation(record: dict[str, Any]) -> tuple[str, int, str]:
+    """Oldest first: by creation time, to the second, then to the nanosecond (runs made
+    within one second); runs recorded without the nanoseconds, by their ids' suffix."""
+    spec = record.get("spec") or {}
+    return spec.get("created_at") or "", spec.get("created_ns") or 0, record["run_id"]
+
+
 def decision_trend(store: Store, decision: str, *, backend: str | None = None,
                    last: int = DEFAULT_LAST) -> dict[str, Any]:
     """The last `last` finished runs of `decision` (on `backend`, or any), oldest first."""
@@ -62,8 +69,7 @@ def decision_trend(store: Store, decision: str, *, backend: str | None = None,
                and r.get("status") in FINISHED and store.exists(report_path(r["run_id"]))]
     accepted = {name: accepted_run(store, decision, name)
                 for name in {r["backend"] for r in records}}
-    # oldest first by creation time (run ids made in the same second sort by their suffix)
-    records.sort(key=lambda r: ((r.get("spec") or {}).get("created_at") or "", r["run_id"]))
+    records.sort(key=_creation)
     rows, gates = [], {}
     for record in records[-last:] if last > 0 else records:
         run_id = record["run_id"]

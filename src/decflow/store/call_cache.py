@@ -49,6 +49,8 @@ def pack_folders_by_run(store: Store) -> dict[str, set[str]]:
 
 @dataclass(frozen=True)
 class CacheUsage:
+    """The size of a store's call cache."""
+
     packs: int
     entries: int
     bytes: int

@@ -73,6 +73,8 @@ def store_os_error(exc: OSError, doing: str, where: str) -> StoreUnusable:
 
 @dataclass(frozen=True)
 class Part:
+    """One file of a stored stage output."""
+
     path: str  # relative to the store root
     sha256: str
     rows: int
@@ -80,6 +82,8 @@ class Part:
 
 @dataclass(frozen=True)
 class Manifest:
+    """A stored stage output: where it is, its hash, rows, schema and parts."""
+
     stage: str
     key: str
     uri: str

@@ -7,7 +7,7 @@ re-gated with an edited contract without calling the backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from decflow.metrics.smooth_ece import grids_of
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.store.store import Manifest, Store
+    from decflow.store.store import Manifest, Part, Store
 
 def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
     """Cases in dataset order joined with their original (unchanged) request's result.
@@ -165,6 +165,7 @@ FAILURE_KEYS = ("case_id", "kind", "input", "expected", "selected", "confidence"
 def golden_cases(
     contract: Contract, table: pl.DataFrame, backend: dict[str, Any],
     cases: list[dict[str, Any]] | None = None,
+    answers: dict[str, dict[str, Any] | None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(per-case results, failures) of the original cases, in dataset order.
 
@@ -172,26 +173,19 @@ def golden_cases(
     the transformed requests, so the two are never in memory together. Built by columns
     (a run has tens of thousands of cases; a Python loop per case cost more than the rest
     of the summary): only the failing cases are visited one by one. `cases`: the
-    `case_results` of the table's cases (`prepared_case_results`), filled in here.
+    `case_results` of the table's cases (`prepared_case_results`), filled in here;
+    `answers`: their `answer_results` by case id (`prepared_answers`).
     """
     n = table.height
     errored = table["error_kind"].is_not_null()
     # runs stored before the call cache have no `cache_entry` column
     served = (table["cache_entry"].to_list() if "cache_entry" in table.columns
               else [None] * n)
-    result_metadata = _json_objects(table["result_metadata_json"])
-    answered = ~errored
-    answered_at = answered.arg_true().to_list() if errored.any() else None
-    answers = table.filter(answered) if answered_at is not None else table
-    decided: list[dict[str, Any] | None] = list(decision_results(
-        contract, backend, [answers[column].to_list() for column in ANSWER_COLUMNS],
-        _pick(result_metadata, answered_at), _pick(served, answered_at)))
-    results_of = decided
+    results_of = (
+        answer_results(contract, backend, table, "case_id", "result_metadata_json")
+        if answers is None else [answers[case_id] for case_id in table["case_id"].to_list()])
     errors: list[dict[str, Any] | None] = [None] * n
-    if answered_at is not None:
-        results_of = [None] * n
-        for at, result in zip(answered_at, decided, strict=True):
-            results_of[at] = result
+    if errored.any():
         failed = table.filter(errored)
         for at, kind, message in zip(errored.arg_true().to_list(),
                                      failed["error_kind"].to_list(),
@@ -204,6 +198,84 @@ def golden_cases(
                          & table["selected"].ne_missing(table["expected"]))
     failures = [_failure(results[at], served[at]) for at in failing.arg_true().to_list()]
     return results, failures
+
+
+def answer_results(
+    contract: Contract, backend: dict[str, Any], answers: pl.DataFrame, case_id: str,
+    metadata: str,
+) -> list[dict[str, Any] | None]:
+    """The report's `result` of each row of `answers` (None: an error), results' columns
+    but the case id's and the backend metadata's (named `case_id`, `metadata`)."""
+    errored = answers["error_kind"].is_not_null()
+    # runs stored before the call cache have no `cache_entry` column
+    served = (answers["cache_entry"].to_list() if "cache_entry" in answers.columns
+              else [None] * answers.height)
+    result_metadata = _json_objects(answers[metadata])
+    answered_at = (~errored).arg_true().to_list() if errored.any() else None
+    answered = answers.filter(~errored) if answered_at is not None else answers
+    decided: list[dict[str, Any] | None] = list(decision_results(
+        contract, backend,
+        [answered[case_id if column == "case_id" else column].to_list()
+         for column in ANSWER_COLUMNS],
+        _pick(result_metadata, answered_at), _pick(served, answered_at)))
+    if answered_at is None:
+        return decided
+    results_of: list[dict[str, Any] | None] = [None] * answers.height
+    for at, result in zip(answered_at, decided, strict=True):
+        results_of[at] = result
+    return results_of
+
+
+# Each result chunk's `answer_results` by request id, made as the chunk was written (by the
+# chunk's path and sha256), with the decision and backend they name
+_answers: dict[tuple[str, str], tuple[tuple[Any, ...], dict[str, dict[str, Any] | None]]] = {}
+
+
+def _answers_of(contract: Contract, backend: dict[str, Any]) -> tuple[Any, ...]:
+    decision = contract.decision
+    return decision.name, decision.type, tuple(decision.labels), backend["name"], backend[
+        "provider"]
+
+
+def prepare_answers(
+    contract: Contract, backend: dict[str, Any], chunk: Part, frame: pl.DataFrame
+) -> None:
+    """Make the `answer_results` of a result chunk of the originals just stored (its
+    `frame`), for its summary to take (`prepared_answers`): a run does this while its
+    backend is called (`decflow.commands.ahead`)."""
+    _answers[(chunk.path, chunk.sha256)] = (_answers_of(contract, backend),
+                                            _by_request(contract, backend, frame))
+
+
+def _by_request(contract: Contract, backend: dict[str, Any],
+                frame: pl.DataFrame) -> dict[str, dict[str, Any] | None]:
+    made = answer_results(contract, backend, frame, "request_id", "metadata_json")
+    return dict(zip(frame["request_id"].to_list(), made, strict=True))
+
+
+def prepared_answers(
+    contract: Contract, backend: dict[str, Any], results: Manifest,
+    held: Mapping[str, tuple[str, pl.DataFrame]] | None,
+) -> dict[str, dict[str, Any] | None] | None:
+    """The `answer_results` of every part of `results` (the originals'), by request id:
+    those made ahead for this decision and backend (all are taken: a second summary makes
+    its own), the others' made now of their `held` rows (`Store.read`'s); None when none
+    was made ahead or a part's rows are not held."""
+    found = [_answers.pop((part.path, part.sha256), None) for part in results.parts]
+    _answers.clear()
+    wanted = _answers_of(contract, backend)
+    if not any(made is not None and made[0] == wanted for made in found):
+        return None
+    merged: dict[str, dict[str, Any] | None] = {}
+    for part, made in zip(results.parts, found, strict=True):
+        if made is not None and made[0] == wanted:
+            merged.update(made[1])
+            continue
+        rows = (held or {}).get(part.path)
+        if rows is None or rows[0] != part.sha256:
+            return None
+        merged.update(_by_request(contract, backend, rows[1]))
+    return merged
 
 
 def case_results(cases: pl.DataFrame) -> list[dict[str, Any]]:

@@ -56,14 +56,14 @@ def chunk_name(phase: str, shard: int) -> str:
     return f"{CHUNK}{phase[0]}{shard:06d}"
 
 
+def transformed(part: Part) -> bool:
+    """Whether a results part is a chunk of the `transformed` phase (`chunk_name`)."""
+    return part.path.rsplit("/", 1)[-1].startswith(f"{CHUNK}{PHASES[1][0]}")
+
+
 def phase_result_parts(results: Manifest, phase: str) -> Manifest:
     """The results artifact narrowed to the chunks of `phase` (see `ShardSink` for the
     names). Parts not written as chunks (an inline re-gate) count as `originals`."""
-    prefix = f"{CHUNK}{PHASES[1][0]}"
-
-    def transformed(part: Part) -> bool:
-        return part.path.rsplit("/", 1)[-1].startswith(prefix)
-
     kept = tuple(p for p in results.parts if transformed(p) == (phase == PHASES[1]))
     return dataclasses.replace(results, parts=kept)
 
@@ -180,6 +180,9 @@ HELD_ROWS = 100_000
 # In the run's context, from the results stage to the summary in the same process: the
 # result chunks written, by path (`Store.read`'s `held`).
 WRITTEN_RESULTS = "written results"
+# Who else is handed each chunk of the originals a session keeps, once it is stored (a
+# thread preparing the summary's work during the calls: `decflow.commands.ahead`).
+chunk_readers: list[Callable[[Part, pl.DataFrame], None]] = []
 
 
 class CallSession:
@@ -216,6 +219,9 @@ class CallSession:
             self.held[part.path] = (part.sha256, frame)
             if self.held_rows > HELD_ROWS:
                 self.held = None
+            elif not transformed(part):
+                for read in chunk_readers:
+                    read(part, frame)
 
     def add(self, frame: pl.DataFrame) -> None:
         if frame["error_kind"].null_count() == frame.height:

@@ -16,6 +16,7 @@ again, so a typo leaves no failed run behind. An interrupted run (Ctrl-C) is alw
 from __future__ import annotations
 
 import io
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -113,7 +114,7 @@ def resumed_spec(store: Store, run_id: str, contract_path: str, mode: str, *,
         _refuse_changes(stored, run_id, changes)
     if finished:
         return replace(stored, contract_path=contract_path, run_id=new_run_id(),
-                       parent=run_id, created_at=now_iso())
+                       parent=run_id, created_at=now_iso(), created_ns=time.time_ns())
     return replace(stored, contract_path=contract_path)
 
 

@@ -26,6 +26,7 @@ from decflow.pipeline.contract_run.golden_section import (
     golden_summary,
     originals,
     plain_numbers,
+    prepared_answers,
     prepared_case_results,
 )
 from decflow.pipeline.contract_run.later_stages import SUMMARY_UPSTREAM
@@ -150,8 +151,10 @@ def build_report_to_write(
     gate_evidence = (golden_gate_evidence(metrics, contract.requirements, contract.warnings)
                      if gated else [])
     qualifiers = run_qualifiers(status, judged, gate_evidence, properties, sequential)
-    case_results, failures = golden_cases(contract, table, backend_info,
-                                          prepared_case_results(cases_manifest))
+    case_results, failures = golden_cases(
+        contract, table, backend_info, prepared_case_results(cases_manifest),
+        prepared_answers(contract, backend_info,
+                         phase_result_parts(results_manifest, "originals"), held))
     cache_use = cache_section(contract, spec, store, manifests)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
