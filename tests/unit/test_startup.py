@@ -61,19 +61,8 @@ def test_a_command_restores_the_collector_at_its_first_stage(tmp_path: Path) -> 
               "    seen.append(gc.get_threshold()[0])\n"
               "    return result\n"
               "stage.run_stage = watched\n"
-              "import decflow.pipeline.driver as driver\n"
-              "driver.run_stage = watched\n"
-              "import atexit\n"
-              "atexit.register(lambda: print('thresholds', [seen[0], *sorted(set(seen[1:]))]))\n"
-              "from decflow.__main__ import main\n"
-              "sys.argv = ['decflow', *sys.argv[1:]]\n"
-              "main()\n")
-    done = subprocess.run(
-        [sys.executable, "-c", script, "test", str(REFUND / "decflow.yaml"), "--no-prefect",
-         "--store", str(tmp_path / "store")],
-        capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode in (0, 1), done.stderr
-    (line,) = [line for line in done.stdout.splitlines() if line.startswith("thresholds")]
+              "def at_exit(): return 'thresholds', [seen[0], *sorted(set(seen[1:]))]\n")
+    line = _watched_refund_run(script, "thresholds", tmp_path)
     # the start-up's threshold up to the first stage, the default from it on
     assert line == f"thresholds [{startup.STARTING_THRESHOLD}, {gc.get_threshold()[0]}]"
 
@@ -98,18 +87,27 @@ def test_the_first_stage_freezes_the_start_up_heap_before_any_collection(
               "        seen.append(gc.get_freeze_count() > 0)\n"
               "    return inner(s, c)\n"
               "stage.run_stage, stage._run_stage = watched, working\n"
-              "import decflow.pipeline.driver as driver\n"
-              "driver.run_stage = watched\n"
-              "import atexit\n"
-              "atexit.register(lambda: print('collections', *seen))\n"
-              "from decflow.__main__ import main\n"
-              "sys.argv = ['decflow', *sys.argv[1:]]\n"
-              "main()\n")
+              "def at_exit(): return 'collections', *seen\n")
+    line = _watched_refund_run(script, "collections", tmp_path)
+    _, entered, working, frozen = line.split()
+    assert (entered, frozen) == (working, "True")
+
+
+def _watched_refund_run(script: str, label: str, tmp_path: Path) -> str:
+    """The line starting with `label` that a `decflow test` of the refund contract prints at
+    exit, run as the command runs it with `script`'s `watched` in place of `run_stage`
+    (what its `at_exit()` returns is printed at exit)."""
+    script += ("import decflow.pipeline.driver as driver\n"
+               "driver.run_stage = watched\n"
+               "import atexit\n"
+               "atexit.register(lambda: print(*at_exit()))\n"
+               "from decflow.__main__ import main\n"
+               "sys.argv = ['decflow', *sys.argv[1:]]\n"
+               "main()\n")
     done = subprocess.run(
         [sys.executable, "-c", script, "test", str(REFUND / "decflow.yaml"), "--no-prefect",
          "--store", str(tmp_path / "store")],
         capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode in (0, 1), done.stderr
-    (line,) = [line for line in done.stdout.splitlines() if line.startswith("collections")]
-    _, entered, working, frozen = line.split()
-    assert (entered, frozen) == (working, "True")
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith(label)]
+    return line
