@@ -70,8 +70,8 @@ def test_verify_names_every_damaged_artifact(tmp_path: Path) -> None:
 
 def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    ids = sorted(runs(store, 5))  # newest last (ids start with the time; the same second
-    # is ordered by the rest of the id, as gc orders them)
+    ids = runs(store, 5)  # in the order made, newest last (runs made within one second
+    # too: gc orders them by the nanosecond, not by their ids' random suffix)
     assert run_cli("runs", "accept", ids[0], "--store", str(store))[0] == 0
     held = Lock(Store(str(store)), run_path(ids[1]), "run")  # as a process working on it
     held.acquire()
@@ -101,7 +101,7 @@ def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
     assert not any(folder.exists() for folder in only_2)
     remaining = [ids[0], ids[1], ids[3], ids[4]]
     code, out, _ = run_cli("runs", "verify", "--store", str(store))
-    assert code == 0 and [line.split()[0] for line in out.splitlines()] == remaining
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == sorted(remaining)
     code, _, err = run_cli("report", ids[2], "--store", str(store))
     assert code == 2 and f"'{ids[2]}' is neither a file or folder nor a run id" in err
     assert run_cli("runs", "gc", "--store", str(store))[2] == (
@@ -110,7 +110,7 @@ def test_gc_keeps_accepted_running_and_shared(tmp_path: Path) -> None:
 
 def test_gc_keeps_the_runs_a_kept_run_names(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    older, candidate = sorted(runs(store, 2))
+    older, candidate = runs(store, 2)
     out = tmp_path / "diff.json"
     code, _, err = run_cli("diff", older, candidate, "--noise-reruns", "2", "--store",
                            str(store), "-o", str(out))
@@ -132,7 +132,7 @@ def test_gc_keeps_the_runs_a_kept_run_names(tmp_path: Path) -> None:
 
 def test_gc_removes_the_calls_an_interrupted_run_left(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    ids = sorted(runs(store, 2))
+    ids = runs(store, 2)
     # as a run killed in its call stage records itself: running, its calls' folder named
     calls = store / "stages" / "results" / ("f" * 64)
     calls.mkdir(parents=True)
@@ -140,8 +140,10 @@ def test_gc_removes_the_calls_an_interrupted_run_left(tmp_path: Path) -> None:
     interrupted = {**record(store, ids[0]), "status": "running",
                    "computing": {"stage": "results", "key": "f" * 64}}
     (store / "runs" / ids[0] / "run.json").write_text(json.dumps(interrupted))
-    assert run_cli("runs", "--store", str(store))[1].splitlines()[1].split()[-2] == \
-        "interrupted"
+    # its row in the table (a line after the table says how to resume it)
+    row = next(row for row in run_cli("runs", "--store", str(store))[1].splitlines()
+               if row.startswith(ids[0]))
+    assert row.split()[-2] == "interrupted"
     code, out, _ = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
     assert code == 0 and out.splitlines()[0] == f"removed run {ids[0]}"
     assert not calls.exists()
@@ -163,7 +165,8 @@ def _undeletable(folder: Path) -> Callable[[], None]:
 
 def test_gc_cut_short_leaves_each_run_whole(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    ids = sorted(runs(store, 3))
+    made = runs(store, 3)
+    ids = sorted(made)  # as `runs` and `runs verify` list them
     undo = _undeletable(store / "runs")
     try:
         code, _, err = run_cli("runs", "gc", "--keep", "1", "--store", str(store))
@@ -171,7 +174,8 @@ def test_gc_cut_short_leaves_each_run_whole(tmp_path: Path) -> None:
         undo()
     assert code == 2
     (line,) = err.splitlines()
-    assert line.startswith(f"error: runs gc: cannot remove {store}/runs/{ids[0]} (")
+    # the first of the two older runs it tried to remove
+    assert line.startswith(f"error: runs gc: cannot remove {store}/runs/{min(made[:2])} (")
     # the run it could not remove is whole: listed, verified, shown
     code, out, err = run_cli("runs", "--store", str(store))
     assert code == 0, err
