@@ -22,6 +22,7 @@ from decflow.contracts.base import (
     UniqueTexts,
     Unit,
     UpToTwo,
+    built,
     empty_list,
 )
 from decflow.registry import Registry
@@ -314,8 +315,8 @@ def regression_model() -> type[Regression]:
     (closes the registries)."""
     fields: dict[str, Any] = {gate.name: (gate.limit | None, None)
                               for gate in regression_gates()}
-    gates = create_model("RegressionGates", __base__=RegressionGates, __module__=__name__,
-                         **fields)
+    gates = built(create_model("RegressionGates", __base__=RegressionGates,
+                               __module__=__name__, **fields))
     return create_model("Regression", __base__=Regression, __module__=__name__,
                         warnings=(gates, Field(default_factory=gates)), **fields)
 
@@ -412,10 +413,10 @@ def production_model() -> type[Production]:
     every: dict[str, Any] = {entry.name: (entry.limit | None, None) for entry in entries}
     per_segment = {name: field for name, field in every.items()
                    if not production_gate(name).drift}
-    gates = create_model("ProductionGates", __base__=ProductionGates, __module__=__name__,
-                         **every)
-    segment = create_model("ProductionSegmentGates", __base__=ProductionGates,
-                           __module__=__name__, **per_segment)
+    gates = built(create_model("ProductionGates", __base__=ProductionGates,
+                               __module__=__name__, **every))
+    segment = built(create_model("ProductionSegmentGates", __base__=ProductionGates,
+                                 __module__=__name__, **per_segment))
     return create_model(
         "Production", __base__=Production, __module__=__name__,
         requirements=(gates, Field(default_factory=gates)),
