@@ -8,7 +8,8 @@ extension's, a test's) is a gate like the built-ins. Field order is the fixed ch
 of the reference (gates are evaluated in table order).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile and evaluate every
+# field's annotation string again for each model (and each subclass) it collects.
 
 from dataclasses import dataclass
 from functools import lru_cache
