@@ -59,6 +59,20 @@ def _response(body: bytes) -> bytes:
 # with the client process), read and reset by `GET /stamps`: a whole run's wall time
 # split into start-up, calls and the rest.
 STAMPS: dict[str, float | None] = {"first": None, "last": None}
+# How long the server itself held each request since the stamps were last read: from its
+# head being read to its answer being written (the fixed latency and what the server's own
+# loop adds to it: a client cannot get answers faster than this).
+HELD_S: list[float] = []
+
+
+def _held_ms() -> dict[str, float | None]:
+    """The median, mean and 99th percentile of `HELD_S` in ms (None when empty)."""
+    held = sorted(HELD_S)
+    if not held:
+        return {"held_median_ms": None, "held_mean_ms": None, "held_p99_ms": None}
+    return {"held_median_ms": 1000 * held[len(held) // 2],
+            "held_mean_ms": 1000 * sum(held) / len(held),
+            "held_p99_ms": 1000 * held[int(len(held) * 0.99)]}
 
 
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float):
@@ -66,9 +80,11 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, de
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
+            arrived = time.perf_counter()
             if head.startswith(b"GET /stamps "):
-                writer.write(_response(json.dumps(STAMPS).encode()))
+                writer.write(_response(json.dumps({**STAMPS, **_held_ms()}).encode()))
                 STAMPS.update(first=None, last=None)
+                HELD_S.clear()
                 continue
             if STAMPS["first"] is None:
                 STAMPS["first"] = time.time()
@@ -82,6 +98,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, de
             await asyncio.sleep(delay)
             writer.write(response)
             STAMPS["last"] = time.time()
+            HELD_S.append(time.perf_counter() - arrived)
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
@@ -264,15 +281,17 @@ def _with_source(source: str | None) -> dict[str, str] | None:
 
 
 def _stamps(url: str) -> dict[str, float]:
-    """The server's first-request and last-answer times since the last asking."""
+    """The server's first-request and last-answer times since the last asking, and how
+    long it held a request (`held_*_ms`)."""
     with urllib.request.urlopen(url.replace("/decide", "/stamps"), timeout=10) as answer:
         stamps: dict[str, float] = json.loads(answer.read())
         return stamps
 
 
-# What one whole run measured: wall, client CPU and server CPU seconds, and the wall
-# split into start-up (to the first request), calls (to the last answer) and the rest.
-Figures = tuple[float, float, float, float, float, float]
+# What one whole run measured: wall, client CPU and server CPU seconds, the wall split
+# into start-up (to the first request), calls (to the last answer) and the rest, and the
+# median time the server held a request (ms).
+Figures = tuple[float, float, float, float, float, float, float]
 
 
 def _cli_run(command: list[str], url: str, n: int, concurrency: int, server: int,
@@ -298,7 +317,8 @@ def _cli_run(command: list[str], url: str, n: int, concurrency: int, server: int
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         stamps = _stamps(url)
         first, last = stamps["first"], stamps["last"]
-        return wall, cpu, served, first - started, last - first, ended - last
+        return (wall, cpu, served, first - started, last - first, ended - last,
+                stamps["held_median_ms"])
 
 
 # Runs `decflow test` as the `decflow` command does (its process settings included), with
@@ -328,6 +348,14 @@ def _profiled_run(url: str, n: int, concurrency: int, out: str,
         subprocess.run([sys.executable, "-c", PROFILED, os.path.abspath(out), "test",
                         str(contract), "--no-healthcheck"], cwd=folder, check=False,
                        capture_output=True, env=env)
+
+
+def _held(stamps: dict[str, float]) -> str:
+    """How long the server held a request, as "median/mean/p99" ms."""
+    if stamps.get("held_median_ms") is None:
+        return "-"
+    return (f"{stamps['held_median_ms']:.2f}/{stamps['held_mean_ms']:.2f}/"
+            f"{stamps['held_p99_ms']:.2f}")
 
 
 def _median(values: list[float]) -> float:
@@ -368,14 +396,16 @@ def main() -> None:
         ideal = args.concurrency / delay
         print(f"requests={args.requests} concurrency={args.concurrency} "
               f"latency={args.latency_ms:g}ms ideal={ideal:,.0f}/s load={os.getloadavg()[0]:.2f}")
-        print(f"{'design':>16} {'wall s':>8} {'calls/s':>9} {'ideal':>6} {'cpu s':>7} errors")
+        print(f"{'design':>16} {'wall s':>8} {'calls/s':>9} {'ideal':>6} {'cpu s':>7} errors"
+              "  server held ms (median/mean/p99)")
         for design in args.designs.split(","):
+            _stamps(url)  # reset
             wall, cpu, errors = asyncio.run(
                 _run_design(url, design, args.requests, args.concurrency)
             )
             rate = args.requests / wall
             print(f"{design:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
-                  f"{cpu:7.2f} {errors}")
+                  f"{cpu:7.2f} {errors:6d}  {_held(_stamps(url))}")
         decflow = [sys.executable, "-m", "decflow"]
         runs: list[tuple[str, list[str], dict[str, str] | None]] = []
         if args.cli:
@@ -390,12 +420,13 @@ def main() -> None:
                 figures = _cli_run(command, url, args.requests, args.concurrency, server.pid,
                                    env)
                 measured[label].append(figures)
-                wall, cpu, served, start_up, calls, rest = figures
+                wall, cpu, served, start_up, calls, rest, held = figures
                 rate = args.requests / wall
                 print(f"{label:>16} {wall:8.2f} {rate:9,.0f} {rate / ideal:6.0%} "
                       f"{cpu:7.2f} server cpu {served:5.2f} (whole CLI run {attempt + 1}, "
                       f"load {os.getloadavg()[0]:.1f}; start-up {start_up:.2f} s, calls "
-                      f"{calls:.2f} s, after the calls {rest:.2f} s)", flush=True)
+                      f"{calls:.2f} s, after the calls {rest:.2f} s; server held a "
+                      f"request {held:.2f} ms, median)", flush=True)
         for label, figures in measured.items():
             if len(figures) > 1:
                 wall = _median([f[0] for f in figures])
@@ -406,7 +437,8 @@ def main() -> None:
                       f"{_median([f[2] for f in figures]):.2f} s; start-up "
                       f"{_median([f[3] for f in figures]):.2f} s, calls "
                       f"{_median([f[4] for f in figures]):.2f} s, after the calls "
-                      f"{_median([f[5] for f in figures]):.2f} s")
+                      f"{_median([f[5] for f in figures]):.2f} s; server held a request "
+                      f"{_median([f[6] for f in figures]):.2f} ms")
         if len(measured.get("decflow before", [])) > 0:
             pairs = list(zip(measured["decflow test"], measured["decflow before"], strict=True))
             print("decflow test / before, pair by pair: wall "

@@ -5,7 +5,9 @@ Runs `decflow test` over `--requests` cases against `http_throughput.py`'s loopb
 wall-clock time and its own CPU time when the interpreter is up, when `decflow.cli` is
 imported, when each stage starts and ends, and at exit. The server notes when the first
 request arrived and the last answer left (same clock), so each run splits into: before
-the first request, calls, after the last answer. Prints each run and the medians.
+the first request, calls, after the last answer; and the median time it held a request
+(head read to answer written: the latency plus what its own loop adds). Prints each run and
+the medians.
 
     python bench/run_timeline.py --src src --runs 5
     python bench/run_timeline.py --src /tmp/before/src --runs 5   # another checkout's tree
@@ -58,7 +60,8 @@ cli._exit = _exit
 cli.main()
 """
 
-PHASES = ("before first request", "calls", "after last answer", "wall", "cpu")
+PHASES = ("before first request", "calls", "after last answer", "wall", "cpu",
+          "server held ms")
 
 
 def one_run(folder: Path, contract: Path, url: str, src: str, index: int
@@ -84,7 +87,8 @@ def one_run(folder: Path, contract: Path, url: str, src: str, index: int
         marks.append((what, float(wall), float(cpu)))
     cpu = next(c for what, _, c in marks if what == "exit")
     return {"before first request": first, "calls": last - first,
-            "after last answer": ended - last, "wall": ended, "cpu": cpu}, marks
+            "after last answer": ended - last, "wall": ended, "cpu": cpu,
+            "server held ms": stamps["held_median_ms"]}, marks
 
 
 def main() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -241,3 +243,30 @@ def test_unquoted_yes_no_get_a_yaml_hint(tmp_path: Path) -> None:
         "line 2: decision.labels.0: expected a string, got a boolean (YAML reads unquoted "
         "yes/no/on/off/true/false as booleans; quote it)"
     )
+
+
+def test_loading_a_contract_builds_the_validators_of_what_it_uses_only(tmp_path: Path) -> None:
+    # in a fresh process: another test may have validated any model in this one
+    path = _write(tmp_path, "c.yaml", MINIMAL)
+    script = (
+        "import sys\n"
+        "from decflow.contracts import load_contract\n"
+        "from decflow.contracts.decision import ChoiceDecision, NoulDecision, ScoreDecision\n"
+        "from decflow.contracts.providers import HttpSettings, MockSettings\n"
+        "from decflow.contracts.sections import Monitor, Policy, Sequential\n"
+        "loaded = load_contract(sys.argv[1])\n"
+        "print(loaded.contract.decision.labels)\n"
+        "for model in (NoulDecision, MockSettings, ChoiceDecision, ScoreDecision,\n"
+        "              HttpSettings, Monitor, Policy, Sequential):\n"
+        "    print(model.__name__, model.__pydantic_complete__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "('yes', 'no')",
+        "NoulDecision True",
+        "MockSettings True",
+        *(f"{name} False" for name in ("ChoiceDecision", "ScoreDecision", "HttpSettings",
+                                         "Monitor", "Policy", "Sequential")),
+    ]

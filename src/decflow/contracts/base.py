@@ -23,10 +23,25 @@ _PLACEHOLDER = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 Level = Literal["requirement", "warning"]
 _Strings = TypeVar("_Strings", bound=Sequence[str])
+_Model = TypeVar("_Model", bound=type[BaseModel])
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+    # defer_build: a model's validator is built when it first validates, not on import. A
+    # contract validates a dozen of the ~55 models (its decision type, its providers, the
+    # sections it has); the rest (other decision types and providers, absent optional
+    # sections, the registries' base classes) cost a run nothing.
+    model_config = ConfigDict(
+        strict=True, extra="forbid", allow_inf_nan=False, frozen=True, defer_build=True
+    )
+
+
+def built(model: _Model) -> _Model:
+    """`model` with its validator built now rather than at its first validation: for a model
+    always used and nested in others (a section's gate levels), so that their schemas reuse
+    its own instead of generating it again."""
+    model.model_rebuild()
+    return model
 
 
 def empty_list() -> list[Any]:

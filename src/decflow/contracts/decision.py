@@ -1,6 +1,7 @@
 """The `decision` section: one model per decision type, dispatched on `type`."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile and evaluate every
+# field's annotation string again for each model (and each subclass) it collects.
 
 from typing import Annotated, Any, Literal
 

@@ -8,7 +8,8 @@ extension's, a test's) is a gate like the built-ins. Field order is the fixed ch
 of the reference (gates are evaluated in table order).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile and evaluate every
+# field's annotation string again for each model (and each subclass) it collects.
 
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,6 +23,7 @@ from decflow.contracts.base import (
     UniqueTexts,
     Unit,
     UpToTwo,
+    built,
     empty_list,
 )
 from decflow.registry import Registry
@@ -314,8 +316,8 @@ def regression_model() -> type[Regression]:
     (closes the registries)."""
     fields: dict[str, Any] = {gate.name: (gate.limit | None, None)
                               for gate in regression_gates()}
-    gates = create_model("RegressionGates", __base__=RegressionGates, __module__=__name__,
-                         **fields)
+    gates = built(create_model("RegressionGates", __base__=RegressionGates,
+                               __module__=__name__, **fields))
     return create_model("Regression", __base__=Regression, __module__=__name__,
                         warnings=(gates, Field(default_factory=gates)), **fields)
 
@@ -412,10 +414,10 @@ def production_model() -> type[Production]:
     every: dict[str, Any] = {entry.name: (entry.limit | None, None) for entry in entries}
     per_segment = {name: field for name, field in every.items()
                    if not production_gate(name).drift}
-    gates = create_model("ProductionGates", __base__=ProductionGates, __module__=__name__,
-                         **every)
-    segment = create_model("ProductionSegmentGates", __base__=ProductionGates,
-                           __module__=__name__, **per_segment)
+    gates = built(create_model("ProductionGates", __base__=ProductionGates,
+                               __module__=__name__, **every))
+    segment = built(create_model("ProductionSegmentGates", __base__=ProductionGates,
+                                 __module__=__name__, **per_segment))
     return create_model(
         "Production", __base__=Production, __module__=__name__,
         requirements=(gates, Field(default_factory=gates)),

@@ -4,9 +4,10 @@ Built-in providers are `identity`, `file` and `openai`; any other name must be a
 entry point in the `decflow.paraphrasers` group, whose settings are kept as written.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile and evaluate every
+# field's annotation string again for each model (and each subclass) it collects.
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
@@ -49,7 +50,7 @@ class PluginParaphraseSource(StrictModel):
     provider: Name
 
     @model_validator(mode="after")
-    def _installed(self) -> PluginParaphraseSource:
+    def _installed(self) -> Self:
         installed = entry_point_names(PARAPHRASER_GROUP, exclude=BUILTIN_PARAPHRASERS)
         if self.provider not in installed:
             available = ", ".join([*BUILTIN_PARAPHRASERS, *sorted(installed)])

@@ -8,12 +8,13 @@ The section's model is built from the registry when the first contract is parsed
 closes it (`decflow.registry`).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile and evaluate every
+# field's annotation string again for each model (and each subclass) it collects.
 
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
 from pydantic import AfterValidator, Field, create_model, model_validator
 
@@ -91,7 +92,7 @@ class LimitedProperty(PropertyBase):
     max_confidence_delta: Unit | None = None
 
     @model_validator(mode="after")
-    def _needs_a_limit(self) -> LimitedProperty:
+    def _needs_a_limit(self) -> Self:
         if self.max_flip_rate is None and all(getattr(self, k) is None for k in PER_CASE_LIMITS):
             raise ValueError(f"set at least one of {', '.join(PER_CASE_LIMITS)} or max_flip_rate")
         return self
@@ -110,7 +111,7 @@ class LabelFormat(LimitedProperty):
     samples: int = Field(default=2, ge=1, le=100)
 
     @model_validator(mode="after")
-    def _has_variants(self) -> LabelFormat:
+    def _has_variants(self) -> Self:
         if not self.styles and not self.aliases:
             raise ValueError("set at least one style or alias")
         return self
@@ -186,7 +187,7 @@ class PersonaPair(StrictModel):
     b: Slots
 
     @model_validator(mode="after")
-    def _one_axis(self) -> PersonaPair:
+    def _one_axis(self) -> Self:
         if set(self.a) != set(self.b):
             raise ValueError("'a' and 'b' must fill the same slots")
         if self.a == self.b:

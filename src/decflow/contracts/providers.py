@@ -6,13 +6,14 @@ plugin providers (entry points in `decflow.backends`) validate their own setting
 they are built. The registry closes when the first backend entry is parsed.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile and evaluate every
+# field's annotation string again for each model (and each subclass) it collects.
 
 import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -181,7 +182,7 @@ class HttpSettings(ProviderSettings):
         return value
 
     @model_validator(mode="after")
-    def _credentials(self) -> HttpSettings:
+    def _credentials(self) -> Self:
         env_headers = {h.lower() for h in self.headers_from_env}
         if self.bearer_token_env is not None and "authorization" in env_headers:
             raise ValueError("set either bearer_token_env or an Authorization header, not both")
@@ -265,7 +266,7 @@ class OpenAISettings(ProviderSettings):
         return value
 
     @model_validator(mode="after")
-    def _credentials(self) -> OpenAISettings:
+    def _credentials(self) -> Self:
         credentials = self.api_key_env is not None
         _same_origin(self.url, self.health_url, credentials)
         _same_origin(self.url, self.tokenize_url, credentials, "tokenize_url")

@@ -1,7 +1,8 @@
 """Small core sections: `evaluation`, `fuzz`, `policy`, and the decflow `diagnostics`,
 `sequential` and `monitor` extensions."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile and evaluate every
+# field's annotation string again for each model (and each subclass) it collects.
 
 import secrets
 from collections.abc import Mapping
@@ -90,7 +91,7 @@ class Sequential(StrictModel):
     zero_limit: float = Field(default=0.02, gt=0.0, lt=1.0)
 
     @classmethod
-    def settings(cls, section: Sequential | None, wanted: bool | None,
+    def settings(cls, section: "Sequential | None", wanted: bool | None,
                  overrides: Mapping[str, Any]) -> dict[str, Any] | None:
         """A new run's settings: None unless `wanted` (default: the contract has the
         section); else the section (or the defaults) with the `overrides` that are set,

@@ -13,7 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from decflow.metrics.binomial import clopper_pearson_high, clopper_pearson_low
-from decflow.store.runs import FINISHED, accepted_run, list_runs, report_path, run_path
+from decflow.store.runs import (
+    FINISHED,
+    accepted_run,
+    creation_order,
+    list_runs,
+    report_path,
+    run_path,
+)
 from decflow.store.store import Store
 
 DEFAULT_LAST = 10
@@ -53,13 +60,6 @@ def _cells(checks: list[dict[str, Any]], metrics: dict[str, Any], prefix: str
     return cells
 
 
-def _creation(record: dict[str, Any]) -> tuple[str, int, str]:
-    """Oldest first: by creation time, to the second, then to the nanosecond (runs made
-    within one second); runs recorded without the nanoseconds, by their ids' suffix."""
-    spec = record.get("spec") or {}
-    return spec.get("created_at") or "", spec.get("created_ns") or 0, record["run_id"]
-
-
 def decision_trend(store: Store, decision: str, *, backend: str | None = None,
                    last: int = DEFAULT_LAST) -> dict[str, Any]:
     """The last `last` finished runs of `decision` (on `backend`, or any), oldest first."""
@@ -69,7 +69,7 @@ def decision_trend(store: Store, decision: str, *, backend: str | None = None,
                and r.get("status") in FINISHED and store.exists(report_path(r["run_id"]))]
     accepted = {name: accepted_run(store, decision, name)
                 for name in {r["backend"] for r in records}}
-    records.sort(key=_creation)
+    records.sort(key=creation_order)
     rows, gates = [], {}
     for record in records[-last:] if last > 0 else records:
         run_id = record["run_id"]

@@ -46,6 +46,7 @@ from decflow.store.runs import (
     Listing,
     accepted_path,
     accepted_run,
+    creation_order,
     is_accepted,
     is_one_name,
     list_runs,
@@ -88,22 +89,11 @@ def _counted_as(record: dict[str, Any]) -> str:
     return str(record["run_id"])
 
 
-def _creation(record: dict[str, Any]) -> tuple[str, int, str]:
-    """Oldest first: a run id starts with its creation time to the second
-    (`YYYYMMDD-HHMMSS`); runs made within one second by the nanosecond their spec records
-    (`created_ns`), not by their ids' random suffix, which only orders runs recorded
-    without it."""
-    run_id = str(record["run_id"])
-    spec = record.get("spec")
-    made = spec.get("created_ns") if isinstance(spec, dict) else None
-    return run_id[:15], made if isinstance(made, int) else 0, run_id
-
-
 def _removable(store: Store, records: list[dict[str, Any]], keep: int | None,
                older_than: timedelta | None) -> set[str]:
     now = datetime.now(UTC)
     newest: dict[str, list[str]] = {}
-    for record in sorted(records, key=_creation, reverse=True):
+    for record in sorted(records, key=creation_order, reverse=True):
         if _counted_as(record) == record["run_id"]:
             newest.setdefault(str(record.get("decision")), []).append(record["run_id"])
     removable = set()

@@ -271,6 +271,17 @@ class Listing:
     unrecorded: frozenset[str] = frozenset()
 
 
+def creation_order(record: dict[str, Any]) -> tuple[str, int, str]:
+    """A run record's sort key, oldest first: a run id starts with its creation time to the
+    second (`YYYYMMDD-HHMMSS`); runs made within one second sort by the nanosecond their
+    spec records (`created_ns`), not by their ids' random suffix, which only orders runs
+    recorded without it."""
+    run_id = str(record["run_id"])
+    spec = record.get("spec")
+    made = spec.get("created_ns") if isinstance(spec, dict) else None
+    return run_id[:15], made if isinstance(made, int) else 0, run_id
+
+
 def list_runs(store: Store) -> Listing:
     records, damaged, unrecorded = [], {}, set()
     for run_id in store.list_dir(RUNS):
