@@ -93,17 +93,21 @@ def _report(store: Path) -> dict[str, Any]:
 def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from decflow.commands import ahead, contract_run
-    from decflow.pipeline.contract_run import summary
+    from decflow.pipeline.contract_run import results, summary
+    from decflow.pipeline.made_ahead import MadeAhead
 
     events: list[tuple[str, float, int]] = []
+    working: list[Any] = []  # the MadeAhead of each run whose thread started
+    read_ids: list[Any] = []  # and of those whose thread read the requests' ids
     with counting_service(delay_s=0.01) as service:
         def answered() -> int:
             return sum(service.snapshot()[1].values())
 
-        def traced(spec: Any, store: Any, chunks: Any) -> Any:
-            work = ahead.after_calls(spec, store, chunks)
+        def traced(spec: Any, store: Any, chunks: Any, made: Any) -> Any:
+            work = ahead.after_calls(spec, store, chunks, made)
 
             def run() -> None:
+                working.append(made)
                 events.append(("work", time.monotonic(), answered()))
                 work()
                 events.append(("worked", time.monotonic(), answered()))
@@ -124,22 +128,63 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
             taken.append(answers is not None)
             return answers
 
+        written: list[bool] = []
+        json_of = summary.results_json
+
+        def writing(*args: Any) -> Any:
+            made_json = json_of(*args)
+            written.append(made_json is not None)
+            return made_json
+
         monkeypatch.setattr(contract_run, "after_calls", traced)
         monkeypatch.setattr(summary, "build_report_to_write", building)
         monkeypatch.setattr(summary, "prepared_answers", taking)
+        monkeypatch.setattr(summary, "results_json", writing)
+        took: set[str] = set()  # what a run took of what it made ahead
+        take = MadeAhead.take
+
+        def taken_kinds(self: MadeAhead, key: Any) -> Any:
+            value = take(self, key)
+            if value is not None:
+                took.add(key[0])
+            return value
+
+        monkeypatch.setattr(MadeAhead, "take", taken_kinds)
+        finish = results.finish_results
+        prepare_ids = results.prepare_request_ids
+
+        def reading(store: Any, requests: Any, made: Any) -> None:
+            prepare_ids(store, requests, made)
+            read_ids.append(made)
+
+        def finishing(*args: Any, made: MadeAhead | None = None, **kwargs: Any) -> Any:
+            # the thread runs at the lowest priority: the requests' ids are taken once
+            # it has read them (a run never waits for them: it reads them itself)
+            deadline = time.monotonic() + 30
+            while (any(m is made for m in working) and not any(m is made for m in read_ids)
+                   and time.monotonic() < deadline):
+                time.sleep(0.01)
+            return finish(*args, made=made, **kwargs)
+
+        monkeypatch.setattr(results, "prepare_request_ids", reading)
+        monkeypatch.setattr(results, "finish_results", finishing)
         contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
         code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "a"))
         assert code == 0, err
+        assert took == {"request ids", "case results", "answers"}
+        took.clear()
         # the same run without the overlap: everything prepared where it is first used
         monkeypatch.setattr(ahead.Ahead, "_start", lambda self: None)
         code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "b"))
         assert code == 0, err
+        assert took == set()
     names = [name for name, _, _ in events]
     assert names == ["work", "worked", "summary", "summary"], events
     (_, _, first), (_, ended, _), (_, judged, _), _ = events
     assert 1 <= first < CASES  # from the first answer, while the calls are in flight
     assert ended <= judged  # joined before the summary stage
     assert taken == [True, False]  # each answer's result made during the calls, then not
+    assert written == [True, False]  # and each answered case's JSON
     assert _report(tmp_path / "a") == _report(tmp_path / "b")
 
 
@@ -200,3 +245,24 @@ def test_the_report_shown_last_is_kept_until_the_process_ends(tmp_path: Path) ->
     assert kept["run"]["id"] == run.name
     assert len(kept["results"]) == json.loads((run / "report.json").read_text())[
         "dataset"]["n_cases"]
+
+
+def test_a_run_without_transformed_requests_calls_no_empty_phase(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`decflow test` calls only the originals: no backend nor event loop is set up for
+    the empty phase after its last answer."""
+    from decflow.pipeline.contract_run import results
+
+    called: list[str] = []
+    call = results.call_phase
+
+    def counted(spec: Any, store: Any, key: str, phase: str, *args: Any) -> Any:
+        called.append(phase)
+        return call(spec, store, key, phase, *args)
+
+    monkeypatch.setattr(results, "call_phase", counted)
+    with counting_service(delay_s=0.0) as service:
+        contract = write_contract(tmp_path, service.url, 20, max_concurrency=4)
+        code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "a"))
+        assert code == 0, err
+        assert called == ["originals"]

@@ -19,13 +19,15 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from decflow import interrupts
 
 if TYPE_CHECKING:
     import polars as pl
 
+    from decflow.pipeline.contract_run.golden_section import CaseResults
+    from decflow.pipeline.made_ahead import MadeAhead
     from decflow.pipeline.spec import RunSpec
     from decflow.pipeline.stage import Progress, ProgressFactory
     from decflow.store.store import Part, Store
@@ -37,16 +39,19 @@ SWITCH_INTERVAL_S = 0.001
 LOWEST_PRIORITY = 19  # nice
 
 
-def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], None]:
+def after_calls(spec: RunSpec, store: Store, chunks: Chunks, made: MadeAhead
+                ) -> Callable[[], None]:
     """What a contract run of `spec` (in `store`) needs first once its calls are done: the
     code of its later stages, numpy's lazily loaded modules the summary's calibration
     figures use, the run report models' validators (built on first use: `report.model`
-    defers them), the text and HTML views the command shows the report with, the
-    per-case results' part its cases decide, and then their `result`s, each result chunk
-    of `chunks` as it is stored (`written_chunks`), until the calls are over."""
+    defers them), the text and HTML views the command shows the report with; and, put in
+    `made` for the stages after the calls to take, the requests' ids, the per-case
+    results' part its cases decide, then their `result`s and JSON, each result chunk of
+    `chunks` as it is stored (`written_chunks`), until the calls are over."""
 
     def work() -> None:
         from decflow.pipeline.contract_run.later_stages import load_later_stages
+        from decflow.store.runs import read_run_record
 
         load_later_stages(spec)
         for name in ("numpy.random", "numpy.fft", "numpy.ma", "decflow.views.outputs",
@@ -55,27 +60,33 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], Non
         from decflow.report.run_report import build_validators
 
         build_validators()
-        _prepare_case_results(spec, store)
-        _prepare_answers(spec, chunks)
+        stages = read_run_record(store, spec.run_id).get("stages") or {}
+        _prepare_answers(spec, chunks, made, _prepare_stored(stages, store, made))
 
     return work
 
 
-def _prepare_case_results(spec: RunSpec, store: Store) -> None:
-    """The per-case part of the report that the cases alone decide (stored before the
-    calls; the run record names them), made for the summary to take."""
+def _prepare_stored(stages: dict[str, Any], store: Store, made: MadeAhead
+                    ) -> CaseResults | None:
+    """What the artifacts stored before the calls decide (the run record names them),
+    made for the stages after the calls to take: the requests' ids, the per-case part of
+    the report that the cases alone decide (returned)."""
     from decflow.pipeline.contract_run.golden_section import prepare_case_results
-    from decflow.store.runs import read_run_record
+    from decflow.pipeline.contract_run.results import prepare_request_ids
     from decflow.store.store import Manifest
 
-    cases = (read_run_record(store, spec.run_id).get("stages") or {}).get("cases")
-    if isinstance(cases, dict):
-        prepare_case_results(store, Manifest.from_dict(cases))
+    requests, cases = stages.get("requests"), stages.get("cases")
+    if isinstance(requests, dict):
+        prepare_request_ids(store, Manifest.from_dict(requests), made)
+    if not isinstance(cases, dict):
+        return None
+    return prepare_case_results(store, Manifest.from_dict(cases), made)
 
 
-def _prepare_answers(spec: RunSpec, chunks: Chunks) -> None:
-    """Each stored chunk's per-case `result`s (`golden_section.prepare_answers`) until the
-    calls are over (None)."""
+def _prepare_answers(spec: RunSpec, chunks: Chunks, made: MadeAhead,
+                     cases: CaseResults | None) -> None:
+    """Each stored chunk's per-case `result`s, and the JSON of the `cases` they answer
+    (`golden_section.prepare_answers`), until the calls are over (None)."""
     from decflow.pipeline.contract_run.golden_section import prepare_answers
     from decflow.pipeline.spec import load_contract_cached
 
@@ -84,7 +95,7 @@ def _prepare_answers(spec: RunSpec, chunks: Chunks) -> None:
     # summary takes these results only if it names the same
     backend = {"name": spec.backend, "provider": contract.backend_config(spec.backend).provider}
     for part, frame in iter(chunks.get, None):
-        prepare_answers(contract, backend, part, frame)
+        prepare_answers(contract, backend, part, frame, made, cases)
 
 
 @contextlib.contextmanager

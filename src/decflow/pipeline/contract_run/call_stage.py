@@ -96,7 +96,7 @@ class InProcessShards:
     def finish(self, health: dict[str, str] | None) -> Manifest:
         manifest = results.finish_results(self.context.spec, self.context.store,
                                           self.requests, self.key, health,
-                                          session=self.session)
+                                          session=self.session, made=self.context.made_ahead)
         if self.session.held is not None:
             self.context.outputs[results.WRITTEN_RESULTS] = self.session.held
         return manifest
@@ -116,7 +116,9 @@ def call_stage(context: RunContext, key: str) -> Manifest:
     for phase in results.PHASES:
         if phase == "transformed":
             runner.check_originals()
-        runner.run(phase, -(-parts.phase_count(phase) // size))
+        shards = -(-parts.phase_count(phase) // size)
+        if shards:  # a run without transformed requests sets up no backend for them
+            runner.run(phase, shards)
     return runner.finish(health)
 
 
