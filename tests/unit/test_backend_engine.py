@@ -1,13 +1,17 @@
 """The call engine's results table: one row per request, errors nulled, decided rows kept
 exactly (a polars release that blanked them would turn a verdict into NaN metrics); its
 workers start one per turn of the loop, so the first request goes out before the last
-worker has started, and every request is taken once, in order."""
+worker has started, and every request is taken once, in order; chunks handed to a writer
+thread are each written and recorded once, in order, and a write's error fails the run."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import json
+import threading
+import time
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -16,6 +20,7 @@ import pytest
 from decflow.backends import engine
 from decflow.backends.base import Backend, DecisionRequest, DecisionSpec, Prediction
 from decflow.backends.engine import RemoteCaller, _rows_from_matrix
+from decflow.errors import DecflowError
 
 OK = [0.1, 0.2, 0.7]
 
@@ -93,3 +98,66 @@ def test_every_request_is_taken_once_in_order_across_slices(
     assert taken == [(f"r{i:04d}", {"n": i} if i % 3 == 0 else f"text {i}") for i in range(50)]
     assert sorted(results["request_id"].to_list()) == requests["request_id"].to_list()
     assert results["error_kind"].null_count() == 50
+
+
+class _Written:
+    """A `write_chunk` that writes slowly (each chunk a little slower or faster than the one
+    before), in whatever thread calls it, and records on the caller's thread; the chunk
+    numbered `failing` fails to be written."""
+
+    def __init__(self, failing: int | None = None) -> None:
+        self.failing = failing
+        self.written: list[tuple[int, str]] = []  # chunk number, writing thread
+        self.recorded: list[tuple[list[str], str]] = []  # request ids, recording thread
+
+    def __call__(self, frame: pl.DataFrame) -> Callable[[], None]:
+        number = len(self.written)
+        time.sleep(0.004 if number % 2 else 0.001)
+        self.written.append((number, threading.current_thread().name))
+        if number == self.failing:
+            raise DecflowError(f"cannot write chunk {number}: disk full")
+        ids = frame["request_id"].to_list()
+
+        def record() -> None:
+            self.recorded.append((ids, threading.current_thread().name))
+
+        return record
+
+
+def _written_run(written: _Written, results: list[str], n: int) -> None:
+    caller = RemoteCaller(_Recording(), DecisionSpec("d", "choice", ("refund", "reject", "review")),
+                          1e-6, 4)
+    asyncio.run(caller.run(_requests(n), ["refund", "reject", "review"], _unused,
+                           chunk_size=3, on_result=lambda row: results.append(row[0]),
+                           write_chunk=written))
+
+
+def _unused(frame: pl.DataFrame) -> None:
+    raise AssertionError("chunks go to write_chunk")
+
+
+def test_chunks_are_written_off_the_loop_and_recorded_on_it_each_once_in_order() -> None:
+    written, results = _Written(), []
+    _written_run(written, results, 50)
+    loop_thread = threading.main_thread().name
+    # every chunk written in another thread, one after the other, and recorded (by the time
+    # the run returns) in the thread of the loop, in the order the results were finished
+    assert [number for number, _ in written.written] == list(range(17))
+    assert all(thread != loop_thread for _, thread in written.written)
+    assert [thread for _, thread in written.recorded] == [loop_thread] * 17
+    recorded = [i for ids, _ in written.recorded for i in ids]
+    assert recorded == results and sorted(recorded) == [f"r{i:04d}" for i in range(50)]
+    assert [len(ids) for ids, _ in written.recorded] == [3] * 16 + [2]
+
+
+def test_a_chunk_that_cannot_be_written_fails_the_run_with_its_error() -> None:
+    written, results = _Written(failing=1), []
+    with pytest.raises(DecflowError, match="cannot write chunk 1: disk full"):
+        _written_run(written, results, 50)
+    # the chunk before it is recorded, none after it; and once the run has failed, no
+    # chunk is being written behind its back
+    assert [ids for ids, _ in written.recorded] == [results[:3]]
+    assert [number for number, _ in written.written][:2] == [0, 1]
+    count = len(written.written)
+    time.sleep(0.02)
+    assert len(written.written) == count

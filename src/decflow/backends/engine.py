@@ -14,10 +14,12 @@ request does not wait for it (its command imports it in a thread during the call
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -353,10 +355,12 @@ class RemoteCaller:
         on_result: Callable[[tuple[Any, ...]], None] | None = None,
         slots: asyncio.Semaphore | None = None,
         on_sent: Callable[[], None] | None = None,
+        write_chunk: WriteChunk | None = None,
     ) -> None:
         """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`
         (and each one to `on_result` as soon as it is finished, before its concurrency slot
-        is released).
+        is released). With `write_chunk`, the chunks go to it instead, in a thread of their
+        own (`ChunkWrites`), and are all written and recorded when this returns.
 
         `max_concurrency` workers take the requests in turn from one iterator: a task per
         worker, not per request (a shard holds thousands), and a worker takes its next
@@ -364,13 +368,7 @@ class RemoteCaller:
         running side by side, each worker holds one from its start to its end, so a
         caller's workers start as another's finish; `on_sent` is called once every
         request has been taken (only the last ones are still in flight)."""
-        pending_rows: list[tuple[Any, ...]] = []
-
-        def flush() -> None:
-            if pending_rows:
-                on_chunk(_rows_from_tuples(pending_rows, labels))
-                pending_rows.clear()
-
+        chunks = ChunkWrites(labels, chunk_size, on_chunk, write_chunk)
         rows = _request_rows(requests)
 
         async def work() -> None:
@@ -382,9 +380,7 @@ class RemoteCaller:
                 # unrecorded
                 if on_result is not None:
                     on_result(result)
-                pending_rows.append(result)
-                if len(pending_rows) >= chunk_size:
-                    flush()
+                chunks.add(result)
             if on_sent is not None and not sent:
                 sent.append(True)
                 on_sent()
@@ -404,10 +400,90 @@ class RemoteCaller:
                 # the next workers connect, not once all of them have (64: 17 ms)
                 await asyncio.sleep(0)
             await asyncio.gather(*workers)
+            await chunks.finish()
         finally:
             for task in workers:
                 task.cancel()
-            flush()
+            chunks.close()
+
+
+# A chunk written in two steps: the call writes it (any thread; the chunks of a run are
+# written one at a time, in order) and returns what records it, called in the event loop's
+# thread in the same order.
+WriteChunk = Callable[[pl.DataFrame], Callable[[], None]]
+
+
+class ChunkWrites:
+    """A run's finished rows handed on in chunks of `size`: to `on_chunk`, or with `write`,
+    built and written in a thread of their own, off the event loop (a chunk of 2,048 rows
+    costs 5-20 ms, which every answer arriving meanwhile would wait for; polars' encoding
+    and the file write let go of the interpreter), and recorded on the loop in the order
+    they were handed over. A write's error is raised on the loop by the next `add`,
+    `finish` or `close`; no chunk after it is written (their rows are in the journal, or
+    sent again by `--resume`)."""
+
+    def __init__(self, labels: Sequence[str], size: int,
+                 on_chunk: Callable[[pl.DataFrame], None], write: WriteChunk | None) -> None:
+        self.labels, self.size, self.on_chunk, self.write = labels, size, on_chunk, write
+        self.rows: list[tuple[Any, ...]] = []
+        self.pending: collections.deque[Future[Callable[[], None]]] = collections.deque()
+        self.executor: ThreadPoolExecutor | None = None
+        self.failed = False
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        """One more finished row; record the chunks written meanwhile."""
+        self.rows.append(row)
+        if len(self.rows) >= self.size:
+            self._flush()
+        while self.pending and self.pending[0].done():
+            self._record_first()
+
+    def _flush(self) -> None:
+        rows, self.rows = self.rows, []
+        if not rows or self.failed:
+            return
+        if self.write is None:
+            self.on_chunk(_rows_from_tuples(rows, self.labels))
+            return
+        if self.executor is None:  # (a thread started at the first chunk, not before)
+            self.executor = ThreadPoolExecutor(1, thread_name_prefix="decflow-chunks")
+        self.pending.append(self.executor.submit(self._write, self.write, rows))
+
+    def _write(self, write: WriteChunk, rows: list[tuple[Any, ...]]) -> Callable[[], None]:
+        return write(_rows_from_tuples(rows, self.labels))
+
+    def _record_first(self) -> None:
+        written = self.pending.popleft()
+        try:
+            record = written.result()
+        except BaseException:
+            self.failed = True
+            for later in self.pending:  # not started yet: never written
+                later.cancel()
+            self.pending.clear()
+            raise
+        record()
+
+    async def finish(self) -> None:
+        """Every row handed on: wait on the loop until every chunk is written; record them."""
+        self._flush()
+        while self.pending:
+            await asyncio.wrap_future(self.pending[0])
+            self._record_first()
+        self.close()
+
+    def close(self) -> None:
+        """Hand on the rows left, wait (holding the loop: a run that stops) for the chunks
+        being written, record them, and end the thread."""
+        try:
+            self._flush()
+            while self.pending:
+                self.pending[0].exception()  # waits
+                self._record_first()
+        finally:
+            if self.executor is not None:
+                self.executor.shutdown(wait=True, cancel_futures=True)
+                self.executor = None
 
 
 def _kept(field: str, value: Any) -> Any:

@@ -21,6 +21,7 @@ from decflow.backends.engine import (
     JOURNALLED_CHUNK_ROWS,
     RESULTS_SCHEMA,
     RemoteCaller,
+    WriteChunk,
     decide_in_process,
 )
 from decflow.pipeline.stage import Progress
@@ -94,13 +95,15 @@ async def decide_requests(
     journal: Callable[[tuple[Any, ...]], None] | None = None,
     slots: asyncio.Semaphore | None = None,
     on_sent: Callable[[], None] | None = None,
+    write_chunk: WriteChunk | None = None,
 ) -> None:
     """Decide `requests` (already filtered to what still needs a result) shard by shard.
 
     Runs inside the caller's event loop so remote clients live for the whole stage. With a
-    `journal`, remote results reach `sink` in chunks of `JOURNALLED_CHUNK_ROWS`. `slots`
-    and `on_sent` as `RemoteCaller.run` (remote backends); `on_sent` is called once every
-    request is sent or decided.
+    `journal`, remote results come in chunks of `JOURNALLED_CHUNK_ROWS`. Remote results go
+    to `write_chunk` (in a writer thread) where given, else to `sink`, as decided batches
+    do. `slots` and `on_sent` as `RemoteCaller.run` (remote backends); `on_sent` is called
+    once every request is sent or decided.
     """
     total = requests.height
     done = 0
@@ -116,7 +119,8 @@ async def decide_requests(
             last = offset + shard_size >= total
             await caller.run(shard, decision.labels, sink, on_result=counter,
                              chunk_size=CHUNK_ROWS if journal is None else JOURNALLED_CHUNK_ROWS,
-                             slots=slots, on_sent=on_sent if last else None)
+                             slots=slots, on_sent=on_sent if last else None,
+                             write_chunk=write_chunk)
         done += shard.height
         if progress:
             progress(done, total)

@@ -288,13 +288,23 @@ class ShardSink:
 
     def __call__(self, frame: pl.DataFrame) -> None:
         if frame.height:
-            part = self.store.write_part(
-                f"{self.prefix}-{self.attempt}-{self.count:05d}.parquet", frame)
+            self.write(frame)()
+
+    def write(self, frame: pl.DataFrame) -> Callable[[], None]:
+        """Store `frame` as the shard's next chunk; returns what records it (in the
+        session). The call stage's writer thread writes (`engine.ChunkWrites`: one chunk at
+        a time, in order) and the thread that runs the shard records, in the same order."""
+        part = self.store.write_part(
+            f"{self.prefix}-{self.attempt}-{self.count:05d}.parquet", frame)
+        self.count += 1
+
+        def record() -> None:
             self.session.wrote(part, frame)
             self.session.add(frame)
             self.written.append(frame.select("request_id"))
-            self.count += 1
             self.rows += frame.height
+
+        return record
 
 
 def _original_errors(store: Store, key: str) -> pl.DataFrame:
@@ -473,7 +483,6 @@ class _ShardCalls:
 
     sink: ShardSink
     pending: pl.DataFrame
-    record: Callable[[pl.DataFrame], None]
     progress: Progress | None
     cache: call_cache.CallCache | None
     asked: pl.DataFrame
@@ -486,7 +495,7 @@ class _ShardCalls:
              pending: pl.DataFrame, decision: DecisionSpec,
              progress: Progress | None) -> _ShardCalls:
         cache = call_cache.CallCache.for_run(spec, store)
-        calls = cls(sink, pending, sink, progress, cache, pending, [], [], decision.labels)
+        calls = cls(sink, pending, progress, cache, pending, [], [], decision.labels)
         if cache is not None:
             calls.keys = cache.keys(backend, pending, decision)
             served = cache.served(pending, calls.keys, decision.labels)
@@ -495,12 +504,24 @@ class _ShardCalls:
                 calls.pending = pending.join(served.select("request_id"), on="request_id",
                                              how="anti", maintain_order="left")
                 calls.progress = _after(progress, served.height)
-            calls.record = calls.keep
         return calls
 
-    def keep(self, frame: pl.DataFrame) -> None:
-        self.sink(frame)
-        self.answered.append(frame)
+    def record(self, frame: pl.DataFrame) -> None:
+        """Write and record answers in this thread."""
+        if frame.height:
+            self.write(frame)()
+
+    def write(self, frame: pl.DataFrame) -> Callable[[], None]:
+        """The sink's `write`; with the cache on, the answers are kept for it too."""
+        recorded = self.sink.write(frame)
+        if self.cache is None:
+            return recorded
+
+        def kept() -> None:
+            recorded()
+            self.answered.append(frame)
+
+        return kept
 
     async def send(self, spec: RunSpec, contract: Contract, backend: Backend,
                    slots: asyncio.Semaphore | None = None,
@@ -512,6 +533,7 @@ class _ShardCalls:
             max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
             shard_size=spec.shard_size, sink=self.record, progress=self.progress,
             journal=journal.record if journal.kept else None, slots=slots, on_sent=on_sent,
+            write_chunk=self.write,
         )
 
     def finish(self) -> int:
