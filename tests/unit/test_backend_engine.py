@@ -19,7 +19,12 @@ import pytest
 
 from decflow.backends import engine
 from decflow.backends.base import Backend, DecisionRequest, DecisionSpec, Prediction
-from decflow.backends.engine import RemoteCaller, _rows_from_matrix
+from decflow.backends.engine import (
+    WAITING_CHUNKS,
+    ChunkWrites,
+    RemoteCaller,
+    _rows_from_matrix,
+)
 from decflow.errors import DecflowError
 
 OK = [0.1, 0.2, 0.7]
@@ -148,6 +153,23 @@ def test_chunks_are_written_off_the_loop_and_recorded_on_it_each_once_in_order()
     recorded = [i for ids, _ in written.recorded for i in ids]
     assert recorded == results and sorted(recorded) == [f"r{i:04d}" for i in range(50)]
     assert [len(ids) for ids, _ in written.recorded] == [3] * 16 + [2]
+
+
+def test_a_backend_faster_than_the_writer_waits_for_it() -> None:
+    # the backend answers at once and each chunk takes 1-4 ms to write: however many rows
+    # the run has, no more than WAITING_CHUNKS chunks are handed over and not yet written
+    written, results, waiting = _Written(), [], []
+    flush = ChunkWrites._flush
+
+    def flush_counted(self: ChunkWrites) -> None:
+        flush(self)
+        waiting.append(sum(not chunk.done() for chunk in self.pending))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ChunkWrites, "_flush", flush_counted)
+        _written_run(written, results, 600)
+    assert len(written.written) == 200 and len(results) == 600
+    assert max(waiting) <= WAITING_CHUNKS
 
 
 def test_a_chunk_that_cannot_be_written_fails_the_run_with_its_error() -> None:

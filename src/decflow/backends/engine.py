@@ -413,14 +413,21 @@ class RemoteCaller:
 WriteChunk = Callable[[pl.DataFrame], Callable[[], None]]
 
 
+# Chunks handed to the writer thread and not yet written, at most (one being written, one
+# waiting): more would hold the rows of a fast backend's run in memory.
+WAITING_CHUNKS = 2
+
+
 class ChunkWrites:
     """A run's finished rows handed on in chunks of `size`: to `on_chunk`, or with `write`,
     built and written in a thread of their own, off the event loop (a chunk of 2,048 rows
     costs 5-20 ms, which every answer arriving meanwhile would wait for; polars' encoding
     and the file write let go of the interpreter), and recorded on the loop in the order
-    they were handed over. A write's error is raised on the loop by the next `add`,
-    `finish` or `close`; no chunk after it is written (their rows are in the journal, or
-    sent again by `--resume`)."""
+    they were handed over. At most `WAITING_CHUNKS` wait to be written: a backend that
+    answers faster than chunks are written waits for the writer on the loop, as it did
+    when the loop wrote them, so memory stays a few chunks whatever the run's size. A
+    write's error is raised on the loop by the next `add`, `finish` or `close`; no chunk
+    after it is written (their rows are in the journal, or sent again by `--resume`)."""
 
     def __init__(self, labels: Sequence[str], size: int,
                  on_chunk: Callable[[pl.DataFrame], None], write: WriteChunk | None) -> None:
@@ -448,6 +455,9 @@ class ChunkWrites:
         if self.executor is None:  # (a thread started at the first chunk, not before)
             self.executor = ThreadPoolExecutor(1, thread_name_prefix="decflow-chunks")
         self.pending.append(self.executor.submit(self._write, self.write, rows))
+        while len(self.pending) > WAITING_CHUNKS:
+            self.pending[0].exception()  # waits
+            self._record_first()
 
     def _write(self, write: WriteChunk, rows: list[tuple[Any, ...]]) -> Callable[[], None]:
         return write(_rows_from_tuples(rows, self.labels))
