@@ -93,7 +93,7 @@ def _report(store: Path) -> dict[str, Any]:
 def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from decflow.commands import ahead, contract_run
-    from decflow.pipeline.contract_run import calls, results, summary
+    from decflow.pipeline.contract_run import results, summary
     from decflow.pipeline.made_ahead import MadeAhead
 
     events: list[tuple[str, float, int]] = []
@@ -168,19 +168,6 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
 
         monkeypatch.setattr(results, "prepare_request_ids", reading)
         monkeypatch.setattr(results, "finish_results", finishing)
-        # chunks of 16: most are stored during the calls, and each is taken by the thread
-        # before the last answer ends its chunks (`Ahead.calls_over`) however slow it runs
-        monkeypatch.setattr(calls, "JOURNALLED_CHUNK_ROWS", 16)
-        over = ahead.Ahead.calls_over
-
-        def calls_over(self: ahead.Ahead) -> None:
-            deadline = time.monotonic() + 30
-            while (not self.over and self.thread is not None and self.chunks is not None
-                   and not self.chunks.empty() and time.monotonic() < deadline):
-                time.sleep(0.01)
-            over(self)
-
-        monkeypatch.setattr(ahead.Ahead, "calls_over", calls_over)
         contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
         code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "a"))
         assert code == 0, err

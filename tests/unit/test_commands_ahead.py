@@ -122,37 +122,3 @@ def test_the_originals_chunks_stored_reach_the_work_until_the_calls_end(tmp_path
         session.wrote(store.write_part("r/chunk-o000003-a-00000.parquet", frame), frame)
         idle.join()
     assert chunks.get_nowait() is None and chunks.empty()
-
-
-def test_chunks_stored_after_the_last_answer_are_left_to_the_summary(tmp_path: Any) -> None:
-    """At the last answer the thread takes no more chunks (the stage after the calls
-    waits for it): the last flush, stored after it, is the summary's to make."""
-    from decflow.commands.ahead import Chunks, written_chunks
-    from decflow.pipeline.contract_run.results import CallSession
-    from decflow.store.store import open_store
-
-    store = open_store(str(tmp_path / "store"))
-    frame = pl.DataFrame({"request_id": ["c1", "c2"]})
-    session = CallSession(cast(Any, None), frame)
-    chunks: Chunks = queue.SimpleQueue()
-    read: list[str] = []
-    first_taken = threading.Event()
-
-    def work() -> None:
-        for part, _chunk in iter(chunks.get, None):
-            read.append(part.path.rsplit("/", 1)[-1])
-            first_taken.set()
-
-    ahead = Ahead(work, chunks)
-    with written_chunks(chunks):
-        update = ahead.progress(_factory([]))("calls", 4)
-        session.wrote(store.write_part("r/chunk-o000000-a-00000.parquet", frame), frame)
-        update(2, 4)  # the first answers: the thread starts
-        assert first_taken.wait(10)
-        update(4, 4)  # the last answer; then the last chunk is stored
-        session.wrote(store.write_part("r/chunk-o000000-a-00001.parquet", frame), frame)
-        assert ahead.thread is not None
-        ahead.thread.join(10)
-        assert not ahead.thread.is_alive()  # done at the last answer, before any join
-        ahead.on_stage("results", None)
-    assert read == ["chunk-o000000-a-00000.parquet"]

@@ -122,11 +122,9 @@ class Ahead:
 
     def __init__(self, work: Callable[[], None], chunks: Chunks | None = None,
                  calls: str = "calls", stage: str = "results") -> None:
-        """`chunks`: the queue `work` reads till a None, which `calls_over()` puts (at
-        the last answer, or at `join()`)."""
+        """`chunks`: the queue `work` reads till a None, which `join()` puts."""
         self.work, self.chunks, self.calls, self.stage = work, chunks, calls, stage
         self.thread: threading.Thread | None = None
-        self.over = False  # `calls_over`
 
     def _run(self) -> None:
         # The event loop lets go of the interpreter at every socket call, and this thread
@@ -151,26 +149,19 @@ class Ahead:
             self.thread = threading.Thread(target=self._run, name="decflow-ahead", daemon=True)
             self.thread.start()
 
-    def calls_over(self) -> None:
-        """The chunks not taken yet, and those stored from now on, are left to the
-        summary, which makes them from their held rows at once: this thread runs at the
-        lowest priority, and once the calls are over it would only delay the stages after
-        them (they wait for it) by what it has left to do."""
-        if self.chunks is not None and not self.over:
-            self.over = True
+    def join(self) -> None:
+        if self.chunks is not None:
+            # the calls are over: the chunks not taken yet are left to the summary (this
+            # thread runs at the lowest priority; the summary, not at all beside it)
             with contextlib.suppress(queue.Empty):
                 while True:
                     self.chunks.get_nowait()
             self.chunks.put(None)
-
-    def join(self) -> None:
-        self.calls_over()
         if self.thread is not None:
             interrupts.join(self.thread)
 
     def progress(self, factory: ProgressFactory) -> ProgressFactory:
-        """`factory`, whose progress of the calls starts the work at the first answer and
-        ends its chunks at the last (`calls_over`)."""
+        """`factory`, whose progress of the calls starts the work at the first answer."""
 
         def make(name: str, total: int | None) -> Progress:
             inner = factory(name, total)
@@ -180,8 +171,6 @@ class Ahead:
             def update(done: int, total_now: int | None) -> None:
                 if self.thread is None and done:
                     self._start()
-                if total_now is not None and done >= total_now:  # the last answer
-                    self.calls_over()
                 inner(done, total_now)
 
             return update
