@@ -337,11 +337,10 @@ def prepared_case_results(cases: Manifest, made: MadeAhead | None) -> CaseResult
     return None if made is None else made.take(("case results", cases.sha256))
 
 
-# Cases per piece of the per-case results' JSON: pieces of ~100 kB are written and hashed
-# one by one with little overhead, where one piece of megabytes would be copied into
-# memory the process has not touched yet (20k cases: joined in one piece ~26-31 ms, in
-# pieces of 256 ~9 ms; written and hashed at about the same cost either way).
-JSON_PIECE_CASES = 256
+# Cases per piece of the per-case results' JSON: pieces of a few dozen kB are written and
+# hashed one by one with little overhead, where one piece of megabytes would be copied
+# into memory the process has not touched yet (page faults cost more than the copy).
+JSON_PIECE_CASES = 64
 
 
 def results_json(prepared: CaseResults | None, results: list[dict[str, Any]]
