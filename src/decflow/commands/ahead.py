@@ -19,7 +19,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from decflow import interrupts
 
@@ -45,13 +45,12 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks, made: MadeAhead
     code of its later stages, numpy's lazily loaded modules the summary's calibration
     figures use, the run report models' validators (built on first use: `report.model`
     defers them), the text and HTML views the command shows the report with; and, put in
-    `made` for the stages after the calls to take, the requests' ids, the per-case
-    results' part its cases decide, then their `result`s and JSON, each result chunk of
-    `chunks` as it is stored (`written_chunks`), until the calls are over."""
+    `made` for its summary to take, the per-case results' part its cases decide, then their
+    `result`s and JSON, each result chunk of `chunks` as it is stored (`written_chunks`),
+    until the calls are over."""
 
     def work() -> None:
         from decflow.pipeline.contract_run.later_stages import load_later_stages
-        from decflow.store.runs import read_run_record
 
         load_later_stages(spec)
         for name in ("numpy.random", "numpy.fft", "numpy.ma", "decflow.views.outputs",
@@ -60,24 +59,19 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks, made: MadeAhead
         from decflow.report.run_report import build_validators
 
         build_validators()
-        stages = read_run_record(store, spec.run_id).get("stages") or {}
-        _prepare_answers(spec, chunks, made, _prepare_stored(stages, store, made))
+        _prepare_answers(spec, chunks, made, _prepare_case_results(spec, store, made))
 
     return work
 
 
-def _prepare_stored(stages: dict[str, Any], store: Store, made: MadeAhead
-                    ) -> CaseResults | None:
-    """What the artifacts stored before the calls decide (the run record names them),
-    made for the stages after the calls to take: the requests' ids, the per-case part of
-    the report that the cases alone decide (returned)."""
+def _prepare_case_results(spec: RunSpec, store: Store, made: MadeAhead) -> CaseResults | None:
+    """The per-case part of the report that the cases alone decide (stored before the
+    calls; the run record names them), made for the summary to take."""
     from decflow.pipeline.contract_run.golden_section import prepare_case_results
-    from decflow.pipeline.contract_run.results import prepare_request_ids
+    from decflow.store.runs import read_run_record
     from decflow.store.store import Manifest
 
-    requests, cases = stages.get("requests"), stages.get("cases")
-    if isinstance(requests, dict):
-        prepare_request_ids(store, Manifest.from_dict(requests), made)
+    cases = (read_run_record(store, spec.run_id).get("stages") or {}).get("cases")
     if not isinstance(cases, dict):
         return None
     return prepare_case_results(store, Manifest.from_dict(cases), made)

@@ -96,7 +96,7 @@ class InProcessShards:
     def finish(self, health: dict[str, str] | None) -> Manifest:
         manifest = results.finish_results(self.context.spec, self.context.store,
                                           self.requests, self.key, health,
-                                          session=self.session, made=self.context.made_ahead)
+                                          session=self.session)
         if self.session.held is not None:
             self.context.outputs[results.WRITTEN_RESULTS] = self.session.held
         return manifest

@@ -39,7 +39,6 @@ from decflow.store.store import Manifest, Part, Store, open_store
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.pipeline.made_ahead import MadeAhead
 
 PHASES = ("originals", "transformed")
 CHUNK = "chunk-"  # results are written as chunk-<phase initial><shard>-… files
@@ -570,26 +569,20 @@ def check_originals(spec: RunSpec, store: Store, requests: Manifest, key: str) -
 def finish_results(
     spec: RunSpec, store: Store, requests: Manifest, key: str, health: dict[str, str] | None,
     *, extra: dict[str, Any] | None = None, session: CallSession | None = None,
-    made: MadeAhead | None = None,
 ) -> Manifest:
     """Publish the chunks as the results artifact once every request has exactly one row
     (`extra` joins the manifest's own: a sequential run's record; `session`: the one that
-    wrote chunks in this process, which are not read back; `made`: what the run made
-    ahead, the requests' ids among it)."""
+    wrote chunks in this process, which are not read back)."""
     chunks = store.chunk_ids("results", key, session.chunks if session else None)
     parts = [part for part, _ids in chunks]
     part_ids = [ids for _part, ids in chunks]
     kept = parts
-    if part_ids:
-        every = pl.concat(part_ids)
-        if every.n_unique() < every.len():  # a retried shard's chunks repeat its rows
-            kept = _without_retried(parts, part_ids)
+    if part_ids and pl.concat(part_ids).is_duplicated().any():
+        kept = _without_retried(parts, part_ids)
     kept_paths = {part.path for part in kept}
     recorded = pl.concat([ids for part, ids in zip(parts, part_ids, strict=True)
                           if part.path in kept_paths] or [pl.Series("request_id", [], pl.String)])
-    ids = None if made is None else made.take(_request_ids_key(requests))
-    if ids is None:
-        ids = store.read(requests, ["request_id"])
+    ids = store.read(requests, ["request_id"])
     missing = ids.join(recorded.to_frame(), on="request_id", how="anti",
                        maintain_order="left")["request_id"]
     if missing.len():
@@ -603,16 +596,6 @@ def finish_results(
         extra["call_cache"] = cached
     schema = {name: str(dtype) for name, dtype in RESULTS_SCHEMA.items()}
     return store.publish("results", key, [], parts=kept, extra=extra, schema=schema)
-
-
-def _request_ids_key(requests: Manifest) -> tuple[str, str]:
-    return ("request ids", requests.sha256)
-
-
-def prepare_request_ids(store: Store, requests: Manifest, made: MadeAhead) -> None:
-    """Read the `requests` artifact's ids now, for `finish_results` to take: a run does
-    this while its backend is called (`decflow.commands.ahead`)."""
-    made.put(_request_ids_key(requests), store.read(requests, ["request_id"]))
 
 
 def _without_retried(parts: list[Part], part_ids: list[pl.Series]) -> list[Part]:
