@@ -100,8 +100,8 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
         def answered() -> int:
             return sum(service.snapshot()[1].values())
 
-        def traced(spec: Any, store: Any, chunks: Any, made: Any) -> Any:
-            work = ahead.after_calls(spec, store, chunks, made)
+        def traced(spec: Any, store: Any, chunks: Any) -> Any:
+            work = ahead.after_calls(spec, store, chunks)
 
             def run() -> None:
                 events.append(("work", time.monotonic(), answered()))
@@ -124,18 +124,9 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
             taken.append(answers is not None)
             return answers
 
-        written: list[bool] = []
-        json_of = summary.results_json
-
-        def writing(*args: Any) -> Any:
-            made_json = json_of(*args)
-            written.append(made_json is not None)
-            return made_json
-
         monkeypatch.setattr(contract_run, "after_calls", traced)
         monkeypatch.setattr(summary, "build_report_to_write", building)
         monkeypatch.setattr(summary, "prepared_answers", taking)
-        monkeypatch.setattr(summary, "results_json", writing)
         contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
         code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "a"))
         assert code == 0, err
@@ -149,7 +140,6 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
     assert 1 <= first < CASES  # from the first answer, while the calls are in flight
     assert ended <= judged  # joined before the summary stage
     assert taken == [True, False]  # each answer's result made during the calls, then not
-    assert written == [True, False]  # and each answered case's JSON
     assert _report(tmp_path / "a") == _report(tmp_path / "b")
 
 
@@ -210,24 +200,3 @@ def test_the_report_shown_last_is_kept_until_the_process_ends(tmp_path: Path) ->
     assert kept["run"]["id"] == run.name
     assert len(kept["results"]) == json.loads((run / "report.json").read_text())[
         "dataset"]["n_cases"]
-
-
-def test_a_run_without_transformed_requests_calls_no_empty_phase(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`decflow test` calls only the originals: no backend nor event loop is set up for
-    the empty phase after its last answer."""
-    from decflow.pipeline.contract_run import results
-
-    called: list[str] = []
-    call = results.call_phase
-
-    def counted(spec: Any, store: Any, key: str, phase: str, *args: Any) -> Any:
-        called.append(phase)
-        return call(spec, store, key, phase, *args)
-
-    monkeypatch.setattr(results, "call_phase", counted)
-    with counting_service(delay_s=0.0) as service:
-        contract = write_contract(tmp_path, service.url, 20, max_concurrency=4)
-        code, _, err = run_cli("test", str(contract), "--store", str(tmp_path / "a"))
-        assert code == 0, err
-        assert called == ["originals"]

@@ -5,7 +5,6 @@ histogram counts the decided cases per bin."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -20,8 +19,8 @@ from decflow.pipeline.contract_run.golden_section import (
     plain_numbers,
 )
 from decflow.report.sections import confidence_histogram
-from decflow.store.store import json_bytes, json_pieces
-from tests.support.contracts import edited, example
+from decflow.store.store import json_bytes
+from tests.support.contracts import example
 
 LABELS = ["refund", "reject", "review"]
 BACKEND = {"name": "default", "provider": "http"}
@@ -197,41 +196,24 @@ def test_expected_labels_are_indexed_with_unlabeled_and_unknown_ones_minus_one()
     assert golden_arrays(no_labels, tuple(LABELS))["expected_index"].tolist() == [-1] * 5
 
 
-def _stored(tmp_path: Any) -> tuple[Any, Any, list[Any], list[pl.DataFrame], Any]:
-    """(store, cases manifest, result chunks, their rows, results manifest): CASES and
-    RESULTS as a run stores them, the results in two chunks."""
-    from decflow.store.store import open_store
-
-    store = open_store(str(tmp_path / "store"))
-    cases = store.publish("cases", "k", _table(CASES, RESULTS).select(
-        "case_id", "input_text", "input_json", "expected", "metadata_json", "position"))
-    columns = ("request_id", "probabilities", "selected", "confidence", "latency_ms",
-               "error_kind", "error_message", "model", "model_version", "metadata_json",
-               "cache_entry")
-    frames = [pl.DataFrame(rows, orient="row", schema={c: RESULTS_SCHEMA[c] for c in columns})
-              .select(RESULTS_SCHEMA.names()) for rows in (RESULTS[:2], RESULTS[2:])]
-    parts = [store.write_part(f"stages/results/k/chunk-o000000-a-{i:05d}.parquet", frame)
-             for i, frame in enumerate(frames)]
-    return store, cases, parts, frames, store.publish("results", "k", [], parts=parts)
-
-
 def test_case_results_made_ahead_are_filled_in_to_the_same_report(tmp_path: Any) -> None:
     from decflow.pipeline.contract_run.golden_section import (
         case_results,
         prepare_case_results,
         prepared_case_results,
     )
-    from decflow.pipeline.made_ahead import MadeAhead
+    from decflow.store.store import open_store
 
-    store, cases, _parts, _frames, _results = _stored(tmp_path)
-    made = MadeAhead()
-    prepare_case_results(store, cases, made)
-    prepared = prepared_case_results(cases, made)
-    assert prepared is not None and prepared_case_results(cases, made) is None  # taken once
-    assert [c["result"] for c in prepared.items] == [None] * len(CASES)
+    store = open_store(str(tmp_path / "store"))
     table = _table(CASES, RESULTS)
-    results, failures = golden_cases(_contract(), table, BACKEND, prepared.items)
-    assert all(r is m for r, m in zip(results, prepared.items, strict=True))  # filled in
+    cases = store.publish("cases", "k", table.select(
+        "case_id", "input_text", "input_json", "expected", "metadata_json", "position"))
+    prepare_case_results(store, cases)
+    made = prepared_case_results(cases)
+    assert made is not None and prepared_case_results(cases) is None  # taken once
+    assert [c["result"] for c in made] == [None] * len(CASES)
+    results, failures = golden_cases(_contract(), table, BACKEND, made)
+    assert all(r is m for r, m in zip(results, made, strict=True))  # filled in, not copied
     assert results == EXPECTED_RESULTS and failures == EXPECTED_FAILURES
     assert [list(r) for r in results] == [list(r) for r in EXPECTED_RESULTS]
     # made for other cases (another number of them): the table's own are made instead
@@ -239,115 +221,49 @@ def test_case_results_made_ahead_are_filled_in_to_the_same_report(tmp_path: Any)
     assert golden_cases(_contract(), table, BACKEND, other)[0] == EXPECTED_RESULTS
 
 
-@pytest.mark.parametrize("plain", [True, False])
-def test_answers_and_json_made_ahead_chunk_by_chunk_give_the_same_report(
-        tmp_path: Any, plain: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    import orjson
+def test_answers_made_ahead_chunk_by_chunk_give_the_same_report(tmp_path: Any) -> None:
+    from decflow.pipeline.contract_run.golden_section import prepare_answers, prepared_answers
+    from decflow.store.store import open_store
 
-    from decflow.pipeline.contract_run import golden_section
-    from decflow.pipeline.contract_run.golden_section import (
-        prepare_answers,
-        prepare_case_results,
-        prepared_answers,
-        prepared_case_results,
-        results_json,
-    )
-    from decflow.pipeline.made_ahead import MadeAhead
+    store = open_store(str(tmp_path / "store"))
+    contract = _contract()
+    columns = ("request_id", "probabilities", "selected", "confidence", "latency_ms",
+               "error_kind", "error_message", "model", "model_version", "metadata_json",
+               "cache_entry")
+    # two chunks as the results stage stores them (RESULTS' rows in the stored columns)
+    frames = [pl.DataFrame(rows, orient="row", schema={c: RESULTS_SCHEMA[c] for c in columns})
+              .select(RESULTS_SCHEMA.names()) for rows in (RESULTS[:2], RESULTS[2:])]
+    parts = [store.write_part(f"stages/results/k/chunk-o000000-a-{i:05d}.parquet", frame)
+             for i, frame in enumerate(frames)]
+    results = store.publish("results", "k", [], parts=parts)
 
-    monkeypatch.setattr(golden_section, "JSON_PIECE_CASES", 4)  # in pieces of 4 cases
-    store, cases, parts, frames, results = _stored(tmp_path)
-    contract, made = _contract(), MadeAhead()
-    written = prepare_case_results(store, cases, made)
-    for part, frame in zip(parts, frames, strict=True):
-        prepare_answers(contract, BACKEND, part, frame, made, written)
-    # each answered case written as the report's writer spells it; the error is not
-    assert [w is not None for w in written.written] == [True, True, True, False, True, True]
-    prepared = prepared_case_results(cases, made)
-    answers = prepared_answers(contract, BACKEND, results, None, made)
-    assert prepared is written and answers is not None
-    assert prepared_answers(contract, BACKEND, results, None, made) is None  # taken once
+    def made_ahead(backend: dict[str, Any]) -> dict[str, Any] | None:
+        for part, frame in zip(parts, frames, strict=True):
+            prepare_answers(contract, backend, part, frame)
+        return prepared_answers(contract, BACKEND, results, None)
+
+    answers = made_ahead(BACKEND)
+    assert answers is not None and prepared_answers(contract, BACKEND, results, None) is None
     assert answers["c4"] is None  # the error's result
     assert answers["c3"] == {**_result("c3", [0.5, 0.5, 0.0], "refund", 0.5, 3.25, "m", "v1",
                                         {}), "cache_entry": "pack-7"}
     table = _table(CASES, RESULTS)
-    found, failures = golden_cases(contract, table, BACKEND, prepared.items, answers)
-    assert found == EXPECTED_RESULTS and failures == EXPECTED_FAILURES
-    assert all(r["result"] is answers[r["case_id"]] for r in found)  # taken, not made again
-    assert [list(r["result"]) for r in found if r["result"]] == [
+    made, failures = golden_cases(contract, table, BACKEND, answers=answers)
+    assert made == EXPECTED_RESULTS and failures == EXPECTED_FAILURES
+    assert all(r["result"] is answers[r["case_id"]] for r in made)  # taken, not made again
+    assert [list(r["result"]) for r in made if r["result"]] == [
         list(r["result"]) for r in EXPECTED_RESULTS if r["result"]]
-    made_json = results_json(prepared, found)
-    assert made_json is not None and b"".join(made_json) == orjson.dumps(EXPECTED_RESULTS)
-    assert len(made_json) == 5  # [, the first 4 cases, a comma, the last 2, ]
-    assert b"".join(json_pieces({"results": found}, per_case=("results",), plain=plain, written={
-        "results": (found, made_json)})) == json_bytes(
-        {"results": EXPECTED_RESULTS}, per_case=("results",), plain=plain)
-    # a case changed after it was written is written again; another list: none are taken
-    for at in (0, -1):
-        found[at]["result"] = {**found[at]["result"], "selected": "review"}
-    assert b"".join(results_json(prepared, found) or []) == orjson.dumps(found)
-    assert results_json(prepared, list(found)) is None
-
-
-def test_answers_made_ahead_of_some_chunks_are_completed_from_the_held_rows(
-        tmp_path: Any) -> None:
-    from decflow.pipeline.contract_run.golden_section import prepare_answers, prepared_answers
-    from decflow.pipeline.made_ahead import MadeAhead
-
-    _store, _cases, parts, frames, results = _stored(tmp_path)
-    contract = _contract()
-    everything = MadeAhead()
-    for part, frame in zip(parts, frames, strict=True):
-        prepare_answers(contract, BACKEND, part, frame, everything)
-    answers = prepared_answers(contract, BACKEND, results, None, everything)
-    made = MadeAhead()
-    prepare_answers(contract, BACKEND, parts[0], frames[0], made)
-    assert prepared_answers(contract, BACKEND, results, None, made) is None  # not held
+    assert json_bytes({"results": made}, per_case=("results",)) == json_bytes(
+        {"results": EXPECTED_RESULTS}, per_case=("results",))
+    # made for another backend: none are taken
+    assert made_ahead({"name": "default", "provider": "openai"}) is None
+    # not for every part: the others' are made of their rows held, if they are
+    prepare_answers(contract, BACKEND, parts[0], frames[0])
+    assert prepared_answers(contract, BACKEND, results, None) is None
     held = {parts[1].path: (parts[1].sha256, frames[1])}
-    prepare_answers(contract, BACKEND, parts[0], frames[0], made)
-    first = prepared_answers(contract, BACKEND, results, held, made)
-    assert first == answers and first is not None and answers is not None
-    assert first["c5"] is not answers["c5"]
-    prepare_answers(contract, BACKEND, parts[0], frames[0], made)
+    prepare_answers(contract, BACKEND, parts[0], frames[0])
+    first = prepared_answers(contract, BACKEND, results, held)
+    assert first == answers and first is not None and first["c5"] is not answers["c5"]
+    prepare_answers(contract, BACKEND, parts[0], frames[0])
     assert prepared_answers(contract, BACKEND, results, {
-        parts[1].path: ("another sha256", frames[1])}, made) is None
-
-
-def test_what_was_made_ahead_for_another_run_backend_contract_or_cases_is_never_taken(
-        tmp_path: Any) -> None:
-    from decflow.pipeline.contract_run.golden_section import (
-        prepare_answers,
-        prepare_case_results,
-        prepared_answers,
-        prepared_case_results,
-    )
-    from decflow.pipeline.made_ahead import MadeAhead
-
-    store, cases, parts, frames, results = _stored(tmp_path)
-    contract = _contract()
-    renamed = parse_contract(edited("refund", {"decision.name": "refund_triage"}),
-                             "refund.yaml")
-    other_cases = store.publish("cases", "k2", _table(CASES[:2], RESULTS).select(
-        "case_id", "input_text", "input_json", "expected", "metadata_json", "position"))
-    made, this_run = MadeAhead(), MadeAhead()
-    prepare_case_results(store, cases, made)
-    for part, frame in zip(parts, frames, strict=True):
-        prepare_answers(contract, BACKEND, part, frame, made)
-    # another run (its own MadeAhead), or none: nothing
-    assert prepared_case_results(cases, this_run) is None
-    assert prepared_answers(contract, BACKEND, results, None, this_run) is None
-    assert prepared_case_results(cases, None) is None
-    assert prepared_answers(contract, BACKEND, results, None, None) is None
-    # another cases artifact, another backend, another provider, another contract: nothing
-    assert prepared_case_results(other_cases, made) is None
-    for backend in ({"name": "other", "provider": "http"},
-                    {"name": "default", "provider": "openai"}):
-        assert prepared_answers(contract, backend, results, None, made) is None
-    assert prepared_answers(renamed, BACKEND, results, None, made) is None
-    # other chunks (another sha256) of the same path: nothing
-    moved = dataclasses.replace(results, parts=tuple(
-        dataclasses.replace(part, sha256="0" * 64) for part in results.parts))
-    assert prepared_answers(contract, BACKEND, moved, None, made) is None
-    # still there for what it was made for, once
-    assert prepared_case_results(cases, made) is not None
-    assert prepared_answers(contract, BACKEND, results, None, made) is not None
-    assert prepared_answers(contract, BACKEND, results, None, made) is None
+        parts[1].path: ("another sha256", frames[1])}) is None

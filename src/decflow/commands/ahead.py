@@ -26,8 +26,6 @@ from decflow import interrupts
 if TYPE_CHECKING:
     import polars as pl
 
-    from decflow.pipeline.contract_run.golden_section import CaseResults
-    from decflow.pipeline.made_ahead import MadeAhead
     from decflow.pipeline.spec import RunSpec
     from decflow.pipeline.stage import Progress, ProgressFactory
     from decflow.store.store import Part, Store
@@ -39,15 +37,13 @@ SWITCH_INTERVAL_S = 0.001
 LOWEST_PRIORITY = 19  # nice
 
 
-def after_calls(spec: RunSpec, store: Store, chunks: Chunks, made: MadeAhead
-                ) -> Callable[[], None]:
+def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], None]:
     """What a contract run of `spec` (in `store`) needs first once its calls are done: the
     code of its later stages, numpy's lazily loaded modules the summary's calibration
     figures use, the run report models' validators (built on first use: `report.model`
-    defers them), the text and HTML views the command shows the report with; and, put in
-    `made` for its summary to take, the per-case results' part its cases decide, then their
-    `result`s and JSON, each result chunk of `chunks` as it is stored (`written_chunks`),
-    until the calls are over."""
+    defers them), the text and HTML views the command shows the report with, the
+    per-case results' part its cases decide, and then their `result`s, each result chunk
+    of `chunks` as it is stored (`written_chunks`), until the calls are over."""
 
     def work() -> None:
         from decflow.pipeline.contract_run.later_stages import load_later_stages
@@ -59,12 +55,13 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks, made: MadeAhead
         from decflow.report.run_report import build_validators
 
         build_validators()
-        _prepare_answers(spec, chunks, made, _prepare_case_results(spec, store, made))
+        _prepare_case_results(spec, store)
+        _prepare_answers(spec, chunks)
 
     return work
 
 
-def _prepare_case_results(spec: RunSpec, store: Store, made: MadeAhead) -> CaseResults | None:
+def _prepare_case_results(spec: RunSpec, store: Store) -> None:
     """The per-case part of the report that the cases alone decide (stored before the
     calls; the run record names them), made for the summary to take."""
     from decflow.pipeline.contract_run.golden_section import prepare_case_results
@@ -72,15 +69,13 @@ def _prepare_case_results(spec: RunSpec, store: Store, made: MadeAhead) -> CaseR
     from decflow.store.store import Manifest
 
     cases = (read_run_record(store, spec.run_id).get("stages") or {}).get("cases")
-    if not isinstance(cases, dict):
-        return None
-    return prepare_case_results(store, Manifest.from_dict(cases), made)
+    if isinstance(cases, dict):
+        prepare_case_results(store, Manifest.from_dict(cases))
 
 
-def _prepare_answers(spec: RunSpec, chunks: Chunks, made: MadeAhead,
-                     cases: CaseResults | None) -> None:
-    """Each stored chunk's per-case `result`s, and the JSON of the `cases` they answer
-    (`golden_section.prepare_answers`), until the calls are over (None)."""
+def _prepare_answers(spec: RunSpec, chunks: Chunks) -> None:
+    """Each stored chunk's per-case `result`s (`golden_section.prepare_answers`) until the
+    calls are over (None)."""
     from decflow.pipeline.contract_run.golden_section import prepare_answers
     from decflow.pipeline.spec import load_contract_cached
 
@@ -89,7 +84,7 @@ def _prepare_answers(spec: RunSpec, chunks: Chunks, made: MadeAhead,
     # summary takes these results only if it names the same
     backend = {"name": spec.backend, "provider": contract.backend_config(spec.backend).provider}
     for part, frame in iter(chunks.get, None):
-        prepare_answers(contract, backend, part, frame, made, cases)
+        prepare_answers(contract, backend, part, frame)
 
 
 @contextlib.contextmanager

@@ -227,19 +227,17 @@ def execute(options: RunOptions) -> dict[str, Any]:
             spec.to_dict(), from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
             task_runner=options.task_runner, dask_address=options.dask_address,
         )
-    from decflow.pipeline.made_ahead import MadeAhead
     from decflow.views.stored import write_run_html
 
     # what the run needs after its calls is prepared while the backend is called
     chunks: Chunks = queue.SimpleQueue()
-    made = MadeAhead()
-    later = Ahead(after_calls(spec, store, chunks, made), chunks)
+    later = Ahead(after_calls(spec, store, chunks), chunks)
     try:
         with progress_factory() as progress, written_chunks(chunks):
             report = run_contract(
                 spec, store, progress=progress and later.progress(progress),
                 from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
-                on_stage=later.on_stage, made_ahead=made,
+                on_stage=later.on_stage,
             )
     finally:
         later.join()

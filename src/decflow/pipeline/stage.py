@@ -32,7 +32,6 @@ from decflow.store.store import Manifest, Store, stage_key
 
 if TYPE_CHECKING:
     from decflow.contracts.loader import LoadedContract
-    from decflow.pipeline.made_ahead import MadeAhead
 
 log = logging.getLogger("decflow")
 # Reports long work as (done, total); total None while it is not known (records in files).
@@ -121,8 +120,6 @@ class StageContext(Generic[S]):
     unit_outcomes: list[UnitOutcome] = field(default_factory=list)
     # Values a stage hands to the runner besides its artifact (the summary leaves the report).
     outputs: dict[str, Any] = field(default_factory=dict)
-    # What this run made ahead of the stages that take it (None: nothing is).
-    made_ahead: MadeAhead | None = None
 
 
 def _nothing(_context: StageContext[Any]) -> dict[str, Any]:

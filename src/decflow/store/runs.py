@@ -27,7 +27,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -179,13 +179,11 @@ def write_run_record(store: Store, record: dict[str, Any]) -> None:
 
 
 def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT, *,
-                 per_case: Sequence[str] = (), plain: bool = False,
-                 written: Mapping[str, tuple[list[Any], Sequence[bytes]]] | None = None) -> str:
+                 per_case: Sequence[str] = (), plain: bool = False) -> str:
     """Store a report of the run (`report.json`, `diff.json`, …) and its sha256 in the
-    run's record; returns its store path. `per_case`, `plain`, `written`: see
-    `json_pieces`."""
-    return write_run_file(store, run_id, name, json_pieces(
-        report, per_case=per_case, plain=plain, written=written))
+    run's record; returns its store path. `per_case`, `plain`: see `json_pieces`."""
+    return write_run_file(store, run_id, name,
+                          json_pieces(report, per_case=per_case, plain=plain))
 
 
 def write_run_file(store: Store, run_id: str, name: str, data: bytes | Sequence[bytes]) -> str:

@@ -474,7 +474,6 @@ def json_bytes(data: Any, *, per_case: Sequence[str] = (), plain: bool = False) 
 
 
 def json_pieces(data: Any, *, per_case: Sequence[str] = (), plain: bool = False,
-                written: Mapping[str, tuple[list[Any], Sequence[bytes]]] | None = None,
                 ) -> list[bytes]:
     """`json_bytes` in pieces, to be written one after the other (a per-case list is
     megabytes: joining the pieces would copy them once more).
@@ -483,31 +482,21 @@ def json_pieces(data: Any, *, per_case: Sequence[str] = (), plain: bool = False,
     values were checked when they were stored (finite numbers): those are written by
     orjson, about six times faster, to the same bytes (`_per_case_json`). `plain`: their
     writer knows they hold no float below 1e-4 (the only ones orjson spells otherwise), so
-    orjson's text is not scanned for one. `written`: by name, a per-case list and orjson's
-    bytes of it made already (while a run's backend was called), in pieces each ending
-    with a whole item: taken for that very list.
+    orjson's text is not scanned for one.
     """
     if not per_case or not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         return [(json_text(data) + "\n").encode()]
     pieces = [b"{"]
     for key, value in data.items():
-        pieces += (json_text(key).encode(), b":")
-        if key in per_case and isinstance(value, list):
-            made = (written or {}).get(key)
-            pieces += _per_case_json(value, plain=plain,
-                                     fast=made[1] if made and made[0] is value else None)
-        else:
-            pieces.append(json_text(value).encode())
-        pieces.append(b",")
+        pieces += (json_text(key).encode(), b":", _per_case_json(value, plain=plain)
+                   if key in per_case and isinstance(value, list)
+                   else json_text(value).encode(), b",")
     pieces[-1] = b"}\n" if len(pieces) > 1 else b"{}\n"
     return pieces
 
 
-def _per_case_json(items: list[Any], *, plain: bool = False,
-                   fast: Sequence[bytes] | None = None) -> Sequence[bytes]:
-    """`json_text(items)` as UTF-8 (in pieces), written by orjson where it writes the same
-    bytes (`fast`: orjson's bytes of `items` made already, in pieces that never cut a
-    number).
+def _per_case_json(items: list[Any], *, plain: bool = False) -> bytes:
+    """`json_text(items)` as UTF-8, written by orjson where it writes the same bytes.
 
     orjson spells floats below 1e-4 differently (`0.00001`, `1e-7` for `1e-05`, `1e-07`)
     and refuses what only the json module writes (numpy scalars, keys that are not
@@ -517,14 +506,11 @@ def _per_case_json(items: list[Any], *, plain: bool = False,
     """
     import orjson
 
-    if fast is None:
-        try:
-            fast = (orjson.dumps(items),)
-        except TypeError:  # orjson.JSONEncodeError
-            return (json_text(items).encode(),)
-    if not plain and any(_small_float_spelled(piece) for piece in fast):
-        return (json_text(items).encode(),)
-    return fast
+    try:
+        fast = orjson.dumps(items)
+    except TypeError:  # orjson.JSONEncodeError
+        return json_text(items).encode()
+    return json_text(items).encode() if not plain and _small_float_spelled(fast) else fast
 
 
 def _small_float_spelled(text: bytes) -> bool:

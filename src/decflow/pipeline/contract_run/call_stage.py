@@ -116,9 +116,7 @@ def call_stage(context: RunContext, key: str) -> Manifest:
     for phase in results.PHASES:
         if phase == "transformed":
             runner.check_originals()
-        shards = -(-parts.phase_count(phase) // size)
-        if shards:  # a run without transformed requests sets up no backend for them
-            runner.run(phase, shards)
+        runner.run(phase, -(-parts.phase_count(phase) // size))
     return runner.finish(health)
 
 

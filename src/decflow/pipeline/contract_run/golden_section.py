@@ -6,10 +6,8 @@ re-gated with an edited contract without calling the backend.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,7 +25,6 @@ from decflow.metrics.smooth_ece import grids_of
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
-    from decflow.pipeline.made_ahead import MadeAhead
     from decflow.store.store import Manifest, Part, Store
 
 def originals(cases: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
@@ -229,26 +226,25 @@ def answer_results(
     return results_of
 
 
+# Each result chunk's `answer_results` by request id, made as the chunk was written (by the
+# chunk's path and sha256), with the decision and backend they name
+_answers: dict[tuple[str, str], tuple[tuple[Any, ...], dict[str, dict[str, Any] | None]]] = {}
+
+
+def _answers_of(contract: Contract, backend: dict[str, Any]) -> tuple[Any, ...]:
+    decision = contract.decision
+    return decision.name, decision.type, tuple(decision.labels), backend["name"], backend[
+        "provider"]
+
+
 def prepare_answers(
-    contract: Contract, backend: dict[str, Any], chunk: Part, frame: pl.DataFrame,
-    made: MadeAhead, cases: CaseResults | None = None,
+    contract: Contract, backend: dict[str, Any], chunk: Part, frame: pl.DataFrame
 ) -> None:
     """Make the `answer_results` of a result chunk of the originals just stored (its
-    `frame`), for its summary to take (`prepared_answers`), and write each answered case
-    of `cases` (`CaseResults.write`): a run does this while its backend is called
-    (`decflow.commands.ahead`)."""
-    answers = _by_request(contract, backend, frame)
-    made.put(_answers_key(contract, backend, chunk), answers)
-    if cases is not None:
-        cases.write(answers)
-
-
-def _answers_key(contract: Contract, backend: dict[str, Any], chunk: Part) -> tuple[Any, ...]:
-    """What a chunk's answers are made of (its path and sha256) and for (the decision and
-    backend their results name)."""
-    decision = contract.decision
-    return ("answers", chunk.path, chunk.sha256, decision.name, decision.type,
-            tuple(decision.labels), backend["name"], backend["provider"])
+    `frame`), for its summary to take (`prepared_answers`): a run does this while its
+    backend is called (`decflow.commands.ahead`)."""
+    _answers[(chunk.path, chunk.sha256)] = (_answers_of(contract, backend),
+                                            _by_request(contract, backend, frame))
 
 
 def _by_request(contract: Contract, backend: dict[str, Any],
@@ -259,25 +255,26 @@ def _by_request(contract: Contract, backend: dict[str, Any],
 
 def prepared_answers(
     contract: Contract, backend: dict[str, Any], results: Manifest,
-    held: Mapping[str, tuple[str, pl.DataFrame]] | None, made: MadeAhead | None,
+    held: Mapping[str, tuple[str, pl.DataFrame]] | None,
 ) -> dict[str, dict[str, Any] | None] | None:
     """The `answer_results` of every part of `results` (the originals'), by request id:
-    those `made` ahead for this decision and backend (taken), the others' made now of their
-    `held` rows (`Store.read`'s); None when none was made ahead or a part's rows are not
-    held."""
-    if made is None:
-        return None
-    found = [made.take(_answers_key(contract, backend, part)) for part in results.parts]
-    if all(answers is None for answers in found):
+    those made ahead for this decision and backend (all are taken: a second summary makes
+    its own), the others' made now of their `held` rows (`Store.read`'s); None when none
+    was made ahead or a part's rows are not held."""
+    found = [_answers.pop((part.path, part.sha256), None) for part in results.parts]
+    _answers.clear()
+    wanted = _answers_of(contract, backend)
+    if not any(made is not None and made[0] == wanted for made in found):
         return None
     merged: dict[str, dict[str, Any] | None] = {}
-    for part, answers in zip(results.parts, found, strict=True):
-        if answers is None:
-            rows = (held or {}).get(part.path)
-            if rows is None or rows[0] != part.sha256:
-                return None
-            answers = _by_request(contract, backend, rows[1])
-        merged.update(answers)
+    for part, made in zip(results.parts, found, strict=True):
+        if made is not None and made[0] == wanted:
+            merged.update(made[1])
+            continue
+        rows = (held or {}).get(part.path)
+        if rows is None or rows[0] != part.sha256:
+            return None
+        merged.update(_by_request(contract, backend, rows[1]))
     return merged
 
 
@@ -293,99 +290,24 @@ def case_results(cases: pl.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-@dataclass
-class CaseResults:
-    """The `case_results` of a cases artifact made ahead of its summary (`items`), and the
-    JSON of each case whose answer's result was filled in meanwhile, as the report's writer
-    spells it (orjson's bytes), beside the result it was written with (`write`)."""
-
-    items: list[dict[str, Any]]
-    at: dict[str, int]  # each case's position, by case id
-    written: list[tuple[dict[str, Any], bytes] | None]
-
-    def write(self, answers: Mapping[str, dict[str, Any] | None]) -> None:
-        """Fill in each case's answered `result` (by case id: an original's request id)
-        as `golden_cases` will, and write its JSON; an error is left to `golden_cases`."""
-        import orjson
-
-        if len(self.at) != len(self.items):
-            return  # case ids not unique: which case an answer fills in is the join's
-        for case_id, result in answers.items():
-            at = self.at.get(case_id)
-            if result is None or at is None:
-                continue
-            case = self.items[at]
-            case["result"], case["error"] = result, None
-            with contextlib.suppress(TypeError):  # orjson.JSONEncodeError: written later
-                self.written[at] = (result, orjson.dumps(case))
+# `case_results` of a cases artifact made ahead of its summary, by the artifact's sha256
+# (one at a time; taken once: its dicts become the report's)
+_prepared: dict[str, list[dict[str, Any]]] = {}
 
 
-def prepare_case_results(store: Store, cases: Manifest, made: MadeAhead) -> CaseResults:
+def prepare_case_results(store: Store, cases: Manifest) -> None:
     """Make the `case_results` of the `cases` artifact now, for its summary to take
     (`prepared_case_results`): a run does this while its backend is called
     (`decflow.commands.ahead`), as the cases are all known before the calls."""
-    items = case_results(store.read(cases))
-    prepared = CaseResults(items, {case["case_id"]: at for at, case in enumerate(items)},
-                           [None] * len(items))
-    made.put(("case results", cases.sha256), prepared)
-    return prepared
+    made = case_results(store.read(cases))
+    _prepared.clear()
+    _prepared[cases.sha256] = made
 
 
-def prepared_case_results(cases: Manifest, made: MadeAhead | None) -> CaseResults | None:
+def prepared_case_results(cases: Manifest) -> list[dict[str, Any]] | None:
     """The `case_results` made ahead for the `cases` artifact, if any (taken: a second
     summary of it makes its own)."""
-    return None if made is None else made.take(("case results", cases.sha256))
-
-
-# Cases per piece of the per-case results' JSON: pieces of a few dozen kB are written and
-# hashed one by one with little overhead, where one piece of megabytes would be copied
-# into memory the process has not touched yet (page faults cost more than the copy).
-JSON_PIECE_CASES = 64
-
-
-def results_json(prepared: CaseResults | None, results: list[dict[str, Any]]
-                 ) -> list[bytes] | None:
-    """orjson's bytes of the report's per-case `results`, in pieces that each end with a
-    case (`store.json_pieces`' `written`): a case written ahead as it is, if it still
-    holds the result it was written with and no error, the others written now (each run
-    of them at once: a call per case costs more than the writing). None unless `results`
-    are the `prepared` ones, or when orjson cannot write a case (the writer then takes the
-    json module's way)."""
-    if prepared is None or prepared.items is not results:
-        return None
-    import orjson
-
-    # (comprehensions: this runs after the last answer, once per case)
-    kept = [written is not None and case["result"] is written[0] and case["error"] is None
-            for case, written in zip(results, prepared.written, strict=True)]
-    cases: list[bytes] = []  # each case's JSON, or a run of cases' written now
-    try:
-        if all(kept):
-            cases = [written[1] for written in prepared.written if written is not None]
-        else:
-            for ahead, at, stop in _runs(kept):
-                cases += ([written[1] for written in prepared.written[at:stop]
-                           if written is not None] if ahead
-                          else [orjson.dumps(results[at:stop])[1:-1]])
-    except TypeError:  # orjson.JSONEncodeError
-        return None
-    pieces = [b"["]
-    for at in range(0, len(cases), JSON_PIECE_CASES):
-        pieces += (b",", b",".join(cases[at:at + JSON_PIECE_CASES])) if at else (
-            b",".join(cases[at:at + JSON_PIECE_CASES]),)
-    pieces.append(b"]")
-    return pieces
-
-
-def _runs(flags: list[bool]) -> list[tuple[bool, int, int]]:
-    """(flag, start, stop) of each run of equal `flags`, in order."""
-    runs: list[tuple[bool, int, int]] = []
-    start = 0
-    for at in range(1, len(flags) + 1):
-        if at == len(flags) or flags[at] != flags[start]:
-            runs.append((flags[start], start, at))
-            start = at
-    return runs
+    return _prepared.pop(cases.sha256, None)
 
 
 def plain_numbers(table: pl.DataFrame) -> bool:

@@ -17,7 +17,6 @@ from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
 from decflow.pipeline.contract_run.later_stages import COMPARISONS, MINIMIZED, SUMMARY
 from decflow.pipeline.contract_run.resume import answered, forget_calls
 from decflow.pipeline.driver import drive
-from decflow.pipeline.made_ahead import MadeAhead
 from decflow.pipeline.pipeline import Pipeline
 from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import ProgressFactory
@@ -72,9 +71,7 @@ def run_contract(
     from_stage: str | None = None,
     fail_on_warn: bool = False,
     on_stage: Callable[[str, Manifest], None] | None = None,
-    made_ahead: MadeAhead | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) every stage of a contract run in this process; returns its report.
-    `made_ahead`: what a thread makes for its stages meanwhile (`decflow.commands.ahead`)."""
+    """Run (or resume) every stage of a contract run in this process; returns its report."""
     return drive(CONTRACT_RUN, spec, store, from_stage=from_stage, on_stage=on_stage,
-                 progress=progress, fail_on_warn=fail_on_warn, made_ahead=made_ahead)
+                 progress=progress, fail_on_warn=fail_on_warn)

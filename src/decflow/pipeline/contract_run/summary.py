@@ -28,7 +28,6 @@ from decflow.pipeline.contract_run.golden_section import (
     plain_numbers,
     prepared_answers,
     prepared_case_results,
-    results_json,
 )
 from decflow.pipeline.contract_run.later_stages import SUMMARY_UPSTREAM
 from decflow.pipeline.contract_run.qualifiers import run_qualifiers
@@ -64,7 +63,6 @@ from decflow.version import __version__
 
 if TYPE_CHECKING:
     from decflow.contracts.loader import LoadedContract
-    from decflow.pipeline.made_ahead import MadeAhead
 
 CHECKS_SCHEMA = pl.Schema({
     "gate": pl.String,
@@ -117,12 +115,9 @@ def build_report_to_write(
     *,
     fail_on_warn: bool,
     held: Mapping[str, tuple[str, pl.DataFrame]] | None = None,
-    made: MadeAhead | None = None,
-) -> tuple[RunReport, bool, list[bytes] | None]:
-    """(`build_report`, whether its per-case lists' numbers are `plain_numbers` and its
-    per-case results' JSON when made ahead (`results_json`): the hints `write_report`
-    takes). `held`: result chunks this process wrote (`Store.read`); `made`: what this run
-    made ahead of its summary (`StageContext.made_ahead`)."""
+) -> tuple[RunReport, bool]:
+    """(`build_report`, whether its per-case lists' numbers are `plain_numbers`: the
+    hint `write_report` takes). `held`: result chunks this process wrote (`Store.read`)."""
     contract = loaded.contract
     cases_manifest, results_manifest = manifests["cases"], manifests["results"]
     cases = store.read(cases_manifest)
@@ -156,11 +151,10 @@ def build_report_to_write(
     gate_evidence = (golden_gate_evidence(metrics, contract.requirements, contract.warnings)
                      if gated else [])
     qualifiers = run_qualifiers(status, judged, gate_evidence, properties, sequential)
-    prepared = prepared_case_results(cases_manifest, made)
     case_results, failures = golden_cases(
-        contract, table, backend_info, None if prepared is None else prepared.items,
+        contract, table, backend_info, prepared_case_results(cases_manifest),
         prepared_answers(contract, backend_info,
-                         phase_result_parts(results_manifest, "originals"), held, made))
+                         phase_result_parts(results_manifest, "originals"), held))
     cache_use = cache_section(contract, spec, store, manifests)
     evaluation = contract.evaluation
     dataset = cases_manifest.extra
@@ -223,7 +217,7 @@ def build_report_to_write(
             artifacts={name: artifact_ref(store, m) for name, m in manifests.items()},
         ),
     )
-    return report, plain_numbers(table), results_json(prepared, case_results)
+    return report, plain_numbers(table)
 
 
 # The report's per-case lists: every number in them was checked finite when its result was
@@ -257,9 +251,9 @@ def _summary(context: RunContext, key: str) -> Manifest:
     upstream = {name: context.manifests[name] for name in SUMMARY_UPSTREAM
                 if name in context.manifests}
     # whatever a backend echoed of a credential leaves no trace in any view of it
-    built, plain, made_json = build_report_to_write(
+    built, plain = build_report_to_write(
         context.loaded, spec, store, upstream, fail_on_warn=context.fail_on_warn,
-        held=context.outputs.pop(WRITTEN_RESULTS, None), made=context.made_ahead)
+        held=context.outputs.pop(WRITTEN_RESULTS, None))
     checks = pl.DataFrame(redact([c.to_dict() for c in built.checks]), schema=CHECKS_SCHEMA)
     verdict = redact({"status": built.status, "exit_code": built.exit_code,
                       "headline": built.headline, "report": report_path(spec.run_id)})
@@ -267,7 +261,6 @@ def _summary(context: RunContext, key: str) -> Manifest:
     assert built.run is not None and built.run.artifacts is not None  # built above
     built.run.artifacts["summary"] = artifact_ref(store, manifest)
     report = redact(built.to_dict())
-    write_report(store, spec.run_id, report, per_case=PER_CASE, plain=plain,
-                 written={} if made_json is None else {"results": (built.results, made_json)})
+    write_report(store, spec.run_id, report, per_case=PER_CASE, plain=plain)
     context.outputs["report"] = report
     return manifest
