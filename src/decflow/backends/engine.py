@@ -455,12 +455,17 @@ class ChunkWrites:
         if self.executor is None:  # (a thread started at the first chunk, not before)
             self.executor = ThreadPoolExecutor(1, thread_name_prefix="decflow-chunks")
         self.pending.append(self.executor.submit(self._write, self.write, rows))
-        while len(self.pending) > WAITING_CHUNKS:
-            self.pending[0].exception()  # waits
-            self._record_first()
+        self._record_until(WAITING_CHUNKS)
 
     def _write(self, write: WriteChunk, rows: list[tuple[Any, ...]]) -> Callable[[], None]:
         return write(_rows_from_tuples(rows, self.labels))
+
+    def _record_until(self, waiting: int) -> None:
+        """Wait (holding the loop) for the oldest chunks being written and record them,
+        until at most `waiting` are left."""
+        while len(self.pending) > waiting:
+            self.pending[0].exception()  # waits
+            self._record_first()
 
     def _record_first(self) -> None:
         written = self.pending.popleft()
@@ -487,9 +492,7 @@ class ChunkWrites:
         being written, record them, and end the thread."""
         try:
             self._flush()
-            while self.pending:
-                self.pending[0].exception()  # waits
-                self._record_first()
+            self._record_until(0)
         finally:
             if self.executor is not None:
                 self.executor.shutdown(wait=True, cancel_futures=True)
