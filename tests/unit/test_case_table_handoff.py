@@ -1,6 +1,7 @@
 """What the first stages hand each other in the run's context: the cases stage loads the
 bytes its key was made of; the requests stage takes the case table the cases stage left,
-and reads the store when the table is not the published one (or was never left)."""
+and reads the store when the table is not the published one (or was never left); the call
+stage takes the requests' first part the requests stage left, once."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import polars as pl
 from decflow.data.case_table import CASES_SCHEMA
 from decflow.data.golden_dataset import load_golden, read_dataset
 from decflow.pipeline.contract_run import inputs
+from decflow.pipeline.contract_run.results import RequestParts
+from decflow.pipeline.schemas import REQUESTS_SCHEMA
 from decflow.pipeline.stage import StageContext
 from decflow.store.store import Store
 
@@ -57,3 +60,44 @@ def test_the_cases_stage_loads_the_bytes_its_key_was_made_of(tmp_path: Path) -> 
     assert loaded.cases["case_id"].to_list() == ["first"]
     assert loaded.hash == read[1] == "sha256:" + hashlib.sha256(read[0]).hexdigest()
     assert load_golden(path, ("x",)).cases["case_id"].to_list() == ["changed"]
+
+
+def requests(ids: list[str], properties: list[str]) -> pl.DataFrame:
+    n = len(ids)
+    columns: dict[str, Any] = {name: [None] * n for name in REQUESTS_SCHEMA}
+    columns.update(request_id=ids, case_id=ids, property=properties, sample=[0] * n,
+                   input_text=ids, shown_labels=[["x", "y"]] * n, label_order=[[0, 1]] * n)
+    return pl.DataFrame(columns, schema=REQUESTS_SCHEMA)
+
+
+class CountingStore(Store):
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+
+    def read_part(self, part: Any, columns: Any = None) -> pl.DataFrame:
+        self.reads.append(part.path)
+        return super().read_part(part, columns)
+
+
+def test_the_requests_part_left_by_the_requests_stage_is_used_once(tmp_path: Path) -> None:
+    store = CountingStore(str(tmp_path))
+    table = requests(["a", "b", "a~p"], ["", "", "p"])
+    manifest = store.publish("requests", "k1", table)
+    parts = RequestParts(store, manifest, (manifest.parts[0].sha256, table))
+    assert parts.phase_count("originals") == 2 and parts.phase_count("transformed") == 1
+    first = parts.rows("originals", 0, 2)
+    assert store.reads == []  # no read back before the first call
+    assert parts.rows("transformed", 0, 1)["request_id"].to_list() == ["a~p"]
+    assert len(store.reads) == 1  # used once, then read as any other part
+    unhanded = RequestParts(Store(str(tmp_path)), manifest)
+    assert first.equals(unhanded.rows("originals", 0, 2))
+
+
+def test_a_requests_part_left_for_another_artifact_is_not_used(tmp_path: Path) -> None:
+    store = Store(str(tmp_path))
+    stored = store.publish("requests", "k1", requests(["a"], [""]))
+    other = requests(["z"], [""])
+    handed = (store.publish("requests", "k2", other).parts[0].sha256, other)
+    assert RequestParts(store, stored, handed).rows("originals", 0, 1)[
+        "request_id"].to_list() == ["a"]

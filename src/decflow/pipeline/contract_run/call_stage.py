@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from decflow import interrupts
 from decflow.pipeline.contract_run import results
+from decflow.pipeline.contract_run.inputs import REQUESTS_PART
 from decflow.pipeline.contract_run.sequential.record import sent_inputs, sequential_params
 from decflow.pipeline.stage import Progress, RunContext, Stage
 from decflow.store.store import Manifest
@@ -103,12 +104,13 @@ class InProcessShards:
 
 
 def call_stage(context: RunContext, key: str) -> Manifest:
+    handed = context.outputs.pop(REQUESTS_PART, None)
     if context.spec.sequential:
         # (imported here: a run of the whole suite never needs the sequential driver)
         from decflow.pipeline.contract_run.sequential.calls import sequential_call_stage
 
         return sequential_call_stage(context, key)
-    parts = results.RequestParts(context.store, context.manifests["requests"])
+    parts = results.RequestParts(context.store, context.manifests["requests"], handed)
     factory = context.shards or InProcessShards
     runner: ShardRunner = factory(context, key, parts)
     health = runner.health()

@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 # table it wrote, for the requests stage (no read back, no hash check of bytes just written).
 _DATASET_READ = "dataset read"
 _CASE_TABLE = "cases table"
+# From the requests stage to the call stage: the requests' first part as written, (its
+# sha256, the table), so the first shard's requests are not read back from the store
+# before the first call (~7 ms for 20k requests; `results.RequestParts`).
+REQUESTS_PART = "requests part"
 
 
 def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
@@ -166,12 +170,27 @@ def _compute_requests(context: RunContext, key: str) -> Manifest:
     # publish writes each frame as a part as it is generated and reads `extra` only after
     # the last one, when the generators have filled it in.
     frames = itertools.chain([original_requests(case_table, labels)], derived)
-    return store.publish("requests", key, _coalesced(frames, PART_ROWS), extra=extra)
+    first: list[pl.DataFrame] = []
+    manifest = store.publish("requests", key, _first_kept(_coalesced(frames, PART_ROWS), first),
+                             extra=extra)
+    if first:
+        context.outputs[REQUESTS_PART] = (manifest.parts[0].sha256, first[0])
+    return manifest
 
 
 REQUESTS = Stage("requests", "1", ("cases",), _compute_requests, params=_request_params,
                  validate=check_presentations, restart_input=True,
                  title="build the requests to send")
+
+
+def _first_kept(frames: Iterable[pl.DataFrame], first: list[pl.DataFrame]
+                ) -> Iterator[pl.DataFrame]:
+    """`frames`, the first of them also put in `first` (for the call stage:
+    `REQUESTS_PART`)."""
+    for frame in frames:
+        if not first:
+            first.append(frame)
+        yield frame
 
 
 def _coalesced(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:

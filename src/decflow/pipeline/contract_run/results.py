@@ -75,15 +75,21 @@ CALL_COLUMNS = ["request_id", "case_id", "property", "input_text", "input_json",
 
 class RequestParts:
     """Shards of a phase read from the requests parts they fall in, one part in memory at a
-    time, so the call stage never holds the whole requests table."""
+    time, so the call stage never holds the whole requests table. `handed`: the first
+    part's (sha256, table) as the requests stage wrote it in this process, used instead of
+    reading that part back once."""
 
-    def __init__(self, store: Store, requests: Manifest) -> None:
+    def __init__(self, store: Store, requests: Manifest,
+                 handed: tuple[str, pl.DataFrame] | None = None) -> None:
         self.store = store
         self.parts = requests.parts
+        self._handed = (handed[1] if handed is not None and self.parts
+                        and self.parts[0].sha256 == handed[0] else None)
         self.originals: list[int] = []
-        for part in self.parts:
-            properties = store.read_part(part, ["property"])["property"]
-            self.originals.append(int((properties == "").sum()))
+        for index, part in enumerate(self.parts):
+            table = self._handed if index == 0 and self._handed is not None else (
+                store.read_part(part, ["property"]))
+            self.originals.append(int((table["property"] == "").sum()))
         self._loaded: tuple[int, str, pl.DataFrame] | None = None
 
     def _counts(self, phase: str) -> list[int]:
@@ -97,8 +103,12 @@ class RequestParts:
     def _phase_part(self, index: int, phase: str) -> pl.DataFrame:
         """The phase's rows of part `index` (the last one asked for stays loaded)."""
         if self._loaded is None or self._loaded[:2] != (index, phase):
-            rows = phase_rows(self.store.read_part(self.parts[index], CALL_COLUMNS), phase)
-            self._loaded = (index, phase, rows)
+            if index == 0 and self._handed is not None:
+                # used once: a later phase reads the part, so it is not held all stage long
+                table, self._handed = self._handed.select(CALL_COLUMNS), None
+            else:
+                table = self.store.read_part(self.parts[index], CALL_COLUMNS)
+            self._loaded = (index, phase, phase_rows(table, phase))
         return self._loaded[2]
 
     def rows(self, phase: str, start: int, stop: int) -> pl.DataFrame:
