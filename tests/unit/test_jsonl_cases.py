@@ -192,6 +192,18 @@ def test_texts_at_the_size_bounds(tmp_path: Path) -> None:
     assert same_as_strict(tmp_path, many)[0] == "error"
 
 
+def test_a_line_past_the_longest_line_goes_strict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line's length without its newline, the last line's too, is held to the bound
+    under which no text of the table needs the strict path's size checks."""
+    line, other = GOOD.encode(), GOOD.replace("c1", "c2").encode()
+    monkeypatch.setattr(jsonl_cases_module, "_LONGEST_LINE", len(line))
+    assert jsonl_cases(line + b"\n" + other + b"\n", LABELS) is not None
+    assert jsonl_cases(line + b"\n" + other, LABELS) is not None
+    longer = GOOD.replace("c1", "c22").encode()
+    assert jsonl_cases(line + b"\n" + longer + b"\n", LABELS) is None
+    assert jsonl_cases(line + b"\n" + longer, LABELS) is None
+
+
 FRAGMENTS = [
     '"id"', '"input"', '"expected"', '"metadata"', '"x"', '"a:b"', '"refund"', '"4"', "4",
     '"\\u0069nput"', '"\\u003a"', '"\\ud800"', '"\\"', '"é"', "1e999", "0.5", "NaN", "-0",
