@@ -227,8 +227,6 @@ def execute(options: RunOptions) -> dict[str, Any]:
             spec.to_dict(), from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
             task_runner=options.task_runner, dask_address=options.dask_address,
         )
-    from decflow.views.stored import write_run_html
-
     # what the run needs after its calls is prepared while the backend is called
     chunks: Chunks = queue.SimpleQueue()
     later = Ahead(after_calls(spec, store, chunks), chunks)
@@ -241,6 +239,8 @@ def execute(options: RunOptions) -> dict[str, Any]:
             )
     finally:
         later.join()
+    from decflow.views.stored import write_run_html  # (not needed before the calls)
+
     write_run_html(store, report)  # as the flow's report task does
     return report
 
