@@ -7,10 +7,11 @@ import json
 
 import pytest
 
-from decflow.backends.base import BackendUnavailable
+from decflow.backends.base import BackendTimeout, BackendUnavailable
 from decflow.backends.http11 import Http11Pool, HttpResponse, Target
 from decflow.backends.httpclient import HttpCaller
 from tests.support.servers.raw import Raw, RawServer
+from tests.support.servers.recording import RecordingServer, Reply
 
 BODY = b'{"ok": true}'
 
@@ -185,3 +186,56 @@ def test_idle_connection_closed_long_before_reuse_gets_no_request() -> None:
         assert asyncio.run(scenario(server.url())) == [200, 200]
     assert len(server.requests) == 2
     assert server.connections == 2
+
+
+# -- the exchange timeout: one timer per connection, moved on from request to request --------
+
+
+def test_each_exchange_on_a_kept_connection_has_its_own_timeout() -> None:
+    # Four answers of 0.15 s on one connection take longer together than the 0.4 s timeout:
+    # none times out; the fifth, slower than the timeout alone, does.
+    async def scenario(url: str) -> tuple[list[int], BaseException | None]:
+        client = HttpCaller(provider="http", backend_name="t", timeout_s=0.4, max_retries=0,
+                            retry_backoff_s=0)
+        statuses = []
+        try:
+            for _ in range(4):
+                statuses.append((await client.get(url)).status)
+            try:
+                await client.get(url)
+            except BackendTimeout as exc:
+                return statuses, exc
+            return statuses, None
+        finally:
+            await client.aclose()
+
+    script = [Reply(200, BODY, delay=0.15)] * 4 + [Reply(200, BODY, delay=1.0)]
+    with RecordingServer(script=script) as server:
+        statuses, failure = asyncio.run(scenario(server.url()))
+    assert statuses == [200] * 4
+    assert isinstance(failure, BackendTimeout) and "timed out after 0.4s" in str(failure)
+    assert len(server.requests) == 5
+
+
+def test_a_cancelled_exchange_closes_its_connection() -> None:
+    # Ctrl-C cancels the calls: the connection whose answer was awaited is not kept.
+
+    async def scenario(url: str) -> tuple[int, int]:
+        pool = Http11Pool(5.0)
+        target = Target.parse(url)
+        await pool.request("GET", target, {}, None)
+        task = asyncio.ensure_future(pool.request("GET", target, {}, None))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        idle = sum(len(connections) for connections in
+                   pool._idle[asyncio.get_running_loop()].values())
+        response = await pool.request("GET", target, {}, None)
+        await pool.aclose()
+        return idle, response.status
+
+    script = [Reply(200, BODY), Reply(200, BODY, delay=0.5), Reply(200, BODY)]
+    with RecordingServer(script=script) as server:
+        assert asyncio.run(scenario(server.url())) == (0, 200)
+        assert len(server.requests) == 3
