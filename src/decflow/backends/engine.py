@@ -33,6 +33,7 @@ from decflow.backends.base import (
     Prediction,
     RequestBatch,
 )
+from decflow.collector import calls_in_flight
 from decflow.data.golden_dataset import case_input
 from decflow.interrupts import stopping
 from decflow.redaction import redact_text
@@ -393,18 +394,19 @@ class RemoteCaller:
 
         sent: list[bool] = []
         workers: list[asyncio.Future[None]] = []
-        try:
-            for _ in range(min(self.max_concurrency, requests.height)):
-                workers.append(asyncio.ensure_future(worker()))
-                # one worker started per turn of the loop: the first request goes out as
-                # the next workers connect, not once all of them have (64: 17 ms)
-                await asyncio.sleep(0)
-            await asyncio.gather(*workers)
-            await chunks.finish()
-        finally:
-            for task in workers:
-                task.cancel()
-            chunks.close()
+        with calls_in_flight():
+            try:
+                for _ in range(min(self.max_concurrency, requests.height)):
+                    workers.append(asyncio.ensure_future(worker()))
+                    # one worker started per turn of the loop: the first request goes out
+                    # as the next workers connect, not once all of them have (64: 17 ms)
+                    await asyncio.sleep(0)
+                await asyncio.gather(*workers)
+                await chunks.finish()
+            finally:
+                for task in workers:
+                    task.cancel()
+                chunks.close()
 
 
 # A chunk written in two steps: the call writes it (any thread; the chunks of a run are
