@@ -41,7 +41,8 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], Non
     """What a contract run of `spec` (in `store`) needs first once its calls are done: the
     code of its later stages, numpy's lazily loaded modules the summary's calibration
     figures use, the run report models' validators (built on first use: `report.model`
-    defers them), the text and HTML views the command shows the report with, the
+    defers them), the text and HTML views the command shows the report with (and the
+    patterns they escape its texts with), the
     per-case results' part its cases decide, and then their `result`s, each result chunk
     of `chunks` as it is stored (`written_chunks`), until the calls are over."""
 
@@ -53,8 +54,10 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], Non
                      "decflow.views.text", "decflow.views.html"):
             importlib.import_module(name)
         from decflow.report.run_report import build_validators
+        from decflow.untrusted import compile_patterns
 
         build_validators()
+        compile_patterns()
         _prepare_case_results(spec, store)
         _prepare_answers(spec, chunks)
 
