@@ -21,6 +21,8 @@ calls (summary, report, exit).
         --before-src /tmp/before/src --profile /tmp/run.prof
         # + the same whole run from another source tree (A/B/DecGuard interleaved; profiles
         #   of both: /tmp/run.prof and /tmp/run.prof.before)
+    python bench/http_throughput.py --designs floor,decflow --pin
+        # the server on its own CPU, the clients on the others (see `--pin`)
 
 Not part of the test run.
 """
@@ -114,6 +116,26 @@ async def _serve(port: int, delay: float) -> None:
 
 
 # -- client -------------------------------------------------------------------------------
+
+
+PIN_HELP = ("the server on the last CPU and this process and the commands it starts on the "
+            "others (Linux): on loopback the kernel wakes each side on the CPU of the other, "
+            "so unpinned they take turns on one CPU; a real service runs elsewhere")
+
+
+def pin(server: bool) -> None:
+    """`--pin`: the server on the last CPU this process may use, the client side on the
+    others (children inherit it). Call it in the server before the client pins itself."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least 2 CPUs")
+    os.sched_setaffinity(0, {cpus[-1]} if server else set(cpus[:-1]))
+
+
+def start_server(port: int, latency_ms: float, pinned: bool) -> subprocess.Popen[bytes]:
+    """The bench server in a child process (`--pin`: on its own CPU)."""
+    return subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--latency-ms",
+                             str(latency_ms), *(["--pin"] if pinned else [])])
 
 
 def _free_port() -> int:
@@ -379,23 +401,27 @@ def main() -> None:
     parser.add_argument("--before-src", metavar="DIR",
                         help="with --cli: also time decflow imported from DIR (another "
                              "checkout's src/), interleaved with the others")
+    parser.add_argument("--pin", action="store_true", help=PIN_HELP)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     delay = args.latency_ms / 1000
     if args.serve:
+        if args.pin:
+            pin(server=True)
         asyncio.run(_serve(args.serve, delay))
         return
 
     port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port), "--latency-ms", str(args.latency_ms)]
-    )
+    server = start_server(port, args.latency_ms, args.pin)
     try:
         _wait_for(port)
+        if args.pin:
+            pin(server=False)
         url = f"http://127.0.0.1:{port}/decide"
         ideal = args.concurrency / delay
         print(f"requests={args.requests} concurrency={args.concurrency} "
-              f"latency={args.latency_ms:g}ms ideal={ideal:,.0f}/s load={os.getloadavg()[0]:.2f}")
+              f"latency={args.latency_ms:g}ms ideal={ideal:,.0f}/s load={os.getloadavg()[0]:.2f}"
+              f"{' pinned' if args.pin else ''}")
         print(f"{'design':>16} {'wall s':>8} {'calls/s':>9} {'ideal':>6} {'cpu s':>7} errors"
               "  server held ms (median/mean/p99)")
         for design in args.designs.split(","):

@@ -11,6 +11,7 @@ the medians.
 
     python bench/run_timeline.py --src src --runs 5
     python bench/run_timeline.py --src /tmp/before/src --runs 5   # another checkout's tree
+    python bench/run_timeline.py --src src --runs 5 --pin   # server and command on their own CPUs
 
 Byte-compile a tree before timing it (`python -m compileall -q SRC`): a shell with
 PYTHONDONTWRITEBYTECODE set recompiles it on every run otherwise. Not part of the test run.
@@ -98,12 +99,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--pin", action="store_true", help=server_side.PIN_HELP)
     args = parser.parse_args()
     port = server_side._free_port()
-    server = subprocess.Popen([sys.executable, server_side.__file__, "--serve", str(port),
-                               "--latency-ms", str(args.latency_ms)])
+    server = server_side.start_server(port, args.latency_ms, args.pin)
     try:
         server_side._wait_for(port)
+        if args.pin:
+            server_side.pin(server=False)
         url = f"http://127.0.0.1:{port}/decide"
         ideal = args.requests * args.latency_ms / 1000 / args.concurrency
         with tempfile.TemporaryDirectory() as tmp:
@@ -121,7 +124,8 @@ def main() -> None:
                       f"{figures['before first request']:.3f}, calls {figures['calls']:.3f}, "
                       f"after {figures['after last answer']:.3f}, load "
                       f"{os.getloadavg()[0]:.1f}", flush=True)
-        print(f"medians of {args.runs} runs (wall s / CPU s at each mark):")
+        print(f"medians of {args.runs} runs{' (pinned)' if args.pin else ''} "
+              "(wall s / CPU s at each mark):")
         for what, values in at_mark.items():
             print(f"  {what:22s} {statistics.median(v[0] for v in values):7.3f} / "
                   f"{statistics.median(v[1] for v in values):6.3f}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from typing import Any
@@ -422,3 +423,36 @@ def test_credential_with_a_line_break_is_refused(monkeypatch: pytest.MonkeyPatch
         allow_credentials(monkeypatch, server.url())
         decide(make(server.url(), bearer_token_env="DF_TOKEN"))
     assert server.requests == []
+
+
+# -- the request body -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["refund-v3", None, 'mo"del \u00e9'])
+@pytest.mark.parametrize("value", [
+    "The blender arrived.",
+    'quotes " \\ and \u2028, \u00e9\u00e8 \U0001f600, a tab\t and a NUL \x00',
+    {"text": "x", "n": [1, 2.5, 1e-07, -0.0, 12345678901234567890], "nested": {"a": None}},
+])
+def test_the_body_is_the_payload_as_json_byte_for_byte(model: str | None, value: Any) -> None:
+    # Parts the same for every request are encoded ahead; the bytes sent are what encoding the
+    # whole payload gives, for any input, model and labels (mapped ones too).
+    backend = make("http://127.0.0.1:9/decide", model=model,
+                   label_map={"REFUND_OK": "refund", "nope": "reject"})
+    for shown in (SPEC, DecisionSpec("refund_request", "choice", ("Review", "B) refund"))):
+        request = DecisionRequest('case "7" \u00e9', shown, value)
+        sent = backend.labels.to_backend(shown.labels)
+        expected = json.dumps(backend.payload(request, sent), ensure_ascii=False,
+                              separators=(",", ":")).encode()
+        assert backend.body(request, sent) == expected
+        assert backend.body(request, sent) == expected  # from the kept middle part
+
+
+def test_the_server_receives_the_payload() -> None:
+    with RecordingServer(script=[Reply(200, GOOD)]) as server:
+        decide(make(server.url()), text={"text": "\u00e9", "k": 2})
+    assert server.requests[0].json() == {
+        "protocol": "decguard.http/0.1", "case_id": "r1", "model": "refund-v3",
+        "decision": {"name": "refund_request", "type": "choice",
+                     "labels": ["refund", "reject", "review"]},
+        "input": {"text": "\u00e9", "k": 2}}

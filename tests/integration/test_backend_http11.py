@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
 import json
+import ssl
+from pathlib import Path
 
 import pytest
 
-from decflow.backends.base import BackendUnavailable
+from decflow.backends.base import BackendTimeout, BackendUnavailable
 from decflow.backends.http11 import Http11Pool, HttpResponse, Target
 from decflow.backends.httpclient import HttpCaller
 from tests.support.servers.raw import Raw, RawServer
+from tests.support.servers.recording import RecordingServer, Reply
 
 BODY = b'{"ok": true}'
 
@@ -185,3 +190,122 @@ def test_idle_connection_closed_long_before_reuse_gets_no_request() -> None:
         assert asyncio.run(scenario(server.url())) == [200, 200]
     assert len(server.requests) == 2
     assert server.connections == 2
+
+
+# -- the exchange timeout: one timer per connection, moved on from request to request --------
+
+
+def test_each_exchange_on_a_kept_connection_has_its_own_timeout() -> None:
+    # Four answers of 0.15 s on one connection take longer together than the 0.4 s timeout:
+    # none times out; the fifth, slower than the timeout alone, does.
+    async def scenario(url: str) -> tuple[list[int], BaseException | None]:
+        client = HttpCaller(provider="http", backend_name="t", timeout_s=0.4, max_retries=0,
+                            retry_backoff_s=0)
+        statuses = []
+        try:
+            for _ in range(4):
+                statuses.append((await client.get(url)).status)
+            try:
+                await client.get(url)
+            except BackendTimeout as exc:
+                return statuses, exc
+            return statuses, None
+        finally:
+            await client.aclose()
+
+    script = [Reply(200, BODY, delay=0.15)] * 4 + [Reply(200, BODY, delay=1.0)]
+    with RecordingServer(script=script) as server:
+        statuses, failure = asyncio.run(scenario(server.url()))
+    assert statuses == [200] * 4
+    assert isinstance(failure, BackendTimeout) and "timed out after 0.4s" in str(failure)
+    assert len(server.requests) == 5
+
+
+def test_a_cancelled_exchange_closes_its_connection() -> None:
+    # Ctrl-C cancels the calls: the connection whose answer was awaited is not kept.
+
+    async def scenario(url: str) -> tuple[int, int]:
+        pool = Http11Pool(5.0)
+        target = Target.parse(url)
+        await pool.request("GET", target, {}, None)
+        task = asyncio.ensure_future(pool.request("GET", target, {}, None))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        idle = sum(len(connections) for connections in
+                   pool._idle[asyncio.get_running_loop()].values())
+        response = await pool.request("GET", target, {}, None)
+        await pool.aclose()
+        return idle, response.status
+
+    script = [Reply(200, BODY), Reply(200, BODY, delay=0.5), Reply(200, BODY)]
+    with RecordingServer(script=script) as server:
+        assert asyncio.run(scenario(server.url())) == (0, 200)
+        assert len(server.requests) == 3
+
+
+# -- TLS --------------------------------------------------------------------------------------
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, written to `folder`."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+def test_https_keeps_one_tls_connection_for_sized_and_chunked_answers(tmp_path: Path) -> None:
+    cert_file, key_file = _self_signed(tmp_path)
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5\r\n{\"ok\"\r\n7\r\n: true}\r\n0\r\n\r\n")
+
+    async def scenario() -> tuple[list[bytes], int]:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert_file, key_file)
+        connections = 0
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            for answer in (ok(), chunked, ok()):
+                head = await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(int(head.split(b"Content-Length: ")[1].split(b"\r")[0]))
+                writer.write(answer)
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=context)
+        port = server.sockets[0].getsockname()[1]
+        pool = Http11Pool(5.0)
+        pool._context = ssl.create_default_context(cafile=str(cert_file))
+        target = Target.parse(f"https://127.0.0.1:{port}/d")
+        try:
+            bodies = [(await pool.request("POST", target, {}, b"{}")).content for _ in range(3)]
+        finally:
+            await pool.aclose()
+            server.close()
+            await server.wait_closed()
+        return bodies, connections
+
+    assert asyncio.run(scenario()) == ([BODY] * 3, 1)

@@ -33,6 +33,7 @@ from decflow.backends.base import (
     Prediction,
     RequestBatch,
 )
+from decflow.collector import calls_in_flight
 from decflow.data.golden_dataset import case_input
 from decflow.interrupts import stopping
 from decflow.redaction import redact_text
@@ -381,9 +382,15 @@ class RemoteCaller:
                 if on_result is not None:
                     on_result(result)
                 chunks.add(result)
-            if on_sent is not None and not sent:
+            if not sent:
                 sent.append(True)
-                on_sent()
+                if len(chunks.rows) > self.max_concurrency:
+                    # every request is out: the rows finished so far are written while the
+                    # last ones are in flight, so the chunk left for after the last answer
+                    # holds at most the requests in flight (not up to a chunk's size)
+                    chunks.flush()
+                if on_sent is not None:
+                    on_sent()
 
         async def worker() -> None:
             if slots is None:
@@ -393,18 +400,19 @@ class RemoteCaller:
 
         sent: list[bool] = []
         workers: list[asyncio.Future[None]] = []
-        try:
-            for _ in range(min(self.max_concurrency, requests.height)):
-                workers.append(asyncio.ensure_future(worker()))
-                # one worker started per turn of the loop: the first request goes out as
-                # the next workers connect, not once all of them have (64: 17 ms)
-                await asyncio.sleep(0)
-            await asyncio.gather(*workers)
-            await chunks.finish()
-        finally:
-            for task in workers:
-                task.cancel()
-            chunks.close()
+        with calls_in_flight():
+            try:
+                for _ in range(min(self.max_concurrency, requests.height)):
+                    workers.append(asyncio.ensure_future(worker()))
+                    # one worker started per turn of the loop: the first request goes out
+                    # as the next workers connect, not once all of them have (64: 17 ms)
+                    await asyncio.sleep(0)
+                await asyncio.gather(*workers)
+                await chunks.finish()
+            finally:
+                for task in workers:
+                    task.cancel()
+                chunks.close()
 
 
 # A chunk written in two steps: the call writes it (any thread; the chunks of a run are
@@ -441,11 +449,12 @@ class ChunkWrites:
         """One more finished row; record the chunks written meanwhile."""
         self.rows.append(row)
         if len(self.rows) >= self.size:
-            self._flush()
+            self.flush()
         while self.pending and self.pending[0].done():
             self._record_first()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Hand on the rows finished so far as a chunk (however few)."""
         rows, self.rows = self.rows, []
         if not rows or self.failed:
             return
@@ -481,7 +490,7 @@ class ChunkWrites:
 
     async def finish(self) -> None:
         """Every row handed on: wait on the loop until every chunk is written; record them."""
-        self._flush()
+        self.flush()
         while self.pending:
             await asyncio.wrap_future(self.pending[0])
             self._record_first()
@@ -491,7 +500,7 @@ class ChunkWrites:
         """Hand on the rows left, wait (holding the loop: a run that stops) for the chunks
         being written, record them, and end the thread."""
         try:
-            self._flush()
+            self.flush()
             self._record_until(0)
         finally:
             if self.executor is not None:

@@ -22,6 +22,7 @@ from decflow.backends.base import (
 from decflow.backends.engine import mask_secret_keys
 from decflow.backends.http11 import HttpResponse
 from decflow.backends.httpclient import (
+    JSON_BODY,
     UNAVAILABLE_STATUSES,
     HttpCaller,
     json_object,
@@ -31,6 +32,10 @@ from decflow.backends.httpclient import (
 from decflow.backends.labelmap import LabelTranslator
 
 PROTOCOL = "decguard.http/0.1"
+# A body's text up to the case id (`HttpBackend.payload`'s first key and value).
+_BODY_START = f'{{"protocol":{JSON_BODY.encode(PROTOCOL)},"case_id":'
+# bodies' middle parts kept per decision and labels sent (a run has a few presentations)
+MAX_KEPT_MIDDLES = 1024
 
 
 class HttpBackend(Backend):
@@ -52,6 +57,7 @@ class HttpBackend(Backend):
         self.url: str = settings.url
         self.health_url: str | None = settings.health_url
         self.labels = LabelTranslator(decision.labels, settings.label_map or {})
+        self._middles: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self.caller = HttpCaller(
             provider=self.provider,
             backend_name=name,
@@ -67,7 +73,7 @@ class HttpBackend(Backend):
 
     async def predict(self, request: DecisionRequest) -> Prediction:
         sent = self.labels.to_backend(request.decision.labels)
-        response = await self.caller.post_json(self.url, self.payload(request, sent))
+        response = await self.caller.post_encoded(self.url, self.body(request, sent))
         return self.parse(response, request, sent)
 
     def payload(self, request: DecisionRequest, sent: tuple[str, ...]) -> dict[str, Any]:
@@ -79,6 +85,24 @@ class HttpBackend(Backend):
             "decision": {"name": decision.name, "type": decision.type, "labels": list(sent)},
             "input": request.input,
         }
+
+    def body(self, request: DecisionRequest, sent: tuple[str, ...]) -> bytes:
+        """`payload` encoded by `JSON_BODY`, byte for byte; what is the same for every
+        request with these labels (model, decision) is encoded once, not per request. A
+        subclass with another `payload` encodes that one."""
+        decision = request.decision
+        key = (decision.name, decision.type, sent)
+        middle = self._middles.get(key)
+        if middle is None:
+            shown = {"name": decision.name, "type": decision.type, "labels": list(sent)}
+            middle = (f',"model":{JSON_BODY.encode(self.model)},'
+                      f'"decision":{JSON_BODY.encode(shown)},"input":')
+            if len(self._middles) >= MAX_KEPT_MIDDLES:
+                self._middles.clear()
+            self._middles[key] = middle
+        text = (f"{_BODY_START}{JSON_BODY.encode(request.case_id)}{middle}"
+                f"{JSON_BODY.encode(request.input)}}}")
+        return text.encode()
 
     def parse(
         self, response: HttpResponse, request: DecisionRequest, sent: tuple[str, ...]

@@ -1,25 +1,36 @@
-"""A small HTTP/1.1 client on asyncio streams, for the remote backends' hot path.
+"""A small HTTP/1.1 client on an asyncio protocol, for the remote backends' hot path.
 
 Why not httpx: on loopback with 64 requests in flight, httpx/httpcore spent ≈0.6 ms of CPU
 per request in its connection-pool, h11 and anyio layers, which capped throughput at about a
-quarter of the ideal on a 2-core machine; this client spends ≈0.07 ms (bench/README.md).
-It covers what decision services need and nothing more: one request per connection at a
-time with keep-alive, `Content-Length` request bodies, `Content-Length`, chunked or
-read-to-close response bodies, TLS through `ssl`, no redirects, no proxies, no
+quarter of the ideal on a 2-core machine; this client spends a small fraction of that
+(bench/README.md). It covers what decision services need and nothing more: one request per
+connection at a time with keep-alive, `Content-Length` request bodies, `Content-Length`,
+chunked or read-to-close response bodies, TLS through `ssl`, no redirects, no proxies, no
 compression (none is asked for).
+
+Each connection is an `asyncio.Protocol` that parses the answer as its bytes arrive and
+hands the whole response over through one future per request: no stream reader, no task
+wake-up per read, and one timer per connection rather than one per request (it is moved
+on, not cancelled and scheduled again, when the next request goes out).
+
+Limits: an answer's head (status line and headers, before the blank line), a chunk-size
+line and a trailer line are at most `MAX_HEAD_BYTES`, a body at most `MAX_BODY_BYTES`.
+`timeout_s` bounds the connect and, separately, each exchange (the request written and its
+whole answer read).
 
 Connections belong to the event loop that opened them; each loop using a pool gets its own
 idle list, dropped with the loop.
 
 Requests are never sent twice, with one exception. A kept-alive connection that the server
 closed while it sat idle is noticed before reuse (its end of stream has arrived) and
-dropped without sending anything. If it closes in the instant the request goes out
-(before any byte of an answer arrives), the request is sent once more on a new connection:
-the server closed an idle connection and most likely never read it (the stale-connection
-case, retried the same way by browsers and most HTTP clients). Anything else that goes
-wrong after a request was written, on a new connection or after the first byte of the
-answer, is a `ProtocolFailed` and is not retried here or by the caller: the server may
-already have done the (paid) work.
+dropped without sending anything; so is one on which the server sent bytes while nothing
+was asked (a `408` before closing, say: they answer no request). If it closes in the
+instant the request goes out (before any byte of an answer arrives), the request is sent
+once more on a new connection: the server closed an idle connection and most likely never
+read it (the stale-connection case, retried the same way by browsers and most HTTP
+clients). Anything else that goes wrong after a request was written, on a new connection
+or after the first byte of the answer, is a `ProtocolFailed` and is not retried here or by
+the caller: the server may already have done the (paid) work.
 """
 
 from __future__ import annotations
@@ -28,13 +39,15 @@ import asyncio
 import contextlib
 import ssl
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 MAX_HEAD_BYTES = 1 << 20
 MAX_BODY_BYTES = 64 << 20
 MAX_IDLE_PER_ORIGIN = 256
+# request heads kept ready per pool (one per method, URL and header set in use)
+MAX_KEPT_HEADS = 64
 
 
 class TransportError(Exception):
@@ -93,18 +106,240 @@ class HttpResponse:
     content: bytes
 
 
-class _Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+Answer = tuple[HttpResponse, bool]  # the response, whether the connection can be reused
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
+
+class _Connection(asyncio.Protocol):
+    """One connection: the request in flight's answer is parsed in `data_received`, one
+    step at a time (`_step`: the head, a body of known length, chunks, trailers, a body
+    read to the close), and the whole response is the result of `answer`."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.closed = False  # ended by the server (end of stream, reset) or by this side
+        self.buffer = bytearray()
+        self.searched = 0  # bytes of `buffer` already searched for a line end
+        self.answer: asyncio.Future[Answer] | None = None  # the exchange in flight
+        self.method = ""
+        self.reused = False
+        self.answered = False  # a byte of the answer in flight arrived
+        self.deadline = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self._step: Callable[[], bool] = self._head
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.reusable = False
+        self.needed = 0  # bytes of the body or chunk still to come
+        self.parts: list[bytes] = []
+        self.total = 0
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.answer is None:  # bytes that answer nothing: the connection is unusable
+            self.close()
+            return
+        self.answered = True
+        self.buffer += data
+        try:
+            while self.answer is not None and self._step():
+                pass
+        except ProtocolFailed as exc:
+            self._fail(exc)
+
+    def eof_received(self) -> bool:
+        self._ended(None)
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended(exc)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    # -- the exchange --------------------------------------------------------------------
 
     def closed_by_peer(self) -> bool:
-        """Whether the server ended or reset the connection while it was idle."""
-        return self.reader.at_eof() or self.reader.exception() is not None
+        """Whether the server ended, reset or spoke on the connection while it was idle."""
+        return self.closed
+
+    def exchange(self, message: bytes, method: str, reused: bool) -> asyncio.Future[Answer]:
+        """Write the request; the future's result is its answer, or its exception is
+        `ProtocolFailed`, `TimedOut` or (`reused` only) `_StaleConnection`."""
+        assert self.transport is not None
+        answer = self.answer = self.loop.create_future()
+        self.method, self.reused, self.answered = method, reused, False
+        self._step = self._head
+        self.deadline = self.loop.time() + self.timeout_s
+        if self.timer is None:
+            self.timer = self.loop.call_at(self.deadline, self._expire)
+        self.transport.write(message)
+        return answer
+
+    def close(self) -> None:
+        self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                self.transport.close()
+
+    def _expire(self) -> None:
+        """The timer: an exchange still in flight at its deadline has timed out; one that
+        began after the timer was set is checked again at its own deadline."""
+        self.timer = None
+        if self.answer is None:
+            return  # idle: the next exchange sets the timer again
+        if self.loop.time() < self.deadline:
+            self.timer = self.loop.call_at(self.deadline, self._expire)
+            return
+        self._fail(TimedOut())
+
+    def _ended(self, exc: Exception | None) -> None:
+        """The server closed or reset the connection; an answer read to the close is
+        complete, any other answer in flight has failed."""
+        self.closed = True
+        if self.answer is None:
+            return
+        if self._step == self._to_close and exc is None:
+            self._finish(b"".join(self.parts), reusable=False)
+        elif not self.answered:
+            self._fail(_StaleConnection() if self.reused else ProtocolFailed(
+                "server closed the connection without answering"))
+        else:
+            self._fail(ProtocolFailed("the connection ended inside the answer"))
+
+    def _finish(self, body: bytes, reusable: bool) -> None:
+        answer, self.answer = self.answer, None
+        # bytes past the answer answer nothing: such a connection is not used again
+        reusable = reusable and not self.buffer
+        if answer is not None and not answer.done():
+            answer.set_result((HttpResponse(self.status, self.headers, body), reusable))
+
+    def _fail(self, error: BaseException) -> None:
+        answer, self.answer = self.answer, None
+        self.close()
+        if answer is not None and not answer.done():
+            answer.set_exception(error)
+
+    # -- the answer's parts (each returns whether it took something from the buffer) ------
+
+    def _line(self, end: bytes) -> bytes | None:
+        """The buffer's first line up to `end` (taken off, without `end`), or None until it
+        has arrived."""
+        found = self.buffer.find(end, max(0, self.searched - len(end) + 1))
+        if found < 0 or found > MAX_HEAD_BYTES:
+            if found > MAX_HEAD_BYTES or len(self.buffer) > MAX_HEAD_BYTES + len(end):
+                raise ProtocolFailed("answer head or line too long")
+            self.searched = len(self.buffer)
+            return None
+        line = bytes(self.buffer[:found])
+        del self.buffer[: found + len(end)]
+        self.searched = 0
+        return line
+
+    def _head(self) -> bool:
+        raw = self._line(b"\r\n\r\n")
+        if raw is None:
+            return False
+        status_line, *lines = raw.decode("latin-1").split("\r\n")
+        version, _, rest = status_line.partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not _digits(code, 3):
+            raise ProtocolFailed("malformed status line")
+        status = int(code)
+        if status < 200:
+            return True  # 1xx interim responses (100, 103) precede the real one
+        headers: dict[str, str] = {}
+        for line in lines:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ProtocolFailed("malformed header line")
+            key = name.strip().lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        connection_tokens = headers.get("connection", "").lower()
+        self.status, self.headers = status, headers
+        self.reusable = "close" not in connection_tokens and (
+            version != "HTTP/1.0" or "keep-alive" in connection_tokens
+        )
+        self.parts, self.total = [], 0
+        if self.method == "HEAD" or status in (204, 304):
+            self._finish(b"", self.reusable)
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self._step = self._chunk_size
+        elif "content-length" in headers:
+            length = headers["content-length"]
+            if not _digits(length, 18) or int(length) > MAX_BODY_BYTES:
+                raise ProtocolFailed("bad Content-Length")
+            self.needed = int(length)
+            self._step = self._sized
+        else:  # neither length nor chunks: the body ends when the server closes
+            self._step = self._to_close
+        return True
+
+    def _sized(self) -> bool:
+        needed = self.needed
+        if len(self.buffer) < needed:
+            return False
+        body = bytes(self.buffer[:needed])
+        del self.buffer[:needed]
+        self._finish(body, self.reusable)
+        return True
+
+    def _chunk_size(self) -> bool:
+        line = self._line(b"\r\n")
+        if line is None:
+            return False
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise ProtocolFailed("malformed chunk size") from None
+        if size < 0:
+            raise ProtocolFailed("malformed chunk size")
+        if size == 0:
+            self._step = self._trailer
+            return True
+        self.total += size
+        if self.total > MAX_BODY_BYTES:
+            raise ProtocolFailed("response body too large")
+        self.needed = size
+        self._step = self._chunk
+        return True
+
+    def _chunk(self) -> bool:
+        size = self.needed
+        if len(self.buffer) < size + 2:
+            return False
+        if self.buffer[size:size + 2] != b"\r\n":
+            raise ProtocolFailed("malformed chunk")
+        self.parts.append(bytes(self.buffer[:size]))
+        del self.buffer[:size + 2]
+        self._step = self._chunk_size
+        return True
+
+    def _trailer(self) -> bool:
+        line = self._line(b"\r\n")
+        if line is None:
+            return False
+        if not line:  # the blank line after the trailers (if any)
+            self._finish(b"".join(self.parts), self.reusable)
+        return True
+
+    def _to_close(self) -> bool:
+        self.total += len(self.buffer)
+        if self.total > MAX_BODY_BYTES:
+            raise ProtocolFailed("response body too large")
+        self.parts.append(bytes(self.buffer))
+        self.buffer.clear()
+        return False
 
 
 class Http11Pool:
@@ -116,6 +351,7 @@ class Http11Pool:
         self._idle: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[bool, str, int], list[_Connection]]
         ] = weakref.WeakKeyDictionary()
+        self._heads: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], bytes] = {}
 
     def _idle_list(self, target: Target) -> list[_Connection]:
         by_origin = self._idle.setdefault(asyncio.get_running_loop(), {})
@@ -127,25 +363,40 @@ class Http11Pool:
             if self._context is None:
                 self._context = ssl.create_default_context()
             context = self._context
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.timeout_s):
-                reader, writer = await asyncio.open_connection(
-                    target.host, target.port, ssl=context, limit=MAX_HEAD_BYTES
+                _, connection = await loop.create_connection(
+                    lambda: _Connection(self.timeout_s), target.host, target.port, ssl=context
                 )
         except TimeoutError:
             raise ConnectTimedOut() from None
         except OSError as exc:  # refused, unreachable, name resolution, TLS
             raise ConnectFailed(str(exc)) from None
-        return _Connection(reader, writer)
+        return connection
+
+    def _head(self, method: str, target: Target, headers: Mapping[str, str]) -> bytes:
+        """The request's head up to its `Content-Length` value (the same for every request
+        with these headers: made once)."""
+        key = (method, target.authority, target.path, tuple(headers.items()))
+        head = self._heads.get(key)
+        if head is None:
+            lines = [f"{method} {target.path} HTTP/1.1", f"Host: {target.authority}"]
+            lines += [f"{name}: {value}" for name, value in headers.items()]
+            head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+            if len(self._heads) >= MAX_KEPT_HEADS:
+                self._heads.clear()
+            self._heads[key] = head
+        return head
 
     async def request(
         self, method: str, target: Target, headers: Mapping[str, str], body: bytes | None
     ) -> HttpResponse:
-        head = [f"{method} {target.path} HTTP/1.1", f"Host: {target.authority}"]
-        head += [f"{name}: {value}" for name, value in headers.items()]
-        if body is not None:
-            head.append(f"Content-Length: {len(body)}")
-        message = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        head = self._head(method, target, headers)
+        if body is None:
+            message = head + b"\r\n"
+        else:
+            message = b"".join((head, b"Content-Length: ", b"%d" % len(body), b"\r\n\r\n", body))
         idle = self._idle_list(target)
         connection = _take_open(idle)
         if connection is not None:
@@ -165,15 +416,9 @@ class Http11Pool:
         reused: bool,
     ) -> HttpResponse:
         try:
-            async with asyncio.timeout(self.timeout_s):
-                first = await _send(connection, message, reused)
-                response, reusable = await _read_response(connection.reader, first, method)
-        except BaseException as exc:
+            response, reusable = await connection.exchange(message, method, reused)
+        except BaseException:  # a failure, a timeout, a cancellation (Ctrl-C)
             connection.close()
-            if isinstance(exc, TimeoutError):
-                raise TimedOut() from None
-            if isinstance(exc, OSError | EOFError | asyncio.LimitOverrunError | ValueError):
-                raise ProtocolFailed(type(exc).__name__) from None
             raise
         if reusable and len(idle) < MAX_IDLE_PER_ORIGIN:
             idle.append(connection)
@@ -201,94 +446,6 @@ def _take_open(idle: list[_Connection]) -> _Connection | None:
     return None
 
 
-async def _send(connection: _Connection, message: bytes, reused: bool) -> bytes:
-    """Write the request and wait for the first byte of the answer.
-
-    On a reused connection, a close or reset before that byte is `_StaleConnection`; on a
-    new connection it is a failure like any other.
-    """
-    try:
-        connection.writer.write(message)
-        await connection.writer.drain()
-        first = await connection.reader.read(1)
-    except ConnectionError:
-        if reused:
-            raise _StaleConnection() from None
-        raise
-    if not first:
-        if reused:
-            raise _StaleConnection()
-        raise ProtocolFailed("server closed the connection without answering")
-    return first
-
-
 def _digits(text: str, limit: int) -> bool:
     """ASCII decimal digits only, at most `limit` of them (`isdigit` alone accepts `²`)."""
     return text.isascii() and text.isdigit() and len(text) <= limit
-
-
-async def _read_response(
-    reader: asyncio.StreamReader, first: bytes, method: str
-) -> tuple[HttpResponse, bool]:
-    """(response, whether the connection can be reused); `first` is its first byte."""
-    while True:
-        raw = first + await reader.readuntil(b"\r\n\r\n")
-        first = b""
-        status_line, *lines = raw[:-4].decode("latin-1").split("\r\n")
-        version, _, rest = status_line.partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not _digits(code, 3):
-            raise ProtocolFailed("malformed status line")
-        status = int(code)
-        if status >= 200:
-            break  # 1xx interim responses (100, 103) precede the real one
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ProtocolFailed("malformed header line")
-        key = name.strip().lower()
-        headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
-    connection_tokens = headers.get("connection", "").lower()
-    reusable = "close" not in connection_tokens and (
-        version != "HTTP/1.0" or "keep-alive" in connection_tokens
-    )
-    if method == "HEAD" or status in (204, 304):
-        return HttpResponse(status, headers, b""), reusable
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return HttpResponse(status, headers, await _read_chunked(reader)), reusable
-    if "content-length" in headers:
-        length = headers["content-length"]
-        if not _digits(length, 18) or int(length) > MAX_BODY_BYTES:
-            raise ProtocolFailed("bad Content-Length")
-        return HttpResponse(status, headers, await reader.readexactly(int(length))), reusable
-    # Neither length nor chunks: the body ends when the server closes the connection.
-    parts: list[bytes] = []
-    total = 0
-    while chunk := await reader.read(1 << 16):
-        total += len(chunk)
-        if total > MAX_BODY_BYTES:
-            raise ProtocolFailed("response body too large")
-        parts.append(chunk)
-    return HttpResponse(status, headers, b"".join(parts)), False
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        size_line = (await reader.readuntil(b"\r\n"))[:-2].split(b";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise ProtocolFailed("malformed chunk size") from None
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass  # trailers
-            return b"".join(parts)
-        total += size
-        if total > MAX_BODY_BYTES:
-            raise ProtocolFailed("response body too large")
-        parts.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
-            raise ProtocolFailed("malformed chunk")

@@ -62,8 +62,10 @@ from decflow.version import __version__
 
 USER_AGENT = f"decflow/{__version__}"
 UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
-# request bodies; built once (`json.dumps` with options builds an encoder per call)
-_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# The JSON text of request bodies (UTF-8 encoded when sent); built once (`json.dumps` with
+# options builds an encoder per call). Its output for an object is the concatenation of its
+# parts' outputs, so a body can be assembled from parts encoded ahead (`HttpBackend.body`).
+JSON_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 
@@ -119,6 +121,10 @@ class HttpCaller:
         self._env_headers = dict(headers_from_env or {})
         self._bearer_env = bearer_token_env
         self._headers: dict[str, str] | None = None
+        self._json_headers: dict[str, str] | None = None
+        # the environment variables whose values are sent: credentials
+        self._credential_variables = (*self._env_headers.values(),
+                                      *([bearer_token_env] if bearer_token_env else []))
         self._secrets: tuple[str, ...] = ()
         self._allowed_origins: set[tuple[str, str, int | None]] = set()
         self.pool = pool or Http11Pool(timeout_s)
@@ -129,10 +135,9 @@ class HttpCaller:
     def _check_origin(self, url: str) -> None:
         """Refuse (exit 2) to send credentials to an origin the environment does not allow
         (`decflow.contracts.credentials`), before the request and before reading them."""
-        variables = [*self._env_headers.values(), *([self._bearer_env] if self._bearer_env else [])]
-        if not variables or origin(url) in self._allowed_origins:
+        if not self._credential_variables or origin(url) in self._allowed_origins:
             return
-        for variable in variables:
+        for variable in self._credential_variables:
             if not is_allowed(variable, url):
                 raise ConfigurationError(
                     refusal(variable, url, self.owner))
@@ -177,10 +182,14 @@ class HttpCaller:
     # -- calls -------------------------------------------------------------------------
 
     async def post_json(self, url: str, payload: Any) -> HttpResponse:
+        return await self.post_encoded(url, JSON_BODY.encode(payload).encode())
+
+    async def post_encoded(self, url: str, body: bytes) -> HttpResponse:
+        """POST a JSON body already encoded (UTF-8 text as `JSON_BODY` makes it)."""
         self._check_origin(url)
-        body = _BODY.encode(payload).encode()
-        headers = {**self.headers(), "Content-Type": "application/json"}
-        return await self._send("POST", url, headers, body)
+        if self._json_headers is None:
+            self._json_headers = {**self.headers(), "Content-Type": "application/json"}
+        return await self._send("POST", url, self._json_headers, body)
 
     async def get(self, url: str) -> HttpResponse:
         self._check_origin(url)

@@ -19,7 +19,7 @@ from typing import Any, TypeGuard
 from decflow.backends.base import DecisionRequest, DecisionSpec, InvalidResponse, Prediction
 from decflow.backends.http import HttpBackend
 from decflow.backends.http11 import HttpResponse
-from decflow.backends.httpclient import json_object
+from decflow.backends.httpclient import JSON_BODY, json_object
 from decflow.untrusted import quote
 
 PROTOCOL = "typesafe.systemone/v1"
@@ -63,6 +63,9 @@ class SystemOneBackend(HttpBackend):
             "state": request.input,
             "questions": {request.decision.name: question},
         }
+
+    def body(self, request: DecisionRequest, sent: tuple[str, ...]) -> bytes:
+        return JSON_BODY.encode(self.payload(request, sent)).encode()
 
     def parse(
         self, response: HttpResponse, request: DecisionRequest, sent: tuple[str, ...]
