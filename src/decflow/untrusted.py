@@ -53,6 +53,14 @@ def _json_unsafe() -> re.Pattern[str]:
     return re.compile(f"[{_OTHERS}]")
 
 
+def compile_patterns() -> None:
+    """Compile the patterns now (a run does while its backend is called, before it shows
+    its report: `decflow.commands.ahead`)."""
+    for keep_newlines in (False, True):
+        _unsafe(keep_newlines)
+    _json_unsafe()
+
+
 def _shown(match: re.Match[str]) -> str:
     char = match.group()
     named = _NAMED.get(char)

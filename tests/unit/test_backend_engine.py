@@ -159,17 +159,44 @@ def test_a_backend_faster_than_the_writer_waits_for_it() -> None:
     # the backend answers at once and each chunk takes 1-4 ms to write: however many rows
     # the run has, no more than WAITING_CHUNKS chunks are handed over and not yet written
     written, results, waiting = _Written(), [], []
-    flush = ChunkWrites._flush
+    flush = ChunkWrites.flush
 
     def flush_counted(self: ChunkWrites) -> None:
         flush(self)
         waiting.append(sum(not chunk.done() for chunk in self.pending))
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ChunkWrites, "_flush", flush_counted)
+        patch.setattr(ChunkWrites, "flush", flush_counted)
         _written_run(written, results, 600)
     assert len(written.written) == 200 and len(results) == 600
     assert max(waiting) <= WAITING_CHUNKS
+
+
+def test_the_chunk_left_for_after_the_last_answer_holds_at_most_the_requests_in_flight(
+) -> None:
+    # 150 requests, 4 in flight, chunks of 100: once the last request is sent, the rows
+    # finished since the first chunk are written as one, and the last chunk holds only
+    # what was still in flight then (not the 50 rows a full-size chunking leaves)
+    written, results = _Written(), []
+    caller = RemoteCaller(_Recording(), DecisionSpec("d", "choice", ("refund", "reject", "review")),
+                          1e-6, 4)
+    asyncio.run(caller.run(_requests(150), ["refund", "reject", "review"], _unused,
+                           chunk_size=100, on_result=lambda row: results.append(row[0]),
+                           write_chunk=written))
+    sizes = [len(ids) for ids, _ in written.recorded]
+    assert sizes[0] == 100 and sum(sizes) == 150 and len(sizes) == 3
+    assert 0 < sizes[2] <= 4
+    assert [i for ids, _ in written.recorded for i in ids] == results
+
+
+def test_a_run_with_no_more_rows_than_requests_in_flight_writes_one_chunk() -> None:
+    written, results = _Written(), []
+    caller = RemoteCaller(_Recording(), DecisionSpec("d", "choice", ("refund", "reject", "review")),
+                          1e-6, 4)
+    asyncio.run(caller.run(_requests(6), ["refund", "reject", "review"], _unused,
+                           chunk_size=100, on_result=lambda row: results.append(row[0]),
+                           write_chunk=written))
+    assert [len(ids) for ids, _ in written.recorded] == [6]
 
 
 def test_a_chunk_that_cannot_be_written_fails_the_run_with_its_error() -> None:

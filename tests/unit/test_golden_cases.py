@@ -267,3 +267,89 @@ def test_answers_made_ahead_chunk_by_chunk_give_the_same_report(tmp_path: Any) -
     prepare_answers(contract, BACKEND, parts[0], frames[0])
     assert prepared_answers(contract, BACKEND, results, {
         parts[1].path: ("another sha256", frames[1])}) is None
+
+
+
+def _json_ahead(store: Any, cases: list[tuple[Any, ...]], chunks: list[list[tuple[Any, ...]]],
+                handed: int) -> list[dict[str, Any]]:
+    """The report's per-case results of `cases`, their text written ahead by `CaseJson`:
+    the result rows are stored in `chunks`, the first `handed` of them handed over as a
+    remote run's are, the others left to the summary (their rows held)."""
+    from decflow.pipeline.contract_run.golden_section import (
+        prepare_answers,
+        prepare_case_results,
+        prepared_answers,
+        prepared_case_results,
+    )
+
+    contract = _contract()
+    table = _table(cases, [row for chunk in chunks for row in chunk])
+    cases_manifest = store.publish("cases", "k", table.select(
+        "case_id", "input_text", "input_json", "expected", "metadata_json", "position"))
+    columns = ("request_id", "probabilities", "selected", "confidence", "latency_ms",
+               "error_kind", "error_message", "model", "model_version", "metadata_json",
+               "cache_entry")
+    prepare_case_results(store, cases_manifest, with_json=True)
+    parts, held = [], {}
+    for i, chunk in enumerate(chunks):
+        frame = pl.DataFrame(chunk, orient="row", schema={c: RESULTS_SCHEMA[c] for c in columns}
+                             ).select(RESULTS_SCHEMA.names())
+        parts.append(store.write_part(f"stages/results/k/chunk-o000000-a-{i:05d}.parquet",
+                                      frame))
+        held[parts[-1].path] = (parts[-1].sha256, frame)
+        if i < handed:
+            prepare_answers(contract, BACKEND, parts[-1], frame)
+    results = store.publish("results", "k", [], parts=parts)
+    return golden_cases(contract, table, BACKEND, prepared_case_results(cases_manifest),
+                        prepared_answers(contract, BACKEND, results, held))[0]
+
+
+def _report_text(results: list[dict[str, Any]], written: Any) -> bytes:
+    from decflow.store.store import json_pieces
+
+    return b"".join(bytes(piece) for piece in json_pieces(
+        {"status": "PASS", "results": results, "run": {}}, per_case=("results",),
+        written=None if written is None else {"results": written}))
+
+
+ROWS = {row[0]: row for row in RESULTS}
+# answers out of the cases' order: the first chunk begins no run of cases, the second makes
+# the first three one, the last (an error) the rest
+CHUNKS = [[ROWS["c6"], ROWS["c3"]], [ROWS["c-é“1”"], ROWS["c2"]], [ROWS["c4"]]]
+
+
+@pytest.mark.parametrize(("handed", "written_ahead"), [(3, 5), (2, 3)])
+def test_case_json_written_ahead_is_the_reports_own_text(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, handed: int, written_ahead: int) -> None:
+    from decflow.pipeline.contract_run.golden_section import CaseJson, written_case_json
+    from decflow.store.store import open_store
+
+    monkeypatch.setattr(CaseJson, "BLOCK", 2)
+    cases = [c for c in CASES if c[0] != "c5"]  # (its tiny floats: see below)
+    expected = [r for r in EXPECTED_RESULTS if r["case_id"] != "c5"]
+    made = _json_ahead(open_store(str(tmp_path / "store")), cases, CHUNKS, handed)
+    written = written_case_json(made)
+    assert made == expected and written is not None and written[0] is made
+    assert written[1] == written_ahead  # the rest: written by the summary
+    assert _report_text(made, written) == _report_text(expected, None) == json_bytes(
+        {"status": "PASS", "results": expected, "run": {}}, per_case=("results",))
+    assert written_case_json(made) is None  # taken once
+
+
+def test_case_json_is_not_used_for_cases_changed_since_or_that_orjson_spells_otherwise(
+        tmp_path: Any) -> None:
+    from decflow.pipeline.contract_run.golden_section import written_case_json
+    from decflow.store.store import open_store
+
+    cases = [c for c in CASES if c[0] != "c5"]
+    made = _json_ahead(open_store(str(tmp_path / "a")), cases, CHUNKS, 3)
+    made[1]["result"] = dict(made[1]["result"])  # an equal copy: not the result written
+    assert written_case_json(made) is None
+    made = _json_ahead(open_store(str(tmp_path / "b")), cases, CHUNKS, 3)
+    made[3]["error"] = {"kind": "timeout", "message": "another"}
+    assert written_case_json(made) is None
+    made = _json_ahead(open_store(str(tmp_path / "c")), cases, CHUNKS, 3)
+    assert written_case_json(list(made)) is None  # not the list it was made of
+    # c5's 1e-300 and 2.5e-07: orjson writes them otherwise, so no text is kept
+    made = _json_ahead(open_store(str(tmp_path / "d")), CASES, [*CHUNKS, [ROWS["c5"]]], 4)
+    assert made == EXPECTED_RESULTS and written_case_json(made) is None

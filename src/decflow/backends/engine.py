@@ -382,9 +382,15 @@ class RemoteCaller:
                 if on_result is not None:
                     on_result(result)
                 chunks.add(result)
-            if on_sent is not None and not sent:
+            if not sent:
                 sent.append(True)
-                on_sent()
+                if len(chunks.rows) > self.max_concurrency:
+                    # every request is out: the rows finished so far are written while the
+                    # last ones are in flight, so the chunk left for after the last answer
+                    # holds at most the requests in flight (not up to a chunk's size)
+                    chunks.flush()
+                if on_sent is not None:
+                    on_sent()
 
         async def worker() -> None:
             if slots is None:
@@ -443,11 +449,12 @@ class ChunkWrites:
         """One more finished row; record the chunks written meanwhile."""
         self.rows.append(row)
         if len(self.rows) >= self.size:
-            self._flush()
+            self.flush()
         while self.pending and self.pending[0].done():
             self._record_first()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Hand on the rows finished so far as a chunk (however few)."""
         rows, self.rows = self.rows, []
         if not rows or self.failed:
             return
@@ -483,7 +490,7 @@ class ChunkWrites:
 
     async def finish(self) -> None:
         """Every row handed on: wait on the loop until every chunk is written; record them."""
-        self._flush()
+        self.flush()
         while self.pending:
             await asyncio.wrap_future(self.pending[0])
             self._record_first()
@@ -493,7 +500,7 @@ class ChunkWrites:
         """Hand on the rows left, wait (holding the loop: a run that stops) for the chunks
         being written, record them, and end the thread."""
         try:
-            self._flush()
+            self.flush()
             self._record_until(0)
         finally:
             if self.executor is not None:

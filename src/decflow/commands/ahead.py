@@ -41,7 +41,8 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], Non
     """What a contract run of `spec` (in `store`) needs first once its calls are done: the
     code of its later stages, numpy's lazily loaded modules the summary's calibration
     figures use, the run report models' validators (built on first use: `report.model`
-    defers them), the text and HTML views the command shows the report with, the
+    defers them), the text and HTML views the command shows the report with (and the
+    patterns they escape its texts with), the
     per-case results' part its cases decide, and then their `result`s, each result chunk
     of `chunks` as it is stored (`written_chunks`), until the calls are over."""
 
@@ -53,8 +54,10 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], Non
                      "decflow.views.text", "decflow.views.html"):
             importlib.import_module(name)
         from decflow.report.run_report import build_validators
+        from decflow.untrusted import compile_patterns
 
         build_validators()
+        compile_patterns()
         _prepare_case_results(spec, store)
         _prepare_answers(spec, chunks)
 
@@ -63,14 +66,18 @@ def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], Non
 
 def _prepare_case_results(spec: RunSpec, store: Store) -> None:
     """The per-case part of the report that the cases alone decide (stored before the
-    calls; the run record names them), made for the summary to take."""
+    calls; the run record names them), made for the summary to take; with their JSON as
+    their answers come, when the calls wait on a remote backend (an in-process one keeps
+    the interpreter busy: nothing would be gained) and go in the cases' order."""
     from decflow.pipeline.contract_run.golden_section import prepare_case_results
+    from decflow.pipeline.contract_run.results import overlaps_shards
     from decflow.store.runs import read_run_record
     from decflow.store.store import Manifest
 
     cases = (read_run_record(store, spec.run_id).get("stages") or {}).get("cases")
     if isinstance(cases, dict):
-        prepare_case_results(store, Manifest.from_dict(cases))
+        prepare_case_results(store, Manifest.from_dict(cases),
+                             with_json=not spec.sequential and overlaps_shards(spec))
 
 
 def _prepare_answers(spec: RunSpec, chunks: Chunks) -> None:

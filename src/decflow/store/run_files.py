@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from decflow.store.store import Piece
 
 FILES = "files"  # in run.json: file name -> "sha256:…" of the bytes written
 
 
-def digest(data: bytes | Sequence[bytes]) -> str:
+def digest(data: bytes | Sequence[Piece]) -> str:
     """The sha256 of `data` (or of its pieces one after the other)."""
     hashed = hashlib.sha256()
     for piece in (data,) if isinstance(data, bytes) else data:
@@ -33,7 +36,7 @@ def recorded(record: Any) -> dict[str, Any]:
     return files if isinstance(files, dict) else {}
 
 
-def with_file(record: dict[str, Any], name: str, data: bytes | Sequence[bytes],
+def with_file(record: dict[str, Any], name: str, data: bytes | Sequence[Piece],
               ) -> dict[str, Any]:
     """The record with the sha256 of file `name` (its bytes `data`) recorded."""
     return {**record, FILES: {**recorded(record), name: digest(data)}}

@@ -27,7 +27,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +36,15 @@ from decflow.errors import DecflowError, ReportError
 from decflow.redaction import redact
 from decflow.store.locks import LEASE, LOCK, Lock, describe, holder_of
 from decflow.store.run_files import FILES, mismatch, recorded, with_file
-from decflow.store.store import DamagedArtifact, Store, json_bytes, json_pieces, json_text
+from decflow.store.store import (
+    DamagedArtifact,
+    Piece,
+    Store,
+    WrittenItems,
+    json_bytes,
+    json_pieces,
+    json_text,
+)
 
 RUNS = "runs"
 RECORD = "run.json"
@@ -179,14 +187,16 @@ def write_run_record(store: Store, record: dict[str, Any]) -> None:
 
 
 def write_report(store: Store, run_id: str, report: dict[str, Any], name: str = REPORT, *,
-                 per_case: Sequence[str] = (), plain: bool = False) -> str:
+                 per_case: Sequence[str] = (), plain: bool = False,
+                 written: Mapping[str, WrittenItems] | None = None) -> str:
     """Store a report of the run (`report.json`, `diff.json`, …) and its sha256 in the
-    run's record; returns its store path. `per_case`, `plain`: see `json_pieces`."""
+    run's record; returns its store path. `per_case`, `plain`, `written`: see
+    `json_pieces`."""
     return write_run_file(store, run_id, name,
-                          json_pieces(report, per_case=per_case, plain=plain))
+                          json_pieces(report, per_case=per_case, plain=plain, written=written))
 
 
-def write_run_file(store: Store, run_id: str, name: str, data: bytes | Sequence[bytes]) -> str:
+def write_run_file(store: Store, run_id: str, name: str, data: bytes | Sequence[Piece]) -> str:
     """Write `runs/<run_id>/<name>` (`data`: its bytes, or their pieces in order), then
     record its sha256 in the run's record (when the run has one); returns the store path.
     The file goes first: a process killed in between leaves a file that no longer matches

@@ -220,7 +220,7 @@ class Store:
         return f"stages/{stage}/{key}"
 
     # -- raw files -----------------------------------------------------------------------
-    def write_bytes(self, relative: str, data: bytes | Sequence[bytes]) -> None:
+    def write_bytes(self, relative: str, data: bytes | Sequence[Piece]) -> None:
         """Write atomically (`data`: the bytes, or pieces of them written one after the
         other): a temporary name in the same folder, then a rename. A failed write (full
         disk, file-size limit, permissions) removes its temporary file and is exit 2 naming
@@ -473,8 +473,16 @@ def json_bytes(data: Any, *, per_case: Sequence[str] = (), plain: bool = False) 
     return b"".join(json_pieces(data, per_case=per_case, plain=plain))
 
 
+# A piece of a file the store writes: bytes, or a view of bytes kept elsewhere (a file
+# mapped in memory).
+Piece = bytes | memoryview
+# The text of a per-case list's first items, made before the list was written: (the very
+# list, how many of its first items, their JSON text between the list's brackets).
+WrittenItems = tuple[list[Any], int, Piece]
+
+
 def json_pieces(data: Any, *, per_case: Sequence[str] = (), plain: bool = False,
-                ) -> list[bytes]:
+                written: Mapping[str, WrittenItems] | None = None) -> list[Piece]:
     """`json_bytes` in pieces, to be written one after the other (a per-case list is
     megabytes: joining the pieces would copy them once more).
 
@@ -482,21 +490,44 @@ def json_pieces(data: Any, *, per_case: Sequence[str] = (), plain: bool = False,
     values were checked when they were stored (finite numbers): those are written by
     orjson, about six times faster, to the same bytes (`_per_case_json`). `plain`: their
     writer knows they hold no float below 1e-4 (the only ones orjson spells otherwise), so
-    orjson's text is not scanned for one.
+    orjson's text is not scanned for one. `written`: by key, the text of a per-case list's
+    first items made already (`per_case_json`), used only for that very list.
     """
     if not per_case or not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         return [(json_text(data) + "\n").encode()]
-    pieces = [b"{"]
+    pieces: list[Piece] = [b"{"]
     for key, value in data.items():
-        pieces += (json_text(key).encode(), b":", _per_case_json(value, plain=plain)
-                   if key in per_case and isinstance(value, list)
-                   else json_text(value).encode(), b",")
+        pieces += (json_text(key).encode(), b":")
+        if key in per_case and isinstance(value, list):
+            pieces += _per_case_pieces(value, plain, (written or {}).get(key))
+        else:
+            pieces.append(json_text(value).encode())
+        pieces.append(b",")
     pieces[-1] = b"}\n" if len(pieces) > 1 else b"{}\n"
     return pieces
 
 
+def _per_case_pieces(items: list[Any], plain: bool, written: WrittenItems | None,
+                     ) -> list[Piece]:
+    """`_per_case_json(items)` in pieces: the text of its first items made already
+    (`written`, when it is of this very list) and the rest's."""
+    if written is None or written[0] is not items or not written[1]:
+        return [_per_case_json(items, plain=plain)]
+    _items, count, text = written
+    if count == len(items):
+        return [b"[", text, b"]"]
+    return [b"[", text, b",", memoryview(_per_case_json(items[count:], plain=plain))[1:]]
+
+
 def _per_case_json(items: list[Any], *, plain: bool = False) -> bytes:
-    """`json_text(items)` as UTF-8, written by orjson where it writes the same bytes.
+    """`json_text(items)` as UTF-8, written by orjson where it writes the same bytes
+    (`per_case_json`)."""
+    fast = per_case_json(items, plain=plain)
+    return json_text(items).encode() if fast is None else fast
+
+
+def per_case_json(items: list[Any], *, plain: bool = False) -> bytes | None:
+    """orjson's text of `items` where it is `json_text`'s as UTF-8, else None.
 
     orjson spells floats below 1e-4 differently (`0.00001`, `1e-7` for `1e-05`, `1e-07`)
     and refuses what only the json module writes (numpy scalars, keys that are not
@@ -509,8 +540,8 @@ def _per_case_json(items: list[Any], *, plain: bool = False) -> bytes:
     try:
         fast = orjson.dumps(items)
     except TypeError:  # orjson.JSONEncodeError
-        return json_text(items).encode()
-    return json_text(items).encode() if not plain and _small_float_spelled(fast) else fast
+        return None
+    return None if not plain and _small_float_spelled(fast) else fast
 
 
 def _small_float_spelled(text: bytes) -> bool:

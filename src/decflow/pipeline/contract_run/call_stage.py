@@ -116,7 +116,9 @@ def call_stage(context: RunContext, key: str) -> Manifest:
     for phase in results.PHASES:
         if phase == "transformed":
             runner.check_originals()
-        runner.run(phase, -(-parts.phase_count(phase) // size))
+        shards = -(-parts.phase_count(phase) // size)
+        if shards:  # (a phase without requests sets up no backend or event loop)
+            runner.run(phase, shards)
     return runner.finish(health)
 
 

@@ -28,6 +28,7 @@ from decflow.pipeline.contract_run.golden_section import (
     plain_numbers,
     prepared_answers,
     prepared_case_results,
+    written_case_json,
 )
 from decflow.pipeline.contract_run.later_stages import SUMMARY_UPSTREAM
 from decflow.pipeline.contract_run.qualifiers import run_qualifiers
@@ -261,6 +262,8 @@ def _summary(context: RunContext, key: str) -> Manifest:
     assert built.run is not None and built.run.artifacts is not None  # built above
     built.run.artifacts["summary"] = artifact_ref(store, manifest)
     report = redact(built.to_dict())
-    write_report(store, spec.run_id, report, per_case=PER_CASE, plain=plain)
+    made = written_case_json(report["results"])
+    write_report(store, spec.run_id, report, per_case=PER_CASE, plain=plain,
+                 written=None if made is None else {"results": made})
     context.outputs["report"] = report
     return manifest
