@@ -10,6 +10,8 @@ recursive walk over the result). Valid text is parsed once; only a refused text 
 second time by a small tokenizer that finds the first problem's line, column and path
 (`requirements.max_nll`, `0.metadata`). `key_lines` gives, for a valid text, the line of
 every key and list item, so a schema problem found later can name its line too.
+`loads_object` parses a UTF-8 object with orjson where that is sure to give what `loads`
+gives (backend answers, one per request).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from decflow.untrusted import escape, shorten
 
@@ -124,6 +128,55 @@ def loads(text: str, *, max_depth: int = MAX_DEPTH, max_values: int | None = Non
     if text.count("[") + text.count("{") > max_depth and _too_deep(value, max_depth):
         raise _Walk(text, max_depth).problem() or JsonProblem("nested too deeply", 1, 1)
     return value
+
+
+# A key's closing quote and its colon (a quote and colon inside a string only add to the count).
+_KEY_ENDS = re.compile(rb'"[ \t\n\r]*:')
+# orjson reads integers beyond 64 bits (19 digits and more) as floats; Python's floats from
+# JSON this large are rare enough to be left to `loads` with them.
+_INTEGER_LIMIT = 9.2e18
+
+
+def loads_object(raw: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any] | None:
+    """The JSON object in `raw` (UTF-8) parsed by orjson, faster than `loads`, when it is
+    certainly what `loads(decode_utf8(raw))` gives; else None (`loads` then parses it and
+    names any problem). orjson refuses what `loads` refuses (NaN, Infinity, numbers that
+    overflow a float, invalid UTF-8, control characters in strings) and rounds floats as
+    Python does; what it would read otherwise is left to `loads`: a byte-order mark
+    (refused), integers beyond 64 bits (read as floats: any float of that size is left to
+    `loads`), more than `max_depth` brackets, and duplicate keys (orjson keeps the last):
+    every key parsed has its own closing quote and colon in the text, so a text with a
+    duplicate has more of them than the parse has keys."""
+    if raw.count(b"[") + raw.count(b"{") > max_depth:
+        return None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(value) is not dict or _keys(value) != len(_KEY_ENDS.findall(raw)):
+        return None
+    return value
+
+
+def _keys(value: dict[str, Any]) -> int:
+    """How many keys the objects in `value` (as orjson makes them) have, nested ones
+    included; -1 if it holds a float beyond the 64-bit integers."""
+    count = 0
+    pending: list[Any] = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) is dict:
+            count += len(item)
+            children = item.values()
+        else:
+            children = item
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                pending.append(child)
+            elif kind is float and not -_INTEGER_LIMIT < child < _INTEGER_LIMIT:
+                return -1
+    return count
 
 
 def _too_deep(value: Any, max_depth: int) -> bool:

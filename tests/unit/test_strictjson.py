@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import random
+import struct
+from typing import Any
+
 import pytest
 
-from decflow.strictjson import JsonProblem, key_lines, loads, problems
+from decflow.strictjson import JsonProblem, key_lines, loads, loads_object, problems
 from decflow.textfile import TextProblem, decode_utf8
 
 
@@ -97,3 +102,91 @@ def test_utf8_with_and_without_byte_order_mark() -> None:
     assert decode_utf8("café".encode()) == "café"
     assert decode_utf8(b"\xef\xbb\xbf" + "café".encode()) == "café"
     assert decode_utf8(b"") == ""
+
+
+# -- loads_object: orjson where it gives what `loads` gives --------------------------------------
+
+_REFUSED = object()
+
+
+def _strict(raw: bytes) -> Any:
+    try:
+        return loads(decode_utf8(raw))
+    except (TextProblem, JsonProblem):
+        return _REFUSED
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types, floats bit for bit (-0.0 is not 0.0), keys in order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _random_value(rng: random.Random, depth: int) -> str:
+    kind = rng.randrange(9 if depth < 4 else 6)
+    if kind == 0:
+        return rng.choice(["true", "false", "null"])
+    if kind == 1:
+        return str(rng.randint(-(10 ** rng.randint(1, 22)), 10 ** rng.randint(1, 22)))
+    if kind == 2:
+        bits = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+        return repr(bits) if math.isfinite(bits) else "1e999"
+    if kind == 3:
+        mantissa = "".join(rng.choices("0123456789", k=rng.randint(1, 25))).lstrip("0") or "0"
+        fraction = "".join(rng.choices("0123456789", k=rng.randint(1, 25)))
+        return f"{rng.choice(['', '-'])}{mantissa}.{fraction}e{rng.randint(-400, 400)}"
+    if kind in (4, 5):
+        pieces = ["a", "é", "😀", '\\"', "\\\\", "\\n", "\\u00e9", "\\ud83d\\ude00", "\\ud800",
+                  '\\":', "x:", "\\u0000", "\t", "NaN"]
+        return '"' + "".join(rng.choices(pieces, k=rng.randint(0, 6))) + '"'
+    if kind == 6:
+        return "[" + ", ".join(_random_value(rng, depth + 1)
+                               for _ in range(rng.randint(0, 4))) + "]"
+    return _random_object(rng, depth + 1)
+
+
+def _random_object(rng: random.Random, depth: int) -> str:
+    keys = rng.choices(["a", "b", "c", 'q\\"', "é", "k:"], k=rng.randint(0, 5))  # repeats too
+    colon = rng.choice([":", " : ", ":\n"])
+    return "{" + ",".join(f'"{key}"{colon}{_random_value(rng, depth)}' for key in keys) + "}"
+
+
+EDGES = [
+    b'{"a":1,"a":2}', b'{"a":{"b":1,"b":1}}', b'{"a":"x\\":","a":1}', b'{"k\\"":1}',
+    b'{"a" : 1 ,\n "b"\t:\r[1,2]}', b'{"a":NaN}', b'{"a":Infinity}', b'{"a":-Infinity}',
+    b'{"a":1e999}', b'{"a":-1e400}', b'{"a":1e-400}', b'{"a":-0}', b'{"a":-0.0}',
+    b'{"a":1234567890123456789}', b'{"a":123456789012345678}', b'{"a":-9223372036854775808}',
+    b'{"a":123456789012345678901234567890}', b'{"a":0.1234567890123456789012}',
+    b'\xef\xbb\xbf{"a":1}', b'{"a":"\xff"}', b'{"a":"\xed\xa0\x80"}', b'{"a":"\\ud800"}',
+    b'{"a":"\\ud83d\\ude00"}', b'{"a":"\x01"}', b'{"a":"\\u0000"}', b'{"a":1}\x00',
+    b'[1]', b'"x"', b"1", b"", b"{", b'{"a":1,}', b'{"a":01}',
+    b'{"a":' * 99 + b"1" + b"}" * 99, b'{"a":' * 100 + b"1" + b"}" * 100,
+    b'{"a":' * 101 + b"1" + b"}" * 101,
+]
+
+
+def test_loads_object_gives_what_loads_gives_or_leaves_it_to_loads() -> None:
+    rng = random.Random(37)
+    texts = EDGES + [_random_object(rng, 0).encode() for _ in range(20_000)]
+    fast = 0
+    for raw in texts:
+        value = loads_object(raw)
+        if value is not None:
+            fast += 1
+            strict = _strict(raw)
+            assert strict is not _REFUSED and _same(value, strict), raw
+    assert fast > 5_000  # most objects without repeated keys or long integers take it
+
+
+def test_loads_object_takes_the_common_answers() -> None:
+    for raw in [b'{"probabilities": {"refund": 0.7, "reject": 0.1, "review": 0.2}}',
+                b'{"probabilities":{"a":1,"b":0},"model":"m","metadata":{"k":[1,"x",null]}}']:
+        value = loads_object(raw)
+        assert value is not None and _same(value, _strict(raw))

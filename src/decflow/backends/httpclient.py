@@ -56,7 +56,7 @@ from decflow.contracts.credentials import is_allowed, origin, refusal
 from decflow.data.bounds import MAX_JSON_VALUES
 from decflow.errors import ConfigurationError
 from decflow.redaction import register
-from decflow.strictjson import JsonProblem, loads, values_over
+from decflow.strictjson import JsonProblem, loads, loads_object, values_over
 from decflow.textfile import TextProblem, decode_utf8
 from decflow.version import __version__
 
@@ -257,10 +257,12 @@ def json_object(response: HttpResponse) -> dict[str, Any]:
     if found := values_over(response.content, MAX_JSON_VALUES):  # before decoding it
         raise InvalidResponse(f"response is not read: up to {found:,} JSON values; at most "
                               f"{MAX_JSON_VALUES:,} are read (SECURITY.md)")
-    try:
-        body = loads(decode_utf8(response.content))
-    except (TextProblem, JsonProblem) as exc:
-        raise InvalidResponse(f"response is not valid JSON: {exc}") from None
+    body = loads_object(response.content)  # the common answer, parsed fast
+    if body is None:
+        try:
+            body = loads(decode_utf8(response.content))
+        except (TextProblem, JsonProblem) as exc:
+            raise InvalidResponse(f"response is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise InvalidResponse("response body is not a JSON object")
     return body
