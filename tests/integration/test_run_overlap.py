@@ -5,6 +5,7 @@ report is the one a run without that overlap writes."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -96,6 +97,7 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
     from decflow.pipeline.contract_run import summary
 
     events: list[tuple[str, float, int]] = []
+    frozen: list[int] = []
     with counting_service(delay_s=0.01) as service:
         def answered() -> int:
             return sum(service.snapshot()[1].values())
@@ -105,6 +107,7 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
 
             def run() -> None:
                 events.append(("work", time.monotonic(), answered()))
+                frozen.append(gc.get_freeze_count())
                 work()
                 events.append(("worked", time.monotonic(), answered()))
 
@@ -124,6 +127,13 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
             taken.append(answers is not None)
             return answers
 
+        answers = ahead._prepare_answers
+
+        def preparing_answers(*args: Any) -> None:
+            frozen.append(gc.get_freeze_count())  # the calls are in flight
+            answers(*args)
+
+        monkeypatch.setattr(ahead, "_prepare_answers", preparing_answers)
         monkeypatch.setattr(contract_run, "after_calls", traced)
         monkeypatch.setattr(summary, "build_report_to_write", building)
         monkeypatch.setattr(summary, "prepared_answers", taking)
@@ -140,6 +150,9 @@ def test_a_run_prepares_its_later_stages_during_the_calls_and_reports_the_same(
     assert 1 <= first < CASES  # from the first answer, while the calls are in flight
     assert ended <= judged  # joined before the summary stage
     assert taken == [True, False]  # each answer's result made during the calls, then not
+    # what the work made is out of the collections' sight during the calls (nothing else
+    # freezes during a stage: without it, the count can only fall)
+    assert frozen[1] > frozen[0], frozen
     assert _report(tmp_path / "a") == _report(tmp_path / "b")
 
 
