@@ -129,11 +129,12 @@ class _Written:
         return record
 
 
-def _written_run(written: _Written, results: list[str], n: int) -> None:
+def _written_run(written: _Written, results: list[str], n: int, chunk_size: int = 3) -> None:
+    """n requests, 4 in flight, their chunks written by `written`."""
     caller = RemoteCaller(_Recording(), DecisionSpec("d", "choice", ("refund", "reject", "review")),
                           1e-6, 4)
     asyncio.run(caller.run(_requests(n), ["refund", "reject", "review"], _unused,
-                           chunk_size=3, on_result=lambda row: results.append(row[0]),
+                           chunk_size=chunk_size, on_result=lambda row: results.append(row[0]),
                            write_chunk=written))
 
 
@@ -142,7 +143,8 @@ def _unused(frame: pl.DataFrame) -> None:
 
 
 def test_chunks_are_written_off_the_loop_and_recorded_on_it_each_once_in_order() -> None:
-    written, results = _Written(), []
+    written = _Written()
+    results: list[str] = []
     _written_run(written, results, 50)
     loop_thread = threading.main_thread().name
     # every chunk written in another thread, one after the other, and recorded (by the time
@@ -158,7 +160,9 @@ def test_chunks_are_written_off_the_loop_and_recorded_on_it_each_once_in_order()
 def test_a_backend_faster_than_the_writer_waits_for_it() -> None:
     # the backend answers at once and each chunk takes 1-4 ms to write: however many rows
     # the run has, no more than WAITING_CHUNKS chunks are handed over and not yet written
-    written, results, waiting = _Written(), [], []
+    written = _Written()
+    results: list[str] = []
+    waiting: list[int] = []
     flush = ChunkWrites.flush
 
     def flush_counted(self: ChunkWrites) -> None:
@@ -177,12 +181,9 @@ def test_the_chunk_left_for_after_the_last_answer_holds_at_most_the_requests_in_
     # 150 requests, 4 in flight, chunks of 100: once the last request is sent, the rows
     # finished since the first chunk are written as one, and the last chunk holds only
     # what was still in flight then (not the 50 rows a full-size chunking leaves)
-    written, results = _Written(), []
-    caller = RemoteCaller(_Recording(), DecisionSpec("d", "choice", ("refund", "reject", "review")),
-                          1e-6, 4)
-    asyncio.run(caller.run(_requests(150), ["refund", "reject", "review"], _unused,
-                           chunk_size=100, on_result=lambda row: results.append(row[0]),
-                           write_chunk=written))
+    written = _Written()
+    results: list[str] = []
+    _written_run(written, results, 150, chunk_size=100)
     sizes = [len(ids) for ids, _ in written.recorded]
     assert sizes[0] == 100 and sum(sizes) == 150 and len(sizes) == 3
     assert 0 < sizes[2] <= 4
@@ -190,17 +191,15 @@ def test_the_chunk_left_for_after_the_last_answer_holds_at_most_the_requests_in_
 
 
 def test_a_run_with_no_more_rows_than_requests_in_flight_writes_one_chunk() -> None:
-    written, results = _Written(), []
-    caller = RemoteCaller(_Recording(), DecisionSpec("d", "choice", ("refund", "reject", "review")),
-                          1e-6, 4)
-    asyncio.run(caller.run(_requests(6), ["refund", "reject", "review"], _unused,
-                           chunk_size=100, on_result=lambda row: results.append(row[0]),
-                           write_chunk=written))
+    written = _Written()
+    results: list[str] = []
+    _written_run(written, results, 6, chunk_size=100)
     assert [len(ids) for ids, _ in written.recorded] == [6]
 
 
 def test_a_chunk_that_cannot_be_written_fails_the_run_with_its_error() -> None:
-    written, results = _Written(failing=1), []
+    written = _Written(failing=1)
+    results: list[str] = []
     with pytest.raises(DecflowError, match="cannot write chunk 1: disk full"):
         _written_run(written, results, 50)
     # the chunk before it is recorded, none after it; and once the run has failed, no
