@@ -134,6 +134,8 @@ class _Connection(asyncio.Protocol):
         self.needed = 0  # bytes of the body or chunk still to come
         self.parts: list[bytes] = []
         self.total = 0
+        self.last_head = b""  # the last answer's head as it came, and its parse
+        self.last_parsed: _Head = (0, {}, False, TO_CLOSE)
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -249,40 +251,28 @@ class _Connection(asyncio.Protocol):
         raw = self._line(b"\r\n\r\n")
         if raw is None:
             return False
-        status_line, *lines = raw.decode("latin-1").split("\r\n")
-        version, _, rest = status_line.partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not _digits(code, 3):
-            raise ProtocolFailed("malformed status line")
-        status = int(code)
+        if raw == self.last_head:  # a server sends much the same head every time
+            head = self.last_parsed
+        else:
+            head = self.last_parsed = _parse_head(raw)
+            self.last_head = raw
+        status, headers, reusable, framing = head
         if status < 200:
             return True  # 1xx interim responses (100, 103) precede the real one
-        headers: dict[str, str] = {}
-        for line in lines:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ProtocolFailed("malformed header line")
-            key = name.strip().lower()
-            value = value.strip()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        connection_tokens = headers.get("connection", "").lower()
-        self.status, self.headers = status, headers
-        self.reusable = "close" not in connection_tokens and (
-            version != "HTTP/1.0" or "keep-alive" in connection_tokens
-        )
+        # each response its own headers (the parse is kept for the next answer)
+        self.status, self.headers, self.reusable = status, dict(headers), reusable
         self.parts, self.total = [], 0
         if self.method == "HEAD" or status in (204, 304):
-            self._finish(b"", self.reusable)
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self._finish(b"", reusable)
+        elif framing == CHUNKED:
             self._step = self._chunk_size
-        elif "content-length" in headers:
-            length = headers["content-length"]
-            if not _digits(length, 18) or int(length) > MAX_BODY_BYTES:
-                raise ProtocolFailed("bad Content-Length")
-            self.needed = int(length)
-            self._step = self._sized
-        else:  # neither length nor chunks: the body ends when the server closes
+        elif framing == TO_CLOSE:  # neither length nor chunks: the body ends at the close
             self._step = self._to_close
+        elif framing == BAD_LENGTH:
+            raise ProtocolFailed("bad Content-Length")
+        else:
+            self.needed = framing
+            self._step = self._sized
         return True
 
     def _sized(self) -> bool:
@@ -444,6 +434,49 @@ def _take_open(idle: list[_Connection]) -> _Connection | None:
             return connection
         connection.close()
     return None
+
+
+# How an answer's body is framed (`_Head`): chunks, to the close, a `Content-Length` that
+# is no length (an error only where a body follows), or its length (>= 0).
+CHUNKED = -1
+TO_CLOSE = -2
+BAD_LENGTH = -3
+# an answer's head parsed: status, headers (names lower-cased), whether the connection
+# stays open after it, and its body's framing
+_Head = tuple[int, dict[str, str], bool, int]
+
+
+def _parse_head(raw: bytes) -> _Head:
+    """An answer's status line and headers (`raw`, without the blank line), or
+    ProtocolFailed."""
+    status_line, *lines = raw.decode("latin-1").split("\r\n")
+    version, _, rest = status_line.partition(" ")
+    code = rest[:3]
+    if not version.startswith("HTTP/1.") or not _digits(code, 3):
+        raise ProtocolFailed("malformed status line")
+    status = int(code)
+    headers: dict[str, str] = {}
+    if status < 200:
+        return status, headers, True, TO_CLOSE
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise ProtocolFailed("malformed header line")
+        key = name.strip().lower()
+        value = value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    connection_tokens = headers.get("connection", "").lower()
+    reusable = "close" not in connection_tokens and (
+        version != "HTTP/1.0" or "keep-alive" in connection_tokens
+    )
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return status, headers, reusable, CHUNKED
+    if "content-length" in headers:
+        length = headers["content-length"]
+        if not _digits(length, 18) or int(length) > MAX_BODY_BYTES:
+            return status, headers, reusable, BAD_LENGTH
+        return status, headers, reusable, int(length)
+    return status, headers, reusable, TO_CLOSE
 
 
 def _digits(text: str, limit: int) -> bool:
