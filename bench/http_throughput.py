@@ -1,7 +1,9 @@
 """HTTP backend throughput on loopback against a server with fixed latency.
 
-Starts a stdlib asyncio HTTP/1.1 keep-alive server in a child process that answers every
-`decguard.http/0.1` request after a fixed delay, then sends `--requests` decisions through
+Starts an HTTP/1.1 keep-alive server in a child process that answers every
+`decguard.http/0.1` request a fixed delay after its head arrived (by default
+bench/latency_server.c, built with `cc`; `--server` picks one of the asyncio servers), then
+sends `--requests` decisions through
 `decflow.backends.http.HttpBackend.predict` with at most `--concurrency` in flight, once per
 client design (`decflow`: the shipped asyncio HTTP/1.1 pool; `CxN`: C httpx AsyncClients
 with N connections each, round-robin; `floor`: a minimal client that sends the next request
@@ -23,6 +25,8 @@ calls (summary, report, exit).
         #   of both: /tmp/run.prof and /tmp/run.prof.before)
     python bench/http_throughput.py --designs floor,decflow --pin
         # the server on its own CPU, the clients on the others (see `--pin`)
+    python bench/http_throughput.py --designs floor,decflow --server streams
+        # the asyncio streams server the figures of sessions 1-7 were measured with
 
 Not part of the test run.
 """
@@ -107,10 +111,56 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, de
         writer.close()
 
 
-async def _serve(port: int, delay: float) -> None:
-    server = await asyncio.start_server(
-        lambda r, w: _handle(r, w, delay), "127.0.0.1", port, backlog=1024
-    )
+class _Exchanges(asyncio.Protocol):
+    """One connection of the `lean` server: each request's head and body parsed as the
+    bytes arrive, its answer written by a timer `delay` after its head was read (one timer
+    per request; no task, stream or future)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.buffer = b""
+        self.loop = asyncio.get_running_loop()
+        self.response = _response(ANSWER)
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer + data
+        while (end := buffer.find(b"\r\n\r\n")) >= 0:
+            head = buffer[:end + 4]
+            at = head.lower().find(b"\r\ncontent-length:")
+            length = int(head[at + 17:head.index(b"\r\n", at + 2)]) if at >= 0 else 0
+            if len(buffer) < end + 4 + length:
+                break
+            buffer = buffer[end + 4 + length:]
+            arrived = time.perf_counter()
+            if head.startswith(b"GET /stamps "):
+                self.transport.write(_response(json.dumps({**STAMPS, **_held_ms()}).encode()))
+                STAMPS.update(first=None, last=None)
+                HELD_S.clear()
+                continue
+            if STAMPS["first"] is None:
+                STAMPS["first"] = time.time()
+            self.loop.call_later(self.delay, self.answer, arrived)
+        self.buffer = buffer
+
+    def answer(self, arrived: float) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(self.response)
+        STAMPS["last"] = time.time()
+        HELD_S.append(time.perf_counter() - arrived)
+
+
+async def _serve(port: int, delay: float, design: str) -> None:
+    if design == "streams":
+        server = await asyncio.start_server(
+            lambda r, w: _handle(r, w, delay), "127.0.0.1", port, backlog=1024
+        )
+    else:
+        server = await asyncio.get_running_loop().create_server(
+            lambda: _Exchanges(delay), "127.0.0.1", port, backlog=1024
+        )
     async with server:
         await server.serve_forever()
 
@@ -118,6 +168,13 @@ async def _serve(port: int, delay: float) -> None:
 # -- client -------------------------------------------------------------------------------
 
 
+SERVER_HELP = ("the loopback server: `c` (bench/latency_server.c, built with `cc`: ~0.05 ms "
+               "of CPU per request, most of it the kernel's loopback TCP; answers woken by a "
+               "timer at the deadline), "
+               "`lean` (asyncio, a protocol per connection and a timer per request) or "
+               "`streams` (asyncio streams, a task per connection: the server "
+               "of sessions 1-7). On 2 cores the server shares the CPUs with the client it "
+               "measures: see bench/README.md")
 PIN_HELP = ("the server on the last CPU and this process and the commands it starts on the "
             "others (Linux): on loopback the kernel wakes each side on the CPU of the other, "
             "so unpinned they take turns on one CPU; a real service runs elsewhere")
@@ -132,10 +189,20 @@ def pin(server: bool) -> None:
     os.sched_setaffinity(0, {cpus[-1]} if server else set(cpus[:-1]))
 
 
-def start_server(port: int, latency_ms: float, pinned: bool) -> subprocess.Popen[bytes]:
-    """The bench server in a child process (`--pin`: on its own CPU)."""
-    return subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--latency-ms",
-                             str(latency_ms), *(["--pin"] if pinned else [])])
+def start_server(port: int, latency_ms: float, pinned: bool,
+                 design: str = "c") -> subprocess.Popen[bytes]:
+    """The bench server in a child process (`--pin`: on its own CPU; `c`: compiled from
+    bench/latency_server.c with the system's C compiler into a temporary folder)."""
+    if design != "c":
+        return subprocess.Popen([sys.executable, __file__, "--serve", str(port),
+                                 "--latency-ms", str(latency_ms), "--server", design,
+                                 *(["--pin"] if pinned else [])])
+    with tempfile.TemporaryDirectory() as folder:  # a running program outlives its file
+        built = Path(folder) / "latency_server"
+        subprocess.run(["cc", "-O2", "-o", str(built), str(Path(__file__).with_name(
+            "latency_server.c"))], check=True)
+        return subprocess.Popen([str(built), str(port), f"{latency_ms:g}", ANSWER.decode()],
+                                preexec_fn=(lambda: pin(server=True)) if pinned else None)
 
 
 def _free_port() -> int:
@@ -380,6 +447,13 @@ def _held(stamps: dict[str, float]) -> str:
             f"{stamps['held_p99_ms']:.2f}")
 
 
+def _serve_here(port: int, delay: float, design: str, pinned: bool) -> None:
+    """Run a Python server design in this process (`--serve`) until it is terminated."""
+    if pinned:
+        pin(server=True)
+    asyncio.run(_serve(port, delay, design))
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -402,17 +476,17 @@ def main() -> None:
                         help="with --cli: also time decflow imported from DIR (another "
                              "checkout's src/), interleaved with the others")
     parser.add_argument("--pin", action="store_true", help=PIN_HELP)
+    parser.add_argument("--server", choices=("c", "lean", "streams"), default="c",
+                        help=SERVER_HELP)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     delay = args.latency_ms / 1000
     if args.serve:
-        if args.pin:
-            pin(server=True)
-        asyncio.run(_serve(args.serve, delay))
+        _serve_here(args.serve, delay, args.server, args.pin)
         return
 
     port = _free_port()
-    server = start_server(port, args.latency_ms, args.pin)
+    server = start_server(port, args.latency_ms, args.pin, args.server)
     try:
         _wait_for(port)
         if args.pin:
@@ -421,7 +495,7 @@ def main() -> None:
         ideal = args.concurrency / delay
         print(f"requests={args.requests} concurrency={args.concurrency} "
               f"latency={args.latency_ms:g}ms ideal={ideal:,.0f}/s load={os.getloadavg()[0]:.2f}"
-              f"{' pinned' if args.pin else ''}")
+              f"{' pinned' if args.pin else ''} server={args.server}")
         print(f"{'design':>16} {'wall s':>8} {'calls/s':>9} {'ideal':>6} {'cpu s':>7} errors"
               "  server held ms (median/mean/p99)")
         for design in args.designs.split(","):

@@ -100,9 +100,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--pin", action="store_true", help=server_side.PIN_HELP)
+    parser.add_argument("--server", choices=("c", "lean", "streams"), default="c",
+                        help=server_side.SERVER_HELP)
     args = parser.parse_args()
     port = server_side._free_port()
-    server = server_side.start_server(port, args.latency_ms, args.pin)
+    server = server_side.start_server(port, args.latency_ms, args.pin, args.server)
     try:
         server_side._wait_for(port)
         if args.pin:

@@ -145,7 +145,7 @@ def run_test(
     from pydantic import ValidationError
 
     from decflow.contracts.sections import Sequential
-    from decflow.pipeline.contract_run.call_cache import call_cache_mode
+    from decflow.pipeline.contract_run.cache_mode import call_cache_mode
     from decflow.pipeline.contract_run.runner import run_contract
     from decflow.pipeline.spec import RunSpec, load_contract_cached
     from decflow.store.runs import new_run_id

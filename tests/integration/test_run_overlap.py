@@ -64,19 +64,25 @@ main()
 """
 
 
+@pytest.mark.parametrize(("options", "calling"), [
+    # the first wave's requests (`first_wave.py`), sent before the run's tables are built
+    (["--no-healthcheck"], "decflow.backends.engine"),
+    # the health check, which the call stage sends before its first request
+    ([], "decflow.pipeline.contract_run.results"),
+])
 def test_nothing_needed_only_after_the_calls_is_loaded_before_the_first_request(
-        tmp_path: Path) -> None:
+        tmp_path: Path, options: list[str], calling: str) -> None:
     """A golden run's first request goes out before the code of its verdicts, numpy and
     its views are loaded (the modules each process had when it wrote its first request)."""
     with counting_service(delay_s=0.01) as service:
         contract = write_contract(tmp_path, service.url, 20, max_concurrency=4)
         done = subprocess.run(
             [sys.executable, "-c", FIRST_REQUEST_MODULES, "test", str(contract),
-             "--no-healthcheck", "--store", str(tmp_path / "store")],
+             *options, "--store", str(tmp_path / "store")],
             capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     loaded = set(done.stdout.split())
-    assert "decflow.pipeline.contract_run.results" in loaded  # (it is the calls' code)
+    assert calling in loaded  # (it is the code that wrote the request)
     early = [name for name in loaded
              if any(name == later or name.startswith(f"{later}.")
                     for later in NOT_BEFORE_THE_FIRST_REQUEST)]

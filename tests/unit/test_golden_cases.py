@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.backends.results_schema import RESULTS_SCHEMA
 from decflow.contracts import parse_contract
 from decflow.pipeline.contract_run.golden_section import (
     golden_cases,

@@ -27,7 +27,7 @@ def outcome(path: Path, *, strict: bool = False) -> tuple[str, Any]:
     `strict`, of the strict path alone."""
     with pytest.MonkeyPatch.context() as patch:
         if strict:
-            patch.setattr(golden_dataset, "jsonl_cases", lambda text, labels: None)
+            patch.setattr(golden_dataset, "jsonl_cases", lambda *_: None)
         try:
             cases = load_golden(path, LABELS).cases
         except DatasetError as exc:

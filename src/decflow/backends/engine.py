@@ -6,9 +6,9 @@ into typed per-request error rows. In-process backends decide a shard in one vec
 call; remote backends run under a semaphore of `max_concurrency`, and finished results are
 handed out in chunks so an interrupted run loses at most the requests in flight.
 
-numpy is imported where results are built, not with this module: a remote run's first
-request does not wait for it (its command imports it in a thread during the calls,
-`commands/ahead.py`).
+numpy and polars are imported where results are built, not with this module: a remote
+run's first request does not wait for them (numpy: its command imports it in a thread
+during the calls, `commands/ahead.py`; polars: `pipeline/contract_run/first_wave.py`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
 from decflow.backends.base import (
     Backend,
     BackendError,
@@ -34,7 +32,7 @@ from decflow.backends.base import (
     RequestBatch,
 )
 from decflow.collector import calls_in_flight
-from decflow.data.golden_dataset import case_input
+from decflow.data.dataset_file import case_input
 from decflow.interrupts import stopping
 from decflow.redaction import redact_text
 from decflow.textfile import TextProblem, utf8_size
@@ -42,22 +40,7 @@ from decflow.untrusted import escape, quote, shorten
 
 if TYPE_CHECKING:
     import numpy as np
-
-RESULTS_SCHEMA = pl.Schema({
-    "request_id": pl.String(),
-    "probabilities": pl.List(pl.Float64),
-    "selected": pl.String(),
-    "confidence": pl.Float64(),
-    "latency_ms": pl.Float64(),
-    "error_kind": pl.String(),
-    "error_message": pl.String(),
-    "model": pl.String(),
-    "model_version": pl.String(),
-    "metadata_json": pl.String(),
-    # the call-cache entry (its pack's key) the answer was served from; null: the backend
-    # was asked (runs stored before the cache existed have no such column)
-    "cache_entry": pl.String(),
-})
+    import polars as pl
 
 MAX_ERROR_MESSAGE = 1000
 # Result rows per chunk file: what a process killed between two chunks loses where no
@@ -172,6 +155,9 @@ def _rows_from_matrix(
 ) -> pl.DataFrame:
     """Build a results table column-wise (no Python object per row for the numbers)."""
     import numpy as np  # see the module's docstring
+    import polars as pl
+
+    from decflow.backends.results_schema import RESULTS_SCHEMA
     n = len(request_ids)
     width = len(labels)
     errored = pl.Series("errored", error_kinds, dtype=pl.String).is_not_null()
@@ -357,11 +343,15 @@ class RemoteCaller:
         slots: asyncio.Semaphore | None = None,
         on_sent: Callable[[], None] | None = None,
         write_chunk: WriteChunk | None = None,
+        answered: dict[str, tuple[Any, ...]] | None = None,
     ) -> None:
         """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`
         (and each one to `on_result` as soon as it is finished, before its concurrency slot
         is released). With `write_chunk`, the chunks go to it instead, in a thread of their
         own (`ChunkWrites`), and are all written and recorded when this returns.
+        `answered`: rows of requests answered before this run, by request id (a run's
+        first wave, `pipeline/contract_run/first_wave.py`): taken out and recorded as if
+        just answered, without a call.
 
         `max_concurrency` workers take the requests in turn from one iterator: a task per
         worker, not per request (a shard holds thousands), and a worker takes its next
@@ -376,7 +366,9 @@ class RemoteCaller:
             for row in rows:  # one shared iterator: each request goes to one worker
                 if stopping():  # a signal arrived: the cancellation is on its way
                     raise asyncio.CancelledError()
-                result = await self._one(*row)
+                result = answered.pop(row[0], None) if answered else None
+                if result is None:
+                    result = await self._one(*row)
                 # recorded before the worker takes another: at most max_concurrency are
                 # unrecorded
                 if on_result is not None:
@@ -418,7 +410,7 @@ class RemoteCaller:
 # A chunk written in two steps: the call writes it (any thread; the chunks of a run are
 # written one at a time, in order) and returns what records it, called in the event loop's
 # thread in the same order.
-WriteChunk = Callable[[pl.DataFrame], Callable[[], None]]
+WriteChunk = Callable[["pl.DataFrame"], Callable[[], None]]
 
 
 # Chunks handed to the writer thread and not yet written, at most (one being written, one

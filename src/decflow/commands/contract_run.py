@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import queue
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -24,6 +24,9 @@ from decflow.commands.common import (
     with_params,
 )
 from decflow.report.modes import ModeName, mode_named
+
+if TYPE_CHECKING:
+    from decflow.pipeline.contract_run.first_wave import FirstWave
 
 PREFECT_OPTION = typer.Option(
     None, "--prefect/--no-prefect", help="Run as a Prefect flow (default: when PREFECT_API_URL "
@@ -169,12 +172,14 @@ def use_prefect(flag: bool | None) -> bool:
 
 
 def build_spec(options: RunOptions, store: Any) -> Any:
-    from decflow.pipeline.contract_run.call_cache import call_cache_mode
-    from decflow.pipeline.contract_run.resume import resumed_spec
+    from decflow.pipeline.contract_run.cache_mode import call_cache_mode
     from decflow.pipeline.spec import RunSpec, load_contract_cached
     from decflow.store.runs import new_run_id
 
     if options.resume:
+        # (imported here: a new run sends its first requests before loading polars)
+        from decflow.pipeline.contract_run.resume import resumed_spec
+
         return resumed_spec(store, options.resume, options.contract, options.mode,
                             backend=options.backend, dataset=options.dataset)
     return RunSpec(
@@ -209,18 +214,32 @@ def print_plan(spec: Any, fmt: str, *, to_stderr: bool) -> None:
 
 
 def execute(options: RunOptions) -> dict[str, Any]:
-    from decflow.commands.progress import progress_factory
-    from decflow.pipeline.contract_run.runner import run_contract
+    from decflow.pipeline.contract_run import first_wave
     from decflow.store.store import open_store
 
     store = open_store(options.store)
     spec = build_spec(options, store)
+    prefect = use_prefect(options.prefect)
+    # a plain new run sends its first requests now, before its tables are built
+    first = None if options.resume or prefect else first_wave.start(spec)
+    try:
+        return _execute(options, store, spec, prefect, first)
+    finally:
+        if first is not None:
+            first.close()  # (taken by the call stage, unless the run stopped before it)
+
+
+def _execute(options: RunOptions, store: Any, spec: Any, prefect: bool,
+             first: FirstWave | None) -> dict[str, Any]:
+    from decflow.commands.progress import progress_factory
+    from decflow.pipeline.contract_run.runner import run_contract
+
     if not options.resume:
         print_plan(spec, options.out.fmt, to_stderr=True)
     elif spec.parent:
         typer.echo(f"run {spec.parent} finished; this is a new run {spec.run_id} that "
                    f"continues it (run {spec.parent} is left as it is)", err=True)
-    if use_prefect(options.prefect):
+    if prefect:
         from decflow.flows.contract_run import run_contract_flow
 
         return run_contract_flow(
@@ -235,7 +254,7 @@ def execute(options: RunOptions) -> dict[str, Any]:
             report = run_contract(
                 spec, store, progress=progress and later.progress(progress),
                 from_stage=options.from_stage, fail_on_warn=options.fail_on_warn,
-                on_stage=later.on_stage,
+                on_stage=later.on_stage, first_wave=first,
             )
     finally:
         later.join()

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from decflow.contracts.canonical import contract_hash
 from decflow.contracts.contract import Contract
 from decflow.contracts.credential_uses import register_values
 from decflow.contracts.parse import parse_contract
 from decflow.contracts.paths import contract_file
+from decflow.contracts.pyyaml import yaml
 from decflow.errors import ContractError, DecflowError
 from decflow.strictjson import MAX_DEPTH, JsonProblem, key_lines, loads
 from decflow.strictjson import problems as json_problems

@@ -17,7 +17,6 @@ CASES_SCHEMA = pl.Schema({
     "metadata_json": pl.String,
     "position": pl.Int64,
 })
-ROW_FIELD_SET = frozenset(("id", "input", "expected", "metadata"))
 # built once: `json.dumps` with options builds an encoder per call (one per dataset row)
 _COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _COMPACT_FINITE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,

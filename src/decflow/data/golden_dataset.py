@@ -15,11 +15,8 @@ U+2028 inside a JSON string is text, not a line break.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
 import math
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +33,11 @@ from decflow.data.bounds import (
     mib,
 )
 from decflow.data.case_table import CASES_SCHEMA as CASES_SCHEMA
-from decflow.data.case_table import ROW_FIELD_SET
 from decflow.data.case_table import compact_json as compact_json
-from decflow.data.jsonl_cases import jsonl_cases
+from decflow.data.dataset_file import ROW_FIELD_SET
+from decflow.data.dataset_file import case_input as case_input
+from decflow.data.dataset_file import read_dataset as read_dataset
+from decflow.data.jsonl_cases import CaseColumns, jsonl_cases
 from decflow.data.parquet_bounds import check_group_footer, check_read
 from decflow.errors import DatasetError
 from decflow.strictjson import JsonProblem, dotted, key_lines
@@ -332,24 +331,6 @@ def _table_label(value: Any) -> Any:
     return value
 
 
-def _read_dataset(file: Path, name: str) -> bytes:
-    suffix = file.suffix.lower()
-    if suffix not in (".jsonl", ".json", ".parquet", ".csv"):
-        raise DatasetError(
-            f"{name}: unsupported dataset format '{suffix}' (use .jsonl, .json, .parquet or .csv)"
-        )
-    try:
-        with file.open("rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > MAX_DATASET_BYTES:
-                raise DatasetError(
-                    f"{name}: {mib(size)}; a golden dataset is read whole and holds at most "
-                    f"{mib(MAX_DATASET_BYTES)} (SECURITY.md)")
-            return handle.read(MAX_DATASET_BYTES + 1)
-    except OSError as exc:
-        raise DatasetError(f"{name}: cannot read dataset ({exc.strerror or exc})") from None
-
-
 def _check_footer(raw: bytes, name: str) -> None:
     """Every row group of a Parquet dataset, and all of them together, small enough to
     read (`decflow.data.bounds`), from the footer alone."""
@@ -374,26 +355,17 @@ def _check_footer(raw: bytes, name: str) -> None:
         first_row += group.num_rows
 
 
-def _digest(raw: bytes) -> str:
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
-
-
-def read_dataset(path: str | Path, *, shown_path: str | None = None) -> tuple[bytes, str]:
-    """The dataset's bytes and hash (sha256) without parsing them: what the `cases` stage
-    is keyed by, and what it then loads (`load_golden(read=...)`)."""
-    raw = _read_dataset(Path(path), shown_path or str(path))
-    return raw, _digest(raw)
-
-
 def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | None = None,
-                read: tuple[bytes, str] | None = None) -> GoldenDataset:
+                read: tuple[bytes, str] | None = None,
+                columns: CaseColumns | None = None) -> GoldenDataset:
     """Load and validate a golden dataset; `shown_path` is the path as the user typed it,
-    `read` what `read_dataset` returned for it (the file is then not read again)."""
+    `read` what `read_dataset` returned for it (the file is then not read again),
+    `columns` what `jsonl_cases.case_columns` made of those bytes and `labels`."""
     file = Path(path)
     name = shown_path or str(path)
     suffix = file.suffix.lower()
     raw, digest = read or read_dataset(file, shown_path=name)
-    if suffix == ".jsonl" and (cases := jsonl_cases(raw, labels)) is not None:
+    if suffix == ".jsonl" and (cases := jsonl_cases(raw, labels, columns)) is not None:
         return GoldenDataset(path=name, hash=digest, cases=cases)
     rows: Iterator[tuple[int, Any]]
     line_of = None
@@ -430,11 +402,3 @@ def load_golden(path: str | Path, labels: Sequence[str], *, shown_path: str | No
     for where, row in rows:
         checker.add(row, where)
     return GoldenDataset(path=name, hash=digest, cases=checker.table())
-
-
-def case_input(input_text: str | None, input_json: str | None) -> str | dict[str, Any]:
-    """The case input as the backend receives it (string or decoded object)."""
-    if input_json is not None:
-        decoded: dict[str, Any] = json.loads(input_json)  # stored by `compact_json` of an object
-        return decoded
-    return input_text if input_text is not None else ""

@@ -23,14 +23,17 @@ import codecs
 import io
 import itertools
 from collections.abc import Collection
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import polars as pl
 
 from decflow.data.bounds import MAX_FIELD_BYTES, MAX_JSON_FILE_VALUES, MAX_JSON_VALUES
-from decflow.data.case_table import CASES_SCHEMA, ROW_FIELD_SET
+from decflow.data.dataset_file import ROW_FIELD_SET
 from decflow.strictjson import MAX_DEPTH, values_over
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # No text of the table is longer in UTF-8 than the line it comes from (an escape is never
 # shorter than what it decodes to, and `compact_json` writes an object without floats in no
@@ -40,9 +43,50 @@ _LONGEST_LINE = min(MAX_JSON_VALUES, MAX_FIELD_BYTES)
 _NO_ID = object()
 
 
-def jsonl_cases(raw: bytes, labels: Collection[str]) -> pl.DataFrame | None:
+@dataclass(frozen=True)
+class CaseColumns:
+    """A JSONL dataset's cases as columns of Python values, in the file's order, checked
+    by every row rule but the ids' uniqueness (`jsonl_cases` counts them on its table).
+    `input_json` None: every input is a text; `metadata_json` None: no case has metadata
+    (`{}` each)."""
+
+    ids: list[str]
+    input_text: list[str | None]
+    input_json: list[str | None] | None
+    expected: list[str | None]
+    metadata_json: list[str | None] | None
+
+
+def jsonl_cases(raw: bytes, labels: Collection[str],
+                columns: CaseColumns | None = None) -> pl.DataFrame | None:
     """The cases of a JSONL dataset's bytes, or None: read it strictly. Bytes orjson
-    refuses (not UTF-8, a NUL, a UTF-16 mark) are left to the strict path to name."""
+    refuses (not UTF-8, a NUL, a UTF-16 mark) are left to the strict path to name.
+    `columns`: what `case_columns` returned for these very bytes and labels (not parsed
+    again)."""
+    import polars as pl  # (`case_columns` needs none: see `CaseColumns`)
+
+    from decflow.data.case_table import CASES_SCHEMA
+
+    found = columns or case_columns(raw, labels)
+    if found is None:
+        return None
+    rows = len(found.ids)
+    cases = pl.DataFrame(
+        {"case_id": found.ids, "input_text": found.input_text,
+         "input_json": _same(None, rows) if found.input_json is None else found.input_json,
+         "expected": found.expected,
+         "metadata_json": (_same("{}", rows) if found.metadata_json is None
+                           else found.metadata_json),
+         "position": range(1, rows + 1)},
+        schema=CASES_SCHEMA,
+    )
+    # counted by polars: a Python set of the ids costs four times as much
+    return cases if cases.get_column("case_id").n_unique() == cases.height else None
+
+
+def case_columns(raw: bytes, labels: Collection[str]) -> CaseColumns | None:
+    """The cases of a JSONL dataset's bytes as columns (`CaseColumns`), or None where the
+    strict path must read them (see the module's docstring)."""
     raw = raw.removeprefix(codecs.BOM_UTF8)
     # All lines are parsed before any is checked: at most the values a .json dataset may
     # hold at once (the strict path holds one line's values at a time).
@@ -70,14 +114,7 @@ def jsonl_cases(raw: bytes, labels: Collection[str]) -> pl.DataFrame | None:
                            + _colons(input_text) + _colons(expected) + input_colons
                            + metadata_colons):
         return None
-    cases = pl.DataFrame(
-        {"case_id": ids, "input_text": input_text, "input_json": input_json,
-         "expected": expected, "metadata_json": metadata_json,
-         "position": range(1, len(rows) + 1)},
-        schema=CASES_SCHEMA,
-    )
-    # counted by polars: a Python set of the ids costs four times as much
-    return cases if cases.get_column("case_id").n_unique() == cases.height else None
+    return CaseColumns(ids, input_text, input_json, expected, metadata_json)
 
 
 def _rows(raw: bytes) -> list[Any] | None:
@@ -115,11 +152,12 @@ def _ids(rows: list[dict[str, Any]]) -> list[str] | None:
 
 
 def _inputs(values: list[Any]
-            ) -> tuple[list[str | None], list[str | None] | pl.Series, int] | None:
-    """(input_text, input_json, colons of the objects' texts) of string or object inputs."""
+            ) -> tuple[list[str | None], list[str | None] | None, int] | None:
+    """(input_text, input_json (None: all texts), colons of the objects' texts) of string
+    or object inputs."""
     kinds = set(map(type, values))
     if kinds == {str}:
-        return values, _same(None, len(values)), 0
+        return values, None, 0
     if not kinds <= {str, dict}:
         return None
     objects = _objects([value for value in values if type(value) is dict])
@@ -142,10 +180,11 @@ def _expected(values: list[Any], labels: Collection[str]) -> list[str | None] | 
     return levels if set(levels) <= allowed else None
 
 
-def _metadata(values: list[Any]) -> tuple[list[str | None] | pl.Series, int] | None:
-    """(metadata_json, colons of the objects' texts): absent or null is `{}`."""
+def _metadata(values: list[Any]) -> tuple[list[str | None] | None, int] | None:
+    """(metadata_json (None: `{}` in every row), colons of the objects' texts): absent or
+    null is `{}`."""
     if values.count(None) == len(values):
-        return _same("{}", len(values)), 0
+        return None, 0
     if not set(map(type, values)) <= {dict, type(None)}:
         return None
     objects = _objects([value for value in values if value])
@@ -183,6 +222,8 @@ def _objects(objects: list[dict[str, Any]]) -> tuple[list[str], int] | None:
 def _same(value: str | None, rows: int) -> pl.Series:
     """A column of one text (or null) in every row: built by polars, not from a list of
     20k Python references (half the table's construction)."""
+    import polars as pl
+
     return pl.repeat(value, rows, dtype=pl.String, eager=True)
 
 

@@ -34,7 +34,7 @@ from decflow.pipeline.contract_run.derive import (
     selected_properties,
     stability_config,
 )
-from decflow.pipeline.contract_run.inputs import dataset_location
+from decflow.pipeline.contract_run.first_wave import dataset_location
 from decflow.pipeline.spec import RunSpec, load_contract_cached
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ the packs it wrote and read, which keeps them from `runs gc` while the run exist
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import uuid
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from decflow.backends.call_keys import call_key, identity_digest
 from decflow.backends.engine import _rows_from_matrix
 from decflow.data.golden_dataset import case_input
 from decflow.errors import DecflowError
+from decflow.pipeline.contract_run.cache_mode import call_cache_mode as call_cache_mode
 from decflow.pipeline.contract_run.calls import ORIGINAL_ERROR
 from decflow.store.call_cache import CALLS, pack_manifests
 from decflow.store.runs import run_path
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
     from decflow.pipeline.spec import RunSpec
 
-MODES = ("off", "read-write", "read-only", "refresh")
-ENV = "DECFLOW_CALL_CACHE"
 IDENTITY = "call-identity.json"
 ENTRY_COLUMNS = ("entry_key", "probabilities", "latency_ms", "model", "model_version",
                  "metadata_json")
@@ -57,18 +55,6 @@ def reads(mode: str) -> bool:
 
 def writes(mode: str) -> bool:
     return mode in ("read-write", "refresh")
-
-
-def call_cache_mode(option: str | None, contract: Contract) -> str:
-    """The mode of a new run: `--call-cache`, else `$DECFLOW_CALL_CACHE`, else the
-    contract's `evaluation.call_cache`, else `off`."""
-    for value, where in ((option, "--call-cache"), (os.environ.get(ENV) or None, ENV)):
-        if value is not None:
-            if value not in MODES:
-                raise DecflowError(f"{where}: '{value}' is not a call-cache mode (one of "
-                                   f"{', '.join(MODES)})")
-            return value
-    return contract.evaluation.call_cache or "off"
 
 
 def fresh_answers_mode(mode: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from decflow import interrupts
 from decflow.pipeline.contract_run import results
+from decflow.pipeline.contract_run.first_wave import FIRST_WAVE, FirstWave
 from decflow.pipeline.contract_run.inputs import REQUESTS_PART
 from decflow.pipeline.contract_run.sequential.record import sent_inputs, sequential_params
 from decflow.pipeline.stage import Progress, RunContext, Stage
@@ -44,16 +45,24 @@ class InProcessShards:
         self.update = context.progress("calls", self.left) if context.progress else None
         self.done = 0
         self.counted = 0  # results of the phase's shards side by side (`_progress`)
+        self.first = _first_wave(context)
 
     def health(self) -> dict[str, str] | None:
         return results.prepare_calls(self.context.spec)
 
     def run(self, phase: str, shards: int) -> None:
         context = self.context
+        first, self.first = (self.first, None) if phase == results.PHASES[0] else (None, None)
         if results.overlaps_shards(context.spec):
+            # (here, not on the loop: a signal while the requests in flight are awaited
+            # stops the run at once)
+            answered = first.take() if first is not None else None
             self.done += results.call_phase(context.spec, context.store, self.key, phase,
-                                            shards, self.session, self._progress(shards))
+                                            shards, self.session, self._progress(shards),
+                                            answered=answered)
             return
+        if first is not None:  # (a first wave is only sent where shards overlap)
+            first.close()
         for index in range(shards):
             interrupts.check()
             base = self.done
@@ -101,6 +110,19 @@ class InProcessShards:
         if self.session.held is not None:
             self.context.outputs[results.WRITTEN_RESULTS] = self.session.held
         return manifest
+
+
+def _first_wave(context: RunContext) -> FirstWave | None:
+    """The run's first wave (`first_wave.py`), if its requests are this stage's: made of
+    the very dataset bytes the `cases` stage stored (else it is closed, its answers
+    dropped). Only answers to requests the first shard still has to send are recorded."""
+    wave: FirstWave | None = context.outputs.pop(FIRST_WAVE, None)
+    if wave is None:
+        return None
+    if wave.digest == context.manifests["cases"].extra.get("hash"):
+        return wave
+    wave.close()
+    return None
 
 
 def call_stage(context: RunContext, key: str) -> Manifest:

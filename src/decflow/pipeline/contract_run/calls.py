@@ -19,11 +19,11 @@ from decflow.backends.base import Backend, DecisionSpec
 from decflow.backends.engine import (
     CHUNK_ROWS,
     JOURNALLED_CHUNK_ROWS,
-    RESULTS_SCHEMA,
     RemoteCaller,
     WriteChunk,
     decide_in_process,
 )
+from decflow.backends.results_schema import RESULTS_SCHEMA
 from decflow.pipeline.stage import Progress
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,7 @@ async def decide_requests(
     slots: asyncio.Semaphore | None = None,
     on_sent: Callable[[], None] | None = None,
     write_chunk: WriteChunk | None = None,
+    answered: dict[str, tuple[Any, ...]] | None = None,
 ) -> None:
     """Decide `requests` (already filtered to what still needs a result) shard by shard.
 
@@ -103,7 +104,7 @@ async def decide_requests(
     `journal`, remote results come in chunks of `JOURNALLED_CHUNK_ROWS`. Remote results go
     to `write_chunk` (in a writer thread) where given, else to `sink`, as decided batches
     do. `slots` and `on_sent` as `RemoteCaller.run` (remote backends); `on_sent` is called
-    once every request is sent or decided.
+    once every request is sent or decided. `answered`: as `RemoteCaller.run`'s.
     """
     total = requests.height
     done = 0
@@ -120,7 +121,7 @@ async def decide_requests(
             await caller.run(shard, decision.labels, sink, on_result=counter,
                              chunk_size=CHUNK_ROWS if journal is None else JOURNALLED_CHUNK_ROWS,
                              slots=slots, on_sent=on_sent if last else None,
-                             write_chunk=write_chunk)
+                             write_chunk=write_chunk, answered=answered)
         done += shard.height
         if progress:
             progress(done, total)

@@ -9,17 +9,13 @@ label presentation the run will send and may refuse it (exit 2).
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from decflow.backends.registry import build_backend
-from decflow.contracts.paths import contract_file
 from decflow.data.golden_dataset import load_golden, read_dataset
-from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import backend_plan
 from decflow.pipeline.contract_run.derive import (
     PART_ROWS,
@@ -29,18 +25,15 @@ from decflow.pipeline.contract_run.derive import (
     persona_pair_set,
     persona_settings,
 )
+from decflow.pipeline.contract_run.first_wave import CASE_COLUMNS, DATASET_READ, dataset_location
 from decflow.pipeline.schemas import REQUESTS_SCHEMA
-from decflow.pipeline.spec import RunSpec
 from decflow.pipeline.stage import RunContext, Stage
 from decflow.store.store import Manifest
 
-if TYPE_CHECKING:
-    from decflow.contracts.contract import Contract
-
 # Left in the run's context for the next step in this process (a step run elsewhere reads
-# again): the dataset's bytes and hash, from the cases stage's key to its computation; the
-# table it wrote, for the requests stage (no read back, no hash check of bytes just written).
-_DATASET_READ = "dataset read"
+# again): the dataset's bytes and hash, from the cases stage's key to its computation
+# (`first_wave.DATASET_READ`: a run's first wave may have read them already); the table it
+# wrote, for the requests stage (no read back, no hash check of bytes just written).
 _CASE_TABLE = "cases table"
 # From the requests stage to the call stage: the requests' first part as written, (its
 # sha256, the table), so the first shard's requests are not read back from the store
@@ -48,32 +41,21 @@ _CASE_TABLE = "cases table"
 REQUESTS_PART = "requests part"
 
 
-def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
-    """(path to read, path as shown in reports) for the golden dataset."""
-    if spec.dataset is not None:
-        return spec.dataset, spec.dataset
-    if contract.dataset is None:
-        raise DecflowError(
-            "no dataset given; set 'dataset' in the contract or pass --dataset"
-        )
-    shown = os.path.join(os.path.dirname(spec.contract_path), contract.dataset)
-    base_dir = Path(spec.contract_path).parent
-    read = contract_file(base_dir, contract.dataset, field="dataset", source=spec.contract_path,
-                         allowed=spec.allow_paths)
-    return str(read), shown
-
-
 def _dataset_hash(context: RunContext) -> list[str]:
     read_path, shown = dataset_location(context.spec, context.loaded.contract)
+    handed = context.outputs.get(DATASET_READ)
+    if handed is not None and handed[0] == read_path:
+        return [handed[2]]  # the bytes the run's first requests were made of
     raw, digest = read_dataset(read_path, shown_path=shown)
     # the bytes the key is made of, for `_compute_cases` to load (no second read)
-    context.outputs[_DATASET_READ] = (read_path, raw, digest)
+    context.outputs[DATASET_READ] = (read_path, raw, digest)
     return [digest]
 
 
 def _same_path(context: RunContext, cached: Manifest) -> bool:
     """A cached `cases` stage names the dataset by the path it was first read from."""
-    context.outputs.pop(_DATASET_READ, None)
+    context.outputs.pop(DATASET_READ, None)
+    context.outputs.pop(CASE_COLUMNS, None)
     return bool(cached.extra.get("path") == dataset_location(context.spec,
                                                               context.loaded.contract)[1])
 
@@ -81,9 +63,13 @@ def _same_path(context: RunContext, cached: Manifest) -> bool:
 def _compute_cases(context: RunContext, key: str) -> Manifest:
     contract = context.loaded.contract
     read_path, shown = dataset_location(context.spec, contract)
-    handed = context.outputs.pop(_DATASET_READ, None)
+    handed = context.outputs.pop(DATASET_READ, None)
     read = (handed[1], handed[2]) if handed is not None and handed[0] == read_path else None
-    dataset = load_golden(read_path, contract.decision.labels, shown_path=shown, read=read)
+    parsed = context.outputs.pop(CASE_COLUMNS, None)
+    columns = parsed[1] if read is not None and parsed is not None and parsed[0] == read[1] \
+        else None
+    dataset = load_golden(read_path, contract.decision.labels, shown_path=shown, read=read,
+                          columns=columns)
     extra = {
         "path": shown,
         "hash": dataset.hash,

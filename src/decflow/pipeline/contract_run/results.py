@@ -19,8 +19,9 @@ import polars as pl
 
 from decflow import interrupts
 from decflow.backends.base import Backend, DecisionSpec
-from decflow.backends.engine import RESULTS_SCHEMA, _rows_from_tuples
+from decflow.backends.engine import _rows_from_tuples
 from decflow.backends.registry import backend_class, build_backend, decision_spec
+from decflow.backends.results_schema import RESULTS_SCHEMA
 from decflow.errors import DecflowError
 from decflow.pipeline.contract_run import call_cache
 from decflow.pipeline.contract_run.backend_plan import run_backend
@@ -401,12 +402,15 @@ def call_phase(
     shards: int,
     session: CallSession,
     progress: Callable[[int], Progress | None],
+    answered: dict[str, tuple[Any, ...]] | None = None,
 ) -> int:
     """Decide every shard of `phase` in this process, one event loop and one backend for
     them all; returns how many results they recorded now. A shard's requests start as the
     one before it has sent its last ones, taking the concurrency slots its workers leave,
     so the calls never drain to nothing between two shards; each shard still records and
-    journals its own results (`ShardSink`). `progress(index)`: shard `index`'s progress."""
+    journals its own results (`ShardSink`). `progress(index)`: shard `index`'s progress;
+    `answered`: the run's first wave's answers (`first_wave.FirstWave.take`), which the
+    first shard records as its own."""
     contract = load_contract_cached(spec.contract_path).contract
     decision = decision_spec(contract)
     backend = run_backend(contract, spec.backend, store, spec.run_id)
@@ -428,8 +432,9 @@ def call_phase(
                 calls = _ShardCalls.make(spec, store, backend, sink, pending, decision,
                                          progress(index))
                 sent = asyncio.Event()
-                task = asyncio.ensure_future(calls.send(spec, contract, backend, slots=slots,
-                                                        on_sent=sent.set))
+                task = asyncio.ensure_future(calls.send(
+                    spec, contract, backend, slots=slots, on_sent=sent.set,
+                    answered=answered if index == 0 else None))
                 running.append((calls, task))
                 waiting = asyncio.ensure_future(sent.wait())
                 await asyncio.wait((task, waiting), return_when=asyncio.FIRST_COMPLETED)
@@ -534,7 +539,8 @@ class _ShardCalls:
 
     async def send(self, spec: RunSpec, contract: Contract, backend: Backend,
                    slots: asyncio.Semaphore | None = None,
-                   on_sent: Callable[[], None] | None = None) -> None:
+                   on_sent: Callable[[], None] | None = None,
+                   answered: dict[str, tuple[Any, ...]] | None = None) -> None:
         journal = self.sink.journal
         await decide_requests(
             backend, self.pending, decision=decision_spec(contract),
@@ -542,7 +548,7 @@ class _ShardCalls:
             max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
             shard_size=spec.shard_size, sink=self.record, progress=self.progress,
             journal=journal.record if journal.kept else None, slots=slots, on_sent=on_sent,
-            write_chunk=self.write,
+            write_chunk=self.write, answered=answered,
         )
 
     def finish(self) -> int:

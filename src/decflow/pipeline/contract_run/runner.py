@@ -13,6 +13,7 @@ from typing import Any
 
 from decflow.pipeline.contract_run.backend_plan import plan_path, stored_plan
 from decflow.pipeline.contract_run.call_stage import RESULTS
+from decflow.pipeline.contract_run.first_wave import FirstWave
 from decflow.pipeline.contract_run.inputs import CASES, REQUESTS
 from decflow.pipeline.contract_run.later_stages import COMPARISONS, MINIMIZED, SUMMARY
 from decflow.pipeline.contract_run.resume import answered, forget_calls
@@ -71,7 +72,10 @@ def run_contract(
     from_stage: str | None = None,
     fail_on_warn: bool = False,
     on_stage: Callable[[str, Manifest], None] | None = None,
+    first_wave: FirstWave | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) every stage of a contract run in this process; returns its report."""
+    """Run (or resume) every stage of a contract run in this process; returns its report.
+    `first_wave`: the run's first requests, already being sent (`first_wave.start`)."""
     return drive(CONTRACT_RUN, spec, store, from_stage=from_stage, on_stage=on_stage,
-                 progress=progress, fail_on_warn=fail_on_warn)
+                 progress=progress, fail_on_warn=fail_on_warn,
+                 outputs=first_wave.outputs() if first_wave is not None else {})

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.backends.results_schema import RESULTS_SCHEMA
 from decflow.data.golden_dataset import CASES_SCHEMA, compact_json
 from decflow.pipeline.contract_run.comparisons import MINIMIZED_SCHEMA, compare_transformed
 from decflow.pipeline.contract_run.inputs import original_requests

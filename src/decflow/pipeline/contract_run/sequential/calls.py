@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from decflow.backends.engine import RESULTS_SCHEMA
+from decflow.backends.results_schema import RESULTS_SCHEMA
 from decflow.contracts.gates import GOLDEN_GATES
 from decflow.contracts.properties import PROPERTY_GATES
 from decflow.errors import DecflowError

@@ -1,0 +1,184 @@
+"""A plain remote `decflow test` sends its first requests before polars is loaded and its
+tables are built (`pipeline/contract_run/first_wave.py`): the call stage records those
+answers as its own, the run reports what a run without the wave reports, and a run
+stopped before its call stage has recorded none of them (`--resume` sends them again)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from decflow.store.store import Store
+from tests.support.cli import run_cli
+from tests.support.compare import normalized
+from tests.support.servers.counting import counting_service, write_contract
+
+CASES = 120
+WAVE_ANSWERS = 8  # what the wave has answered before the stages go on (held till then)
+
+# Runs `decflow ARGS` with the import of polars held back until the first request is
+# written (at most 60 s): a first request that needed polars would only go out after
+# that. Prints what happened first.
+POLARS_HELD = """
+import asyncio.selector_events as events, sys, threading
+sent, order = threading.Event(), []
+write = events._SelectorSocketTransport.write
+def first(self, data):
+    if not sent.is_set():
+        order.append("request")
+        sent.set()
+    return write(self, data)
+events._SelectorSocketTransport.write = first
+class Hold:
+    def find_spec(self, name, path, target=None):
+        if name == "polars":
+            sys.meta_path.remove(self)
+            order.append("polars" if sent.wait(60) else "polars, no request after 60 s")
+        return None
+sys.meta_path.insert(0, Hold())
+sys.argv = ["decflow", *sys.argv[1:]]
+import atexit
+atexit.register(lambda: print(" then ".join(order), flush=True))
+from decflow.__main__ import main
+main()
+"""
+
+
+def test_the_first_request_goes_out_before_polars_is_imported(tmp_path: Path) -> None:
+    with counting_service(delay_s=0.005) as service:
+        contract = write_contract(tmp_path, service.url, 20, max_concurrency=4)
+        done = subprocess.run(
+            [sys.executable, "-c", POLARS_HELD, "test", str(contract), "--no-healthcheck",
+             "--store", str(tmp_path / "store")],
+            capture_output=True, text=True, timeout=180, check=False)
+        sent = service.snapshot()[0]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "request then polars"
+    assert set(sent.values()) == {1} and len(sent) == 20  # each case asked once
+
+
+def _wave_answers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The wave holds its answers back until it has `WAVE_ANSWERS` of them (as a run
+    whose tables take long to build); returns the count each take found."""
+    from decflow.pipeline.contract_run import first_wave
+
+    taken: list[int] = []
+    take = first_wave.FirstWave.take
+
+    def taking(self: first_wave.FirstWave) -> dict[str, tuple[Any, ...]]:
+        deadline = time.monotonic() + 60
+        while len(self.answered) < WAVE_ANSWERS and time.monotonic() < deadline:
+            time.sleep(0.002)
+        answered = take(self)
+        taken.append(len(answered))
+        return answered
+
+    monkeypatch.setattr(first_wave.FirstWave, "take", taking)
+    return taken
+
+
+def _results(store: Store, report: dict[str, Any]) -> pl.DataFrame:
+    from decflow.store.runs import read_run_record
+    from decflow.store.store import Manifest
+
+    manifest = read_run_record(store, report["run"]["id"])["stages"]["results"]
+    return store.read(Manifest.from_dict(manifest)).drop("latency_ms").sort("request_id")
+
+
+def _comparable(report: dict[str, Any]) -> dict[str, Any]:
+    copy = normalized(report, ("results", "summary"))
+    copy["run"].pop("store")
+    for ref in copy["run"]["artifacts"].values():
+        ref.pop("uri")
+    return copy
+
+
+def test_the_call_stage_records_the_waves_answers_as_a_run_without_it_would(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from decflow.pipeline.contract_run import first_wave
+
+    taken = _wave_answers(monkeypatch)
+    reports = []
+    with counting_service(delay_s=0.005) as service:
+        service.failing_ids = {"c0002"}  # an error the wave records too
+        contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
+        for name in ("wave", "plain"):
+            out = tmp_path / f"{name}.json"
+            code, _, err = run_cli("test", str(contract), "--no-healthcheck", "--store",
+                                   str(tmp_path / name), "-o", str(out))
+            assert code in (0, 1), err
+            reports.append(json.loads(out.read_text()))
+            monkeypatch.setattr(first_wave, "start", lambda _spec: None)
+        sent = service.snapshot()[0]
+    assert len(taken) == 1 and WAVE_ANSWERS <= taken[0] < CASES
+    assert set(sent.values()) == {2}  # each case asked once per run: no answer asked again
+    wave, plain = reports
+    assert _comparable(wave) == _comparable(plain)
+    assert_frame_equal(_results(Store(str(tmp_path / "wave")), wave),
+                       _results(Store(str(tmp_path / "plain")), plain))
+
+
+# Runs `decflow ARGS` and sends it SIGINT while it builds the `cases` stage's table, once
+# its first wave has `WAVE_ANSWERS` answers.
+INTERRUPTED_IN_THE_WAVE = """
+import os, signal, sys, time
+from decflow.pipeline.contract_run import first_wave, inputs
+waves = []
+begin = first_wave.FirstWave.begin
+def beginning(self):
+    waves.append(self)
+    begin(self)
+first_wave.FirstWave.begin = beginning
+load = inputs.load_golden
+def loading(*args, **kwargs):
+    deadline = time.monotonic() + 60
+    while len(waves[0].answered) < WAVE_ANSWERS and time.monotonic() < deadline:
+        time.sleep(0.002)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+    return load(*args, **kwargs)
+inputs.load_golden = loading
+sys.argv = ["decflow", *sys.argv[1:]]
+from decflow.__main__ import main
+main()
+""".replace("WAVE_ANSWERS", str(WAVE_ANSWERS))
+
+
+def test_a_run_interrupted_during_its_first_wave_has_recorded_nothing_and_resumes(
+        tmp_path: Path) -> None:
+    from tests.integration.test_resume_kill import recorded_ids
+
+    store = tmp_path / "store"
+    with counting_service(delay_s=0.005) as service:
+        contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
+        stopped = subprocess.run(
+            [sys.executable, "-c", INTERRUPTED_IN_THE_WAVE, "test", str(contract),
+             "--no-healthcheck", "--store", str(store)],
+            capture_output=True, text=True, timeout=180, check=False)
+        before = service.snapshot()[0]
+        assert stopped.returncode == 130, stopped.stderr
+        (run_id,) = [p.name for p in (store / "runs").iterdir()]
+        record = json.loads((store / "runs" / run_id / "run.json").read_text())
+        recorded = recorded_ids(store)
+        code, _, err = run_cli("test", str(contract), "--store", str(store), "--resume",
+                               run_id, "-o", str(tmp_path / "resumed.json"))
+        after = service.snapshot()[0]
+        code_fresh, _, err_fresh = run_cli("test", str(contract), "--no-healthcheck",
+                                           "--store", str(tmp_path / "fresh"), "-o",
+                                           str(tmp_path / "fresh.json"))
+    assert sum(before.values()) >= WAVE_ANSWERS  # the wave had been answered
+    assert record["status"] == "interrupted" and "results" not in record["stages"]
+    assert recorded == set()  # no chunk, no journal: nothing kept of the wave
+    assert code == code_fresh and code in (0, 1), err + err_fresh
+    resumed = after - before
+    assert set(resumed.values()) == {1} and len(resumed) == CASES  # every case asked again
+    assert _comparable(json.loads((tmp_path / "resumed.json").read_text())) == _comparable(
+        json.loads((tmp_path / "fresh.json").read_text()))
