@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import IO, Any
+from typing import Any
+
+import orjson
 
 from decflow.store.store import Store, store_os_error
 
@@ -22,10 +24,21 @@ SUFFIX = ".journal"
 _LINE = json.JSONEncoder(separators=(",", ":"))
 
 
+def _line(row: tuple[Any, ...]) -> bytes:
+    """A row as one JSON line. orjson encodes it ~15 times faster than `json`, and what it
+    writes reads back (`journal_rows`) as the same row: a row's floats are finite (the
+    engine refuses others), and a row orjson cannot encode (a text with a lone surrogate)
+    goes through `json` (ASCII, with escapes)."""
+    try:
+        return orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return (_LINE.encode(row) + "\n").encode()
+
+
 class Journal:
     def __init__(self, store: Store, relative: str) -> None:
         self.path = store.path(relative) if store.is_local else None
-        self.handle: IO[str] | None = None
+        self.handle: int | None = None  # the file's descriptor: one `write` per line
 
     @property
     def kept(self) -> bool:
@@ -38,12 +51,14 @@ class Journal:
         try:
             if self.handle is None:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                self.handle = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-            self.handle.write(_LINE.encode(row) + "\n")
+                self.handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            line = _line(row)
+            while line:  # (a write cut short at a file-size limit: the rest raises)
+                line = line[os.write(self.handle, line):]
         except OSError as exc:  # a full disk, a file-size limit: exit 2 naming the journal
             if self.handle is not None:
-                with contextlib.suppress(OSError):  # its buffer cannot be written either
-                    self.handle.close()
+                with contextlib.suppress(OSError):
+                    os.close(self.handle)
                 self.handle = None
             raise store_os_error(exc, "write", self.path) from None
 
@@ -51,7 +66,7 @@ class Journal:
         """The shard finished: every journalled row is in a chunk file now."""
         if self.handle is not None and self.path is not None:
             try:
-                self.handle.close()
+                os.close(self.handle)
                 os.remove(self.path)
             except OSError as exc:
                 raise store_os_error(exc, "write", self.path) from None
