@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,11 @@ def test_the_first_request_goes_out_before_polars_is_imported(tmp_path: Path) ->
     assert set(sent.values()) == {1} and len(sent) == 20  # each case asked once
 
 
+def answered(wave: Any) -> int:
+    """How many of the wave's requests have their answer."""
+    return sum(answer.done() for answer in list(wave.sent.values()))
+
+
 def _wave_answers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The wave holds its answers back until it has `WAVE_ANSWERS` of them (as a run
     whose tables take long to build); returns the count each take found."""
@@ -73,13 +79,13 @@ def _wave_answers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     taken: list[int] = []
     take = first_wave.FirstWave.take
 
-    def taking(self: first_wave.FirstWave) -> dict[str, tuple[Any, ...]]:
+    def taking(self: first_wave.FirstWave) -> dict[str, Future[tuple[Any, ...] | None]]:
         deadline = time.monotonic() + 60
-        while len(self.answered) < WAVE_ANSWERS and time.monotonic() < deadline:
+        while answered(self) < WAVE_ANSWERS and time.monotonic() < deadline:
             time.sleep(0.002)
-        answered = take(self)
-        taken.append(len(answered))
-        return answered
+        sent = take(self)
+        taken.append(len(sent))
+        return sent
 
     monkeypatch.setattr(first_wave.FirstWave, "take", taking)
     return taken
@@ -140,7 +146,8 @@ first_wave.FirstWave.begin = beginning
 load = inputs.load_golden
 def loading(*args, **kwargs):
     deadline = time.monotonic() + 60
-    while len(waves[0].answered) < WAVE_ANSWERS and time.monotonic() < deadline:
+    while sum(f.done() for f in list(waves[0].sent.values())) < WAVE_ANSWERS \\
+            and time.monotonic() < deadline:
         time.sleep(0.002)
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(30)

@@ -12,6 +12,8 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -103,6 +105,33 @@ def test_every_request_is_taken_once_in_order_across_slices(
     assert taken == [(f"r{i:04d}", {"n": i} if i % 3 == 0 else f"text {i}") for i in range(50)]
     assert sorted(results["request_id"].to_list()) == requests["request_id"].to_list()
     assert results["error_kind"].null_count() == 50
+
+
+def test_requests_answered_before_the_run_are_recorded_and_only_the_rest_called() -> None:
+    """`answered` (a run's first wave): a row already there is recorded as it is, one still
+    in flight on another thread's loop once it arrives, one whose call was cancelled
+    (None) is called again; no other answered request is called."""
+    backend = _Recording()
+    requests = _requests(12)
+    done: Future[tuple[Any, ...] | None] = Future()
+    done.set_result(("r0000", [0.5, 0.25, 0.25], 1.0, None, None, "early", None, None))
+    late: Future[tuple[Any, ...] | None] = Future()
+    cancelled: Future[tuple[Any, ...] | None] = Future()
+    cancelled.set_result(None)
+    threading.Timer(0.05, late.set_result, [
+        ("r0002", [0.25, 0.5, 0.25], 2.0, None, None, "early", None, None)]).start()
+    caller = RemoteCaller(backend, DecisionSpec("d", "choice", ("refund", "reject", "review")),
+                          1e-6, 4)
+    chunks: list[pl.DataFrame] = []
+    asyncio.run(caller.run(requests, ["refund", "reject", "review"], chunks.append,
+                           answered={"r0000": done, "r0002": late, "r0003": cancelled}))
+    results = pl.concat(chunks).sort("request_id")
+    called = [case_id for kind, case_id, _ in backend.events if kind == "call"]
+    assert called == [f"r{i:04d}" for i in range(12) if i not in (0, 2)]
+    assert results["request_id"].to_list() == requests["request_id"].to_list()
+    early = results.filter(pl.col("model") == "early")
+    assert early["request_id"].to_list() == ["r0000", "r0002"]
+    assert early["probabilities"].to_list() == [[0.5, 0.25, 0.25], [0.25, 0.5, 0.25]]
 
 
 class _Written:

@@ -343,15 +343,16 @@ class RemoteCaller:
         slots: asyncio.Semaphore | None = None,
         on_sent: Callable[[], None] | None = None,
         write_chunk: WriteChunk | None = None,
-        answered: dict[str, tuple[Any, ...]] | None = None,
+        answered: dict[str, Future[tuple[Any, ...] | None]] | None = None,
     ) -> None:
         """Decide every request; hand finished rows to `on_chunk` in chunks of `chunk_size`
         (and each one to `on_result` as soon as it is finished, before its concurrency slot
         is released). With `write_chunk`, the chunks go to it instead, in a thread of their
         own (`ChunkWrites`), and are all written and recorded when this returns.
-        `answered`: rows of requests answered before this run, by request id (a run's
-        first wave, `pipeline/contract_run/first_wave.py`): taken out and recorded as if
-        just answered, without a call.
+        `answered`: requests sent before this run, by request id (a run's first wave,
+        `pipeline/contract_run/first_wave.py`): each one's row, once its future has it, is
+        recorded as if just answered, without a call (sent again if the future's row is
+        None: that call was cancelled).
 
         `max_concurrency` workers take the requests in turn from one iterator: a task per
         worker, not per request (a shard holds thousands), and a worker takes its next
@@ -366,8 +367,11 @@ class RemoteCaller:
             for row in rows:  # one shared iterator: each request goes to one worker
                 if stopping():  # a signal arrived: the cancellation is on its way
                     raise asyncio.CancelledError()
-                result = answered.pop(row[0], None) if answered else None
-                if result is None:
+                earlier = answered.pop(row[0], None) if answered else None
+                result = None if earlier is None else (
+                    earlier.result() if earlier.done()
+                    else await asyncio.wrap_future(earlier))  # in flight on its own loop
+                if result is None:  # (None: the earlier call was cancelled unanswered)
                     result = await self._one(*row)
                 # recorded before the worker takes another: at most max_concurrency are
                 # unrecorded

@@ -54,8 +54,6 @@ class InProcessShards:
         context = self.context
         first, self.first = (self.first, None) if phase == results.PHASES[0] else (None, None)
         if results.overlaps_shards(context.spec):
-            # (here, not on the loop: a signal while the requests in flight are awaited
-            # stops the run at once)
             answered = first.take() if first is not None else None
             self.done += results.call_phase(context.spec, context.store, self.key, phase,
                                             shards, self.session, self._progress(shards),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import polars as pl
@@ -96,7 +97,7 @@ async def decide_requests(
     slots: asyncio.Semaphore | None = None,
     on_sent: Callable[[], None] | None = None,
     write_chunk: WriteChunk | None = None,
-    answered: dict[str, tuple[Any, ...]] | None = None,
+    answered: dict[str, Future[tuple[Any, ...] | None]] | None = None,
 ) -> None:
     """Decide `requests` (already filtered to what still needs a result) shard by shard.
 

@@ -12,10 +12,11 @@ with the stages as before; the dataset read and its parsed columns are handed to
 
 The answers are only kept in memory: nothing is recorded before the `cases` and
 `requests` manifests are stored. The call stage's first shard then takes them
-(`FirstWave.take`: no new request is started, the ones in flight are awaited) and records
-each one, journal first, as if it had just been answered (`engine.RemoteCaller.run`'s
-`answered`), and sends the rest. A run stopped before that (an error, a signal, the
-process killed) has recorded none of them: `--resume` sends them again. Everything else
+(`FirstWave.take`: the wave starts no new request) and records each one, journal first,
+as if it had just been answered (`engine.RemoteCaller.run`'s `answered`: a future per
+request sent, those still in flight awaited there as they come), and sends the rest. A
+run stopped before that (an error, a signal, the process killed) has recorded none of
+them: `--resume` sends them again. Everything else
 (a resumed or continued run, another mode, a sequential run, the call cache, a health
 check, a backend that plans its presentations, a plugin's, another dataset format, a
 dataset the fast path declines) takes the path it always took.
@@ -29,6 +30,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,18 +76,21 @@ def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
 
 class FirstWave:
     """The first requests of a run (the first shard's originals), sent on an event loop in
-    a thread of its own from `start` until `take` or `close`; the answers, by request id."""
+    a thread of its own from `start` until `take` or `close`; a future of each one's
+    answer (a row as `RemoteCaller` records it; None if cancelled unanswered), by
+    request id."""
 
     def __init__(self, spec: RunSpec, contract: Contract, backend: Backend,
                  read: tuple[str, bytes, str], columns: CaseColumns) -> None:
         self.read, self.columns = read, columns
         self.digest = read[2]
-        self.answered: dict[str, tuple[Any, ...]] = {}
+        self.sent: dict[str, Future[tuple[Any, ...] | None]] = {}
         self._requests = _requests(columns, tuple(contract.decision.labels), spec.shard_size)
         self._caller = RemoteCaller(
             backend, decision_spec(contract), contract.evaluation.probability_tolerance,
             spec.max_concurrency or contract.evaluation.max_concurrency)
         self._stop = False
+        self._taking = threading.Lock()  # (no request is added to `sent` once taken)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Future[Any] | None = None
         self._thread = threading.Thread(target=self._run, name="decflow-first-wave",
@@ -130,17 +135,27 @@ class FirstWave:
 
     async def _worker(self) -> None:
         for row in self._requests:  # one shared iterator: each request goes to one worker
-            if self._stop or interrupts.stopping():
-                return
-            self.answered[row[0]] = await self._caller._one(*row)
+            answer: Future[tuple[Any, ...] | None] = Future()
+            answer.set_running_or_notify_cancel()  # (only this thread ends it)
+            with self._taking:
+                if self._stop or interrupts.stopping():
+                    return
+                self.sent[row[0]] = answer
+            try:
+                answer.set_result(await self._caller._one(*row))
+            except asyncio.CancelledError:
+                answer.set_result(None)  # unanswered: the call stage sends it itself
+                raise
+            except BaseException as exc:  # a configuration error: the run's error
+                answer.set_exception(exc)
+                raise
 
-    def take(self) -> dict[str, tuple[Any, ...]]:
-        """Start no more requests, wait for those in flight; every answer, by request id
-        (each one a row as `RemoteCaller` records it)."""
-        self._stop = True
-        if self._thread.is_alive():
-            interrupts.join(self._thread)
-        return self.answered
+    def take(self) -> dict[str, Future[tuple[Any, ...] | None]]:
+        """Start no more requests; the requests sent, by request id (those in flight are
+        answered on the wave's loop, which ends once they are)."""
+        with self._taking:
+            self._stop = True
+        return self.sent
 
     def close(self) -> None:
         """Cancel the requests in flight and end the thread (their answers are dropped)."""

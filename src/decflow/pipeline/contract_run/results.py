@@ -13,6 +13,7 @@ import io
 import os
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -402,7 +403,7 @@ def call_phase(
     shards: int,
     session: CallSession,
     progress: Callable[[int], Progress | None],
-    answered: dict[str, tuple[Any, ...]] | None = None,
+    answered: dict[str, Future[tuple[Any, ...] | None]] | None = None,
 ) -> int:
     """Decide every shard of `phase` in this process, one event loop and one backend for
     them all; returns how many results they recorded now. A shard's requests start as the
@@ -540,7 +541,7 @@ class _ShardCalls:
     async def send(self, spec: RunSpec, contract: Contract, backend: Backend,
                    slots: asyncio.Semaphore | None = None,
                    on_sent: Callable[[], None] | None = None,
-                   answered: dict[str, tuple[Any, ...]] | None = None) -> None:
+                   answered: dict[str, Future[tuple[Any, ...] | None]] | None = None) -> None:
         journal = self.sink.journal
         await decide_requests(
             backend, self.pending, decision=decision_spec(contract),
