@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -42,6 +41,7 @@ from decflow.data.dataset_file import case_input, read_dataset
 from decflow.data.jsonl_cases import CaseColumns, case_columns
 from decflow.errors import DecflowError
 from decflow.pipeline.spec import RunSpec, load_contract_cached
+from decflow.switching import switch_interval
 
 if TYPE_CHECKING:
     from decflow.backends.base import Backend
@@ -105,14 +105,10 @@ class FirstWave:
         self._thread.start()
 
     def _run(self) -> None:
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
-        try:
-            # what fails here fails again, with its error, when the call stage sends it
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                asyncio.run(self._send())
-        finally:
-            sys.setswitchinterval(interval)
+        # what fails here fails again, with its error, when the call stage sends it
+        with (switch_interval(SWITCH_INTERVAL_S),
+              contextlib.suppress(Exception, asyncio.CancelledError)):
+            asyncio.run(self._send())
 
     async def _send(self) -> None:
         self._loop = asyncio.get_running_loop()
