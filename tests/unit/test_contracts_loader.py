@@ -6,12 +6,17 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
-from decflow.contracts import MAX_BYTES, load_contract
+from decflow.contracts import MAX_BYTES, canonical_dict, load_contract
+from decflow.contracts.canonical import section_json
+from decflow.contracts.gates import golden_gates_model
+from decflow.contracts.properties import properties_model
 from decflow.errors import ContractError, DecflowError
 from tests.support.contracts import EXAMPLES
 
@@ -254,10 +259,13 @@ def test_loading_a_contract_builds_the_validators_of_what_it_uses_only(tmp_path:
         "from decflow.contracts.decision import ChoiceDecision, NoulDecision, ScoreDecision\n"
         "from decflow.contracts.providers import HttpSettings, MockSettings\n"
         "from decflow.contracts.sections import Monitor, Policy, Sequential\n"
+        "from decflow.contracts.gates import golden_gates_model\n"
+        "from decflow.contracts.properties import properties_model\n"
         "loaded = load_contract(sys.argv[1])\n"
         "print(loaded.contract.decision.labels)\n"
         "for model in (NoulDecision, MockSettings, ChoiceDecision, ScoreDecision,\n"
-        "              HttpSettings, Monitor, Policy, Sequential):\n"
+        "              HttpSettings, Monitor, Policy, Sequential, golden_gates_model(),\n"
+        "              properties_model()):\n"
         "    print(model.__name__, model.__pydantic_complete__)\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
@@ -268,5 +276,28 @@ def test_loading_a_contract_builds_the_validators_of_what_it_uses_only(tmp_path:
         "NoulDecision True",
         "MockSettings True",
         *(f"{name} False" for name in ("ChoiceDecision", "ScoreDecision", "HttpSettings",
-                                         "Monitor", "Policy", "Sequential")),
+                                         "Monitor", "Policy", "Sequential", "GoldenGates",
+                                         "Properties")),
     ]
+
+
+@pytest.mark.parametrize("model", [golden_gates_model, properties_model])
+def test_an_absent_section_is_the_empty_one_and_its_json_is_pydantics(
+    model: Callable[[], type[BaseModel]],
+) -> None:
+    unset, empty = model().model_construct(), model().model_validate({})
+    assert unset == empty
+    assert section_json(unset) == empty.model_dump(mode="json", by_alias=True)
+    assert section_json(empty) == empty.model_dump(mode="json", by_alias=True)
+    assert set(section_json(unset).values()) == {None}
+
+
+def test_absent_and_empty_sections_hash_alike_and_set_ones_differ(tmp_path: Path) -> None:
+    absent = load_contract(_write(tmp_path, "a.yaml", MINIMAL))
+    empty = load_contract(_write(tmp_path, "e.yaml",
+                                 MINIMAL + "requirements: {}\nwarnings: {}\nproperties: {}\n"))
+    assert absent.hash == empty.hash
+    assert absent.contract == empty.contract
+    gate = load_contract(_write(tmp_path, "g.yaml", MINIMAL + "warnings: {max_nll: 2.0}\n"))
+    assert gate.hash != absent.hash
+    assert canonical_dict(gate.contract)["warnings"]["max_nll"] == 2.0

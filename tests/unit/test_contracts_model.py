@@ -192,7 +192,7 @@ class _EntryPoints:
 
 def test_plugin_providers_come_from_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     plugins = _EntryPoints({"decflow.backends": ["acme", "mock"]})
-    monkeypatch.setattr("decflow.contracts.plugins.entry_points", plugins)
+    monkeypatch.setattr("importlib.metadata.entry_points", plugins)
     raw = {"provider": "acme", "model": "m1", "endpoint": "x", "depth": 3}
     backend = _parse("spam", {"backend": raw}).backend
     assert (backend.provider, backend.model) == ("acme", "m1")
@@ -211,7 +211,7 @@ def test_plugin_providers_come_from_entry_points(monkeypatch: pytest.MonkeyPatch
 
 def test_plugin_paraphrasers_come_from_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        "decflow.contracts.plugins.entry_points",
+        "importlib.metadata.entry_points",
         _EntryPoints({"decflow.paraphrasers": ["pegasus"]}),
     )
     source = {"provider": "pegasus", "beams": 4}

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from decflow import interrupts
+from decflow.switching import switch_interval
 
 if TYPE_CHECKING:
     import polars as pl
@@ -138,14 +139,9 @@ class Ahead:
         if sys.platform.startswith("linux"):
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
-        try:
-            # what fails here fails again, with its error, where it is needed
-            with contextlib.suppress(Exception):
-                self.work()
-        finally:
-            sys.setswitchinterval(interval)
+        # what fails here fails again, with its error, where it is needed
+        with switch_interval(SWITCH_INTERVAL_S), contextlib.suppress(Exception):
+            self.work()
 
     def _start(self) -> None:
         if self.thread is None:

@@ -28,13 +28,23 @@ def _dump(model: BaseModel | None) -> Any:
     return None if model is None else model.model_dump(mode="json", by_alias=True)
 
 
+def section_json(section: BaseModel) -> dict[str, Any]:
+    """A golden gates or properties section as JSON: with nothing set, every field is None
+    (the section was absent: `parse.UNSET_WHEN_ABSENT`) and so is its JSON, written without
+    building the model's serializer; otherwise pydantic's dump."""
+    if section.model_fields_set or any(value is not None for value in vars(section).values()):
+        dumped: dict[str, Any] = _dump(section)
+        return dumped
+    return dict.fromkeys(type(section).model_fields)
+
+
 def _gates(dumped: dict[str, Any], extensions: tuple[str, ...]) -> dict[str, Any]:
     """A gate section without the decflow gates (`extensions`) it leaves unset."""
     return {k: v for k, v in dumped.items() if not (k in extensions and v is None)}
 
 
 def canonical_dict(contract: Contract) -> dict[str, Any]:
-    properties = _dump(contract.properties)
+    properties = section_json(contract.properties)
     for name in extension_properties():
         if properties[name] is None:
             del properties[name]
@@ -53,8 +63,8 @@ def canonical_dict(contract: Contract) -> dict[str, Any]:
         "backends": {name: config.raw for name, config in contract.backends.items()},
         "dataset": contract.dataset,
         "evaluation": evaluation,
-        "requirements": _gates(_dump(contract.requirements), extension_golden_gates()),
-        "warnings": _gates(_dump(contract.warnings), extension_golden_gates()),
+        "requirements": _gates(section_json(contract.requirements), extension_golden_gates()),
+        "warnings": _gates(section_json(contract.warnings), extension_golden_gates()),
         "properties": properties,
         "fuzz": _dump(contract.fuzz),
         "regression": regression,

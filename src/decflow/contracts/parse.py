@@ -35,6 +35,12 @@ SCHEMA_VERSION = "0.1"
 CORE_SECTIONS = (
     "evaluation", "requirements", "warnings", "properties", "fuzz", "regression", "production"
 )
+# Core sections whose every field is an optional limit or setting defaulting to None (the
+# golden gates, the properties): absent, each is its model with nothing set, made without
+# building the model's validator (`properties` holds every property's settings model: ~40 M
+# instructions before a run's first request) and hashed without its serializer
+# (`canonical.section_json`).
+UNSET_WHEN_ABSENT = ("requirements", "warnings", "properties")
 # Sections that stay None when absent.
 OPTIONAL_SECTIONS: dict[str, type[BaseModel]] = {
     "policy": Policy, "diagnostics": Diagnostics, "sequential": Sequential, "monitor": Monitor,
@@ -183,6 +189,9 @@ def parse_contract(data: Any, source: str) -> Contract:
         value = data.get(name)
         if value is None and name in OPTIONAL_SECTIONS:
             sections[name] = None
+            continue
+        if value is None and name in UNSET_WHEN_ABSENT:
+            sections[name] = model.model_construct()
             continue
         sections[name], found = _section(name, model, value)
         problems += found

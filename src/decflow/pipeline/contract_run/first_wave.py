@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -42,6 +41,7 @@ from decflow.data.dataset_file import case_input, read_dataset
 from decflow.data.jsonl_cases import CaseColumns, case_columns
 from decflow.errors import DecflowError
 from decflow.pipeline.spec import RunSpec, load_contract_cached
+from decflow.switching import switch_interval
 
 if TYPE_CHECKING:
     from decflow.backends.base import Backend
@@ -56,8 +56,6 @@ FIRST_WAVE = "first wave"
 
 # While the wave's loop shares the interpreter with the stages being built, a thread
 # waiting for it asks after this long (Python's default is 5 ms: every answer would wait).
-# Set and put back by the main thread (`begin`, then `take` or `close`): the call stage's
-# own thread preparing the later stages (`commands/ahead.py`) sets it for itself after.
 SWITCH_INTERVAL_S = 0.001
 
 
@@ -93,7 +91,6 @@ class FirstWave:
             spec.max_concurrency or contract.evaluation.max_concurrency)
         self._stop = False
         self._taking = threading.Lock()  # (no request is added to `sent` once taken)
-        self._interval: float | None = None  # the switch interval to put back
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Future[Any] | None = None
         self._thread = threading.Thread(target=self._run, name="decflow-first-wave",
@@ -105,19 +102,13 @@ class FirstWave:
                 FIRST_WAVE: self}
 
     def begin(self) -> None:
-        self._interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._thread.start()
 
     def _run(self) -> None:
         # what fails here fails again, with its error, when the call stage sends it
-        with contextlib.suppress(Exception, asyncio.CancelledError):
+        with (switch_interval(SWITCH_INTERVAL_S),
+              contextlib.suppress(Exception, asyncio.CancelledError)):
             asyncio.run(self._send())
-
-    def _interval_back(self) -> None:
-        if self._interval is not None:
-            sys.setswitchinterval(self._interval)
-            self._interval = None
 
     async def _send(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -160,13 +151,11 @@ class FirstWave:
         answered on the wave's loop, which ends once they are)."""
         with self._taking:
             self._stop = True
-        self._interval_back()
         return self.sent
 
     def close(self) -> None:
         """Cancel the requests in flight and end the thread (their answers are dropped)."""
         self._stop = True
-        self._interval_back()
         loop, main = self._loop, self._main
         if loop is not None and main is not None:
             with contextlib.suppress(RuntimeError):  # the loop has closed already
