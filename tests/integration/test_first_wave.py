@@ -1,26 +1,30 @@
 """A plain remote `decflow test` sends its first requests before polars is loaded and its
 tables are built (`pipeline/contract_run/first_wave.py`): the call stage records those
-answers as its own, the run reports what a run without the wave reports, and a run
-stopped before its call stage has recorded none of them (`--resume` sends them again)."""
+answers as its own, the run reports what a run without the wave reports (failed answers,
+retries and timeouts included), a run stopped before its call stage has recorded none of
+them (`--resume` sends them again), and one stopped after keeps those it recorded."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
 from concurrent.futures import Future
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+import yaml
 from polars.testing import assert_frame_equal
 
 from decflow.store.store import Store
 from tests.support.cli import run_cli
 from tests.support.compare import normalized
-from tests.support.servers.counting import counting_service, write_contract
+from tests.support.servers.counting import CountingService, counting_service, write_contract
 
 CASES = 120
 WAVE_ANSWERS = 8  # what the wave has answered before the stages go on (held till then)
@@ -189,3 +193,147 @@ def test_a_run_interrupted_during_its_first_wave_has_recorded_nothing_and_resume
     assert set(resumed.values()) == {1} and len(resumed) == CASES  # every case asked again
     assert _comparable(json.loads((tmp_path / "resumed.json").read_text())) == _comparable(
         json.loads((tmp_path / "fresh.json").read_text()))
+
+
+class _Misbehaving(CountingService):
+    """The counting service, where some cases get what servers send when things go
+    wrong: a 503 answered on the retry, a 503 every time (retried), a 500 (not retried),
+    a body that is not JSON, probabilities that do not add up, an answer after the
+    client's timeout, and a connection closed without an answer."""
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        base = super().handler()
+        service = self
+
+        class Handler(base):  # type: ignore[valid-type,misc]
+            def decide(self, request: dict[str, Any], case_id: str) -> None:
+                with service.lock:
+                    attempt = service.received[case_id]
+                kind = MISBEHAVING.get(case_id)
+                # ("503 once": the first try of each run)
+                if kind == "503" or (kind == "503 once" and attempt % 2 == 1):
+                    self.reply(b'{"error": "busy"}', status=503)
+                elif kind == "500":
+                    self.reply(b'{"error": "down"}', status=500)
+                elif kind == "malformed":
+                    self.reply(b'{"probabilities": ')
+                elif kind == "unnormalized":
+                    self.reply(json.dumps({"probabilities": {"refund": 0.9, "reject": 0.9,
+                                                             "review": 0.9}}).encode())
+                elif kind == "late":
+                    time.sleep(TIMEOUT_S * 3)
+                    self.reply(b'{}')
+                elif kind == "closed":
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                else:
+                    super().decide(request, case_id)
+
+        return Handler
+
+
+MISBEHAVING = {"c0001": "503 once", "c0002": "503", "c0003": "malformed", "c0004": "500",
+               "c0005": "unnormalized", "c0006": "late", "c0009": "closed"}
+# each one's error kind, in the order of their case ids (c0001 is answered on its retry)
+KINDS = ["unavailable", "invalid_response", "backend_error", "invalid_response", "timeout",
+         "unavailable"]
+TIMEOUT_S = 0.5
+
+
+def test_failed_answers_in_the_wave_are_recorded_and_retried_as_without_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from decflow.pipeline.contract_run import first_wave
+
+    taken = _wave_answers(monkeypatch)
+    service = _Misbehaving(delay_s=0.005)
+    service.thread.start()
+    try:
+        contract = write_contract(tmp_path, service.url, 40, max_concurrency=4)
+        document = yaml.safe_load(contract.read_text())
+        document["backend"].update(timeout_s=TIMEOUT_S, max_retries=2, retry_backoff_s=0.01)
+        contract.write_text(yaml.safe_dump(document, sort_keys=False))
+        reports, asked = [], []
+        for name in ("wave", "plain"):
+            before = service.snapshot()[0]
+            code, _, err = run_cli("test", str(contract), "--no-healthcheck", "--store",
+                                   str(tmp_path / name), "-o", str(tmp_path / f"{name}.json"))
+            assert code in (0, 1), err
+            reports.append(json.loads((tmp_path / f"{name}.json").read_text()))
+            asked.append(service.snapshot()[0] - before)
+            monkeypatch.setattr(first_wave, "start", lambda _spec: None)
+    finally:
+        service.server.shutdown()
+        service.server.server_close()
+    assert len(taken) == 1 and taken[0] > 9  # every one sent by the wave
+    assert asked[0] == asked[1]  # the same tries of each case (retries included)
+    assert (asked[0]["c0001"], asked[0]["c0002"], asked[0]["c0004"]) == (2, 3, 1)
+    wave, plain = (_results(Store(str(tmp_path / name)), report)
+                   for name, report in zip(("wave", "plain"), reports, strict=True))
+    errors = dict(zip(wave["request_id"], wave["error_kind"], strict=True))
+    assert [errors[case] for case in sorted(MISBEHAVING)] == [None, *KINDS]
+    assert_frame_equal(wave, plain)
+    assert _comparable(reports[0]) == _comparable(reports[1])
+
+
+# Runs `decflow ARGS`, its call stage taking the first wave once `WAVE_ANSWERS` of its
+# requests are answered (their ids are printed), and sends it SIGINT once the call stage
+# has gone past them: once it has recorded 4 results more than the wave had sent (so at
+# most 4 are in flight, every request of the wave was taken from the shard's requests).
+INTERRUPTED_AFTER_THE_TAKEOVER = """
+import os, signal, sys, time
+from decflow.backends import engine
+from decflow.pipeline.contract_run import first_wave
+take = first_wave.FirstWave.take
+def taking(self):
+    deadline = time.monotonic() + 60
+    while sum(f.done() for f in list(self.sent.values())) < WAVE_ANSWERS \\
+            and time.monotonic() < deadline:
+        time.sleep(0.002)
+    sent = take(self)
+    print(" ".join(i for i, f in list(sent.items()) if f.done()), flush=True)
+    return sent
+first_wave.FirstWave.take = taking
+run = engine.RemoteCaller.run
+def running(self, *args, on_result=None, answered=None, **kwargs):
+    if answered:
+        last, recorded = len(answered) + 4, []
+        def recording(row):
+            recorded.append(row)
+            if len(recorded) == last:
+                os.kill(os.getpid(), signal.SIGINT)
+            on_result(row)
+        return run(self, *args, on_result=recording, answered=answered, **kwargs)
+    return run(self, *args, on_result=on_result, answered=answered, **kwargs)
+engine.RemoteCaller.run = running
+sys.argv = ["decflow", *sys.argv[1:]]
+from decflow.__main__ import main
+main()
+""".replace("WAVE_ANSWERS", str(WAVE_ANSWERS))
+
+
+def test_a_run_interrupted_after_taking_its_first_wave_keeps_its_answers(
+        tmp_path: Path) -> None:
+    from tests.integration.test_resume_kill import recorded_ids
+
+    store = tmp_path / "store"
+    with counting_service(delay_s=0.005) as service:
+        contract = write_contract(tmp_path, service.url, 600, max_concurrency=4)
+        stopped = subprocess.run(
+            [sys.executable, "-c", INTERRUPTED_AFTER_THE_TAKEOVER, "test", str(contract),
+             "--no-healthcheck", "--store", str(store)],
+            capture_output=True, text=True, timeout=180, check=False)
+        before = service.snapshot()[0]
+        (run_id,) = [p.name for p in (store / "runs").iterdir()]
+        recorded = recorded_ids(store)
+        code, _, err = run_cli("test", str(contract), "--store", str(store), "--resume",
+                               run_id, "-o", str(tmp_path / "resumed.json"))
+        resumed = service.snapshot()[0] - before
+    assert stopped.returncode == 130, stopped.stderr
+    answered_in_the_wave = set(stopped.stdout.split())
+    assert len(answered_in_the_wave) >= WAVE_ANSWERS
+    assert answered_in_the_wave <= recorded  # recorded by the call stage, kept
+    assert code in (0, 1), err
+    assert set(resumed) == {f"c{i:04d}" for i in range(600)} - recorded
+    assert set(resumed.values()) == {1}
+    asked_twice = [case for case, count in (before + resumed).items() if count > 1]
+    assert len(asked_twice) <= 4  # at most the requests in flight at the signal

@@ -55,6 +55,15 @@ POINTS = [
     ("busy", 90, signal.SIGINT),
     ("busy", 150, signal.SIGINT),
 ]
+# With --no-healthcheck a run's first requests are its first wave's, sent on a thread of
+# their own while the stages before the calls are built (`first_wave.py`): the first
+# answers of these points come from the wave, before or just as the call stage takes it.
+WAVE_POINTS = [
+    ("held", 1, signal.SIGINT),
+    ("held", 4, signal.SIGTERM),
+    ("busy", 2, signal.SIGINT),
+    ("busy", 6, signal.SIGTERM),
+]
 
 
 @pytest.fixture(scope="module")
@@ -90,15 +99,18 @@ def answered(service: CountingService) -> int:
     return sum(service.snapshot()[1].values())
 
 
-@pytest.mark.parametrize(("kind", "at", "signum"), POINTS,
-                         ids=[f"{kind}-{at}-{signal.Signals(s).name}" for kind, at, s in POINTS])
+@pytest.mark.parametrize(
+    ("kind", "at", "signum", "wave"),
+    [(*point, False) for point in POINTS] + [(*point, True) for point in WAVE_POINTS],
+    ids=[f"{kind}-{at}-{signal.Signals(s).name}" for kind, at, s in POINTS]
+    + [f"wave-{kind}-{at}-{signal.Signals(s).name}" for kind, at, s in WAVE_POINTS])
 def test_a_signal_stops_the_run_at_once_and_nothing_is_sent_after_it(
-    kind: str, at: float, signum: int, service: CountingService, contract: Path,
+    kind: str, at: float, signum: int, wave: bool, service: CountingService, contract: Path,
     tmp_path: Path,
 ) -> None:
     service.release()
     process = start_decflow("test", str(contract), "--store", str(tmp_path / "store"),
-                            cwd=tmp_path)
+                            *(["--no-healthcheck"] if wave else []), cwd=tmp_path)
     try:
         wait_until(lambda: process.poll() is not None or handles_sigterm(process.pid),
                    process)
