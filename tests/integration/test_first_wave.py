@@ -337,3 +337,44 @@ def test_a_run_interrupted_after_taking_its_first_wave_keeps_its_answers(
     assert set(resumed.values()) == {1}
     asked_twice = [case for case, count in (before + resumed).items() if count > 1]
     assert len(asked_twice) <= 4  # at most the requests in flight at the signal
+
+
+# Runs `decflow ARGS`, its call stage taking the first wave once 4 of its requests are
+# sent (none is answered: the service holds them), and sends it SIGINT 0.2 s later, while
+# the call stage waits for them.
+INTERRUPTED_WAITING_FOR_THE_WAVE = """
+import os, signal, sys, threading, time
+from decflow.pipeline.contract_run import first_wave
+take = first_wave.FirstWave.take
+def taking(self):
+    deadline = time.monotonic() + 60
+    while len(self.sent) < 4 and time.monotonic() < deadline:
+        time.sleep(0.002)
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    return take(self)
+first_wave.FirstWave.take = taking
+sys.argv = ["decflow", *sys.argv[1:]]
+from decflow.__main__ import main
+main()
+"""
+
+
+def test_a_run_waiting_for_its_waves_requests_in_flight_stops_at_a_signal(
+        tmp_path: Path) -> None:
+    with counting_service(delay_s=0.005) as service:
+        contract = write_contract(tmp_path, service.url, CASES, max_concurrency=4)
+        service.hold()  # every request waits: the wave's are in flight when taken
+        stopped = subprocess.Popen(
+            [sys.executable, "-c", INTERRUPTED_WAITING_FOR_THE_WAVE, "test", str(contract),
+             "--no-healthcheck", "--store", str(tmp_path / "store")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            code = stopped.wait(timeout=60)  # (a hang waits for the held answers: 60 s)
+            held = service.waiting()
+        finally:
+            stopped.kill()
+        err = stopped.communicate()[1].decode()
+        received = service.total_received()
+    assert code == 130, err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted"), err
+    assert received == 4 and held == 4  # the wave's, never answered
