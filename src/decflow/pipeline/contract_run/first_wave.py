@@ -10,8 +10,11 @@ here, on an event loop in a thread of its own (`FirstWave`), while the command g
 with the stages as before; the dataset read and its parsed columns are handed to the
 `cases` stage (`outputs`), so the stages build what they built, from the same bytes.
 
-The answers are only kept in memory: nothing is recorded before the `cases` and
-`requests` manifests are stored. The call stage's first shard then takes them
+The wave is one round: the first `max_concurrency` requests, no more. Its answers are
+only kept in memory: nothing is recorded before the `cases` and `requests` manifests are
+stored, so a run stopped or failing before its call stage loses what the wave was paid
+for, as a run stopped during its calls loses the answers in flight: at most
+`max_concurrency`. The call stage's first shard then takes them
 (`FirstWave.take`: the wave starts no new request) and records each one, journal first,
 as if it had just been answered (`engine.RemoteCaller.run`'s `answered`: a future per
 request sent, those still in flight awaited there as they come), and sends the rest. A
@@ -75,20 +78,23 @@ def dataset_location(spec: RunSpec, contract: Contract) -> tuple[str, str]:
 
 
 class FirstWave:
-    """The first requests of a run (the first shard's originals), sent on an event loop in
-    a thread of its own from `start` until `take` or `close`; a future of each one's
-    answer (a row as `RemoteCaller` records it; None if cancelled unanswered), by
-    request id."""
+    """The first requests of a run (one round of the first shard's originals), sent on an
+    event loop in a thread of its own from `start` until `take` or `close`; a future of
+    each one's answer (a row as `RemoteCaller` records it; None if cancelled unanswered),
+    by request id."""
 
     def __init__(self, spec: RunSpec, contract: Contract, backend: Backend,
                  read: tuple[str, bytes, str], columns: CaseColumns) -> None:
         self.read, self.columns = read, columns
         self.digest = read[2]
         self.sent: dict[str, Future[tuple[Any, ...] | None]] = {}
-        self._requests = _requests(columns, tuple(contract.decision.labels), spec.shard_size)
         self._caller = RemoteCaller(
             backend, decision_spec(contract), contract.evaluation.probability_tolerance,
             spec.max_concurrency or contract.evaluation.max_concurrency)
+        # one round: a run stopped before its call stage loses no more paid answers than
+        # the requests in flight a run loses at any point of its calls
+        self._requests = _requests(columns, tuple(contract.decision.labels),
+                                   min(spec.shard_size, self._caller.max_concurrency))
         self._stop = False
         self._taking = threading.Lock()  # (no request is added to `sent` once taken)
         self._loop: asyncio.AbstractEventLoop | None = None
