@@ -22,7 +22,7 @@ import yaml
 from polars.testing import assert_frame_equal
 
 from decflow.store.store import Store
-from tests.support.cli import run_cli
+from tests.support.cli import RUN_DECFLOW, run_cli
 from tests.support.compare import normalized
 from tests.support.servers.counting import CountingService, counting_service, write_contract
 
@@ -158,10 +158,7 @@ def loading(*args, **kwargs):
     time.sleep(30)
     return load(*args, **kwargs)
 inputs.load_golden = loading
-sys.argv = ["decflow", *sys.argv[1:]]
-from decflow.__main__ import main
-main()
-""".replace("WAVE_ANSWERS", str(WAVE_ANSWERS))
+""".replace("WAVE_ANSWERS", str(WAVE_ANSWERS)) + RUN_DECFLOW
 
 
 def test_a_run_interrupted_during_its_first_wave_has_recorded_nothing_and_resumes(
@@ -310,10 +307,7 @@ def running(self, *args, on_result=None, answered=None, **kwargs):
         return run(self, *args, on_result=recording, answered=answered, **kwargs)
     return run(self, *args, on_result=on_result, answered=answered, **kwargs)
 engine.RemoteCaller.run = running
-sys.argv = ["decflow", *sys.argv[1:]]
-from decflow.__main__ import main
-main()
-""".replace("WAVE_ANSWERS", str(WAVE_ANSWERS))
+""".replace("WAVE_ANSWERS", str(WAVE_ANSWERS)) + RUN_DECFLOW
 
 
 def test_a_run_interrupted_after_taking_its_first_wave_keeps_its_answers(
@@ -358,10 +352,7 @@ def taking(self):
     threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
     return take(self)
 first_wave.FirstWave.take = taking
-sys.argv = ["decflow", *sys.argv[1:]]
-from decflow.__main__ import main
-main()
-"""
+""" + RUN_DECFLOW
 
 
 def test_a_run_waiting_for_its_waves_requests_in_flight_stops_at_a_signal(

@@ -19,7 +19,7 @@ import yaml
 from polars.testing import assert_frame_equal
 
 from decflow.store.store import Store
-from tests.support.cli import run_cli
+from tests.support.cli import RUN_DECFLOW, run_cli
 from tests.support.compare import normalized
 from tests.support.paths import ROOT
 from tests.support.servers.counting import counting_service, write_contract
@@ -58,10 +58,7 @@ def first(self, data):
     print(" ".join(sorted(sys.modules)), flush=True)
     os._exit(0)
 events._SelectorSocketTransport.write = first
-sys.argv = ["decflow", *sys.argv[1:]]
-from decflow.__main__ import main
-main()
-"""
+""" + RUN_DECFLOW
 
 
 @pytest.mark.parametrize(("options", "calling"), [

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.cli import RUN_DECFLOW
 from tests.support.servers.counting import counting_service, write_contract
 
 # Runs `decflow ARGS` and, as the first wave starts, prints the modules loaded and the
@@ -25,10 +26,7 @@ def begin(self):
     print(" ".join(sorted(sys.modules)), "|", " ".join(built) or "none", flush=True)
     os._exit(0)
 first_wave.FirstWave.begin = begin
-sys.argv = ["decflow", *sys.argv[1:]]
-from decflow.__main__ import main
-main()
-"""
+""" + RUN_DECFLOW
 
 
 def test_the_first_wave_starts_before_package_metadata_and_absent_sections_load(

@@ -12,6 +12,14 @@ from pathlib import Path
 
 from decflow.cli import invoke
 
+# The end of a script run with `python -c SCRIPT ARGS` after it patched what a test
+# watches: the `decflow` command with ARGS, as its entry point runs it.
+RUN_DECFLOW = """
+sys.argv = ["decflow", *sys.argv[1:]]
+from decflow.__main__ import main
+main()
+"""
+
 
 def run_cli(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
