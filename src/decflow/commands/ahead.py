@@ -15,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import os
 import queue
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -36,7 +34,6 @@ if TYPE_CHECKING:
 Chunks = queue.SimpleQueue["tuple[Part, pl.DataFrame] | None"]
 
 SWITCH_INTERVAL_S = 0.001
-LOWEST_PRIORITY = 19  # nice
 
 
 def after_calls(spec: RunSpec, store: Store, chunks: Chunks) -> Callable[[], None]:
@@ -131,14 +128,13 @@ class Ahead:
         self.thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        # The event loop lets go of the interpreter at every socket call, and this thread
-        # would take it each time: at the lowest scheduling priority (Linux: per thread)
-        # it runs when a core is idle rather than beside the loop and the server, and a
-        # thread waiting for the interpreter asks for it after the switch interval (5 ms),
-        # shortened while this runs, so an answer waits less for the loop.
-        if sys.platform.startswith("linux"):
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
+        # At the process's own scheduling priority, never lower: this thread and the event
+        # loop hold the interpreter in turns, and a lowered thread that a busy machine
+        # keeps off the CPU keeps the interpreter too, so the loop waits for it (at nice
+        # 19 a whole run beside two CPU-bound processes took 20.6 s, not 7.8 s:
+        # bench/README.md).
+        # A thread waiting for the interpreter asks for it after the switch interval
+        # (5 ms), shortened while this runs, so an answer waits less for the loop.
         # what fails here fails again, with its error, where it is needed
         with switch_interval(SWITCH_INTERVAL_S), contextlib.suppress(Exception):
             self.work()
@@ -150,8 +146,8 @@ class Ahead:
 
     def join(self) -> None:
         if self.chunks is not None:
-            # the calls are over: the chunks not taken yet are left to the summary (this
-            # thread runs at the lowest priority; the summary, not at all beside it)
+            # the calls are over: the chunks not taken yet are left to the summary, which
+            # works them at once rather than waiting for this thread to reach them
             with contextlib.suppress(queue.Empty):
                 while True:
                     self.chunks.get_nowait()
