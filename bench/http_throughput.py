@@ -478,6 +478,9 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true", help=PIN_HELP)
     parser.add_argument("--server", choices=("c", "lean", "streams"), default="c",
                         help=SERVER_HELP)
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="N CPU-bound processes (`while True: pass`) running beside "
+                             "everything measured, as other jobs on a busy CI machine")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     delay = args.latency_ms / 1000
@@ -487,6 +490,8 @@ def main() -> None:
 
     port = _free_port()
     server = start_server(port, args.latency_ms, args.pin, args.server)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(args.busy)]
     try:
         _wait_for(port)
         if args.pin:
@@ -495,7 +500,8 @@ def main() -> None:
         ideal = args.concurrency / delay
         print(f"requests={args.requests} concurrency={args.concurrency} "
               f"latency={args.latency_ms:g}ms ideal={ideal:,.0f}/s load={os.getloadavg()[0]:.2f}"
-              f"{' pinned' if args.pin else ''} server={args.server}")
+              f"{' pinned' if args.pin else ''} server={args.server}"
+              f"{f' busy={args.busy}' if args.busy else ''}")
         print(f"{'design':>16} {'wall s':>8} {'calls/s':>9} {'ideal':>6} {'cpu s':>7} errors"
               "  server held ms (median/mean/p99)")
         for design in args.designs.split(","):
@@ -553,8 +559,9 @@ def main() -> None:
                               _with_source(args.before_src))
                 print(f"CPU profile of one run from {args.before_src}: {before}")
     finally:
-        server.terminate()
-        server.wait()
+        for process in [*busy, server]:
+            process.terminate()
+            process.wait()
 
 
 if __name__ == "__main__":
