@@ -71,6 +71,7 @@ class Reading:
     """What this run changes: windows to judge again (and why), what it read."""
 
     touched: dict[str, str] = field(default_factory=dict)  # window -> reason
+    emptied: list[str] = field(default_factory=list)  # windows no partition holds any more
     read: dict[str, Any] = field(default_factory=dict)
 
     def touch(self, window: str, reason: str) -> None:
@@ -190,6 +191,10 @@ def _judge_windows(context: MonitorContext, state: MonitorState, stored: Pieces,
     for window in sorted(reading.touched):
         holding = [(name, s) for name, s in sorted(state.partitions.items())
                    if window in s.windows]
+        if not holding:  # its records were rewritten away: no window left to judge
+            state.windows.pop(window, None)
+            reading.emptied.append(window)
+            continue
         stats = [pieces.read_stats(store, state.monitor_id, s.key) for _, s in holding]
         mine = join_labels(stored.predictions(s.key for _, s in holding),
                            learnt.labels).predictions.filter(pl.col("window") == window)
@@ -269,6 +274,7 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
         list(spec.labels_gone), "bytes_read": spec.bytes_to_read,
         "records_read": sum(u.n_records for u in spec.plan.units),
         "labels_joined": int(newly["labelled"].sum()), "newly_labelled": newly.height,
+        "windows_emptied": reading.emptied,
         **_label_totals(state, learnt),
     }
     report = build_report(context, state, reading.read, checked, baseline, advanced)
