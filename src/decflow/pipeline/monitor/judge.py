@@ -33,7 +33,12 @@ from decflow.pipeline.monitor.index import (
 from decflow.pipeline.monitor.labels import LABEL_SCHEMA, first_labels, join_labels
 from decflow.pipeline.monitor.report import build_report
 from decflow.pipeline.monitor.scan import prediction_schema
-from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec, source_identity
+from decflow.pipeline.monitor.spec import (
+    BACKEND,
+    MonitorSpec,
+    piece_settings,
+    source_identity,
+)
 from decflow.pipeline.monitor.stages import MonitorContext, settings, stored_state
 from decflow.pipeline.monitor.state import (
     KEPT_RUNS,
@@ -63,7 +68,7 @@ def _new_state(context: MonitorContext) -> MonitorState:
     spec, contract = context.spec, context.loaded.contract
     return MonitorState(spec.monitor_id, contract.decision.name, BACKEND,
                         source_identity(spec.source), spec.labels, settings(context).window,
-                        ID_HASH)
+                        ID_HASH, piece_settings(contract))
 
 
 @dataclass
@@ -243,6 +248,8 @@ def _commit(context: MonitorContext, state: MonitorState, index: pl.DataFrame | 
 def _judge(context: MonitorContext, key: str) -> Manifest:
     spec, store = context.spec, context.store
     state = stored_state(context) or _new_state(context)
+    # a state from before settings were stored records them now (the plan checked its window)
+    state.settings = state.settings or piece_settings(context.loaded.contract)
     before = copy.deepcopy(state)
     stored = Pieces(context, state.monitor_id)
     reading = Reading()
