@@ -46,6 +46,7 @@ from decflow.backends.base import (
     InvalidResponse,
     Prediction,
 )
+from decflow.backends.call_keys import sent_to
 from decflow.backends.first_pieces import table_key
 from decflow.backends.httpclient import HttpCaller, json_object, origin_url, public_url
 from decflow.backends.label_scoring import PrefixScorer, choose_scoring
@@ -401,8 +402,10 @@ class OpenAIBackend(Backend):
     # -- the call cache's keys -----------------------------------------------------------------
 
     def call_identity(self) -> dict[str, Any]:
+        # no static headers: the only header it adds is the key from the environment
         return {"provider": self.provider, "url": public_url(self.url), "model": self.model,
-                "api": self.api, "readout": self.readout, "options_as": self.options_as}
+                "sent_to": sent_to(self.endpoint, {}), "api": self.api, "readout": self.readout,
+                "options_as": self.options_as}
 
     def request_sent(self, request: DecisionRequest) -> Any:
         """The prompt (or messages) as sent, the labels as shown and the names read out,
