@@ -111,6 +111,7 @@ class OpenAIBackend(Backend):
             unavailable_statuses=UNAVAILABLE_STATUSES,
         )
         self.served_models: set[str] = set()
+        self.posted = 0  # completion requests sent
         self.plan: ReadoutPlan | None = None
         self._tokenizer: Tokenizer | None = None
         self._planning = asyncio.Lock()
@@ -141,6 +142,7 @@ class OpenAIBackend(Backend):
     async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self.model is not None:
             payload = {**payload, "model": self.model}
+        self.posted += 1
         body = json_object(await self.caller.post_json(self.endpoint, payload))
         served = body.get("model")
         if isinstance(served, str) and served:
@@ -162,7 +164,10 @@ class OpenAIBackend(Backend):
             finally:
                 await self.caller.aclose()
 
+        before = self.posted
         self.plan = interrupts.run(prepare())
+        # the echo check and the scoring probes of `sequence` (tokenize requests are free)
+        self.plan_requests = self.posted - before
         return self.plan.to_json()
 
     def use_plan(self, plan: Mapping[str, Any]) -> None:
