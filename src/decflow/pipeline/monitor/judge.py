@@ -39,7 +39,12 @@ from decflow.pipeline.monitor.labels import (
 )
 from decflow.pipeline.monitor.report import build_report
 from decflow.pipeline.monitor.scan import prediction_schema
-from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec, source_identity
+from decflow.pipeline.monitor.spec import (
+    BACKEND,
+    MonitorSpec,
+    piece_settings,
+    source_identity,
+)
 from decflow.pipeline.monitor.stages import MonitorContext, settings, stored_state
 from decflow.pipeline.monitor.state import (
     KEPT_RUNS,
@@ -71,7 +76,7 @@ def _new_state(context: MonitorContext) -> MonitorState:
     spec, contract = context.spec, context.loaded.contract
     return MonitorState(spec.monitor_id, contract.decision.name, BACKEND,
                         source_identity(spec.source), spec.labels, settings(context).window,
-                        ID_HASH)
+                        ID_HASH, piece_settings(contract))
 
 
 @dataclass
@@ -79,6 +84,7 @@ class Reading:
     """What this run changes: windows to judge again (and why), what it read."""
 
     touched: dict[str, str] = field(default_factory=dict)  # window -> reason
+    emptied: list[str] = field(default_factory=list)  # windows no partition holds any more
     read: dict[str, Any] = field(default_factory=dict)
 
     def touch(self, window: str, reason: str) -> None:
@@ -219,6 +225,10 @@ def _judge_windows(context: MonitorContext, state: MonitorState, stored: Pieces,
     for window in sorted(reading.touched):
         holding = [(name, s) for name, s in sorted(state.partitions.items())
                    if window in s.windows]
+        if not holding:  # its records were rewritten away: no window left to judge
+            state.windows.pop(window, None)
+            reading.emptied.append(window)
+            continue
         stats = [pieces.read_stats(store, state.monitor_id, s.key) for _, s in holding]
         mine = join_labels(stored.predictions(s.key for _, s in holding),
                            learnt.labels).predictions.filter(pl.col("window") == window)
@@ -267,6 +277,8 @@ def _commit(context: MonitorContext, state: MonitorState, index: pl.DataFrame | 
 def _judge(context: MonitorContext, key: str) -> Manifest:
     spec, store = context.spec, context.store
     state = stored_state(context) or _new_state(context)
+    # a state from before settings were stored records them now (the plan checked its window)
+    state.settings = state.settings or piece_settings(context.loaded.contract)
     before = copy.deepcopy(state)
     stored = Pieces(context, state.monitor_id)
     reading = Reading()
@@ -299,6 +311,7 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
         list(spec.labels_gone), "bytes_read": spec.bytes_to_read,
         "records_read": sum(u.n_records for u in spec.plan.units),
         "labels_joined": int(newly["labelled"].sum()), "newly_labelled": newly.height,
+        "windows_emptied": reading.emptied,
         **_label_totals(state, learnt),
     }
     report = build_report(context, state, reading.read, checked, baseline, advanced)

@@ -254,7 +254,7 @@ def _merge_partitions(context: MonitorContext, key: str) -> Manifest:
                                  + [spec.arrival if arrival else ""])
         alone = read[0][1].manifest if len(read) == 1 else None
         if alone is not None and not arrival:  # the piece is the unit's own
-            pieces.copy_piece(store, spec.monitor_id, piece, alone)
+            pieces.copy_piece(store, spec.monitor_id, piece, alone, predictions)
         else:
             pieces.write_piece(store, spec.monitor_id, piece, stats, predictions)
         kept.append(Piece(partition.name, partition.path, partition.size, partition.version,
