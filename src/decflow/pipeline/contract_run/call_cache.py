@@ -37,6 +37,7 @@ from decflow.backends.call_keys import call_key, identity_digest
 from decflow.backends.engine import _rows_from_matrix
 from decflow.data.golden_dataset import case_input
 from decflow.errors import DecflowError
+from decflow.pipeline.contract_run.backend_plan import plan_requests
 from decflow.pipeline.contract_run.cache_mode import call_cache_mode as call_cache_mode
 from decflow.pipeline.contract_run.calls import ORIGINAL_ERROR
 from decflow.store.call_cache import CALLS, pack_manifests
@@ -295,11 +296,13 @@ def cache_section(contract: Contract, spec: RunSpec, store: Store,
     if record is None:
         return None
     counts = call_counts(store, results, manifests["requests"])
+    # the plan's probes were sent to the model too, cached answers or not
+    sent = counts["sent"] + plan_requests(store, spec.run_id)
     price = contract.backend_config(spec.backend).price_per_call
     identity = record.get("identity") or {}
     return {
         "mode": record["mode"],
-        "requests_sent": counts["sent"],
+        "requests_sent": sent,
         "served_from_cache": counts["served"],
         "backend_seconds_saved": round(counts["seconds"], 3),
         "price_per_call": price,
