@@ -244,3 +244,29 @@ def test_another_query_or_static_header_is_another_request(
     stored = (store / "runs" / run_id / "call-identity.json").read_text()
     code, shown, _ = run_cli("runs", "show", run_id, "--store", str(store))
     assert code == 0 and "secret" not in stored + shown + json.dumps(report)
+
+
+@pytest.mark.parametrize("cache", ["read-write", "off"])
+def test_a_repeated_sequential_run_without_a_seed_takes_the_same_order_under_the_cache(
+    tmp_path: Path, service: CountingService, cache: str,
+) -> None:
+    """No `--order-seed`: with the call cache reading, the order seed is derived from the
+    contract and dataset, so a repeated run takes the same cases (0 requests) and writes the
+    same verdict; with the cache off each run draws its own seed."""
+    path, store = write_contract(tmp_path, service.url, 200, 4), tmp_path / "store"
+    document = yaml.safe_load(path.read_text())
+    document["properties"] = {"option_order": {"samples": 1, "max_tv_distance": 0.9}}
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    flags = ("--sequential", "--batch", "8", "--call-cache", cache)
+    first, sent = run(service, path, store, *flags)
+    assert sum(sent.values()) > 0 and first["sequential"]["cases_sent"] < 200  # stopped early
+    second, sent = run(service, path, store, *flags)
+    if cache == "off":
+        assert second["sequential"]["seed"] != first["sequential"]["seed"]
+        assert "seed_from" not in second["sequential"]
+        return
+    assert sum(sent.values()) == 0 and second["call_cache"]["requests_sent"] == 0
+    assert second["sequential"]["seed"] == first["sequential"]["seed"]
+    assert second["sequential"]["seed_from"] == "contract and dataset"
+    assert second["sequential"]["gates"] == first["sequential"]["gates"]
+    assert (second["status"], second["exit_code"]) == (first["status"], first["exit_code"])
