@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,7 +145,7 @@ def run_test(
     from pydantic import ValidationError
 
     from decflow.contracts.sections import Sequential
-    from decflow.pipeline.contract_run.cache_mode import call_cache_mode
+    from decflow.pipeline.contract_run.cache_mode import call_cache_mode, derived_order_seed
     from decflow.pipeline.contract_run.runner import run_contract
     from decflow.pipeline.spec import RunSpec, load_contract_cached
     from decflow.store.runs import new_run_id
@@ -153,14 +153,6 @@ def run_test(
     from decflow.views.stored import write_run_html
 
     opened = open_store(store)
-    try:
-        settings = Sequential.settings(
-            load_contract_cached(str(contract)).contract.sequential,
-            None if sequential is None else bool(sequential),
-            sequential if isinstance(sequential, dict) else {})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        raise DecflowError(f"sequential.{error['loc'][0]}: {error['msg']}") from None
     spec = RunSpec(
         contract_path=str(contract), store_url=opened.url, run_id=new_run_id(),
         mode=mode,
@@ -168,9 +160,18 @@ def run_test(
         properties=tuple(properties) if properties else None, minimize=minimize,
         max_concurrency=max_concurrency, healthcheck=check_health,
         allow_paths=tuple(allow_paths),
-        sequential=settings,
         call_cache=call_cache_mode(call_cache, load_contract_cached(str(contract)).contract),
     )
+    try:
+        settings = Sequential.settings(
+            load_contract_cached(str(contract)).contract.sequential,
+            None if sequential is None else bool(sequential),
+            sequential if isinstance(sequential, dict) else {}, derived_order_seed(spec))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise DecflowError(f"sequential.{error['loc'][0]}: {error['msg']}") from None
+    # (after the rest: the order seed may derive from the spec's contract, dataset and mode)
+    spec = replace(spec, sequential=settings)
     report = run_contract(spec, opened, fail_on_warn=fail_on_warn)
     write_run_html(opened, report)
     return report

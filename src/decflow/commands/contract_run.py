@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import queue
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -137,8 +138,10 @@ class RunOptions:
     call_cache: str | None = None
 
 
-def sequential_settings(options: RunOptions) -> dict[str, Any] | None:
-    """The sequential settings of a new run: the contract's section, then the options."""
+def sequential_settings(options: RunOptions,
+                        derived_seed: Callable[[], int] | None) -> dict[str, Any] | None:
+    """The sequential settings of a new run: the contract's section, then the options
+    (`derived_seed`: the order seed when neither sets one, else one is drawn)."""
     from pydantic import ValidationError
 
     from decflow.contracts.sections import Sequential
@@ -149,7 +152,7 @@ def sequential_settings(options: RunOptions) -> dict[str, Any] | None:
                  "batch": options.batch, "seed": options.order_seed,
                  "zero_limit": options.zero_limit}
     try:
-        settings = Sequential.settings(section, options.sequential, overrides)
+        settings = Sequential.settings(section, options.sequential, overrides, derived_seed)
     except ValidationError as exc:
         error = exc.errors()[0]
         flag = {"seed": "order-seed"}.get(str(error["loc"][0]), str(error["loc"][0]))
@@ -172,7 +175,7 @@ def use_prefect(flag: bool | None) -> bool:
 
 
 def build_spec(options: RunOptions, store: Any) -> Any:
-    from decflow.pipeline.contract_run.cache_mode import call_cache_mode
+    from decflow.pipeline.contract_run.cache_mode import call_cache_mode, derived_order_seed
     from decflow.pipeline.spec import RunSpec, load_contract_cached
     from decflow.store.runs import new_run_id
 
@@ -182,17 +185,18 @@ def build_spec(options: RunOptions, store: Any) -> Any:
 
         return resumed_spec(store, options.resume, options.contract, options.mode,
                             backend=options.backend, dataset=options.dataset)
-    return RunSpec(
+    spec = RunSpec(
         contract_path=options.contract, store_url=store.url, run_id=new_run_id(),
         mode=options.mode,
         backend=options.backend or "default", dataset=options.dataset, seed=options.seed,
         properties=options.properties or None, minimize=options.minimize,
         max_concurrency=options.max_concurrency, healthcheck=options.healthcheck,
         allow_paths=tuple(options.allow_paths),
-        sequential=sequential_settings(options),
         call_cache=call_cache_mode(options.call_cache,
                                    load_contract_cached(options.contract).contract),
     )
+    # (after the rest: the order seed may derive from the spec's contract, dataset and mode)
+    return replace(spec, sequential=sequential_settings(options, derived_order_seed(spec)))
 
 
 def print_plan(spec: Any, fmt: str, *, to_stderr: bool) -> None:

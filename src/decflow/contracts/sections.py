@@ -5,7 +5,7 @@
 # field's annotation string again for each model (and each subclass) it collects.
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
@@ -74,15 +74,20 @@ class Diagnostics(StrictModel):
     blindness: Blindness | None = None
 
 
+# A run's `sequential.seed_from` when its order seed was derived, not drawn nor set.
+DERIVED_SEED_FROM = "contract and dataset"
+
+
 class Sequential(StrictModel):
     """`--sequential` runs: cases in a seeded random order, stopped once every gate is decided.
 
     `alpha` is the run's chance of a status other than the full suite's, split across its
     gates; `max_cases` caps the cases sent (default: the whole suite); `batch` is the cases
     decided between two looks (default: the concurrency window); `seed` draws the order
-    (default: a seed drawn for each run and recorded with it, so `--resume` replays it);
-    `zero_limit` is the share of cases a limit-0 gate is judged against (a run that stops
-    early has not seen every case)."""
+    (default: a seed drawn for each run and recorded with it, so `--resume` replays it; with
+    the call cache reading, one derived from the contract and dataset instead, so a repeated
+    run takes the same cases, answered by the cache); `zero_limit` is the share of cases a
+    limit-0 gate is judged against (a run that stops early has not seen every case)."""
 
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     max_cases: int | None = Field(default=None, ge=1)
@@ -92,18 +97,22 @@ class Sequential(StrictModel):
 
     @classmethod
     def settings(cls, section: "Sequential | None", wanted: bool | None,
-                 overrides: Mapping[str, Any]) -> dict[str, Any] | None:
+                 overrides: Mapping[str, Any],
+                 derived_seed: Callable[[], int] | None = None) -> dict[str, Any] | None:
         """A new run's settings: None unless `wanted` (default: the contract has the
         section); else the section (or the defaults) with the `overrides` that are set,
-        validated (pydantic's ValidationError names the field), and an order seed drawn
-        for this run unless one is set (every order is as good; one fixed order for every
-        run would make each run's error the same draw)."""
+        validated (pydantic's ValidationError names the field), and an order seed unless
+        one is set: `derived_seed()` when given (recorded with `seed_from`, what it was
+        derived from), else drawn for this run (every order is as good; one fixed order for
+        every run would make each run's error the same draw)."""
         if not (wanted if wanted is not None else section is not None):
             return None
         values = (section or cls()).model_dump()
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls.model_validate(values).model_dump()
-        if settings["seed"] is None:
+        if settings["seed"] is None and derived_seed is not None:
+            settings["seed"], settings["seed_from"] = derived_seed(), DERIVED_SEED_FROM
+        elif settings["seed"] is None:
             settings["seed"] = secrets.randbelow(2**32)
         return settings
 

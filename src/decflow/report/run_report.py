@@ -259,6 +259,8 @@ class Sequential(Open):
     alpha: Number
     alpha_per_gate: Number
     seed: int | str
+    # what the seed was derived from (the call cache reads); absent: drawn or set
+    seed_from: str | None = None
     batch: Count
     suite_cases: Count
     cases_sent: Count

@@ -525,7 +525,8 @@ def artifacts(report: Report) -> str:
 
 SEQUENTIAL_KEYS = ("calls_made", "calls_full", "calls_from_cache", "cases_sent",
                    "suite_cases", "stop_reason", "seconds_saved", "money_saved",
-                   "price_per_call", "alpha", "alpha_per_gate", "seed", "batch")
+                   "price_per_call", "alpha", "alpha_per_gate", "seed", "seed_from",
+                   "batch")
 
 
 def sequential_view(run: Sequential) -> str:

@@ -17,7 +17,7 @@ def sequential_block(report: RunView) -> list[str]:
     lines = [
         "",
         f"  Sequential (alpha {number(section.alpha)}, "
-        f"{number(section.alpha_per_gate)} per gate; seed {section.seed}, "
+        f"{number(section.alpha_per_gate)} per gate; seed {section.seed}{seed_from(section)}, "
         f"batch {section.batch}; intervals {time_uniform(section)})",
         f"    cases sent {section.cases_sent} of {section.suite_cases}; backend calls "
         f"{made} of {full}{ratio}{from_cache(section)}; stopped: {section.stop_reason}",
@@ -69,3 +69,10 @@ def gate_interval(gate: SequentialGate, section: Sequential) -> str:
     kind = gate.interval
     label = f" ({kind})" if kind and kind != time_uniform(section) else ""
     return f" [{number(gate.low)}, {number(gate.high)}]{label}"
+
+
+def seed_from(section: Sequential) -> str:
+    """Why a repeated run took the same order: its seed was derived, not drawn."""
+    if section.seed_from is None:
+        return ""
+    return f" (from the {section.seed_from}: the call cache is on)"

@@ -20,6 +20,7 @@ KEYS = {
     "alpha": "error rate α",
     "alpha_per_gate": "α per gate",
     "seed": "order seed",
+    "seed_from": "order seed derived from (call cache on)",
     "batch": "cases per batch",
     "with_outcome": "with an outcome",
     "with_correctness": "with a correctness label",

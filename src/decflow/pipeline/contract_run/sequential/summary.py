@@ -66,6 +66,9 @@ def sequential_report(
         "alpha": design.alpha,
         "alpha_per_gate": gate_alpha(tracked, design),
         "seed": record["settings"]["seed"],
+        # absent: the seed was drawn or set (`Sequential.settings`)
+        **({"seed_from": record["settings"]["seed_from"]}
+           if record["settings"].get("seed_from") else {}),
         "batch": record["settings"]["batch"],
         "max_cases": record["settings"].get("max_cases"),
         "zero_limit": design.zero_limit,
