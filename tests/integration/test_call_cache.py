@@ -270,3 +270,7 @@ def test_a_repeated_sequential_run_without_a_seed_takes_the_same_order_under_the
     assert second["sequential"]["seed_from"] == "contract and dataset"
     assert second["sequential"]["gates"] == first["sequential"]["gates"]
     assert (second["status"], second["exit_code"]) == (first["status"], first["exit_code"])
+    code, out, err = run_cli("test", "--all", str(path), "--store", str(store), *flags)
+    assert code == first["exit_code"], err
+    assert f"seed {first['sequential']['seed']} (from the contract and dataset: the call cache " \
+           "is on)" in out
