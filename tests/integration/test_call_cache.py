@@ -207,3 +207,40 @@ def test_a_sequential_run_counts_its_calls_without_the_cached_answers(
     assert sum(sent.values()) == 0 and second["sequential"]["calls_made"] == 0
     assert second["sequential"]["calls_from_cache"] == first["sequential"]["calls_made"]
     assert second["call_cache"]["served_from_cache"] == first["sequential"]["calls_made"]
+
+
+def variant(folder: Path, service: CountingService, name: str, query: str = "",
+            headers: dict[str, str] | None = None) -> Path:
+    """The contract with `?query` on its URL and static `headers`, as `name`."""
+    document = yaml.safe_load(contract(folder, service, repeats=None).read_text())
+    document["backend"]["url"] += query
+    if headers is not None:
+        document["backend"]["headers"] = headers
+    path = folder / name
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("changes", [
+    ({"query": "?variant=q-secret-a"}, {"query": "?variant=q-secret-b"}),
+    ({"headers": {"X-Variant": "h-secret-a"}}, {"headers": {"X-Variant": "h-secret-b"}}),
+], ids=["query", "headers"])
+def test_another_query_or_static_header_is_another_request(
+    tmp_path: Path, service: CountingService, changes: tuple[dict[str, Any], ...],
+) -> None:
+    store = tmp_path / "store"
+    first, second = (variant(tmp_path, service, f"decflow-{side}.yaml", **change)
+                     for side, change in zip("ab", changes, strict=True))
+    report, sent = run(service, first, store, "--call-cache", "read-write")
+    requests = CASES * (1 + 2)  # originals, option orders
+    assert sum(sent.values()) == requests
+    report, sent = run(service, second, store, "--call-cache", "read-write")
+    assert sum(sent.values()) == requests
+    assert report["call_cache"]["served_from_cache"] == 0
+    _, sent = run(service, second, store, "--call-cache", "read-write")
+    assert sum(sent.values()) == 0  # the same request again is served
+    # the stored identity and the report keep neither the query nor a header value
+    run_id = report["run"]["id"]
+    stored = (store / "runs" / run_id / "call-identity.json").read_text()
+    code, shown, _ = run_cli("runs", "show", run_id, "--store", str(store))
+    assert code == 0 and "secret" not in stored + shown + json.dumps(report)

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from decflow.data.records.windows import window_of
+from decflow.metrics.harmful_shift import HarmfulShiftDetector
 from decflow.views.html import render_html
 from decflow.views.markdown import render_markdown
 from tests.integration.test_check_s3 import s3
@@ -31,10 +32,10 @@ SMALL = ("--per-hour", "5", "--baseline-days", "1", "--partition", "day")
 DAY = Path("date=2026-11-02") / "part-0.parquet"
 
 
-def _monitor(folder: Path, *extra: str, store: Path | None = None,
-             labels: bool = True) -> tuple[int, dict[str, Any], str]:
+def _monitor(folder: Path, *extra: str, store: Path | None = None, labels: bool = True,
+             contract: Path = CONTRACT) -> tuple[int, dict[str, Any], str]:
     out = folder / "monitor.json"
-    args = ["monitor", str(CONTRACT), "-d", str(folder / "records"), "--store",
+    args = ["monitor", str(contract), "-d", str(folder / "records"), "--store",
             str(store or folder / "store"), "-f", "json", "-o", str(out), *extra]
     if labels and (folder / "labels").exists():
         args += ["--labels", str(folder / "labels")]
@@ -176,6 +177,100 @@ def test_labels_one_window_late_same_windows_same_alarm_one_run_later(tmp_path: 
     assert re.match(r"ALARM since 2026-11-04 \d/\d( \(\d WARN\))?: error rate 0\.1\d* "
                     r"\[0\.1\d*, 0\.\d+\] > baseline 0\.\d+ \+ 0\.02; ", on_time[4])
     _alarm_views(alarmed)
+
+
+def test_a_detector_started_late_or_again_replays_every_labelled_record(
+        tmp_path: Path) -> None:
+    """The alarm is over all labelled records so far: a baseline given only after the
+    labels were read, a different baseline, or edited `monitor.harmful_shift` settings
+    (nothing new read each time) start the detector on every labelled record the monitor
+    holds, window by window in data order; an alarm the history shows stays raised."""
+    write_stream(tmp_path, "--days", "2", "--per-hour", "10", "--baseline-days", "2",
+                 "--partition", "day", "--harmful-shift-from", "0",
+                 "--shifted-error-rate", "0.5")
+    _, first, _ = _monitor(tmp_path)  # no baseline: the alarm cannot run yet
+    assert first["harmful_shift"]["cannot_alarm"].startswith("no baseline")
+    labelled = sum(w["n_labelled"] for w in first["windows"])
+    assert labelled > 150
+    _, late, _ = _monitor(tmp_path, "--baseline", str(tmp_path / "baseline"))
+    shift = late["harmful_shift"]
+    assert late["this_run"]["bytes_read"] == 0
+    assert shift["labelled"] == labelled and shift["alarm"] is not None
+    assert late["headline"].startswith("ALARM since 2026-11-")
+    assert shift["replayed"] == labelled and shift["restarted"] is None
+    # the same detector as one fed each window's labelled records in data order
+    expected = HarmfulShiftDetector.start("error_rate", 0.02, 0.05, 365,
+                                          shift["baseline"]["n"],
+                                          shift["baseline"]["risk"] * shift["baseline"]["n"])
+    for window in late["windows"]:
+        expected = expected.update(window["name"], window["risk"]["n"],
+                                   window["risk"]["loss"])
+    assert shift["log_evidence"] == pytest.approx(expected.log_evidence, rel=1e-12)
+    assert shift["alarm"]["since"] == expected.alarm.since if expected.alarm else False
+    # another baseline (one day fewer): started again on the whole history, still ALARM
+    other = tmp_path / "other-baseline"
+    shutil.copytree(tmp_path / "baseline", other)
+    shutil.rmtree(min(other.iterdir()))
+    code, again, _ = _monitor(tmp_path, "--baseline", str(other))
+    shift = again["harmful_shift"]
+    assert shift["restarted"] == "the baseline changed" and shift["labelled"] == labelled
+    assert shift["alarm"] is not None and code == 1
+    assert again["headline"].startswith("ALARM since 2026-11-")
+    # edited settings: likewise
+    document = yaml.safe_load(CONTRACT.read_text())
+    document["monitor"]["harmful_shift"]["tolerance"] = 0.05
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(document))
+    code, edit, _ = _monitor(tmp_path, contract=edited)
+    shift = edit["harmful_shift"]
+    assert shift["restarted"] == "monitor.harmful_shift changed"
+    assert shift["labelled"] == labelled and shift["alarm"] is not None and code == 1
+    # nothing restarts: nothing replayed, nothing counted twice
+    _, same, _ = _monitor(tmp_path, contract=edited)
+    assert same["harmful_shift"]["labelled"] == labelled
+    assert same["harmful_shift"]["replayed"] is None
+
+
+def test_a_rewritten_labels_partition_keeps_the_first_labels(tmp_path: Path) -> None:
+    """A labels partition written again after it was read (every label now says the
+    decision was wrong) is read again and reported as rewritten; the first label of each
+    decision keeps counting, in this run and when a late record judges its window again."""
+    write_stream(tmp_path, "--days", "3", *SMALL)
+    baseline = ("--baseline", str(tmp_path / "baseline"))
+    _, first, _ = _monitor(tmp_path, *baseline)
+    name = "date=2026-11-02/labels.parquet"
+    path = tmp_path / "labels" / name
+    labels = pl.read_parquet(path)
+    records = pl.read_parquet(tmp_path / "records" / "**" / "*.parquet")
+    options = ["refund", "reject", "review"]
+    wrong = labels.join(records.select("id", "selected"), on="id",
+                        maintain_order="left").with_columns(
+        outcome=pl.col("selected").replace_strict(
+            {o: options[(i + 1) % 3] for i, o in enumerate(options)}))
+    assert wrong.height == labels.height > 50
+    changed = int((wrong["outcome"] != labels["outcome"]).sum())
+    wrong.select(labels.columns).write_parquet(path)
+    _, second, _ = _monitor(tmp_path, *baseline)
+    read = second["this_run"]
+    assert read["labels_repeated"] == first["this_run"]["labels_repeated"] + changed
+    assert read["newly_labelled"] == 0 and second["checked"] == []
+    assert second["windows"] == first["windows"]
+    assert read["labels_rewritten"] == [name] and read["labels_new"] == []
+    assert second["harmful_shift"]["log_evidence"] == first["harmful_shift"]["log_evidence"]
+    # an unrelated late record of 2026-11-01: its window judged again with the first labels
+    late = records.filter(pl.col("timestamp").dt.date() == datetime(2026, 11, 1).date())
+    (tmp_path / "records" / "late").mkdir()
+    late.head(1).with_columns(id=pl.lit("late-1")).write_parquet(
+        tmp_path / "records" / "late" / "part-0.parquet")
+    _, third, _ = _monitor(tmp_path, *baseline)
+    assert third["checked"] == ["2026-11-01"]
+    before, after = _windows(first)["2026-11-01"], _windows(third)["2026-11-01"]
+    assert after["n_records"] == before["n_records"] + 1
+    assert after["risk"] == before["risk"] and after["n_labelled"] == before["n_labelled"]
+    # the gates of labelled records (the late record has no label) as they were
+    assert {k: g for k, g in after["gates"].items() if "accuracy" in k or "ece" in k} == {
+        k: g for k, g in before["gates"].items() if "accuracy" in k or "ece" in k}
+    assert "min_accuracy" in before["gates"]
 
 
 def _alarm_views(report: dict[str, Any]) -> None:

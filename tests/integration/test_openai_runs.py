@@ -82,3 +82,30 @@ def test_the_plan_is_made_once_and_reported(tmp_path: Path) -> None:
     assert stored["first_pieces"] == details["first_pieces"]
     for item in report["results"]:
         assert item["result"]["metadata"]["label_mass"] == 1.0  # "B" is no label's piece
+
+
+def test_a_cached_sequence_run_counts_the_plans_probes_as_sent(tmp_path: Path) -> None:
+    # the echo check and the scoring choice are completions the model answers, paid like
+    # the run's own requests, and sent again by a run whose answers all come from the cache
+    answers = {" refund": [(" ref", -1.0), ("und", -0.1)], " replace": [(" replace", -2.0)],
+               " reject": [(" re", -1.5), ("ject", -0.2)]}
+    store = tmp_path / "store"
+    with FakeOpenAI({"The": 0.5, " I": 0.2}, answers=answers).serve() as server:
+        path = contract(tmp_path / "c", server.url("/v1"), {})
+        document = yaml.safe_load(path.read_text())
+        document["backend"].update(api="completions", readout="sequence")
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        reports = []
+        for i in range(2):
+            before = len(server.requests)
+            out = tmp_path / f"report-{i}.json"
+            code, _, err = run_cli("test", str(path), "--store", str(store),
+                                   "--call-cache", "read-write", "-o", str(out))
+            assert code in (0, 1), err
+            sent = sum(r.path in COMPLETION_PATHS for r in server.requests[before:])
+            reports.append((json.loads(out.read_text())["call_cache"], sent))
+    (first, sent_first), (second, probes) = reports
+    # a case's request is one scoring completion per label; the second run sent only probes
+    assert probes > 0 and sent_first == probes + 3 * len(CASES)
+    assert first["requests_sent"] == len(CASES) + probes
+    assert second["requests_sent"] == probes and second["served_from_cache"] == len(CASES)

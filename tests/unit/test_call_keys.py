@@ -13,8 +13,10 @@ from decflow.backends.base import DecisionRequest, DecisionSpec
 from decflow.backends.call_keys import call_key, identity_digest
 from decflow.backends.http import HttpBackend
 from decflow.backends.model_identity import is_llama_cpp, served_identity
+from decflow.backends.openai import OpenAIBackend
 from decflow.contracts.canonical import canonical_dict
 from decflow.contracts.parse import parse_contract
+from decflow.contracts.providers import OpenAISettings
 from decflow.pipeline.contract_run.call_cache import call_cache_mode, fresh_answers_mode
 from tests.support.contracts import edited
 
@@ -33,11 +35,12 @@ VLLM = {"object": "list", "data": [
 PINNED = {"data": [{"id": "smol", "digest": "sha256:ab12"}]}
 
 
-def http_backend(token_env: str | None = None) -> HttpBackend:
+def http_backend(token_env: str | None = None, url: str = "http://127.0.0.1:1/decide",
+                 headers: dict[str, str] | None = None) -> HttpBackend:
     settings = SimpleNamespace(
-        url="http://127.0.0.1:1/decide", health_url=None, timeout_s=5, max_retries=0,
-        retry_backoff_s=0.1, headers={}, headers_from_env={}, bearer_token_env=token_env,
-        label_map=None)
+        url=url, health_url=None, timeout_s=5, max_retries=0,
+        retry_backoff_s=0.1, headers=headers or {}, headers_from_env={},
+        bearer_token_env=token_env, label_map=None)
     return HttpBackend("default", "m", settings, DECISION)
 
 
@@ -65,6 +68,25 @@ def test_credentials_never_enter_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     other.caller.headers()  # the token read, as after a first call
     assert key(one, "c1") == key(other, "c1")
     assert "secret" not in repr(one.call_identity()) + repr(other.call_identity())
+
+
+def test_the_query_and_static_headers_enter_a_key_as_digests() -> None:
+    base = "http://127.0.0.1:1/decide"
+    keys = {key(http_backend(url=f"{base}?v=a"), "c1"), key(http_backend(url=f"{base}?v=b"), "c1"),
+            key(http_backend(headers={"X-V": "a"}), "c1"),
+            key(http_backend(headers={"X-V": "b"}), "c1"), key(http_backend(), "c1")}
+    assert len(keys) == 5
+    # the fragment is never sent; header order is not part of the request's meaning
+    assert key(http_backend(url=f"{base}#top"), "c1") == key(http_backend(), "c1")
+    assert key(http_backend(headers={"X-A": "1", "X-B": "2"}), "c1") == key(
+        http_backend(headers={"X-B": "2", "X-A": "1"}), "c1")
+    identity = repr(http_backend(url=f"{base}?v=hidden", headers={"X-V": "hidden"})
+                    .call_identity())
+    assert "hidden" not in identity and "X-V" not in identity
+    chat = [OpenAIBackend("default", "m", OpenAISettings.model_validate({"url": url}), DECISION)
+            for url in ("http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1?v=hidden")]
+    assert chat[0].call_identity() != chat[1].call_identity()
+    assert "hidden" not in repr(chat[1].call_identity())
 
 
 def test_a_served_model_change_changes_the_identity() -> None:

@@ -178,6 +178,10 @@ class Backend(ABC):
         self.check_presentations(presentations)
         return None
 
+    # Requests `prepare_run` sent to the model (probes, paid like answers): the run counts
+    # them among the requests it sent, whether its answers came from the cache or not.
+    plan_requests: int = 0
+
     def makes_plans(self) -> bool:
         """Whether this backend looks at presentations before a run (the default hooks
         accept every presentation, so a run need not collect them)."""

@@ -2,7 +2,8 @@
 
 A key is the sha256 of
 - the request format (`CALL_FORMAT` here, `Backend.cache_format` of the backend),
-- the backend's identity: provider, where it sends, the configured model
+- the backend's identity: provider, where it sends (the full URL, query included, and the
+  contract's static headers, both as digests: `sent_to`), the configured model
   (`Backend.call_identity`, never a credential) and what the server reported about the
   model it serves (`Backend.model_identity`),
 - the request as the backend sends it (`Backend.request_sent`: the prompt or messages, the
@@ -19,14 +20,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urldefrag
 
-CALL_FORMAT = "1"  # bump when what a key covers changes
+CALL_FORMAT = "2"  # bump when what a key covers changes (2: the URL's query, static headers)
 
 
 def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str).encode()
+
+
+def sent_to(url: str, headers: Mapping[str, str]) -> dict[str, str]:
+    """Where a backend's requests go, for its `call_identity`: digests of the full URL (a
+    query changes the request, and may hold a token) and of the static headers' sorted names
+    and values (values may be secrets). The identity is stored as plain text, so never the
+    values; headers from the environment (credentials) are left out. A fragment is never
+    sent, so it is left out too."""
+    return {"url_sha256": hashlib.sha256(urldefrag(url).url.encode()).hexdigest(),
+            "headers_sha256": hashlib.sha256(_canonical(sorted(headers.items()))).hexdigest()}
 
 
 def identity_digest(backend: dict[str, Any], served: dict[str, Any], cache_format: str) -> str:

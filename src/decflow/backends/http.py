@@ -19,6 +19,7 @@ from decflow.backends.base import (
     InvalidResponse,
     Prediction,
 )
+from decflow.backends.call_keys import sent_to
 from decflow.backends.engine import mask_secret_keys
 from decflow.backends.http11 import HttpResponse
 from decflow.backends.httpclient import (
@@ -141,7 +142,8 @@ class HttpBackend(Backend):
 
     def call_identity(self) -> dict[str, Any]:
         return {"provider": self.provider, "model": self.model,
-                "details": HttpBackend.details(self)}
+                "details": HttpBackend.details(self),
+                "sent_to": sent_to(self.url, self.settings.headers or {})}
 
     def request_sent(self, request: DecisionRequest) -> Any:
         return self.payload(request, self.labels.to_backend(request.decision.labels))

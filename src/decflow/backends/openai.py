@@ -46,6 +46,7 @@ from decflow.backends.base import (
     InvalidResponse,
     Prediction,
 )
+from decflow.backends.call_keys import sent_to
 from decflow.backends.first_pieces import table_key
 from decflow.backends.httpclient import HttpCaller, json_object, origin_url, public_url
 from decflow.backends.label_scoring import PrefixScorer, choose_scoring
@@ -110,6 +111,7 @@ class OpenAIBackend(Backend):
             unavailable_statuses=UNAVAILABLE_STATUSES,
         )
         self.served_models: set[str] = set()
+        self.posted = 0  # completion requests sent
         self.plan: ReadoutPlan | None = None
         self._tokenizer: Tokenizer | None = None
         self._planning = asyncio.Lock()
@@ -140,6 +142,7 @@ class OpenAIBackend(Backend):
     async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self.model is not None:
             payload = {**payload, "model": self.model}
+        self.posted += 1
         body = json_object(await self.caller.post_json(self.endpoint, payload))
         served = body.get("model")
         if isinstance(served, str) and served:
@@ -161,7 +164,10 @@ class OpenAIBackend(Backend):
             finally:
                 await self.caller.aclose()
 
+        before = self.posted
         self.plan = interrupts.run(prepare())
+        # the echo check and the scoring probes of `sequence` (tokenize requests are free)
+        self.plan_requests = self.posted - before
         return self.plan.to_json()
 
     def use_plan(self, plan: Mapping[str, Any]) -> None:
@@ -401,8 +407,10 @@ class OpenAIBackend(Backend):
     # -- the call cache's keys -----------------------------------------------------------------
 
     def call_identity(self) -> dict[str, Any]:
+        # no static headers: the only header it adds is the key from the environment
         return {"provider": self.provider, "url": public_url(self.url), "model": self.model,
-                "api": self.api, "readout": self.readout, "options_as": self.options_as}
+                "sent_to": sent_to(self.endpoint, {}), "api": self.api, "readout": self.readout,
+                "options_as": self.options_as}
 
     def request_sent(self, request: DecisionRequest) -> Any:
         """The prompt (or messages) as sent, the labels as shown and the names read out,

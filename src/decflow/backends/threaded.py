@@ -97,7 +97,9 @@ class ThreadedBackend(Backend):
         return self.inner.makes_plans()
 
     def prepare_run(self, presentations: Sequence[Sequence[str]]) -> dict[str, Any] | None:
-        return self._in_thread(self.inner.prepare_run, presentations)
+        plan = self._in_thread(self.inner.prepare_run, presentations)
+        self.plan_requests = self.inner.plan_requests
+        return plan
 
     def use_plan(self, plan: Mapping[str, Any]) -> None:
         self._in_thread(self.inner.use_plan, plan)

@@ -1,7 +1,7 @@
 """Where the call cache lives in the store, and what references its entries.
 
 Answers are stored in *packs*: `stages/calls/<key>/part-00000.parquet` plus its
-`_manifest.json`, one pack per call shard that sent requests with the cache writing. A
+`_manifest.json`, one pack per run whose backend answered with the cache writing. A
 pack's rows are entries keyed by their call key (`decflow.backends.call_keys`); its
 manifest's `extra` names the run that wrote it (`run`), when (`written_at`, so the newest
 answer wins after `--call-cache refresh`) and the identity digest of the model that gave

@@ -7,6 +7,7 @@ Layout (the only module that spells it):
     runs/<run_id>/report.json     the run's report (also diff.json, report.html beside it)
     runs/<run_id>/contract.<ext>  the contract the run used (replay/report from anywhere)
     runs/<run_id>/backend-plan.json  how the backend reads answers for the whole run
+    runs/<run_id>/plan-requests.json  the model requests making that plan took
     runs/<run_id>-noise<K>/      a noise run: run <run_id>'s original requests re-sent K times
     runs/<run_id>/lock            held while a process works on the run (`store.locks`)
     accepted/<decision>/<backend>.json   the accepted baseline run of a decision and backend

@@ -28,7 +28,8 @@ def size(n_bytes: int) -> str:
 
 def read_line(read: dict[str, Any]) -> str:
     """What the run read, in one line."""
-    if not read.get("new") and not read.get("rewritten") and not read.get("labels_new"):
+    labels = [*read.get("labels_new", []), *read.get("labels_rewritten", [])]
+    if not read.get("new") and not read.get("rewritten") and not labels:
         return (f"nothing new in {read.get('partitions_listed', 0)} partitions: no record "
                 "read (0 B)")
     parts = [f"{len(read['new'])} new partition(s)"]
@@ -37,8 +38,10 @@ def read_line(read: dict[str, Any]) -> str:
     if read.get("gone"):
         parts.append(f"{len(read['gone'])} gone")
     parts.append(f"{read['records_read']} records")
-    if read.get("labels_new"):
-        parts.append(f"{len(read['labels_new'])} labels partition(s): "
+    if labels:
+        again = (f" ({len(read['labels_rewritten'])} rewritten: read again, earlier labels "
+                 "kept)" if read.get("labels_rewritten") else "")
+        parts.append(f"{len(labels)} labels partition(s){again}: "
                      f"{read['labels_joined']} joined, {read['labels_pending']} pending")
     return " · ".join(parts) + f" · {size(int(read['bytes_read']))} read"
 

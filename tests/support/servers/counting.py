@@ -6,7 +6,8 @@ every request per case id, received and answered, so a test sees exactly what wa
 again after a kill, and when each request started (`starts`, monotonic clock). With
 `failing=True` every decision is a 500 (a run whose every case errors: exit 2), and the
 request ids in `failing_ids` get a 500 each time. While the gate is closed (`hold`),
-decisions are received but not answered until it opens again. With `noisy=True` no two
+decisions are received but not answered until it opens again; `hold_after(n)` answers n
+more decisions and then holds the rest. With `noisy=True` no two
 answers are alike (the favoured label's probability follows the number of requests
 answered so far), as a model sampled at a temperature.
 """
@@ -46,6 +47,7 @@ class CountingService:
         self.in_progress = 0
         self.gate = threading.Event()
         self.gate.set()
+        self.allowance: int | None = None  # decisions still answered before holding
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.server.daemon_threads = True
@@ -79,7 +81,14 @@ class CountingService:
         """Answer nothing until `release` (requests are still received and counted)."""
         self.gate.clear()
 
+    def hold_after(self, count: int) -> None:
+        """Answer `count` more decisions, then hold the rest until `release`."""
+        with self.lock:
+            self.allowance = count
+
     def release(self) -> None:
+        with self.lock:
+            self.allowance = None
         self.gate.set()
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
@@ -117,7 +126,15 @@ class CountingService:
 
             def decide(self, request: dict[str, Any], case_id: str) -> None:
                 time.sleep(service.delay_s)
-                service.gate.wait()
+                with service.lock:
+                    # one of the `hold_after` allowance passes even if the gate just closed
+                    allowed = bool(service.allowance)
+                    if service.allowance:
+                        service.allowance -= 1
+                    elif service.allowance == 0:
+                        service.gate.clear()
+                if not allowed:
+                    service.gate.wait()
                 if service.failing or case_id in service.failing_ids:
                     self.reply(b'{"error": "down"}', status=500)
                     return

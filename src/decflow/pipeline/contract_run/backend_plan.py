@@ -5,7 +5,9 @@ backend: which tokenizer answered, each label's first pieces, the echo check). C
 may run in other processes (Prefect tasks, Dask workers) that build the backend anew, so the
 plan is made once, when the requests stage checks the presentations, stored with the run,
 and adopted by every backend built to call for the run. A resumed run keeps the plan its
-earlier results were read with.
+earlier results were read with. The model requests the plan took are recorded beside it
+(`runs/<run_id>/plan-requests.json`, not copied with the plan: a run continuing another
+sent none) and counted in the run's requests sent (`call_cache.cache_section`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,16 @@ def plan_path(run_id: str) -> str:
     return run_path(run_id, "backend-plan.json")
 
 
+def plan_requests_path(run_id: str) -> str:
+    return run_path(run_id, "plan-requests.json")
+
+
+def plan_requests(store: Store, run_id: str) -> int:
+    """The model requests this run's plan took (0 when it took none or was inherited)."""
+    relative = plan_requests_path(run_id)
+    return int(store.read_json(relative)["requests_sent"]) if store.exists(relative) else 0
+
+
 def stored_plan(store: Store, run_id: str) -> dict[str, Any] | None:
     relative = plan_path(run_id)
     return store.read_json(relative) if store.exists(relative) else None
@@ -34,6 +46,8 @@ def prepare(backend: Backend, store: Store, run_id: str,
             presentations: Sequence[Sequence[str]]) -> None:
     """Let the backend refuse or plan the run's presentations; store its plan."""
     plan = backend.prepare_run(presentations)
+    if backend.plan_requests:
+        store.write_json(plan_requests_path(run_id), {"requests_sent": backend.plan_requests})
     if plan is not None:
         store.write_json(plan_path(run_id), plan)
 

@@ -12,9 +12,12 @@ Before the first call of a run with the cache on, the backend is asked which mod
 (`Backend.model_identity`); the identity is stored with the run (`runs/<id>/call-identity.json`)
 so that every shard, in any process, keys its requests alike (`decflow.backends.call_keys`).
 A shard then serves the requests whose key has an entry (each row marked with the entry's
-pack in `cache_entry`), sends the rest, and stores the answers it got as one pack
-(`decflow.store.call_cache`); errors are never stored. The run's results manifest names
-the packs it wrote and read, which keeps them from `runs gc` while the run exists.
+pack in `cache_entry`) and sends the rest. Once every request has a result, the answers
+the backend gave are stored as one pack (`decflow.store.call_cache`), taken from the
+run's recorded results: those of an interrupted attempt (its chunks, its journals the
+resume recovered) were paid for as much as the resume's own. Errors are never stored. The
+run's results manifest names the packs it wrote and read, which keeps them from `runs gc`
+while the run exists.
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ from decflow.backends.call_keys import call_key, identity_digest
 from decflow.backends.engine import _rows_from_matrix
 from decflow.data.golden_dataset import case_input
 from decflow.errors import DecflowError
+from decflow.pipeline.contract_run.backend_plan import plan_requests
 from decflow.pipeline.contract_run.cache_mode import call_cache_mode as call_cache_mode
 from decflow.pipeline.contract_run.calls import ORIGINAL_ERROR
 from decflow.store.call_cache import CALLS, pack_manifests
 from decflow.store.runs import run_path
-from decflow.store.store import Manifest, Store
+from decflow.store.store import Manifest, Part, Store
 
 if TYPE_CHECKING:
     from decflow.contracts.contract import Contract
@@ -192,25 +196,23 @@ class CallCache:
 
     # -- storing ----------------------------------------------------------------------------
 
-    def store_answers(self, requests: pl.DataFrame, keys: Sequence[str],
-                      answered: Sequence[pl.DataFrame], labels: Sequence[str]) -> None:
-        """Store the answers a shard got from the backend (errors and served rows left out)
-        as one pack; nothing when the mode does not write."""
-        if not writes(self.mode) or not answered:
-            return
-        got = pl.concat(answered).filter(pl.col("error_kind").is_null()
-                                         & pl.col("cache_entry").is_null())
-        asked = pl.DataFrame({"request_id": requests["request_id"],
-                              "entry_key": pl.Series(keys, dtype=pl.String),
+    def store_answers(self, backend: Backend, decision: DecisionSpec, requests: pl.DataFrame,
+              answers: pl.DataFrame) -> None:
+        """Store `answers` (result rows, canonical label order, of `requests`: rows of the
+        requests table) as one pack, but those whose key a pack of this run already holds
+        (a finish retried after storing)."""
+        keys = pl.Series("entry_key", self.keys(backend, requests, decision), dtype=pl.String)
+        asked = pl.DataFrame({"request_id": requests["request_id"], "entry_key": keys,
                               "label_order": requests["label_order"]})
-        rows = got.join(asked, on="request_id", how="inner")
+        rows = answers.join(asked, on="request_id", how="inner").join(
+            self._stored_by_run(), on="entry_key", how="anti")
         if not rows.height:
             return
         import numpy as np  # only once answers are stored (`backends/engine.py`)
 
         from decflow.metrics.columns import probability_matrix
 
-        width = len(labels)
+        width = len(decision.labels)
         canonical = probability_matrix(rows["probabilities"], width)
         order = np.asarray(rows["label_order"].list.to_array(width).to_numpy(), dtype=np.int64)
         shown = np.take_along_axis(canonical, order, axis=1)
@@ -224,6 +226,38 @@ class CallCache:
         digest.update(f"\n{self.run_id}\n{uuid.uuid4().hex}".encode())
         self.store.publish(CALLS, digest.hexdigest(), pack, extra={
             "run": self.run_id, "identity": self.digest, "written_at": _now()})
+
+    def _stored_by_run(self) -> pl.DataFrame:
+        """The keys of the entries this run stored already."""
+        frames = [self.store.read(manifest, ["entry_key"])
+                  for manifest in pack_manifests(self.store)
+                  if manifest.extra.get("run") == self.run_id]
+        return pl.concat(frames) if frames else pl.DataFrame(schema={"entry_key": pl.String})
+
+
+# What storing needs of a result row and of its request (`store_recorded`).
+ANSWER_COLUMNS = ["request_id", "probabilities", "latency_ms", "model", "model_version",
+                  "metadata_json", "error_kind", "cache_entry"]
+KEY_COLUMNS = ["request_id", "input_text", "input_json", "shown_labels", "label_order"]
+
+
+def store_recorded(spec: RunSpec, store: Store, backend: Backend, decision: DecisionSpec,
+                   requests: Manifest, parts: Sequence[Part]) -> None:
+    """Store the answers the backend gave the run (its recorded results `parts`, whichever
+    attempt recorded them: an interrupted one's chunks and journals too), errors and
+    answers the cache served left out; nothing when the mode does not write."""
+    if not writes(spec.call_cache):
+        return
+    frames = [store.read_part(part, ANSWER_COLUMNS).filter(
+        pl.col("error_kind").is_null() & pl.col("cache_entry").is_null()) for part in parts]
+    answers = pl.concat(frames) if frames else pl.DataFrame()
+    if not answers.height:
+        return
+    asked = store.read(requests, KEY_COLUMNS).join(answers.select("request_id"),
+                                                   on="request_id", how="semi")
+    cache = CallCache.for_run(spec, store)
+    if cache is not None:
+        cache.store_answers(backend, decision, asked, answers.drop("error_kind", "cache_entry"))
 
 
 def cache_record(store: Store, spec: RunSpec, parts: Sequence[Any]) -> dict[str, Any] | None:
@@ -262,11 +296,13 @@ def cache_section(contract: Contract, spec: RunSpec, store: Store,
     if record is None:
         return None
     counts = call_counts(store, results, manifests["requests"])
+    # the plan's probes were sent to the model too, cached answers or not
+    sent = counts["sent"] + plan_requests(store, spec.run_id)
     price = contract.backend_config(spec.backend).price_per_call
     identity = record.get("identity") or {}
     return {
         "mode": record["mode"],
-        "requests_sent": counts["sent"],
+        "requests_sent": sent,
         "served_from_cache": counts["served"],
         "backend_seconds_saved": round(counts["seconds"], 3),
         "price_per_call": price,

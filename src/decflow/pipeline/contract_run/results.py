@@ -139,9 +139,7 @@ class RequestParts:
         return pl.concat(frames)
 
 
-def backend_info(spec: RunSpec, store: Store) -> dict[str, Any]:
-    contract = load_contract_cached(spec.contract_path).contract
-    backend = run_backend(contract, spec.backend, store, spec.run_id)
+def backend_info(spec: RunSpec, backend: Backend) -> dict[str, Any]:
     return {
         "name": spec.backend,
         "provider": backend.provider,
@@ -380,7 +378,7 @@ def call_rows(
         # answered in this process by a backend that holds nothing to close
         decide_batches(backend, calls.pending, labels=decision.labels,
                        tolerance=contract.evaluation.probability_tolerance,
-                       shard_size=spec.shard_size, sink=calls.record, progress=calls.progress)
+                       shard_size=spec.shard_size, sink=calls.sink, progress=calls.progress)
     else:
         interrupts.run(run())
     return calls.finish()
@@ -493,50 +491,28 @@ def _unrecorded(
 
 @dataclasses.dataclass
 class _ShardCalls:
-    """One shard's requests to send, where their results go, and what the call cache
-    served of them and keeps of the answers."""
+    """One shard's requests to send and where their results go, once the call cache
+    served what it holds of them (`finish_results` stores the answers it got)."""
 
     sink: ShardSink
     pending: pl.DataFrame
     progress: Progress | None
-    cache: call_cache.CallCache | None
-    asked: pl.DataFrame
-    keys: list[str]
-    answered: list[pl.DataFrame]
-    labels: tuple[str, ...]
 
     @classmethod
     def make(cls, spec: RunSpec, store: Store, backend: Backend, sink: ShardSink,
              pending: pl.DataFrame, decision: DecisionSpec,
              progress: Progress | None) -> _ShardCalls:
+        calls = cls(sink, pending, progress)
         cache = call_cache.CallCache.for_run(spec, store)
-        calls = cls(sink, pending, progress, cache, pending, [], [], decision.labels)
-        if cache is not None:
-            calls.keys = cache.keys(backend, pending, decision)
-            served = cache.served(pending, calls.keys, decision.labels)
+        if cache is not None and call_cache.reads(cache.mode):
+            served = cache.served(pending, cache.keys(backend, pending, decision),
+                                  decision.labels)
             if served.height:
                 sink(served)
                 calls.pending = pending.join(served.select("request_id"), on="request_id",
                                              how="anti", maintain_order="left")
                 calls.progress = _after(progress, served.height)
         return calls
-
-    def record(self, frame: pl.DataFrame) -> None:
-        """Write and record answers in this thread."""
-        if frame.height:
-            self.write(frame)()
-
-    def write(self, frame: pl.DataFrame) -> Callable[[], None]:
-        """The sink's `write`; with the cache on, the answers are kept for it too."""
-        recorded = self.sink.write(frame)
-        if self.cache is None:
-            return recorded
-
-        def kept() -> None:
-            recorded()
-            self.answered.append(frame)
-
-        return kept
 
     async def send(self, spec: RunSpec, contract: Contract, backend: Backend,
                    slots: asyncio.Semaphore | None = None,
@@ -547,16 +523,14 @@ class _ShardCalls:
             backend, self.pending, decision=decision_spec(contract),
             tolerance=contract.evaluation.probability_tolerance,
             max_concurrency=spec.max_concurrency or contract.evaluation.max_concurrency,
-            shard_size=spec.shard_size, sink=self.record, progress=self.progress,
+            shard_size=spec.shard_size, sink=self.sink, progress=self.progress,
             journal=journal.record if journal.kept else None, slots=slots, on_sent=on_sent,
-            write_chunk=self.write, answered=answered,
+            write_chunk=self.sink.write, answered=answered,
         )
 
     def finish(self) -> int:
-        """Close the journal, keep the answers in the cache; how many results were recorded."""
+        """Close the journal; how many results were recorded."""
         self.sink.journal.close()
-        if self.cache is not None:
-            self.cache.store_answers(self.asked, self.keys, self.answered, self.labels)
         return self.sink.rows
 
 
@@ -607,7 +581,12 @@ def finish_results(
             f"run {spec.run_id}: {missing.len()} requests have no result yet "
             f"(first: {missing[0]}); finish it with --resume {spec.run_id}"
         )
-    extra = {"backend": backend_info(spec, store), "health": health, **(extra or {})}
+    contract = load_contract_cached(spec.contract_path).contract
+    backend = run_backend(contract, spec.backend, store, spec.run_id)
+    # Stored from what is recorded, not as shards finish: the answers of an interrupted
+    # attempt (its chunks, its journals recovered by the resume) were paid for too.
+    call_cache.store_recorded(spec, store, backend, decision_spec(contract), requests, kept)
+    extra = {"backend": backend_info(spec, backend), "health": health, **(extra or {})}
     cached = call_cache.cache_record(store, spec, kept)
     if cached is not None:
         extra["call_cache"] = cached

@@ -1,8 +1,11 @@
 """The monitor's harmful-shift alarm (`monitor.harmful_shift`): the detector of
 `metrics.harmful_shift`, started against the baseline's risk and fed, run after run, each
 data window's newly labelled records (windows in data order within a run; labels in the
-order they arrived across runs). Its state is part of the monitor's; a different baseline
-or different settings start it again (the report says so).
+order they arrived across runs). Its state is part of the monitor's. A detector that starts
+(the first run with a baseline and the alarm set) or starts again (a different baseline or
+different settings; the report says so) is first fed every labelled record the monitor
+holds, window by window in data order: the alarm is over all labelled records so far,
+whenever the baseline came.
 
 The baseline's risk: for `error_rate` its labelled records' errors (from its stored
 metrics); for `brier` (the top label's (confidence − correct)²) the records themselves,
@@ -17,6 +20,7 @@ too small for the tolerance; the check names the size that would do).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,18 +80,35 @@ def baseline_risk(context: MonitorContext, baseline: MonitorBaseline,
 @dataclass(frozen=True)
 class Advanced:
     """The detector after this run (None: the alarm is off, or cannot start: `settings`
-    set), why it started again, and why it cannot start (`unstarted`)."""
+    set), why it started again, the labelled records it replayed when it (re)started in
+    this run, and why it cannot start (`unstarted`)."""
 
     detector: HarmfulShiftDetector | None
     restarted: str | None = None
+    replayed: int | None = None
     settings: HarmfulShift | None = None
     unstarted: str | None = None
 
 
+# every labelled record the monitor holds, as `window_losses` of a metric
+History = Callable[[RiskMetric], pl.DataFrame]
+
+
+def window_losses(metric: RiskMetric, labelled: pl.DataFrame) -> pl.DataFrame:
+    """Labelled predictions (`confidence`, `correct`) as each data window's labelled records
+    and loss sum (`window`, `n`, `loss`), in window order."""
+    losses = record_losses(metric, labelled["confidence"].to_numpy(),
+                           labelled["correct"].to_numpy() == 1)
+    return (labelled.select("window").with_columns(loss=pl.Series(losses, dtype=pl.Float64))
+            .group_by("window").agg(n=pl.len().cast(pl.Int64), loss=pl.col("loss").sum())
+            .sort("window"))
+
+
 def advance(context: MonitorContext, state: MonitorState, baseline: MonitorBaseline | None,
-            newly: pl.DataFrame) -> Advanced:
+            newly: pl.DataFrame, history: History) -> Advanced:
     """Feed the detector this run's newly labelled records, window by window in data order
-    (`newly`: predictions with their correctness)."""
+    (`newly`: predictions with their correctness); a detector (re)started is fed all of
+    `history` instead (which holds `newly`)."""
     monitor = context.loaded.contract.monitor
     settings = None if monitor is None else monitor.harmful_shift
     if settings is None:
@@ -96,10 +117,11 @@ def advance(context: MonitorContext, state: MonitorState, baseline: MonitorBasel
     if baseline is None:
         state.detector = None
         return Advanced(None, settings=settings, unstarted=NO_BASELINE)
-    stored, restarted = state.detector, None
+    stored, restarted, replayed = state.detector, None, None
     wanted = {"baseline": baseline.identity, "settings": _settings(settings)}
     if stored is not None and {k: stored[k] for k in wanted} == wanted:
         detector = HarmfulShiftDetector.from_dict(stored["state"])
+        feed = window_losses(settings.metric, newly)
     else:
         if stored is not None:
             restarted = ("the baseline changed" if stored["baseline"] != baseline.identity
@@ -112,13 +134,12 @@ def advance(context: MonitorContext, state: MonitorState, baseline: MonitorBasel
                 "(the alarm needs a baseline with outcomes)"))
         detector = HarmfulShiftDetector.start(settings.metric, settings.tolerance,
                                               settings.alpha, settings.horizon, n, loss)
-    for window in sorted(newly["window"].unique().to_list()):
-        mine = newly.filter(pl.col("window") == window)
-        losses = record_losses(settings.metric, mine["confidence"].to_numpy(),
-                               mine["correct"].to_numpy() == 1)
-        detector = detector.update(window, mine.height, float(losses.sum()))
+        feed = history(settings.metric)
+        replayed = int(feed["n"].sum())
+    for window, n_window, loss_window in feed.iter_rows():
+        detector = detector.update(window, n_window, loss_window)
     state.detector = {**wanted, "state": detector.to_dict()}
-    return Advanced(detector, restarted)
+    return Advanced(detector, restarted, replayed)
 
 
 def _risk(context: MonitorContext, state: MonitorState, baseline: MonitorBaseline,
@@ -219,7 +240,7 @@ def summary(advanced: Advanced) -> dict[str, Any] | None:
         "log_evidence": None if math.isinf(detector.log_evidence) else detector.log_evidence,
         "log_threshold": detector.log_threshold,
         "alarm": None if alarm is None else vars(alarm), "restarted": advanced.restarted,
-        "cannot_alarm": why,
+        "replayed": advanced.replayed, "cannot_alarm": why,
         "guarantee": f"P(any false alarm within {detector.horizon} windows) <= "
                      f"{number(detector.alpha)}",
     }

@@ -1,8 +1,9 @@
 """The monitor run's verdict stage (`JUDGE`): the state updated with what this run read
 (partitions new, rewritten or gone; labels arrived), each window whose inputs changed
 judged again and stored as a window run (superseding its earlier report), the
-harmful-shift detector fed the newly labelled records window by window in data order, the
-monitor report written, and the state committed last.
+harmful-shift detector fed the newly labelled records window by window in data order (or,
+when it starts again, every labelled record held: `alarm.advance`), the monitor report
+written, and the state committed last.
 
 A run that read nothing changes nothing: its report is the state as it stands (the same
 windows, detector and verdict), with nothing read.
@@ -21,7 +22,7 @@ from decflow.data.records.id_hashes import ID_HASH
 from decflow.data.records.reader import RecordSpec
 from decflow.metrics.harmful_shift import RiskMetric
 from decflow.pipeline.monitor import pieces
-from decflow.pipeline.monitor.alarm import advance, window_risk
+from decflow.pipeline.monitor.alarm import History, advance, window_losses, window_risk
 from decflow.pipeline.monitor.baselines import MonitorBaseline, monitor_baseline
 from decflow.pipeline.monitor.index import (
     entries,
@@ -30,10 +31,20 @@ from decflow.pipeline.monitor.index import (
     updated,
     write_index,
 )
-from decflow.pipeline.monitor.labels import LABEL_SCHEMA, first_labels, join_labels
+from decflow.pipeline.monitor.labels import (
+    LABEL_SCHEMA,
+    first_labels,
+    join_labels,
+    with_correctness,
+)
 from decflow.pipeline.monitor.report import build_report
 from decflow.pipeline.monitor.scan import prediction_schema
-from decflow.pipeline.monitor.spec import BACKEND, MonitorSpec, source_identity
+from decflow.pipeline.monitor.spec import (
+    BACKEND,
+    MonitorSpec,
+    piece_settings,
+    source_identity,
+)
 from decflow.pipeline.monitor.stages import MonitorContext, settings, stored_state
 from decflow.pipeline.monitor.state import (
     KEPT_RUNS,
@@ -57,13 +68,15 @@ from decflow.store.runs import write_report
 from decflow.store.store import Manifest
 
 NEW, LATE, LABELS, REWRITTEN = "new records", "late records", "labels", "rewritten partition"
+_NOTHING_LABELLED = pl.DataFrame(schema={"window": pl.String, "confidence": pl.Float64,
+                                         "correct": pl.Int8, "labelled": pl.Boolean})
 
 
 def _new_state(context: MonitorContext) -> MonitorState:
     spec, contract = context.spec, context.loaded.contract
     return MonitorState(spec.monitor_id, contract.decision.name, BACKEND,
                         source_identity(spec.source), spec.labels, settings(context).window,
-                        ID_HASH)
+                        ID_HASH, piece_settings(contract))
 
 
 @dataclass
@@ -71,6 +84,7 @@ class Reading:
     """What this run changes: windows to judge again (and why), what it read."""
 
     touched: dict[str, str] = field(default_factory=dict)  # window -> reason
+    emptied: list[str] = field(default_factory=list)  # windows no partition holds any more
     read: dict[str, Any] = field(default_factory=dict)
 
     def touch(self, window: str, reason: str) -> None:
@@ -126,6 +140,13 @@ class Pieces:
         found = [self._once(key, True) for key in sorted(set(keys))]
         return pl.concat(found) if found else pl.DataFrame(schema=LABEL_SCHEMA)
 
+    def piece(self, key: str) -> pl.DataFrame:
+        """One predictions piece, as read already or from the store, not kept (a replay of
+        the whole history reads each piece once)."""
+        found = self.read.get(key)
+        return found if found is not None else pieces.read_predictions(
+            self.store, self.monitor, [key], self.segments)
+
     def _once(self, key: str, labels: bool) -> pl.DataFrame:
         if key not in self.read:
             self.read[key] = (
@@ -166,6 +187,20 @@ def _learnt(state: MonitorState, stored: Pieces, before: MonitorState, index: pl
                                     "labels_pending": pending})
 
 
+def _history(state: MonitorState, stored: Pieces) -> History:
+    """Every labelled prediction the monitor holds (each piece joined to the first labels),
+    as each data window's labelled records and loss sum, in window order; read piece by
+    piece (a detector started again replays it)."""
+    def losses(metric: RiskMetric) -> pl.DataFrame:
+        first = first_labels(stored.labels(s.key for s in state.labels.values()))
+        sums = [window_losses(metric, with_correctness(stored.piece(key), first)
+                              .filter(pl.col("correct") >= 0))
+                for key in sorted({s.key for s in state.partitions.values()})]
+        return (pl.concat(sums).group_by("window").agg(pl.col("n").sum(), pl.col("loss").sum())
+                .sort("window") if sums else window_losses(metric, _NOTHING_LABELLED))
+    return losses
+
+
 def _label_totals(state: MonitorState, learnt: Labelled | None) -> dict[str, int]:
     """Labels repeated (ignored) and pending (no decision yet) so far; the last run's when
     this run read nothing (`learnt` None)."""
@@ -190,6 +225,10 @@ def _judge_windows(context: MonitorContext, state: MonitorState, stored: Pieces,
     for window in sorted(reading.touched):
         holding = [(name, s) for name, s in sorted(state.partitions.items())
                    if window in s.windows]
+        if not holding:  # its records were rewritten away: no window left to judge
+            state.windows.pop(window, None)
+            reading.emptied.append(window)
+            continue
         stats = [pieces.read_stats(store, state.monitor_id, s.key) for _, s in holding]
         mine = join_labels(stored.predictions(s.key for _, s in holding),
                            learnt.labels).predictions.filter(pl.col("window") == window)
@@ -238,6 +277,8 @@ def _commit(context: MonitorContext, state: MonitorState, index: pl.DataFrame | 
 def _judge(context: MonitorContext, key: str) -> Manifest:
     spec, store = context.spec, context.store
     state = stored_state(context) or _new_state(context)
+    # a state from before settings were stored records them now (the plan checked its window)
+    state.settings = state.settings or piece_settings(context.loaded.contract)
     before = copy.deepcopy(state)
     stored = Pieces(context, state.monitor_id)
     reading = Reading()
@@ -245,8 +286,7 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
     _adopt_labels(context, state)
     learnt: Labelled | None = None  # nothing read: nothing learnt, no piece read
     index: pl.DataFrame | None = None
-    newly = pl.DataFrame(schema={"window": pl.String, "confidence": pl.Float64,
-                                 "correct": pl.Int8, "labelled": pl.Boolean})
+    newly = _NOTHING_LABELLED
     if spec.to_read or spec.labels_to_read:
         new_pieces = [p["key"] for p in context.manifests["partitions"].extra["pieces"]]
         old_index = read_index(store, state.monitor_id, state.id_index)
@@ -260,15 +300,18 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
     checked = _judge_windows(context, state, stored, learnt, baseline, reading)
     if checked:
         state.last_checked = checked
-    advanced = advance(context, state, baseline, newly)
+    advanced = advance(context, state, baseline, newly, _history(state, stored))
     reading.read = {
         "partitions_listed": spec.listed, "new": [p.name for p in spec.to_read
                                                   if p.name not in spec.rewritten],
         "rewritten": list(spec.rewritten), "gone": list(spec.gone),
-        "labels_new": [p.name for p in spec.labels_to_read], "labels_gone":
+        "labels_new": [p.name for p in spec.labels_to_read
+                       if p.name not in spec.labels_rewritten],
+        "labels_rewritten": list(spec.labels_rewritten), "labels_gone":
         list(spec.labels_gone), "bytes_read": spec.bytes_to_read,
         "records_read": sum(u.n_records for u in spec.plan.units),
         "labels_joined": int(newly["labelled"].sum()), "newly_labelled": newly.height,
+        "windows_emptied": reading.emptied,
         **_label_totals(state, learnt),
     }
     report = build_report(context, state, reading.read, checked, baseline, advanced)

@@ -11,7 +11,9 @@ the partition's place in the order the monitor found labels partitions, then the
 
 Joining: each decision takes the first label in arrival order (later ones for the same id
 are counted as repeated and ignored; so is a label for a decision whose record carried its
-outcome); a label whose decision has not arrived yet waits for it (pending).
+outcome); a label whose decision has not arrived yet waits for it (pending). A labels
+partition written again after it was read keeps its earlier labels first (`again`): a
+rewrite can add labels, never replace one.
 """
 
 from __future__ import annotations
@@ -203,17 +205,32 @@ def first_labels(labels: pl.DataFrame) -> pl.DataFrame:
     return labels.sort("seq").unique("h", keep="first", maintain_order=True)
 
 
-def join_labels(predictions: pl.DataFrame, labels: pl.DataFrame) -> Joined:
-    """Each prediction's correctness: inline if its record had an outcome, else from the
-    first label of its id in arrival order."""
-    first = first_labels(labels)
+def again(earlier: pl.DataFrame, rewritten: pl.DataFrame) -> pl.DataFrame:
+    """A labels partition read again after it was written again, as the monitor keeps it:
+    the labels of its earlier reading, their arrival order unchanged (a first label stays
+    the first), then the rewritten file's labels not among them (later in arrival order: one
+    for a decision labelled before is a repeat, ignored; an unchanged one is not kept twice)."""
+    added = rewritten.join(earlier.select("h", "outcome"), on=["h", "outcome"], how="anti")
+    return pl.concat([earlier, added])
+
+
+def with_correctness(predictions: pl.DataFrame, first: pl.DataFrame) -> pl.DataFrame:
+    """`predictions` with `correct` (inline, else from `first`: the first label of each id,
+    `first_labels`) and `labelled` (it came from a label)."""
     found = predictions.join(first.select("h", "outcome"), on="h", how="left")
     inline = found["correct"] >= 0
     labelled = ~inline & found["outcome"].is_not_null()
     correct = (pl.when(inline).then(found["correct"])
                .when(labelled).then((found["selected"] == found["outcome"]).cast(pl.Int8))
                .otherwise(-1))
-    result = found.with_columns(correct=correct, labelled=labelled).drop("outcome")
-    joined = int(labelled.sum())
+    return found.with_columns(correct=correct, labelled=labelled).drop("outcome")
+
+
+def join_labels(predictions: pl.DataFrame, labels: pl.DataFrame) -> Joined:
+    """Each prediction's correctness: inline if its record had an outcome, else from the
+    first label of its id in arrival order."""
+    first = first_labels(labels)
+    result = with_correctness(predictions, first)
+    joined = int(result["labelled"].sum())
     pending = first.height - int(first["h"].is_in(predictions["h"].implode()).sum())
     return Joined(result, joined, labels.height - joined - pending, pending)

@@ -53,15 +53,20 @@ def write_piece(store: Store, monitor: str, key: str, stats: dict[str, GroupStat
     store.write_bytes(predictions_at, _parquet(predictions))
 
 
-def copy_piece(store: Store, monitor: str, key: str, unit: Manifest) -> None:
+def copy_piece(store: Store, monitor: str, key: str, unit: Manifest,
+               predictions: pl.DataFrame) -> None:
     """The piece of a partition read as one unit: the unit's own stored statistics and
-    predictions, copied byte for byte (nothing encoded again)."""
+    predictions, copied byte for byte (nothing encoded again). A unit of no record (an
+    empty partition) kept no predictions part: `predictions` (empty, of the same schema)
+    is written instead, since every piece the state names is read back whole."""
     stats_at, predictions_at = piece_paths(monitor, key)
+    rows = None
     for part in unit.parts:
         if part.path.endswith(STATS_PART):
             store.write_bytes(stats_at, store.read_part_bytes(part))
         elif part.path.endswith(ROWS_PART):
-            store.write_bytes(predictions_at, store.read_part_bytes(part))
+            rows = store.read_part_bytes(part)
+    store.write_bytes(predictions_at, _parquet(predictions) if rows is None else rows)
 
 
 def read_stats(store: Store, monitor: str, key: str) -> dict[str, GroupStats]:

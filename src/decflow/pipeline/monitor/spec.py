@@ -11,11 +11,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from decflow.contracts.contract import Contract
+from decflow.contracts.decision import LABEL_KEYS
 from decflow.contracts.sections import Monitor
+from decflow.data.records.reader import RecordSpec
 from decflow.data.records.units import Partition, SourcePlan, partition_files, plan_source
 from decflow.data.records.windows import window_of
+from decflow.errors import DecflowError
 from decflow.pipeline.monitor.state import Changes, MonitorState, changes
 from decflow.pipeline.production.baseline import names_records
+from decflow.pipeline.production.statistics import binning
 from decflow.pipeline.spec import load_contract_cached
 from decflow.pipeline.stored.check_runs import stored_check
 from decflow.store.monitors import monitor_id, read_state
@@ -116,6 +121,39 @@ def monitor_of(contract_path: str, source: str) -> str:
     return monitor_id(decision, BACKEND, source_identity(source))
 
 
+def piece_settings(contract: Contract) -> dict[str, Any]:
+    """The contract's settings what a monitor keeps was made with, by field: the window
+    its records are split by, the statistics' bins and confidence threshold, the segment
+    keys of its groups and predictions, and the labels its predictions number. Pieces made
+    with other values do not merge with them (nor mean the same)."""
+    n_bins, threshold = binning(contract)
+    decision = contract.decision
+    labels = next(key for key, kind in LABEL_KEYS.items() if kind == decision.type)
+    return {"monitor.window": (contract.monitor or Monitor()).window,
+            "evaluation.calibration_bins": n_bins,
+            "evaluation.confidence_threshold": threshold,
+            "production.segments": list(RecordSpec.from_contract(contract).segments),
+            f"decision.{labels}": list(decision.labels)}
+
+
+def check_settings(state: MonitorState, contract: Contract, contract_path: str,
+                   store: str) -> None:
+    """Refuse a contract that changed a setting the monitor's pieces were made with (its
+    first run's, stored in its state; a state from before they were stored knows only its
+    window and records the others on its next run)."""
+    stored = state.settings or {"monitor.window": state.window}
+    now = piece_settings(contract)
+    changed = [f"{name} changed from {value!r} (the monitor's first run) to "
+               f"{now.get(name)!r}" for name, value in stored.items() if now.get(name) != value]
+    if changed:
+        them = "it" if len(changed) == 1 else "them"
+        raise DecflowError(
+            f"{contract_path}: {'; '.join(changed)}: monitor {state.monitor_id} in store "
+            f"{store} keeps windows made with its first run's settings, and records read "
+            f"with other ones would not merge with them; set {them} back, or start a new "
+            "monitor with the new settings in another store (--store)")
+
+
 def plan_monitor(contract_path: str, source: str, store: Store, run_id: str, *,
                  labels: str | None = None, baseline: str | None = None,
                  absolute: bool = False) -> MonitorSpec:
@@ -129,6 +167,8 @@ def plan_monitor(contract_path: str, source: str, store: Store, run_id: str, *,
         stored_check(store, baseline, contract.decision.name)
     stored = read_state(store, monitor)
     state = None if stored is None else MonitorState.from_dict(stored)
+    if state is not None:
+        check_settings(state, contract, contract_path, store.location)
     found = changes({} if state is None else state.partitions,
                     partition_files(source, empty_folder=True))
     label_changes = (None if labels is None else

@@ -24,7 +24,7 @@ from decflow.errors import DatasetError
 from decflow.metrics.production import GroupStats, merge_groups
 from decflow.pipeline.monitor import pieces
 from decflow.pipeline.monitor.index import hashes, read_index
-from decflow.pipeline.monitor.labels import read_labels
+from decflow.pipeline.monitor.labels import LABEL_SCHEMA, again, read_labels
 from decflow.pipeline.monitor.scan import WindowedStats, prediction_schema, split_key
 from decflow.pipeline.monitor.spec import MonitorSpec
 from decflow.pipeline.monitor.state import MonitorState
@@ -254,7 +254,7 @@ def _merge_partitions(context: MonitorContext, key: str) -> Manifest:
                                  + [spec.arrival if arrival else ""])
         alone = read[0][1].manifest if len(read) == 1 else None
         if alone is not None and not arrival:  # the piece is the unit's own
-            pieces.copy_piece(store, spec.monitor_id, piece, alone)
+            pieces.copy_piece(store, spec.monitor_id, piece, alone, predictions)
         else:
             pieces.write_piece(store, spec.monitor_id, piece, stats, predictions)
         kept.append(Piece(partition.name, partition.path, partition.size, partition.version,
@@ -287,7 +287,8 @@ PARTITIONS: Stage[MonitorSpec] = Stage(
 
 
 def _read_labels(context: MonitorContext, key: str) -> Manifest:
-    """Each labels partition to read, kept as compact labels in arrival order."""
+    """Each labels partition to read, kept as compact labels in arrival order (one written
+    again after its labels were read keeps them first: `labels.again`)."""
     spec, store = context.spec, context.store
     state = stored_state(context)
     first = 1 if state is None else state.next_seq()
@@ -295,6 +296,10 @@ def _read_labels(context: MonitorContext, key: str) -> Manifest:
     kept = []
     for order, partition in enumerate(spec.labels_to_read, first):
         table = read_labels(partition, labels, order)
+        earlier = None if state is None else state.labels.get(partition.name)
+        if earlier is not None:
+            table = again(pieces.read_labels(store, spec.monitor_id, [earlier.key],
+                                             LABEL_SCHEMA), table)
         buffer = io.BytesIO()
         table.write_parquet(buffer)
         name = hashlib.sha256(buffer.getvalue()).hexdigest()[:32]

@@ -15,6 +15,8 @@
 - `detector`: the harmful-shift detector's own state (`metrics.harmful_shift`), the
   baseline it was started from, and `runs`: the last monitor runs with what each read.
 - `id_index`: the file listing every stored prediction's id hash and piece (`index.py`).
+- `settings`: the contract's settings the pieces were made with (window, bins, confidence
+  threshold, segments, labels): a run whose contract changed one is refused.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ class MonitorState:
     labels_source: str | None
     window: str
     id_hash: str
+    # the contract's settings its pieces were made with (`spec.piece_settings`); None in a
+    # state from before they were stored, until its next run records them
+    settings: dict[str, Any] | None = None
     partitions: dict[str, Seen] = field(default_factory=dict)
     labels: dict[str, Seen] = field(default_factory=dict)
     windows: dict[str, Window] = field(default_factory=dict)
