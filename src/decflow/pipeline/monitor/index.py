@@ -1,8 +1,9 @@
-"""A monitor's id index: every stored prediction's id hash with the piece that holds it and
-whether its record carried its outcome (`inline`), sorted by hash, one Parquet file named in
-the state (`MonitorState.id_index`). With it a run finds the repeated ids of what it reads
-and the pieces a new label's decision is in without opening every piece (a run's cost
-follows what is new, plus one read of the index)."""
+"""A monitor's id index: every stored prediction's id hash (a record without an id has
+none) with the piece that holds it and whether its record carried its outcome (`inline`),
+sorted by hash, one Parquet file named in the state (`MonitorState.id_index`). With it a
+run finds the repeated ids of what it reads and the pieces a new label's decision is in
+without opening every piece (a run's cost follows what is new, plus one read of the
+index)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def read_index(store: Store, monitor: str, key: str | None) -> pl.DataFrame:
 
 
 def entries(predictions: pl.DataFrame, piece: str) -> pl.DataFrame:
-    """A piece's predictions as index entries."""
-    return predictions.select(pl.col("h"), pl.lit(piece).alias("piece"),
-                              (pl.col("correct") >= 0).alias("inline"))
+    """A piece's predictions with an id as index entries."""
+    return predictions.filter(pl.col("h").is_not_null()).select(
+        pl.col("h"), pl.lit(piece).alias("piece"), (pl.col("correct") >= 0).alias("inline"))
 
 
 def updated(index: pl.DataFrame, named: set[str], added: dict[str, pl.DataFrame]

@@ -167,19 +167,39 @@ class Labelled:
     totals: dict[str, int]
 
 
+def _anonymous(stored: Pieces, read: dict[str, str | None]) -> pl.DataFrame:
+    """The records without an id that carry their outcome, of the pieces read this run
+    (`read`: each with the piece its partition had when read before, if it was). A record
+    without an id cannot be told from one read before: a partition read again takes the
+    first as many of them (in file order) as its earlier piece held as those, fed already,
+    so records appended are fed and records changed in place are not fed again (as a
+    record with an id is not)."""
+    def anonymous(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(pl.col("h").is_null() & (pl.col("correct") >= 0))
+
+    found = [anonymous(stored.predictions([key])).slice(
+        0 if old is None else anonymous(stored.piece(old)).height)
+        for key, old in sorted(read.items())]
+    return pl.concat([anonymous(stored.predictions([])), *found]).with_columns(
+        labelled=pl.lit(False))
+
+
 def _learnt(state: MonitorState, stored: Pieces, before: MonitorState, index: pl.DataFrame,
-            old_index: pl.DataFrame, new_pieces: list[str]) -> Labelled:
+            old_index: pl.DataFrame, read: dict[str, str | None]) -> Labelled:
     """The newly labelled predictions, reading only the pieces that can hold them: the
-    pieces read this run and those holding the decision of a label that arrived."""
+    pieces read this run (`read`, each with its partition's earlier piece) and those
+    holding the decision of a label that arrived."""
     labels = stored.labels(s.key for s in state.labels.values())
     arrived = stored.labels(s.key for n, s in state.labels.items()
                             if before.labels.get(n) != s)
     holding = index.filter(pl.col("h").is_in(arrived["h"].implode()))["piece"].to_list()
-    candidates = stored.predictions([*new_pieces, *holding])
+    candidates = stored.predictions([*read, *holding])
     after = join_labels(candidates, labels).predictions.filter(pl.col("correct") >= 0)
     known = first_labels(stored.labels(s.key for s in before.labels.values()))["h"]
     was = old_index.filter(pl.col("inline") | pl.col("h").is_in(known.implode()))["h"]
-    newly = after.filter(~pl.col("h").is_in(was.implode()))
+    newly = pl.concat([
+        after.filter(pl.col("h").is_not_null() & ~pl.col("h").is_in(was.implode())),
+        _anonymous(stored, read)])
     first = first_labels(labels).join(index.select("h", "inline"), on="h", how="left")
     joined = int((first["inline"] == False).sum())  # noqa: E712 - a polars comparison
     pending = int(first["inline"].is_null().sum())
@@ -288,11 +308,13 @@ def _judge(context: MonitorContext, key: str) -> Manifest:
     index: pl.DataFrame | None = None
     newly = _NOTHING_LABELLED
     if spec.to_read or spec.labels_to_read:
-        new_pieces = [p["key"] for p in context.manifests["partitions"].extra["pieces"]]
+        read = {p["key"]: None if p["name"] not in before.partitions
+                else before.partitions[p["name"]].key
+                for p in context.manifests["partitions"].extra["pieces"]}
         old_index = read_index(store, state.monitor_id, state.id_index)
         index = updated(old_index, {s.key for s in state.partitions.values()},
-                        {k: entries(stored.predictions([k]), k) for k in new_pieces})
-        learnt = _learnt(state, stored, before, index, old_index, new_pieces)
+                        {k: entries(stored.predictions([k]), k) for k in read})
+        learnt = _learnt(state, stored, before, index, old_index, read)
         newly = learnt.newly
     for window in newly.filter(pl.col("labelled"))["window"].unique().to_list():
         reading.touch(window, LABELS)

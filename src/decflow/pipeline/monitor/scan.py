@@ -2,8 +2,10 @@
 over a unit (`production.statistics.aggregate_unit`): the check's statistics per window
 and group (`WindowedStats`, keys `<window>\\x1e<group>`), and one compact prediction per
 record with an id — its stable id hash, window, selected label, top confidence, inline
-correctness (-1 unknown) and segment tokens — for labels that arrive later. Never an input
-or any other field of the record."""
+correctness (-1 unknown) and segment tokens — for labels that arrive later, and per record
+without an id that carries its outcome inline (id hash null: no label can join it; its
+correctness feeds the harmful-shift alarm). Never an input or any other field of the
+record."""
 
 from __future__ import annotations
 
@@ -53,17 +55,21 @@ class WindowedStats(BatchStats):
         return [window_group(name, "") for name in found], numbers.to_numpy()
 
     def rows(self, table: pl.DataFrame) -> pl.DataFrame:
-        """The compact predictions of the records that carry an id (a record without one
-        gets `record-<position>`, which names no decision a label could join)."""
-        own = table.filter(pl.col("id") != pl.lit("record-") + pl.col("position").cast(pl.String))
+        """The compact predictions of the records that carry an id, and of those without one
+        (the reader names them `record-<position>`, which names no decision a label could
+        join) that carry their outcome inline: kept with a null id hash, for the
+        harmful-shift alarm and the windows' labelled risk (in file order, as read)."""
+        anonymous = pl.col("id") == pl.lit("record-") + pl.col("position").cast(pl.String)
+        marked = table.with_columns(anonymous=anonymous)
+        own = marked.filter(~pl.col("anonymous") | pl.col("outcome_correct").is_not_null())
         labels = list(self.spec.labels)
-        correct = own["outcome_correct"]
+        hashes = pl.Series(stable_id_hashes(own["id"]).view(np.int64), dtype=pl.Int64)
         return pl.DataFrame({
-            "h": stable_id_hashes(own["id"]).view(np.int64),
+            "h": hashes.zip_with(~own["anonymous"], pl.Series([None], dtype=pl.Int64)),
             "window": own.select(window_names(pl.col("timestamp"), self.window))["timestamp"],
             "selected": own["selected"].replace_strict(labels, list(range(len(labels))),
                                                        return_dtype=pl.UInt8),
             "confidence": own["confidence"],
-            "correct": correct.cast(pl.Int8).fill_null(UNKNOWN),
+            "correct": own["outcome_correct"].cast(pl.Int8).fill_null(UNKNOWN),
             **{segment_column(key): own[segment_column(key)] for key in self.spec.segments},
         }, schema=prediction_schema(self.spec.segments))

@@ -43,7 +43,7 @@ from decflow.pipeline.stage import FanOut, Stage, StageContext, UnitOutcome
 from decflow.store.monitors import read_state
 from decflow.store.store import Manifest
 
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: a unit keeps the predictions of id-less records with an outcome
 MonitorContext = StageContext[MonitorSpec]
 
 
@@ -203,8 +203,8 @@ def _held_ids(context: MonitorContext) -> np.ndarray:
 def _repeated_ids(context: MonitorContext, new: pl.DataFrame, held: np.ndarray,
                   name: str) -> None:
     """An id the monitor already holds a prediction of (from another partition) is the
-    error a check gives for a repeated id."""
-    hashes = new["h"].to_numpy()
+    error a check gives for a repeated id (a record without an id repeats none)."""
+    hashes = new["h"].drop_nulls().to_numpy()
     at = np.searchsorted(held, hashes)
     repeated = int((held[np.minimum(at, held.size - 1)] == hashes).sum()) if held.size else 0
     if repeated:
