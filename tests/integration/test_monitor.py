@@ -189,7 +189,7 @@ def test_a_detector_started_late_or_again_replays_every_labelled_record(
                  "--partition", "day", "--harmful-shift-from", "0",
                  "--shifted-error-rate", "0.5")
     _, first, _ = _monitor(tmp_path)  # no baseline: the alarm cannot run yet
-    assert first["harmful_shift"] is None
+    assert first["harmful_shift"]["cannot_alarm"].startswith("no baseline")
     labelled = sum(w["n_labelled"] for w in first["windows"])
     assert labelled > 150
     _, late, _ = _monitor(tmp_path, "--baseline", str(tmp_path / "baseline"))
@@ -435,3 +435,106 @@ def test_window_runs_are_listed_under_their_monitor(tmp_path: Path) -> None:
         code, text, err = run_cli("report", shown, "--store", str(tmp_path / "store"))
         assert code in (0, 1), err
     assert text.splitlines()[0] == _windows(report)["2026-11-01"]["headline"]
+
+
+def _contract(folder: Path, name: str, **changes: Any) -> Path:
+    """The monitor contract with sections replaced (None: removed), written beside."""
+    document = yaml.safe_load(CONTRACT.read_text())
+    for key, value in changes.items():
+        if value is None:
+            document.pop(key)
+        else:
+            document[key] = value
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def _run(contract: Path, records: Path, store: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = run_cli("monitor", str(contract), "-d", str(records), "--store",
+                             str(store), "-f", "json", *extra)
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def _shift(report: dict[str, Any]) -> dict[str, Any]:
+    (check,) = [c for c in report["checks"] if c["gate"] == "harmful_shift"]
+    return dict(check)
+
+
+# the refund-monitor contract whose only window gate is a warning: its windows hold, and
+# the verdict rests on the harmful-shift alarm
+SHIFT_ONLY = {"production": {"gating": "evidence", "warnings": {"max_fallback_rate": 0.6}}}
+
+
+def _harmful(folder: Path) -> tuple[Path, tuple[str, ...], pl.DataFrame]:
+    """Two days whose labelled error rate is 0.5 (baseline 0.1): the SHIFT_ONLY contract,
+    the --labels option and the baseline's records."""
+    write_stream(folder, "--days", "2", *SMALL, "--harmful-shift-from", "0",
+                 "--shifted-error-rate", "0.5")
+    return (_contract(folder, "shiftonly", **SHIFT_ONLY), ("--labels", str(folder / "labels")),
+            pl.read_parquet(folder / "baseline" / "**" / "*.parquet"))
+
+
+def test_the_alarm_without_a_baseline_is_not_established(tmp_path: Path) -> None:
+    """A monitor never says OK when its harmful-shift alarm cannot decide: without a
+    baseline, also before any window, it is WARN naming why."""
+    contract, labels, _ = _harmful(tmp_path)
+    code, report = _run(contract, tmp_path / "records", tmp_path / "store", *labels)
+    assert (code, report["status"]) == (0, "warn"), report["headline"]
+    check = _shift(report)
+    assert check["status"] == "not_established"
+    assert check["message"].startswith("harmful shift not established: no baseline")
+    assert report["headline"].startswith("WARN 1/")
+    assert check["message"] in report["headline"]
+    assert report["harmful_shift"]["cannot_alarm"].startswith("no baseline")
+    (tmp_path / "empty").mkdir()  # an empty source: no window, and still not OK
+    code, report = _run(contract, tmp_path / "empty", tmp_path / "empty-store")
+    assert report["status"] == "warn" and report["windows"] == []
+    assert report["headline"].startswith("WARN 1/1 (no windows yet")
+    assert "harmful shift not established: no baseline" in report["headline"]
+
+
+def test_a_baseline_without_labelled_records_is_named(tmp_path: Path) -> None:
+    """A baseline whose records have no outcome: the alarm is not established naming it,
+    not an internal error."""
+    contract, labels, baseline = _harmful(tmp_path)
+    (tmp_path / "unlabelled").mkdir()
+    baseline.drop("outcome").write_parquet(tmp_path / "unlabelled" / "part-0.parquet")
+    code, report = _run(contract, tmp_path / "records", tmp_path / "store", *labels,
+                        "--baseline", str(tmp_path / "unlabelled"))
+    assert (code, report["status"]) == (0, "warn"), report["headline"]
+    assert _shift(report)["message"] == (
+        f"harmful shift not established: the baseline {tmp_path / 'unlabelled'} has no "
+        "labelled record (the alarm needs a baseline with outcomes)")
+
+
+def test_a_baseline_too_small_for_the_tolerance_is_not_established(tmp_path: Path) -> None:
+    """One correctly decided baseline record and tolerance 0.05: the threshold 0.975 (its
+    upper bound 1 - 0.025) + 0.05 >= 1 can never be exceeded; WARN naming the size that
+    would do (two such records: 1 - 0.025 ** (1/2) = 0.8419, + 0.05 < 1)."""
+    contract, labels, baseline = _harmful(tmp_path)
+    (tmp_path / "one").mkdir()
+    baseline.filter(pl.col("selected") == pl.col("outcome")).head(1).write_parquet(
+        tmp_path / "one" / "part-0.parquet")
+    document = yaml.safe_load(contract.read_text())
+    document["monitor"]["harmful_shift"]["tolerance"] = 0.05
+    contract.write_text(yaml.safe_dump(document))
+    code, report = _run(contract, tmp_path / "records", tmp_path / "store", *labels,
+                        "--baseline", str(tmp_path / "one"))
+    check = _shift(report)
+    assert (code, report["status"], check["status"]) == (0, "warn", "not_established")
+    assert check["threshold"] == pytest.approx(1.025)
+    assert check["message"].endswith("a baseline of 2 labelled records at its error rate 0 "
+                                     "would do"), check["message"]
+    assert report["harmful_shift"]["cannot_alarm"] in check["message"]
+
+
+def test_windows_without_gates_are_no_checks(tmp_path: Path) -> None:
+    """A contract without production gates or alarm: its windows have nothing that holds,
+    so the headline says `no gates`, not `N/N gates hold`."""
+    write_stream(tmp_path, "--days", "2", *SMALL)
+    contract = _contract(tmp_path, "nogates", production=None, monitor=None)
+    _, report = _run(contract, tmp_path / "records", tmp_path / "store")
+    assert len(report["windows"]) == 2 and report["checks"] == []
+    assert report["headline"] == "OK (no baseline: drift needs --baseline): no gates"

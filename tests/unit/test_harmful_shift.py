@@ -11,7 +11,9 @@ the one-sided binomial 99 % tolerance.
 - error rate 0.10 → 0.16 from window 10: alarm within 5 windows in ≥ 90 %;
 - a shift of confidences alone (error rate the same, Brier lower): no alarm beyond α on
   either metric;
-- labels arriving one window late: the same alarm window, one run later.
+- labels arriving one window late: the same alarm window, one run later;
+- a baseline too small for the tolerance (θ ≥ 1) never alarms, and the size named for it
+  does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 from decflow.contracts.sections import HarmfulShift
 from decflow.metrics.harmful_shift import (
     HarmfulShiftDetector,
+    baseline_needed,
     record_losses,
     risk_bounds,
 )
@@ -189,3 +192,35 @@ def test_a_shift_of_confidences_alone_does_not_alarm(metric: str) -> None:
             state = state.update(f"w{w}", *window(w >= 5))
         alarms += state.alarm is not None
     assert alarms / runs <= tolerance(runs)
+
+
+@pytest.mark.parametrize(("metric", "n", "loss", "tolerance"), [
+    ("error_rate", 1, 0.0, 0.05), ("error_rate", 2, 1.0, 0.02), ("error_rate", 3, 2.0, 0.1),
+    ("error_rate", 40, 37.0, 0.02), ("brier", 3, 2.5, 0.02), ("brier", 1, 0.0, 0.3)])
+def test_a_baseline_too_small_never_alarms_and_the_size_named_would(
+        metric: str, n: int, loss: float, tolerance: float) -> None:
+    """θ ≥ 1: every record wrong does not alarm. The size `baseline_needed` names, at the
+    baseline's mean loss, has θ < 1 and one record fewer has not; with no loss it is the
+    fewest."""
+    def start(size: int, total: float) -> HarmfulShiftDetector:
+        return HarmfulShiftDetector.start(metric, tolerance, ALPHA, 365, size, total)  # type: ignore[arg-type]
+
+    small = start(n, loss)
+    assert small.theta >= 1.0 and not small.can_alarm
+    worst = small
+    for window in range(50):
+        worst = worst.update(f"w{window}", 1000, 1000.0)
+    assert worst.alarm is None
+    needed = baseline_needed(metric, tolerance, ALPHA, n, loss)  # type: ignore[arg-type]
+    assert needed is not None and needed > n and needed == small.needed
+    risk = loss / n
+    assert start(needed, risk * needed).can_alarm
+    assert not start(needed - 1, risk * (needed - 1)).can_alarm
+    if loss == 0:
+        assert not any(start(m, 0.0).can_alarm for m in range(1, needed))
+    # it can: enough wrong decisions raise it (θ(needed) may lie just below 1)
+    assert start(needed, risk * needed).update("w", 10**9, 1e9).alarm is not None
+
+
+def test_no_baseline_size_helps_when_its_risk_plus_the_tolerance_reaches_1() -> None:
+    assert baseline_needed("error_rate", 0.02, ALPHA, 50, 49.0) is None

@@ -39,7 +39,8 @@ break this, as it would any test).
 **What the alarm names.** `window`: the data window whose labelled records took R over the
 threshold; `since`: the start (a data window) whose product is largest then, the estimated
 change; the risk since then with one-sided 95 % bounds (descriptive: the start was chosen by
-the data). A threshold θ ≥ 1 cannot be exceeded: that detector never alarms.
+the data). A threshold θ ≥ 1 cannot be exceeded: that detector never alarms (`can_alarm`);
+`baseline_needed` says how many labelled baseline records would bring θ below 1.
 """
 
 from __future__ import annotations
@@ -86,6 +87,34 @@ def risk_bounds(metric: RiskMetric, n: int, loss: float, alpha: float) -> tuple[
         return clopper_pearson_low(count, n, alpha), clopper_pearson_high(count, n, alpha)
     mean = min(max(loss / n, 0.0), 1.0)
     return kl_bound(mean, n, alpha, upper=False), kl_bound(mean, n, alpha, upper=True)
+
+
+def _baseline_upper(metric: RiskMetric, alpha: float, n: int, loss: float) -> float:
+    """U: the one-sided upper bound at α/2 of a baseline of n labelled records whose losses
+    sum to `loss`."""
+    return risk_bounds(metric, n, loss, alpha / 2.0)[1]
+
+
+def baseline_needed(metric: RiskMetric, tolerance: float, alpha: float, n: int,
+                    loss: float) -> int | None:
+    """How many labelled baseline records at the same mean loss as these `n` (θ ≥ 1) would
+    give a θ below 1, so that the detector can alarm: None when no size can (mean loss + T
+    ≥ 1, the limit of θ). Searched by doubling n, then bisection: the size returned has
+    θ < 1 and one record fewer has not (the fewest when the loss is 0: θ then falls with
+    every record; a rounded error count can make a few sizes near it alternate)."""
+    risk = loss / n
+    if risk + tolerance >= 1.0:
+        return None
+    below, above = n, 2 * n  # θ(below) ≥ 1; `above` doubles until θ(above) < 1
+    while _baseline_upper(metric, alpha, above, risk * above) + tolerance >= 1.0:
+        below, above = above, 2 * above
+    while above - below > 1:
+        middle = (below + above) // 2
+        if _baseline_upper(metric, alpha, middle, risk * middle) + tolerance >= 1.0:
+            below = middle
+        else:
+            above = middle
+    return above
 
 
 @lru_cache(maxsize=64)
@@ -162,7 +191,7 @@ class HarmfulShiftDetector:
         if not 0.0 <= baseline_loss <= baseline_n:
             raise ValueError(f"a baseline loss sum of {baseline_loss} over {baseline_n} records "
                              "is outside [0, n]")
-        upper = risk_bounds(metric, baseline_n, baseline_loss, alpha / 2.0)[1]
+        upper = _baseline_upper(metric, alpha, baseline_n, baseline_loss)
         return cls(metric, tolerance, alpha, horizon, baseline_n, baseline_loss, upper,
                    (-math.inf,) * GRID)
 
@@ -170,6 +199,18 @@ class HarmfulShiftDetector:
     def theta(self) -> float:
         """The risk the production is tested against: the baseline's upper bound + T."""
         return self.baseline_upper + self.tolerance
+
+    @property
+    def can_alarm(self) -> bool:
+        """Whether the evidence can ever reach the threshold: θ < 1 (a loss is at most 1)."""
+        return self.theta < 1.0
+
+    @property
+    def needed(self) -> int | None:
+        """Labelled baseline records that would let a detector that cannot alarm do so
+        (`baseline_needed`)."""
+        return baseline_needed(self.metric, self.tolerance, self.alpha, self.baseline_n,
+                               self.baseline_loss)
 
     @property
     def log_threshold(self) -> float:
@@ -199,7 +240,7 @@ class HarmfulShiftDetector:
         if new_start:
             starts = (*starts, Start(window, self.n, self.loss))[-MAX_STARTS:]
         log_r = np.asarray(self.log_r)
-        if self.theta < 1.0:
+        if self.can_alarm:
             lam, psi = _grid(self.theta)
             if new_start:
                 log_r = np.logaddexp(log_r, 0.0)

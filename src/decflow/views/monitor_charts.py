@@ -11,7 +11,7 @@ def risk_chart(report: MonitorReport) -> str:
     """The labelled records' risk window by window against the alarm's threshold (the
     baseline's upper bound + tolerance), the alarm shaded from the window it names."""
     shift = report.harmful_shift
-    if shift is None:
+    if shift is None or "threshold" not in shift:  # off, or no detector to draw
         return ""
     alarm = shift.get("alarm") or {}
     since = alarm.get("since")

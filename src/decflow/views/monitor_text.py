@@ -75,7 +75,9 @@ def shift_line(report: MonitorReport) -> str:
     """The harmful-shift alarm in one line."""
     shift = report.harmful_shift
     if shift is None:
-        return "off" if report.monitor.baseline is not None else "off: no baseline"
+        return "off"
+    if shift.get("cannot_alarm"):
+        return f"not established: {shift['cannot_alarm']}"
     words = "error rate" if shift["metric"] == "error_rate" else "Brier"
     threshold = (f"baseline {number(shift['baseline']['risk'])} (upper "
                  f"{number(shift['baseline']['upper'])}) + {number(shift['tolerance'])}")

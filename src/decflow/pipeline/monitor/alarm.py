@@ -11,6 +11,10 @@ The baseline's risk: for `error_rate` its labelled records' errors (from its sto
 metrics); for `brier` (the top label's (confidence − correct)²) the records themselves,
 read once when the baseline is read (a check report or run that does not inline its
 records cannot give it).
+
+A configured alarm that cannot alarm is *not established* (WARN), never a pass: without a
+baseline, against a baseline with no labelled record, or with a threshold θ ≥ 1 (a baseline
+too small for the tolerance; the check names the size that would do).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ GATE = "harmful_shift"
 SHOWN_LEVEL = 0.05  # the one-sided level of the bounds shown beside the risk
 METRIC_WORDS = {"error_rate": "error rate", "brier": "Brier"}
 METHOD = "harmful-shift e-detector (Shiryaev-Roberts; metrics/harmful_shift.py)"
+NO_BASELINE = ("no baseline (the alarm needs --baseline: records, a check report, a check run "
+               "or accepted)")
 
 
 def _settings(shift: HarmfulShift) -> dict[str, Any]:
@@ -73,12 +79,15 @@ def baseline_risk(context: MonitorContext, baseline: MonitorBaseline,
 
 @dataclass(frozen=True)
 class Advanced:
-    """The detector after this run (None: the alarm is off), why it started again, and the
-    labelled records it replayed when it (re)started in this run."""
+    """The detector after this run (None: the alarm is off, or cannot start: `settings`
+    set), why it started again, the labelled records it replayed when it (re)started in
+    this run, and why it cannot start (`unstarted`)."""
 
     detector: HarmfulShiftDetector | None
     restarted: str | None = None
     replayed: int | None = None
+    settings: HarmfulShift | None = None
+    unstarted: str | None = None
 
 
 # every labelled record the monitor holds, as `window_losses` of a metric
@@ -102,9 +111,12 @@ def advance(context: MonitorContext, state: MonitorState, baseline: MonitorBasel
     `history` instead (which holds `newly`)."""
     monitor = context.loaded.contract.monitor
     settings = None if monitor is None else monitor.harmful_shift
-    if settings is None or baseline is None:
+    if settings is None:
         state.detector = None
         return Advanced(None)
+    if baseline is None:
+        state.detector = None
+        return Advanced(None, settings=settings, unstarted=NO_BASELINE)
     stored, restarted, replayed = state.detector, None, None
     wanted = {"baseline": baseline.identity, "settings": _settings(settings)}
     if stored is not None and {k: stored[k] for k in wanted} == wanted:
@@ -115,6 +127,11 @@ def advance(context: MonitorContext, state: MonitorState, baseline: MonitorBasel
             restarted = ("the baseline changed" if stored["baseline"] != baseline.identity
                          else "monitor.harmful_shift changed")
         n, loss = _risk(context, state, baseline, settings.metric)
+        if n == 0:
+            state.detector = None
+            return Advanced(None, settings=settings, unstarted=(
+                f"the baseline {baseline.baseline.block.get('path')} has no labelled record "
+                "(the alarm needs a baseline with outcomes)"))
         detector = HarmfulShiftDetector.start(settings.metric, settings.tolerance,
                                               settings.alpha, settings.horizon, n, loss)
         feed = history(settings.metric)
@@ -149,9 +166,38 @@ def window_risk(metric: RiskMetric, labelled: pl.DataFrame) -> dict[str, Any]:
             "low": low, "high": high}
 
 
-def shift_check(detector: HarmfulShiftDetector) -> Check:
-    """The alarm as one check of the monitor: fail once raised (the risk since the window
-    it names), not established before any labelled record, else pass (no alarm)."""
+def cannot_alarm(advanced: Advanced) -> str | None:
+    """Why the configured alarm can never be raised as things stand (None: it can, or it is
+    off): it could not start, or its threshold θ ≥ 1 is beyond any risk."""
+    detector = advanced.detector
+    if detector is None:
+        return advanced.unstarted
+    if detector.can_alarm:
+        return None
+    words = METRIC_WORDS[detector.metric]
+    needed = detector.needed
+    base = number(detector.baseline_loss / detector.baseline_n)
+    need = (f"a baseline of {needed} labelled records at its {words} {base} would do"
+            if needed is not None else
+            f"no baseline at its {words} {base} would: lower the tolerance")
+    records = "record" if detector.baseline_n == 1 else "records"
+    return (f"threshold {number(detector.theta)} >= 1 can never be exceeded (upper bound "
+            f"{number(detector.baseline_upper)} of the baseline's {detector.baseline_n} "
+            f"labelled {records} + tolerance {number(detector.tolerance)}); {need}")
+
+
+def shift_check(advanced: Advanced) -> Check | None:
+    """The alarm as one check of the monitor (None: off): fail once raised (the risk since
+    the window it names), not established when it cannot alarm (`cannot_alarm`) or before
+    any labelled record, else pass (no alarm)."""
+    detector, why = advanced.detector, cannot_alarm(advanced)
+    if detector is None:
+        settings = advanced.settings
+        if settings is None:
+            return None
+        # no baseline bounds the risk: the threshold is the loss's own bound 1, + T
+        return Check(GATE, "requirement", settings.metric, "<=", 1.0 + settings.tolerance,
+                     None, "not_established", f"harmful shift not established: {why}")
     words = METRIC_WORDS[detector.metric]
     alarm = detector.alarm
     if alarm is not None:
@@ -160,10 +206,13 @@ def shift_check(detector: HarmfulShiftDetector) -> Check:
                    f"{number(alarm.baseline_risk)} + {number(alarm.tolerance)}")
         return Check(GATE, "requirement", detector.metric, "<=", detector.theta, alarm.risk,
                      "fail", message, evidence)
-    if detector.n == 0:
+    risk = None if detector.n == 0 else detector.loss / detector.n
+    if why is not None:
+        return Check(GATE, "requirement", detector.metric, "<=", detector.theta, risk,
+                     "not_established", f"harmful shift not established: {why}")
+    if risk is None:
         return Check(GATE, "requirement", detector.metric, "<=", detector.theta, None,
                      "not_established", f"{words}: no labelled record yet")
-    risk = detector.loss / detector.n
     low, high = risk_bounds(detector.metric, detector.n, detector.loss, SHOWN_LEVEL)
     base = detector.baseline_loss / detector.baseline_n
     return Check(GATE, "requirement", detector.metric, "<=", detector.theta, risk, "pass",
@@ -173,10 +222,12 @@ def shift_check(detector: HarmfulShiftDetector) -> Check:
 
 
 def summary(advanced: Advanced) -> dict[str, Any] | None:
-    """The report's `harmful_shift` block."""
-    detector = advanced.detector
+    """The report's `harmful_shift` block (only the settings and `cannot_alarm` when the
+    detector could not start)."""
+    detector, why = advanced.detector, cannot_alarm(advanced)
     if detector is None:
-        return None
+        settings = advanced.settings
+        return None if settings is None else {**_settings(settings), "cannot_alarm": why}
     alarm = detector.alarm
     return {
         "metric": detector.metric, "tolerance": detector.tolerance, "alpha": detector.alpha,
@@ -189,7 +240,7 @@ def summary(advanced: Advanced) -> dict[str, Any] | None:
         "log_evidence": None if math.isinf(detector.log_evidence) else detector.log_evidence,
         "log_threshold": detector.log_threshold,
         "alarm": None if alarm is None else vars(alarm), "restarted": advanced.restarted,
-        "replayed": advanced.replayed,
+        "replayed": advanced.replayed, "cannot_alarm": why,
         "guarantee": f"P(any false alarm within {detector.horizon} windows) <= "
                      f"{number(detector.alpha)}",
     }

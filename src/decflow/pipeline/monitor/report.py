@@ -4,7 +4,9 @@ state after a run: the windows as a time series, what the run read, and the verd
 The verdict follows from the windows of the last run that checked any and the newest
 window (a window checked long ago no longer decides today's verdict; its report stays in
 the history) and from the harmful-shift alarm: ALARM (`fail`, exit 1) when a window
-fails or the alarm is raised, WARN when a window warns or is not established, else OK.
+fails or the alarm is raised, WARN when a window warns or is not established or the
+configured alarm cannot decide (no baseline, no labelled baseline record, a threshold ≥ 1),
+else OK. A window without gates is no check: nothing of it holds.
 """
 
 from __future__ import annotations
@@ -83,15 +85,13 @@ def _series(state: MonitorState) -> list[dict[str, Any]]:
     return out
 
 
-def _qualifiers(context: MonitorContext, state: MonitorState,
-                baseline: MonitorBaseline | None, advanced: Advanced) -> list[Qualifier]:
+def _qualifiers(state: MonitorState, baseline: MonitorBaseline | None,
+                advanced: Advanced) -> list[Qualifier]:
     found = []
     if not state.windows:
         found.append(Qualifier("no windows yet", "no record was read"))
-    if baseline is None:
-        alarm = settings(context).harmful_shift is not None
-        found.append(Qualifier("no baseline", "drift and the harmful-shift alarm need "
-                               "--baseline" if alarm else "drift needs --baseline"))
+    if baseline is None:  # the harmful-shift alarm says so as its own check
+        found.append(Qualifier("no baseline", "drift needs --baseline"))
     if advanced.restarted:
         found.append(Qualifier("detector restarted", advanced.restarted))
     return found
@@ -109,11 +109,13 @@ def build_report(context: MonitorContext, state: MonitorState, read: dict[str, A
                  advanced: Advanced) -> dict[str, Any]:
     """The monitor report of this run, as written to `runs/<run_id>/report.json`."""
     spec, loaded = context.spec, context.loaded
-    shift = [] if advanced.detector is None else [shift_check(advanced.detector)]
-    checks = [*shift, *(_window_check(w) for w in _focus(state))]
+    shift = shift_check(advanced)
+    # a window with no gate has nothing that holds: it is not counted as a check
+    checks = [*([] if shift is None else [shift]),
+              *(_window_check(w) for w in _focus(state) if w.gates)]
     status, exit_code = status_of(checks)
     monitor = settings(context)
-    qualifiers = _qualifiers(context, state, baseline, advanced)
+    qualifiers = _qualifiers(state, baseline, advanced)
     built = MonitorReport(
         report_version=REPORT_VERSION, decflow_version=decflow.__version__, kind=MONITOR_KIND,
         created_at=spec.created_at, mode=MONITOR_KIND, status=status, exit_code=exit_code,
